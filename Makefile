@@ -1,0 +1,28 @@
+# fedpca — federated, differentially private PCA / DCA / LDA.
+# `make help` lists the targets.
+
+GO       ?= go
+PKGS     ?= ./...
+BENCHTIME ?= 1x
+
+.DEFAULT_GOAL := help
+
+.PHONY: help
+help: ## list the targets
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+
+.PHONY: test
+test: ## run every test with the race detector (what CI runs)
+	$(GO) test -race -timeout 60m $(PKGS)
+
+.PHONY: check
+check: ## gofmt, go vet, staticcheck, import boundaries, go mod tidy clean
+	./scripts/check.sh
+
+.PHONY: bench
+bench: ## run the benchmarks of the hot paths (BENCHTIME=10x for medians)
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./protocol/...
+
+.PHONY: fuzz
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
+	./scripts/fuzz.sh $${FUZZTIME:-30s}
