@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"strconv"
 	"strings"
 )
 
@@ -273,4 +274,31 @@ func abs(x int) int {
 // pow10 returns a new 10^n.
 func pow10(n int) *big.Int {
 	return new(big.Int).Exp(big.NewInt(10), big.NewInt(int64(n)), nil)
+}
+
+// MarshalJSON writes the canonical text as a JSON string.
+func (d Decimal) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + d.String() + `"`), nil
+}
+
+// UnmarshalJSON accepts a JSON number or a JSON string holding a decimal, and
+// keeps its exact value (no float64 round trip).
+func (d *Decimal) UnmarshalJSON(b []byte) error {
+	s := string(b)
+	if len(s) >= 2 && s[0] == '"' && s[len(s)-1] == '"' {
+		s = s[1 : len(s)-1]
+	}
+	v, err := ParseDecimal(s)
+	if err != nil {
+		return err
+	}
+	*d = v
+	return nil
+}
+
+// FromFloat returns the exact decimal value of the shortest text that
+// round-trips to f (strconv's 'g' -1 format). It is for public parameters
+// computed in floating point (such as a schema's centers), never for data.
+func FromFloat(f float64) (Decimal, error) {
+	return ParseDecimal(strconv.FormatFloat(f, 'g', -1, 64))
 }

@@ -1,0 +1,200 @@
+package schema
+
+import (
+	"encoding/csv"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+)
+
+// RowError names the line and column of a bad CSV cell.
+type RowError struct {
+	Line   int    // 1-based line number in the file (the header is line 1)
+	Column string // column name, empty for errors about the whole row
+	Err    error
+}
+
+func (e *RowError) Error() string {
+	if e.Column == "" {
+		return fmt.Sprintf("line %d: %v", e.Line, e.Err)
+	}
+	return fmt.Sprintf("line %d, column %q: %v", e.Line, e.Column, e.Err)
+}
+
+func (e *RowError) Unwrap() error { return e.Err }
+
+// ErrUnknownClass reports a label that is not in the schema's class list.
+var ErrUnknownClass = errors.New("label is not one of the schema's classes")
+
+// Mapper turns raw feature text into a quantized, clipped row. It holds
+// scratch space and is not safe for concurrent use.
+type Mapper struct {
+	s       *Schema
+	quant   []*fixedpoint.Quantizer
+	clip    *fixedpoint.Clipper
+	scratch fixedpoint.Scratch
+	classes map[string]int
+}
+
+// NewMapper returns the row map of the schema.
+func (s *Schema) NewMapper() (*Mapper, error) {
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	m := &Mapper{s: s, quant: make([]*fixedpoint.Quantizer, len(s.Features))}
+	for i, f := range s.Features {
+		q, err := fixedpoint.NewQuantizer(f.Center, f.Scale, s.Bits)
+		if err != nil {
+			return nil, fmt.Errorf("schema %s: feature %q: %w", s.ID, f.Name, err)
+		}
+		m.quant[i] = q
+	}
+	var err error
+	if m.clip, err = fixedpoint.NewClipper(s.Bound()); err != nil {
+		return nil, err
+	}
+	m.classes = make(map[string]int, len(s.Classes))
+	for i, c := range s.Classes {
+		m.classes[c] = i
+	}
+	return m, nil
+}
+
+// Class returns the index of a label in the class list.
+func (m *Mapper) Class(label string) (int, error) {
+	k, ok := m.classes[label]
+	if !ok {
+		return 0, fmt.Errorf("%q: %w", label, ErrUnknownClass)
+	}
+	return k, nil
+}
+
+// Map quantizes and clips one row given as the text of its features in
+// schema order. dst must have length D. On error it names the feature (as a
+// *RowError with Line 0) and dst is unspecified.
+func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
+	if len(cells) != len(m.quant) || len(dst) != len(m.quant) {
+		return false, fmt.Errorf("row has %d values, schema %s has %d features", len(cells), m.s.ID, len(m.quant))
+	}
+	for i, c := range cells {
+		v, err := m.quant[i].Quantize(c, &m.scratch)
+		if err != nil {
+			return false, &RowError{Column: m.s.Features[i].Name, Err: err}
+		}
+		dst[i] = v
+	}
+	return m.clip.Clip(dst)
+}
+
+// Reader streams the rows of a CSV file through the schema's row map.
+// Not safe for concurrent use.
+type Reader struct {
+	m          *Mapper
+	csv        *csv.Reader
+	cols       []int // CSV column of each feature
+	labelCol   int   // -1 when classes are not used
+	useClasses bool
+	cells      []string
+	row        []int64
+	line       int
+	rows       int64
+	clipped    int64
+}
+
+// NewReader reads the header of a CSV file and prepares to map its rows. The
+// header must name every feature of the schema, and the label column when
+// useClasses is set; other columns are ignored. Without useClasses every row
+// is of class 0.
+func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
+	m, err := s.NewMapper()
+	if err != nil {
+		return nil, err
+	}
+	if useClasses && len(s.Classes) == 0 {
+		return nil, fmt.Errorf("schema %s has no classes", s.ID)
+	}
+	cr := csv.NewReader(r)
+	cr.ReuseRecord = true
+	cr.FieldsPerRecord = 0
+	header, err := cr.Read()
+	if err != nil {
+		if err == io.EOF {
+			return nil, &RowError{Line: 1, Err: errors.New("empty file: no header")}
+		}
+		return nil, &RowError{Line: 1, Err: err}
+	}
+	index := make(map[string]int, len(header))
+	for i, h := range header {
+		if _, dup := index[h]; dup {
+			return nil, &RowError{Line: 1, Column: h, Err: errors.New("column appears twice in the header")}
+		}
+		index[h] = i
+	}
+	rd := &Reader{m: m, csv: cr, cols: make([]int, len(s.Features)), labelCol: -1, useClasses: useClasses, line: 1}
+	for i, f := range s.Features {
+		c, ok := index[f.Name]
+		if !ok {
+			return nil, &RowError{Line: 1, Column: f.Name, Err: errors.New("feature missing from the header")}
+		}
+		rd.cols[i] = c
+	}
+	if useClasses {
+		c, ok := index[s.Label]
+		if !ok {
+			return nil, &RowError{Line: 1, Column: s.Label, Err: errors.New("label column missing from the header")}
+		}
+		rd.labelCol = c
+	}
+	rd.cells = make([]string, len(s.Features))
+	rd.row = make([]int64, len(s.Features))
+	return rd, nil
+}
+
+// Next returns the next row, quantized and clipped, and its class. The slice
+// is reused by the following call. At the end it returns io.EOF; a bad row
+// gives a *RowError naming its line and column.
+func (rd *Reader) Next() ([]int64, int, error) {
+	rec, err := rd.csv.Read()
+	if err == io.EOF {
+		return nil, 0, io.EOF
+	}
+	rd.line++
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			return nil, 0, &RowError{Line: pe.Line, Err: pe.Err}
+		}
+		return nil, 0, &RowError{Line: rd.line, Err: err}
+	}
+	line, _ := rd.csv.FieldPos(0)
+	rd.line = line
+	for i, c := range rd.cols {
+		rd.cells[i] = rec[c]
+	}
+	class := 0
+	if rd.useClasses {
+		if class, err = rd.m.Class(rec[rd.labelCol]); err != nil {
+			return nil, 0, &RowError{Line: line, Column: rd.m.s.Label, Err: err}
+		}
+	}
+	clipped, err := rd.m.Map(rd.cells, rd.row)
+	if err != nil {
+		var re *RowError
+		if errors.As(err, &re) {
+			re.Line = line
+			return nil, 0, re
+		}
+		return nil, 0, &RowError{Line: line, Err: err}
+	}
+	rd.rows++
+	if clipped {
+		rd.clipped++
+	}
+	return rd.row, class, nil
+}
+
+// Rows returns how many rows were read so far, and how many of them were
+// clipped.
+func (rd *Reader) Rows() (rows, clipped int64) { return rd.rows, rd.clipped }

@@ -1,0 +1,197 @@
+// Package schema defines the public description of a dataset that data
+// owners serve and the row map that turns its CSV rows into clipped integer
+// vectors.
+//
+// A schema lists the features in order with the public affine map
+// z = (x - center) / scale of each, the label column and its class list (for
+// DCA and LDA), the row clip norm C (default 1) and the number of fractional
+// bits g (default 16). Centers, scales and C are exact decimals: they are
+// written and hashed as canonical decimal text and never pass through float64
+// in the row map.
+//
+// The identity of a schema is the SHA-256 of its canonical JSON encoding
+// (fixed field order, canonical decimals, no insignificant white space). Owners
+// refuse a job whose schema hash differs from theirs.
+//
+// Rows are read from CSV files with a header. Reading streams: memory stays
+// constant in the number of rows. A bad cell is reported with its line number
+// and column name.
+//
+// Schema values are immutable after Parse and safe for concurrent use; a
+// Reader is not.
+package schema
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+)
+
+// Defaults of the optional fields.
+const (
+	DefaultBits     = 16
+	DefaultClipNorm = "1"
+	// MaxFeatures bounds d; the packed statistics have d(d+1)/2 + K(d+1)
+	// entries.
+	MaxFeatures = 4096
+	// MaxClasses bounds K.
+	MaxClasses = 1024
+)
+
+// Feature is one input column and its public affine map.
+type Feature struct {
+	Name   string             `json:"name"`
+	Center fixedpoint.Decimal `json:"center"`
+	Scale  fixedpoint.Decimal `json:"scale"`
+}
+
+// Schema is the public description of a dataset.
+type Schema struct {
+	// ID names the dataset, e.g. "wdbc".
+	ID       string    `json:"id"`
+	Features []Feature `json:"features"`
+	// Label is the CSV column holding the class; empty when the dataset has
+	// no classes (PCA only).
+	Label   string   `json:"label,omitempty"`
+	Classes []string `json:"classes,omitempty"`
+	// ClipNorm is C: rows are clipped to ||z||_2 <= C.
+	ClipNorm fixedpoint.Decimal `json:"clip_norm"`
+	// Bits is g: values are quantized to multiples of 2^-g.
+	Bits uint `json:"quant_bits"`
+}
+
+// Parse decodes a schema file strictly (unknown fields are errors), fills in
+// the defaults and validates it.
+func Parse(data []byte) (*Schema, error) {
+	var s Schema
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	raw := struct {
+		Schema
+		ClipNorm *fixedpoint.Decimal `json:"clip_norm"`
+		Bits     *uint               `json:"quant_bits"`
+	}{}
+	if err := dec.Decode(&raw); err != nil {
+		return nil, fmt.Errorf("schema: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("schema: trailing data after the JSON object")
+	}
+	s = raw.Schema
+	s.ClipNorm = fixedpoint.MustDecimal(DefaultClipNorm)
+	if raw.ClipNorm != nil {
+		s.ClipNorm = *raw.ClipNorm
+	}
+	s.Bits = DefaultBits
+	if raw.Bits != nil {
+		s.Bits = *raw.Bits
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// Validate checks the schema and names the first problem it finds.
+func (s *Schema) Validate() error {
+	if strings.TrimSpace(s.ID) == "" {
+		return fmt.Errorf("schema: id is empty")
+	}
+	if len(s.Features) == 0 {
+		return fmt.Errorf("schema %s: no features", s.ID)
+	}
+	if len(s.Features) > MaxFeatures {
+		return fmt.Errorf("schema %s: %d features exceed %d", s.ID, len(s.Features), MaxFeatures)
+	}
+	seen := make(map[string]bool, len(s.Features)+1)
+	for i, f := range s.Features {
+		if f.Name == "" {
+			return fmt.Errorf("schema %s: feature %d has no name", s.ID, i)
+		}
+		if seen[f.Name] {
+			return fmt.Errorf("schema %s: feature %q appears twice", s.ID, f.Name)
+		}
+		seen[f.Name] = true
+		if f.Scale.Sign() <= 0 {
+			return fmt.Errorf("schema %s: feature %q: scale %s must be positive", s.ID, f.Name, f.Scale)
+		}
+	}
+	if len(s.Classes) > 0 && s.Label == "" {
+		return fmt.Errorf("schema %s: classes given but no label column", s.ID)
+	}
+	if s.Label != "" && seen[s.Label] {
+		return fmt.Errorf("schema %s: label column %q is also a feature", s.ID, s.Label)
+	}
+	if len(s.Classes) > MaxClasses {
+		return fmt.Errorf("schema %s: %d classes exceed %d", s.ID, len(s.Classes), MaxClasses)
+	}
+	cls := make(map[string]bool, len(s.Classes))
+	for _, c := range s.Classes {
+		if cls[c] {
+			return fmt.Errorf("schema %s: class %q appears twice", s.ID, c)
+		}
+		cls[c] = true
+	}
+	if s.Bits > fixedpoint.MaxBits {
+		return fmt.Errorf("schema %s: quant_bits %d exceed %d", s.ID, s.Bits, fixedpoint.MaxBits)
+	}
+	if _, err := fixedpoint.Bound(s.ClipNorm, s.Bits); err != nil {
+		return fmt.Errorf("schema %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// D returns the number of features.
+func (s *Schema) D() int { return len(s.Features) }
+
+// K returns the number of classes of an analysis: 1 when the schema has no
+// classes or classes are not used, len(Classes) otherwise.
+func (s *Schema) K(useClasses bool) int {
+	if !useClasses || len(s.Classes) == 0 {
+		return 1
+	}
+	return len(s.Classes)
+}
+
+// Bound returns the clip radius in integer units, B = floor(2^g C).
+func (s *Schema) Bound() int64 {
+	b, err := fixedpoint.Bound(s.ClipNorm, s.Bits)
+	if err != nil {
+		panic(fmt.Sprintf("schema %s not validated: %v", s.ID, err))
+	}
+	return b
+}
+
+// FeatureNames returns the feature names in order.
+func (s *Schema) FeatureNames() []string {
+	names := make([]string, len(s.Features))
+	for i, f := range s.Features {
+		names[i] = f.Name
+	}
+	return names
+}
+
+// Canonical returns the canonical JSON encoding that the hash is taken over.
+func (s *Schema) Canonical() []byte {
+	// encoding/json writes struct fields in declaration order and Decimal
+	// as its canonical text, so this is canonical as long as the struct is.
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("schema: marshal: %v", err))
+	}
+	return b
+}
+
+// Hash returns the SHA-256 of the canonical encoding.
+func (s *Schema) Hash() [32]byte { return sha256.Sum256(s.Canonical()) }
+
+// HashHex returns Hash as lower-case hex.
+func (s *Schema) HashHex() string {
+	h := s.Hash()
+	return hex.EncodeToString(h[:])
+}
