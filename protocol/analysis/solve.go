@@ -1,0 +1,265 @@
+package analysis
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// MaxRetryDoublings is how many times [SolveWithRetry] doubles the noise term of rho.
+const MaxRetryDoublings = 10
+
+// Options are the post-processing choices of DCA and LDA. The zero value is the default. It is a
+// plain value, safe for concurrent use.
+type Options struct {
+	// K is the number of components wanted; 0 means the default. It is capped at min(K-1, d),
+	// the number of discriminant directions, unless NonDiscriminant is set (then at d).
+	// The number actually returned is len(Components.Eigenvalues).
+	K int
+	// NonDiscriminant allows K up to d: the directions after the first K-1 have generalised
+	// eigenvalue ~0 (DCA: ~rho'/(lambda_T + rho)) and carry no class information.
+	NonDiscriminant bool
+	// Regularizer chooses rho (the ridge on the right-hand matrix).
+	Regularizer Regularizer
+	// RhoPrime is the ridge on S_B in DCA (default 0). LDA has none and rejects a non-zero value.
+	RhoPrime float64
+}
+
+func (o Options) validate() error {
+	if o.K < 0 {
+		return fmt.Errorf("options: k = %d must be >= 0", o.K)
+	}
+	if !isFinite(o.RhoPrime) {
+		return fmt.Errorf("options: rho_prime = %v is not finite", o.RhoPrime)
+	}
+	return o.Regularizer.Validate()
+}
+
+// PCA computes the top k principal components of the moments: the eigenpairs of PSD(S_T) with the
+// largest eigenvalues. k = 0 means all d; k > d is capped at d; k < 0 is an error.
+func PCA(m Moments, k int) (*Components, error) {
+	s, err := m.Scatters()
+	if err != nil {
+		return nil, fmt.Errorf("pca: %w", err)
+	}
+	return s.PCA(k)
+}
+
+// DCA computes discriminant component analysis (Kung): the top generalised eigenvectors of
+// (S_B + rho' I) w = lambda (S_T + rho I) w.
+func DCA(m Moments, opts Options) (*Components, error) {
+	s, err := m.Scatters()
+	if err != nil {
+		return nil, fmt.Errorf("dca: %w", err)
+	}
+	return s.DCA(opts)
+}
+
+// LDA computes ridge linear discriminant analysis: the top generalised eigenvectors of
+// S_B w = lambda (S_W + rho I) w.
+func LDA(m Moments, opts Options) (*Components, error) {
+	s, err := m.Scatters()
+	if err != nil {
+		return nil, fmt.Errorf("lda: %w", err)
+	}
+	return s.LDA(opts)
+}
+
+// Solve runs the named analysis (AnalysisPCA, AnalysisDCA or AnalysisLDA); PCA uses only opts.K.
+func Solve(analysis string, m Moments, opts Options) (*Components, error) {
+	s, err := m.Scatters()
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", analysis, err)
+	}
+	return s.Solve(analysis, opts)
+}
+
+// Solve runs the named analysis on the scatters.
+func (s Scatters) Solve(analysis string, opts Options) (*Components, error) {
+	switch analysis {
+	case AnalysisPCA:
+		if err := opts.validate(); err != nil {
+			return nil, fmt.Errorf("pca: %w", err)
+		}
+		return s.PCA(opts.K)
+	case AnalysisDCA:
+		return s.DCA(opts)
+	case AnalysisLDA:
+		return s.LDA(opts)
+	default:
+		return nil, fmt.Errorf("solve: analysis = %q, want %q, %q or %q", analysis, AnalysisPCA, AnalysisDCA, AnalysisLDA)
+	}
+}
+
+// SolveWithRetry runs the named analysis and, while DCA or LDA fails because the right-hand
+// matrix is not positive definite (errors.Is(err, ErrNotPositiveDefinite)), retries with the
+// noise term of rho doubled, up to MaxRetryDoublings times (rho = trace term + 2^i NoiseMargin).
+// Without a noise term (explicit Rho, or NoiseStd = 0) the whole rho is doubled instead. It
+// returns the components (whose Rho is the rho finally used) and the number of doublings that
+// were needed. PCA never retries.
+func SolveWithRetry(analysis string, m Moments, opts Options) (*Components, int, error) {
+	s, err := m.Scatters()
+	if err != nil {
+		return nil, 0, fmt.Errorf("%s: %w", analysis, err)
+	}
+	if analysis != AnalysisDCA && analysis != AnalysisLDA {
+		c, err := s.Solve(analysis, opts)
+		return c, 0, err
+	}
+	mult := 1.0
+	for i := 0; ; i++ {
+		c, err := s.discriminant(analysis, opts, mult)
+		if err == nil {
+			return c, i, nil
+		}
+		if !errors.Is(err, ErrNotPositiveDefinite) {
+			return nil, i, err
+		}
+		if i == MaxRetryDoublings {
+			return nil, i, fmt.Errorf("after %d doublings of the noise term: %w", i, err)
+		}
+		if rho, rerr := opts.Regularizer.value(s.ST, mult); rerr == nil && rho == 0 {
+			return nil, i, fmt.Errorf("rho = 0 cannot be doubled: %w", err)
+		}
+		mult *= 2
+	}
+}
+
+// PCA computes the top k principal components from the scatters (see [PCA]). The eigenvectors of
+// PSD(S_T) are those of S_T and its eigenvalues are max(lambda, 0), so the projection is applied to
+// the eigenvalues of one decomposition of S_T rather than by forming PSD(S_T) and decomposing it
+// again (same result, less rounding).
+func (s Scatters) PCA(k int) (*Components, error) {
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("pca: %w", err)
+	}
+	d := s.Dim()
+	if k < 0 {
+		return nil, fmt.Errorf("pca: k = %d must be >= 0", k)
+	}
+	if k == 0 || k > d {
+		k = d
+	}
+	vals, vecs, err := symEigen(s.ST)
+	if err != nil {
+		return nil, fmt.Errorf("pca: s_t: %w", err)
+	}
+	total := 0.0
+	for i, l := range vals {
+		vals[i] = math.Max(l, 0)
+		total += vals[i]
+	}
+	w := mat.DenseCopyOf(vecs.Slice(0, d, 0, k))
+	fixSigns(w)
+	ratio := make([]float64, k)
+	if total > 0 {
+		for i := range ratio {
+			ratio[i] = vals[i] / total
+		}
+	}
+	return &Components{
+		Analysis:               AnalysisPCA,
+		Mean:                   append([]float64(nil), s.Mean...),
+		W:                      w,
+		Eigenvalues:            append([]float64(nil), vals[:k]...),
+		AllEigenvalues:         vals,
+		ExplainedVarianceRatio: ratio,
+	}, nil
+}
+
+// DCA computes discriminant component analysis from the scatters (see [DCA]).
+func (s Scatters) DCA(opts Options) (*Components, error) {
+	return s.discriminant(AnalysisDCA, opts, 1)
+}
+
+// LDA computes ridge LDA from the scatters (see [LDA]).
+func (s Scatters) LDA(opts Options) (*Components, error) {
+	return s.discriminant(AnalysisLDA, opts, 1)
+}
+
+// discriminant sets up B and A for DCA or LDA and calls the shared generalised solver.
+// noiseMult scales the noise term of the regulariser (SolveWithRetry).
+func (s Scatters) discriminant(analysis string, opts Options, noiseMult float64) (*Components, error) {
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("%s: %w", analysis, err)
+	}
+	if err := opts.validate(); err != nil {
+		return nil, fmt.Errorf("%s: %w", analysis, err)
+	}
+	d, classes := s.Dim(), s.Classes()
+	k := min(classes-1, d)
+	if opts.NonDiscriminant {
+		k = d
+	}
+	if opts.K > 0 {
+		k = min(k, opts.K)
+	}
+	if k < 1 {
+		return nil, fmt.Errorf("%s: needs at least 2 classes for a discriminant direction, got K = %d (set NonDiscriminant to ask for non-discriminant directions)", analysis, classes)
+	}
+	rho, err := opts.Regularizer.value(s.ST, noiseMult)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", analysis, err)
+	}
+
+	a := mat.NewSymDense(d, nil)
+	b := mat.NewSymDense(d, nil)
+	b.CopySym(s.SB)
+	var aName string
+	switch analysis {
+	case AnalysisDCA:
+		a.CopySym(s.ST)
+		aName = "s_t + rho*I"
+		addDiag(b, opts.RhoPrime)
+	case AnalysisLDA:
+		if opts.RhoPrime != 0 {
+			return nil, fmt.Errorf("lda: rho_prime = %v is only defined for dca", opts.RhoPrime)
+		}
+		a.CopySym(s.SW)
+		aName = "s_w + rho*I"
+	default:
+		return nil, fmt.Errorf("analysis = %q is not discriminant", analysis)
+	}
+	addDiag(a, rho)
+
+	vals, w, err := generalizedEigen(b, a)
+	if err != nil {
+		if errors.Is(err, ErrNotPositiveDefinite) {
+			return nil, fmt.Errorf("%s: cholesky of %s failed with rho = %g (d = %d): increase rho or use SolveWithRetry: %w", analysis, aName, rho, d, err)
+		}
+		return nil, fmt.Errorf("%s: %w", analysis, err)
+	}
+	wk := mat.DenseCopyOf(w.Slice(0, d, 0, k))
+	unit := mat.DenseCopyOf(wk)
+	for j := 0; j < k; j++ {
+		col := unit.ColView(j)
+		nrm := mat.Norm(col, 2)
+		if nrm > 0 {
+			for i := 0; i < d; i++ {
+				unit.Set(i, j, unit.At(i, j)/nrm)
+			}
+		}
+	}
+	fixSigns(wk, unit)
+	return &Components{
+		Analysis:       analysis,
+		Mean:           append([]float64(nil), s.Mean...),
+		W:              wk,
+		Eigenvalues:    append([]float64(nil), vals[:k]...),
+		AllEigenvalues: vals,
+		Rho:            rho,
+		RhoPrime:       opts.RhoPrime,
+		Unit:           unit,
+	}, nil
+}
+
+func addDiag(a *mat.SymDense, x float64) {
+	if x == 0 {
+		return
+	}
+	for i := 0; i < a.SymmetricDim(); i++ {
+		a.SetSym(i, i, a.At(i, i)+x)
+	}
+}
