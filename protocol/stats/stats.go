@@ -1,0 +1,305 @@
+// Package stats accumulates the local sufficient statistics of a data owner,
+// exactly and in integers, and lays them out as the flat vector that is
+// encrypted.
+//
+// For clipped integer rows q (||q||_2 <= B, q = round(2^g z)) an owner keeps
+//
+//	R   = sum q q^T        upper triangle with the diagonal, row-major, scale 2^(2g)
+//	v_k = sum of the rows of class k                                 scale 2^g
+//	n_k = 2^g * (number of rows of class k)                          scale 2^g
+//
+// and packs them as [R | v_1 .. v_K | n_1 .. n_K]: d(d+1)/2 + K d + K int64
+// values. The layout is a pure function of (d, K).
+//
+// Overflow: the accumulator checks that every row it is given is inside the
+// ball (||q||^2 <= B^2, in 128-bit integers), so each row changes an entry of
+// R by at most B^2, of v by at most B and of n by 2^g. It accepts at most
+// MaxRows = floor((2^63 - 1) / max(B^2, 2^g)) rows, which makes int64
+// overflow impossible without a per-entry check in the inner loop; the
+// (d(d+1)/2 per row) loop then runs at full speed. A row beyond that count is
+// refused with ErrTooManyRows, never wrapped.
+//
+// Accumulator is not safe for concurrent use. Layout and Release are plain
+// values.
+package stats
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"math/bits"
+)
+
+// Layout is the shape of the packed statistics: D features, K classes.
+type Layout struct {
+	D, K int
+}
+
+// MaxLen bounds the packed length (about 2^27 values, 1 GiB of int64).
+const MaxLen = 1 << 27
+
+// NewLayout validates d >= 1 and k >= 1.
+func NewLayout(d, k int) (Layout, error) {
+	l := Layout{D: d, K: k}
+	if err := l.Validate(); err != nil {
+		return Layout{}, err
+	}
+	return l, nil
+}
+
+// Validate checks the dimensions.
+func (l Layout) Validate() error {
+	if l.D < 1 || l.K < 1 {
+		return fmt.Errorf("layout d=%d k=%d: both must be at least 1", l.D, l.K)
+	}
+	if l.D > 1<<14 || l.K > 1<<14 || l.Len() > MaxLen {
+		return fmt.Errorf("layout d=%d k=%d: %d values exceed %d", l.D, l.K, l.Len(), MaxLen)
+	}
+	return nil
+}
+
+// RLen is the length of the R block, d(d+1)/2.
+func (l Layout) RLen() int { return l.D * (l.D + 1) / 2 }
+
+// VLen is the length of the v block, K d.
+func (l Layout) VLen() int { return l.K * l.D }
+
+// Len is the packed length.
+func (l Layout) Len() int { return l.RLen() + l.VLen() + l.K }
+
+// R returns the index of R[i][j] for i <= j.
+func (l Layout) R(i, j int) int {
+	if i > j {
+		i, j = j, i
+	}
+	return i*l.D - i*(i-1)/2 + (j - i)
+}
+
+// V returns the index of v_k[i].
+func (l Layout) V(k, i int) int { return l.RLen() + k*l.D + i }
+
+// N returns the index of n_k.
+func (l Layout) N(k int) int { return l.RLen() + l.VLen() + k }
+
+// Block names a part of the packed vector.
+type Block int
+
+// The three blocks, each with its own sensitivity and noise level.
+const (
+	BlockR Block = iota
+	BlockV
+	BlockN
+)
+
+func (b Block) String() string {
+	switch b {
+	case BlockR:
+		return "R"
+	case BlockV:
+		return "v"
+	case BlockN:
+		return "n"
+	}
+	return fmt.Sprintf("block(%d)", int(b))
+}
+
+// Blocks lists the blocks in packing order.
+var Blocks = [3]Block{BlockR, BlockV, BlockN}
+
+// Range returns the half-open index range [lo, hi) of a block.
+func (l Layout) Range(b Block) (lo, hi int) {
+	switch b {
+	case BlockR:
+		return 0, l.RLen()
+	case BlockV:
+		return l.RLen(), l.RLen() + l.VLen()
+	default:
+		return l.RLen() + l.VLen(), l.Len()
+	}
+}
+
+// Chunks returns how many vectors of the given number of slots the packed
+// statistics need.
+func (l Layout) Chunks(slots int) int { return (l.Len() + slots - 1) / slots }
+
+// ErrTooManyRows reports an accumulator that could overflow with one more row.
+var ErrTooManyRows = errors.New("too many rows for exact int64 accumulation")
+
+// ErrNotClipped reports a row outside the clip ball.
+var ErrNotClipped = errors.New("row is outside the clip ball")
+
+// Accumulator sums clipped rows exactly. Not safe for concurrent use.
+type Accumulator struct {
+	l       Layout
+	bits    uint
+	b       int64
+	b2      [2]uint64 // B^2 as (hi, lo)
+	maxRows int64
+	r       []int64
+	v       []int64
+	counts  []int64
+	rows    int64
+}
+
+// NewAccumulator returns an empty accumulator for rows inside the ball of
+// radius b (in integer units at scale 2^bits).
+func NewAccumulator(l Layout, b int64, bitsG uint) (*Accumulator, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if b < 1 || b >= 1<<53 {
+		return nil, fmt.Errorf("clip bound %d must be in [1, 2^53)", b)
+	}
+	if bitsG > 30 {
+		return nil, fmt.Errorf("quantization bits %d exceed 30", bitsG)
+	}
+	hi, lo := bits.Mul64(uint64(b), uint64(b))
+	if hi != 0 || lo > math.MaxInt64 {
+		return nil, fmt.Errorf("clip bound %d: B^2 exceeds int64", b)
+	}
+	maxRows := math.MaxInt64 / max(int64(lo), int64(1)<<bitsG)
+	return &Accumulator{
+		l: l, bits: bitsG, b: b, b2: [2]uint64{hi, lo}, maxRows: maxRows,
+		r: make([]int64, l.RLen()), v: make([]int64, l.VLen()), counts: make([]int64, l.K),
+	}, nil
+}
+
+// Layout returns the layout.
+func (a *Accumulator) Layout() Layout { return a.l }
+
+// Rows returns the number of rows added.
+func (a *Accumulator) Rows() int64 { return a.rows }
+
+// MaxRows returns how many rows the accumulator accepts.
+func (a *Accumulator) MaxRows() int64 { return a.maxRows }
+
+// Add adds one clipped row of class k. It refuses rows of the wrong length,
+// unknown classes, rows outside the ball and rows beyond MaxRows, and leaves
+// the statistics unchanged when it does.
+func (a *Accumulator) Add(q []int64, k int) error {
+	d := a.l.D
+	if len(q) != d {
+		return fmt.Errorf("row has %d values, want %d", len(q), d)
+	}
+	if k < 0 || k >= a.l.K {
+		return fmt.Errorf("class %d out of range [0, %d)", k, a.l.K)
+	}
+	if a.rows >= a.maxRows {
+		return fmt.Errorf("row %d: %w (at most %d)", a.rows+1, ErrTooManyRows, a.maxRows)
+	}
+	var hi, lo uint64
+	for _, x := range q {
+		if x >= 1<<53 || x <= -(1<<53) {
+			return fmt.Errorf("value %d: %w", x, ErrNotClipped)
+		}
+		u := uint64(x)
+		if x < 0 {
+			u = uint64(-x)
+		}
+		h, l := bits.Mul64(u, u)
+		var c uint64
+		lo, c = bits.Add64(lo, l, 0)
+		hi += h + c
+	}
+	if hi > a.b2[0] || (hi == a.b2[0] && lo > a.b2[1]) {
+		return ErrNotClipped
+	}
+	off := 0
+	for i := range d {
+		row := a.r[off : off+d-i]
+		off += d - i
+		qi := q[i]
+		if qi == 0 {
+			continue
+		}
+		tail := q[i:]
+		tail = tail[:len(row)]
+		for j, x := range tail {
+			row[j] += qi * x
+		}
+	}
+	v := a.v[k*d : (k+1)*d]
+	for i, x := range q {
+		v[i] += x
+	}
+	a.counts[k]++
+	a.rows++
+	return nil
+}
+
+// Pack returns the packed statistics [R | v | n] with n_k = 2^g count_k.
+func (a *Accumulator) Pack() []int64 {
+	out := make([]int64, 0, a.l.Len())
+	out = append(out, a.r...)
+	out = append(out, a.v...)
+	for _, c := range a.counts {
+		out = append(out, c<<a.bits) // c <= maxRows <= 2^63 / 2^g
+	}
+	return out
+}
+
+// Release is an unpacked statistics vector: the sum of the owners' packs,
+// possibly with noise. R is the upper triangle (row-major), V holds the K
+// class sums one after the other, N the K counts at scale 2^Bits.
+type Release struct {
+	Layout Layout
+	Bits   uint
+	R      []int64
+	V      []int64
+	N      []int64
+}
+
+// Unpack splits a packed vector (its length must be Layout.Len()).
+func Unpack(l Layout, bitsG uint, vec []int64) (*Release, error) {
+	if err := l.Validate(); err != nil {
+		return nil, err
+	}
+	if len(vec) != l.Len() {
+		return nil, fmt.Errorf("packed vector has %d values, layout d=%d k=%d needs %d", len(vec), l.D, l.K, l.Len())
+	}
+	if bitsG > 30 {
+		return nil, fmt.Errorf("quantization bits %d exceed 30", bitsG)
+	}
+	vec = append([]int64(nil), vec...)
+	r0, r1 := l.Range(BlockR)
+	v0, v1 := l.Range(BlockV)
+	n0, n1 := l.Range(BlockN)
+	return &Release{Layout: l, Bits: bitsG, R: vec[r0:r1:r1], V: vec[v0:v1:v1], N: vec[n0:n1:n1]}, nil
+}
+
+// Pack returns the packed vector.
+func (r *Release) Pack() []int64 {
+	out := make([]int64, 0, r.Layout.Len())
+	out = append(out, r.R...)
+	out = append(out, r.V...)
+	return append(out, r.N...)
+}
+
+// Float returns the statistics in data units: the full symmetric d x d matrix
+// R / 2^(2g) row-major, the class sums v_k / 2^g and the counts n_k / 2^g.
+// This is where the user leaves integers; it happens after all noise has
+// been added.
+func (r *Release) Float() (rr []float64, v [][]float64, n []float64) {
+	d := r.Layout.D
+	s1 := math.Ldexp(1, -int(r.Bits))
+	s2 := math.Ldexp(1, -2*int(r.Bits))
+	rr = make([]float64, d*d)
+	for i := range d {
+		for j := i; j < d; j++ {
+			x := float64(r.R[r.Layout.R(i, j)]) * s2
+			rr[i*d+j], rr[j*d+i] = x, x
+		}
+	}
+	v = make([][]float64, r.Layout.K)
+	for k := range v {
+		v[k] = make([]float64, d)
+		for i := range d {
+			v[k][i] = float64(r.V[k*d+i]) * s1
+		}
+	}
+	n = make([]float64, r.Layout.K)
+	for k := range n {
+		n[k] = float64(r.N[k]) * s1
+	}
+	return rr, v, n
+}
