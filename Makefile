@@ -12,8 +12,9 @@ help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: test
-test: ## run every test with the race detector (what CI runs)
+test: ## run every test with the race detector, then the race-excluded heavy tests (what CI runs)
 	$(GO) test -race -timeout 60m $(PKGS)
+	$(GO) test -count 1 -run 'TestNoiseMargin10k' ./protocol/he
 
 .PHONY: check
 check: ## gofmt, go vet, staticcheck, import boundaries, go mod tidy clean

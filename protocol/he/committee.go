@@ -1,0 +1,320 @@
+package he
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/mhe"
+	"github.com/tuneinsight/lattigo/v5/utils/sampling"
+)
+
+// Point is a committee member's public Shamir point: its 1-based index.
+type Point = mhe.ShamirPublicPoint
+
+// Committee describes the CSP committee: N members with points 1..N, of
+// which any Threshold can key-switch.
+type Committee struct {
+	N, Threshold int
+}
+
+// Validate checks 1 <= Threshold <= N.
+func (c Committee) Validate() error {
+	if c.N < 1 || c.N > 64 {
+		return fmt.Errorf("committee of %d members: must be between 1 and 64", c.N)
+	}
+	if c.Threshold < 1 || c.Threshold > c.N {
+		return fmt.Errorf("committee threshold %d: must be between 1 and %d", c.Threshold, c.N)
+	}
+	return nil
+}
+
+// Thresholdized reports whether members use Shamir shares (t < n).
+func (c Committee) Thresholdized() bool { return c.Threshold < c.N }
+
+// Points returns the points 1..N.
+func (c Committee) Points() []Point {
+	ps := make([]Point, c.N)
+	for i := range ps {
+		ps[i] = Point(i + 1)
+	}
+	return ps
+}
+
+// CheckActive validates a set of members taking part in a key switch: exactly
+// Threshold distinct points of the committee, and all of them when the
+// committee is not thresholdized.
+func (c Committee) CheckActive(active []Point) error {
+	if len(active) != c.Threshold {
+		return fmt.Errorf("key switch needs exactly %d members, got %d", c.Threshold, len(active))
+	}
+	seen := map[Point]bool{}
+	for _, a := range active {
+		if a < 1 || int(a) > c.N {
+			return fmt.Errorf("member %d is not in the committee of %d", a, c.N)
+		}
+		if seen[a] {
+			return fmt.Errorf("member %d listed twice", a)
+		}
+		seen[a] = true
+	}
+	return nil
+}
+
+// crsPRNG returns the common reference string of a key ceremony: a keyed
+// BLAKE2b XOF over a public seed, so every member derives the same CRP.
+func crsPRNG(seed []byte) (*sampling.KeyedPRNG, error) {
+	if len(seed) < 16 {
+		return nil, fmt.Errorf("ceremony seed of %d bytes: want at least 16", len(seed))
+	}
+	return sampling.NewKeyedPRNG(seed)
+}
+
+// Member is one CSP node's key material and protocol state. Its secret key
+// (and threshold share) never leave it except through SecretState for
+// storage at rest. Not safe for concurrent use.
+type Member struct {
+	params    Params
+	committee Committee
+	point     Point
+	sk        *rlwe.SecretKey
+	tsk       *mhe.ShamirSecretShare // aggregated threshold share; nil until SetThresholdShares (or when t == n)
+	combiner  *mhe.Combiner
+	pks       *mhe.PublicKeySwitchProtocol
+	addSK     *rlwe.SecretKey
+	noiseEnc  *Encryptor
+}
+
+// NewMember generates a fresh secret key share for the member at point.
+func NewMember(p Params, c Committee, point Point) (*Member, error) {
+	if err := c.Validate(); err != nil {
+		return nil, err
+	}
+	if point < 1 || int(point) > c.N {
+		return nil, fmt.Errorf("member point %d is not in the committee of %d", point, c.N)
+	}
+	sk := rlwe.NewKeyGenerator(p.Parameters).GenSecretKeyNew()
+	return &Member{params: p, committee: c, point: point, sk: sk}, nil
+}
+
+// Point returns the member's point.
+func (m *Member) Point() Point { return m.point }
+
+// Committee returns the committee the member belongs to.
+func (m *Member) Committee() Committee { return m.committee }
+
+// PublicKeyShare returns the member's share of the collective public key for
+// the ceremony seed.
+func (m *Member) PublicKeyShare(seed []byte) (*mhe.PublicKeyGenShare, error) {
+	prng, err := crsPRNG(seed)
+	if err != nil {
+		return nil, err
+	}
+	ckg := mhe.NewPublicKeyGenProtocol(m.params.Parameters)
+	crp := ckg.SampleCRP(prng)
+	share := ckg.AllocateShare()
+	ckg.GenShare(m.sk, crp, &share)
+	return &share, nil
+}
+
+// AggregatePublicKey combines the members' public key shares (one from each
+// of the N members) into the committee's public key.
+func AggregatePublicKey(p Params, seed []byte, shares []*mhe.PublicKeyGenShare) (*rlwe.PublicKey, error) {
+	if len(shares) == 0 {
+		return nil, errors.New("aggregate public key: no shares")
+	}
+	prng, err := crsPRNG(seed)
+	if err != nil {
+		return nil, err
+	}
+	ckg := mhe.NewPublicKeyGenProtocol(p.Parameters)
+	crp := ckg.SampleCRP(prng)
+	agg := ckg.AllocateShare()
+	agg.Value.Copy(shares[0].Value)
+	for _, s := range shares[1:] {
+		ckg.AggregateShares(agg, *s, &agg)
+	}
+	pk := rlwe.NewPublicKey(p.Parameters)
+	ckg.GenPublicKey(agg, crp, pk)
+	return pk, nil
+}
+
+// DealShamir returns the threshold shares of the member's secret for every
+// member of a thresholdized committee, indexed by point. The share for
+// another member is secret and must travel encrypted to it.
+func (m *Member) DealShamir() (map[Point]*mhe.ShamirSecretShare, error) {
+	if !m.committee.Thresholdized() {
+		return nil, errors.New("deal shamir shares: the committee is not thresholdized (t = n)")
+	}
+	thr := mhe.NewThresholdizer(m.params.Parameters)
+	poly, err := thr.GenShamirPolynomial(m.committee.Threshold, m.sk)
+	if err != nil {
+		return nil, fmt.Errorf("deal shamir shares: %w", err)
+	}
+	out := make(map[Point]*mhe.ShamirSecretShare, m.committee.N)
+	for _, pt := range m.committee.Points() {
+		s := thr.AllocateThresholdSecretShare()
+		thr.GenShamirSecretShare(pt, poly, &s)
+		out[pt] = &s
+	}
+	return out, nil
+}
+
+// SetThresholdShares aggregates the shares dealt to this member by every
+// member (its own included), which makes it ready to key-switch with any
+// Threshold members.
+func (m *Member) SetThresholdShares(dealt []*mhe.ShamirSecretShare) error {
+	if !m.committee.Thresholdized() {
+		return errors.New("set threshold shares: the committee is not thresholdized (t = n)")
+	}
+	if len(dealt) != m.committee.N {
+		return fmt.Errorf("set threshold shares: got %d shares, want one from each of the %d members", len(dealt), m.committee.N)
+	}
+	thr := mhe.NewThresholdizer(m.params.Parameters)
+	agg := thr.AllocateThresholdSecretShare()
+	for _, s := range dealt {
+		if err := thr.AggregateShares(agg, *s, &agg); err != nil {
+			return fmt.Errorf("set threshold shares: %w", err)
+		}
+	}
+	m.tsk = &agg
+	m.combiner = nil
+	return nil
+}
+
+// Ready reports whether the member can take part in key switches.
+func (m *Member) Ready() bool { return !m.committee.Thresholdized() || m.tsk != nil }
+
+// additiveKey returns the member's additive share of the committee secret
+// for the active set.
+func (m *Member) additiveKey(active []Point) (*rlwe.SecretKey, error) {
+	if err := m.committee.CheckActive(active); err != nil {
+		return nil, err
+	}
+	if !slices.Contains(active, m.point) {
+		return nil, fmt.Errorf("member %d is not in the active set %v", m.point, active)
+	}
+	if !m.committee.Thresholdized() {
+		return m.sk, nil
+	}
+	if m.tsk == nil {
+		return nil, errors.New("member has no threshold share yet: finish the key ceremony first")
+	}
+	if m.combiner == nil {
+		cmb := mhe.NewCombiner(*m.params.GetRLWEParameters(), m.point, m.committee.Points(), m.committee.Threshold)
+		m.combiner = &cmb
+	}
+	if m.addSK == nil {
+		m.addSK = rlwe.NewSecretKey(m.params.Parameters)
+	}
+	if err := m.combiner.GenAdditiveShare(active, m.point, *m.tsk, m.addSK); err != nil {
+		return nil, fmt.Errorf("combine threshold share: %w", err)
+	}
+	return m.addSK, nil
+}
+
+// KeySwitchShare computes the member's share of the public-key switch of ct
+// to the user's key, with the active set of members taking part. If noise is
+// not nil (at most Slots values, the member's DP noise share for this
+// ciphertext), its encryption under the user's key is added to the share
+// component by component: the switched ciphertext then decrypts to the
+// plaintext plus the noise, and nobody but the member knows the noise.
+func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, active []Point, noise []int64) (*mhe.PublicKeySwitchShare, error) {
+	sk, err := m.additiveKey(active)
+	if err != nil {
+		return nil, err
+	}
+	if ct.Degree() != 1 || ct.Level() != m.params.Level() {
+		return nil, fmt.Errorf("key switch: ciphertext of degree %d level %d, want degree 1 level %d", ct.Degree(), ct.Level(), m.params.Level())
+	}
+	if m.pks == nil {
+		pks, err := mhe.NewPublicKeySwitchProtocol(m.params.Parameters, smudging())
+		if err != nil {
+			return nil, fmt.Errorf("key switch: %w", err)
+		}
+		m.pks = &pks
+	}
+	share := m.pks.AllocateShare(m.params.Level())
+	m.pks.GenShare(sk, userPK, ct, &share)
+	if noise != nil {
+		if m.noiseEnc == nil || m.noiseEnc.pk != userPK {
+			if m.noiseEnc, err = NewEncryptor(m.params, userPK); err != nil {
+				return nil, err
+			}
+		}
+		noiseCT := m.params.newCiphertext()
+		if err := m.noiseEnc.Encrypt(noise, noiseCT); err != nil {
+			return nil, fmt.Errorf("key switch: noise share: %w", err)
+		}
+		rq := m.params.RingQ().AtLevel(m.params.Level())
+		rq.Add(share.Value[0], noiseCT.Value[0], share.Value[0])
+		rq.Add(share.Value[1], noiseCT.Value[1], share.Value[1])
+	}
+	return &share, nil
+}
+
+// CombineKeySwitch aggregates the active members' shares and switches ct to
+// the user's key. It does not modify ct.
+func CombineKeySwitch(p Params, ct *rlwe.Ciphertext, shares []*mhe.PublicKeySwitchShare) (*rlwe.Ciphertext, error) {
+	if len(shares) == 0 {
+		return nil, errors.New("combine key switch: no shares")
+	}
+	pks, err := mhe.NewPublicKeySwitchProtocol(p.Parameters, smudging())
+	if err != nil {
+		return nil, fmt.Errorf("combine key switch: %w", err)
+	}
+	agg := pks.AllocateShare(p.Level())
+	rq := p.RingQ().AtLevel(p.Level())
+	for _, s := range shares {
+		rq.Add(agg.Value[0], s.Value[0], agg.Value[0])
+		rq.Add(agg.Value[1], s.Value[1], agg.Value[1])
+	}
+	out := p.newCiphertext()
+	pks.KeySwitch(ct, agg, out)
+	return out, nil
+}
+
+// SecretState is a member's secret material encoded for storage at rest
+// (a file readable by the member's user only). It must never be logged or
+// sent.
+type SecretState struct {
+	Point          Point
+	N, Threshold   int
+	SecretKey      []byte
+	ThresholdShare []byte // nil when the committee is not thresholdized or the ceremony is unfinished
+}
+
+// SecretState encodes the member's secrets.
+func (m *Member) SecretState() SecretState {
+	st := SecretState{Point: m.point, N: m.committee.N, Threshold: m.committee.Threshold, SecretKey: m.params.Codecs().SecretKey.Marshal(m.sk)}
+	if m.tsk != nil {
+		st.ThresholdShare = m.params.Codecs().ShamirShare.Marshal(m.tsk)
+	}
+	return st
+}
+
+// RestoreMember rebuilds a member from its stored secrets.
+func RestoreMember(p Params, st SecretState) (*Member, error) {
+	c := Committee{N: st.N, Threshold: st.Threshold}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("restore member: %w", err)
+	}
+	if st.Point < 1 || int(st.Point) > c.N {
+		return nil, fmt.Errorf("restore member: point %d not in the committee of %d", st.Point, c.N)
+	}
+	sk, err := p.Codecs().SecretKey.Unmarshal(st.SecretKey)
+	if err != nil {
+		return nil, fmt.Errorf("restore member: %w", err)
+	}
+	m := &Member{params: p, committee: c, point: st.Point, sk: sk}
+	if st.ThresholdShare != nil {
+		if !c.Thresholdized() {
+			return nil, errors.New("restore member: threshold share stored for a committee with t = n")
+		}
+		if m.tsk, err = p.Codecs().ShamirShare.Unmarshal(st.ThresholdShare); err != nil {
+			return nil, fmt.Errorf("restore member: %w", err)
+		}
+	}
+	return m, nil
+}

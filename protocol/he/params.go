@@ -1,0 +1,117 @@
+package he
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/ring"
+	"github.com/tuneinsight/lattigo/v5/schemes/bgv"
+)
+
+// The moduli of the default parameter set (see the package documentation).
+const (
+	// PlaintextModulus is T = 2^60 - 16383, prime, T = 1 mod 2^14.
+	PlaintextModulus uint64 = 1152921504606830593
+	// Q0 = 2^61 - 376831, an NTT-friendly prime above T.
+	Q0 uint64 = 2305843009213317121
+	// Q1 = 2^45 - 219135 (about 45 bits), NTT-friendly.
+	Q1 uint64 = 35184371613697
+	// LogN is log2 of the ring degree.
+	LogN = 13
+	// DefaultParamsID names the default parameter set in job specs.
+	DefaultParamsID = "bgv-logn13-t60-q61x45"
+	// SmudgingLog2 is log2 of the standard deviation of the smudging noise
+	// each committee member adds in the public-key switch.
+	SmudgingLog2 = 30
+)
+
+// Params is a BGV parameter set with a name. It is immutable and safe for
+// concurrent use.
+type Params struct {
+	bgv.Parameters
+	id          string
+	fingerprint string
+	codecs      *Codecs
+}
+
+// NewDefaultParams builds the default parameter set.
+func NewDefaultParams() (Params, error) {
+	p, err := bgv.NewParametersFromLiteral(bgv.ParametersLiteral{
+		LogN:             LogN,
+		Q:                []uint64{Q0, Q1},
+		PlaintextModulus: PlaintextModulus,
+	})
+	if err != nil {
+		return Params{}, fmt.Errorf("default bgv parameters: %w", err)
+	}
+	if p.MaxSlots() != 1<<LogN {
+		return Params{}, fmt.Errorf("default bgv parameters: %d slots, want %d", p.MaxSlots(), 1<<LogN)
+	}
+	if p.MaxLevel() != 1 || p.PCount() != 0 {
+		return Params{}, fmt.Errorf("default bgv parameters: unexpected moduli chain")
+	}
+	js, err := json.Marshal(p.ParametersLiteral())
+	if err != nil {
+		return Params{}, fmt.Errorf("default bgv parameters: %w", err)
+	}
+	sum := sha256.Sum256(js)
+	params := Params{Parameters: p, id: DefaultParamsID, fingerprint: hex.EncodeToString(sum[:])}
+	if params.codecs, err = params.deriveCodecs(); err != nil {
+		return Params{}, fmt.Errorf("default bgv parameters: %w", err)
+	}
+	return params, nil
+}
+
+// Codecs returns the wire codecs of the parameter set.
+func (p Params) Codecs() *Codecs { return p.codecs }
+
+// ParamsByID returns the parameter set with the given name.
+func ParamsByID(id string) (Params, error) {
+	if id != DefaultParamsID {
+		return Params{}, fmt.Errorf("unknown HE parameter set %q (known: %s)", id, DefaultParamsID)
+	}
+	return NewDefaultParams()
+}
+
+// ID returns the name of the parameter set.
+func (p Params) ID() string { return p.id }
+
+// Fingerprint returns the hex SHA-256 of the parameter literal's JSON.
+func (p Params) Fingerprint() string { return p.fingerprint }
+
+// Slots returns the number of values per ciphertext.
+func (p Params) Slots() int { return p.MaxSlots() }
+
+// T returns the plaintext modulus.
+func (p Params) T() uint64 { return p.PlaintextModulus() }
+
+// MaxAbs returns the largest |value| that decodes exactly: decoding centres
+// residues into [-(T+1)/2, (T-3)/2], so |x| <= (T-3)/2 is safe.
+func (p Params) MaxAbs() int64 { return int64((p.T() - 3) / 2) }
+
+// LogQ returns log2 of the ciphertext modulus.
+func (p Params) LogQ() float64 { return p.Parameters.LogQ() }
+
+// NoiseBudgetLog2 returns log2(Q / (2T)): decryption is exact while the RLWE
+// noise of a ciphertext stays below this many bits.
+func (p Params) NoiseBudgetLog2() float64 {
+	return p.LogQ() - 1 - math.Log2(float64(p.T()))
+}
+
+// Level is the level of every ciphertext of the protocol (no rescaling).
+func (p Params) Level() int { return p.MaxLevel() }
+
+// smudging returns the flooding distribution of the public-key switch.
+func smudging() ring.DiscreteGaussian {
+	s := math.Exp2(SmudgingLog2)
+	return ring.DiscreteGaussian{Sigma: s, Bound: 6 * s}
+}
+
+// newCiphertext allocates a protocol ciphertext.
+func (p Params) newCiphertext() *rlwe.Ciphertext {
+	return bgv.NewCiphertext(p.Parameters, 1, p.Level())
+}
