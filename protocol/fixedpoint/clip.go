@@ -70,14 +70,18 @@ type Clipper struct {
 	b     int64
 	b2    uint128
 	b2big big.Int
-	frac  []roundUp
+	ent   []entry
 	tmp   big.Int
 	n2    big.Int
 }
 
-type roundUp struct {
-	i    int
-	frac uint64 // fractional part of |q_i| f / 2^64, in units of 2^-64
+// entry is one coordinate of a row being clipped: |q_i| f / 2^64 =
+// floor + frac / 2^64.
+type entry struct {
+	i     int
+	floor uint64
+	frac  uint64
+	neg   bool
 }
 
 // NewClipper returns a clipper to radius b >= 1.
@@ -98,8 +102,8 @@ func (c *Clipper) Bound() int64 { return c.b }
 // Quantizer); Clip returns an error otherwise and leaves q unchanged.
 //
 // The scaled entries are round(|q_i| f / 2^64) with f = floor(2^64 B/||q||),
-// corrected by undoing the round-ups with the smallest fractional parts while
-// the squared norm exceeds B^2 (see the package documentation).
+// corrected by the undo and fill passes described in the package
+// documentation; each ends within 1 of q_i B/||q||.
 func (c *Clipper) Clip(q []int64) (bool, error) {
 	if len(q) > MaxDim {
 		return false, fmt.Errorf("row of %d values exceeds %d", len(q), MaxDim)
@@ -120,51 +124,60 @@ func (c *Clipper) Clip(q []int64) (bool, error) {
 	c.tmp.Sqrt(&c.tmp)
 	f := c.tmp.Uint64()
 
-	c.frac = c.frac[:0]
+	// Round to nearest, remembering each entry's floor and fractional part.
+	c.ent = c.ent[:0]
 	for i, x := range q {
-		neg := x < 0
 		u := uint64(x)
-		if neg {
+		if x < 0 {
 			u = uint64(-x)
 		}
 		hi, lo := bits.Mul64(u, f)
+		c.ent = append(c.ent, entry{i: i, floor: hi, frac: lo, neg: x < 0})
 		if lo >= 1<<63 {
 			hi++
-			c.frac = append(c.frac, roundUp{i: i, frac: lo})
 		}
-		if neg {
-			q[i] = -int64(hi)
-		} else {
-			q[i] = int64(hi)
+		q[i] = int64(hi) // magnitudes until the signs go back at the end
+	}
+	slices.SortFunc(c.ent, func(a, b entry) int { // by fractional part, ascending
+		switch {
+		case a.frac < b.frac:
+			return -1
+		case a.frac > b.frac:
+			return 1
+		}
+		return a.i - b.i
+	})
+	n := norm2(q)
+	// Undo the least deserved round-ups while the row is outside the ball:
+	// |x|^2 - (|x|-1)^2 = 2|x| - 1.
+	for _, e := range c.ent {
+		if n.cmp(c.b2) <= 0 {
+			break
+		}
+		if x := q[e.i]; uint64(x) > e.floor {
+			n = n.sub(uint128{lo: uint64(2*x - 1)})
+			q[e.i]--
 		}
 	}
-	if norm2(q).cmp(c.b2) > 0 {
-		// Undo the least deserved round-ups first.
-		slices.SortFunc(c.frac, func(a, b roundUp) int {
-			switch {
-			case a.frac < b.frac:
-				return -1
-			case a.frac > b.frac:
-				return 1
+	// Fill: entries now rounded down move up, most deserving first, while
+	// they fit. Without this, clipped rows end systematically inside the
+	// sphere (by about 1/(B sqrt d) in squared norm), which biases R.
+	for k := len(c.ent) - 1; k >= 0; k-- {
+		e := c.ent[k]
+		if e.frac == 0 {
+			break // the remaining entries are exact
+		}
+		if x := q[e.i]; uint64(x) == e.floor {
+			cost := uint128{lo: uint64(2*x + 1)}
+			if cost.cmp(c.b2.sub(n)) <= 0 {
+				q[e.i]++
+				n = n.add(cost)
 			}
-			return a.i - b.i
-		})
-		n := norm2(q)
-		for _, r := range c.frac {
-			if n.cmp(c.b2) <= 0 {
-				break
-			}
-			// |x|^2 - (|x|-1)^2 = 2|x| - 1, and |x| >= 1 after a round-up.
-			x := q[r.i]
-			if x < 0 {
-				x = -x
-			}
-			n = n.sub(uint128{lo: uint64(2*x - 1)})
-			if q[r.i] > 0 {
-				q[r.i]--
-			} else {
-				q[r.i]++
-			}
+		}
+	}
+	for _, e := range c.ent {
+		if e.neg {
+			q[e.i] = -q[e.i]
 		}
 	}
 	if norm2(q).cmp(c.b2) > 0 {

@@ -16,15 +16,22 @@
 // Clipping keeps every row inside the L2 ball of radius B = floor(2^g * C)
 // (C is the schema's clip norm). A row with ||q||_2 > B is scaled by B/||q||:
 // the scale factor is computed once per row as the exact integer
-// f = floor(2^64 * B / ||q||) (an integer square root of an exact quotient),
-// each entry becomes round(|q_i| f / 2^64) with its sign, and if rounding up
-// pushed the squared norm past B^2, the round-ups with the smallest fractional
-// parts are undone one by one (largest-remainder rounding) until it does not.
-// Undoing every round-up gives floor(|q_i| f / 2^64), whose norm is at most
-// B, so the loop always ends inside the ball; the result is re-checked in
-// integers before it is returned. Rounding to nearest (instead of truncating)
-// keeps the clipped rows unbiased, which is what lets noise-free results match
-// a floating-point reference to about 2^-g relative precision.
+// f = floor(2^64 * B / ||q||) (an integer square root of an exact quotient)
+// and each entry becomes round(|q_i| f / 2^64) with its sign. Two integer
+// passes then place the row as close to the sphere as the grid allows:
+//
+//   - undo: while ||q||^2 > B^2, the round-ups with the smallest fractional
+//     parts go back down (undoing all of them gives the floors, whose norm
+//     is at most B, so this always ends inside the ball);
+//   - fill: the entries now rounded down, largest fractional part first, go
+//     up by one whenever that keeps ||q||^2 <= B^2.
+//
+// Every entry ends within 1 of its exact scaled value, and the result is
+// re-checked in integers before it is returned. Without the fill, clipped
+// rows would sit systematically inside the sphere (by about 1/(B sqrt d) in
+// squared norm), which shows as a bias of about -5e-6 in the eigenvalues at
+// g = 16; with it, noise-free results match a floating-point reference to
+// about 2e-6 at g = 16 and 1e-7 at g = 22, without bias.
 //
 // Bounds: |q_i| must stay below 2^53 (about 1.4e11 standard units at g = 16);
 // a larger value is reported as an error naming the feature, since it cannot
