@@ -108,9 +108,6 @@ func deriveLayout(name string, obj encoding.BinaryMarshaler, polys polysOf) (*la
 	return l, nil
 }
 
-// size is the length of every valid encoding.
-func (l *layout) size() int { return len(l.template) }
-
 // validate checks b without writing anything.
 func (l *layout) validate(b []byte) error {
 	if len(b) != len(l.template) {

@@ -1,0 +1,537 @@
+package dp
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"math/big"
+	"slices"
+
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+// Noise plans: who adds the DP noise (PROTOCOL.md section 6).
+const (
+	PlanCentral = "central" // the proxy alone (DPDPCA as published)
+	PlanServers = "servers" // the proxy and each CSP member taking part in the switch (default)
+	PlanOwners  = "owners"  // each owner; the proxy tops up for owners who never upload
+	PlanAll     = "all"     // owners, proxy and CSP members
+)
+
+// Plans lists the plan names.
+var Plans = []string{PlanCentral, PlanServers, PlanOwners, PlanAll}
+
+// Role is the kind of party that adds a noise share.
+type Role int
+
+// The roles that can add noise.
+const (
+	RoleOwner Role = iota
+	RoleProxy
+	RoleCSP
+)
+
+func (r Role) String() string {
+	switch r {
+	case RoleOwner:
+		return "owner"
+	case RoleProxy:
+		return "proxy"
+	case RoleCSP:
+		return "csp"
+	}
+	return fmt.Sprintf("role(%d)", int(r))
+}
+
+// Split says how the zCDP budget rho is divided between the R, v and n
+// blocks. The fractions are public job parameters and must sum to 1.
+type Split struct {
+	R float64 `json:"r"`
+	V float64 `json:"v"`
+	N float64 `json:"n"`
+}
+
+// DefaultSplit puts most of the budget on R, where PCA's utility lives; v and
+// n are sums over many rows and tolerate more noise.
+//
+// Measured (protocol/job TestSplitSweep, FEDPCA_SPLIT_SWEEP=1): PCA captured
+// variance q/q0 (k = 5, true centred scatter) averaged over the ten shared
+// datasets with a reference, epsilon 0.5/1/2 at delta = 1/N, 30 seeds each,
+// central noise:
+//
+//	split (R/v/n)      eps 0.5  eps 1   eps 2   mean
+//	0.50/0.40/0.10     0.8385   0.9087  0.9530  0.9001
+//	0.80/0.16/0.04     0.8724   0.9304  0.9653  0.9227
+//	0.90/0.08/0.02     0.8756   0.9344  0.9668  0.9256
+//	0.93/0.056/0.014   0.8775   0.9347  0.9679  0.9267
+//	0.95/0.04/0.01     0.8768   0.9361  0.9681  0.9270   <- default
+//	0.97/0.024/0.006   0.8773   0.9356  0.9680  0.9270
+//	0.98/0.016/0.004   0.8732   0.9336  0.9685  0.9251
+//
+// Utility is flat for R between 0.93 and 0.97 (differences are within the
+// seed noise, about 0.001) and falls off on both sides: below, R is too noisy;
+// above, the noise on v (through v v^T / n) starts to show on small datasets.
+// Within the plateau the default keeps a little more for v and n, which DCA
+// and LDA need for the class means.
+var DefaultSplit = Split{R: 0.95, V: 0.04, N: 0.01}
+
+// Validate checks that the fractions are positive and sum to 1.
+func (s Split) Validate() error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"r", s.R}, {"v", s.V}, {"n", s.N}} {
+		if math.IsNaN(f.v) || f.v <= 0 || f.v >= 1 {
+			return fmt.Errorf("budget split %s = %v must be in (0, 1)", f.name, f.v)
+		}
+	}
+	if sum := s.R + s.V + s.N; math.Abs(sum-1) > 1e-9 {
+		return fmt.Errorf("budget split r + v + n = %v, must be 1", sum)
+	}
+	return nil
+}
+
+func (s Split) of(b stats.Block) float64 {
+	switch b {
+	case stats.BlockR:
+		return s.R
+	case stats.BlockV:
+		return s.V
+	}
+	return s.N
+}
+
+// Calibration is the central noise of a job: the per-block variances, in
+// integer units, that the honest shares must reach together. It is a pure
+// function of public job parameters.
+type Calibration struct {
+	// Epsilon and Delta are the requested guarantee; Rho the zCDP budget
+	// certified for them by the tight conversion.
+	Epsilon, Delta, Rho float64
+	Split               Split
+	// Sensitivity is the L2 sensitivity of each block in integer units:
+	// B^2 for R, B for v, 2^g for n (B = floor(2^g C)).
+	Sensitivity [3]float64
+	// Variance is the central variance of each block in integer units,
+	// ceil(Sensitivity^2 / (2 Split_b Rho)). Nil when noise is off.
+	Variance [3]*big.Int
+	// Bits is g, to convert to data units.
+	Bits uint
+}
+
+// NoiseOff reports whether the calibration adds no noise (tests and
+// simulations only; daemons refuse it unless explicitly allowed).
+func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
+
+// Calibrate computes the central noise for (epsilon, delta) with the budget
+// split, for rows clipped to B in integer units at scale 2^bits.
+func Calibrate(epsilon, delta float64, split Split, bound int64, bits uint) (Calibration, error) {
+	if err := split.Validate(); err != nil {
+		return Calibration{}, err
+	}
+	if bound < 1 || bits > 30 {
+		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
+	}
+	rho, err := RhoFor(epsilon, delta)
+	if err != nil {
+		return Calibration{}, fmt.Errorf("calibrate: %w", err)
+	}
+	c := Calibration{Epsilon: epsilon, Delta: delta, Rho: rho, Split: split, Bits: bits}
+	bb := new(big.Int).SetInt64(bound)
+	sens := [3]*big.Int{new(big.Int).Mul(bb, bb), bb, new(big.Int).Lsh(big.NewInt(1), bits)}
+	for _, b := range stats.Blocks {
+		c.Sensitivity[b], _ = new(big.Float).SetInt(sens[b]).Float64()
+		// variance = ceil(Delta^2 / (2 f rho)), exactly in rationals from the
+		// float64 value of f rho.
+		fr := new(big.Rat).SetFloat64(split.of(b) * rho)
+		if fr == nil || fr.Sign() <= 0 {
+			return Calibration{}, fmt.Errorf("calibrate: block %s gets no budget", b)
+		}
+		v := new(big.Rat).SetInt(new(big.Int).Mul(sens[b], sens[b]))
+		v.Quo(v, fr.Mul(fr, big.NewRat(2, 1)))
+		c.Variance[b] = ceilRat(v)
+	}
+	return c, nil
+}
+
+// NoNoise is the calibration of a noise-free job (tests and simulations).
+func NoNoise(bound int64, bits uint) Calibration {
+	c := Calibration{Epsilon: math.Inf(1), Rho: math.Inf(1), Bits: bits}
+	c.Sensitivity = [3]float64{float64(bound) * float64(bound), float64(bound), math.Ldexp(1, int(bits))}
+	return c
+}
+
+func ceilRat(r *big.Rat) *big.Int {
+	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	return q
+}
+
+// SigmaData returns the central standard deviation of a block in data units
+// (R: divided by 2^(2g); v and n: by 2^g), for reports and the regulariser.
+func (c Calibration) SigmaData(b stats.Block) float64 {
+	if c.NoiseOff() {
+		return 0
+	}
+	v, _ := new(big.Float).SetInt(c.Variance[b]).Float64()
+	scale := int(c.Bits)
+	if b == stats.BlockR {
+		scale *= 2
+	}
+	return math.Ldexp(math.Sqrt(v), -scale)
+}
+
+// Plan is a job's public noise plan.
+type Plan struct {
+	Kind string `json:"plan"`
+	// Tolerate is t: the guarantee must survive the user colluding with any t
+	// noise parties.
+	Tolerate int `json:"tolerate"`
+	// Owners is the planned number of owners (k_o); CSPs the number of
+	// committee members taking part in the key switch (the threshold).
+	Owners int `json:"owners"`
+	CSPs   int `json:"csps"`
+}
+
+// Validate checks the plan: a known kind, 0 <= t < k.
+func (p Plan) Validate() error {
+	if !slices.Contains(Plans, p.Kind) {
+		return fmt.Errorf("noise plan %q: must be one of %v", p.Kind, Plans)
+	}
+	if p.Owners < 1 {
+		return fmt.Errorf("noise plan: planned owners %d must be at least 1", p.Owners)
+	}
+	if p.CSPs < 1 {
+		return fmt.Errorf("noise plan: %d committee members in the switch, want at least 1", p.CSPs)
+	}
+	if p.Tolerate < 0 || p.Tolerate >= p.Parties() {
+		return fmt.Errorf("noise plan %s with %d noise parties: tolerate %d must be in [0, %d]", p.Kind, p.Parties(), p.Tolerate, p.Parties()-1)
+	}
+	return nil
+}
+
+// Parties returns k, the number of planned noise parties.
+func (p Plan) Parties() int {
+	switch p.Kind {
+	case PlanCentral:
+		return 1
+	case PlanServers:
+		return 1 + p.CSPs
+	case PlanOwners:
+		return p.Owners
+	default:
+		return p.Owners + 1 + p.CSPs
+	}
+}
+
+// planned reports whether a role is a planned noise party.
+func (p Plan) planned(r Role) bool {
+	switch p.Kind {
+	case PlanCentral:
+		return r == RoleProxy
+	case PlanServers:
+		return r == RoleProxy || r == RoleCSP
+	case PlanOwners:
+		return r == RoleOwner
+	}
+	return true
+}
+
+// topper reports whether a role tops up for owners who did not upload.
+func (p Plan) topper(r Role) bool {
+	switch p.Kind {
+	case PlanOwners:
+		return r == RoleProxy
+	case PlanAll:
+		return r == RoleProxy || r == RoleCSP
+	}
+	return false
+}
+
+// base is every planned party's share of the central variance: 1/(k - t),
+// so that any k - t of them alone reach it.
+func (p Plan) base() *big.Rat { return big.NewRat(1, int64(p.Parties()-p.Tolerate)) }
+
+// OwnerWeight is the share of the central variance an owner adds to its
+// statistics before encrypting (0 when owners add no noise).
+func (p Plan) OwnerWeight() *big.Rat {
+	if !p.planned(RoleOwner) {
+		return new(big.Rat)
+	}
+	return p.base()
+}
+
+// ErrPlanInfeasible reports a seal at which no top-up can restore the
+// promised guarantee (too many planned noise parties never took part).
+var ErrPlanInfeasible = errors.New("noise plan cannot reach its guarantee")
+
+// Weight returns the share of the central variance that the proxy or a CSP
+// member adds when the sum holds the uploads of `uploaded` owners: its
+// planned share plus its top-up. Every party computes its own weight from
+// public facts.
+//
+// Top-up: with m uploaded owners each at weight a = 1/(k - t) and c toppers
+// at weight y = base + x, the smallest x >= 0 is chosen such that the sum of
+// all shares minus the t largest is at least 1 (the central variance). With
+// only two distinct weights the t largest are easy to name, so x has a closed
+// form, computed in exact rationals. If no x works the seal fails with
+// ErrPlanInfeasible and nothing is released.
+func (p Plan) Weight(r Role, uploaded int) (*big.Rat, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if r == RoleOwner {
+		return p.OwnerWeight(), nil
+	}
+	if uploaded < 0 || uploaded > p.Owners {
+		return nil, fmt.Errorf("noise plan: %d uploaded owners, planned %d", uploaded, p.Owners)
+	}
+	base := new(big.Rat)
+	if p.planned(r) {
+		base = p.base()
+	}
+	if !p.topper(r) {
+		return base, nil
+	}
+	y, err := p.topperWeight(uploaded, base)
+	if err != nil {
+		return nil, err
+	}
+	return y, nil
+}
+
+// toppers returns how many parties top up.
+func (p Plan) toppers() int {
+	switch p.Kind {
+	case PlanOwners:
+		return 1
+	case PlanAll:
+		return 1 + p.CSPs
+	}
+	return 0
+}
+
+// topperWeight solves for the toppers' weight y >= base.
+func (p Plan) topperWeight(m int, base *big.Rat) (*big.Rat, error) {
+	a := p.OwnerWeight()
+	c, t := p.toppers(), p.Tolerate
+	one := big.NewRat(1, 1)
+	// f(y): sum of all weights minus the t largest, for m owners at a and c
+	// toppers at y.
+	f := func(y *big.Rat) *big.Rat {
+		ws := make([]*big.Rat, 0, m+c)
+		for range m {
+			ws = append(ws, a)
+		}
+		for range c {
+			ws = append(ws, y)
+		}
+		slices.SortFunc(ws, func(x, z *big.Rat) int { return z.Cmp(x) })
+		s := new(big.Rat)
+		for _, w := range ws[min(t, len(ws)):] {
+			s.Add(s, w)
+		}
+		return s
+	}
+	if f(base).Cmp(one) >= 0 {
+		return base, nil
+	}
+	// f is piecewise linear and non-decreasing in y, with a kink at y = a.
+	// Below a the toppers are the smallest: f = (m - min(t,m)) a + (c - max(0, t-m)) y.
+	// Above a they are the largest: f = (m - max(0, t-c)) a + (c - min(t,c)) y.
+	if base.Cmp(a) < 0 {
+		slope := int64(c - max(0, t-m))
+		if slope > 0 {
+			rest := new(big.Rat).Mul(a, big.NewRat(int64(m-min(t, m)), 1))
+			y := new(big.Rat).Sub(one, rest)
+			y.Quo(y, big.NewRat(slope, 1))
+			if y.Cmp(base) < 0 {
+				y.Set(base)
+			}
+			if y.Cmp(a) <= 0 && f(y).Cmp(one) >= 0 {
+				return y, nil
+			}
+		}
+	}
+	slope := int64(c - min(t, c))
+	if slope > 0 {
+		rest := new(big.Rat).Mul(a, big.NewRat(int64(m-max(0, t-c)), 1))
+		y := new(big.Rat).Sub(one, rest)
+		y.Quo(y, big.NewRat(slope, 1))
+		if y.Cmp(base) < 0 {
+			y.Set(base)
+		}
+		if y.Cmp(a) < 0 {
+			y.Set(a)
+		}
+		if f(y).Cmp(one) >= 0 {
+			return y, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: %s plan tolerating %d with %d of %d planned owners uploaded and %d topping-up parties",
+		ErrPlanInfeasible, p.Kind, t, m, p.Owners, c)
+}
+
+// Share is one noise share in the final sum.
+type Share struct {
+	Party  string   `json:"party"` // "proxy", "csp/2", "owner/hospital-a"
+	Role   Role     `json:"-"`
+	Weight *big.Rat `json:"-"`
+}
+
+// Shares lists every noise share in a release: the uploaded owners' (named
+// by owners), the proxy's and each active CSP member's (named by csps).
+func (p Plan) Shares(owners []string, csps []string) ([]Share, error) {
+	if len(csps) != p.CSPs {
+		return nil, fmt.Errorf("noise plan: %d committee members in the switch, planned %d", len(csps), p.CSPs)
+	}
+	var out []Share
+	add := func(name string, r Role) error {
+		w, err := p.Weight(r, len(owners))
+		if err != nil {
+			return err
+		}
+		if w.Sign() > 0 {
+			out = append(out, Share{Party: name, Role: r, Weight: w})
+		}
+		return nil
+	}
+	for _, o := range owners {
+		if err := add("owner/"+o, RoleOwner); err != nil {
+			return nil, err
+		}
+	}
+	if err := add("proxy", RoleProxy); err != nil {
+		return nil, err
+	}
+	for _, c := range csps {
+		if err := add("csp/"+c, RoleCSP); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// ShareVariance returns the variance of a share of the given weight in each
+// block, in integer units (exact rationals; zero when noise is off).
+func (c Calibration) ShareVariance(w *big.Rat) [3]*big.Rat {
+	var out [3]*big.Rat
+	for _, b := range stats.Blocks {
+		out[b] = new(big.Rat)
+		if !c.NoiseOff() {
+			out[b].Mul(w, new(big.Rat).SetInt(c.Variance[b]))
+		}
+	}
+	return out
+}
+
+// NoiseVector draws a party's noise share of the given weight for a packed
+// vector of the layout, block by block, from rnd (crypto/rand when nil),
+// using up to workers goroutines.
+func (c Calibration) NoiseVector(l stats.Layout, w *big.Rat, rnd io.Reader, workers int) ([]int64, error) {
+	out := make([]int64, l.Len())
+	if c.NoiseOff() || w.Sign() == 0 {
+		return out, nil
+	}
+	vars := c.ShareVariance(w)
+	for _, b := range stats.Blocks {
+		lo, hi := l.Range(b)
+		if err := ParallelFill(out[lo:hi], vars[b], rnd, workers); err != nil {
+			return nil, fmt.Errorf("noise share, block %s: %w", b, err)
+		}
+	}
+	return out, nil
+}
+
+// Accounting is the privacy of a release given the shares that count.
+type Accounting struct {
+	Rho     Float `json:"rho"`
+	Epsilon Float `json:"epsilon"`
+	// Log10Tau is log10 of the Kairouz-Liu-Steinke distributed discrete
+	// Gaussian correction term of each block (R, v, n).
+	Log10Tau [3]Float `json:"log10_tau"`
+}
+
+// Account returns rho (zCDP, summed over the blocks, each with the KLS
+// distributed discrete Gaussian correction for the sum of its shares) and
+// epsilon at the calibration's delta, for the given shares. dims are the
+// numbers of coordinates of the blocks.
+func (c Calibration) Account(shares []Share, dims [3]int) Accounting {
+	var acc Accounting
+	if c.NoiseOff() {
+		acc.Rho, acc.Epsilon = Float(math.Inf(1)), Float(math.Inf(1))
+		for b := range acc.Log10Tau {
+			acc.Log10Tau[b] = Float(math.Inf(-1))
+		}
+		return acc
+	}
+	rho := 0.0
+	for _, b := range stats.Blocks {
+		vars := make([]float64, 0, len(shares))
+		for _, s := range shares {
+			v, _ := c.ShareVariance(s.Weight)[b].Float64()
+			vars = append(vars, v)
+		}
+		r, lt := DDG(vars, c.Sensitivity[b], dims[b])
+		rho += r
+		acc.Log10Tau[b] = Float(lt)
+	}
+	acc.Rho, acc.Epsilon = Float(rho), Float(EpsilonFor(rho, c.Delta))
+	return acc
+}
+
+// Collusion is one row of the collusion table: the guarantee left when the
+// user colludes with the named parties (whose shares it can subtract).
+type Collusion struct {
+	With    string `json:"with"`
+	Parties int    `json:"parties"`
+	Rho     Float  `json:"rho"`
+	Epsilon Float  `json:"epsilon"`
+}
+
+// CollusionTable returns the guarantee with everyone honest, with the user
+// colluding with the proxy, with one CSP member, with one owner (the largest
+// share of each kind present), and with the worst Tolerate parties (the t
+// largest shares). The last row is what the job promises and what owners'
+// ledgers are charged.
+func (p Plan) CollusionTable(c Calibration, shares []Share, dims [3]int) []Collusion {
+	without := func(drop map[int]bool) []Share {
+		var out []Share
+		for i, s := range shares {
+			if !drop[i] {
+				out = append(out, s)
+			}
+		}
+		return out
+	}
+	row := func(with string, drop map[int]bool) Collusion {
+		a := c.Account(without(drop), dims)
+		return Collusion{With: with, Parties: len(drop), Rho: a.Rho, Epsilon: a.Epsilon}
+	}
+	largest := func(r Role) map[int]bool {
+		best := -1
+		for i, s := range shares {
+			if s.Role == r && (best < 0 || s.Weight.Cmp(shares[best].Weight) > 0) {
+				best = i
+			}
+		}
+		if best < 0 {
+			return map[int]bool{}
+		}
+		return map[int]bool{best: true}
+	}
+	rows := []Collusion{row("nobody", nil), row("proxy", largest(RoleProxy)), row("one csp member", largest(RoleCSP)), row("one owner", largest(RoleOwner))}
+	order := make([]int, len(shares))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int { return shares[j].Weight.Cmp(shares[i].Weight) })
+	worst := map[int]bool{}
+	for _, i := range order[:min(p.Tolerate, len(order))] {
+		worst[i] = true
+	}
+	return append(rows, row(fmt.Sprintf("worst %d", p.Tolerate), worst))
+}

@@ -1,0 +1,61 @@
+package job
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// BenchmarkUserDecryptAnalyze: the user's work after the key switch for d
+// features and K = 10 classes: decrypt and decode the ciphertexts, unpack,
+// build the scatters and solve PCA (k = 5).
+func BenchmarkUserDecryptAnalyze(b *testing.B) {
+	p := heParams(b)
+	user := he.GenerateKeyPair(p)
+	for _, d := range []int{50, 784} {
+		l, _ := stats.NewLayout(d, 10)
+		// Statistics of random clipped rows (n = 2000), so the scatters are valid.
+		acc, _ := stats.NewAccumulator(l, 1<<16, 16)
+		rng := rand.New(rand.NewPCG(1, uint64(d)))
+		q := make([]int64, d)
+		for range 2000 {
+			lim := int64(1<<16) / int64(d)
+			for i := range q {
+				q[i] = rng.Int64N(2*lim+1) - lim
+			}
+			_ = acc.Add(q, rng.IntN(10))
+		}
+		enc, _ := he.NewEncryptor(p, user.Public)
+		cts, err := enc.EncryptVector(acc.Pack())
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.Run(fmt.Sprintf("d=%d/cts=%d", d, len(cts)), func(b *testing.B) {
+			for b.Loop() {
+				benchUser(b, p, user.Secret, l, cts)
+			}
+		})
+	}
+}
+
+func benchUser(b *testing.B, p he.Params, sk *rlwe.SecretKey, l stats.Layout, cts []*rlwe.Ciphertext) {
+	vec, err := he.NewDecryptor(p, sk).DecryptVector(cts, l.Len())
+	if err != nil {
+		b.Fatal(err)
+	}
+	rel, err := stats.Unpack(l, 16, vec)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sc, err := Moments(rel).Scatters()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if _, err := sc.PCA(5); err != nil {
+		b.Fatal(err)
+	}
+}

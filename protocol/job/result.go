@@ -1,0 +1,201 @@
+package job
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/analysis"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+// Result is the self-describing document the user publishes (PROTOCOL.md
+// section 7): the components and everything needed to interpret them, the
+// privacy accounting, and the noisy release itself, so that any other
+// analysis of it costs no new budget.
+type Result struct {
+	JobID      string   `json:"job_id"`
+	Dataset    string   `json:"dataset"`
+	SchemaHash string   `json:"schema_hash"`
+	Analysis   string   `json:"analysis"`
+	Features   []string `json:"features"`
+	Classes    []string `json:"classes,omitempty"`
+	// Owners are the owners whose uploads are in the release.
+	Owners    []string `json:"owners"`
+	NumOwners int      `json:"num_owners"`
+	// NoisyN is the (noisy) total number of rows.
+	NoisyN     float64              `json:"noisy_n"`
+	Components *analysis.Components `json:"components,omitempty"`
+	Privacy    Privacy              `json:"privacy"`
+	HEParams   string               `json:"he_params"`
+	Release    *ReleaseDoc          `json:"release"`
+}
+
+// Privacy is the privacy accounting of a release.
+type Privacy struct {
+	NoNoise  bool     `json:"no_noise"`
+	Plan     string   `json:"noise_plan"`
+	Tolerate int      `json:"tolerate"`
+	Split    dp.Split `json:"split"`
+	// Epsilon and Rho are the guarantee with the user colluding with the
+	// worst Tolerate noise parties: what the job promises and owners are
+	// charged. Delta is the requested delta.
+	Epsilon dp.Float `json:"epsilon"`
+	Delta   float64  `json:"delta"`
+	Rho     dp.Float `json:"rho"`
+	// Sigma is the central standard deviation per block in data units;
+	// SigmaTotal the standard deviation of all the noise actually in the
+	// release (everyone honest).
+	Sigma      BlockValues    `json:"sigma_central"`
+	SigmaTotal BlockValues    `json:"sigma_total"`
+	Shares     []ShareDoc     `json:"shares"`
+	Collusion  []dp.Collusion `json:"collusion"`
+	// Log10Tau is the distributed discrete Gaussian correction term of each
+	// block (log10), everyone honest.
+	Log10Tau BlockValues `json:"log10_tau"`
+}
+
+// BlockValues holds one number per block.
+type BlockValues struct {
+	R dp.Float `json:"r"`
+	V dp.Float `json:"v"`
+	N dp.Float `json:"n"`
+}
+
+func blockValues(x [3]float64) BlockValues {
+	return BlockValues{dp.Float(x[0]), dp.Float(x[1]), dp.Float(x[2])}
+}
+
+// ShareDoc is one noise share: who added it and its fraction of the central
+// variance.
+type ShareDoc struct {
+	Party  string  `json:"party"`
+	Weight string  `json:"weight"` // exact rational, e.g. "1/3"
+	Value  float64 `json:"weight_value"`
+}
+
+// ReleaseDoc is the noisy release in integers: R (upper triangle,
+// row-major, scale 2^(2 bits)), V (K class sums, scale 2^bits), N (K counts,
+// scale 2^bits).
+type ReleaseDoc struct {
+	D    int     `json:"d"`
+	K    int     `json:"k"`
+	Bits uint    `json:"bits"`
+	R    []int64 `json:"r"`
+	V    []int64 `json:"v"`
+	N    []int64 `json:"n"`
+}
+
+// Release converts the document back to a release, validating its shape.
+func (d *ReleaseDoc) Release() (*stats.Release, error) {
+	l, err := stats.NewLayout(d.D, d.K)
+	if err != nil {
+		return nil, fmt.Errorf("release: %w", err)
+	}
+	if len(d.R) != l.RLen() || len(d.V) != l.VLen() || len(d.N) != l.K {
+		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.K, d.D, d.K)
+	}
+	vec := append(append(append([]int64{}, d.R...), d.V...), d.N...)
+	return stats.Unpack(l, d.Bits, vec)
+}
+
+func releaseDoc(r *stats.Release) *ReleaseDoc {
+	return &ReleaseDoc{D: r.Layout.D, K: r.Layout.K, Bits: r.Bits, R: r.R, V: r.V, N: r.N}
+}
+
+// PrivacyReport computes the privacy accounting of a release that holds the
+// uploads of the named owners and was switched by the named CSP members.
+func PrivacyReport(s *Spec, sch *schema.Schema, owners, csps []string) (Privacy, error) {
+	pr := Privacy{NoNoise: s.NoNoise, Plan: s.NoisePlan, Tolerate: s.Tolerate, Split: s.Split, Delta: s.Delta}
+	cal, err := s.Calibration(sch)
+	if err != nil {
+		return pr, err
+	}
+	if cal.NoiseOff() {
+		inf := dp.Float(math.Inf(1))
+		pr.Epsilon, pr.Rho = inf, inf
+		pr.Log10Tau = blockValues([3]float64{math.Inf(-1), math.Inf(-1), math.Inf(-1)})
+		return pr, nil
+	}
+	l, err := s.Layout(sch)
+	if err != nil {
+		return pr, err
+	}
+	plan := s.Plan()
+	shares, err := plan.Shares(owners, csps)
+	if err != nil {
+		return pr, err
+	}
+	dims := [3]int{l.RLen(), l.VLen(), l.K}
+	table := plan.CollusionTable(cal, shares, dims)
+	worst := table[len(table)-1]
+	pr.Epsilon, pr.Rho, pr.Collusion = worst.Epsilon, worst.Rho, table
+	honest := cal.Account(shares, dims)
+	pr.Log10Tau = BlockValues{honest.Log10Tau[0], honest.Log10Tau[1], honest.Log10Tau[2]}
+	total := new(big.Rat)
+	for _, sh := range shares {
+		v, _ := sh.Weight.Float64()
+		pr.Shares = append(pr.Shares, ShareDoc{Party: sh.Party, Weight: sh.Weight.RatString(), Value: v})
+		total.Add(total, sh.Weight)
+	}
+	tw, _ := total.Float64()
+	var sig, sigTot [3]float64
+	for _, b := range stats.Blocks {
+		sig[b] = cal.SigmaData(b)
+		sigTot[b] = sig[b] * math.Sqrt(tw)
+	}
+	pr.Sigma, pr.SigmaTotal = blockValues(sig), blockValues(sigTot)
+	return pr, nil
+}
+
+// Moments converts a release to data units for the analysis package.
+func Moments(r *stats.Release) analysis.Moments {
+	rr, v, n := r.Float()
+	return analysis.Moments{R: mat.NewSymDense(r.Layout.D, rr), V: v, N: n}
+}
+
+// Analyze runs the job's analysis on a release (post-processing, no privacy
+// cost) and assembles the result document. The DCA/LDA regulariser adds the
+// noise margin for the total noise on R actually in the release.
+func Analyze(s *Spec, sch *schema.Schema, rel *stats.Release, owners []string, pr Privacy, heParams string) (*Result, error) {
+	return AnalyzeAs(s.Analysis, s.K, s, sch, rel, owners, pr, heParams)
+}
+
+// AnalyzeAs is Analyze with another analysis and k (re-analysing a saved
+// release costs no privacy).
+func AnalyzeAs(name string, k int, s *Spec, sch *schema.Schema, rel *stats.Release, owners []string, pr Privacy, heParams string) (*Result, error) {
+	m := Moments(rel)
+	sc, err := m.Scatters()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{
+		JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, Analysis: name,
+		Features: sch.FeatureNames(), Owners: owners, NumOwners: len(owners),
+		NoisyN: sc.N, Privacy: pr, HEParams: heParams, Release: releaseDoc(rel),
+	}
+	if rel.Layout.K > 1 {
+		res.Classes = sch.Classes
+	}
+	opts := analysis.Options{K: k, Regularizer: analysis.Regularizer{NoiseStd: float64(pr.SigmaTotal.R)}}
+	switch name {
+	case Scatter:
+	case PCA:
+		res.Components, err = sc.PCA(k)
+	case DCA, LDA:
+		if rel.Layout.K < 2 {
+			return nil, fmt.Errorf("%s needs per-class statistics; the release has one class", name)
+		}
+		res.Components, _, err = analysis.SolveWithRetry(name, m, opts)
+	default:
+		return nil, fmt.Errorf("unknown analysis %q", name)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return res, nil
+}

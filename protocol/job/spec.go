@@ -1,0 +1,318 @@
+// Package job ties the protocol together: the job spec that fixes a
+// computation (and whose SHA-256 is its identity, signed by the user), the
+// checks made when a job is created, the step each role performs, and the
+// result the user publishes.
+//
+// The role steps are pure functions over the protocol packages (schema,
+// stats, he, dp, analysis); the daemons in owner/, proxy/, csp/ and user/ call
+// them and add transport and storage, and the in-process tests call them with
+// parties in slices. See ../shared/design/PROTOCOL.md for the protocol.
+package job
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/big"
+	"regexp"
+	"slices"
+	"time"
+
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+// Analyses a job can ask for.
+const (
+	PCA     = "pca"
+	DCA     = "dca"
+	LDA     = "lda"
+	Scatter = "scatter" // the noisy release only
+)
+
+// Version is the spec format version.
+const Version = 1
+
+// DefaultDelta is used when a spec leaves delta at 0.
+const DefaultDelta = 1e-6
+
+// MaxOwners bounds the owners of one job.
+const MaxOwners = 100_000
+
+// Spec is the canonical description of a job. Its SHA-256 (of Canonical) is
+// the job ID; the user signs the ID.
+type Spec struct {
+	Version int `json:"version"`
+	// Dataset is the schema ID the owners serve; SchemaHash its hash (hex).
+	Dataset    string `json:"dataset"`
+	SchemaHash string `json:"schema_hash"`
+	// Analysis is pca, dca, lda or scatter; K the number of components
+	// wanted (post-processing: it does not change the privacy cost).
+	Analysis string `json:"analysis"`
+	K        int    `json:"k"`
+	// Privacy: (Epsilon, Delta)-DP via zCDP with the noise plan and budget
+	// split. NoNoise disables noise (tests and simulations only; daemons
+	// refuse it unless explicitly allowed).
+	Epsilon   float64  `json:"epsilon"`
+	Delta     float64  `json:"delta"`
+	NoNoise   bool     `json:"no_noise,omitempty"`
+	NoisePlan string   `json:"noise_plan"`
+	Tolerate  int      `json:"tolerate"`
+	Split     dp.Split `json:"split"`
+	// Owners are the owners asked to take part (their IDs, sorted): the
+	// planned owners of the noise plan. MinOwners is how many uploads the job
+	// needs; it is sealed when all owners uploaded, or at the deadline if at
+	// least MinOwners did.
+	Owners    []string  `json:"owners"`
+	MinOwners int       `json:"min_owners"`
+	Deadline  time.Time `json:"deadline"`
+	// MaxRows bounds the total number of rows, for the overflow check.
+	MaxRows int64 `json:"max_rows"`
+	// HE parameters and keys, by fingerprint.
+	HEParams           string `json:"he_params"`
+	HEParamsHash       string `json:"he_params_hash"`
+	CommitteeN         int    `json:"committee_n"`
+	CommitteeThreshold int    `json:"committee_threshold"`
+	CommitteeKey       string `json:"committee_key"`
+	// User is the user's identity (its certificate's URI SAN) and UserKey
+	// the fingerprint of its HE public key, the only key the committee will
+	// switch this job's result to.
+	User    string `json:"user"`
+	UserKey string `json:"user_key"`
+	// Nonce makes two otherwise equal specs distinct jobs.
+	Nonce string `json:"nonce"`
+}
+
+// Canonical returns the bytes the job ID is the hash of: the JSON encoding
+// with the struct's field order (encoding/json is deterministic for a struct
+// of this shape; floats use the shortest representation).
+func (s *Spec) Canonical() []byte {
+	b, err := json.Marshal(s)
+	if err != nil {
+		panic(fmt.Sprintf("job spec: marshal: %v", err))
+	}
+	return b
+}
+
+// ID returns the job ID, the hex SHA-256 of the canonical spec.
+func (s *Spec) ID() string {
+	h := sha256.Sum256(s.Canonical())
+	return hex.EncodeToString(h[:])
+}
+
+// Fingerprint returns the hex SHA-256 of a key's bytes.
+func Fingerprint(b []byte) string {
+	h := sha256.Sum256(b)
+	return hex.EncodeToString(h[:])
+}
+
+var (
+	hexHash = regexp.MustCompile(`^[0-9a-f]{64}$`)
+	ident   = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
+)
+
+// ValidID reports whether s is usable as an owner or dataset ID.
+func ValidID(s string) bool { return ident.MatchString(s) }
+
+// Validate checks the spec on its own (Check adds the checks against the
+// schema and parameters). Errors name the field.
+func (s *Spec) Validate() error {
+	bad := func(field string, format string, args ...any) error {
+		return fmt.Errorf("job spec: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if s.Version != Version {
+		return bad("version", "%d, want %d", s.Version, Version)
+	}
+	if !ValidID(s.Dataset) {
+		return bad("dataset", "%q is not a valid id", s.Dataset)
+	}
+	if !hexHash.MatchString(s.SchemaHash) {
+		return bad("schema_hash", "want 64 lower-case hex digits")
+	}
+	if !slices.Contains([]string{PCA, DCA, LDA, Scatter}, s.Analysis) {
+		return bad("analysis", "%q, want pca, dca, lda or scatter", s.Analysis)
+	}
+	if s.K < 0 {
+		return bad("k", "%d must not be negative", s.K)
+	}
+	if s.NoNoise {
+		if s.Epsilon != 0 {
+			return bad("epsilon", "must be 0 with no_noise")
+		}
+	} else {
+		if !(s.Epsilon > 0) || math.IsInf(s.Epsilon, 0) || s.Epsilon > 100 {
+			return bad("epsilon", "%v must be in (0, 100]", s.Epsilon)
+		}
+		if !(s.Delta > 0 && s.Delta < 1) {
+			return bad("delta", "%v must be in (0, 1)", s.Delta)
+		}
+		if err := s.Split.Validate(); err != nil {
+			return bad("split", "%v", err)
+		}
+	}
+	if len(s.Owners) == 0 || len(s.Owners) > MaxOwners {
+		return bad("owners", "%d owners, want 1 to %d", len(s.Owners), MaxOwners)
+	}
+	if !slices.IsSorted(s.Owners) {
+		return bad("owners", "must be sorted")
+	}
+	for i, o := range s.Owners {
+		if !ValidID(o) {
+			return bad("owners", "%q is not a valid id", o)
+		}
+		if i > 0 && s.Owners[i-1] == o {
+			return bad("owners", "%q appears twice", o)
+		}
+	}
+	if s.MinOwners < 1 || s.MinOwners > len(s.Owners) {
+		return bad("min_owners", "%d must be between 1 and %d", s.MinOwners, len(s.Owners))
+	}
+	if s.Deadline.IsZero() {
+		return bad("deadline", "missing")
+	}
+	if s.MaxRows < 1 {
+		return bad("max_rows", "%d must be positive", s.MaxRows)
+	}
+	if s.HEParams == "" || !hexHash.MatchString(s.HEParamsHash) {
+		return bad("he_params", "missing parameter set or fingerprint")
+	}
+	c := he.Committee{N: s.CommitteeN, Threshold: s.CommitteeThreshold}
+	if err := c.Validate(); err != nil {
+		return bad("committee", "%v", err)
+	}
+	if !hexHash.MatchString(s.CommitteeKey) {
+		return bad("committee_key", "want a 64-hex-digit fingerprint")
+	}
+	if s.User == "" {
+		return bad("user", "missing")
+	}
+	if !hexHash.MatchString(s.UserKey) {
+		return bad("user_key", "want a 64-hex-digit fingerprint")
+	}
+	if s.Nonce == "" || len(s.Nonce) > 128 {
+		return bad("nonce", "want 1 to 128 characters")
+	}
+	if !s.NoNoise {
+		if err := s.Plan().Validate(); err != nil {
+			return bad("noise_plan", "%v", err)
+		}
+	}
+	return nil
+}
+
+// Plan returns the noise plan: the planned owners are the spec's owners and
+// the CSP noise parties are the Threshold members that take part in the
+// switch.
+func (s *Spec) Plan() dp.Plan {
+	return dp.Plan{Kind: s.NoisePlan, Tolerate: s.Tolerate, Owners: len(s.Owners), CSPs: s.CommitteeThreshold}
+}
+
+// Committee returns the committee shape.
+func (s *Spec) Committee() he.Committee {
+	return he.Committee{N: s.CommitteeN, Threshold: s.CommitteeThreshold}
+}
+
+// UsesClasses reports whether the analysis needs per-class statistics.
+func (s *Spec) UsesClasses() bool {
+	return s.Analysis == DCA || s.Analysis == LDA || s.Analysis == Scatter
+}
+
+// Layout returns the packing layout for the schema.
+func (s *Spec) Layout(sch *schema.Schema) (stats.Layout, error) {
+	k := 1
+	if s.UsesClasses() && len(sch.Classes) > 0 {
+		k = len(sch.Classes)
+	}
+	return stats.NewLayout(sch.D(), k)
+}
+
+// Calibration returns the central noise of the job for the schema.
+func (s *Spec) Calibration(sch *schema.Schema) (dp.Calibration, error) {
+	if s.NoNoise {
+		return dp.NoNoise(sch.Bound(), sch.Bits), nil
+	}
+	return dp.Calibrate(s.Epsilon, s.Delta, s.Split, sch.Bound(), sch.Bits)
+}
+
+// Check validates the spec against the schema the owners serve and the HE
+// parameters, including the overflow bound of PROTOCOL.md section 4: every
+// entry of the final sum, noise included, must stay inside the plaintext
+// range. The proxy runs it at job creation; owners and CSP members run it
+// before taking part.
+func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	if sch.ID != s.Dataset {
+		return fmt.Errorf("job spec: dataset %q but the schema is %q", s.Dataset, sch.ID)
+	}
+	if sch.HashHex() != s.SchemaHash {
+		return fmt.Errorf("job spec: schema_hash %s… differs from schema %s's hash %s…", s.SchemaHash[:12], sch.ID, sch.HashHex()[:12])
+	}
+	if s.UsesClasses() && len(sch.Classes) < 2 && s.Analysis != Scatter {
+		return fmt.Errorf("job spec: analysis %s needs a schema with at least 2 classes; %s has %d", s.Analysis, sch.ID, len(sch.Classes))
+	}
+	if s.HEParams != p.ID() || s.HEParamsHash != p.Fingerprint() {
+		return fmt.Errorf("job spec: he_params %s (%s…) is not this node's parameter set %s (%s…)", s.HEParams, s.HEParamsHash[:12], p.ID(), p.Fingerprint()[:12])
+	}
+	if _, err := s.Layout(sch); err != nil {
+		return fmt.Errorf("job spec: %w", err)
+	}
+	cal, err := s.Calibration(sch)
+	if err != nil {
+		return fmt.Errorf("job spec: %w", err)
+	}
+	return s.checkOverflow(sch, cal, p)
+}
+
+// checkOverflow verifies max_rows * (per-row bound) + 12 sigma_total <
+// (T-3)/2 for each block, where sigma_total is the largest total noise any
+// seal can produce (over every number of uploaded owners from min_owners up).
+func (s *Spec) checkOverflow(sch *schema.Schema, cal dp.Calibration, p he.Params) error {
+	b := big.NewInt(sch.Bound())
+	perRow := [3]*big.Int{new(big.Int).Mul(b, b), b, new(big.Int).Lsh(big.NewInt(1), sch.Bits)}
+	maxWeight := new(big.Rat)
+	if !cal.NoiseOff() {
+		plan := s.Plan()
+		for m := s.MinOwners; m <= len(s.Owners); m++ {
+			w := new(big.Rat).Mul(plan.OwnerWeight(), big.NewRat(int64(m), 1))
+			feasible := true
+			for _, r := range []dp.Role{dp.RoleProxy, dp.RoleCSP} {
+				x, err := plan.Weight(r, m)
+				if err != nil {
+					feasible = false // such a seal fails; it cannot overflow
+					break
+				}
+				n := int64(1)
+				if r == dp.RoleCSP {
+					n = int64(s.CommitteeThreshold)
+				}
+				w.Add(w, x.Mul(x, big.NewRat(n, 1)))
+			}
+			if feasible && w.Cmp(maxWeight) > 0 {
+				maxWeight = w
+			}
+		}
+	}
+	limit := new(big.Int).SetInt64(p.MaxAbs())
+	for _, blk := range stats.Blocks {
+		total := new(big.Int).Mul(big.NewInt(s.MaxRows), perRow[blk])
+		if !cal.NoiseOff() {
+			v := new(big.Rat).Mul(maxWeight, new(big.Rat).SetInt(cal.Variance[blk]))
+			sd := new(big.Float).SetPrec(128).SetRat(v)
+			sd.Sqrt(sd)
+			sd.Mul(sd, big.NewFloat(12))
+			tail, _ := sd.Int(nil)
+			total.Add(total, tail.Add(tail, big.NewInt(1)))
+		}
+		if total.Cmp(limit) >= 0 {
+			return fmt.Errorf("job spec: max_rows %d may overflow the plaintext range in block %s: max_rows x %s + 12 sigma = %s exceeds (T-3)/2 = %s; lower max_rows, quant_bits or the noise",
+				s.MaxRows, blk, perRow[blk], total, limit)
+		}
+	}
+	return nil
+}

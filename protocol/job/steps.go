@@ -1,0 +1,204 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/mhe"
+)
+
+// ReadStatistics streams an owner's CSV rows through the schema's row map
+// into an accumulator for the job's layout. It refuses more rows than the
+// job's max_rows (the overflow check assumes at most that many in total).
+func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, error) {
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	acc, err := stats.NewAccumulator(l, sch.Bound(), sch.Bits)
+	if err != nil {
+		return nil, err
+	}
+	rd, err := sch.NewReader(csv, l.K > 1)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		q, k, err := rd.Next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if acc.Rows() >= s.MaxRows {
+			return nil, fmt.Errorf("more than max_rows = %d rows", s.MaxRows)
+		}
+		if err := acc.Add(q, k); err != nil {
+			return nil, err
+		}
+	}
+	return acc, nil
+}
+
+// OwnerCiphertexts packs an owner's statistics, adds its DP noise share (in
+// the owners and all plans; drawn from rnd, crypto/rand when nil) and
+// encrypts them under the committee key.
+func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rlwe.PublicKey, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, error) {
+	vec := acc.Pack()
+	if !s.NoNoise {
+		cal, err := s.Calibration(sch)
+		if err != nil {
+			return nil, err
+		}
+		noise, err := cal.NoiseVector(acc.Layout(), s.Plan().OwnerWeight(), rnd, 0)
+		if err != nil {
+			return nil, err
+		}
+		if err := addChecked(vec, noise); err != nil {
+			return nil, fmt.Errorf("owner noise: %w", err)
+		}
+	}
+	enc, err := he.NewEncryptor(p, committeeKey)
+	if err != nil {
+		return nil, err
+	}
+	return enc.EncryptVector(vec)
+}
+
+func addChecked(dst, src []int64) error {
+	for i, x := range src {
+		s := dst[i] + x
+		if (x > 0 && s < dst[i]) || (x < 0 && s > dst[i]) {
+			return fmt.Errorf("int64 overflow at index %d", i)
+		}
+		dst[i] = s
+	}
+	return nil
+}
+
+// ServerNoise draws the noise share of the proxy (role dp.RoleProxy) or of
+// one CSP member (dp.RoleCSP) for a seal at which `uploaded` owners are in
+// the sum: its planned share plus any top-up for missing owners. It is all
+// zeros when the party adds no noise. rnd nil means crypto/rand.
+func ServerNoise(s *Spec, sch *schema.Schema, r dp.Role, uploaded int, rnd io.Reader) ([]int64, error) {
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := s.Calibration(sch)
+	if err != nil {
+		return nil, err
+	}
+	if cal.NoiseOff() {
+		return make([]int64, l.Len()), nil
+	}
+	w, err := s.Plan().Weight(r, uploaded)
+	if err != nil {
+		return nil, err
+	}
+	return cal.NoiseVector(l, w, rnd, 0)
+}
+
+// Blind adds the proxy's noise share and a fresh uniform mask (from rnd,
+// crypto/rand when nil) to each ciphertext of the sum, in place, and returns
+// the masks, which the proxy must keep durably until the job ends.
+func Blind(p he.Params, sum []*rlwe.Ciphertext, noise []int64, rnd io.Reader) ([][]uint64, error) {
+	if want := p.Chunks(len(noise)); len(sum) != want {
+		return nil, fmt.Errorf("blind: %d ciphertexts for %d values, want %d", len(sum), len(noise), want)
+	}
+	plain := he.NewPlain(p)
+	masks := make([][]uint64, len(sum))
+	for i, ct := range sum {
+		lo := i * p.Slots()
+		if err := plain.AddInt64(ct, noise[lo:min(lo+p.Slots(), len(noise))]); err != nil {
+			return nil, fmt.Errorf("blind ciphertext %d: %w", i, err)
+		}
+		m, err := p.NewMask(rnd)
+		if err != nil {
+			return nil, err
+		}
+		if err := plain.AddMask(ct, m); err != nil {
+			return nil, fmt.Errorf("blind ciphertext %d: %w", i, err)
+		}
+		masks[i] = m
+	}
+	return masks, nil
+}
+
+// Unblind removes the masks from the key-switched ciphertexts, in place.
+func Unblind(p he.Params, switched []*rlwe.Ciphertext, masks [][]uint64) error {
+	if len(switched) != len(masks) {
+		return fmt.Errorf("unblind: %d ciphertexts, %d masks", len(switched), len(masks))
+	}
+	plain := he.NewPlain(p)
+	for i, ct := range switched {
+		if err := plain.SubMask(ct, masks[i]); err != nil {
+			return fmt.Errorf("unblind ciphertext %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
+// SwitchShares computes a CSP member's key-switch shares of the blinded sum
+// to the user's key, with its noise share folded in (noise has the packed
+// length; nil or all zeros for no noise).
+func SwitchShares(p he.Params, m *he.Member, blinded []*rlwe.Ciphertext, userKey *rlwe.PublicKey, active []he.Point, noise []int64) ([]*mhe.PublicKeySwitchShare, error) {
+	if want := p.Chunks(len(noise)); noise != nil && len(blinded) != want {
+		return nil, fmt.Errorf("key switch: %d ciphertexts for %d noise values, want %d", len(blinded), len(noise), want)
+	}
+	out := make([]*mhe.PublicKeySwitchShare, len(blinded))
+	for i, ct := range blinded {
+		var chunk []int64
+		if noise != nil {
+			lo := i * p.Slots()
+			chunk = noise[lo:min(lo+p.Slots(), len(noise))]
+		}
+		s, err := m.KeySwitchShare(ct, userKey, active, chunk)
+		if err != nil {
+			return nil, fmt.Errorf("key switch ciphertext %d: %w", i, err)
+		}
+		out[i] = s
+	}
+	return out, nil
+}
+
+// CombineShares combines, for each ciphertext of the blinded sum, the shares
+// of the active members (shares[member][ciphertext]).
+func CombineShares(p he.Params, blinded []*rlwe.Ciphertext, shares [][]*mhe.PublicKeySwitchShare) ([]*rlwe.Ciphertext, error) {
+	out := make([]*rlwe.Ciphertext, len(blinded))
+	for i, ct := range blinded {
+		var s []*mhe.PublicKeySwitchShare
+		for j, member := range shares {
+			if len(member) != len(blinded) {
+				return nil, fmt.Errorf("combine: member %d sent %d shares for %d ciphertexts", j, len(member), len(blinded))
+			}
+			s = append(s, member[i])
+		}
+		var err error
+		if out[i], err = he.CombineKeySwitch(p, ct, s); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// DecryptRelease decrypts the unblinded, key-switched ciphertexts with the
+// user's secret key and unpacks the release.
+func DecryptRelease(s *Spec, sch *schema.Schema, p he.Params, sk *rlwe.SecretKey, cts []*rlwe.Ciphertext) (*stats.Release, error) {
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	vec, err := he.NewDecryptor(p, sk).DecryptVector(cts, l.Len())
+	if err != nil {
+		return nil, err
+	}
+	return stats.Unpack(l, sch.Bits, vec)
+}
