@@ -3,7 +3,7 @@
 
 GO       ?= go
 PKGS     ?= ./...
-BENCHTIME ?= 1x
+BENCHTIME ?= 5x
 
 .DEFAULT_GOAL := help
 
@@ -20,9 +20,14 @@ test: ## run every test with the race detector, then the race-excluded heavy tes
 check: ## gofmt, go vet, staticcheck, import boundaries, go mod tidy clean
 	./scripts/check.sh
 
+BENCHSTAT ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
+COUNT ?= 5
+
 .PHONY: bench
-bench: ## run the benchmarks of the hot paths (BENCHTIME=10x for medians)
-	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count 1 ./protocol/...
+bench: ## benchmarks of the hot paths, COUNT runs each, medians by benchstat (out/bench.txt)
+	@mkdir -p out
+	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count $(COUNT) ./protocol/... | tee out/bench.txt
+	$(GO) run $(BENCHSTAT) out/bench.txt
 
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)

@@ -18,7 +18,7 @@ const (
 	PlaintextModulus uint64 = 1152921504606830593
 	// Q0 = 2^61 - 376831, an NTT-friendly prime above T.
 	Q0 uint64 = 2305843009213317121
-	// Q1 = 2^45 - 219135 (about 45 bits), NTT-friendly.
+	// Q1 = 2^45 - 219135, NTT-friendly.
 	Q1 uint64 = 35184371613697
 	// LogN is log2 of the ring degree.
 	LogN = 13

@@ -10,6 +10,7 @@
 package job
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -316,3 +317,32 @@ func (s *Spec) checkOverflow(sch *schema.Schema, cal dp.Calibration, p he.Params
 	}
 	return nil
 }
+
+// ParseSpec decodes a spec strictly: unknown fields are errors and the bytes
+// must be the canonical encoding (so that the job ID and the user's
+// signature cover exactly what every party parsed). It then validates the
+// spec.
+func ParseSpec(b []byte) (*Spec, error) {
+	if len(b) > MaxSpecBytes {
+		return nil, fmt.Errorf("job spec: %d bytes exceed %d", len(b), MaxSpecBytes)
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	var s Spec
+	if err := dec.Decode(&s); err != nil {
+		return nil, fmt.Errorf("job spec: %w", err)
+	}
+	if dec.More() {
+		return nil, fmt.Errorf("job spec: trailing data after the JSON object")
+	}
+	if !bytes.Equal(s.Canonical(), b) {
+		return nil, fmt.Errorf("job spec: not in canonical form (re-encode it with the spec's Canonical method)")
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+// MaxSpecBytes bounds an encoded spec (owners' IDs dominate).
+const MaxSpecBytes = 8 << 20
