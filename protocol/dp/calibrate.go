@@ -143,19 +143,7 @@ func EpsilonFor(rho, delta float64) float64 {
 			return hi
 		}
 	}
-	// Invariant: !ok(lo), ok(hi).
-	lo := 0.0
-	for range 5000 {
-		m := midpoint(lo, hi)
-		if m <= lo || m >= hi {
-			break
-		}
-		if ok(m) {
-			hi = m
-		} else {
-			lo = m
-		}
-	}
+	_, hi = bisect(0, hi, ok)
 	return hi
 }
 
@@ -188,23 +176,28 @@ func RhoFor(eps, delta float64) (float64, error) {
 		}
 		hi *= 2
 	}
-	// Invariant: ok(lo), !ok(hi).
-	lo := 0.0
+	lo, _ := bisect(0, hi, func(rho float64) bool { return !ok(rho) })
+	for lo > 0 && !ok(lo) {
+		lo = math.Nextafter(lo, 0)
+	}
+	return lo, nil
+}
+
+// bisect narrows [lo, hi], where above(lo) is false and above(hi) is true,
+// around the point where above switches, to float precision.
+func bisect(lo, hi float64, above func(float64) bool) (float64, float64) {
 	for range 5000 {
 		m := midpoint(lo, hi)
 		if m <= lo || m >= hi {
 			break
 		}
-		if ok(m) {
-			lo = m
-		} else {
+		if above(m) {
 			hi = m
+		} else {
+			lo = m
 		}
 	}
-	for lo > 0 && !ok(lo) {
-		lo = math.Nextafter(lo, 0)
-	}
-	return lo, nil
+	return lo, hi
 }
 
 // midpoint returns a point strictly between lo and hi when one exists (else

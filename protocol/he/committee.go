@@ -318,3 +318,56 @@ func RestoreMember(p Params, st SecretState) (*Member, error) {
 	}
 	return m, nil
 }
+
+// LocalCeremony runs the committee's whole key ceremony in one process, the
+// members in a slice: key generation from the public seed and, for t < n,
+// the dealing and aggregation of Shamir shares, every share passing through
+// its wire codec as it would between processes. It is for tests and
+// single-process tools; the daemons run the same steps over the network.
+func LocalCeremony(p Params, c Committee, seed []byte) ([]*Member, *rlwe.PublicKey, error) {
+	if err := c.Validate(); err != nil {
+		return nil, nil, err
+	}
+	codecs := p.Codecs()
+	members := make([]*Member, c.N)
+	shares := make([]*mhe.PublicKeyGenShare, c.N)
+	for i := range members {
+		m, err := NewMember(p, c, Point(i+1))
+		if err != nil {
+			return nil, nil, err
+		}
+		members[i] = m
+		s, err := m.PublicKeyShare(seed)
+		if err != nil {
+			return nil, nil, err
+		}
+		if shares[i], err = codecs.PublicKeyShare.Unmarshal(codecs.PublicKeyShare.Marshal(s)); err != nil {
+			return nil, nil, err
+		}
+	}
+	pk, err := AggregatePublicKey(p, seed, shares)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !c.Thresholdized() {
+		return members, pk, nil
+	}
+	dealt := make([]map[Point]*mhe.ShamirSecretShare, c.N)
+	for i, m := range members {
+		if dealt[i], err = m.DealShamir(); err != nil {
+			return nil, nil, err
+		}
+	}
+	for _, m := range members {
+		mine := make([]*mhe.ShamirSecretShare, c.N)
+		for i := range members {
+			if mine[i], err = codecs.ShamirShare.Unmarshal(codecs.ShamirShare.Marshal(dealt[i][m.Point()])); err != nil {
+				return nil, nil, err
+			}
+		}
+		if err := m.SetThresholdShares(mine); err != nil {
+			return nil, nil, err
+		}
+	}
+	return members, pk, nil
+}

@@ -72,45 +72,9 @@ func randVec(rng *rand.Rand, n int, lim int64) []int64 {
 // committee runs the key ceremony in memory, parties in a slice.
 func committee(t testing.TB, p Params, c Committee) ([]*Member, *rlwe.PublicKey) {
 	t.Helper()
-	seed := []byte("fedpca test ceremony seed 0001")
-	members := make([]*Member, c.N)
-	shares := make([]*mhe.PublicKeyGenShare, c.N)
-	for i := range members {
-		m, err := NewMember(p, c, Point(i+1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		members[i] = m
-		if shares[i], err = m.PublicKeyShare(seed); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pk, err := AggregatePublicKey(p, seed, shares)
+	members, pk, err := LocalCeremony(p, c, []byte("fedpca test ceremony seed 0001"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if c.Thresholdized() {
-		dealt := make([]map[Point]*mhe.ShamirSecretShare, c.N)
-		for i, m := range members {
-			if dealt[i], err = m.DealShamir(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, m := range members {
-			var mine []*mhe.ShamirSecretShare
-			for i := range members {
-				// Through the wire codec, as a node would receive it.
-				b := p.Codecs().ShamirShare.Marshal(dealt[i][m.Point()])
-				s, err := p.Codecs().ShamirShare.Unmarshal(b)
-				if err != nil {
-					t.Fatal(err)
-				}
-				mine = append(mine, s)
-			}
-			if err := m.SetThresholdShares(mine); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	return members, pk
 }

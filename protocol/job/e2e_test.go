@@ -158,53 +158,12 @@ func (ds *dataset) csv() string {
 	return b.String()
 }
 
-// ceremony runs the committee's key generation (and thresholdization) with
-// the members in a slice, shares passing through the wire codecs.
+// ceremony runs the committee's key generation in memory.
 func ceremony(t testing.TB, p he.Params, c he.Committee) ([]*he.Member, *rlwe.PublicKey) {
 	t.Helper()
-	seed := []byte("fedpca e2e ceremony seed 000001")
-	members := make([]*he.Member, c.N)
-	var shares []*mhe.PublicKeyGenShare
-	for i := range members {
-		m, err := he.NewMember(p, c, he.Point(i+1))
-		if err != nil {
-			t.Fatal(err)
-		}
-		members[i] = m
-		s, err := m.PublicKeyShare(seed)
-		if err != nil {
-			t.Fatal(err)
-		}
-		back, err := p.Codecs().PublicKeyShare.Unmarshal(p.Codecs().PublicKeyShare.Marshal(s))
-		if err != nil {
-			t.Fatal(err)
-		}
-		shares = append(shares, back)
-	}
-	pk, err := he.AggregatePublicKey(p, seed, shares)
+	members, pk, err := he.LocalCeremony(p, c, []byte("fedpca e2e ceremony seed 000001"))
 	if err != nil {
 		t.Fatal(err)
-	}
-	if c.Thresholdized() {
-		dealt := make([]map[he.Point]*mhe.ShamirSecretShare, c.N)
-		for i, m := range members {
-			if dealt[i], err = m.DealShamir(); err != nil {
-				t.Fatal(err)
-			}
-		}
-		for _, m := range members {
-			var mine []*mhe.ShamirSecretShare
-			for i := range members {
-				s, err := p.Codecs().ShamirShare.Unmarshal(p.Codecs().ShamirShare.Marshal(dealt[i][m.Point()]))
-				if err != nil {
-					t.Fatal(err)
-				}
-				mine = append(mine, s)
-			}
-			if err := m.SetThresholdShares(mine); err != nil {
-				t.Fatal(err)
-			}
-		}
 	}
 	return members, pk
 }
