@@ -3,21 +3,17 @@ package analysis
 import (
 	"encoding/csv"
 	"encoding/json"
-	"errors"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
-)
 
-// datasetsDir holds the shared datasets and reference.json (golden numbers computed by numpy/scipy,
-// see its meta.definitions). Relative to this package directory.
-const datasetsDir = "../../../shared/datasets"
+	"github.com/fedpca/fedpca/datasets"
+)
 
 type refPCA struct {
 	Trace       float64     `json:"trace"`
@@ -48,13 +44,9 @@ type refDataset struct {
 
 func loadReference(t testing.TB) map[string]refDataset {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(datasetsDir, "reference.json"))
-	if errors.Is(err, os.ErrNotExist) {
-		t.Skipf("golden data not found: %s/reference.json is missing (the shared datasets are not mounted)", datasetsDir)
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The bundled copy of ../shared/datasets/reference.json (golden numbers
+	// computed by numpy/scipy, see its meta.definitions).
+	b := datasets.ReferenceJSON()
 	var ref struct {
 		Datasets map[string]refDataset `json:"datasets"`
 	}
@@ -67,11 +59,10 @@ func loadReference(t testing.TB) map[string]refDataset {
 // readDataset reads a CSV with a header and the label in the last column.
 func readDataset(t testing.TB, name string) (x [][]float64, labels []string) {
 	t.Helper()
-	f, err := os.Open(filepath.Join(datasetsDir, name))
+	f, err := datasets.Open(strings.TrimSuffix(name, ".csv"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
 	r := csv.NewReader(f)
 	header, err := r.Read()
 	if err != nil {

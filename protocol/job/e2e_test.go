@@ -3,27 +3,22 @@ package job
 import (
 	"bytes"
 	"encoding/csv"
-	"encoding/json"
 	"fmt"
 	"math"
 	"math/rand/v2"
-	"os"
-	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"github.com/tuneinsight/lattigo/v5/mhe"
 )
-
-// datasetsDir is ../shared/datasets from the repository root.
-const datasetsDir = "../../../shared/datasets"
 
 var (
 	paramsOnce sync.Once
@@ -40,37 +35,15 @@ func heParams(t testing.TB) he.Params {
 	return testParams
 }
 
-// reference holds the numbers of reference.json the tests compare with.
-type reference struct {
-	Datasets map[string]struct {
-		N   int `json:"n"`
-		D   int `json:"d"`
-		K   int `json:"K"`
-		PCA struct {
-			Clipped struct {
-				Eigenvalues []float64 `json:"eigenvalues"`
-			} `json:"clipped"`
-		} `json:"pca"`
-		DCA struct {
-			Clipped struct {
-				Rho            float64   `json:"rho"`
-				GenEigenvalues []float64 `json:"gen_eigenvalues"`
-			} `json:"clipped"`
-		} `json:"dca_full"`
-	} `json:"datasets"`
-}
-
-func loadReference(t testing.TB) reference {
+// reference returns a dataset's golden numbers from the bundled
+// reference.json.
+func reference(t testing.TB, name string) *datasets.Reference {
 	t.Helper()
-	b, err := os.ReadFile(filepath.Join(datasetsDir, "reference.json"))
+	r, err := datasets.LoadReference(name)
 	if err != nil {
-		t.Skipf("shared datasets not available: %v", err)
-	}
-	var ref reference
-	if err := json.Unmarshal(b, &ref); err != nil {
 		t.Fatal(err)
 	}
-	return ref
+	return r
 }
 
 // dataset is a CSV split into header and rows.
@@ -83,9 +56,9 @@ type dataset struct {
 
 func loadDataset(t testing.TB, name string, bits uint) *dataset {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join(datasetsDir, name+".csv"))
+	raw, err := datasets.CSV(name)
 	if err != nil {
-		t.Skipf("dataset %s: %v", name, err)
+		t.Fatal(err)
 	}
 	recs, err := csv.NewReader(bytes.NewReader(raw)).ReadAll()
 	if err != nil {
@@ -294,7 +267,6 @@ func relErr(got, want, floor float64) float64 {
 // release equals the plaintext integer sums exactly, and the PCA eigenvalues
 // and DCA generalised eigenvalues match reference.json.
 func TestEndToEndNoNoise(t *testing.T) {
-	ref := loadReference(t)
 	p := heParams(t)
 	committees := []struct {
 		c      he.Committee
@@ -314,10 +286,7 @@ func TestEndToEndNoNoise(t *testing.T) {
 	user := he.GenerateKeyPair(p)
 	for _, name := range []string{"wdbc", "wine", "digits", "satellite"} {
 		t.Run(name, func(t *testing.T) {
-			want, ok := ref.Datasets[name]
-			if !ok {
-				t.Fatalf("%s not in reference.json", name)
-			}
+			want := reference(t, name)
 			ds := loadDataset(t, name, EndToEndBits)
 			combo := 0
 			for _, owners := range []int{5, 50} {
@@ -336,7 +305,7 @@ func TestEndToEndNoNoise(t *testing.T) {
 							}
 						}
 						label := fmt.Sprintf("%s %d owners %s n=%d t=%d %s", name, owners, how, committees[ci].c.N, committees[ci].c.Threshold, an)
-						checkAgainstReference(t, label, res, want.PCA.Clipped.Eigenvalues, want.DCA.Clipped.GenEigenvalues)
+						checkAgainstReference(t, label, res, want.PCAEigenvalues, want.DCAEigenvalues)
 					}
 				}
 			}

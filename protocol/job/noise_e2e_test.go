@@ -18,7 +18,6 @@ import (
 // added its share), and the result carries epsilon, delta, rho and the
 // collusion table, and survives a JSON round trip.
 func TestEndToEndWithNoise(t *testing.T) {
-	loadReference(t)
 	p := heParams(t)
 	c := he.Committee{N: 3, Threshold: 2}
 	members, cpk := ceremony(t, p, c)

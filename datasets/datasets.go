@@ -1,0 +1,154 @@
+// Package datasets bundles the real UCI datasets and the reference results
+// that the tests, `fedpca demo` and `fedpca simulate` use, so that they work on
+// a fresh clone with no other files and no network.
+//
+// The files under testdata/ are verbatim copies of ../shared/datasets (all of
+// it except shuttle.csv, which has no reference results): one CSV per dataset
+// with numeric features and the class in the last column `label`, and
+// reference.json with results computed by numpy/scipy/scikit-learn. Their
+// provenance and licenses are in testdata/README.md and their SHA-256 sums in
+// testdata/SHA256SUMS; TestCopiesMatchShared checks them against
+// ../shared/datasets when that directory exists. Golden numbers in tests come
+// from reference.json, never from the code under test.
+package datasets
+
+import (
+	"bytes"
+	"embed"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+)
+
+//go:embed testdata/*.csv testdata/reference.json testdata/README.md
+var files embed.FS
+
+// Names lists the bundled datasets, sorted.
+func Names() []string {
+	entries, _ := files.ReadDir("testdata")
+	var out []string
+	for _, e := range entries {
+		if n, ok := strings.CutSuffix(e.Name(), ".csv"); ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// CSV returns a dataset's CSV bytes.
+func CSV(name string) ([]byte, error) {
+	b, err := files.ReadFile("testdata/" + name + ".csv")
+	if err != nil {
+		return nil, fmt.Errorf("dataset %q is not bundled (have %s)", name, strings.Join(Names(), ", "))
+	}
+	return b, nil
+}
+
+// Open returns a reader over a dataset's CSV.
+func Open(name string) (io.Reader, error) {
+	b, err := CSV(name)
+	if err != nil {
+		return nil, err
+	}
+	return bytes.NewReader(b), nil
+}
+
+// Provenance returns the README of the bundled data (sources and licenses).
+func Provenance() string {
+	b, _ := files.ReadFile("testdata/README.md")
+	return string(b)
+}
+
+// ReferenceJSON returns the raw reference.json.
+func ReferenceJSON() []byte {
+	b, _ := files.ReadFile("testdata/reference.json")
+	return b
+}
+
+// Reference is the part of reference.json that fedpca compares with. All
+// eigen-quantities are for the clipped preprocessing (standardise with the
+// pooled population mean/std, clip rows to L2 norm 1).
+type Reference struct {
+	N, D, K int
+	// PCAEigenvalues are all d eigenvalues of the centred scatter, descending.
+	PCAEigenvalues []float64
+	// PCATopK are the top eigenvectors, one per row (k x d).
+	PCATopK [][]float64
+	// DCARho is the regulariser 1e-3 trace(S_T)/d; DCAEigenvalues the
+	// generalised eigenvalues of the DCA problem with it.
+	DCARho         float64
+	DCAEigenvalues []float64
+	// AnalyzeGauss holds the Analyze Gauss DP-PCA baseline per epsilon: the
+	// captured variance ratio q/q0 (mean and std over 10 seeds), at delta.
+	AnalyzeGaussDelta float64
+	AnalyzeGauss      map[string]MeanStd
+	// PCAF1 etc. are cross-validated classifier scores on the projections.
+	PCAF1 map[string]MeanStd // by number of components, "1".."10"
+	DCAF1 MeanStd
+}
+
+// MeanStd is a mean and a standard deviation.
+type MeanStd struct {
+	Mean float64 `json:"mean"`
+	Std  float64 `json:"std"`
+}
+
+type rawRef struct {
+	Datasets map[string]struct {
+		N   int `json:"n"`
+		D   int `json:"d"`
+		K   int `json:"K"`
+		PCA struct {
+			Clipped struct {
+				Eigenvalues []float64   `json:"eigenvalues"`
+				TopK        [][]float64 `json:"top_k_eigenvectors"`
+			} `json:"clipped"`
+		} `json:"pca"`
+		DCA struct {
+			Clipped struct {
+				Rho            float64   `json:"rho"`
+				GenEigenvalues []float64 `json:"gen_eigenvalues"`
+			} `json:"clipped"`
+		} `json:"dca_full"`
+		CV struct {
+			PCAF1 struct {
+				Clipped map[string]MeanStd `json:"clipped"`
+			} `json:"pca_f1"`
+			DCAF1 struct {
+				Clipped MeanStd `json:"clipped"`
+			} `json:"dca_f1"`
+		} `json:"cv"`
+		DPPCA struct {
+			Delta float64 `json:"delta"`
+			ByEps map[string]struct {
+				QRatio MeanStd `json:"q_ratio"`
+			} `json:"by_eps"`
+		} `json:"dp_pca"`
+	} `json:"datasets"`
+}
+
+// LoadReference parses the bundled reference.json for one dataset.
+func LoadReference(name string) (*Reference, error) {
+	var raw rawRef
+	if err := json.Unmarshal(ReferenceJSON(), &raw); err != nil {
+		return nil, fmt.Errorf("reference.json: %w", err)
+	}
+	d, ok := raw.Datasets[name]
+	if !ok {
+		return nil, fmt.Errorf("reference.json has no results for %q", name)
+	}
+	r := &Reference{
+		N: d.N, D: d.D, K: d.K,
+		PCAEigenvalues: d.PCA.Clipped.Eigenvalues, PCATopK: d.PCA.Clipped.TopK,
+		DCARho: d.DCA.Clipped.Rho, DCAEigenvalues: d.DCA.Clipped.GenEigenvalues,
+		AnalyzeGaussDelta: d.DPPCA.Delta, AnalyzeGauss: map[string]MeanStd{},
+		PCAF1: d.CV.PCAF1.Clipped, DCAF1: d.CV.DCAF1.Clipped,
+	}
+	for eps, v := range d.DPPCA.ByEps {
+		r.AnalyzeGauss[eps] = v.QRatio
+	}
+	return r, nil
+}

@@ -1,0 +1,49 @@
+package datasets
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+// TestCopiesMatchShared checks the bundled copies against ../shared/datasets
+// (when present), so that they cannot drift from the workplace's originals.
+func TestCopiesMatchShared(t *testing.T) {
+	shared := filepath.Join("..", "..", "shared", "datasets")
+	if _, err := os.Stat(shared); err != nil {
+		t.Skipf("no %s to compare with: %v", shared, err)
+	}
+	for _, n := range Names() {
+		want, err := os.ReadFile(filepath.Join(shared, n+".csv"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, _ := CSV(n)
+		if !bytes.Equal(got, want) {
+			t.Errorf("%s.csv differs from the shared copy", n)
+		}
+	}
+	want, _ := os.ReadFile(filepath.Join(shared, "reference.json"))
+	if !bytes.Equal(ReferenceJSON(), want) {
+		t.Error("reference.json differs from the shared copy")
+	}
+}
+
+func TestReference(t *testing.T) {
+	if len(Names()) != 10 {
+		t.Fatalf("bundled %v", Names())
+	}
+	for _, n := range Names() {
+		r, err := LoadReference(n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(r.PCAEigenvalues) != r.D || r.N == 0 || len(r.AnalyzeGauss) != 5 {
+			t.Errorf("%s: d=%d eigenvalues=%d n=%d analyze-gauss=%d", n, r.D, len(r.PCAEigenvalues), r.N, len(r.AnalyzeGauss))
+		}
+	}
+	if _, err := CSV("shuttle"); err == nil {
+		t.Error("shuttle is not bundled")
+	}
+}
