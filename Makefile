@@ -32,3 +32,7 @@ bench: ## benchmarks of the hot paths, COUNT runs each, medians by benchstat (ou
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 	./scripts/fuzz.sh $${FUZZTIME:-30s}
+
+.PHONY: proto
+proto: ## lint and regenerate proto/fedpca/v1/*.pb.go with buf
+	cd proto && go tool -modfile=../tools/go.mod buf lint && go tool -modfile=../tools/go.mod buf generate

@@ -17,6 +17,13 @@ go tool staticcheck ./... || fail=1
 echo "== import boundaries"
 ./scripts/check-imports.sh || fail=1
 
+echo "== protos (buf lint; regenerating changes nothing)"
+(cd proto && go tool -modfile=../tools/go.mod buf lint) || fail=1
+(cd proto && go tool -modfile=../tools/go.mod buf generate) || fail=1
+if [ -n "$(git status --porcelain -- proto/)" ]; then
+  echo "regenerated protos differ from the committed ones:"; git status --porcelain -- proto/; fail=1
+fi
+
 echo "== go mod tidy"
 cp go.mod /tmp/fedpca-go.mod.$$; cp go.sum /tmp/fedpca-go.sum.$$
 go mod tidy

@@ -1,0 +1,168 @@
+package transport
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/peer"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+)
+
+// Authorization is the table of which roles may call which RPC, by full
+// method name. Methods not in the table are denied to everyone.
+var Authorization = map[string][]string{
+	// Owners and users talk to the proxy.
+	fedpcav1.ProxyService_GetCommittee_FullMethodName:  {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_CreateJob_FullMethodName:     {RoleUser},
+	fedpcav1.ProxyService_GetJob_FullMethodName:        {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_ListJobs_FullMethodName:      {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_WatchJob_FullMethodName:      {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_Upload_FullMethodName:        {RoleOwner},
+	fedpcav1.ProxyService_Decline_FullMethodName:       {RoleOwner},
+	fedpcav1.ProxyService_FetchResult_FullMethodName:   {RoleUser},
+	fedpcav1.ProxyService_PublishResult_FullMethodName: {RoleUser},
+	fedpcav1.ProxyService_GetPublished_FullMethodName:  {RoleOwner, RoleUser},
+	// Only the proxy talks to CSP members.
+	fedpcav1.CspService_GetStatus_FullMethodName:     {RoleProxy},
+	fedpcav1.CspService_KeyGen_FullMethodName:        {RoleProxy},
+	fedpcav1.CspService_DealShares_FullMethodName:    {RoleProxy},
+	fedpcav1.CspService_ReceiveShares_FullMethodName: {RoleProxy},
+	fedpcav1.CspService_Finalize_FullMethodName:      {RoleProxy},
+	fedpcav1.CspService_KeySwitch_FullMethodName:     {RoleProxy},
+	// Every node of the deployment may ask any node for its health.
+	healthpb.Health_Check_FullMethodName: Roles,
+	healthpb.Health_Watch_FullMethodName: Roles,
+	healthpb.Health_List_FullMethodName:  Roles,
+}
+
+// Allowed reports whether a role may call a method.
+func Allowed(method, role string) bool {
+	return slices.Contains(Authorization[method], role)
+}
+
+// InsecureIdentityHeader carries the caller's claimed identity in insecure
+// (plaintext) mode, where there is no certificate to read it from.
+const InsecureIdentityHeader = "x-fedpca-insecure-identity"
+
+// callerOf returns the authenticated identity of the caller: from its
+// verified TLS certificate, or, only when insecure is set, from the header.
+func callerOf(ctx context.Context, insecure bool) (Identity, error) {
+	if insecure {
+		md, _ := metadata.FromIncomingContext(ctx)
+		v := md.Get(InsecureIdentityHeader)
+		if len(v) != 1 {
+			return Identity{}, fmt.Errorf("insecure mode: missing %s header", InsecureIdentityHeader)
+		}
+		return ParseIdentity(v[0])
+	}
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return Identity{}, ErrNoIdentity
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
+		return Identity{}, fmt.Errorf("no verified client certificate")
+	}
+	return IdentityOf(ti.State.VerifiedChains[0][0])
+}
+
+func authorize(ctx context.Context, method string, insecure bool) (context.Context, error) {
+	id, err := callerOf(ctx, insecure)
+	if err != nil {
+		return ctx, status.Error(codes.Unauthenticated, err.Error())
+	}
+	if !Allowed(method, id.Role) {
+		return ctx, status.Errorf(codes.PermissionDenied, "%s may not call %s", id.Short(), method)
+	}
+	return WithIdentity(ctx, id), nil
+}
+
+// ServerOptions returns the interceptors every fedpca server uses, outermost
+// first: recovery (a panic becomes Internal and is logged), authorization
+// (the caller's identity goes into the context), logging (method, caller,
+// code, latency; never payloads). creds may be nil only with insecure set.
+func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger) []grpc.ServerOption {
+	opts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(MaxMessageBytes),
+		grpc.MaxSendMsgSize(MaxMessageBytes),
+		grpc.ChainUnaryInterceptor(
+			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
+				defer recoverTo(log, info.FullMethod, &err)
+				start := time.Now()
+				ctx, err = authorize(ctx, info.FullMethod, insecure)
+				if err == nil {
+					resp, err = h(ctx, req)
+				}
+				logCall(ctx, log, info.FullMethod, start, err)
+				return resp, err
+			}),
+		grpc.ChainStreamInterceptor(
+			func(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, h grpc.StreamHandler) (err error) {
+				defer recoverTo(log, info.FullMethod, &err)
+				start := time.Now()
+				ctx, err := authorize(ss.Context(), info.FullMethod, insecure)
+				if err == nil {
+					err = h(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+				}
+				logCall(ctx, log, info.FullMethod, start, err)
+				return err
+			}),
+	}
+	if !insecure {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(creds.ServerTLS())))
+	}
+	return opts
+}
+
+// MaxMessageBytes bounds one gRPC message: a ciphertext is about 262 KB and
+// a key-switch header carries a user key (262 KB) and the spec.
+const MaxMessageBytes = 16 << 20
+
+type wrappedStream struct {
+	grpc.ServerStream
+	ctx context.Context
+}
+
+func (w *wrappedStream) Context() context.Context { return w.ctx }
+
+func recoverTo(log hclog.Logger, method string, err *error) {
+	if r := recover(); r != nil {
+		log.Error("panic in handler", "method", method, "panic", fmt.Sprint(r))
+		*err = status.Errorf(codes.Internal, "internal error in %s", method)
+	}
+}
+
+func logCall(ctx context.Context, log hclog.Logger, method string, start time.Time, err error) {
+	caller := "unauthenticated"
+	if id, e := CallerIdentity(ctx); e == nil {
+		caller = id.Short()
+	}
+	code := status.Code(err)
+	args := []any{"method", shortMethod(method), "caller", caller, "code", code.String(), "ms", time.Since(start).Milliseconds()}
+	switch {
+	case code == codes.OK:
+		log.Debug("rpc", args...)
+	case code == codes.Internal || code == codes.Unknown || code == codes.DataLoss:
+		log.Error("rpc", append(args, "error", err)...)
+	default:
+		log.Info("rpc", append(args, "error", status.Convert(err).Message())...)
+	}
+}
+
+func shortMethod(m string) string {
+	if i := strings.LastIndex(m, "."); i >= 0 {
+		return m[i+1:]
+	}
+	return m
+}

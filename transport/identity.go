@@ -1,0 +1,133 @@
+// Package transport is what every fedpca daemon and client shares below the
+// protocol: node identities, mutual TLS 1.3, the authorization table of every
+// RPC, the gRPC interceptors (recovery, logging, authorization) and the
+// certificates of a deployment.
+//
+// Identity. Every node has an X.509 certificate from the deployment's CA
+// whose URI SAN names its role and ID, spiffe://fedpca/<role>/<id>, e.g.
+// spiffe://fedpca/owner/hospital-a. Servers require and verify client
+// certificates; clients verify the server's chain and its role (and ID when
+// they know it). A plaintext mode exists only behind an explicit insecure
+// flag for local tests: the caller's identity is then taken on trust from a
+// request header, and the daemons say so loudly.
+//
+// Authorization. Authorization lists, for every RPC, the roles allowed to
+// call it; anything else is PermissionDenied. Finer checks (an owner
+// uploading only to jobs that name it, a user reading only its own jobs)
+// belong to the handlers.
+package transport
+
+import (
+	"context"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+)
+
+// Roles.
+const (
+	RoleProxy = "proxy"
+	RoleCSP   = "csp"
+	RoleOwner = "owner"
+	RoleUser  = "user"
+)
+
+// Roles lists the roles.
+var Roles = []string{RoleProxy, RoleCSP, RoleOwner, RoleUser}
+
+// TrustDomain is the SPIFFE trust domain of fedpca identities.
+const TrustDomain = "fedpca"
+
+var idPattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+// Identity is a node's role and ID.
+type Identity struct {
+	Role string
+	ID   string
+}
+
+// ParseIdentity parses "role/id" or "spiffe://fedpca/role/id".
+func ParseIdentity(s string) (Identity, error) {
+	rest, ok := strings.CutPrefix(s, "spiffe://"+TrustDomain+"/")
+	if !ok {
+		rest = s
+	}
+	role, id, ok := strings.Cut(rest, "/")
+	if !ok {
+		return Identity{}, fmt.Errorf("identity %q: want role/id", s)
+	}
+	in := Identity{Role: role, ID: id}
+	return in, in.Validate()
+}
+
+// Validate checks the role and the ID.
+func (i Identity) Validate() error {
+	known := false
+	for _, r := range Roles {
+		known = known || r == i.Role
+	}
+	if !known {
+		return fmt.Errorf("identity: unknown role %q (want one of %s)", i.Role, strings.Join(Roles, ", "))
+	}
+	if !idPattern.MatchString(i.ID) {
+		return fmt.Errorf("identity: id %q must be 1-64 letters, digits, '.', '_' or '-'", i.ID)
+	}
+	return nil
+}
+
+// URI returns the SPIFFE ID.
+func (i Identity) URI() *url.URL {
+	return &url.URL{Scheme: "spiffe", Host: TrustDomain, Path: "/" + i.Role + "/" + i.ID}
+}
+
+// String returns "spiffe://fedpca/role/id".
+func (i Identity) String() string { return i.URI().String() }
+
+// Short returns "role/id".
+func (i Identity) Short() string { return i.Role + "/" + i.ID }
+
+// IdentityOf returns the identity in a certificate's URI SAN. A certificate
+// must carry exactly one fedpca SPIFFE ID.
+func IdentityOf(cert *x509.Certificate) (Identity, error) {
+	var found []Identity
+	for _, u := range cert.URIs {
+		if u.Scheme != "spiffe" || u.Host != TrustDomain {
+			continue
+		}
+		in, err := ParseIdentity(u.String())
+		if err != nil {
+			return Identity{}, fmt.Errorf("certificate %q: %w", cert.Subject.CommonName, err)
+		}
+		found = append(found, in)
+	}
+	switch len(found) {
+	case 0:
+		return Identity{}, fmt.Errorf("certificate %q has no spiffe://%s/ URI SAN", cert.Subject.CommonName, TrustDomain)
+	case 1:
+		return found[0], nil
+	}
+	return Identity{}, fmt.Errorf("certificate %q has %d fedpca identities, want one", cert.Subject.CommonName, len(found))
+}
+
+type identityKey struct{}
+
+// WithIdentity returns a context carrying the caller's identity.
+func WithIdentity(ctx context.Context, id Identity) context.Context {
+	return context.WithValue(ctx, identityKey{}, id)
+}
+
+// ErrNoIdentity reports a context without an authenticated caller.
+var ErrNoIdentity = errors.New("no authenticated caller")
+
+// CallerIdentity returns the identity the authorization interceptor put in
+// the context.
+func CallerIdentity(ctx context.Context) (Identity, error) {
+	id, ok := ctx.Value(identityKey{}).(Identity)
+	if !ok {
+		return Identity{}, ErrNoIdentity
+	}
+	return id, nil
+}

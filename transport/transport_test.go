@@ -1,0 +1,228 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+)
+
+// pki makes a CA and credentials for the given identities in a temp dir.
+func pki(t *testing.T, ids ...string) map[string]*Credentials {
+	t.Helper()
+	dir := t.TempDir()
+	ca, err := NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*Credentials{}
+	for _, s := range ids {
+		id, err := ParseIdentity(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nd := filepath.Join(dir, id.Role+"-"+id.ID)
+		if err := ca.WriteNode(nd, id, nil, nil, nil, time.Hour); err != nil {
+			t.Fatal(err)
+		}
+		fi, _ := os.Stat(filepath.Join(nd, KeyFile))
+		if fi.Mode().Perm() != 0o600 {
+			t.Fatalf("key file mode %v", fi.Mode().Perm())
+		}
+		c, err := LoadCredentials(nd)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Identity != id {
+			t.Fatalf("identity %v, want %v", c.Identity, id)
+		}
+		out[s] = c
+	}
+	return out
+}
+
+type methodCall struct {
+	name           string
+	client, server bool // streaming sides
+}
+
+func methodsOf(descs ...grpc.ServiceDesc) []methodCall {
+	var out []methodCall
+	for _, d := range descs {
+		for _, m := range d.Methods {
+			out = append(out, methodCall{name: "/" + d.ServiceName + "/" + m.MethodName})
+		}
+		for _, s := range d.Streams {
+			out = append(out, methodCall{name: "/" + d.ServiceName + "/" + s.StreamName, client: s.ClientStreams, server: s.ServerStreams})
+		}
+	}
+	return out
+}
+
+func call(ctx context.Context, conn *grpc.ClientConn, m methodCall) error {
+	if !m.client && !m.server {
+		return conn.Invoke(ctx, m.name, &emptypb.Empty{}, &emptypb.Empty{})
+	}
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: m.client, ServerStreams: m.server}, m.name)
+	if err != nil {
+		return err
+	}
+	if !m.client {
+		if err := s.SendMsg(&emptypb.Empty{}); err != nil {
+			return err
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	return s.RecvMsg(&emptypb.Empty{})
+}
+
+// TestAuthorizationTable calls every RPC of both services and the health
+// service with every role's certificate, and with a certificate from another
+// CA, over bufconn with real mutual TLS.
+func TestAuthorizationTable(t *testing.T) {
+	creds := pki(t, "proxy/p", "csp/c1", "owner/o1", "user/u1")
+	foreign := pki(t, "owner/o1")["owner/o1"]
+
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(ServerOptions(creds["proxy/p"], false, hclog.NewNullLogger())...)
+	fedpcav1.RegisterProxyServiceServer(srv, fedpcav1.UnimplementedProxyServiceServer{})
+	fedpcav1.RegisterCspServiceServer(srv, fedpcav1.UnimplementedCspServiceServer{})
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(lis)
+	defer srv.Stop()
+	dialOpt := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })
+
+	methods := methodsOf(fedpcav1.ProxyService_ServiceDesc, fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc)
+	if len(methods) != len(Authorization) {
+		t.Fatalf("%d methods in the services, %d in the table", len(methods), len(Authorization))
+	}
+	for who, c := range creds {
+		d := Dialer{Creds: c, Options: []grpc.DialOption{dialOpt}}
+		conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy, ID: "p"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range methods {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			err := call(ctx, conn, m)
+			cancel()
+			code := status.Code(err)
+			if Allowed(m.name, c.Identity.Role) {
+				if code == codes.PermissionDenied || code == codes.Unauthenticated || code == codes.Unavailable {
+					t.Errorf("%s calling %s: %v, want allowed", who, m.name, err)
+				}
+			} else if code != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), c.Identity.Short()) {
+				t.Errorf("%s calling %s: %v, want PermissionDenied naming the caller", who, m.name, err)
+			}
+		}
+		conn.Close()
+	}
+	// A certificate from another CA does not get through the handshake.
+	d := Dialer{Creds: foreign, Options: []grpc.DialOption{dialOpt}}
+	conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, m := range methods {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		err := call(ctx, conn, m)
+		cancel()
+		if status.Code(err) != codes.Unavailable {
+			t.Errorf("foreign CA calling %s: %v, want Unavailable (handshake refused)", m.name, err)
+		}
+	}
+}
+
+// TestClientChecksServerIdentity: a client expecting a CSP refuses to talk to
+// a server whose certificate says owner.
+func TestClientChecksServerIdentity(t *testing.T) {
+	creds := pki(t, "owner/o1", "proxy/p")
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(ServerOptions(creds["owner/o1"], false, hclog.NewNullLogger())...)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(lis)
+	defer srv.Stop()
+	d := Dialer{Creds: creds["proxy/p"], Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })}}
+	for _, tc := range []struct {
+		expect Identity
+		ok     bool
+	}{{Identity{RoleCSP, ""}, false}, {Identity{RoleOwner, "o2"}, false}, {Identity{RoleOwner, "o1"}, true}, {Identity{RoleOwner, ""}, true}} {
+		conn, _ := d.Dial("passthrough:///bufnet", tc.expect)
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		cancel()
+		conn.Close()
+		if (err == nil) != tc.ok {
+			t.Errorf("expecting %v: %v", tc.expect, err)
+		}
+	}
+}
+
+func TestInsecureModeIdentityHeader(t *testing.T) {
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(ServerOptions(nil, true, hclog.NewNullLogger())...)
+	fedpcav1.RegisterProxyServiceServer(srv, fedpcav1.UnimplementedProxyServiceServer{})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	dialOpt := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })
+	for _, tc := range []struct {
+		self Identity
+		want codes.Code
+	}{{Identity{RoleOwner, "o"}, codes.Unimplemented}, {Identity{RoleCSP, "c"}, codes.PermissionDenied}} {
+		conn, err := Dialer{Insecure: true, Self: tc.self, Options: []grpc.DialOption{dialOpt}}.Dial("passthrough:///bufnet", Identity{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = fedpcav1.NewProxyServiceClient(conn).Decline(context.Background(), &fedpcav1.DeclineRequest{})
+		conn.Close()
+		if status.Code(err) != tc.want {
+			t.Errorf("%v: %v, want %v", tc.self, err, tc.want)
+		}
+	}
+}
+
+func TestIdentity(t *testing.T) {
+	for _, s := range []string{"owner/hospital-a", "spiffe://fedpca/csp/csp-1", "user/alice.b"} {
+		if _, err := ParseIdentity(s); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
+	for _, s := range []string{"admin/x", "owner/", "owner", "spiffe://other/owner/x", "owner/a/b", "owner/-x"} {
+		if _, err := ParseIdentity(s); err == nil {
+			t.Errorf("%s accepted", s)
+		}
+	}
+	if got := (Identity{RoleOwner, "h"}).String(); got != "spiffe://fedpca/owner/h" {
+		t.Error(got)
+	}
+}
+
+func TestLoadCredentialsRefusesOpenKey(t *testing.T) {
+	dir := t.TempDir()
+	ca, _ := NewCA("ca", time.Hour)
+	nd := filepath.Join(dir, "n")
+	if err := ca.WriteNode(nd, Identity{RoleOwner, "o"}, nil, nil, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	os.Chmod(filepath.Join(nd, KeyFile), 0o644)
+	if _, err := LoadCredentials(nd); err == nil || !strings.Contains(err.Error(), "chmod 600") {
+		t.Errorf("world-readable key: %v", err)
+	}
+}
