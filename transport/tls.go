@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto"
 	"crypto/tls"
 	"crypto/x509"
 	"encoding/pem"
@@ -115,6 +116,13 @@ func (c *Credentials) VerifyDER(der []byte) (*x509.Certificate, Identity, error)
 	}
 	id, err := c.Verify(cert)
 	return cert, id, err
+}
+
+// Signer returns the node's certificate key, to sign job specs and
+// ceremony exchange keys.
+func (c *Credentials) Signer() crypto.Signer {
+	s, _ := c.Cert.PrivateKey.(crypto.Signer)
+	return s
 }
 
 // ServerTLS returns the server side of mutual TLS 1.3: the client must

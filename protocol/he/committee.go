@@ -13,6 +13,17 @@ import (
 // Point is a committee member's public Shamir point: its 1-based index.
 type Point = mhe.ShamirPublicPoint
 
+// The multiparty objects of the protocol, named here so that the roles need
+// not import lattigo's mhe package.
+type (
+	// PublicKeyShare is a member's share of the collective public key.
+	PublicKeyShare = mhe.PublicKeyGenShare
+	// ShamirShare is a threshold share dealt from one member to another.
+	ShamirShare = mhe.ShamirSecretShare
+	// KeySwitchShare is a member's share of a public-key switch.
+	KeySwitchShare = mhe.PublicKeySwitchShare
+)
+
 // Committee describes the CSP committee: N members with points 1..N, of
 // which any Threshold can key-switch.
 type Committee struct {

@@ -1,6 +1,7 @@
 package job
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -158,28 +159,56 @@ func Moments(r *stats.Release) analysis.Moments {
 	return analysis.Moments{R: mat.NewSymDense(r.Layout.D, rr), V: v, N: n}
 }
 
-// Analyze runs the job's analysis on a release (post-processing, no privacy
-// cost) and assembles the result document. The DCA/LDA regulariser adds the
-// noise margin for the total noise on R actually in the release.
-func Analyze(s *Spec, sch *schema.Schema, rel *stats.Release, owners []string, pr Privacy, heParams string) (*Result, error) {
-	return AnalyzeAs(s.Analysis, s.K, s, sch, rel, owners, pr, heParams)
+// Header is what a result says about its origin.
+type Header struct {
+	JobID, Dataset, SchemaHash, HEParams string
+	Features, Classes                    []string
 }
 
-// AnalyzeAs is Analyze with another analysis and k (re-analysing a saved
-// release costs no privacy).
-func AnalyzeAs(name string, k int, s *Spec, sch *schema.Schema, rel *stats.Release, owners []string, pr Privacy, heParams string) (*Result, error) {
+// HeaderOf returns the header of a job's results.
+func HeaderOf(s *Spec, sch *schema.Schema, heParams string) Header {
+	return Header{JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, HEParams: heParams, Features: sch.FeatureNames(), Classes: sch.Classes}
+}
+
+// Analyze runs the job's analysis on a release (post-processing, no privacy
+// cost) and assembles the result document.
+func Analyze(s *Spec, sch *schema.Schema, rel *stats.Release, owners []string, pr Privacy, heParams string) (*Result, error) {
+	return AnalyzeRelease(HeaderOf(s, sch, heParams), s.Analysis, s.K, rel, owners, pr)
+}
+
+// Reanalyze runs another analysis (or another k) on the release a result
+// carries: free, since it only post-processes the release.
+func Reanalyze(res *Result, name string, k int) (*Result, error) {
+	if res.Release == nil {
+		return nil, errors.New("reanalyze: the result carries no release")
+	}
+	rel, err := res.Release.Release()
+	if err != nil {
+		return nil, err
+	}
+	h := Header{JobID: res.JobID, Dataset: res.Dataset, SchemaHash: res.SchemaHash, HEParams: res.HEParams, Features: res.Features, Classes: res.Classes}
+	if len(h.Features) != rel.Layout.D {
+		return nil, fmt.Errorf("reanalyze: %d feature names for d = %d", len(h.Features), rel.Layout.D)
+	}
+	return AnalyzeRelease(h, name, k, rel, res.Owners, res.Privacy)
+}
+
+// AnalyzeRelease runs an analysis on a release and assembles the result.
+// The DCA/LDA regulariser adds the noise margin for the total noise on R in
+// the release (pr.SigmaTotal.R).
+func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []string, pr Privacy) (*Result, error) {
 	m := Moments(rel)
 	sc, err := m.Scatters()
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{
-		JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, Analysis: name,
-		Features: sch.FeatureNames(), Owners: owners, NumOwners: len(owners),
-		NoisyN: sc.N, Privacy: pr, HEParams: heParams, Release: releaseDoc(rel),
+		JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: name,
+		Features: h.Features, Owners: owners, NumOwners: len(owners),
+		NoisyN: sc.N, Privacy: pr, HEParams: h.HEParams, Release: releaseDoc(rel),
 	}
 	if rel.Layout.K > 1 {
-		res.Classes = sch.Classes
+		res.Classes = h.Classes
 	}
 	opts := analysis.Options{K: k, Regularizer: analysis.Regularizer{NoiseStd: float64(pr.SigmaTotal.R)}}
 	switch name {
@@ -192,7 +221,7 @@ func AnalyzeAs(name string, k int, s *Spec, sch *schema.Schema, rel *stats.Relea
 		}
 		res.Components, _, err = analysis.SolveWithRetry(name, m, opts)
 	default:
-		return nil, fmt.Errorf("unknown analysis %q", name)
+		return nil, fmt.Errorf("unknown analysis %q (want pca, dca, lda or scatter)", name)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)

@@ -1,0 +1,243 @@
+// Package csp is a crypto service provider (CSP) committee member: it takes
+// part in the committee's key ceremony, keeps its secret key share at rest in
+// a file readable by its user only, and computes key-switch shares that
+// re-encrypt a job's blinded sum to the job's user, with its DP noise share
+// folded in. Only the proxy may call it.
+//
+// A member switches a job only if the user signed its spec (certificate from
+// the deployment's CA, role user, the spec's user ID), only to the key whose
+// fingerprint the spec names, only for this committee's key, and at most once
+// per job: the shares it computed are stored with an audit record, and a
+// retry of the same request gets the same shares back (new shares would mean
+// fresh noise, and two releases to average). Any other request for a switched
+// job is refused.
+//
+// Key ceremony (coordinated by the proxy): KeyGen draws a fresh secret and
+// returns its public-key share and an X25519 exchange key signed with the
+// member's certificate key; for a thresholdized committee, DealShares seals
+// the member's Shamir shares to every member's exchange key and
+// ReceiveShares opens and aggregates those dealt to it; Finalize fixes the
+// committee key and writes the secrets to disk. A finalized member accepts a
+// new ceremony only while it has never switched a job.
+package csp
+
+import (
+	"context"
+	"crypto/ecdh"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// Config configures a member.
+type Config struct {
+	// ID is the member's ID (its certificate says csp/<ID>).
+	ID string
+	// Listener is where it serves (net.Listen in main, bufconn in tests).
+	Listener net.Listener
+	// Creds are its TLS credentials; nil only with Insecure.
+	Creds    *transport.Credentials
+	Insecure bool
+	// Store is the state directory (secret key file and switch records).
+	Store string
+	// AllowNoNoise lets the member switch jobs without DP noise (tests and
+	// simulations only).
+	AllowNoNoise bool
+	Logger       hclog.Logger
+	// Params is the HE parameter set (default: he.NewDefaultParams).
+	Params *he.Params
+}
+
+// CSP is a committee member. Its methods are safe for concurrent use.
+type CSP struct {
+	fedpcav1.UnimplementedCspServiceServer
+	cfg    Config
+	log    hclog.Logger
+	params he.Params
+	db     *bolt.DB
+	health *health.Server
+
+	mu       sync.Mutex
+	state    *secretFile // finalized key material; nil before the first ceremony
+	member   *he.Member  // restored from state, or the ceremony's
+	cer      *ceremony   // ceremony in progress
+	switches uint64
+	// switching serialises key switches per job; memberMu serialises the use
+	// of the member's key material (lattigo objects are not concurrent-safe).
+	switching sync.Map
+	memberMu  sync.Mutex
+}
+
+// ceremony is the in-memory state of a key ceremony in progress. A crash
+// loses it and the proxy starts a new ceremony.
+type ceremony struct {
+	id        string
+	committee he.Committee
+	members   []*fedpcav1.MemberRef
+	member    *he.Member
+	exchange  *ecdh.PrivateKey
+	keys      map[he.Point][]byte // members' verified exchange keys
+}
+
+// secretFile is the member's key material at rest (mode 0600). It is never
+// logged or sent.
+type secretFile struct {
+	CeremonyID   string               `json:"ceremony_id"`
+	HEParams     string               `json:"he_params"`
+	Members      []*fedpcav1.MemberRef `json:"members"`
+	Secret       he.SecretState       `json:"secret"`
+	CommitteeKey []byte               `json:"committee_public_key"`
+	Fingerprint  string               `json:"committee_key_fingerprint"`
+	FinalizedAt  time.Time            `json:"finalized_at"`
+}
+
+const (
+	secretFileName = "secret-key.json"
+	dbFileName     = "csp.db"
+)
+
+var bucketSwitches = []byte("switches")
+
+// New validates the configuration and opens the state; it starts nothing.
+func New(cfg Config) (*CSP, error) {
+	if cfg.Listener == nil {
+		return nil, errors.New("csp: no listener")
+	}
+	if cfg.Creds == nil && !cfg.Insecure {
+		return nil, errors.New("csp: no TLS credentials (use --insecure only for local tests)")
+	}
+	if cfg.Creds != nil {
+		if cfg.Creds.Identity.Role != transport.RoleCSP {
+			return nil, fmt.Errorf("csp: certificate is for %s, not a csp", cfg.Creds.Identity.Short())
+		}
+		if cfg.ID == "" {
+			cfg.ID = cfg.Creds.Identity.ID
+		}
+		if cfg.Creds.Identity.ID != cfg.ID {
+			return nil, fmt.Errorf("csp: configured as %q but the certificate says %s", cfg.ID, cfg.Creds.Identity.Short())
+		}
+	}
+	if err := (transport.Identity{Role: transport.RoleCSP, ID: cfg.ID}).Validate(); err != nil {
+		return nil, fmt.Errorf("csp: %w", err)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	c := &CSP{cfg: cfg, log: cfg.Logger, health: health.NewServer()}
+	if cfg.Params != nil {
+		c.params = *cfg.Params
+	} else {
+		p, err := he.NewDefaultParams()
+		if err != nil {
+			return nil, err
+		}
+		c.params = p
+	}
+	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
+		return nil, fmt.Errorf("csp: state directory: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(cfg.Store, dbFileName), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("csp: open %s: %w", dbFileName, err)
+	}
+	c.db = db
+	if err := db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(bucketSwitches)
+		if err != nil {
+			return err
+		}
+		return b.ForEachBucket(func([]byte) error { c.switches++; return nil })
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	if err := c.loadSecrets(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+func (c *CSP) secretPath() string { return filepath.Join(c.cfg.Store, secretFileName) }
+
+func (c *CSP) loadSecrets() error {
+	b, err := os.ReadFile(c.secretPath())
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("csp: %w", err)
+	}
+	if fi, err := os.Stat(c.secretPath()); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return fmt.Errorf("csp: %s is readable by group or others (mode %v); chmod 600 it", c.secretPath(), fi.Mode().Perm())
+	}
+	var st secretFile
+	if err := json.Unmarshal(b, &st); err != nil {
+		return fmt.Errorf("csp: %s: %w", secretFileName, err)
+	}
+	if st.HEParams != c.params.ID() {
+		return fmt.Errorf("csp: %s is for HE parameters %s, this node runs %s", secretFileName, st.HEParams, c.params.ID())
+	}
+	m, err := he.RestoreMember(c.params, st.Secret)
+	if err != nil {
+		return fmt.Errorf("csp: %s: %w", secretFileName, err)
+	}
+	if !m.Ready() {
+		return fmt.Errorf("csp: %s: threshold share missing", secretFileName)
+	}
+	c.state, c.member = &st, m
+	return nil
+}
+
+// Run serves until ctx is done, then stops gracefully.
+func (c *CSP) Run(ctx context.Context) error {
+	srv := grpc.NewServer(transport.ServerOptions(c.cfg.Creds, c.cfg.Insecure, c.log)...)
+	fedpcav1.RegisterCspServiceServer(srv, c)
+	healthpb.RegisterHealthServer(srv, c.health)
+	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(c.cfg.Listener) }()
+	c.mu.Lock()
+	ready := c.state != nil
+	c.mu.Unlock()
+	c.log.Info("csp serving", "addr", c.cfg.Listener.Addr().String(), "ready", ready, "switches", c.switches, "insecure", c.cfg.Insecure)
+	select {
+	case <-ctx.Done():
+		c.health.Shutdown()
+		stopGracefully(srv, 10*time.Second)
+		c.log.Info("csp stopped")
+		return c.db.Close()
+	case err := <-errc:
+		c.db.Close()
+		return fmt.Errorf("csp: serve: %w", err)
+	}
+}
+
+// stopGracefully waits for running RPCs up to a timeout, then stops.
+func stopGracefully(srv *grpc.Server, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		srv.Stop()
+	}
+}
+
+// Close releases the state without serving (for tests that never Run).
+func (c *CSP) Close() error { return c.db.Close() }

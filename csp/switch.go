@@ -1,0 +1,335 @@
+package csp
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// switchRecord is the audit record of a key switch, stored with the shares.
+type switchRecord struct {
+	JobID       string    `json:"job_id"`
+	User        string    `json:"user"`
+	Dataset     string    `json:"dataset"`
+	Analysis    string    `json:"analysis"`
+	Digest      string    `json:"request_digest"`
+	Active      []uint32  `json:"active"`
+	Owners      int       `json:"owners"`
+	Ciphertexts int       `json:"ciphertexts"`
+	NoNoise     bool      `json:"no_noise"`
+	At          time.Time `json:"at"`
+}
+
+// checked is a validated key-switch header.
+type checked struct {
+	spec   *job.Spec
+	sch    *schema.Schema
+	userPK *rlwe.PublicKey
+	active []he.Point
+	owners []string
+	n      int
+}
+
+func invalid(format string, args ...any) error {
+	return status.Errorf(codes.InvalidArgument, format, args...)
+}
+
+// checkHeader validates everything about a key-switch request that can be
+// checked before the ciphertexts arrive.
+func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked, error) {
+	spec, err := job.ParseSpec(h.GetSpec())
+	if err != nil {
+		return nil, invalid("spec: %v", err)
+	}
+	if spec.ID() != h.GetJobId() {
+		return nil, invalid("job_id %q is not the spec's ID %s", h.GetJobId(), spec.ID())
+	}
+	if err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
+		return nil, status.Errorf(codes.PermissionDenied, "job %s…: %v", spec.ID()[:12], err)
+	}
+	if spec.NoNoise && !c.cfg.AllowNoNoise {
+		return nil, status.Errorf(codes.PermissionDenied, "job %s… has no DP noise; this member refuses such jobs (they exist for tests and simulations)", spec.ID()[:12])
+	}
+	userPK, err := c.params.Codecs().PublicKey.Unmarshal(h.GetUserPublicKey())
+	if err != nil {
+		return nil, invalid("user_public_key: %v", err)
+	}
+	if job.Fingerprint(h.GetUserPublicKey()) != spec.UserKey {
+		return nil, status.Errorf(codes.PermissionDenied, "user_public_key is not the key the spec names (%s…); this member switches only to the signed key", spec.UserKey[:12])
+	}
+	sch, err := schema.Parse(h.GetSchema())
+	if err != nil {
+		return nil, invalid("schema: %v", err)
+	}
+	if err := spec.Check(sch, c.params); err != nil {
+		return nil, invalid("%v", err)
+	}
+	if spec.CommitteeKey != st.Fingerprint {
+		return nil, status.Errorf(codes.FailedPrecondition, "job %s… is for committee key %s…, this member holds %s…", spec.ID()[:12], spec.CommitteeKey[:12], st.Fingerprint[:12])
+	}
+	if spec.CommitteeN != st.Secret.N || spec.CommitteeThreshold != st.Secret.Threshold {
+		return nil, invalid("spec committee %d-of-%d, this member's is %d-of-%d", spec.CommitteeThreshold, spec.CommitteeN, st.Secret.Threshold, st.Secret.N)
+	}
+	committee := spec.Committee()
+	active := make([]he.Point, len(h.GetActive()))
+	for i, a := range h.GetActive() {
+		active[i] = he.Point(a)
+	}
+	if err := committee.CheckActive(active); err != nil {
+		return nil, invalid("active: %v", err)
+	}
+	if !slices.Contains(active, st.Secret.Point) {
+		return nil, invalid("active set %v does not include this member (%d)", active, st.Secret.Point)
+	}
+	owners := h.GetOwners()
+	if len(owners) < spec.MinOwners {
+		return nil, invalid("owners: %d included, the spec needs %d", len(owners), spec.MinOwners)
+	}
+	seen := map[string]bool{}
+	for _, o := range owners {
+		if seen[o] || !slices.Contains(spec.Owners, o) {
+			return nil, invalid("owners: %q is repeated or not one of the spec's owners", o)
+		}
+		seen[o] = true
+	}
+	l, err := spec.Layout(sch)
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	n := c.params.Chunks(l.Len())
+	if int(h.GetCiphertexts()) != n {
+		return nil, invalid("ciphertexts: %d announced, the job's layout needs %d", h.GetCiphertexts(), n)
+	}
+	return &checked{spec: spec, sch: sch, userPK: userPK, active: active, owners: owners, n: n}, nil
+}
+
+// hashField writes a length-prefixed field.
+func hashField(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
+}
+
+func headerDigest(hd *fedpcav1.KeySwitchHeader) hash.Hash {
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte(hd.GetJobId()), hd.GetSpec(), hd.GetSignature(), hd.GetUserCertificate(), hd.GetUserPublicKey(), hd.GetSchema()} {
+		hashField(h, f)
+	}
+	for _, a := range hd.GetActive() {
+		hashField(h, []byte(fmt.Sprint(a)))
+	}
+	for _, o := range hd.GetOwners() {
+		hashField(h, []byte(o))
+	}
+	return h
+}
+
+func (c *CSP) jobLock(id string) *sync.Mutex {
+	m, _ := c.switching.LoadOrStore(id, &sync.Mutex{})
+	return m.(*sync.Mutex)
+}
+
+// KeySwitch implements fedpcav1.CspServiceServer.
+func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hd := first.GetHeader()
+	if hd == nil {
+		return invalid("the first message must be the header")
+	}
+	c.mu.Lock()
+	st, member := c.state, c.member
+	c.mu.Unlock()
+	if st == nil {
+		return status.Error(codes.FailedPrecondition, "this member has no committee key yet (the key ceremony has not run)")
+	}
+	chk, err := c.checkHeader(hd, st)
+	if err != nil {
+		return err
+	}
+	lock := c.jobLock(hd.GetJobId())
+	lock.Lock()
+	defer lock.Unlock()
+
+	h := headerDigest(hd)
+	cts := make([]*rlwe.Ciphertext, chk.n)
+	for i := range cts {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return invalid("stream ended after %d of %d ciphertexts", i, chk.n)
+		}
+		if err != nil {
+			return err
+		}
+		b := msg.GetCiphertext()
+		if b == nil {
+			return invalid("message %d: expected a ciphertext", i+1)
+		}
+		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(b); err != nil {
+			return invalid("ciphertext %d: %v", i, err)
+		}
+		hashField(h, b)
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return invalid("more than the %d announced ciphertexts", chk.n)
+		}
+		return err
+	}
+	digest := hex.EncodeToString(h.Sum(nil))
+
+	shares, rec, err := c.storedShares(chk.spec.ID())
+	if err != nil {
+		return status.Errorf(codes.Internal, "read switch record: %v", err)
+	}
+	if rec != nil && rec.Digest != digest {
+		return status.Errorf(codes.FailedPrecondition, "job %s… was already switched on %s with another request (active %v, %d owners); a member switches a job at most once", chk.spec.ID()[:12], rec.At.Format(time.RFC3339), rec.Active, rec.Owners)
+	}
+	if rec != nil {
+		c.log.Info("key switch replayed", "job", chk.spec.ID()[:16], "user", chk.spec.User)
+	} else {
+		if shares, err = c.computeShares(chk, member, cts); err != nil {
+			return err
+		}
+		rec = &switchRecord{
+			JobID: chk.spec.ID(), User: chk.spec.User, Dataset: chk.spec.Dataset, Analysis: chk.spec.Analysis,
+			Digest: digest, Owners: len(chk.owners), Ciphertexts: chk.n, NoNoise: chk.spec.NoNoise, At: time.Now().UTC(),
+		}
+		for _, a := range chk.active {
+			rec.Active = append(rec.Active, uint32(a))
+		}
+		if err := c.storeShares(rec, shares); err != nil {
+			return status.Errorf(codes.Internal, "store switch record: %v", err)
+		}
+		c.log.Info("key switch", "job", rec.JobID[:16], "user", rec.User, "dataset", rec.Dataset, "active", fmt.Sprint(rec.Active), "owners", rec.Owners, "ciphertexts", rec.Ciphertexts, "no_noise", rec.NoNoise)
+	}
+	for _, s := range shares {
+		if err := stream.Send(&fedpcav1.KeySwitchResponse{Share: s}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// computeShares draws the member's noise share (sized from the plan and the
+// number of owners in the sum) and computes its key-switch shares.
+func (c *CSP) computeShares(chk *checked, member *he.Member, cts []*rlwe.Ciphertext) ([][]byte, error) {
+	noise, err := job.ServerNoise(chk.spec, chk.sch, dp.RoleCSP, len(chk.owners), nil)
+	if err != nil {
+		if errors.Is(err, dp.ErrPlanInfeasible) {
+			return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
+		}
+		return nil, status.Errorf(codes.Internal, "noise share: %v", err)
+	}
+	// The member's key material is used by one switch at a time.
+	c.memberMu.Lock()
+	ks, err := job.SwitchShares(c.params, member, cts, chk.userPK, chk.active, noise)
+	c.memberMu.Unlock()
+	if err != nil {
+		return nil, status.Errorf(codes.Internal, "key switch: %v", err)
+	}
+	out := make([][]byte, len(ks))
+	for i, s := range ks {
+		out[i] = c.params.Codecs().KeySwitchShare.Marshal(s)
+	}
+	return out, nil
+}
+
+var recordKey = []byte("record")
+
+func shareKey(i int) []byte { return []byte(fmt.Sprintf("share/%06d", i)) }
+
+// storedShares returns the shares and record of a switched job, or nils.
+func (c *CSP) storedShares(jobID string) ([][]byte, *switchRecord, error) {
+	var shares [][]byte
+	var rec *switchRecord
+	err := c.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSwitches).Bucket([]byte(jobID))
+		if b == nil {
+			return nil
+		}
+		rec = &switchRecord{}
+		if err := json.Unmarshal(b.Get(recordKey), rec); err != nil {
+			return err
+		}
+		for i := 0; i < rec.Ciphertexts; i++ {
+			v := b.Get(shareKey(i))
+			if v == nil {
+				return fmt.Errorf("share %d missing", i)
+			}
+			shares = append(shares, slices.Clone(v))
+		}
+		return nil
+	})
+	return shares, rec, err
+}
+
+// storeShares writes the audit record and the shares in one transaction,
+// before any share is sent.
+func (c *CSP) storeShares(rec *switchRecord, shares [][]byte) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	err = c.db.Update(func(tx *bolt.Tx) error {
+		jb, err := tx.Bucket(bucketSwitches).CreateBucket([]byte(rec.JobID))
+		if err != nil {
+			return err
+		}
+		if err := jb.Put(recordKey, b); err != nil {
+			return err
+		}
+		for i, s := range shares {
+			if err := jb.Put(shareKey(i), s); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err == nil {
+		c.mu.Lock()
+		c.switches++
+		c.mu.Unlock()
+	}
+	return err
+}
+
+// Audit returns the audit records of every switch, oldest first.
+func (c *CSP) Audit() ([]switchRecord, error) {
+	var out []switchRecord
+	err := c.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketSwitches).ForEachBucket(func(k []byte) error {
+			var r switchRecord
+			if err := json.Unmarshal(tx.Bucket(bucketSwitches).Bucket(k).Get(recordKey), &r); err != nil {
+				return err
+			}
+			out = append(out, r)
+			return nil
+		})
+	})
+	slices.SortFunc(out, func(a, b switchRecord) int { return a.At.Compare(b.At) })
+	return out, err
+}

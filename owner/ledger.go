@@ -1,0 +1,211 @@
+package owner
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+)
+
+// Ledger entry states (PROTOCOL.md section 8).
+const (
+	// Reserved: the job's rho is set aside before the owner computes its
+	// share; it counts against the budget.
+	Reserved = "reserved"
+	// Committed: the upload was acknowledged; the rho is spent.
+	Committed = "committed"
+	// Released: the reservation was returned (nothing was uploaded).
+	Released = "released"
+	// Refunded: the job failed before any key switch, so nothing was ever
+	// released from the data.
+	Refunded = "refunded"
+)
+
+// ErrBudget reports a job that the dataset's remaining budget cannot pay.
+var ErrBudget = errors.New("privacy budget exhausted")
+
+// entry is one job's line in a dataset's ledger.
+type entry struct {
+	Job     string    `json:"job"`
+	Rho     float64   `json:"rho"`
+	Epsilon float64   `json:"epsilon"`
+	Delta   float64   `json:"delta"`
+	State   string    `json:"state"`
+	At      time.Time `json:"at"`
+}
+
+// Balance is a dataset's budget in zCDP rho.
+type Balance struct {
+	Dataset  string  `json:"dataset"`
+	Budget   float64 `json:"rho_budget"`
+	Spent    float64 `json:"rho_spent"`
+	Reserved float64 `json:"rho_reserved"`
+}
+
+// Remaining is the budget left for new jobs.
+func (b Balance) Remaining() float64 { return b.Budget - b.Spent - b.Reserved }
+
+var bucketLedger = []byte("ledger")
+
+// ledger is an owner's privacy-budget ledger: one bbolt bucket per dataset,
+// one entry per job. Every change is one transaction (fsynced by bbolt), so
+// entries survive restarts and concurrent jobs never overspend: a
+// reservation checks the balance and writes the entry atomically.
+type ledger struct {
+	db      *bolt.DB
+	budgets map[string]float64 // dataset -> rho budget
+}
+
+func (l *ledger) balanceTx(tx *bolt.Tx, dataset string) (Balance, error) {
+	bal := Balance{Dataset: dataset, Budget: l.budgets[dataset]}
+	b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
+	if b == nil {
+		return bal, nil
+	}
+	err := b.ForEach(func(_, v []byte) error {
+		var e entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return err
+		}
+		switch e.State {
+		case Reserved:
+			bal.Reserved += e.Rho
+		case Committed:
+			bal.Spent += e.Rho
+		}
+		return nil
+	})
+	return bal, err
+}
+
+// Balance returns a dataset's balance.
+func (l *ledger) Balance(dataset string) (Balance, error) {
+	var bal Balance
+	err := l.db.View(func(tx *bolt.Tx) (err error) {
+		bal, err = l.balanceTx(tx, dataset)
+		return err
+	})
+	return bal, err
+}
+
+// entry returns a job's entry in a dataset's ledger, if any.
+func (l *ledger) entry(dataset, jobID string) (*entry, error) {
+	var e *entry
+	err := l.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
+		if b == nil {
+			return nil
+		}
+		if v := b.Get([]byte(jobID)); v != nil {
+			e = &entry{}
+			return json.Unmarshal(v, e)
+		}
+		return nil
+	})
+	return e, err
+}
+
+// Reserve sets a job's rho aside, or fails with ErrBudget. Reserving a job
+// that already has an entry is a no-op returning that entry's state.
+func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (string, error) {
+	state := Reserved
+	err := l.db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.Bucket(bucketLedger).CreateBucketIfNotExists([]byte(dataset))
+		if err != nil {
+			return err
+		}
+		if v := b.Get([]byte(jobID)); v != nil {
+			var e entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			state = e.State
+			return nil
+		}
+		bal, err := l.balanceTx(tx, dataset)
+		if err != nil {
+			return err
+		}
+		if rho > bal.Remaining()*(1+1e-12) {
+			return fmt.Errorf("%w for dataset %s: the job needs rho %.6g, %.6g of %.6g is left (spent %.6g, reserved %.6g)",
+				ErrBudget, dataset, rho, max(bal.Remaining(), 0), bal.Budget, bal.Spent, bal.Reserved)
+		}
+		return put(b, entry{Job: jobID, Rho: rho, Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC()})
+	})
+	return state, err
+}
+
+func put(b *bolt.Bucket, e entry) error {
+	v, err := json.Marshal(e)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(e.Job), v)
+}
+
+// transition moves a job's entry from one of the given states to another.
+func (l *ledger) transition(dataset, jobID, to string, from ...string) error {
+	return l.db.Update(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
+		if b == nil {
+			return fmt.Errorf("ledger %s: no entry for job %s", dataset, jobID)
+		}
+		v := b.Get([]byte(jobID))
+		if v == nil {
+			return fmt.Errorf("ledger %s: no entry for job %s", dataset, jobID)
+		}
+		var e entry
+		if err := json.Unmarshal(v, &e); err != nil {
+			return err
+		}
+		if e.State == to {
+			return nil
+		}
+		ok := false
+		for _, f := range from {
+			ok = ok || e.State == f
+		}
+		if !ok {
+			return fmt.Errorf("ledger %s: job %s is %s, cannot become %s", dataset, jobID, e.State, to)
+		}
+		e.State, e.At = to, time.Now().UTC()
+		return put(b, e)
+	})
+}
+
+// Commit marks a reservation spent (the upload was acknowledged).
+func (l *ledger) Commit(dataset, jobID string) error {
+	return l.transition(dataset, jobID, Committed, Reserved)
+}
+
+// Release returns a reservation that was never uploaded.
+func (l *ledger) Release(dataset, jobID string) error {
+	return l.transition(dataset, jobID, Released, Reserved)
+}
+
+// Refund returns a committed job that failed before any key switch.
+func (l *ledger) Refund(dataset, jobID string) error {
+	return l.transition(dataset, jobID, Refunded, Committed, Reserved)
+}
+
+// Entries returns a dataset's entries.
+func (l *ledger) Entries(dataset string) ([]entry, error) {
+	var out []entry
+	err := l.db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
+		if b == nil {
+			return nil
+		}
+		return b.ForEach(func(_, v []byte) error {
+			var e entry
+			if err := json.Unmarshal(v, &e); err != nil {
+				return err
+			}
+			out = append(out, e)
+			return nil
+		})
+	})
+	return out, err
+}

@@ -1,0 +1,332 @@
+// Package owner is a data owner's daemon: it serves one or more datasets
+// (a CSV file and its schema), polls the proxy for jobs that name it, checks
+// each against its policy and its privacy ledger, computes and encrypts its
+// local statistics (with its DP noise share when the plan asks for one) and
+// uploads them once, with retries.
+//
+// Before computing a share the owner reserves the job's rho in the
+// dataset's ledger (charged at the tolerated-collusion level, the job's
+// calibrated rho) and declines the job, saying why, if the remaining budget
+// is short; it commits when the upload is acknowledged, releases a
+// reservation it never uploaded, and refunds a job that fails before any
+// key switch. The encrypted upload is stored before it is sent, so a re-send
+// after a crash is byte-for-byte the same upload (the proxy acknowledges it
+// again) and never fresh noise.
+package owner
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// Dataset is one dataset an owner serves.
+type Dataset struct {
+	Schema *schema.Schema
+	// CSV is the path of the rows (or Open returns them, for tests).
+	CSV  string
+	Open func() (io.ReadCloser, error)
+	// Epsilon and Delta are the dataset's total privacy budget; it is kept
+	// in zCDP rho (the rho certified for them).
+	Epsilon, Delta float64
+}
+
+// Policy says which jobs an owner takes part in.
+type Policy struct {
+	// Users lists the users allowed to run jobs ("user/alice" or the full
+	// SPIFFE ID); empty allows every user of the deployment.
+	Users []string
+	// MaxEpsilon is the largest epsilon of one job (0: no limit besides the
+	// budget).
+	MaxEpsilon float64
+	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
+	AllowNoNoise bool
+}
+
+// Config configures an owner.
+type Config struct {
+	ID string
+	// Listener, if set, serves the gRPC health service.
+	Listener net.Listener
+	// Dialer reaches the proxy (credentials, or insecure with an identity).
+	Dialer    transport.Dialer
+	ProxyAddr string
+	Store     string
+	Datasets  []*Dataset
+	Policy    Policy
+	// PollInterval is how often the owner asks for jobs (default 2 s).
+	PollInterval time.Duration
+	Logger       hclog.Logger
+	Params       *he.Params
+}
+
+// Owner is the owner daemon; safe for concurrent use.
+type Owner struct {
+	cfg      Config
+	log      hclog.Logger
+	params   he.Params
+	db       *bolt.DB
+	ledger   *ledger
+	datasets map[string]*Dataset
+	health   *health.Server
+
+	mu    sync.Mutex
+	conn  *grpc.ClientConn
+	proxy fedpcav1.ProxyServiceClient
+	busy  map[string]bool
+}
+
+var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
+
+// New validates the configuration and opens the owner's state.
+func New(cfg Config) (*Owner, error) {
+	self := cfg.Dialer.Identity()
+	if self.Role != transport.RoleOwner {
+		return nil, fmt.Errorf("owner: identity %s is not an owner", self.Short())
+	}
+	if cfg.ID == "" {
+		cfg.ID = self.ID
+	}
+	if cfg.ID != self.ID {
+		return nil, fmt.Errorf("owner: configured as %q but the certificate says %s", cfg.ID, self.Short())
+	}
+	if cfg.ProxyAddr == "" {
+		return nil, errors.New("owner: no proxy address")
+	}
+	if len(cfg.Datasets) == 0 {
+		return nil, errors.New("owner: no datasets")
+	}
+	if cfg.PollInterval <= 0 {
+		cfg.PollInterval = 2 * time.Second
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, health: health.NewServer()}
+	if cfg.Params != nil {
+		o.params = *cfg.Params
+	} else {
+		p, err := he.NewDefaultParams()
+		if err != nil {
+			return nil, err
+		}
+		o.params = p
+	}
+	budgets := map[string]float64{}
+	for _, d := range cfg.Datasets {
+		if d.Schema == nil {
+			return nil, errors.New("owner: a dataset has no schema")
+		}
+		if err := d.Schema.Validate(); err != nil {
+			return nil, fmt.Errorf("owner: %w", err)
+		}
+		if _, dup := o.datasets[d.Schema.ID]; dup {
+			return nil, fmt.Errorf("owner: dataset %s listed twice", d.Schema.ID)
+		}
+		if d.Open == nil {
+			if d.CSV == "" {
+				return nil, fmt.Errorf("owner: dataset %s has no CSV file", d.Schema.ID)
+			}
+			if _, err := os.Stat(d.CSV); err != nil {
+				return nil, fmt.Errorf("owner: dataset %s: %w", d.Schema.ID, err)
+			}
+			path := d.CSV
+			d.Open = func() (io.ReadCloser, error) { return os.Open(path) }
+		}
+		rho, err := dp.RhoFor(d.Epsilon, d.Delta)
+		if err != nil {
+			return nil, fmt.Errorf("owner: dataset %s budget: %w", d.Schema.ID, err)
+		}
+		budgets[d.Schema.ID] = rho
+		o.datasets[d.Schema.ID] = d
+	}
+	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
+		return nil, fmt.Errorf("owner: state directory: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(cfg.Store, "owner.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("owner: open store: %w", err)
+	}
+	if err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketLedger, bucketJobs, bucketUploads} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		return nil
+	}); err != nil {
+		db.Close()
+		return nil, err
+	}
+	o.db, o.ledger = db, &ledger{db: db, budgets: budgets}
+	return o, nil
+}
+
+// Balance returns a dataset's privacy budget balance.
+func (o *Owner) Balance(dataset string) (Balance, error) { return o.ledger.Balance(dataset) }
+
+// Run polls the proxy and handles jobs until ctx is done.
+func (o *Owner) Run(ctx context.Context) error {
+	conn, err := o.cfg.Dialer.Dial(o.cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		return fmt.Errorf("owner: %w", err)
+	}
+	o.mu.Lock()
+	o.conn, o.proxy = conn, fedpcav1.NewProxyServiceClient(conn)
+	o.mu.Unlock()
+	var srv *grpc.Server
+	if o.cfg.Listener != nil {
+		srv = grpc.NewServer(transport.ServerOptions(o.cfg.Dialer.Creds, o.cfg.Dialer.Insecure, o.log)...)
+		healthpb.RegisterHealthServer(srv, o.health)
+		o.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+		go srv.Serve(o.cfg.Listener)
+	}
+	var names []string
+	for n := range o.datasets {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval)
+	var wg sync.WaitGroup
+	tick := time.NewTicker(o.cfg.PollInterval)
+	defer tick.Stop()
+	for {
+		o.poll(ctx, &wg)
+		select {
+		case <-ctx.Done():
+			wg.Wait()
+			if srv != nil {
+				o.health.Shutdown()
+				srv.GracefulStop()
+			}
+			conn.Close()
+			o.log.Info("owner stopped")
+			return o.db.Close()
+		case <-tick.C:
+		}
+	}
+}
+
+// poll lists the jobs that name this owner and handles each new one in its
+// own goroutine (at most one at a time per job).
+func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	resp, err := o.proxy.ListJobs(cctx, &fedpcav1.ListJobsRequest{IncludeEnded: true})
+	if err != nil {
+		if ctx.Err() == nil {
+			o.log.Warn("cannot list jobs", "error", status.Convert(err).Message())
+		}
+		return
+	}
+	for _, info := range resp.GetJobs() {
+		id := info.GetStatus().GetJobId()
+		o.mu.Lock()
+		if o.busy[id] {
+			o.mu.Unlock()
+			continue
+		}
+		o.busy[id] = true
+		o.mu.Unlock()
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { o.mu.Lock(); delete(o.busy, id); o.mu.Unlock() }()
+			o.handle(ctx, info)
+		}()
+	}
+}
+
+// Budget report for the proxy's display.
+func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
+	bal, err := o.ledger.Balance(dataset)
+	if err != nil {
+		return nil
+	}
+	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved}
+}
+
+// decline tells the proxy why this owner does not take part.
+func (o *Owner) decline(ctx context.Context, id, dataset, reason string) {
+	o.log.Info("declining job", "job", id[:min(16, len(id))], "reason", reason)
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := o.proxy.Decline(cctx, &fedpcav1.DeclineRequest{JobId: id, Reason: reason, Budget: o.budgetReport(dataset)})
+	if err != nil {
+		o.log.Warn("cannot record the decline", "job", id[:min(16, len(id))], "error", status.Convert(err).Message())
+		return
+	}
+	o.setNote(id, jobNote{State: noteDeclined, Dataset: dataset, Reason: reason})
+}
+
+// digest is the SHA-256 of an upload's ciphertext bytes, in order.
+func digest(blobs [][]byte) []byte {
+	h := sha256.New()
+	for _, b := range blobs {
+		h.Write(b)
+	}
+	return h.Sum(nil)
+}
+
+// retryable reports whether an upload error may go away.
+func retryable(err error) bool {
+	switch status.Code(err) {
+	case codes.Unavailable, codes.DeadlineExceeded, codes.ResourceExhausted, codes.Aborted, codes.Internal, codes.Unknown, codes.Canceled:
+		return true
+	}
+	return false
+}
+
+func epsilonOK(p Policy, spec *job.Spec) error {
+	if spec.NoNoise {
+		if !p.AllowNoNoise {
+			return errors.New("the job has no DP noise and this owner's policy refuses such jobs")
+		}
+		return nil
+	}
+	if p.MaxEpsilon > 0 && spec.Epsilon > p.MaxEpsilon*(1+1e-12) {
+		return fmt.Errorf("epsilon %g exceeds this owner's limit of %g per job", spec.Epsilon, p.MaxEpsilon)
+	}
+	if math.IsNaN(spec.Epsilon) {
+		return errors.New("epsilon is NaN")
+	}
+	return nil
+}
+
+func userOK(p Policy, user string) error {
+	if len(p.Users) == 0 {
+		return nil
+	}
+	for _, u := range p.Users {
+		if u == user || "spiffe://fedpca/"+u == user {
+			return nil
+		}
+	}
+	return fmt.Errorf("user %s is not in this owner's list of allowed users", user)
+}
+

@@ -1,0 +1,279 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// memberConn is a connection to a committee member.
+type memberConn struct {
+	Member
+	point  uint32
+	conn   *grpc.ClientConn
+	client fedpcav1.CspServiceClient
+}
+
+// member returns (and caches) the connection to the member at index i.
+func (p *Proxy) member(i int) (*memberConn, error) {
+	m := p.cfg.Committee[i]
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if mc, ok := p.members[m.ID]; ok {
+		return mc, nil
+	}
+	conn, err := p.cfg.Dialer.Dial(m.Addr, transport.Identity{Role: transport.RoleCSP, ID: m.ID})
+	if err != nil {
+		return nil, fmt.Errorf("dial csp/%s at %s: %w", m.ID, m.Addr, err)
+	}
+	mc := &memberConn{Member: m, point: uint32(i + 1), conn: conn, client: fedpcav1.NewCspServiceClient(conn)}
+	p.members[m.ID] = mc
+	return mc, nil
+}
+
+func (p *Proxy) closeMembers() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, mc := range p.members {
+		mc.conn.Close()
+	}
+	p.members = map[string]*memberConn{}
+}
+
+// memberStatus asks every member for its status (nil where unreachable).
+func (p *Proxy) memberStatus(ctx context.Context) []*fedpcav1.GetStatusResponse {
+	out := make([]*fedpcav1.GetStatusResponse, len(p.cfg.Committee))
+	type res struct {
+		i int
+		s *fedpcav1.GetStatusResponse
+	}
+	ch := make(chan res, len(out))
+	for i := range p.cfg.Committee {
+		go func() {
+			mc, err := p.member(i)
+			if err != nil {
+				ch <- res{i, nil}
+				return
+			}
+			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			defer cancel()
+			s, err := mc.client.GetStatus(cctx, &fedpcav1.GetStatusRequest{})
+			if err != nil {
+				p.log.Debug("member status", "member", mc.ID, "error", err)
+				s = nil
+			}
+			ch <- res{i, s}
+		}()
+	}
+	for range out {
+		r := <-ch
+		out[r.i] = r.s
+	}
+	return out
+}
+
+// runCeremony establishes the committee key: it keeps the stored one (and
+// checks that the members still hold it), adopts the members' key if they
+// all agree on one (a proxy that lost its store), or runs a new ceremony. It
+// retries until it succeeds or ctx ends.
+func (p *Proxy) runCeremony(ctx context.Context) {
+	for attempt := 1; ; attempt++ {
+		err := p.ceremonyOnce(ctx)
+		if err == nil {
+			return
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		p.log.Warn("committee key not ready; retrying", "attempt", attempt, "error", err)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(p.cfg.RetryInterval):
+		}
+	}
+}
+
+func (p *Proxy) ceremonyOnce(ctx context.Context) error {
+	p.mu.Lock()
+	cmt := p.cmt
+	p.mu.Unlock()
+	sts := p.memberStatus(ctx)
+	if cmt != nil {
+		for i, s := range sts {
+			switch {
+			case s == nil:
+				p.log.Warn("committee member unreachable", "member", p.cfg.Committee[i].ID)
+			case s.GetCommitteeKeyFingerprint() != cmt.Fingerprint:
+				p.log.Error("committee member holds another key; it cannot take part in key switches",
+					"member", p.cfg.Committee[i].ID, "its_key", short(s.GetCommitteeKeyFingerprint()), "committee_key", short(cmt.Fingerprint))
+			}
+		}
+		p.log.Info("committee key ready", "ceremony", cmt.CeremonyID, "key", short(cmt.Fingerprint), "members", len(cmt.Members), "threshold", cmt.Threshold)
+		return nil
+	}
+	// Adopt: every member finalized the same ceremony with this committee.
+	agree := true
+	for i, s := range sts {
+		if s == nil {
+			return fmt.Errorf("member %s unreachable", p.cfg.Committee[i].ID)
+		}
+		agree = agree && s.GetReady() && s.GetCommitteeKeyFingerprint() == sts[0].GetCommitteeKeyFingerprint() &&
+			s.GetPoint() == uint32(i+1) && int(s.GetMembers()) == len(p.cfg.Committee) && int(s.GetThreshold()) == p.cfg.Threshold
+	}
+	if agree {
+		pk := sts[0].GetCommitteePublicKey()
+		if _, err := p.params.Codecs().PublicKey.Unmarshal(pk); err != nil {
+			return fmt.Errorf("members' committee key: %w", err)
+		}
+		p.log.Info("adopting the committee key the members hold", "ceremony", sts[0].GetCeremonyId())
+		return p.saveCommittee(&committeeRecord{CeremonyID: sts[0].GetCeremonyId(), Members: p.cfg.Committee, Threshold: p.cfg.Threshold,
+			HEParams: p.params.ID(), PublicKey: pk, Fingerprint: job.Fingerprint(pk), At: time.Now().UTC()})
+	}
+	return p.ceremony(ctx)
+}
+
+func short(s string) string {
+	if len(s) > 16 {
+		return s[:16]
+	}
+	return s
+}
+
+// ceremony runs a new key ceremony with every member.
+func (p *Proxy) ceremony(ctx context.Context) error {
+	var seed [32]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		return err
+	}
+	id := hex.EncodeToString(seed[:8])
+	n, t := len(p.cfg.Committee), p.cfg.Threshold
+	refs := make([]*fedpcav1.MemberRef, n)
+	mcs := make([]*memberConn, n)
+	for i, m := range p.cfg.Committee {
+		refs[i] = &fedpcav1.MemberRef{Id: m.ID, Point: uint32(i + 1)}
+		mc, err := p.member(i)
+		if err != nil {
+			return err
+		}
+		mcs[i] = mc
+	}
+	p.log.Info("key ceremony", "ceremony", id, "members", n, "threshold", t)
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	// Round 1: public key shares and exchange keys.
+	shares := make([]*he.PublicKeyShare, n)
+	keys := make([]*fedpcav1.MemberKey, n)
+	for i, mc := range mcs {
+		r, err := mc.client.KeyGen(cctx, &fedpcav1.KeyGenRequest{CeremonyId: id, Seed: seed[:], HeParams: p.params.ID(), Members: int32(n), Threshold: int32(t), Committee: refs})
+		if err != nil {
+			return fmt.Errorf("keygen on %s: %w", mc.ID, err)
+		}
+		if shares[i], err = p.params.Codecs().PublicKeyShare.Unmarshal(r.GetPublicKeyShare()); err != nil {
+			return fmt.Errorf("keygen on %s: %w", mc.ID, err)
+		}
+		keys[i] = &fedpcav1.MemberKey{Point: uint32(i + 1), ExchangeKey: r.GetExchangeKey(), ExchangeKeySignature: r.GetExchangeKeySignature(), Certificate: r.GetCertificate()}
+	}
+	pk, err := he.AggregatePublicKey(p.params, seed[:], shares)
+	if err != nil {
+		return err
+	}
+	// Rounds 2 and 3: sealed Shamir shares, relayed.
+	if p.committee.Thresholdized() {
+		inbox := make([][]*fedpcav1.SealedShare, n)
+		for _, mc := range mcs {
+			r, err := mc.client.DealShares(cctx, &fedpcav1.DealSharesRequest{CeremonyId: id, Members: keys})
+			if err != nil {
+				return fmt.Errorf("deal shares on %s: %w", mc.ID, err)
+			}
+			if len(r.GetShares()) != n {
+				return fmt.Errorf("deal shares on %s: %d shares, want %d", mc.ID, len(r.GetShares()), n)
+			}
+			for _, s := range r.GetShares() {
+				if s.GetFromPoint() != mc.point || s.GetToPoint() < 1 || int(s.GetToPoint()) > n {
+					return fmt.Errorf("deal shares on %s: share %d->%d is misaddressed", mc.ID, s.GetFromPoint(), s.GetToPoint())
+				}
+				inbox[s.GetToPoint()-1] = append(inbox[s.GetToPoint()-1], s)
+			}
+		}
+		for i, mc := range mcs {
+			if _, err := mc.client.ReceiveShares(cctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: id, Shares: inbox[i]}); err != nil {
+				return fmt.Errorf("receive shares on %s: %w", mc.ID, err)
+			}
+		}
+	}
+	pkBytes := p.params.Codecs().PublicKey.Marshal(pk)
+	fp := job.Fingerprint(pkBytes)
+	for _, mc := range mcs {
+		r, err := mc.client.Finalize(cctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes})
+		if err != nil {
+			return fmt.Errorf("finalize on %s: %w", mc.ID, err)
+		}
+		if r.GetCommitteeKeyFingerprint() != fp {
+			return fmt.Errorf("finalize on %s: member reports key %s, want %s", mc.ID, short(r.GetCommitteeKeyFingerprint()), short(fp))
+		}
+	}
+	return p.saveCommittee(&committeeRecord{CeremonyID: id, Members: p.cfg.Committee, Threshold: t, HEParams: p.params.ID(), PublicKey: pkBytes, Fingerprint: fp, At: time.Now().UTC()})
+}
+
+func (p *Proxy) saveCommittee(c *committeeRecord) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	if err := p.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyCommittee, b) }); err != nil {
+		return err
+	}
+	p.mu.Lock()
+	p.cmt = c
+	p.mu.Unlock()
+	p.log.Info("committee key ready", "ceremony", c.CeremonyID, "key", short(c.Fingerprint), "members", len(c.Members), "threshold", c.Threshold)
+	return nil
+}
+
+// committeeKey returns the committee record, or ErrCommitteeNotReady.
+func (p *Proxy) committeeKey() (*committeeRecord, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmt == nil {
+		return nil, ErrCommitteeNotReady
+	}
+	return p.cmt, nil
+}
+
+// GetCommittee implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
+	c, err := p.committeeKey()
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	resp := &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
+		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint}
+	sts := p.memberStatus(ctx)
+	for i, m := range c.Members {
+		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: m.ID, Point: uint32(i + 1),
+			Healthy: sts[i] != nil && sts[i].GetCommitteeKeyFingerprint() == c.Fingerprint})
+	}
+	return resp, nil
+}
+
+var errNoQuorum = errors.New("not enough committee members reachable with the committee key")
+
+// CommitteeReady reports whether the committee key is established.
+func (p *Proxy) CommitteeReady() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmt != nil
+}

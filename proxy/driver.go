@@ -1,0 +1,427 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// startDriver starts the goroutine that moves a job through its states.
+// p.mu must be held (it reads p.ctx).
+func (p *Proxy) startDriver(j *jobState) {
+	j.mu.Lock()
+	st := j.rec.State
+	j.mu.Unlock()
+	if ended(st) {
+		return
+	}
+	ctx := p.ctx
+	p.wg.Add(1)
+	go func() {
+		defer p.wg.Done()
+		p.drive(ctx, j)
+	}()
+}
+
+// permanent marks an error after which the job cannot succeed.
+type permanent struct{ error }
+
+func (e permanent) Unwrap() error { return e.error }
+
+// drive runs a job to its end: open -> (seal) -> switching -> done, or
+// failed with a stated reason. Transient errors (the committee unreachable)
+// are retried with backoff; the reason field says what the job waits for.
+func (p *Proxy) drive(ctx context.Context, j *jobState) {
+	backoff := p.cfg.RetryInterval
+	waitStart := time.Time{}
+	for ctx.Err() == nil {
+		j.mu.Lock()
+		state, wake, deadline := j.rec.State, j.wake, j.spec.Deadline
+		j.mu.Unlock()
+		var err error
+		switch state {
+		case fedpcav1.JobState_JOB_STATE_OPEN:
+			var sealed bool
+			sealed, err = p.maybeSeal(ctx, j)
+			if err == nil && !sealed {
+				timer := time.NewTimer(time.Until(deadline) + 10*time.Millisecond)
+				select {
+				case <-ctx.Done():
+				case <-wake:
+				case <-timer.C:
+				}
+				timer.Stop()
+				continue
+			}
+		case fedpcav1.JobState_JOB_STATE_SWITCHING:
+			err = p.keySwitch(ctx, j)
+		default:
+			return
+		}
+		if err == nil {
+			backoff, waitStart = p.cfg.RetryInterval, time.Time{}
+			continue
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		var perm permanent
+		if errors.As(err, &perm) {
+			p.fail(j, err.Error())
+			return
+		}
+		if waitStart.IsZero() {
+			waitStart = time.Now()
+		}
+		if time.Since(waitStart) > p.cfg.SwitchTimeout {
+			p.fail(j, fmt.Sprintf("gave up after %s: %v", p.cfg.SwitchTimeout, err))
+			return
+		}
+		p.setReason(j, "waiting: "+err.Error())
+		p.log.Warn("job waiting", "job", j.id[:16], "error", err, "retry_in", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+func (p *Proxy) setReason(j *jobState, reason string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.Reason == reason {
+		return
+	}
+	// The reason is informative: keep it in memory, persist with the next step.
+	j.rec.Reason = reason
+	j.notify()
+}
+
+// fail ends a job without a release and frees its ciphertexts.
+func (p *Proxy) fail(j *jobState, reason string) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	err := p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_FAILED, reason
+		b := jobBucket(tx, j.id)
+		for _, prefix := range []string{"sum/", "blinded/", "mask/", "share/"} {
+			if err := deletePrefix(b, prefix); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		p.log.Error("cannot record job failure", "job", j.id[:16], "error", err)
+		return
+	}
+	j.sum = nil
+	p.log.Warn("job failed", "job", j.id[:16], "reason", reason, "switched", j.rec.Switched)
+}
+
+// maybeSeal seals the job if all its owners answered (uploaded or declined)
+// or its deadline passed; it fails the job if too few uploaded by then.
+func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
+	j.mu.Lock()
+	u, d, n := len(j.rec.Uploads), len(j.rec.Declined), len(j.spec.Owners)
+	past := !time.Now().Before(j.spec.Deadline)
+	j.mu.Unlock()
+	if u+d < n && !past {
+		return false, nil
+	}
+	if u < j.spec.MinOwners {
+		why := fmt.Sprintf("only %d of the %d owners needed uploaded", u, j.spec.MinOwners)
+		if past {
+			why += " by the deadline"
+		}
+		if d > 0 {
+			why += fmt.Sprintf("; %d declined", d)
+		}
+		return true, permanent{errors.New(why)}
+	}
+	return true, p.seal(ctx, j)
+}
+
+// seal chooses the active members, adds the proxy's noise share and the
+// masks to the sum, and stores the blinded sum and the masks in one
+// transaction.
+func (p *Proxy) seal(ctx context.Context, j *jobState) error {
+	c, err := p.committeeKey()
+	if err != nil {
+		return err
+	}
+	sts := p.memberStatus(ctx)
+	var active []uint32
+	var names []string
+	for i, s := range sts {
+		if len(active) < c.Threshold && s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint {
+			active = append(active, uint32(i+1))
+			names = append(names, c.Members[i].ID)
+		}
+	}
+	if len(active) < c.Threshold {
+		return fmt.Errorf("%w: %d of the %d needed", errNoQuorum, len(active), c.Threshold)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	owners := j.uploadedOwners()
+	noise, err := job.ServerNoise(j.spec, j.sch, dp.RoleProxy, len(owners), nil)
+	if err != nil {
+		if errors.Is(err, dp.ErrPlanInfeasible) {
+			return permanent{err}
+		}
+		return err
+	}
+	if err := p.loadSum(j); err != nil {
+		return err
+	}
+	blinded := make([]*rlwe.Ciphertext, len(j.sum))
+	for i, ct := range j.sum {
+		blinded[i] = ct.CopyNew()
+	}
+	masks, err := job.Blind(p.params, blinded, noise, nil)
+	if err != nil {
+		return err
+	}
+	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		b := jobBucket(tx, j.id)
+		if err := p.putCiphertexts(b, "blinded", blinded); err != nil {
+			return err
+		}
+		for i, m := range masks {
+			if err := b.Put(seqKey("mask", i), encodeMask(m)); err != nil {
+				return err
+			}
+		}
+		if err := deletePrefix(b, "sum/"); err != nil {
+			return err
+		}
+		rec.State, rec.Active, rec.CSPs, rec.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
+		rec.Reason = "sealed with " + fmt.Sprint(len(owners)) + " owners; key switch by csp/" + strings.Join(names, ", csp/")
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	j.sum = nil
+	p.log.Info("job sealed", "job", j.id[:16], "owners", len(owners), "active", strings.Join(names, ","))
+	return nil
+}
+
+// switchInputs are what a key switch needs, read from the store.
+type switchInputs struct {
+	blinded []*rlwe.Ciphertext
+	masks   [][]uint64
+	userPK  []byte
+	shares  map[uint32][]*he.KeySwitchShare
+}
+
+func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchInputs, error) {
+	in := &switchInputs{shares: map[uint32][]*he.KeySwitchShare{}}
+	err := p.db.View(func(tx *bolt.Tx) error {
+		b := jobBucket(tx, j.id)
+		var err error
+		if in.blinded, err = p.getCiphertexts(b, "blinded", j.n); err != nil {
+			return err
+		}
+		for i := range j.n {
+			m, err := decodeMask(b.Get(seqKey("mask", i)), p.params.Slots())
+			if err != nil {
+				return fmt.Errorf("mask %d: %w", i, err)
+			}
+			in.masks = append(in.masks, m)
+		}
+		in.userPK = slices.Clone(b.Get(keyUserPK))
+		for _, pt := range active {
+			if b.Get(shareKey(pt, 0)) == nil {
+				continue
+			}
+			var ss []*he.KeySwitchShare
+			for i := range j.n {
+				s, err := p.params.Codecs().KeySwitchShare.Unmarshal(b.Get(shareKey(pt, i)))
+				if err != nil {
+					return fmt.Errorf("stored share %d of member %d: %w", i, pt, err)
+				}
+				ss = append(ss, s)
+			}
+			in.shares[pt] = ss
+		}
+		return nil
+	})
+	return in, err
+}
+
+// keySwitch asks every active member that has not answered yet for its
+// shares (the same active set every time: a member switches a job once),
+// then combines them and removes the masks.
+func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
+	j.mu.Lock()
+	active := slices.Clone(j.rec.Active)
+	if !j.rec.Switched {
+		if err := p.update(j, func(_ *bolt.Tx, rec *jobRecord) error { rec.Switched = true; return nil }); err != nil {
+			j.mu.Unlock()
+			return err
+		}
+	}
+	owners := j.uploadedOwners()
+	rec := j.rec
+	j.mu.Unlock()
+	in, err := p.readSwitchInputs(j, active)
+	if err != nil {
+		return permanent{fmt.Errorf("read sealed job: %w", err)}
+	}
+	var mu sync.Mutex
+	var errs []error
+	var wg sync.WaitGroup
+	for _, pt := range active {
+		if in.shares[pt] != nil {
+			continue
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			shares, err := p.askMember(ctx, j, int(pt)-1, rec, active, owners, in)
+			if err == nil {
+				err = p.storeShares(j, pt, shares)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			in.shares[pt] = shares
+		}()
+	}
+	wg.Wait()
+	if len(errs) > 0 {
+		for _, e := range errs {
+			var perm permanent
+			if errors.As(e, &perm) {
+				return e
+			}
+		}
+		return errors.Join(errs...)
+	}
+	ordered := make([][]*he.KeySwitchShare, 0, len(active))
+	for _, pt := range active {
+		ordered = append(ordered, in.shares[pt])
+	}
+	result, err := job.CombineShares(p.params, in.blinded, ordered)
+	if err != nil {
+		return permanent{err}
+	}
+	if err := job.Unblind(p.params, result, in.masks); err != nil {
+		return permanent{err}
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		b := jobBucket(tx, j.id)
+		if err := p.putCiphertexts(b, "result", result); err != nil {
+			return err
+		}
+		for _, prefix := range []string{"blinded/", "mask/", "share/"} {
+			if err := deletePrefix(b, prefix); err != nil {
+				return err
+			}
+		}
+		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_DONE, "result ready for the user"
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	p.log.Info("job done", "job", j.id[:16], "owners", len(owners), "ciphertexts", j.n)
+	return nil
+}
+
+// askMember runs one member's KeySwitch stream.
+func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord, active []uint32, owners []string, in *switchInputs) ([]*he.KeySwitchShare, error) {
+	mc, err := p.member(i)
+	if err != nil {
+		return nil, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	defer cancel()
+	stream, err := mc.client.KeySwitch(cctx)
+	if err != nil {
+		return nil, memberError(mc.ID, err)
+	}
+	hd := &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
+		UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n)}
+	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
+		return nil, memberError(mc.ID, recvErr(stream, err))
+	}
+	buf := make([]byte, 0, p.params.Codecs().Ciphertext.Size())
+	for _, ct := range in.blinded {
+		buf = p.params.Codecs().Ciphertext.Append(buf[:0], ct)
+		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: buf}}); err != nil {
+			return nil, memberError(mc.ID, recvErr(stream, err))
+		}
+	}
+	if err := stream.CloseSend(); err != nil {
+		return nil, memberError(mc.ID, err)
+	}
+	shares := make([]*he.KeySwitchShare, j.n)
+	for k := range shares {
+		r, err := stream.Recv()
+		if err != nil {
+			return nil, memberError(mc.ID, err)
+		}
+		if shares[k], err = p.params.Codecs().KeySwitchShare.Unmarshal(r.GetShare()); err != nil {
+			return nil, permanent{fmt.Errorf("csp/%s sent a bad share %d: %w", mc.ID, k, err)}
+		}
+	}
+	return shares, nil
+}
+
+// recvErr returns the server's status when a send failed because the
+// server ended the stream.
+func recvErr(stream fedpcav1.CspService_KeySwitchClient, sendErr error) error {
+	if errors.Is(sendErr, io.EOF) {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+	}
+	return sendErr
+}
+
+// memberError classifies a member's error: refusals are permanent (the
+// member will refuse again), transport trouble is transient.
+func memberError(id string, err error) error {
+	switch status.Code(err) {
+	case codes.InvalidArgument, codes.PermissionDenied, codes.FailedPrecondition, codes.Unauthenticated:
+		return permanent{fmt.Errorf("csp/%s refused the key switch: %s", id, status.Convert(err).Message())}
+	}
+	return fmt.Errorf("csp/%s: %s", id, status.Convert(err).Message())
+}
+
+func (p *Proxy) storeShares(j *jobState, pt uint32, shares []*he.KeySwitchShare) error {
+	return p.db.Update(func(tx *bolt.Tx) error {
+		b := jobBucket(tx, j.id)
+		for i, s := range shares {
+			if err := b.Put(shareKey(pt, i), p.params.Codecs().KeySwitchShare.Marshal(s)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}

@@ -1,0 +1,347 @@
+package proxy
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/peer"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// caller returns the authenticated caller.
+func caller(ctx context.Context) transport.Identity {
+	id, _ := transport.CallerIdentity(ctx)
+	return id
+}
+
+// callerCert returns the caller's verified TLS certificate (DER), or nil in
+// insecure mode.
+func callerCert(ctx context.Context) []byte {
+	p, ok := peer.FromContext(ctx)
+	if !ok {
+		return nil
+	}
+	ti, ok := p.AuthInfo.(credentials.TLSInfo)
+	if !ok || len(ti.State.VerifiedChains) == 0 {
+		return nil
+	}
+	return ti.State.VerifiedChains[0][0].Raw
+}
+
+func (p *Proxy) job(id string) (*jobState, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	j, ok := p.jobs[id]
+	if !ok {
+		return nil, fmt.Errorf("%w: %q", ErrUnknownJob, id)
+	}
+	return j, nil
+}
+
+// party checks that the caller is the job's user or one of its owners.
+func (j *jobState) party(id transport.Identity) error {
+	switch id.Role {
+	case transport.RoleUser:
+		if id.String() == j.spec.User {
+			return nil
+		}
+	case transport.RoleOwner:
+		if slices.Contains(j.spec.Owners, id.ID) {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: %s is neither the user nor an owner of job %s…", ErrNotYours, id.Short(), j.id[:12])
+}
+
+// CreateJob implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) CreateJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (*fedpcav1.CreateJobResponse, error) {
+	j, err := p.createJob(ctx, req)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return &fedpcav1.CreateJobResponse{Job: j.status()}, nil
+}
+
+func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (*jobState, error) {
+	who := caller(ctx)
+	spec, err := job.ParseSpec(req.GetSpec())
+	if err != nil {
+		return nil, bad("spec: %v", err)
+	}
+	if spec.User != who.String() {
+		return nil, fmt.Errorf("%w: the spec names user %s but the caller is %s", ErrForbidden, spec.User, who)
+	}
+	cert := callerCert(ctx)
+	if err := transport.VerifyTicket(p.cfg.Creds, spec, req.GetSignature(), cert); err != nil {
+		return nil, fmt.Errorf("%w: %v", ErrForbidden, err)
+	}
+	if spec.NoNoise && !p.cfg.AllowNoNoise {
+		return nil, bad("no_noise: this proxy refuses jobs without DP noise (they exist for tests and simulations)")
+	}
+	if _, err := p.params.Codecs().PublicKey.Unmarshal(req.GetUserPublicKey()); err != nil {
+		return nil, bad("user_public_key: %v", err)
+	}
+	if job.Fingerprint(req.GetUserPublicKey()) != spec.UserKey {
+		return nil, bad("user_public_key: its fingerprint is not the spec's user_key")
+	}
+	sch, err := schema.Parse(req.GetSchema())
+	if err != nil {
+		return nil, bad("schema: %v", err)
+	}
+	if err := spec.Check(sch, p.params); err != nil {
+		return nil, bad("%v", err)
+	}
+	c, err := p.committeeKey()
+	if err != nil {
+		return nil, err
+	}
+	if spec.CommitteeKey != c.Fingerprint || spec.CommitteeN != len(c.Members) || spec.CommitteeThreshold != c.Threshold {
+		return nil, bad("committee: the spec is for key %s… (%d-of-%d), the committee's is %s… (%d-of-%d)",
+			short(spec.CommitteeKey), spec.CommitteeThreshold, spec.CommitteeN, short(c.Fingerprint), c.Threshold, len(c.Members))
+	}
+	now := time.Now().UTC()
+	if !spec.Deadline.After(now) {
+		return nil, bad("deadline %s is in the past", spec.Deadline.Format(time.RFC3339))
+	}
+	id := spec.ID()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if j, ok := p.jobs[id]; ok {
+		return j, nil // the same signed spec again: idempotent
+	}
+	rec := jobRecord{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(),
+		State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Created: now, Updated: now}
+	j, err := newJobState(id, rec, p.params.Chunks)
+	if err != nil {
+		return nil, err
+	}
+	if err := p.db.Update(func(tx *bolt.Tx) error {
+		if err := putRecord(tx, id, &rec); err != nil {
+			return err
+		}
+		return jobBucket(tx, id).Put(keyUserPK, req.GetUserPublicKey())
+	}); err != nil {
+		return nil, fmt.Errorf("store job: %w", err)
+	}
+	p.jobs[id] = j
+	if p.ctx != nil {
+		p.startDriver(j)
+	}
+	p.log.Info("job created", "job", id[:16], "user", spec.User, "dataset", spec.Dataset, "analysis", spec.Analysis,
+		"owners", len(spec.Owners), "min_owners", spec.MinOwners, "plan", spec.NoisePlan, "no_noise", spec.NoNoise, "deadline", spec.Deadline.Format(time.RFC3339))
+	return j, nil
+}
+
+// GetJob implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpcav1.GetJobResponse, error) {
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := j.party(caller(ctx)); err != nil {
+		return nil, toStatus(err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return &fedpcav1.GetJobResponse{Job: j.info()}, nil
+}
+
+// ListJobs implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*fedpcav1.ListJobsResponse, error) {
+	who := caller(ctx)
+	p.mu.Lock()
+	jobs := make([]*jobState, 0, len(p.jobs))
+	for _, j := range p.jobs {
+		jobs = append(jobs, j)
+	}
+	p.mu.Unlock()
+	resp := &fedpcav1.ListJobsResponse{}
+	for _, j := range jobs {
+		if j.party(who) != nil {
+			continue
+		}
+		j.mu.Lock()
+		if req.GetIncludeEnded() || !ended(j.rec.State) {
+			resp.Jobs = append(resp.Jobs, j.info())
+		}
+		j.mu.Unlock()
+	}
+	slices.SortFunc(resp.Jobs, func(a, b *fedpcav1.JobInfo) int {
+		return int(a.GetStatus().GetCreatedUnix() - b.GetStatus().GetCreatedUnix())
+	})
+	return resp, nil
+}
+
+// WatchJob implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxyService_WatchJobServer) error {
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return toStatus(err)
+	}
+	if err := j.party(caller(stream.Context())); err != nil {
+		return toStatus(err)
+	}
+	for {
+		j.mu.Lock()
+		st, changed := j.status(), j.changed
+		j.mu.Unlock()
+		if err := stream.Send(&fedpcav1.WatchJobResponse{Job: st}); err != nil {
+			return err
+		}
+		if ended(st.GetState()) {
+			return nil
+		}
+		select {
+		case <-changed:
+		case <-stream.Context().Done():
+			return stream.Context().Err()
+		case <-p.done():
+			return toStatus(context.Canceled)
+		}
+	}
+}
+
+// done is closed when the proxy stops.
+func (p *Proxy) done() <-chan struct{} {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.ctx == nil {
+		return nil
+	}
+	return p.ctx.Done()
+}
+
+// update applies a change to a job's record durably, then in memory, and
+// notifies; fn may also write ciphertexts in tx. j.mu must be held.
+func (p *Proxy) update(j *jobState, fn func(tx *bolt.Tx, rec *jobRecord) error) error {
+	rec := j.rec
+	rec.Uploads = slices.Clone(rec.Uploads)
+	rec.Declined = slices.Clone(rec.Declined)
+	rec.Updated = time.Now().UTC()
+	if err := p.db.Update(func(tx *bolt.Tx) error {
+		if err := fn(tx, &rec); err != nil {
+			return err
+		}
+		return putRecord(tx, j.id, &rec)
+	}); err != nil {
+		return err
+	}
+	j.rec = rec
+	j.notify()
+	return nil
+}
+
+// Decline implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fedpcav1.DeclineResponse, error) {
+	who := caller(ctx)
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := j.party(who); err != nil {
+		return nil, toStatus(err)
+	}
+	reason := strings.TrimSpace(req.GetReason())
+	if reason == "" || len(reason) > 1000 {
+		return nil, toStatus(bad("reason: want 1 to 1000 characters"))
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, ok := j.uploaded(who.ID); ok {
+		return nil, toStatus(fmt.Errorf("%w: owner %s already uploaded to this job", ErrJobClosed, who.ID))
+	}
+	if j.declined(who.ID) {
+		return &fedpcav1.DeclineResponse{}, nil
+	}
+	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		rec.Declined = append(rec.Declined, declineRecord{Owner: who.ID, Reason: reason, At: time.Now().UTC()})
+		return p.putBudget(tx, who.ID, req.GetBudget())
+	})
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason)
+	return &fedpcav1.DeclineResponse{}, nil
+}
+
+func (p *Proxy) putBudget(tx *bolt.Tx, owner string, b *fedpcav1.BudgetReport) error {
+	if b == nil || b.GetDataset() == "" {
+		return nil
+	}
+	v, err := json.Marshal(budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(), RhoReserved: b.GetRhoReserved(), At: time.Now().UTC()})
+	if err != nil {
+		return err
+	}
+	return tx.Bucket(bucketBudgets).Put([]byte(owner+"/"+b.GetDataset()), v)
+}
+
+// MaxResultBytes bounds a published result document.
+const MaxResultBytes = 64 << 20
+
+// PublishResult implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRequest) (*fedpcav1.PublishResultResponse, error) {
+	who := caller(ctx)
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if who.String() != j.spec.User {
+		return nil, toStatus(fmt.Errorf("%w: only the job's user may publish its result", ErrNotYours))
+	}
+	if len(req.GetResult()) > MaxResultBytes {
+		return nil, toStatus(bad("result: %d bytes exceed %d", len(req.GetResult()), MaxResultBytes))
+	}
+	var doc struct {
+		JobID string `json:"job_id"`
+	}
+	if err := json.Unmarshal(req.GetResult(), &doc); err != nil {
+		return nil, toStatus(bad("result: not a JSON result document: %v", err))
+	}
+	if doc.JobID != j.id {
+		return nil, toStatus(bad("result: job_id %q is not this job", doc.JobID))
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if j.rec.State != fedpcav1.JobState_JOB_STATE_DONE {
+		return nil, toStatus(ErrNotDone)
+	}
+	if err := p.db.Update(func(tx *bolt.Tx) error { return jobBucket(tx, j.id).Put(keyPublished, req.GetResult()) }); err != nil {
+		return nil, toStatus(err)
+	}
+	p.log.Info("result published", "job", j.id[:16], "bytes", len(req.GetResult()))
+	return &fedpcav1.PublishResultResponse{}, nil
+}
+
+// GetPublished implements fedpcav1.ProxyServiceServer.
+func (p *Proxy) GetPublished(ctx context.Context, req *fedpcav1.GetPublishedRequest) (*fedpcav1.GetPublishedResponse, error) {
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	if err := j.party(caller(ctx)); err != nil {
+		return nil, toStatus(err)
+	}
+	var out []byte
+	if err := p.db.View(func(tx *bolt.Tx) error {
+		out = slices.Clone(jobBucket(tx, j.id).Get(keyPublished))
+		return nil
+	}); err != nil {
+		return nil, toStatus(err)
+	}
+	if out == nil {
+		return nil, toStatus(fmt.Errorf("%w: the user has not published a result for job %s…", ErrNotDone, j.id[:12]))
+	}
+	return &fedpcav1.GetPublishedResponse{Result: out}, nil
+}

@@ -1,0 +1,281 @@
+// Package proxy is the fedpca proxy: it coordinates the CSP committee's key
+// ceremony and publishes the committee key, registers jobs signed by users,
+// receives owners' encrypted statistics and folds them into each job's
+// running sum, seals a job when all its owners uploaded (or at its deadline
+// with at least min_owners), adds its DP noise share and a uniform mask,
+// asks the committee to re-encrypt the blinded sum to the user's key,
+// removes the mask and hands the result to the user.
+//
+// State lives in an embedded transactional store (bbolt). An upload is
+// acknowledged only after one transaction has written the new running sum
+// together with the owner's inclusion record, so a crash at any point loses
+// no acknowledged upload, and memory and disk per job stay O(size of one
+// upload) whatever the number of owners (the number of uploads buffered at
+// once is bounded). Every job step (sealing, blinding, each member's shares,
+// unblinding) is one transaction, and a restarted proxy resumes every job
+// from its last committed step. The masks are kept until the job ends.
+//
+// The proxy never sees a plaintext statistic: it holds ciphertexts under the
+// committee key, its own noise share and the masks.
+package proxy
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// Member is a CSP committee member the proxy talks to.
+type Member struct {
+	ID   string
+	Addr string
+}
+
+// Config configures the proxy.
+type Config struct {
+	ID       string
+	Listener net.Listener
+	// Creds are the proxy's TLS credentials; nil only with Insecure.
+	Creds    *transport.Credentials
+	Insecure bool
+	// Dialer reaches the CSP members (its Creds and Insecure default to the
+	// proxy's own; the simulator adds an in-memory dialer).
+	Dialer transport.Dialer
+	// Store is the state directory.
+	Store string
+	// Committee lists the CSP members in Shamir-point order (point = index
+	// + 1) and Threshold how many of them take part in a key switch.
+	Committee []Member
+	Threshold int
+	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
+	AllowNoNoise bool
+	// MaxUploads bounds the uploads buffered at once (default 8).
+	MaxUploads int
+	// SwitchTimeout is how long a sealed job may wait for the committee
+	// before it fails (default 24 h).
+	SwitchTimeout time.Duration
+	// RetryInterval is the pause between attempts to reach the committee
+	// (default 2 s).
+	RetryInterval time.Duration
+	// CallTimeout bounds each call to a member (default 2 min).
+	CallTimeout time.Duration
+	Logger      hclog.Logger
+	Params      *he.Params
+}
+
+// Proxy is the proxy daemon. Its methods are safe for concurrent use.
+type Proxy struct {
+	fedpcav1.UnimplementedProxyServiceServer
+	cfg       Config
+	log       hclog.Logger
+	params    he.Params
+	committee he.Committee
+	db        *bolt.DB
+	health    *health.Server
+	uploads   chan struct{} // semaphore
+
+	mu      sync.Mutex
+	cmt     *committeeRecord // nil until the ceremony is done
+	jobs    map[string]*jobState
+	members map[string]*memberConn
+
+	ctx    context.Context // the Run context, for job drivers
+	wg     sync.WaitGroup
+	ready  chan struct{} // closed when Run has started the drivers
+	runErr error
+}
+
+// Domain errors, mapped to status codes in one table (toStatus).
+var (
+	ErrUnknownJob        = errors.New("no such job")
+	ErrNotYours          = errors.New("not a party to this job")
+	ErrJobClosed         = errors.New("job is no longer accepting uploads")
+	ErrDuplicateUpload   = errors.New("a different upload from this owner is already included")
+	ErrCommitteeNotReady = errors.New("the committee key ceremony has not finished")
+	ErrNotDone           = errors.New("the job has no result yet")
+	ErrBadRequest        = errors.New("invalid request")
+	ErrForbidden         = errors.New("not allowed")
+)
+
+var statusOf = []struct {
+	err  error
+	code codes.Code
+}{
+	{ErrUnknownJob, codes.NotFound},
+	{ErrNotYours, codes.PermissionDenied},
+	{ErrForbidden, codes.PermissionDenied},
+	{ErrJobClosed, codes.FailedPrecondition},
+	{ErrDuplicateUpload, codes.AlreadyExists},
+	{ErrCommitteeNotReady, codes.Unavailable},
+	{ErrNotDone, codes.FailedPrecondition},
+	{ErrBadRequest, codes.InvalidArgument},
+	{dp.ErrPlanInfeasible, codes.FailedPrecondition},
+	{context.Canceled, codes.Canceled},
+	{context.DeadlineExceeded, codes.DeadlineExceeded},
+}
+
+// toStatus turns an error into a gRPC status error: status errors pass
+// through, domain errors get their code, anything else is Internal.
+func toStatus(err error) error {
+	if err == nil {
+		return nil
+	}
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	for _, s := range statusOf {
+		if errors.Is(err, s.err) {
+			return status.Error(s.code, err.Error())
+		}
+	}
+	return status.Error(codes.Internal, err.Error())
+}
+
+func bad(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrBadRequest, fmt.Sprintf(format, args...))
+}
+
+// New validates the configuration and opens the store; it starts nothing.
+func New(cfg Config) (*Proxy, error) {
+	if cfg.Listener == nil {
+		return nil, errors.New("proxy: no listener")
+	}
+	if cfg.Creds == nil && !cfg.Insecure {
+		return nil, errors.New("proxy: no TLS credentials (use --insecure only for local tests)")
+	}
+	if cfg.Creds != nil && cfg.Creds.Identity.Role != transport.RoleProxy {
+		return nil, fmt.Errorf("proxy: certificate is for %s, not the proxy", cfg.Creds.Identity.Short())
+	}
+	if cfg.ID == "" {
+		cfg.ID = "proxy"
+		if cfg.Creds != nil {
+			cfg.ID = cfg.Creds.Identity.ID
+		}
+	}
+	if cfg.Dialer.Creds == nil && !cfg.Dialer.Insecure {
+		cfg.Dialer.Creds, cfg.Dialer.Insecure = cfg.Creds, cfg.Insecure
+		cfg.Dialer.Self = transport.Identity{Role: transport.RoleProxy, ID: cfg.ID}
+	}
+	committee := he.Committee{N: len(cfg.Committee), Threshold: cfg.Threshold}
+	if err := committee.Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: %w", err)
+	}
+	seen := map[string]bool{}
+	for _, m := range cfg.Committee {
+		if err := (transport.Identity{Role: transport.RoleCSP, ID: m.ID}).Validate(); err != nil || m.Addr == "" || seen[m.ID] {
+			return nil, fmt.Errorf("proxy: committee member %q at %q: bad or repeated id, or no address", m.ID, m.Addr)
+		}
+		seen[m.ID] = true
+	}
+	if cfg.MaxUploads <= 0 {
+		cfg.MaxUploads = 8
+	}
+	if cfg.SwitchTimeout <= 0 {
+		cfg.SwitchTimeout = 24 * time.Hour
+	}
+	if cfg.RetryInterval <= 0 {
+		cfg.RetryInterval = 2 * time.Second
+	}
+	if cfg.CallTimeout <= 0 {
+		cfg.CallTimeout = 2 * time.Minute
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	p := &Proxy{
+		cfg: cfg, log: cfg.Logger, committee: committee, health: health.NewServer(),
+		uploads: make(chan struct{}, cfg.MaxUploads), jobs: map[string]*jobState{}, members: map[string]*memberConn{},
+		ready: make(chan struct{}),
+	}
+	if cfg.Params != nil {
+		p.params = *cfg.Params
+	} else {
+		params, err := he.NewDefaultParams()
+		if err != nil {
+			return nil, err
+		}
+		p.params = params
+	}
+	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
+		return nil, fmt.Errorf("proxy: state directory: %w", err)
+	}
+	db, err := bolt.Open(filepath.Join(cfg.Store, "proxy.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: open store: %w", err)
+	}
+	p.db = db
+	if err := p.load(); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return p, nil
+}
+
+// Run serves until ctx is done: it runs (or checks) the key ceremony,
+// resumes every unfinished job, and stops gracefully.
+func (p *Proxy) Run(ctx context.Context) error {
+	srv := grpc.NewServer(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log)...)
+	fedpcav1.RegisterProxyServiceServer(srv, p)
+	healthpb.RegisterHealthServer(srv, p.health)
+	p.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(p.cfg.Listener) }()
+	p.log.Info("proxy serving", "addr", p.cfg.Listener.Addr().String(), "committee", len(p.cfg.Committee), "threshold", p.cfg.Threshold, "jobs", len(p.jobs), "insecure", p.cfg.Insecure)
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	p.mu.Lock()
+	p.ctx = runCtx
+	for _, j := range p.jobs {
+		p.startDriver(j)
+	}
+	p.mu.Unlock()
+	close(p.ready)
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); p.runCeremony(runCtx) }()
+
+	var err error
+	select {
+	case <-ctx.Done():
+	case err = <-errc:
+		err = fmt.Errorf("proxy: serve: %w", err)
+	}
+	cancel()
+	p.health.Shutdown()
+	stopGracefully(srv, 10*time.Second)
+	p.wg.Wait()
+	p.closeMembers()
+	if cerr := p.db.Close(); err == nil {
+		err = cerr
+	}
+	p.log.Info("proxy stopped")
+	return err
+}
+
+func stopGracefully(srv *grpc.Server, timeout time.Duration) {
+	done := make(chan struct{})
+	go func() { srv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(timeout):
+		srv.Stop()
+	}
+}

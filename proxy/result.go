@@ -1,0 +1,55 @@
+package proxy
+
+import (
+	"fmt"
+	"slices"
+
+	bolt "go.etcd.io/bbolt"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+)
+
+// FetchResult implements fedpcav1.ProxyServiceServer: the job's user gets
+// the result ciphertexts (under its own key) and the names of the noise
+// parties in the release.
+func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.ProxyService_FetchResultServer) error {
+	who := caller(stream.Context())
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return toStatus(err)
+	}
+	if who.String() != j.spec.User {
+		return toStatus(fmt.Errorf("%w: only the job's user may fetch its result", ErrNotYours))
+	}
+	j.mu.Lock()
+	state, owners, csps := j.rec.State, j.uploadedOwners(), slices.Clone(j.rec.CSPs)
+	reason := j.rec.Reason
+	j.mu.Unlock()
+	if state != fedpcav1.JobState_JOB_STATE_DONE {
+		return toStatus(fmt.Errorf("%w: job %s… is %s (%s)", ErrNotDone, j.id[:12], stateName(state), reason))
+	}
+	var blobs [][]byte
+	if err := p.db.View(func(tx *bolt.Tx) error {
+		b := jobBucket(tx, j.id)
+		for i := range j.n {
+			v := b.Get(seqKey("result", i))
+			if v == nil {
+				return fmt.Errorf("result %d missing from the store", i)
+			}
+			blobs = append(blobs, slices.Clone(v))
+		}
+		return nil
+	}); err != nil {
+		return toStatus(err)
+	}
+	if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: &fedpcav1.ResultHeader{
+		JobId: j.id, Ciphertexts: uint32(j.n), Owners: owners, CspMembers: csps}}}); err != nil {
+		return err
+	}
+	for _, b := range blobs {
+		if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Ciphertext{Ciphertext: b}}); err != nil {
+			return err
+		}
+	}
+	return nil
+}

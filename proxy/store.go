@@ -1,0 +1,289 @@
+package proxy
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// Store layout (bbolt):
+//
+//	meta/committee             committeeRecord (JSON)
+//	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
+//	jobs/<id>/record           jobRecord (JSON)
+//	jobs/<id>/userpk           the user's HE public key
+//	jobs/<id>/sum/NNNNNN       running sum (open jobs)
+//	jobs/<id>/blinded/NNNNNN   blinded sum (switching)
+//	jobs/<id>/mask/NNNNNN      masks, 8 bytes per slot (switching)
+//	jobs/<id>/share/PPP/NNNNNN member PPP's key-switch shares (switching)
+//	jobs/<id>/result/NNNNNN    the result under the user's key (done)
+//	jobs/<id>/published        the user's published result document
+var (
+	bucketMeta    = []byte("meta")
+	bucketJobs    = []byte("jobs")
+	bucketBudgets = []byte("budgets")
+	keyCommittee  = []byte("committee")
+	keyRecord     = []byte("record")
+	keyUserPK     = []byte("userpk")
+	keyPublished  = []byte("published")
+)
+
+func seqKey(prefix string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", prefix, i)) }
+
+func shareKey(point uint32, i int) []byte { return []byte(fmt.Sprintf("share/%03d/%06d", point, i)) }
+
+// committeeRecord is the outcome of the key ceremony.
+type committeeRecord struct {
+	CeremonyID  string    `json:"ceremony_id"`
+	Members     []Member  `json:"members"`
+	Threshold   int       `json:"threshold"`
+	HEParams    string    `json:"he_params"`
+	PublicKey   []byte    `json:"public_key"`
+	Fingerprint string    `json:"fingerprint"`
+	At          time.Time `json:"at"`
+}
+
+type uploadRecord struct {
+	Owner  string    `json:"owner"`
+	Digest string    `json:"digest"`
+	At     time.Time `json:"at"`
+}
+
+type declineRecord struct {
+	Owner  string    `json:"owner"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+// jobRecord is a job's durable state (apart from ciphertexts).
+type jobRecord struct {
+	Spec      []byte            `json:"spec"`
+	Signature []byte            `json:"signature"`
+	UserCert  []byte            `json:"user_certificate"`
+	Schema    []byte            `json:"schema"`
+	State     fedpcav1.JobState `json:"state"`
+	Reason    string            `json:"reason"`
+	Created   time.Time         `json:"created"`
+	Updated   time.Time         `json:"updated"`
+	Uploads   []uploadRecord    `json:"uploads"`
+	Declined  []declineRecord   `json:"declined"`
+	// Set at sealing: the active members (points and IDs), and whether any
+	// member has been asked to switch (after that the budget is spent).
+	Active   []uint32  `json:"active,omitempty"`
+	CSPs     []string  `json:"csps,omitempty"`
+	Switched bool      `json:"switched"`
+	SealedAt time.Time `json:"sealed_at"`
+}
+
+type budgetRecord struct {
+	Owner       string    `json:"owner"`
+	Dataset     string    `json:"dataset"`
+	RhoBudget   float64   `json:"rho_budget"`
+	RhoSpent    float64   `json:"rho_spent"`
+	RhoReserved float64   `json:"rho_reserved"`
+	At          time.Time `json:"at"`
+}
+
+// jobState is a job in memory. mu guards everything below it.
+type jobState struct {
+	id     string
+	spec   *job.Spec
+	sch    *schema.Schema
+	layout stats.Layout
+	n      int // ciphertexts per vector
+
+	mu      sync.Mutex
+	rec     jobRecord
+	sum     []*rlwe.Ciphertext // cached running sum of an open job; nil when not loaded
+	changed chan struct{}      // closed and replaced at every change (watchers)
+	wake    chan struct{}      // wakes the driver (buffered, 1)
+}
+
+func newJobState(id string, rec jobRecord, chunks func(int) int) (*jobState, error) {
+	spec, err := job.ParseSpec(rec.Spec)
+	if err != nil {
+		return nil, err
+	}
+	sch, err := schema.Parse(rec.Schema)
+	if err != nil {
+		return nil, err
+	}
+	l, err := spec.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	return &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), rec: rec,
+		changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+}
+
+// notify wakes watchers and the driver; j.mu must be held.
+func (j *jobState) notify() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (j *jobState) uploaded(owner string) (uploadRecord, bool) {
+	for _, u := range j.rec.Uploads {
+		if u.Owner == owner {
+			return u, true
+		}
+	}
+	return uploadRecord{}, false
+}
+
+func (j *jobState) declined(owner string) bool {
+	return slices.ContainsFunc(j.rec.Declined, func(d declineRecord) bool { return d.Owner == owner })
+}
+
+func (j *jobState) uploadedOwners() []string {
+	out := make([]string, len(j.rec.Uploads))
+	for i, u := range j.rec.Uploads {
+		out[i] = u.Owner
+	}
+	slices.Sort(out)
+	return out
+}
+
+// load reads the committee and every job at start.
+func (p *Proxy) load() error {
+	return p.db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets} {
+			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
+				return err
+			}
+		}
+		if v := tx.Bucket(bucketMeta).Get(keyCommittee); v != nil {
+			var c committeeRecord
+			if err := json.Unmarshal(v, &c); err != nil {
+				return fmt.Errorf("proxy: committee record: %w", err)
+			}
+			p.cmt = &c
+		}
+		jobs := tx.Bucket(bucketJobs)
+		return jobs.ForEachBucket(func(k []byte) error {
+			var rec jobRecord
+			if err := json.Unmarshal(jobs.Bucket(k).Get(keyRecord), &rec); err != nil {
+				return fmt.Errorf("proxy: job %s: %w", k, err)
+			}
+			j, err := newJobState(string(k), rec, p.params.Chunks)
+			if err != nil {
+				return fmt.Errorf("proxy: job %s: %w", k, err)
+			}
+			p.jobs[j.id] = j
+			return nil
+		})
+	})
+}
+
+// putRecord writes a job's record in tx.
+func putRecord(tx *bolt.Tx, id string, rec *jobRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	jb, err := tx.Bucket(bucketJobs).CreateBucketIfNotExists([]byte(id))
+	if err != nil {
+		return err
+	}
+	return jb.Put(keyRecord, b)
+}
+
+func jobBucket(tx *bolt.Tx, id string) *bolt.Bucket { return tx.Bucket(bucketJobs).Bucket([]byte(id)) }
+
+// putCiphertexts writes ciphertexts under a prefix.
+func (p *Proxy) putCiphertexts(b *bolt.Bucket, prefix string, cts []*rlwe.Ciphertext) error {
+	for i, ct := range cts {
+		if err := b.Put(seqKey(prefix, i), p.params.Codecs().Ciphertext.Marshal(ct)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getCiphertexts reads n ciphertexts under a prefix (validated: the store is
+// ours, but a torn or edited file must not crash the proxy).
+func (p *Proxy) getCiphertexts(b *bolt.Bucket, prefix string, n int) ([]*rlwe.Ciphertext, error) {
+	out := make([]*rlwe.Ciphertext, n)
+	for i := range out {
+		v := b.Get(seqKey(prefix, i))
+		if v == nil {
+			return nil, fmt.Errorf("%s %d missing from the store", prefix, i)
+		}
+		ct, err := p.params.Codecs().Ciphertext.Unmarshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %d: %w", prefix, i, err)
+		}
+		out[i] = ct
+	}
+	return out, nil
+}
+
+func deletePrefix(b *bolt.Bucket, prefix string) error {
+	c := b.Cursor()
+	var keys [][]byte
+	for k, _ := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, _ = c.Next() {
+		keys = append(keys, slices.Clone(k))
+	}
+	for _, k := range keys {
+		if err := b.Delete(k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func encodeMask(m []uint64) []byte {
+	b := make([]byte, 8*len(m))
+	for i, x := range m {
+		binary.LittleEndian.PutUint64(b[8*i:], x)
+	}
+	return b
+}
+
+func decodeMask(b []byte, slots int) ([]uint64, error) {
+	if len(b) != 8*slots {
+		return nil, fmt.Errorf("mask of %d bytes, want %d", len(b), 8*slots)
+	}
+	m := make([]uint64, slots)
+	for i := range m {
+		m[i] = binary.LittleEndian.Uint64(b[8*i:])
+	}
+	return m, nil
+}
+
+// status converts a job to its wire status; j.mu must be held.
+func (j *jobState) status() *fedpcav1.JobStatus {
+	s := &fedpcav1.JobStatus{
+		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
+		ExpectedOwners: j.spec.Owners, UploadedOwners: j.uploadedOwners(), MinOwners: int32(j.spec.MinOwners),
+		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
+		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
+	}
+	for _, d := range j.rec.Declined {
+		s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: d.Reason})
+	}
+	return s
+}
+
+func (j *jobState) info() *fedpcav1.JobInfo {
+	return &fedpcav1.JobInfo{Status: j.status(), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+}
+
+func ended(s fedpcav1.JobState) bool {
+	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
+}

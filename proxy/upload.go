@@ -1,0 +1,183 @@
+package proxy
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// Upload implements fedpcav1.ProxyServiceServer. The ciphertexts are read and
+// validated into fresh buffers (at most MaxUploads uploads at once), then,
+// under the job's lock, the buffers become the new running sum (sum +=
+// upload) and one transaction writes it with the owner's inclusion record.
+// Only then is the upload acknowledged. On any error the job is unchanged.
+func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
+	resp, err := p.upload(stream)
+	if err != nil {
+		return toStatus(err)
+	}
+	return stream.SendAndClose(resp)
+}
+
+func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.UploadResponse, error) {
+	ctx := stream.Context()
+	owner := caller(ctx).ID
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	hd := first.GetHeader()
+	if hd == nil {
+		return nil, bad("the first message must be the upload header")
+	}
+	j, err := p.job(hd.GetJobId())
+	if err != nil {
+		return nil, err
+	}
+	if !slices.Contains(j.spec.Owners, owner) {
+		return nil, fmt.Errorf("%w: job %s… does not name owner %s", ErrNotYours, j.id[:12], owner)
+	}
+	if len(hd.GetDigest()) != sha256.Size {
+		return nil, bad("digest: want %d bytes, got %d", sha256.Size, len(hd.GetDigest()))
+	}
+	if int(hd.GetCiphertexts()) != j.n {
+		return nil, bad("ciphertexts: %d announced, job %s… needs %d", hd.GetCiphertexts(), j.id[:12], j.n)
+	}
+	if done, resp, err := p.checkIncluded(j, owner, hd.GetDigest()); done {
+		return resp, err
+	}
+
+	// Buffer and validate the upload, with bounded concurrency.
+	select {
+	case p.uploads <- struct{}{}:
+		defer func() { <-p.uploads }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	h := sha256.New()
+	cts := make([]*rlwe.Ciphertext, j.n)
+	for i := range cts {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil, bad("stream ended after %d of %d ciphertexts", i, j.n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		b := msg.GetCiphertext()
+		if b == nil {
+			return nil, bad("message %d: expected a ciphertext", i+1)
+		}
+		ct := p.params.NewCiphertext()
+		if err := p.params.Codecs().Ciphertext.UnmarshalInto(b, ct); err != nil {
+			return nil, bad("ciphertext %d: %v", i, err)
+		}
+		h.Write(b)
+		cts[i] = ct
+	}
+	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
+		if err == nil {
+			return nil, bad("more than the %d announced ciphertexts", j.n)
+		}
+		return nil, err
+	}
+	if !bytes.Equal(h.Sum(nil), hd.GetDigest()) {
+		return nil, bad("digest: the ciphertexts' SHA-256 is not the header's digest")
+	}
+
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if done, resp, err := p.checkIncludedLocked(j, owner, hd.GetDigest()); done {
+		return resp, err
+	}
+	if err := p.loadSum(j); err != nil {
+		return nil, err
+	}
+	// cts becomes the new sum: cts[i] += sum[i].
+	for i, ct := range cts {
+		p.params.AddInto(ct, j.sum[i])
+	}
+	digest := hex.EncodeToString(hd.GetDigest())
+	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		if err := p.putCiphertexts(jobBucket(tx, j.id), "sum", cts); err != nil {
+			return err
+		}
+		rec.Uploads = append(rec.Uploads, uploadRecord{Owner: owner, Digest: digest, At: time.Now().UTC()})
+		rec.Reason = fmt.Sprintf("%d of %d owners uploaded", len(rec.Uploads), len(j.spec.Owners))
+		return p.putBudget(tx, owner, hd.GetBudget())
+	})
+	if err != nil {
+		return nil, fmt.Errorf("commit upload: %w", err)
+	}
+	j.sum = cts
+	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", len(j.rec.Uploads), "expected", len(j.spec.Owners))
+	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(len(j.rec.Uploads))}, nil
+}
+
+// checkIncluded answers a re-sent upload (same digest: acknowledged again;
+// another: AlreadyExists) and refuses uploads to closed jobs. done reports
+// whether the caller should return resp, err.
+func (p *Proxy) checkIncluded(j *jobState, owner string, digest []byte) (done bool, resp *fedpcav1.UploadResponse, err error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return p.checkIncludedLocked(j, owner, digest)
+}
+
+func (p *Proxy) checkIncludedLocked(j *jobState, owner string, digest []byte) (bool, *fedpcav1.UploadResponse, error) {
+	if u, ok := j.uploaded(owner); ok {
+		if u.Digest == hex.EncodeToString(digest) {
+			return true, &fedpcav1.UploadResponse{JobId: j.id, AlreadyIncluded: true, UploadedOwners: uint32(len(j.rec.Uploads))}, nil
+		}
+		return true, nil, fmt.Errorf("%w (owner %s, job %s…, included %s)", ErrDuplicateUpload, owner, j.id[:12], u.At.Format(time.RFC3339))
+	}
+	if j.rec.State != fedpcav1.JobState_JOB_STATE_OPEN {
+		return true, nil, fmt.Errorf("%w: job %s… is %s", ErrJobClosed, j.id[:12], stateName(j.rec.State))
+	}
+	if !time.Now().Before(j.spec.Deadline) {
+		return true, nil, fmt.Errorf("%w: job %s… passed its deadline %s", ErrJobClosed, j.id[:12], j.spec.Deadline.Format(time.RFC3339))
+	}
+	if j.declined(owner) {
+		return true, nil, fmt.Errorf("%w: owner %s declined job %s…", ErrJobClosed, owner, j.id[:12])
+	}
+	return false, nil, nil
+}
+
+// loadSum makes sure the open job's running sum is in memory; j.mu held.
+func (p *Proxy) loadSum(j *jobState) error {
+	if j.sum != nil {
+		return nil
+	}
+	if len(j.rec.Uploads) == 0 {
+		j.sum = p.params.NewCiphertexts(j.n)
+		return nil
+	}
+	return p.db.View(func(tx *bolt.Tx) error {
+		s, err := p.getCiphertexts(jobBucket(tx, j.id), "sum", j.n)
+		j.sum = s
+		return err
+	})
+}
+
+func stateName(s fedpcav1.JobState) string {
+	switch s {
+	case fedpcav1.JobState_JOB_STATE_OPEN:
+		return "open"
+	case fedpcav1.JobState_JOB_STATE_SWITCHING:
+		return "sealed and being key-switched"
+	case fedpcav1.JobState_JOB_STATE_DONE:
+		return "done"
+	case fedpcav1.JobState_JOB_STATE_FAILED:
+		return "failed"
+	}
+	return "in an unknown state"
+}

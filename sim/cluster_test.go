@@ -1,0 +1,164 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fedpca/fedpca/datasets"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/user"
+)
+
+// wdbcOwners returns the wdbc schema (pooled standardisation, clip 1, g =
+// 22 for the golden comparison) and 5 owners with iid slices.
+func wdbcOwners(t *testing.T, noNoise bool) (*schema.Schema, []OwnerConfig) {
+	t.Helper()
+	data, err := datasets.CSV("wdbc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := schema.Infer(bytes.NewReader(data), "wdbc", "label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch.Bits = 22
+	parts, err := Split(data, "label", 5, "iid", 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var owners []OwnerConfig
+	for i, p := range parts {
+		owners = append(owners, OwnerConfig{ID: fmt.Sprintf("hospital-%c", 'a'+i), Schema: sch, CSV: p,
+			Policy: OwnerPolicy(noNoise)})
+	}
+	return sch, owners
+}
+
+// runJob submits a job through the user client, waits and fetches.
+func runJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schema, owners []OwnerConfig, r user.Request) *job.Result {
+	t.Helper()
+	r.Schema = sch
+	for _, o := range owners {
+		r.Owners = append(r.Owners, o.ID)
+	}
+	if r.Deadline.IsZero() {
+		r.Deadline = time.Now().Add(5 * time.Minute)
+	}
+	if r.MaxRows == 0 {
+		r.MaxRows = 10_000
+	}
+	spec, err := u.Spec(ctx, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Submit(ctx, spec, sch); err != nil {
+		t.Fatal(err)
+	}
+	st, err := u.Wait(ctx, spec.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("job %s: %s", st.GetState(), st.GetReason())
+	}
+	res, err := u.Fetch(ctx, spec, sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res
+}
+
+// TestClusterWDBC is the integration test of the daemons: the proxy,
+// committees of 1 member and of 3 members with threshold 2 (one of them
+// stopped before the jobs), 5 owners with slices of wdbc and a user, all over
+// bufconn with real mutual TLS. Noise off, the PCA and DCA results match
+// reference.json; with noise the result carries the privacy accounting.
+func TestClusterWDBC(t *testing.T) {
+	ref, err := datasets.LoadReference("wdbc")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cc := range []struct {
+		n, t, stop int
+	}{{1, 1, -1}, {3, 2, 1}} {
+		t.Run(fmt.Sprintf("csps=%d_t=%d", cc.n, cc.t), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+			defer cancel()
+			sch, owners := wdbcOwners(t, true)
+			cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: cc.n, Threshold: cc.t, Owners: owners, Users: []string{"alice"}, AllowNoNoise: true, Logger: testLogger(t)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cl.Stop()
+			if cc.stop >= 0 {
+				if err := cl.StopCSP(cc.stop); err != nil {
+					t.Fatal(err)
+				}
+			}
+			u, err := cl.User("alice")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer u.Close()
+
+			pca := runJob(ctx, t, u, sch, owners, user.Request{Analysis: job.PCA, K: 5, NoNoise: true})
+			checkEigen(t, "pca", pca.Components.AllEigenvalues, ref.PCAEigenvalues, 1e-6)
+			for j, want := range ref.PCATopK {
+				for i := range want {
+					if got := pca.Components.W.At(i, j); math.Abs(got-want[i]) > 1e-6 {
+						t.Fatalf("pca component %d entry %d: %.9f, reference %.9f", j, i, got, want[i])
+					}
+				}
+			}
+			dca := runJob(ctx, t, u, sch, owners, user.Request{Analysis: job.DCA, NoNoise: true})
+			checkEigen(t, "dca", dca.Components.Eigenvalues, ref.DCAEigenvalues, 1e-6)
+			if pca.NumOwners != 5 || len(pca.Privacy.Collusion) != 0 || !pca.Privacy.NoNoise {
+				t.Errorf("noise-off result: owners %d, privacy %+v", pca.NumOwners, pca.Privacy)
+			}
+
+			noisy := runJob(ctx, t, u, sch, owners, user.Request{Analysis: job.PCA, K: 3, Epsilon: 1, Delta: 1e-6, Plan: dp.PlanServers, Tolerate: 1})
+			pr := noisy.Privacy
+			if pr.NoNoise || pr.Delta != 1e-6 || pr.Epsilon > 1+1e-9 || pr.Epsilon < 0.99 || !(pr.Rho > 0) || len(pr.Collusion) != 5 {
+				t.Errorf("noisy result privacy: %+v", pr)
+			}
+			if want := 1 + cc.t; len(pr.Shares) != want {
+				t.Errorf("noise shares %d, want proxy + %d members", len(pr.Shares), cc.t)
+			}
+			if _, err := user.WriteOutputs(t.TempDir(), noisy); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+func checkEigen(t *testing.T, what string, got, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: %d eigenvalues, reference %d", what, len(got), len(want))
+	}
+	for i := range want {
+		if e := math.Abs(got[i]-want[i]) / math.Max(math.Abs(want[i]), 1e-3*math.Abs(want[0])); e > tol {
+			t.Errorf("%s eigenvalue %d: %.10g, reference %.10g (relative %.2e)", what, i, got[i], want[i], e)
+		}
+	}
+}
+
+func testLogger(t *testing.T) hclog.Logger {
+	if !testing.Verbose() {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Name: t.Name(), Level: hclog.Info, Output: testWriter{t}})
+}
+
+type testWriter struct{ t *testing.T }
+
+func (w testWriter) Write(p []byte) (int, error) { w.t.Log(string(bytes.TrimRight(p, "\n"))); return len(p), nil }

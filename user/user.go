@@ -1,0 +1,311 @@
+// Package user is the data user's side of fedpca: its HE key pair, job
+// creation (build the spec, sign its ID with the user's certificate key,
+// register it with the proxy), waiting with progress, fetching the result
+// under its own key, decrypting and analysing it, and writing the result
+// document, a components CSV and the noisy release. Re-analysing a saved
+// result costs no privacy (Reanalyze).
+package user
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// Key files in a user's key directory.
+const (
+	SecretKeyFile = "he-secret.key"
+	PublicKeyFile = "he-public.key"
+)
+
+// GenerateKeys writes a fresh HE key pair into dir (the secret key 0600).
+// It refuses to overwrite an existing secret key.
+func GenerateKeys(dir string, p he.Params) (he.KeyPair, error) {
+	if _, err := os.Stat(filepath.Join(dir, SecretKeyFile)); err == nil {
+		return he.KeyPair{}, fmt.Errorf("%s already holds a key pair; remove it first to make a new one", dir)
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return he.KeyPair{}, err
+	}
+	kp := he.GenerateKeyPair(p)
+	if err := transport.WriteFileAtomic(filepath.Join(dir, SecretKeyFile), p.Codecs().SecretKey.Marshal(kp.Secret)); err != nil {
+		return he.KeyPair{}, err
+	}
+	if err := transport.WriteFileAtomic(filepath.Join(dir, PublicKeyFile), p.Codecs().PublicKey.Marshal(kp.Public)); err != nil {
+		return he.KeyPair{}, err
+	}
+	return kp, nil
+}
+
+// LoadKeys reads a key pair written by GenerateKeys.
+func LoadKeys(dir string, p he.Params) (he.KeyPair, error) {
+	skPath := filepath.Join(dir, SecretKeyFile)
+	if fi, err := os.Stat(skPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
+		return he.KeyPair{}, fmt.Errorf("%s is readable by group or others (mode %v); chmod 600 it", skPath, fi.Mode().Perm())
+	}
+	skb, err := os.ReadFile(skPath)
+	if err != nil {
+		return he.KeyPair{}, fmt.Errorf("HE keys: %w (run `fedpca user keygen` first)", err)
+	}
+	sk, err := p.Codecs().SecretKey.Unmarshal(skb)
+	if err != nil {
+		return he.KeyPair{}, fmt.Errorf("%s: %w", skPath, err)
+	}
+	pkb, err := os.ReadFile(filepath.Join(dir, PublicKeyFile))
+	if err != nil {
+		return he.KeyPair{}, fmt.Errorf("HE keys: %w", err)
+	}
+	pk, err := p.Codecs().PublicKey.Unmarshal(pkb)
+	if err != nil {
+		return he.KeyPair{}, fmt.Errorf("%s: %w", PublicKeyFile, err)
+	}
+	return he.KeyPair{Secret: sk, Public: pk}, nil
+}
+
+// Request describes a job to run.
+type Request struct {
+	Schema    *schema.Schema
+	Analysis  string
+	K         int
+	Epsilon   float64
+	Delta     float64
+	NoNoise   bool
+	Plan      string
+	Tolerate  int
+	Split     dp.Split
+	Owners    []string
+	MinOwners int
+	Deadline  time.Time
+	MaxRows   int64
+	Nonce     string
+}
+
+// Config configures a client.
+type Config struct {
+	Dialer    transport.Dialer
+	ProxyAddr string
+	Keys      he.KeyPair
+	Logger    hclog.Logger
+	Params    *he.Params
+}
+
+// Client talks to the proxy for a user. Safe for concurrent use.
+type Client struct {
+	cfg    Config
+	log    hclog.Logger
+	params he.Params
+	conn   *grpc.ClientConn
+	proxy  fedpcav1.ProxyServiceClient
+}
+
+// NewClient dials the proxy (lazily: errors show on the first call).
+func NewClient(cfg Config) (*Client, error) {
+	if id := cfg.Dialer.Identity(); id.Role != transport.RoleUser {
+		return nil, fmt.Errorf("user: identity %s is not a user", id.Short())
+	}
+	if cfg.Keys.Secret == nil || cfg.Keys.Public == nil {
+		return nil, errors.New("user: no HE key pair")
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = hclog.NewNullLogger()
+	}
+	c := &Client{cfg: cfg, log: cfg.Logger}
+	if cfg.Params != nil {
+		c.params = *cfg.Params
+	} else {
+		p, err := he.NewDefaultParams()
+		if err != nil {
+			return nil, err
+		}
+		c.params = p
+	}
+	conn, err := cfg.Dialer.Dial(cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		return nil, err
+	}
+	c.conn, c.proxy = conn, fedpcav1.NewProxyServiceClient(conn)
+	return c, nil
+}
+
+// Close closes the connection.
+func (c *Client) Close() error { return c.conn.Close() }
+
+// Proxy returns the raw proxy client.
+func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
+
+// Spec builds the job spec for a request against the committee the proxy
+// publishes.
+func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
+	cmt, err := c.proxy.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
+	if err != nil {
+		return nil, fmt.Errorf("get committee: %w", err)
+	}
+	if cmt.GetHeParams() != c.params.ID() || cmt.GetHeParamsHash() != c.params.Fingerprint() {
+		return nil, fmt.Errorf("the proxy runs HE parameters %s, this client %s", cmt.GetHeParams(), c.params.ID())
+	}
+	owners := slices.Clone(r.Owners)
+	slices.Sort(owners)
+	nonce := r.Nonce
+	if nonce == "" {
+		var b [12]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return nil, err
+		}
+		nonce = hex.EncodeToString(b[:])
+	}
+	delta := r.Delta
+	if delta == 0 && !r.NoNoise {
+		delta = job.DefaultDelta
+	}
+	split := r.Split
+	if split == (dp.Split{}) && !r.NoNoise {
+		split = dp.DefaultSplit
+	}
+	plan := r.Plan
+	if plan == "" {
+		plan = dp.PlanServers
+	}
+	minOwners := r.MinOwners
+	if minOwners == 0 {
+		minOwners = len(owners)
+	}
+	s := &job.Spec{
+		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K,
+		Epsilon: r.Epsilon, Delta: delta, NoNoise: r.NoNoise, NoisePlan: plan, Tolerate: r.Tolerate, Split: split,
+		Owners: owners, MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second), MaxRows: r.MaxRows,
+		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),
+		CommitteeKey: cmt.GetPublicKeyFingerprint(), User: c.cfg.Dialer.Identity().String(),
+		UserKey: job.Fingerprint(c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public)), Nonce: nonce,
+	}
+	if r.NoNoise {
+		s.Epsilon = 0
+	}
+	if err := s.Check(r.Schema, c.params); err != nil {
+		return nil, err
+	}
+	return s, nil
+}
+
+// Submit signs a spec and registers the job.
+func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*fedpcav1.JobStatus, error) {
+	var sig []byte
+	if c.cfg.Dialer.Creds != nil {
+		var err error
+		if sig, err = s.Sign(c.cfg.Dialer.Creds.Signer()); err != nil {
+			return nil, err
+		}
+	}
+	resp, err := c.proxy.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
+		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical()})
+	if err != nil {
+		return nil, fmt.Errorf("create job: %w", err)
+	}
+	return resp.GetJob(), nil
+}
+
+// Wait follows a job until it ends, calling progress at every change, and
+// reconnects on transient errors (the proxy restarting).
+func (c *Client) Wait(ctx context.Context, id string, progress func(*fedpcav1.JobStatus)) (*fedpcav1.JobStatus, error) {
+	backoff := 200 * time.Millisecond
+	for {
+		stream, err := c.proxy.WatchJob(ctx, &fedpcav1.WatchJobRequest{JobId: id})
+		var last *fedpcav1.JobStatus
+		for err == nil {
+			var r *fedpcav1.WatchJobResponse
+			if r, err = stream.Recv(); err == nil {
+				last = r.GetJob()
+				backoff = 200 * time.Millisecond
+				if progress != nil {
+					progress(last)
+				}
+				if last.GetState() == fedpcav1.JobState_JOB_STATE_DONE || last.GetState() == fedpcav1.JobState_JOB_STATE_FAILED {
+					return last, nil
+				}
+			}
+		}
+		if errors.Is(err, io.EOF) && last != nil {
+			continue
+		}
+		switch status.Code(err) {
+		case codes.Unavailable, codes.Canceled, codes.Internal, codes.Unknown:
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			c.log.Debug("watch interrupted; reconnecting", "error", err)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(backoff):
+			}
+			backoff = min(2*backoff, 5*time.Second)
+		default:
+			return nil, fmt.Errorf("watch job: %w", err)
+		}
+	}
+}
+
+// Fetch downloads the result of a done job, decrypts it and runs the job's
+// analysis.
+func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*job.Result, error) {
+	stream, err := c.proxy.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: s.ID()})
+	if err != nil {
+		return nil, fmt.Errorf("fetch result: %w", err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, fmt.Errorf("fetch result: %w", err)
+	}
+	hd := first.GetHeader()
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	if hd == nil || int(hd.GetCiphertexts()) != c.params.Chunks(l.Len()) {
+		return nil, fmt.Errorf("fetch result: bad header (%d ciphertexts, want %d)", hd.GetCiphertexts(), c.params.Chunks(l.Len()))
+	}
+	cts := make([]*rlwe.Ciphertext, hd.GetCiphertexts())
+	for i := range cts {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, fmt.Errorf("fetch result: ciphertext %d: %w", i, err)
+		}
+		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(m.GetCiphertext()); err != nil {
+			return nil, fmt.Errorf("fetch result: ciphertext %d: %w", i, err)
+		}
+	}
+	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, cts)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := job.PrivacyReport(s, sch, hd.GetOwners(), hd.GetCspMembers())
+	if err != nil {
+		return nil, err
+	}
+	return job.Analyze(s, sch, rel, hd.GetOwners(), pr, c.params.ID())
+}
+
+// Publish stores the result document with the proxy, for the owners.
+func (c *Client) Publish(ctx context.Context, res *job.Result, doc []byte) error {
+	_, err := c.proxy.PublishResult(ctx, &fedpcav1.PublishResultRequest{JobId: res.JobID, Result: doc})
+	return err
+}
