@@ -97,13 +97,13 @@ type ceremony struct {
 // secretFile is the member's key material at rest (mode 0600). It is never
 // logged or sent.
 type secretFile struct {
-	CeremonyID   string               `json:"ceremony_id"`
-	HEParams     string               `json:"he_params"`
+	CeremonyID   string                `json:"ceremony_id"`
+	HEParams     string                `json:"he_params"`
 	Members      []*fedpcav1.MemberRef `json:"members"`
-	Secret       he.SecretState       `json:"secret"`
-	CommitteeKey []byte               `json:"committee_public_key"`
-	Fingerprint  string               `json:"committee_key_fingerprint"`
-	FinalizedAt  time.Time            `json:"finalized_at"`
+	Secret       he.SecretState        `json:"secret"`
+	CommitteeKey []byte                `json:"committee_public_key"`
+	Fingerprint  string                `json:"committee_key_fingerprint"`
+	FinalizedAt  time.Time             `json:"finalized_at"`
 }
 
 const (

@@ -90,23 +90,6 @@ func (l *ledger) Balance(dataset string) (Balance, error) {
 	return bal, err
 }
 
-// entry returns a job's entry in a dataset's ledger, if any.
-func (l *ledger) entry(dataset, jobID string) (*entry, error) {
-	var e *entry
-	err := l.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
-		if b == nil {
-			return nil
-		}
-		if v := b.Get([]byte(jobID)); v != nil {
-			e = &entry{}
-			return json.Unmarshal(v, e)
-		}
-		return nil
-	})
-	return e, err
-}
-
 // Reserve sets a job's rho aside, or fails with ErrBudget. Reserving a job
 // that already has an entry is a no-op returning that entry's state.
 func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (string, error) {

@@ -329,4 +329,3 @@ func userOK(p Policy, user string) error {
 	}
 	return fmt.Errorf("user %s is not in this owner's list of allowed users", user)
 }
-

@@ -100,7 +100,6 @@ type Proxy struct {
 	ctx    context.Context // the Run context, for job drivers
 	wg     sync.WaitGroup
 	ready  chan struct{} // closed when Run has started the drivers
-	runErr error
 }
 
 // Domain errors, mapped to status codes in one table (toStatus).

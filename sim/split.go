@@ -96,7 +96,7 @@ func Split(data []byte, label string, n int, how string, seed uint64) ([][]byte,
 			}
 		}
 	default:
-		return nil, fmt.Errorf("split %q: want iid, class, dirichlet=ALPHA or sizes=W1,W2,...", how)
+		return nil, fmt.Errorf("split %q: want iid, class, dirichlet=ALPHA or sizes=W1,W2 (one weight per owner)", how)
 	}
 	out := make([][]byte, n)
 	for i, p := range parts {
