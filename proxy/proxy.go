@@ -97,9 +97,9 @@ type Proxy struct {
 	jobs    map[string]*jobState
 	members map[string]*memberConn
 
-	ctx    context.Context // the Run context, for job drivers
-	wg     sync.WaitGroup
-	ready  chan struct{} // closed when Run has started the drivers
+	ctx   context.Context // the Run context, for job drivers
+	wg    sync.WaitGroup
+	ready chan struct{} // closed when Run has started the drivers
 }
 
 // Domain errors, mapped to status codes in one table (toStatus).
