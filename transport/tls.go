@@ -138,7 +138,8 @@ func (c *Credentials) ServerTLS() *tls.Config {
 
 // ClientTLS returns the client side of mutual TLS 1.3. The server's chain is
 // verified against the trusted CAs and its identity must have the expected
-// role (and ID, unless expect.ID is empty). Host names play no part:
+// role (any role if expect.Role is empty) and ID (unless expect.ID is
+// empty). Host names play no part:
 // identities are in the URI SAN, as in SPIFFE.
 func (c *Credentials) ClientTLS(expect Identity) *tls.Config {
 	return &tls.Config{
@@ -159,7 +160,7 @@ func (c *Credentials) ClientTLS(expect Identity) *tls.Config {
 			if err != nil {
 				return fmt.Errorf("server certificate: %w", err)
 			}
-			if id.Role != expect.Role || (expect.ID != "" && id.ID != expect.ID) {
+			if expect.Role != "" && (id.Role != expect.Role || (expect.ID != "" && id.ID != expect.ID)) {
 				want := expect.Role + "/" + expect.ID
 				if expect.ID == "" {
 					want = expect.Role + "/*"

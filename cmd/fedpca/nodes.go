@@ -1,0 +1,404 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v3"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/fedpca/fedpca/csp"
+	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/proxy"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// nodeFlags are common to the daemons.
+func nodeFlags(defaultListen string) []cli.Flag {
+	return append([]cli.Flag{
+		strFlag("certs", "", "directory with this node's ca.pem, cert.pem and key.pem (from `fedpca certs`)"),
+		reqStr("state", "state directory (created if missing; keep it on persistent storage)"),
+		strFlag("listen", defaultListen, "address to serve gRPC on"),
+		boolFlag("insecure", "run WITHOUT TLS and trust claimed identities: local tests only, never in production"),
+		strFlag("id", "", "this node's ID (only with --insecure; otherwise the certificate's)"),
+	}, logFlags()...)
+}
+
+// identity loads the node's credentials or, with --insecure, its claimed
+// identity, and says loudly when TLS is off.
+func identity(cmd *cli.Command, role string, log hclog.Logger) (*transport.Credentials, transport.Identity, error) {
+	if cmd.Bool("insecure") {
+		id := transport.Identity{Role: role, ID: cmd.String("id")}
+		if err := id.Validate(); err != nil {
+			return nil, id, fmt.Errorf("--insecure needs --id: %w", err)
+		}
+		log.Warn("RUNNING WITHOUT TLS (--insecure): identities are not authenticated and traffic is plaintext; use only for local tests")
+		fmt.Fprintln(os.Stderr, "*** WARNING: fedpca is running with --insecure: no TLS, no authentication. Never use this in production. ***")
+		return nil, id, nil
+	}
+	if cmd.String("certs") == "" {
+		return nil, transport.Identity{}, errors.New("--certs is required (or --insecure for local tests)")
+	}
+	creds, err := transport.LoadCredentials(cmd.String("certs"))
+	if err != nil {
+		return nil, transport.Identity{}, err
+	}
+	if creds.Identity.Role != role {
+		return nil, transport.Identity{}, fmt.Errorf("the certificate in %s is for %s, not a %s", cmd.String("certs"), creds.Identity.Short(), role)
+	}
+	return creds, creds.Identity, nil
+}
+
+func dialer(cmd *cli.Command, role string, log hclog.Logger) (transport.Dialer, error) {
+	creds, id, err := identity(cmd, role, log)
+	if err != nil {
+		return transport.Dialer{}, err
+	}
+	return transport.Dialer{Creds: creds, Insecure: creds == nil, Self: id}, nil
+}
+
+func certsCommand() *cli.Command {
+	return &cli.Command{
+		Name:      "certs",
+		Usage:     "create a deployment CA and a certificate for every node",
+		ArgsUsage: "ROLE/ID ...",
+		Description: `Creates (or reuses) the CA in OUT/ca and, for each ROLE/ID given (roles: proxy, csp,
+owner, user), a directory OUT/ROLE-ID holding ca.pem, cert.pem and key.pem (0600),
+whose certificate names the node as spiffe://fedpca/ROLE/ID.
+
+  fedpca certs --out certs proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 owner/hospital-a user/alice
+
+To rotate node certificates, run it again with the same --out: the existing CA is
+reused and the named nodes get new certificates. To rotate the CA, create the new
+one in another directory and give nodes a ca.pem holding both CAs (--trust-also)
+until every node has a certificate from the new CA.`,
+		Flags: []cli.Flag{
+			reqStr("out", "output directory"),
+			strsFlag("dns", "DNS names to add to every certificate (for operators' tools)"),
+			strFlag("trust-also", "", "a PEM file of further CA certificates to trust (CA rotation)"),
+			&cli.DurationFlag{Name: "validity", Value: 365 * 24 * time.Hour, Usage: "certificate validity", Sources: env("validity")},
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			if cmd.Args().Len() == 0 {
+				return errors.New("name at least one node, e.g. proxy/proxy csp/csp-1 owner/hospital-a user/alice")
+			}
+			out := cmd.String("out")
+			caDir := filepath.Join(out, "ca")
+			ca, err := transport.LoadCA(caDir)
+			if err != nil {
+				if _, statErr := os.Stat(filepath.Join(caDir, transport.CAKeyFile)); statErr == nil {
+					return err
+				}
+				if ca, err = transport.NewCA("fedpca deployment CA", cmd.Duration("validity")+24*time.Hour); err != nil {
+					return err
+				}
+				if err := ca.Save(caDir); err != nil {
+					return err
+				}
+				fmt.Printf("created CA in %s\n", caDir)
+			}
+			bundle := ca.CertPEM()
+			if extra := cmd.String("trust-also"); extra != "" {
+				b, err := os.ReadFile(extra)
+				if err != nil {
+					return err
+				}
+				bundle = append(bundle, b...)
+			}
+			for _, a := range cmd.Args().Slice() {
+				id, err := transport.ParseIdentity(a)
+				if err != nil {
+					return err
+				}
+				dir := filepath.Join(out, id.Role+"-"+id.ID)
+				if err := ca.WriteNode(dir, id, bundle, cmd.StringSlice("dns"), nil, cmd.Duration("validity")); err != nil {
+					return err
+				}
+				fmt.Printf("%-28s %s\n", id.Short(), dir)
+			}
+			return nil
+		},
+	}
+}
+
+func cspCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "csp",
+		Usage: "crypto service provider committee member",
+		Commands: []*cli.Command{{
+			Name:  "serve",
+			Usage: "serve as a committee member (the proxy runs the key ceremony)",
+			Flags: append(nodeFlags(":7001"), boolFlag("allow-no-noise", "switch jobs that have no DP noise (tests only)")),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				log := logger(cmd, "csp")
+				creds, id, err := identity(cmd, transport.RoleCSP, log)
+				if err != nil {
+					return err
+				}
+				l, err := net.Listen("tcp", cmd.String("listen"))
+				if err != nil {
+					return err
+				}
+				m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"),
+					AllowNoNoise: cmd.Bool("allow-no-noise"), Logger: log.With("id", id.ID)})
+				if err != nil {
+					return err
+				}
+				return m.Run(ctx)
+			},
+		}},
+	}
+}
+
+func proxyCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "proxy",
+		Usage: "the proxy: key ceremony, jobs, uploads, sealing and key switch",
+		Commands: []*cli.Command{{
+			Name:  "serve",
+			Usage: "serve as the proxy",
+			Description: `The committee is given in Shamir-point order:
+  fedpca proxy serve --certs certs/proxy-proxy --state /var/lib/fedpca/proxy \
+    --csp csp-1=csp1.example:7001 --csp csp-2=csp2.example:7001 --csp csp-3=csp3.example:7001 --threshold 2`,
+			Flags: append(nodeFlags(":7000"),
+				strsFlag("csp", "a committee member as ID=HOST:PORT (repeat, in point order)"),
+				intFlag("threshold", 0, "members needed for a key switch (default: all)"),
+				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
+				intFlag("max-uploads", 8, "uploads buffered at once (bounds memory)"),
+				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
+			),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				log := logger(cmd, "proxy")
+				creds, id, err := identity(cmd, transport.RoleProxy, log)
+				if err != nil {
+					return err
+				}
+				var members []proxy.Member
+				for _, s := range cmd.StringSlice("csp") {
+					mid, addr, ok := strings.Cut(s, "=")
+					if !ok {
+						return fmt.Errorf("--csp %q: want ID=HOST:PORT", s)
+					}
+					members = append(members, proxy.Member{ID: mid, Addr: addr})
+				}
+				if len(members) == 0 {
+					return errors.New("name the committee with --csp ID=HOST:PORT (at least one)")
+				}
+				t := cmd.Int("threshold")
+				if t == 0 {
+					t = len(members)
+				}
+				l, err := net.Listen("tcp", cmd.String("listen"))
+				if err != nil {
+					return err
+				}
+				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"),
+					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"),
+					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
+				if err != nil {
+					return err
+				}
+				return p.Run(ctx)
+			},
+		}},
+	}
+}
+
+// loadSchema reads a schema file.
+func loadSchema(path string) (*schema.Schema, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	s, err := schema.Parse(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", path, err)
+	}
+	return s, nil
+}
+
+func ownerCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "owner",
+		Usage: "data owner: serve datasets to jobs, project rows on published components",
+		Commands: []*cli.Command{{
+			Name:  "serve",
+			Usage: "take part in jobs that name this owner",
+			Description: `Each --dataset is SCHEMA.json=ROWS.csv. The owner polls the proxy for jobs that
+name it, checks them against its policy and privacy budget, and uploads its
+encrypted statistics once. Its ledger (in --state) decides the budget.`,
+			Flags: append(nodeFlags(""),
+				reqStr("proxy", "proxy address HOST:PORT"),
+				strsFlag("dataset", "SCHEMA.json=ROWS.csv (repeat for several datasets)"),
+				floatFlag("budget-epsilon", 10, "total privacy budget per dataset: epsilon"),
+				floatFlag("budget-delta", 1e-6, "total privacy budget per dataset: delta"),
+				floatFlag("max-epsilon", 0, "largest epsilon of one job (0: only the budget limits)"),
+				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
+				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
+				&cli.DurationFlag{Name: "poll", Value: 2 * time.Second, Usage: "how often to ask the proxy for jobs", Sources: env("poll")},
+			),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				log := logger(cmd, "owner")
+				d, err := dialer(cmd, transport.RoleOwner, log)
+				if err != nil {
+					return err
+				}
+				var sets []*owner.Dataset
+				for _, s := range cmd.StringSlice("dataset") {
+					sp, rows, ok := strings.Cut(s, "=")
+					if !ok {
+						return fmt.Errorf("--dataset %q: want SCHEMA.json=ROWS.csv", s)
+					}
+					sch, err := loadSchema(sp)
+					if err != nil {
+						return err
+					}
+					sets = append(sets, &owner.Dataset{Schema: sch, CSV: rows, Epsilon: cmd.Float64("budget-epsilon"), Delta: cmd.Float64("budget-delta")})
+				}
+				var l net.Listener
+				if addr := cmd.String("listen"); addr != "" {
+					if l, err = net.Listen("tcp", addr); err != nil {
+						return err
+					}
+				}
+				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"),
+					Datasets: sets, PollInterval: cmd.Duration("poll"), Logger: log.With("id", d.Identity().ID),
+					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), AllowNoNoise: cmd.Bool("allow-no-noise")}})
+				if err != nil {
+					return err
+				}
+				return o.Run(ctx)
+			},
+		}, {
+			Name:  "project",
+			Usage: "apply a published result to local rows: (z - mean) W, written as CSV",
+			Flags: []cli.Flag{
+				reqStr("result", "the result document (result.json)"),
+				reqStr("schema", "the dataset's schema file"),
+				reqStr("data", "the rows to project (CSV)"),
+				strFlag("out", "-", "output CSV file (- for standard output)"),
+			},
+			Action: func(_ context.Context, cmd *cli.Command) error {
+				sch, err := loadSchema(cmd.String("schema"))
+				if err != nil {
+					return err
+				}
+				res, err := loadResult(cmd.String("result"))
+				if err != nil {
+					return err
+				}
+				in, err := os.Open(cmd.String("data"))
+				if err != nil {
+					return err
+				}
+				defer in.Close()
+				out := os.Stdout
+				if p := cmd.String("out"); p != "-" {
+					if out, err = os.Create(p); err != nil {
+						return err
+					}
+					defer out.Close()
+				}
+				n, err := job.ProjectCSV(res, sch, in, out)
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "projected %d rows on %d components\n", n, len(res.Components.Eigenvalues))
+				return nil
+			},
+		}},
+	}
+}
+
+func schemaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "schema",
+		Usage: "dataset schemas",
+		Commands: []*cli.Command{{
+			Name:  "infer",
+			Usage: "write a schema whose centers and scales are a CSV file's mean and std",
+			Description: `For preparing schemas from public or reference data. In a deployment, centers
+and scales are public parameters the parties agree on; computing them from the
+owners' pooled rows would leak.`,
+			Flags: []cli.Flag{
+				reqStr("data", "CSV file with a header"),
+				reqStr("id", "dataset ID"),
+				strFlag("label", "label", "label column (empty: no classes)"),
+				intFlag("bits", schema.DefaultBits, "fractional bits g"),
+				strFlag("clip", schema.DefaultClipNorm, "row clip norm C"),
+			},
+			Action: func(_ context.Context, cmd *cli.Command) error {
+				f, err := os.Open(cmd.String("data"))
+				if err != nil {
+					return err
+				}
+				defer f.Close()
+				s, err := schema.Infer(f, cmd.String("id"), cmd.String("label"))
+				if err != nil {
+					return err
+				}
+				s.Bits = uint(cmd.Int("bits"))
+				if err := s.ClipNorm.UnmarshalText([]byte(cmd.String("clip"))); err != nil {
+					return fmt.Errorf("--clip: %w", err)
+				}
+				if err := s.Validate(); err != nil {
+					return err
+				}
+				fmt.Println(string(s.Canonical()))
+				return nil
+			},
+		}},
+	}
+}
+
+func healthCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "health",
+		Usage: "ask a node for its gRPC health (for container health checks)",
+		Flags: []cli.Flag{
+			strFlag("addr", "127.0.0.1:7000", "node address"),
+			strFlag("certs", "", "credentials to call with (the node's own are fine)"),
+			strFlag("expect", "", "expected role of the node (proxy, csp, owner); empty: any"),
+			boolFlag("insecure", "plaintext (for --insecure nodes)"),
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			d := transport.Dialer{Insecure: cmd.Bool("insecure"), Self: transport.Identity{Role: transport.RoleUser, ID: "health"}}
+			if !d.Insecure {
+				creds, err := transport.LoadCredentials(cmd.String("certs"))
+				if err != nil {
+					return err
+				}
+				d.Creds = creds
+			}
+			expect := transport.Identity{Role: cmd.String("expect")}
+			if expect.Role == "" && d.Creds != nil {
+				expect.Role = d.Creds.Identity.Role
+			}
+			conn, err := d.Dial(cmd.String("addr"), expect)
+			if err != nil {
+				return err
+			}
+			defer conn.Close()
+			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			defer cancel()
+			r, err := healthpb.NewHealthClient(conn).Check(cctx, &healthpb.HealthCheckRequest{})
+			if err != nil {
+				return err
+			}
+			if r.GetStatus() != healthpb.HealthCheckResponse_SERVING {
+				return fmt.Errorf("not serving: %s", r.GetStatus())
+			}
+			fmt.Println("SERVING")
+			return nil
+		},
+	}
+}

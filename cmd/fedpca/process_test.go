@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fedpca/fedpca/datasets"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/user"
+)
+
+// binary is the fedpca binary built once for the process tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "fedpca-bin-")
+	if err != nil {
+		panic(err)
+	}
+	binary = filepath.Join(dir, "fedpca")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build fedpca: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+func freePort(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+// proc is a daemon process whose JSON log lines are kept.
+type proc struct {
+	name string
+	cmd  *exec.Cmd
+	mu   sync.Mutex
+	logs []map[string]any
+	done chan struct{}
+}
+
+func start(t *testing.T, name string, args ...string) *proc {
+	t.Helper()
+	p := &proc{name: name, cmd: exec.Command(binary, args...), done: make(chan struct{})}
+	stderr, err := p.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		defer close(p.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 1<<20), 1<<20)
+		for sc.Scan() {
+			var m map[string]any
+			if json.Unmarshal(sc.Bytes(), &m) == nil {
+				p.mu.Lock()
+				p.logs = append(p.logs, m)
+				p.mu.Unlock()
+			} else if testing.Verbose() {
+				t.Logf("%s: %s", name, sc.Text())
+			}
+		}
+		p.cmd.Wait()
+	}()
+	t.Cleanup(func() { p.stop() })
+	return p
+}
+
+func (p *proc) stop() {
+	if p.cmd.ProcessState == nil {
+		p.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-p.done:
+		case <-time.After(15 * time.Second):
+			p.cmd.Process.Kill()
+			<-p.done
+		}
+	}
+}
+
+func (p *proc) kill() {
+	p.cmd.Process.Signal(syscall.SIGKILL)
+	<-p.done
+}
+
+// count returns how many log lines have the message and the given fields.
+func (p *proc) count(msg string, fields map[string]string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := 0
+	for _, m := range p.logs {
+		if m["@message"] != msg {
+			continue
+		}
+		ok := true
+		for k, v := range fields {
+			ok = ok && fmt.Sprint(m[k]) == v
+		}
+		if ok {
+			n++
+		}
+	}
+	return n
+}
+
+// deployment is certificates, a schema, owners' CSV files and ports.
+type deployment struct {
+	dir     string
+	schema  string
+	owners  []string
+	csvs    map[string]string
+	csps    []string // ports
+	proxy   string
+	threshd int
+}
+
+func newDeployment(t *testing.T, nOwners, nCSP, threshold int) *deployment {
+	t.Helper()
+	d := &deployment{dir: t.TempDir(), csvs: map[string]string{}, threshd: threshold}
+	ids := []string{"proxy/proxy", "user/alice"}
+	for i := range nCSP {
+		ids = append(ids, fmt.Sprintf("csp/csp-%d", i+1))
+		d.csps = append(d.csps, freePort(t))
+	}
+	for i := range nOwners {
+		o := fmt.Sprintf("hospital-%c", 'a'+i)
+		d.owners = append(d.owners, o)
+		ids = append(ids, "owner/"+o)
+	}
+	d.proxy = freePort(t)
+	out, err := exec.Command(binary, append([]string{"certs", "--out", filepath.Join(d.dir, "certs")}, ids...)...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("fedpca certs: %v\n%s", err, out)
+	}
+	data, _ := datasets.CSV("wdbc")
+	sch, err := schema.Infer(bytes.NewReader(data), "wdbc", "label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.schema = filepath.Join(d.dir, "wdbc.schema.json")
+	if err := os.WriteFile(d.schema, sch.Canonical(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	parts, err := sim.Split(data, "label", nOwners, "iid", 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, o := range d.owners {
+		d.csvs[o] = filepath.Join(d.dir, o+".csv")
+		if err := os.WriteFile(d.csvs[o], parts[i], 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return d
+}
+
+func (d *deployment) certs(role, id string) string {
+	return filepath.Join(d.dir, "certs", role+"-"+id)
+}
+
+func (d *deployment) startCSP(t *testing.T, i int) *proc {
+	id := fmt.Sprintf("csp-%d", i+1)
+	return start(t, id, "csp", "serve", "--certs", d.certs("csp", id), "--state", filepath.Join(d.dir, "state", id),
+		"--listen", d.csps[i], "--log-json", "--allow-no-noise")
+}
+
+func (d *deployment) startProxy(t *testing.T) *proc {
+	args := []string{"proxy", "serve", "--certs", d.certs("proxy", "proxy"), "--state", filepath.Join(d.dir, "state", "proxy"),
+		"--listen", d.proxy, "--threshold", fmt.Sprint(d.threshd), "--log-json", "--allow-no-noise"}
+	for i, port := range d.csps {
+		args = append(args, "--csp", fmt.Sprintf("csp-%d=%s", i+1, port))
+	}
+	return start(t, "proxy", args...)
+}
+
+func (d *deployment) startOwner(t *testing.T, o string) *proc {
+	return start(t, o, "owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
+		"--proxy", d.proxy, "--dataset", d.schema+"="+d.csvs[o], "--poll", "200ms", "--log-json", "--allow-no-noise")
+}
+
+// TestProcesses starts the daemons as separate processes on loopback ports,
+// with certificates from `fedpca certs`, runs `fedpca user run` and checks the
+// files it writes.
+func TestProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	d := newDeployment(t, 3, 3, 2)
+	for i := range d.csps {
+		d.startCSP(t, i)
+	}
+	d.startProxy(t)
+	for _, o := range d.owners {
+		d.startOwner(t, o)
+	}
+	keys := filepath.Join(d.dir, "keys")
+	if out, err := exec.Command(binary, "user", "keygen", "--keys", keys).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	out := filepath.Join(d.dir, "out")
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	run := exec.CommandContext(ctx, binary, "user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy,
+		"--schema", d.schema, "--owners", strings.Join(d.owners, ","), "--analysis", "dca", "--epsilon", "1", "--plan", "servers",
+		"--tolerate", "1", "--out", out, "--publish")
+	var stdout, stderr bytes.Buffer
+	run.Stdout, run.Stderr = &stdout, &stderr
+	// The committee may still be in its ceremony: retry until the proxy has a key.
+	var err error
+	for attempt := 0; attempt < 50; attempt++ {
+		run = exec.CommandContext(ctx, run.Path, run.Args[1:]...)
+		stdout.Reset()
+		stderr.Reset()
+		run.Stdout, run.Stderr = &stdout, &stderr
+		if err = run.Run(); err == nil || !strings.Contains(stderr.String(), "ceremony has not finished") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("user run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
+	}
+	t.Logf("user run:\n%s%s", stderr.String(), stdout.String())
+	res, err := user.LoadResult(filepath.Join(out, user.ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Analysis != "dca" || res.NumOwners != 3 || res.Components == nil || len(res.Components.Eigenvalues) != 1 ||
+		res.Privacy.Epsilon > 1+1e-9 || len(res.Privacy.Collusion) != 5 || res.Release == nil {
+		t.Fatalf("result: %+v", res)
+	}
+	csv, err := os.ReadFile(filepath.Join(out, user.ComponentsFile))
+	if err != nil || !strings.HasPrefix(string(csv), "feature,mean,component_1\n") || strings.Count(string(csv), "\n") != 31 {
+		t.Fatalf("components.csv: %v\n%s", err, csv)
+	}
+	if _, err := os.Stat(filepath.Join(out, user.ReleaseFile)); err != nil {
+		t.Fatal(err)
+	}
+	// The offline re-analysis works on the saved release.
+	again := exec.Command(binary, "user", "analyze", "--result", filepath.Join(out, user.ResultFile), "--analysis", "pca", "--k", "2", "--out", filepath.Join(d.dir, "again"))
+	if b, err := again.CombinedOutput(); err != nil || !strings.Contains(string(b), "explained variance ratio") {
+		t.Fatalf("user analyze: %v\n%s", err, b)
+	}
+	// An owner projects its rows on the published components.
+	proj := exec.Command(binary, "owner", "project", "--result", filepath.Join(out, user.ResultFile), "--schema", d.schema,
+		"--data", d.csvs[d.owners[0]], "--out", filepath.Join(d.dir, "proj.csv"))
+	if b, err := proj.CombinedOutput(); err != nil {
+		t.Fatalf("owner project: %v\n%s", err, b)
+	}
+}
+
+// TestProxyKilled: the proxy is killed with SIGKILL after some acknowledged
+// uploads and restarted; the job completes with every acknowledged upload
+// and no owner uploads again.
+func TestProxyKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	d := newDeployment(t, 5, 1, 1)
+	d.startCSP(t, 0)
+	px := d.startProxy(t)
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	creds, err := transport.LoadCredentials(d.certs("user", "alice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, err := user.GenerateKeys(filepath.Join(d.dir, "keys"), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := user.NewClient(user.Config{Dialer: transport.Dialer{Creds: creds}, ProxyAddr: d.proxy, Keys: kp, Params: &p})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	b, _ := os.ReadFile(d.schema)
+	sch, _ := schema.Parse(b)
+	var spec *job.Spec
+	for {
+		spec, err = u.Spec(ctx, user.Request{Schema: sch, Analysis: "pca", K: 3, NoNoise: true, Owners: d.owners, Deadline: time.Now().Add(5 * time.Minute), MaxRows: 10000})
+		if err == nil || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Submit(ctx, spec, sch); err != nil {
+		t.Fatal(err)
+	}
+	// Three owners upload; wait for their acknowledgements.
+	early := d.owners[:3]
+	var owners []*proc
+	for _, o := range early {
+		owners = append(owners, d.startOwner(t, o))
+	}
+	waitFor(t, ctx, func() bool { return px.count("upload included", nil) == 3 })
+	px.kill()
+	t.Log("proxy killed after 3 acknowledged uploads")
+	// The others come up while the proxy is down; then it restarts.
+	for _, o := range d.owners[3:] {
+		owners = append(owners, d.startOwner(t, o))
+	}
+	time.Sleep(500 * time.Millisecond)
+	px2 := d.startProxy(t)
+	st, err := u.Wait(ctx, spec.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("job %s: %s", st.GetState(), st.GetReason())
+	}
+	if got := strings.Join(st.GetUploadedOwners(), ","); got != strings.Join(d.owners, ",") {
+		t.Fatalf("uploaded owners %s", got)
+	}
+	res, err := u.Fetch(ctx, spec, sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.NumOwners != 5 || res.NoisyN < 568.9 || res.NoisyN > 569.1 {
+		t.Fatalf("result: %d owners, n = %v (wdbc has 569 rows)", res.NumOwners, res.NoisyN)
+	}
+	// No re-upload: the restarted proxy included only the two late owners,
+	// and every owner's upload was acknowledged exactly once, never again.
+	if n := px2.count("upload included", nil); n != 2 {
+		t.Errorf("restarted proxy included %d uploads, want the 2 late owners'", n)
+	}
+	for i, op := range owners {
+		if n := op.count("upload acknowledged", nil); n != 1 {
+			t.Errorf("owner %s: %d acknowledgements, want 1", d.owners[i], n)
+		}
+		if n := op.count("share computed", nil); n != 1 {
+			t.Errorf("owner %s computed its share %d times", d.owners[i], n)
+		}
+	}
+}
+
+func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
+	t.Helper()
+	for !cond() {
+		select {
+		case <-ctx.Done():
+			t.Fatal("timed out")
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
