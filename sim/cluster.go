@@ -49,6 +49,9 @@ type Config struct {
 	Threshold int
 	Owners    []OwnerConfig
 	Users     []string
+	// Identities are further "role/id" certificates to make, for nodes a
+	// test drives by hand.
+	Identities []string
 	// TCP serves on loopback TCP ports instead of bufconn.
 	TCP bool
 	// Insecure runs without TLS (faster; never in production).
@@ -163,6 +166,13 @@ func (c *Cluster) makeCerts() error {
 	}
 	for _, u := range c.cfg.Users {
 		ids = append(ids, transport.Identity{Role: transport.RoleUser, ID: u})
+	}
+	for _, s := range c.cfg.Identities {
+		id, err := transport.ParseIdentity(s)
+		if err != nil {
+			return err
+		}
+		ids = append(ids, id)
 	}
 	for _, id := range ids {
 		dir := filepath.Join(c.cfg.Dir, "certs", id.Role+"-"+id.ID)

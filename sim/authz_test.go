@@ -1,0 +1,125 @@
+package sim
+
+import (
+	"context"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/emptypb"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// TestAuthorizationRealDaemons calls every RPC of the running proxy and CSP
+// member (and their health services) with the certificate of every role and
+// with one from another CA: each call is allowed or denied exactly as
+// transport.Authorization says.
+func TestAuthorizationRealDaemons(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Users: []string{"alice"}, Identities: []string{"owner/o1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	ca, _ := transport.NewCA("another CA", time.Hour)
+	fdir := filepath.Join(t.TempDir(), "foreign")
+	if err := ca.WriteNode(fdir, transport.Identity{Role: transport.RoleProxy, ID: "proxy"}, nil, nil, nil, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	foreign, err := transport.LoadCredentials(fdir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	servers := []struct {
+		addr  string
+		id    transport.Identity
+		descs []grpc.ServiceDesc
+	}{
+		{cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy, ID: "proxy"}, []grpc.ServiceDesc{fedpcav1.ProxyService_ServiceDesc, healthpb.Health_ServiceDesc}},
+		{cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP, ID: "csp-1"}, []grpc.ServiceDesc{fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc}},
+	}
+	callers := []string{"proxy/proxy", "csp/csp-1", "owner/o1", "user/alice"}
+	calls := 0
+	for _, srv := range servers {
+		for _, who := range append(callers, "foreign") {
+			var d transport.Dialer
+			if who == "foreign" {
+				d, _ = cl.Dialer("proxy/proxy")
+				d.Creds = foreign
+			} else {
+				d, _ = cl.Dialer(who)
+			}
+			conn, err := d.Dial(srv.addr, srv.id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range methodsOfDescs(srv.descs...) {
+				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
+				err := invoke(cctx, conn, m)
+				ccancel()
+				calls++
+				msg := status.Convert(err).Message()
+				denied := status.Code(err) == codes.PermissionDenied && strings.Contains(msg, "may not call")
+				switch {
+				case who == "foreign":
+					if status.Code(err) != codes.Unavailable {
+						t.Errorf("foreign CA -> %s: %v, want the handshake refused", m.name, err)
+					}
+				case transport.Allowed(m.name, strings.Split(who, "/")[0]):
+					if denied || status.Code(err) == codes.Unauthenticated {
+						t.Errorf("%s -> %s: %v, want allowed", who, m.name, err)
+					}
+				case !denied:
+					t.Errorf("%s -> %s: %v, want PermissionDenied by the table", who, m.name, err)
+				}
+			}
+			conn.Close()
+		}
+	}
+	t.Logf("%d calls checked", calls)
+}
+
+type rpcMethod struct {
+	name           string
+	client, server bool
+}
+
+func methodsOfDescs(descs ...grpc.ServiceDesc) []rpcMethod {
+	var out []rpcMethod
+	for _, d := range descs {
+		for _, m := range d.Methods {
+			out = append(out, rpcMethod{name: "/" + d.ServiceName + "/" + m.MethodName})
+		}
+		for _, s := range d.Streams {
+			out = append(out, rpcMethod{name: "/" + d.ServiceName + "/" + s.StreamName, client: s.ClientStreams, server: s.ServerStreams})
+		}
+	}
+	return out
+}
+
+func invoke(ctx context.Context, conn *grpc.ClientConn, m rpcMethod) error {
+	if !m.client && !m.server {
+		return conn.Invoke(ctx, m.name, &emptypb.Empty{}, &emptypb.Empty{})
+	}
+	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: m.client, ServerStreams: m.server}, m.name)
+	if err != nil {
+		return err
+	}
+	if !m.client {
+		if err := s.SendMsg(&emptypb.Empty{}); err != nil {
+			return err
+		}
+	}
+	if err := s.CloseSend(); err != nil {
+		return err
+	}
+	return s.RecvMsg(&emptypb.Empty{})
+}

@@ -1,0 +1,435 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/user"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// hostileEnv is a cluster with one CSP, a user and owners driven by hand.
+type hostileEnv struct {
+	cl     *Cluster
+	params he.Params
+	sch    *schema.Schema
+	parts  [][]byte
+	u      *user.Client
+	owners map[string]fedpcav1.ProxyServiceClient
+	cpk    *rlwe.PublicKey
+}
+
+func newHostileEnv(t *testing.T, ctx context.Context) *hostileEnv {
+	t.Helper()
+	sch, owners := wdbcOwners(t, true)
+	ids := []string{"owner/outsider"}
+	for _, o := range owners {
+		ids = append(ids, "owner/"+o.ID)
+	}
+	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Users: []string{"alice", "mallory"}, Identities: ids, AllowNoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	e := &hostileEnv{cl: cl, params: cl.Params(), sch: sch, owners: map[string]fedpcav1.ProxyServiceClient{}}
+	for _, o := range owners {
+		e.parts = append(e.parts, o.CSV)
+	}
+	for _, id := range ids {
+		d, _ := cl.Dialer(id)
+		conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		e.owners[strings.TrimPrefix(id, "owner/")] = fedpcav1.NewProxyServiceClient(conn)
+	}
+	if e.u, err = cl.User("alice"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { e.u.Close() })
+	cmt, err := e.owners["outsider"].GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.cpk, err = e.params.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey()); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// share computes an owner's valid upload for a job.
+func (e *hostileEnv) share(t *testing.T, spec *job.Spec, i int) [][]byte {
+	t.Helper()
+	acc, err := job.ReadStatistics(spec, e.sch, bytes.NewReader(e.parts[i]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cts, err := job.OwnerCiphertexts(spec, e.sch, e.params, e.cpk, acc, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out [][]byte
+	for _, ct := range cts {
+		out = append(out, e.params.Codecs().Ciphertext.Marshal(ct))
+	}
+	return out
+}
+
+// upload streams a header and messages and returns the outcome.
+func upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, msgs ...[]byte) (*fedpcav1.UploadResponse, error) {
+	stream, err := c.Upload(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if hd != nil {
+		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Header{Header: hd}}); err != nil {
+			return stream.CloseAndRecv()
+		}
+	}
+	for _, m := range msgs {
+		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: m}}); err != nil {
+			return stream.CloseAndRecv()
+		}
+	}
+	return stream.CloseAndRecv()
+}
+
+func header(id string, blobs [][]byte) *fedpcav1.UploadHeader {
+	h := sha256.New()
+	for _, b := range blobs {
+		h.Write(b)
+	}
+	return &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: h.Sum(nil)}
+}
+
+func wantCode(t *testing.T, what string, err error, code codes.Code, msg string) {
+	t.Helper()
+	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), msg) {
+		t.Errorf("%s: got %v (%v), want %v containing %q", what, status.Code(err), err, code, msg)
+	}
+}
+
+// TestHostileUploads: malformed, oversized, wrong-parameter and wrong-count
+// ciphertexts, unknown jobs, duplicate and conflicting uploads and uploads
+// after sealing each get the right code and a message naming the problem,
+// and the job's state is unchanged: the final release is exactly the sum of
+// the valid uploads.
+func TestHostileUploads(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	e := newHostileEnv(t, ctx)
+	names := []string{"hospital-a", "hospital-b", "hospital-c", "hospital-d", "hospital-e"}
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.u.Submit(ctx, spec, e.sch); err != nil {
+		t.Fatal(err)
+	}
+	id := spec.ID()
+	a, b := e.owners["hospital-a"], e.owners["hospital-b"]
+	good := e.share(t, spec, 0)
+	other := e.share(t, spec, 0) // same rows, fresh encryption: another upload
+	level0 := rlwe.NewCiphertext(e.params.Parameters, 1, 0)
+	l0, _ := level0.MarshalBinary()
+	unreduced := bytes.Clone(good[0])
+	for i := 1000; i < 1008; i++ {
+		unreduced[i] = 0xff // a coefficient (the header is 283 bytes): 2^64-1 is above every modulus
+	}
+	junk := bytes.Repeat([]byte{7}, 1000)
+	huge := make([]byte, transport.MaxMessageBytes+1)
+
+	cases := []struct {
+		what   string
+		client fedpcav1.ProxyServiceClient
+		hd     *fedpcav1.UploadHeader
+		msgs   [][]byte
+		code   codes.Code
+		msg    string
+	}{
+		{"unknown job", a, header(strings.Repeat("0", 64), good), good, codes.NotFound, "no such job"},
+		{"owner not named", e.owners["hospital-c"], header(id, good), good, codes.PermissionDenied, "does not name owner hospital-c"},
+		{"no header", a, nil, good, codes.InvalidArgument, "first message must be the upload header"},
+		{"wrong count", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 3, Digest: header(id, good).Digest}, good, codes.InvalidArgument, "3 announced"},
+		{"bad digest length", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 1, Digest: []byte{1}}, good, codes.InvalidArgument, "digest"},
+		{"malformed ciphertext", a, header(id, [][]byte{junk}), [][]byte{junk}, codes.InvalidArgument, "ciphertext 0: ciphertext: 1000 bytes"},
+		{"wrong parameters (level 0)", a, header(id, [][]byte{l0}), [][]byte{l0}, codes.InvalidArgument, "ciphertext 0"},
+		{"unreduced coefficient", a, header(id, [][]byte{unreduced}), [][]byte{unreduced}, codes.InvalidArgument, "not reduced modulo"},
+		{"fewer ciphertexts", a, header(id, good), nil, codes.InvalidArgument, "stream ended after 0 of 1"},
+		{"more ciphertexts", a, header(id, good), append(bytes2(good), good[0]), codes.InvalidArgument, "more than the 1 announced"},
+		{"digest mismatch", a, header(id, other), good, codes.InvalidArgument, "not the header's digest"},
+		{"oversized message", a, header(id, good), [][]byte{huge}, codes.ResourceExhausted, ""},
+	}
+	for _, tc := range cases {
+		_, err := upload(ctx, tc.client, tc.hd, tc.msgs...)
+		wantCode(t, tc.what, err, tc.code, tc.msg)
+	}
+	st := jobStatus(t, ctx, a, id)
+	if len(st.GetUploadedOwners()) != 0 || st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN {
+		t.Fatalf("after hostile uploads the job is %s with %v uploaded", st.GetState(), st.GetUploadedOwners())
+	}
+
+	// A valid upload, its re-send, and a conflicting one.
+	if r, err := upload(ctx, a, header(id, good), good...); err != nil || r.GetAlreadyIncluded() {
+		t.Fatalf("valid upload: %v %v", r, err)
+	}
+	if r, err := upload(ctx, a, header(id, good), good...); err != nil || !r.GetAlreadyIncluded() {
+		t.Fatalf("re-sent upload: %v %v", r, err)
+	}
+	_, err = upload(ctx, a, header(id, other), other...)
+	wantCode(t, "conflicting upload", err, codes.AlreadyExists, "different upload from this owner is already included")
+
+	// The second owner completes the job; then uploads are refused.
+	gb := e.share(t, spec, 1)
+	if _, err := upload(ctx, b, header(id, gb), gb...); err != nil {
+		t.Fatal(err)
+	}
+	done, err := e.u.Wait(ctx, id, nil)
+	if err != nil || done.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("job: %v %v", done, err)
+	}
+	_, err = upload(ctx, e.owners["hospital-b"], header(id, other), other...)
+	wantCode(t, "conflicting upload after sealing", err, codes.AlreadyExists, "already included")
+	_, err = e.owners["hospital-b"].Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: "late"})
+	wantCode(t, "decline after upload", err, codes.FailedPrecondition, "already uploaded")
+
+	// The release is exactly the sum of the two valid uploads.
+	res, err := e.u.Fetch(ctx, spec, e.sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := make([]int64, 0)
+	for i := range 2 {
+		acc, _ := job.ReadStatistics(spec, e.sch, bytes.NewReader(e.parts[i]))
+		v := acc.Pack()
+		if want == nil || len(want) == 0 {
+			want = v
+			continue
+		}
+		for j := range v {
+			want[j] += v[j]
+		}
+	}
+	rel, _ := res.Release.Release()
+	for j, x := range rel.Pack() {
+		if x != want[j] {
+			t.Fatalf("release entry %d is %d, the valid uploads sum to %d", j, x, want[j])
+		}
+	}
+
+	// A new job sealed at its deadline: a late upload is refused as closed.
+	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], MinOwners: 1, Deadline: time.Now().Add(2 * time.Second), MaxRows: 10000})
+	if _, err := e.u.Submit(ctx, spec2, e.sch); err != nil {
+		t.Fatal(err)
+	}
+	g2 := e.share(t, spec2, 0)
+	if _, err := upload(ctx, a, header(spec2.ID(), g2), g2...); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Until(spec2.Deadline) + 100*time.Millisecond)
+	g3 := e.share(t, spec2, 1)
+	_, err = upload(ctx, b, header(spec2.ID(), g3), g3...)
+	wantCode(t, "upload after the deadline", err, codes.FailedPrecondition, "")
+}
+
+func bytes2(b [][]byte) [][]byte { return append([][]byte{}, b...) }
+
+func jobStatus(t *testing.T, ctx context.Context, c fedpcav1.ProxyServiceClient, id string) *fedpcav1.JobStatus {
+	t.Helper()
+	r, err := c.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.GetJob().GetStatus()
+}
+
+// TestHostileJobs: bad signatures and inconsistent job requests are refused
+// with the right code and a message naming the problem.
+func TestHostileJobs(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newHostileEnv(t, ctx)
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a"}, Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	alice := e.cl.Creds("user/alice")
+	mallory := e.cl.Creds("user/mallory")
+	sig, _ := spec.Sign(alice.Signer())
+	badSig, _ := spec.Sign(mallory.Signer())
+	kp, _ := user.LoadKeys(e.cl.cfg.Dir+"/state/user-alice", e.params)
+	pk := e.params.Codecs().PublicKey.Marshal(kp.Public)
+	otherPK := e.params.Codecs().PublicKey.Marshal(he.GenerateKeyPair(e.params).Public)
+	ud, _ := e.cl.Dialer("user/alice")
+	conn, _ := ud.Dial(e.cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	defer conn.Close()
+	alicePX := fedpcav1.NewProxyServiceClient(conn)
+	md, _ := e.cl.Dialer("user/mallory")
+	mconn, _ := md.Dial(e.cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	defer mconn.Close()
+	malloryPX := fedpcav1.NewProxyServiceClient(mconn)
+	canon := spec.Canonical()
+	other := *spec
+	other.SchemaHash = strings.Repeat("0", 64)
+
+	for _, tc := range []struct {
+		what string
+		c    fedpcav1.ProxyServiceClient
+		req  *fedpcav1.CreateJobRequest
+		code codes.Code
+		msg  string
+	}{
+		{"signature by another user's key", alicePX, &fedpcav1.CreateJobRequest{Spec: canon, Signature: badSig, UserPublicKey: pk, Schema: e.sch.Canonical()}, codes.PermissionDenied, "signature does not verify"},
+		{"no signature", alicePX, &fedpcav1.CreateJobRequest{Spec: canon, UserPublicKey: pk, Schema: e.sch.Canonical()}, codes.PermissionDenied, "signature"},
+		{"spec of another user", malloryPX, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical()}, codes.PermissionDenied, "names user spiffe://fedpca/user/alice"},
+		{"non-canonical spec", alicePX, &fedpcav1.CreateJobRequest{Spec: append(bytes.Clone(canon), ' '), Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical()}, codes.InvalidArgument, "spec"},
+		{"another user key", alicePX, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: otherPK, Schema: e.sch.Canonical()}, codes.InvalidArgument, "user_public_key"},
+		{"malformed user key", alicePX, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: []byte("key"), Schema: e.sch.Canonical()}, codes.InvalidArgument, "user_public_key"},
+		{"schema of another dataset", alicePX, &fedpcav1.CreateJobRequest{Spec: other.Canonical(), Signature: mustSign(t, &other, alice), UserPublicKey: pk, Schema: e.sch.Canonical()}, codes.InvalidArgument, "schema_hash"},
+	} {
+		_, err := tc.c.CreateJob(ctx, tc.req)
+		wantCode(t, tc.what, err, tc.code, tc.msg)
+	}
+	// Reads by outsiders.
+	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical()}); err != nil {
+		t.Fatal(err)
+	}
+	_, err = malloryPX.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	wantCode(t, "another user reads the job", err, codes.PermissionDenied, "neither the user nor an owner")
+	_, err = e.owners["outsider"].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	wantCode(t, "an owner not in the job reads it", err, codes.PermissionDenied, "neither the user nor an owner")
+	fr, err := malloryPX.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: spec.ID()})
+	if err == nil {
+		_, err = fr.Recv()
+	}
+	wantCode(t, "another user fetches the result", err, codes.PermissionDenied, "only the job's user")
+	fr, err = alicePX.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: spec.ID()})
+	if err == nil {
+		_, err = fr.Recv()
+	}
+	wantCode(t, "result before the job is done", err, codes.FailedPrecondition, "no result yet")
+}
+
+func mustSign(t *testing.T, s *job.Spec, c *transport.Credentials) []byte {
+	sig, err := s.Sign(c.Signer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sig
+}
+
+var _ grpc.ClientConnInterface = (*grpc.ClientConn)(nil)
+
+// keySwitch sends a KeySwitch request straight to a member and returns the
+// shares.
+func keySwitch(ctx context.Context, c fedpcav1.CspServiceClient, hd *fedpcav1.KeySwitchHeader, cts [][]byte) ([][]byte, error) {
+	stream, err := c.KeySwitch(ctx)
+	if err != nil {
+		return nil, err
+	}
+	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
+		_, err = stream.Recv()
+		return nil, err
+	}
+	for _, b := range cts {
+		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: b}}); err != nil {
+			_, err = stream.Recv()
+			return nil, err
+		}
+	}
+	stream.CloseSend()
+	var out [][]byte
+	for range cts {
+		r, err := stream.Recv()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, r.GetShare())
+	}
+	return out, nil
+}
+
+// TestHostileKeySwitch: a member switches only specs signed by their user,
+// only to the key the spec names, and at most once per job (a replay gets the
+// same shares, another request is refused).
+func TestHostileKeySwitch(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newHostileEnv(t, ctx)
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a", "hospital-b"}, Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.u.Submit(ctx, spec, e.sch); err != nil {
+		t.Fatal(err)
+	}
+	info, err := e.owners["hospital-a"].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, _ := user.LoadKeys(e.cl.cfg.Dir+"/state/user-alice", e.params)
+	pd, _ := e.cl.Dialer("proxy/proxy")
+	conn, _ := pd.Dial(e.cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
+	defer conn.Close()
+	member := fedpcav1.NewCspServiceClient(conn)
+	enc, _ := he.NewEncryptor(e.params, e.cpk)
+	ct, _ := enc.EncryptVector([]int64{1, 2, 3})
+	cts := [][]byte{e.params.Codecs().Ciphertext.Marshal(ct[0])}
+	good := func() *fedpcav1.KeySwitchHeader {
+		return &fedpcav1.KeySwitchHeader{JobId: spec.ID(), Spec: info.GetJob().GetSpec(), Signature: info.GetJob().GetSignature(),
+			UserCertificate: info.GetJob().GetUserCertificate(), UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public),
+			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: []string{"hospital-a", "hospital-b"}, Ciphertexts: 1}
+	}
+	mallory := e.cl.Creds("user/mallory")
+	forged := good()
+	forged.Signature, _ = spec.Sign(mallory.Signer())
+	forged.UserCertificate = mallory.Leaf.Raw
+	_, err = keySwitch(ctx, member, forged, cts)
+	wantCode(t, "spec signed by another user", err, codes.PermissionDenied, "names user spiffe://fedpca/user/alice but is signed by spiffe://fedpca/user/mallory")
+	tampered := good()
+	tampered.Signature = bytes.Clone(tampered.Signature)
+	tampered.Signature[len(tampered.Signature)-1] ^= 1
+	_, err = keySwitch(ctx, member, tampered, cts)
+	wantCode(t, "tampered signature", err, codes.PermissionDenied, "signature")
+	toMallory := good()
+	toMallory.UserPublicKey = e.params.Codecs().PublicKey.Marshal(he.GenerateKeyPair(e.params).Public)
+	_, err = keySwitch(ctx, member, toMallory, cts)
+	wantCode(t, "switch to another key", err, codes.PermissionDenied, "switches only to the signed key")
+	strangers := good()
+	strangers.Owners = []string{"hospital-a", "hospital-z"}
+	_, err = keySwitch(ctx, member, strangers, cts)
+	wantCode(t, "owners not in the spec", err, codes.InvalidArgument, "hospital-z")
+
+	first, err := keySwitch(ctx, member, good(), cts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := keySwitch(ctx, member, good(), cts)
+	if err != nil || !bytes.Equal(first[0], again[0]) {
+		t.Fatalf("replay: %v, same shares: %v", err, err == nil && bytes.Equal(first[0], again[0]))
+	}
+	fewer := good()
+	fewer.Owners = []string{"hospital-b", "hospital-a"}
+	_, err = keySwitch(ctx, member, fewer, cts)
+	wantCode(t, "second, different request", err, codes.FailedPrecondition, "already switched")
+	// Owners and users may not call a member at all.
+	od, _ := e.cl.Dialer("owner/hospital-a")
+	oconn, _ := od.Dial(e.cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP})
+	defer oconn.Close()
+	_, err = keySwitch(ctx, fedpcav1.NewCspServiceClient(oconn), good(), cts)
+	wantCode(t, "owner calls a member", err, codes.PermissionDenied, "owner/hospital-a may not call")
+}
