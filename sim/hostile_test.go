@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -212,11 +211,11 @@ func TestHostileUploads(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := make([]int64, 0)
+	var want []int64
 	for i := range 2 {
 		acc, _ := job.ReadStatistics(spec, e.sch, bytes.NewReader(e.parts[i]))
 		v := acc.Pack()
-		if want == nil || len(want) == 0 {
+		if want == nil {
 			want = v
 			continue
 		}
@@ -331,8 +330,6 @@ func mustSign(t *testing.T, s *job.Spec, c *transport.Credentials) []byte {
 	}
 	return sig
 }
-
-var _ grpc.ClientConnInterface = (*grpc.ClientConn)(nil)
 
 // keySwitch sends a KeySwitch request straight to a member and returns the
 // shares.
