@@ -26,6 +26,9 @@ import (
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
+// SwitchRecord is the audit record of a key switch, stored with the shares.
+type SwitchRecord = switchRecord
+
 // switchRecord is the audit record of a key switch, stored with the shares.
 type switchRecord struct {
 	JobID       string    `json:"job_id"`
@@ -318,7 +321,7 @@ func (c *CSP) storeShares(rec *switchRecord, shares [][]byte) error {
 }
 
 // Audit returns the audit records of every switch, oldest first.
-func (c *CSP) Audit() ([]switchRecord, error) {
+func (c *CSP) Audit() ([]SwitchRecord, error) {
 	var out []switchRecord
 	err := c.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketSwitches).ForEachBucket(func(k []byte) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/fedpca/fedpca/csp"
 	"github.com/fedpca/fedpca/owner"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
@@ -155,6 +157,34 @@ func cspCommand() *cli.Command {
 				}
 				return m.Run(ctx)
 			},
+		}, {
+			Name:  "audit",
+			Usage: "print the audit record of every key switch this member made (JSON lines)",
+			Flags: []cli.Flag{reqStr("state", "the member's state directory (stop the member first: the store is locked while it runs)"),
+				strFlag("id", "audit", "member ID (for the record only)")},
+			Action: func(_ context.Context, cmd *cli.Command) error {
+				l, err := net.Listen("tcp", "127.0.0.1:0")
+				if err != nil {
+					return err
+				}
+				defer l.Close()
+				m, err := csp.New(csp.Config{ID: cmd.String("id"), Listener: l, Insecure: true, Store: cmd.String("state")})
+				if err != nil {
+					return err
+				}
+				defer m.Close()
+				recs, err := m.Audit()
+				if err != nil {
+					return err
+				}
+				enc := json.NewEncoder(os.Stdout)
+				for _, r := range recs {
+					if err := enc.Encode(r); err != nil {
+						return err
+					}
+				}
+				return nil
+			},
 		}},
 	}
 }
@@ -277,6 +307,31 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 					return err
 				}
 				return o.Run(ctx)
+			},
+		}, {
+			Name:  "published",
+			Usage: "fetch the result document a user published for a job",
+			Flags: []cli.Flag{
+				strFlag("certs", "", "the owner's credentials directory"),
+				reqStr("proxy", "proxy address HOST:PORT"),
+				reqStr("job", "job ID"),
+				strFlag("out", "result.json", "where to write the document"),
+			},
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				creds, err := transport.LoadCredentials(cmd.String("certs"))
+				if err != nil {
+					return err
+				}
+				conn, err := transport.Dialer{Creds: creds}.Dial(cmd.String("proxy"), transport.Identity{Role: transport.RoleProxy})
+				if err != nil {
+					return err
+				}
+				defer conn.Close()
+				r, err := fedpcav1.NewProxyServiceClient(conn).GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: cmd.String("job")})
+				if err != nil {
+					return err
+				}
+				return os.WriteFile(cmd.String("out"), r.GetResult(), 0o644)
 			},
 		}, {
 			Name:  "project",

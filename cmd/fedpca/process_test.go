@@ -213,8 +213,9 @@ func TestProcesses(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	d := newDeployment(t, 3, 3, 2)
+	var members []*proc
 	for i := range d.csps {
-		d.startCSP(t, i)
+		members = append(members, d.startCSP(t, i))
 	}
 	d.startProxy(t)
 	for _, o := range d.owners {
@@ -268,11 +269,34 @@ func TestProcesses(t *testing.T) {
 	if b, err := again.CombinedOutput(); err != nil || !strings.Contains(string(b), "explained variance ratio") {
 		t.Fatalf("user analyze: %v\n%s", err, b)
 	}
-	// An owner projects its rows on the published components.
-	proj := exec.Command(binary, "owner", "project", "--result", filepath.Join(out, user.ResultFile), "--schema", d.schema,
+	// An owner fetches the published result and projects its rows on it.
+	pub := filepath.Join(d.dir, "published.json")
+	if b, err := exec.Command(binary, "owner", "published", "--certs", d.certs("owner", d.owners[0]), "--proxy", d.proxy,
+		"--job", res.JobID, "--out", pub).CombinedOutput(); err != nil {
+		t.Fatalf("owner published: %v\n%s", err, b)
+	}
+	proj := exec.Command(binary, "owner", "project", "--result", pub, "--schema", d.schema,
 		"--data", d.csvs[d.owners[0]], "--out", filepath.Join(d.dir, "proj.csv"))
 	if b, err := proj.CombinedOutput(); err != nil {
 		t.Fatalf("owner project: %v\n%s", err, b)
+	}
+	// Each active member keeps an audit record of the switch.
+	switched := 0
+	for i, m := range members {
+		m.stop()
+		if !m.cmd.ProcessState.Success() {
+			t.Errorf("csp-%d did not exit cleanly on SIGTERM: %v", i+1, m.cmd.ProcessState)
+		}
+		b, err := exec.Command(binary, "csp", "audit", "--state", filepath.Join(d.dir, "state", fmt.Sprintf("csp-%d", i+1))).Output()
+		if err != nil {
+			t.Fatalf("csp audit: %v", err)
+		}
+		if strings.Contains(string(b), res.JobID) && strings.Contains(string(b), `"user":"spiffe://fedpca/user/alice"`) {
+			switched++
+		}
+	}
+	if switched != 2 {
+		t.Errorf("%d members have an audit record of the switch, want the 2 active ones", switched)
 	}
 }
 
