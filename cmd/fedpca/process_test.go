@@ -94,14 +94,17 @@ func start(t *testing.T, name string, args ...string) *proc {
 }
 
 func (p *proc) stop() {
-	if p.cmd.ProcessState == nil {
-		p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(15 * time.Second):
-			p.cmd.Process.Kill()
-			<-p.done
-		}
+	select {
+	case <-p.done:
+		return // already exited
+	default:
+	}
+	p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(15 * time.Second):
+		p.cmd.Process.Kill()
+		<-p.done
 	}
 }
 
