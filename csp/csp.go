@@ -139,14 +139,9 @@ func New(cfg Config) (*CSP, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	c := &CSP{cfg: cfg, log: cfg.Logger, health: health.NewServer()}
-	if cfg.Params != nil {
-		c.params = *cfg.Params
-	} else {
-		p, err := he.NewDefaultParams()
-		if err != nil {
-			return nil, err
-		}
-		c.params = p
+	var err error
+	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
 		return nil, fmt.Errorf("csp: state directory: %w", err)
@@ -219,7 +214,7 @@ func (c *CSP) Run(ctx context.Context) error {
 	select {
 	case <-ctx.Done():
 		c.health.Shutdown()
-		stopGracefully(srv, 10*time.Second)
+		transport.StopGracefully(srv, 10*time.Second)
 		c.log.Info("csp stopped")
 		return c.db.Close()
 	case err := <-errc:
@@ -228,16 +223,6 @@ func (c *CSP) Run(ctx context.Context) error {
 	}
 }
 
-// stopGracefully waits for running RPCs up to a timeout, then stops.
-func stopGracefully(srv *grpc.Server, timeout time.Duration) {
-	done := make(chan struct{})
-	go func() { srv.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		srv.Stop()
-	}
-}
 
 // Close releases the state without serving (for tests that never Run).
 func (c *CSP) Close() error { return c.db.Close() }

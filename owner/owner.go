@@ -128,14 +128,9 @@ func New(cfg Config) (*Owner, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, health: health.NewServer()}
-	if cfg.Params != nil {
-		o.params = *cfg.Params
-	} else {
-		p, err := he.NewDefaultParams()
-		if err != nil {
-			return nil, err
-		}
-		o.params = p
+	var err error
+	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
+		return nil, err
 	}
 	budgets := map[string]float64{}
 	for _, d := range cfg.Datasets {
@@ -222,7 +217,7 @@ func (o *Owner) Run(ctx context.Context) error {
 			wg.Wait()
 			if srv != nil {
 				o.health.Shutdown()
-				srv.GracefulStop()
+				transport.StopGracefully(srv, 10*time.Second)
 			}
 			conn.Close()
 			o.log.Info("owner stopped")

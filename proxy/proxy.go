@@ -204,14 +204,9 @@ func New(cfg Config) (*Proxy, error) {
 		uploads: make(chan struct{}, cfg.MaxUploads), jobs: map[string]*jobState{}, members: map[string]*memberConn{},
 		ready: make(chan struct{}),
 	}
-	if cfg.Params != nil {
-		p.params = *cfg.Params
-	} else {
-		params, err := he.NewDefaultParams()
-		if err != nil {
-			return nil, err
-		}
-		p.params = params
+	var err error
+	if p.params, err = he.ParamsOr(cfg.Params); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
 		return nil, fmt.Errorf("proxy: state directory: %w", err)
@@ -259,7 +254,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	cancel()
 	p.health.Shutdown()
-	stopGracefully(srv, 10*time.Second)
+	transport.StopGracefully(srv, 10*time.Second)
 	p.wg.Wait()
 	p.closeMembers()
 	if cerr := p.db.Close(); err == nil {
@@ -269,12 +264,3 @@ func (p *Proxy) Run(ctx context.Context) error {
 	return err
 }
 
-func stopGracefully(srv *grpc.Server, timeout time.Duration) {
-	done := make(chan struct{})
-	go func() { srv.GracefulStop(); close(done) }()
-	select {
-	case <-done:
-	case <-time.After(timeout):
-		srv.Stop()
-	}
-}

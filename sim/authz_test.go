@@ -11,10 +11,10 @@ import (
 	"google.golang.org/grpc/codes"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/transport/transporttest"
 )
 
 // TestAuthorizationRealDaemons calls every RPC of the running proxy and CSP
@@ -61,9 +61,9 @@ func TestAuthorizationRealDaemons(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range methodsOfDescs(srv.descs...) {
+			for _, m := range transporttest.Methods(srv.descs...) {
 				cctx, ccancel := context.WithTimeout(ctx, 5*time.Second)
-				err := invoke(cctx, conn, m)
+				err := transporttest.Call(cctx, conn, m)
 				ccancel()
 				calls++
 				msg := status.Convert(err).Message()
@@ -71,55 +71,18 @@ func TestAuthorizationRealDaemons(t *testing.T) {
 				switch {
 				case who == "foreign":
 					if status.Code(err) != codes.Unavailable {
-						t.Errorf("foreign CA -> %s: %v, want the handshake refused", m.name, err)
+						t.Errorf("foreign CA -> %s: %v, want the handshake refused", m.Name, err)
 					}
-				case transport.Allowed(m.name, strings.Split(who, "/")[0]):
+				case transport.Allowed(m.Name, strings.Split(who, "/")[0]):
 					if denied || status.Code(err) == codes.Unauthenticated {
-						t.Errorf("%s -> %s: %v, want allowed", who, m.name, err)
+						t.Errorf("%s -> %s: %v, want allowed", who, m.Name, err)
 					}
 				case !denied:
-					t.Errorf("%s -> %s: %v, want PermissionDenied by the table", who, m.name, err)
+					t.Errorf("%s -> %s: %v, want PermissionDenied by the table", who, m.Name, err)
 				}
 			}
 			conn.Close()
 		}
 	}
 	t.Logf("%d calls checked", calls)
-}
-
-type rpcMethod struct {
-	name           string
-	client, server bool
-}
-
-func methodsOfDescs(descs ...grpc.ServiceDesc) []rpcMethod {
-	var out []rpcMethod
-	for _, d := range descs {
-		for _, m := range d.Methods {
-			out = append(out, rpcMethod{name: "/" + d.ServiceName + "/" + m.MethodName})
-		}
-		for _, s := range d.Streams {
-			out = append(out, rpcMethod{name: "/" + d.ServiceName + "/" + s.StreamName, client: s.ClientStreams, server: s.ServerStreams})
-		}
-	}
-	return out
-}
-
-func invoke(ctx context.Context, conn *grpc.ClientConn, m rpcMethod) error {
-	if !m.client && !m.server {
-		return conn.Invoke(ctx, m.name, &emptypb.Empty{}, &emptypb.Empty{})
-	}
-	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: m.client, ServerStreams: m.server}, m.name)
-	if err != nil {
-		return err
-	}
-	if !m.client {
-		if err := s.SendMsg(&emptypb.Empty{}); err != nil {
-			return err
-		}
-	}
-	if err := s.CloseSend(); err != nil {
-		return err
-	}
-	return s.RecvMsg(&emptypb.Empty{})
 }

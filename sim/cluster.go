@@ -107,14 +107,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, creds: map[string]*transport.Credentials{}, listeners: map[string]*bufconn.Listener{},
 		nodes: map[string]*node{}, Owners: map[string]*owner.Owner{}}
-	if cfg.Params != nil {
-		c.params = *cfg.Params
-	} else {
-		p, err := he.NewDefaultParams()
-		if err != nil {
-			return nil, err
-		}
-		c.params = p
+	var err error
+	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
+		return nil, err
 	}
 	if err := c.makeCerts(); err != nil {
 		return nil, err

@@ -16,9 +16,9 @@ import (
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 	"google.golang.org/grpc/test/bufconn"
-	"google.golang.org/protobuf/types/known/emptypb"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/transport/transporttest"
 )
 
 // pki makes a CA and credentials for the given identities in a temp dir.
@@ -55,43 +55,6 @@ func pki(t *testing.T, ids ...string) map[string]*Credentials {
 	return out
 }
 
-type methodCall struct {
-	name           string
-	client, server bool // streaming sides
-}
-
-func methodsOf(descs ...grpc.ServiceDesc) []methodCall {
-	var out []methodCall
-	for _, d := range descs {
-		for _, m := range d.Methods {
-			out = append(out, methodCall{name: "/" + d.ServiceName + "/" + m.MethodName})
-		}
-		for _, s := range d.Streams {
-			out = append(out, methodCall{name: "/" + d.ServiceName + "/" + s.StreamName, client: s.ClientStreams, server: s.ServerStreams})
-		}
-	}
-	return out
-}
-
-func call(ctx context.Context, conn *grpc.ClientConn, m methodCall) error {
-	if !m.client && !m.server {
-		return conn.Invoke(ctx, m.name, &emptypb.Empty{}, &emptypb.Empty{})
-	}
-	s, err := conn.NewStream(ctx, &grpc.StreamDesc{ClientStreams: m.client, ServerStreams: m.server}, m.name)
-	if err != nil {
-		return err
-	}
-	if !m.client {
-		if err := s.SendMsg(&emptypb.Empty{}); err != nil {
-			return err
-		}
-	}
-	if err := s.CloseSend(); err != nil {
-		return err
-	}
-	return s.RecvMsg(&emptypb.Empty{})
-}
-
 // TestAuthorizationTable calls every RPC of both services and the health
 // service with every role's certificate, and with a certificate from another
 // CA, over bufconn with real mutual TLS.
@@ -108,7 +71,7 @@ func TestAuthorizationTable(t *testing.T) {
 	defer srv.Stop()
 	dialOpt := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })
 
-	methods := methodsOf(fedpcav1.ProxyService_ServiceDesc, fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc)
+	methods := transporttest.Methods(fedpcav1.ProxyService_ServiceDesc, fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc)
 	if len(methods) != len(Authorization) {
 		t.Fatalf("%d methods in the services, %d in the table", len(methods), len(Authorization))
 	}
@@ -120,15 +83,15 @@ func TestAuthorizationTable(t *testing.T) {
 		}
 		for _, m := range methods {
 			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := call(ctx, conn, m)
+			err := transporttest.Call(ctx, conn, m)
 			cancel()
 			code := status.Code(err)
-			if Allowed(m.name, c.Identity.Role) {
+			if Allowed(m.Name, c.Identity.Role) {
 				if code == codes.PermissionDenied || code == codes.Unauthenticated || code == codes.Unavailable {
-					t.Errorf("%s calling %s: %v, want allowed", who, m.name, err)
+					t.Errorf("%s calling %s: %v, want allowed", who, m.Name, err)
 				}
 			} else if code != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), c.Identity.Short()) {
-				t.Errorf("%s calling %s: %v, want PermissionDenied naming the caller", who, m.name, err)
+				t.Errorf("%s calling %s: %v, want PermissionDenied naming the caller", who, m.Name, err)
 			}
 		}
 		conn.Close()
@@ -142,10 +105,10 @@ func TestAuthorizationTable(t *testing.T) {
 	defer conn.Close()
 	for _, m := range methods {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := call(ctx, conn, m)
+		err := transporttest.Call(ctx, conn, m)
 		cancel()
 		if status.Code(err) != codes.Unavailable {
-			t.Errorf("foreign CA calling %s: %v, want Unavailable (handshake refused)", m.name, err)
+			t.Errorf("foreign CA calling %s: %v, want Unavailable (handshake refused)", m.Name, err)
 		}
 	}
 }

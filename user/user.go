@@ -130,14 +130,9 @@ func NewClient(cfg Config) (*Client, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	c := &Client{cfg: cfg, log: cfg.Logger}
-	if cfg.Params != nil {
-		c.params = *cfg.Params
-	} else {
-		p, err := he.NewDefaultParams()
-		if err != nil {
-			return nil, err
-		}
-		c.params = p
+	var err error
+	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
+		return nil, err
 	}
 	conn, err := cfg.Dialer.Dial(cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
 	if err != nil {

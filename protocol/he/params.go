@@ -115,3 +115,12 @@ func smudging() ring.DiscreteGaussian {
 func (p Params) newCiphertext() *rlwe.Ciphertext {
 	return bgv.NewCiphertext(p.Parameters, 1, p.Level())
 }
+
+// ParamsOr returns *p, or the default parameter set when p is nil (the
+// daemons' Config.Params).
+func ParamsOr(p *Params) (Params, error) {
+	if p != nil {
+		return *p, nil
+	}
+	return NewDefaultParams()
+}
