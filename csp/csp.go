@@ -223,6 +223,5 @@ func (c *CSP) Run(ctx context.Context) error {
 	}
 }
 
-
 // Close releases the state without serving (for tests that never Run).
 func (c *CSP) Close() error { return c.db.Close() }

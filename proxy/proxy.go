@@ -263,4 +263,3 @@ func (p *Proxy) Run(ctx context.Context) error {
 	p.log.Info("proxy stopped")
 	return err
 }
-
