@@ -29,7 +29,7 @@ func shareAAD(ceremony string, from, to uint32) []byte {
 }
 
 // GetStatus implements fedpcav1.CspServiceServer.
-func (c *CSP) GetStatus(context.Context, *fedpcav1.GetStatusRequest) (*fedpcav1.GetStatusResponse, error) {
+func (c *CSP) GetStatus(_ context.Context, req *fedpcav1.GetStatusRequest) (*fedpcav1.GetStatusResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	resp := &fedpcav1.GetStatusResponse{Id: c.cfg.ID, HeParams: c.params.ID(), Switches: c.switches}
@@ -39,7 +39,9 @@ func (c *CSP) GetStatus(context.Context, *fedpcav1.GetStatusRequest) (*fedpcav1.
 		resp.CeremonyId = st.CeremonyID
 		resp.Members = int32(st.Secret.N)
 		resp.Threshold = int32(st.Secret.Threshold)
-		resp.CommitteePublicKey = st.CommitteeKey
+		if req.GetIncludePublicKey() {
+			resp.CommitteePublicKey = st.CommitteeKey
+		}
 		resp.CommitteeKeyFingerprint = st.Fingerprint
 	}
 	return resp, nil

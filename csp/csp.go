@@ -59,6 +59,8 @@ type Config struct {
 	// simulations only).
 	AllowNoNoise bool
 	Logger       hclog.Logger
+	// GRPCOptions are extra server options (the simulator's byte counter).
+	GRPCOptions []grpc.ServerOption
 	// Params is the HE parameter set (default: he.NewDefaultParams).
 	Params *he.Params
 }
@@ -201,7 +203,7 @@ func (c *CSP) loadSecrets() error {
 
 // Run serves until ctx is done, then stops gracefully.
 func (c *CSP) Run(ctx context.Context) error {
-	srv := grpc.NewServer(transport.ServerOptions(c.cfg.Creds, c.cfg.Insecure, c.log)...)
+	srv := grpc.NewServer(append(transport.ServerOptions(c.cfg.Creds, c.cfg.Insecure, c.log), c.cfg.GRPCOptions...)...)
 	fedpcav1.RegisterCspServiceServer(srv, c)
 	healthpb.RegisterHealthServer(srv, c.health)
 	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

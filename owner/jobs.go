@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -26,6 +25,7 @@ const (
 	noteReleased  = "released"  // reservation returned, nothing included
 	noteRefunded  = "refunded"  // included, but the job failed before any key switch
 	noteSkipped   = "skipped"   // the job had ended before this owner saw it
+	noteCompleted = "completed" // included, and the job ended (budget spent)
 )
 
 type jobNote struct {
@@ -67,18 +67,39 @@ func (o *Owner) setNote(id string, n jobNote) {
 
 func blobKey(id string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", id, i)) }
 
+// pending returns the jobs in which this owner has a part that is not
+// settled yet (an upload not acknowledged, or a job not ended).
+func (o *Owner) pending() []string {
+	var out []string
+	_ = o.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
+			var n jobNote
+			if json.Unmarshal(v, &n) == nil && (n.State == noteUploading || n.State == noteUploaded) {
+				out = append(out, string(k))
+			}
+			return nil
+		})
+	})
+	return out
+}
+
 // handle moves this owner's part in a job one step forward.
-func (o *Owner) handle(ctx context.Context, info *fedpcav1.JobInfo) {
-	st := info.GetStatus()
+func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	id := st.GetJobId()
 	note := o.note(id)
+	ended := st.GetState() == fedpcav1.JobState_JOB_STATE_DONE || st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED
 	switch {
-	case note == nil && (st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN):
-		o.takePart(ctx, info)
+	case note == nil && st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN:
+		r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+		if err != nil {
+			o.log.Warn("cannot fetch the job's ticket", "job", id[:16], "error", status.Convert(err).Message())
+			return
+		}
+		o.takePart(ctx, r.GetJob())
 	case note == nil:
 		o.setNote(id, jobNote{State: noteSkipped, Reason: "ended before this owner saw it"})
 	case note.State == noteUploading:
-		o.resume(ctx, info, note)
+		o.resume(ctx, st, note)
 	case note.State == noteUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
 		if err := o.ledger.Refund(note.Dataset, id); err != nil {
 			o.log.Error("refund", "job", id[:16], "error", err)
@@ -86,6 +107,8 @@ func (o *Owner) handle(ctx context.Context, info *fedpcav1.JobInfo) {
 		}
 		o.setNote(id, jobNote{State: noteRefunded, Dataset: note.Dataset, Reason: st.GetReason()})
 		o.log.Info("job failed before any key switch: budget refunded", "job", id[:16], "reason", st.GetReason())
+	case note.State == noteUploaded && ended:
+		o.setNote(id, jobNote{State: noteCompleted, Dataset: note.Dataset, Reason: st.GetReason()})
 	}
 }
 
@@ -127,20 +150,13 @@ func (o *Owner) takePart(ctx context.Context, info *fedpcav1.JobInfo) {
 		o.decline(ctx, id, dataset, reason)
 		return
 	}
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cmt, err := o.proxy.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{})
-	cancel()
+	cpk, err := o.committeeKey(ctx, spec.CommitteeKey)
+	if errors.Is(err, errWrongCommittee) {
+		o.decline(ctx, id, dataset, err.Error())
+		return
+	}
 	if err != nil {
 		o.log.Warn("cannot get the committee key; will retry", "job", id[:16], "error", status.Convert(err).Message())
-		return
-	}
-	if job.Fingerprint(cmt.GetPublicKey()) != spec.CommitteeKey {
-		o.decline(ctx, id, dataset, "the job's committee key is not the committee's current key")
-		return
-	}
-	cpk, err := o.params.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
-	if err != nil {
-		o.decline(ctx, id, dataset, "the committee key is malformed: "+err.Error())
 		return
 	}
 	cal, err := spec.Calibration(sch)
@@ -192,8 +208,11 @@ func (o *Owner) takePart(ctx context.Context, info *fedpcav1.JobInfo) {
 		_ = o.ledger.Release(dataset, id)
 		return
 	}
+	o.mu.Lock()
+	o.shares[id] = time.Since(start)
+	o.mu.Unlock()
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", acc.Rows(), "ciphertexts", len(cts), "ms", time.Since(start).Milliseconds())
-	o.resume(ctx, info, &jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
+	o.resume(ctx, info.GetStatus(), &jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
 }
 
 func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset, reason string) {
@@ -205,10 +224,9 @@ func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset, reason strin
 
 // resume sends (or re-sends) a stored upload, and settles the ledger when
 // the job moved on without it.
-func (o *Owner) resume(ctx context.Context, info *fedpcav1.JobInfo, note *jobNote) {
-	st := info.GetStatus()
+func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNote) {
 	id := st.GetJobId()
-	if slices.Contains(st.GetUploadedOwners(), o.cfg.ID) {
+	if st.GetCallerIncluded() {
 		// Acknowledged before a crash: it is in the sum.
 		o.settleUploaded(id, note.Dataset)
 		return

@@ -43,6 +43,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 // Dataset is one dataset an owner serves.
@@ -79,6 +80,8 @@ type Config struct {
 	Store     string
 	Datasets  []*Dataset
 	Policy    Policy
+	// GRPCOptions are extra server options (the simulator's byte counter).
+	GRPCOptions []grpc.ServerOption
 	// PollInterval is how often the owner asks for jobs (default 2 s).
 	PollInterval time.Duration
 	Logger       hclog.Logger
@@ -95,10 +98,13 @@ type Owner struct {
 	datasets map[string]*Dataset
 	health   *health.Server
 
-	mu    sync.Mutex
-	conn  *grpc.ClientConn
-	proxy fedpcav1.ProxyServiceClient
-	busy  map[string]bool
+	mu     sync.Mutex
+	conn   *grpc.ClientConn
+	proxy  fedpcav1.ProxyServiceClient
+	busy   map[string]bool
+	shares map[string]time.Duration // job -> time to compute and encrypt the share
+	cpk    *rlwe.PublicKey          // the committee key, cached by fingerprint
+	cpkFP  string
 }
 
 var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
@@ -127,7 +133,7 @@ func New(cfg Config) (*Owner, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, health: health.NewServer()}
+	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, shares: map[string]time.Duration{}, health: health.NewServer()}
 	var err error
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -182,6 +188,46 @@ func New(cfg Config) (*Owner, error) {
 	return o, nil
 }
 
+// committeeKey returns the committee key with the given fingerprint, asking
+// the proxy only when it is not the cached one.
+func (o *Owner) committeeKey(ctx context.Context, fingerprint string) (*rlwe.PublicKey, error) {
+	o.mu.Lock()
+	if o.cpkFP == fingerprint {
+		defer o.mu.Unlock()
+		return o.cpk, nil
+	}
+	o.mu.Unlock()
+	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	cmt, err := o.proxy.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{})
+	if err != nil {
+		return nil, err
+	}
+	fp := job.Fingerprint(cmt.GetPublicKey())
+	if fp != fingerprint {
+		return nil, fmt.Errorf("%w: the job's committee key %s… is not the committee's current key %s…", errWrongCommittee, fingerprint[:12], fp[:12])
+	}
+	pk, err := o.params.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
+	if err != nil {
+		return nil, fmt.Errorf("%w: the committee key is malformed: %v", errWrongCommittee, err)
+	}
+	o.mu.Lock()
+	o.cpk, o.cpkFP = pk, fp
+	o.mu.Unlock()
+	return pk, nil
+}
+
+var errWrongCommittee = errors.New("committee key")
+
+// ShareTime returns how long computing and encrypting this owner's share of
+// a job took (reading the rows included), if it computed one in this run.
+func (o *Owner) ShareTime(jobID string) (time.Duration, bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	d, ok := o.shares[jobID]
+	return d, ok
+}
+
 // Balance returns a dataset's privacy budget balance.
 func (o *Owner) Balance(dataset string) (Balance, error) { return o.ledger.Balance(dataset) }
 
@@ -196,7 +242,7 @@ func (o *Owner) Run(ctx context.Context) error {
 	o.mu.Unlock()
 	var srv *grpc.Server
 	if o.cfg.Listener != nil {
-		srv = grpc.NewServer(transport.ServerOptions(o.cfg.Dialer.Creds, o.cfg.Dialer.Insecure, o.log)...)
+		srv = grpc.NewServer(append(transport.ServerOptions(o.cfg.Dialer.Creds, o.cfg.Dialer.Insecure, o.log), o.cfg.GRPCOptions...)...)
 		healthpb.RegisterHealthServer(srv, o.health)
 		o.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		go srv.Serve(o.cfg.Listener)
@@ -227,34 +273,57 @@ func (o *Owner) Run(ctx context.Context) error {
 	}
 }
 
-// poll lists the jobs that name this owner and handles each new one in its
-// own goroutine (at most one at a time per job).
+// poll lists the open jobs that name this owner (brief statuses) and
+// handles each in its own goroutine (at most one at a time per job); jobs
+// this owner has a pending part in that are no longer open are looked up
+// one by one so that their end can be settled.
 func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
-	resp, err := o.proxy.ListJobs(cctx, &fedpcav1.ListJobsRequest{IncludeEnded: true})
+	resp, err := o.proxy.ListJobs(cctx, &fedpcav1.ListJobsRequest{Brief: true})
 	if err != nil {
 		if ctx.Err() == nil {
 			o.log.Warn("cannot list jobs", "error", status.Convert(err).Message())
 		}
 		return
 	}
+	listed := map[string]bool{}
 	for _, info := range resp.GetJobs() {
-		id := info.GetStatus().GetJobId()
-		o.mu.Lock()
-		if o.busy[id] {
-			o.mu.Unlock()
-			continue
-		}
-		o.busy[id] = true
-		o.mu.Unlock()
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			defer func() { o.mu.Lock(); delete(o.busy, id); o.mu.Unlock() }()
-			o.handle(ctx, info)
-		}()
+		st := info.GetStatus()
+		listed[st.GetJobId()] = true
+		o.spawn(ctx, wg, st.GetJobId(), func() { o.handle(ctx, st) })
 	}
+	for _, id := range o.pending() {
+		if !listed[id] {
+			o.spawn(ctx, wg, id, func() {
+				r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+				if err != nil {
+					o.log.Warn("cannot look up job", "job", id[:16], "error", status.Convert(err).Message())
+					return
+				}
+				o.handle(ctx, r.GetJob().GetStatus())
+			})
+		}
+	}
+}
+
+// spawn runs fn for a job unless the job is already being handled.
+func (o *Owner) spawn(ctx context.Context, wg *sync.WaitGroup, id string, fn func()) {
+	o.mu.Lock()
+	if o.busy[id] {
+		o.mu.Unlock()
+		return
+	}
+	o.busy[id] = true
+	o.mu.Unlock()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer func() { o.mu.Lock(); delete(o.busy, id); o.mu.Unlock() }()
+		if ctx.Err() == nil {
+			fn()
+		}
+	}()
 }
 
 // Budget report for the proxy's display.

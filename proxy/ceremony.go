@@ -53,7 +53,7 @@ func (p *Proxy) closeMembers() {
 }
 
 // memberStatus asks every member for its status (nil where unreachable).
-func (p *Proxy) memberStatus(ctx context.Context) []*fedpcav1.GetStatusResponse {
+func (p *Proxy) memberStatus(ctx context.Context, withKey bool) []*fedpcav1.GetStatusResponse {
 	out := make([]*fedpcav1.GetStatusResponse, len(p.cfg.Committee))
 	type res struct {
 		i int
@@ -69,7 +69,7 @@ func (p *Proxy) memberStatus(ctx context.Context) []*fedpcav1.GetStatusResponse 
 			}
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
-			s, err := mc.client.GetStatus(cctx, &fedpcav1.GetStatusRequest{})
+			s, err := mc.client.GetStatus(cctx, &fedpcav1.GetStatusRequest{IncludePublicKey: withKey})
 			if err != nil {
 				p.log.Debug("member status", "member", mc.ID, "error", err)
 				s = nil
@@ -110,7 +110,7 @@ func (p *Proxy) ceremonyOnce(ctx context.Context) error {
 	p.mu.Lock()
 	cmt := p.cmt
 	p.mu.Unlock()
-	sts := p.memberStatus(ctx)
+	sts := p.memberStatus(ctx, cmt == nil)
 	if cmt != nil {
 		for i, s := range sts {
 			switch {
@@ -261,7 +261,7 @@ func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeReques
 	}
 	resp := &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
 		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint}
-	sts := p.memberStatus(ctx)
+	sts := p.memberStatus(ctx, false)
 	for i, m := range c.Members {
 		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: m.ID, Point: uint32(i + 1),
 			Healthy: sts[i] != nil && sts[i].GetCommitteeKeyFingerprint() == c.Fingerprint})

@@ -167,7 +167,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
-	sts := p.memberStatus(ctx)
+	sts := p.memberStatus(ctx, false)
 	var active []uint32
 	var names []string
 	for i, s := range sts {
@@ -181,6 +181,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	start := time.Now()
 	owners := j.uploadedOwners()
 	noise, err := job.ServerNoise(j.spec, j.sch, dp.RoleProxy, len(owners), nil)
 	if err != nil {
@@ -214,6 +215,8 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 			return err
 		}
 		rec.State, rec.Active, rec.CSPs, rec.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
+		rec.Timings.Seal = time.Since(start).Seconds()
+		rec.Timings.UploadWindow = rec.SealedAt.Sub(rec.Created).Seconds()
 		rec.Reason = "sealed with " + fmt.Sprint(len(owners)) + " owners; key switch by csp/" + strings.Join(names, ", csp/")
 		return nil
 	})
@@ -275,7 +278,10 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	j.mu.Lock()
 	active := slices.Clone(j.rec.Active)
 	if !j.rec.Switched {
-		if err := p.update(j, func(_ *bolt.Tx, rec *jobRecord) error { rec.Switched = true; return nil }); err != nil {
+		if err := p.update(j, func(_ *bolt.Tx, rec *jobRecord) error {
+			rec.Switched, rec.SwitchStarted = true, time.Now().UTC()
+			return nil
+		}); err != nil {
 			j.mu.Unlock()
 			return err
 		}
@@ -344,6 +350,7 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 			}
 		}
 		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_DONE, "result ready for the user"
+		rec.Timings.KeySwitch = time.Since(rec.SwitchStarted).Seconds()
 		return nil
 	})
 	if err != nil {

@@ -71,7 +71,7 @@ func (p *Proxy) CreateJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return &fedpcav1.CreateJobResponse{Job: j.status()}, nil
+	return &fedpcav1.CreateJobResponse{Job: j.status(false, caller(ctx))}, nil
 }
 
 func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (*jobState, error) {
@@ -155,7 +155,7 @@ func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpc
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return &fedpcav1.GetJobResponse{Job: j.info()}, nil
+	return &fedpcav1.GetJobResponse{Job: j.info(caller(ctx))}, nil
 }
 
 // ListJobs implements fedpcav1.ProxyServiceServer.
@@ -174,7 +174,11 @@ func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*f
 		}
 		j.mu.Lock()
 		if req.GetIncludeEnded() || !ended(j.rec.State) {
-			resp.Jobs = append(resp.Jobs, j.info())
+			if req.GetBrief() {
+				resp.Jobs = append(resp.Jobs, &fedpcav1.JobInfo{Status: j.status(false, who)})
+			} else {
+				resp.Jobs = append(resp.Jobs, j.info(who))
+			}
 		}
 		j.mu.Unlock()
 	}
@@ -190,12 +194,13 @@ func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxySer
 	if err != nil {
 		return toStatus(err)
 	}
-	if err := j.party(caller(stream.Context())); err != nil {
+	who := caller(stream.Context())
+	if err := j.party(who); err != nil {
 		return toStatus(err)
 	}
 	for {
 		j.mu.Lock()
-		st, changed := j.status(), j.changed
+		st, changed := j.status(false, who), j.changed
 		j.mu.Unlock()
 		if err := stream.Send(&fedpcav1.WatchJobResponse{Job: st}); err != nil {
 			return err

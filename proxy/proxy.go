@@ -78,6 +78,8 @@ type Config struct {
 	// CallTimeout bounds each call to a member (default 2 min).
 	CallTimeout time.Duration
 	Logger      hclog.Logger
+	// GRPCOptions are extra server options (the simulator's byte counter).
+	GRPCOptions []grpc.ServerOption
 	Params      *he.Params
 }
 
@@ -226,7 +228,7 @@ func New(cfg Config) (*Proxy, error) {
 // Run serves until ctx is done: it runs (or checks) the key ceremony,
 // resumes every unfinished job, and stops gracefully.
 func (p *Proxy) Run(ctx context.Context) error {
-	srv := grpc.NewServer(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log)...)
+	srv := grpc.NewServer(append(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log), p.cfg.GRPCOptions...)...)
 	fedpcav1.RegisterProxyServiceServer(srv, p)
 	healthpb.RegisterHealthServer(srv, p.health)
 	p.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

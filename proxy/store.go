@@ -14,6 +14,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
@@ -84,6 +85,17 @@ type jobRecord struct {
 	CSPs     []string  `json:"csps,omitempty"`
 	Switched bool      `json:"switched"`
 	SealedAt time.Time `json:"sealed_at"`
+	// SwitchStarted is when the first member was asked; Timings are the
+	// proxy's measured phases (seconds).
+	SwitchStarted time.Time `json:"switch_started"`
+	Timings       timings   `json:"timings"`
+}
+
+type timings struct {
+	Aggregate    float64 `json:"aggregate"`
+	UploadWindow float64 `json:"upload_window"`
+	Seal         float64 `json:"seal"`
+	KeySwitch    float64 `json:"key_switch"`
 }
 
 type budgetRecord struct {
@@ -266,22 +278,33 @@ func decodeMask(b []byte, slots int) ([]uint64, error) {
 	return m, nil
 }
 
-// status converts a job to its wire status; j.mu must be held.
-func (j *jobState) status() *fedpcav1.JobStatus {
+// status converts a job to its wire status for a caller; the owner lists
+// are included only when full is set. j.mu must be held.
+func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobStatus {
 	s := &fedpcav1.JobStatus{
 		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
-		ExpectedOwners: j.spec.Owners, UploadedOwners: j.uploadedOwners(), MinOwners: int32(j.spec.MinOwners),
+		MinOwners:      int32(j.spec.MinOwners),
+		OwnersExpected: int32(len(j.spec.Owners)), OwnersUploaded: int32(len(j.rec.Uploads)), OwnersDeclined: int32(len(j.rec.Declined)),
 		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
 		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
+		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
+			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch},
 	}
-	for _, d := range j.rec.Declined {
-		s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: d.Reason})
+	if caller.Role == transport.RoleOwner {
+		_, s.CallerIncluded = j.uploaded(caller.ID)
+	}
+	if full {
+		s.ExpectedOwners, s.UploadedOwners = j.spec.Owners, j.uploadedOwners()
+		for _, d := range j.rec.Declined {
+			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: d.Reason})
+		}
 	}
 	return s
 }
 
-func (j *jobState) info() *fedpcav1.JobInfo {
-	return &fedpcav1.JobInfo{Status: j.status(), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+// info is the full status with the job's ticket.
+func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
+	return &fedpcav1.JobInfo{Status: j.status(true, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
 }
 
 func ended(s fedpcav1.JobState) bool {

@@ -66,6 +66,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	}
 	h := sha256.New()
 	cts := make([]*rlwe.Ciphertext, j.n)
+	var decoding time.Duration
 	for i := range cts {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -78,11 +79,13 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		if b == nil {
 			return nil, bad("message %d: expected a ciphertext", i+1)
 		}
+		t0 := time.Now()
 		ct := p.params.NewCiphertext()
 		if err := p.params.Codecs().Ciphertext.UnmarshalInto(b, ct); err != nil {
 			return nil, bad("ciphertext %d: %v", i, err)
 		}
 		h.Write(b)
+		decoding += time.Since(t0)
 		cts[i] = ct
 	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
@@ -100,6 +103,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	if done, resp, err := p.checkIncludedLocked(j, owner, hd.GetDigest()); done {
 		return resp, err
 	}
+	folding := time.Now()
 	if err := p.loadSum(j); err != nil {
 		return nil, err
 	}
@@ -114,6 +118,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		}
 		rec.Uploads = append(rec.Uploads, uploadRecord{Owner: owner, Digest: digest, At: time.Now().UTC()})
 		rec.Reason = fmt.Sprintf("%d of %d owners uploaded", len(rec.Uploads), len(j.spec.Owners))
+		rec.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
 		return p.putBudget(tx, owner, hd.GetBudget())
 	})
 	if err != nil {

@@ -62,6 +62,9 @@ type Config struct {
 	RetryInterval time.Duration
 	Logger        hclog.Logger
 	Params        *he.Params
+	// counters, when set, count each role's payload bytes ("owner",
+	// "proxy", "csp", "user").
+	counters map[string]*transport.ByteCounter
 }
 
 // Cluster is a running deployment.
@@ -199,11 +202,22 @@ func (c *Cluster) listen(name string) (net.Listener, string, error) {
 	return l, "passthrough:///" + name, nil
 }
 
+// serverOptions returns the extra server options of a role's node.
+func (c *Cluster) serverOptions(role string) []grpc.ServerOption {
+	if bc := c.cfg.counters[role]; bc != nil {
+		return []grpc.ServerOption{grpc.StatsHandler(bc)}
+	}
+	return nil
+}
+
 // dialer returns the dialer of a node.
 func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
 	d := transport.Dialer{Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Self: id}
+	if bc := c.cfg.counters[id.Role]; bc != nil {
+		d.Options = append(d.Options, grpc.WithStatsHandler(bc))
+	}
 	if !c.cfg.TCP {
-		d.Options = []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		d.Options = append(d.Options, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			name := strings.TrimPrefix(addr, "passthrough:///")
 			c.mu.Lock()
 			l := c.listeners[name]
@@ -212,7 +226,7 @@ func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
 				return nil, fmt.Errorf("sim: no node listening at %q", name)
 			}
 			return l.DialContext(ctx)
-		})}
+		}))
 	}
 	return d
 }
@@ -249,7 +263,7 @@ func (c *Cluster) StartCSP(i int) error {
 	}
 	m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure,
 		Store: filepath.Join(c.cfg.Dir, "state", id.ID), AllowNoNoise: c.cfg.AllowNoNoise,
-		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params})
+		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params, GRPCOptions: c.serverOptions(transport.RoleCSP)})
 	if err != nil {
 		return err
 	}
@@ -276,7 +290,8 @@ func (c *Cluster) StartProxy() error {
 	}
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure,
 		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
-		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params})
+		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
+		GRPCOptions: c.serverOptions(transport.RoleProxy)})
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -116,6 +117,9 @@ type Client struct {
 	params he.Params
 	conn   *grpc.ClientConn
 	proxy  fedpcav1.ProxyServiceClient
+
+	mu  sync.Mutex
+	cmt *fedpcav1.GetCommitteeResponse // cached; refreshed when a job is refused for it
 }
 
 // NewClient dials the proxy (lazily: errors show on the first call).
@@ -151,9 +155,17 @@ func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
 // Spec builds the job spec for a request against the committee the proxy
 // publishes.
 func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
-	cmt, err := c.proxy.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
-	if err != nil {
-		return nil, fmt.Errorf("get committee: %w", err)
+	c.mu.Lock()
+	cmt := c.cmt
+	c.mu.Unlock()
+	if cmt == nil {
+		var err error
+		if cmt, err = c.proxy.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{}); err != nil {
+			return nil, fmt.Errorf("get committee: %w", err)
+		}
+		c.mu.Lock()
+		c.cmt = cmt
+		c.mu.Unlock()
 	}
 	if cmt.GetHeParams() != c.params.ID() || cmt.GetHeParamsHash() != c.params.Fingerprint() {
 		return nil, fmt.Errorf("the proxy runs HE parameters %s, this client %s", cmt.GetHeParams(), c.params.ID())
@@ -213,6 +225,9 @@ func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*
 	resp, err := c.proxy.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
 		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical()})
 	if err != nil {
+		c.mu.Lock()
+		c.cmt = nil // the committee may have changed: ask again next time
+		c.mu.Unlock()
 		return nil, fmt.Errorf("create job: %w", err)
 	}
 	return resp.GetJob(), nil
@@ -234,7 +249,12 @@ func (c *Client) Wait(ctx context.Context, id string, progress func(*fedpcav1.Jo
 					progress(last)
 				}
 				if last.GetState() == fedpcav1.JobState_JOB_STATE_DONE || last.GetState() == fedpcav1.JobState_JOB_STATE_FAILED {
-					return last, nil
+					// The full status (owner lists, who declined and why).
+					full, err := c.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+					if err != nil {
+						return last, nil
+					}
+					return full.GetJob().GetStatus(), nil
 				}
 			}
 		}
@@ -262,6 +282,12 @@ func (c *Client) Wait(ctx context.Context, id string, progress func(*fedpcav1.Jo
 // Fetch downloads the result of a done job, decrypts it and runs the job's
 // analysis.
 func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*job.Result, error) {
+	return c.FetchTimed(ctx, s, sch, nil)
+}
+
+// FetchTimed is Fetch that also reports, in *analysis, the time spent
+// decrypting and analysing (apart from the download).
+func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema, analysis *time.Duration) (*job.Result, error) {
 	stream, err := c.proxy.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: s.ID()})
 	if err != nil {
 		return nil, fmt.Errorf("fetch result: %w", err)
@@ -288,6 +314,7 @@ func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*j
 			return nil, fmt.Errorf("fetch result: ciphertext %d: %w", i, err)
 		}
 	}
+	start := time.Now()
 	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, cts)
 	if err != nil {
 		return nil, err
@@ -296,7 +323,11 @@ func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*j
 	if err != nil {
 		return nil, err
 	}
-	return job.Analyze(s, sch, rel, hd.GetOwners(), pr, c.params.ID())
+	res, err := job.Analyze(s, sch, rel, hd.GetOwners(), pr, c.params.ID())
+	if analysis != nil {
+		*analysis = time.Since(start)
+	}
+	return res, err
 }
 
 // Publish stores the result document with the proxy, for the owners.

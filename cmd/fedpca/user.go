@@ -201,7 +201,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 
 func progressLine(s *fedpcav1.JobStatus) string {
 	state := strings.ToLower(strings.TrimPrefix(s.GetState().String(), "JOB_STATE_"))
-	return fmt.Sprintf("%s: %d/%d owners uploaded, %d declined — %s", state, len(s.GetUploadedOwners()), len(s.GetExpectedOwners()), len(s.GetDeclinedOwners()), s.GetReason())
+	return fmt.Sprintf("%s: %d/%d owners uploaded, %d declined — %s", state, s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined(), s.GetReason())
 }
 
 func declinedText(s *fedpcav1.JobStatus) string {

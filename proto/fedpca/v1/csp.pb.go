@@ -22,9 +22,11 @@ const (
 )
 
 type GetStatusRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// include_public_key asks for the committee public key (262 KB).
+	IncludePublicKey bool `protobuf:"varint,1,opt,name=include_public_key,json=includePublicKey,proto3" json:"include_public_key,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GetStatusRequest) Reset() {
@@ -55,6 +57,13 @@ func (x *GetStatusRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GetStatusRequest.ProtoReflect.Descriptor instead.
 func (*GetStatusRequest) Descriptor() ([]byte, []int) {
 	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetStatusRequest) GetIncludePublicKey() bool {
+	if x != nil {
+		return x.IncludePublicKey
+	}
+	return false
 }
 
 type GetStatusResponse struct {
@@ -1032,8 +1041,9 @@ var File_fedpca_v1_csp_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\n" +
-	"\x13fedpca/v1/csp.proto\x12\tfedpca.v1\"\x12\n" +
-	"\x10GetStatusRequest\"\xcf\x02\n" +
+	"\x13fedpca/v1/csp.proto\x12\tfedpca.v1\"@\n" +
+	"\x10GetStatusRequest\x12,\n" +
+	"\x12include_public_key\x18\x01 \x01(\bR\x10includePublicKey\"\xcf\x02\n" +
 	"\x11GetStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\x12\x14\n" +

@@ -408,11 +408,21 @@ type JobStatus struct {
 	CspMembers []string `protobuf:"bytes,12,rep,name=csp_members,json=cspMembers,proto3" json:"csp_members,omitempty"`
 	// switched is true once any committee member was asked to key-switch:
 	// after that the privacy budget is spent even if the job fails.
-	Switched      bool  `protobuf:"varint,13,opt,name=switched,proto3" json:"switched,omitempty"`
-	CreatedUnix   int64 `protobuf:"varint,14,opt,name=created_unix,json=createdUnix,proto3" json:"created_unix,omitempty"`
-	UpdatedUnix   int64 `protobuf:"varint,15,opt,name=updated_unix,json=updatedUnix,proto3" json:"updated_unix,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Switched    bool  `protobuf:"varint,13,opt,name=switched,proto3" json:"switched,omitempty"`
+	CreatedUnix int64 `protobuf:"varint,14,opt,name=created_unix,json=createdUnix,proto3" json:"created_unix,omitempty"`
+	UpdatedUnix int64 `protobuf:"varint,15,opt,name=updated_unix,json=updatedUnix,proto3" json:"updated_unix,omitempty"`
+	// timings are the proxy's measured phases, in seconds.
+	Timings *PhaseTimings `protobuf:"bytes,16,opt,name=timings,proto3" json:"timings,omitempty"`
+	// Counts of the owner lists (the lists themselves are left out of watch
+	// streams and brief listings, where they would be repeated at every
+	// change).
+	OwnersExpected int32 `protobuf:"varint,17,opt,name=owners_expected,json=ownersExpected,proto3" json:"owners_expected,omitempty"`
+	OwnersUploaded int32 `protobuf:"varint,18,opt,name=owners_uploaded,json=ownersUploaded,proto3" json:"owners_uploaded,omitempty"`
+	OwnersDeclined int32 `protobuf:"varint,19,opt,name=owners_declined,json=ownersDeclined,proto3" json:"owners_declined,omitempty"`
+	// caller_included is true when the calling owner's upload is in the sum.
+	CallerIncluded bool `protobuf:"varint,20,opt,name=caller_included,json=callerIncluded,proto3" json:"caller_included,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -550,6 +560,116 @@ func (x *JobStatus) GetUpdatedUnix() int64 {
 	return 0
 }
 
+func (x *JobStatus) GetTimings() *PhaseTimings {
+	if x != nil {
+		return x.Timings
+	}
+	return nil
+}
+
+func (x *JobStatus) GetOwnersExpected() int32 {
+	if x != nil {
+		return x.OwnersExpected
+	}
+	return 0
+}
+
+func (x *JobStatus) GetOwnersUploaded() int32 {
+	if x != nil {
+		return x.OwnersUploaded
+	}
+	return 0
+}
+
+func (x *JobStatus) GetOwnersDeclined() int32 {
+	if x != nil {
+		return x.OwnersDeclined
+	}
+	return 0
+}
+
+func (x *JobStatus) GetCallerIncluded() bool {
+	if x != nil {
+		return x.CallerIncluded
+	}
+	return false
+}
+
+// PhaseTimings are the proxy's own measurements of a job's phases.
+type PhaseTimings struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// aggregate_seconds is the time spent validating, folding and committing
+	// uploads, summed over the uploads.
+	AggregateSeconds float64 `protobuf:"fixed64,1,opt,name=aggregate_seconds,json=aggregateSeconds,proto3" json:"aggregate_seconds,omitempty"`
+	// upload_window_seconds runs from the job's creation to its sealing.
+	UploadWindowSeconds float64 `protobuf:"fixed64,2,opt,name=upload_window_seconds,json=uploadWindowSeconds,proto3" json:"upload_window_seconds,omitempty"`
+	// seal_seconds covers the proxy's noise share, the masks and their commit.
+	SealSeconds float64 `protobuf:"fixed64,3,opt,name=seal_seconds,json=sealSeconds,proto3" json:"seal_seconds,omitempty"`
+	// key_switch_seconds runs from the first request to a member to the
+	// unblinded result's commit.
+	KeySwitchSeconds float64 `protobuf:"fixed64,4,opt,name=key_switch_seconds,json=keySwitchSeconds,proto3" json:"key_switch_seconds,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
+}
+
+func (x *PhaseTimings) Reset() {
+	*x = PhaseTimings{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PhaseTimings) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PhaseTimings) ProtoMessage() {}
+
+func (x *PhaseTimings) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PhaseTimings.ProtoReflect.Descriptor instead.
+func (*PhaseTimings) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *PhaseTimings) GetAggregateSeconds() float64 {
+	if x != nil {
+		return x.AggregateSeconds
+	}
+	return 0
+}
+
+func (x *PhaseTimings) GetUploadWindowSeconds() float64 {
+	if x != nil {
+		return x.UploadWindowSeconds
+	}
+	return 0
+}
+
+func (x *PhaseTimings) GetSealSeconds() float64 {
+	if x != nil {
+		return x.SealSeconds
+	}
+	return 0
+}
+
+func (x *PhaseTimings) GetKeySwitchSeconds() float64 {
+	if x != nil {
+		return x.KeySwitchSeconds
+	}
+	return 0
+}
+
 type DeclinedOwner struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
@@ -560,7 +680,7 @@ type DeclinedOwner struct {
 
 func (x *DeclinedOwner) Reset() {
 	*x = DeclinedOwner{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[6]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +692,7 @@ func (x *DeclinedOwner) String() string {
 func (*DeclinedOwner) ProtoMessage() {}
 
 func (x *DeclinedOwner) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[6]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +705,7 @@ func (x *DeclinedOwner) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclinedOwner.ProtoReflect.Descriptor instead.
 func (*DeclinedOwner) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{6}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *DeclinedOwner) GetOwner() string {
@@ -611,7 +731,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[7]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -623,7 +743,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[7]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -636,7 +756,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{7}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -655,7 +775,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -667,7 +787,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -680,7 +800,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{8}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobResponse) GetJob() *JobInfo {
@@ -693,14 +813,17 @@ func (x *GetJobResponse) GetJob() *JobInfo {
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// include_ended also lists done and failed jobs.
-	IncludeEnded  bool `protobuf:"varint,1,opt,name=include_ended,json=includeEnded,proto3" json:"include_ended,omitempty"`
+	IncludeEnded bool `protobuf:"varint,1,opt,name=include_ended,json=includeEnded,proto3" json:"include_ended,omitempty"`
+	// brief returns statuses only (no tickets, no owner lists): what a
+	// polling owner needs to notice new jobs.
+	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -712,7 +835,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -725,12 +848,19 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{9}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListJobsRequest) GetIncludeEnded() bool {
 	if x != nil {
 		return x.IncludeEnded
+	}
+	return false
+}
+
+func (x *ListJobsRequest) GetBrief() bool {
+	if x != nil {
+		return x.Brief
 	}
 	return false
 }
@@ -744,7 +874,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -756,7 +886,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -769,7 +899,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobInfo {
@@ -795,7 +925,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -807,7 +937,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -820,7 +950,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *JobInfo) GetStatus() *JobStatus {
@@ -867,7 +997,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +1009,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +1022,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -911,7 +1041,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1053,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1066,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchJobResponse) GetJob() *JobStatus {
@@ -959,7 +1089,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -971,7 +1101,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -984,7 +1114,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -1043,7 +1173,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1185,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1198,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *UploadHeader) GetJobId() string {
@@ -1111,7 +1241,7 @@ type BudgetReport struct {
 
 func (x *BudgetReport) Reset() {
 	*x = BudgetReport{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1123,7 +1253,7 @@ func (x *BudgetReport) String() string {
 func (*BudgetReport) ProtoMessage() {}
 
 func (x *BudgetReport) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1136,7 +1266,7 @@ func (x *BudgetReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetReport.ProtoReflect.Descriptor instead.
 func (*BudgetReport) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *BudgetReport) GetDataset() string {
@@ -1179,7 +1309,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1191,7 +1321,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1204,7 +1334,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UploadResponse) GetJobId() string {
@@ -1239,7 +1369,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1381,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1394,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *DeclineRequest) GetJobId() string {
@@ -1296,7 +1426,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1308,7 +1438,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1321,7 +1451,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
 }
 
 type FetchResultRequest struct {
@@ -1333,7 +1463,7 @@ type FetchResultRequest struct {
 
 func (x *FetchResultRequest) Reset() {
 	*x = FetchResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1345,7 +1475,7 @@ func (x *FetchResultRequest) String() string {
 func (*FetchResultRequest) ProtoMessage() {}
 
 func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1358,7 +1488,7 @@ func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
 func (*FetchResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *FetchResultRequest) GetJobId() string {
@@ -1381,7 +1511,7 @@ type FetchResultResponse struct {
 
 func (x *FetchResultResponse) Reset() {
 	*x = FetchResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1393,7 +1523,7 @@ func (x *FetchResultResponse) String() string {
 func (*FetchResultResponse) ProtoMessage() {}
 
 func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1406,7 +1536,7 @@ func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
 func (*FetchResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *FetchResultResponse) GetMsg() isFetchResultResponse_Msg {
@@ -1464,7 +1594,7 @@ type ResultHeader struct {
 
 func (x *ResultHeader) Reset() {
 	*x = ResultHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1476,7 +1606,7 @@ func (x *ResultHeader) String() string {
 func (*ResultHeader) ProtoMessage() {}
 
 func (x *ResultHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1489,7 +1619,7 @@ func (x *ResultHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHeader.ProtoReflect.Descriptor instead.
 func (*ResultHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ResultHeader) GetJobId() string {
@@ -1531,7 +1661,7 @@ type PublishResultRequest struct {
 
 func (x *PublishResultRequest) Reset() {
 	*x = PublishResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1543,7 +1673,7 @@ func (x *PublishResultRequest) String() string {
 func (*PublishResultRequest) ProtoMessage() {}
 
 func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1556,7 +1686,7 @@ func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PublishResultRequest) GetJobId() string {
@@ -1581,7 +1711,7 @@ type PublishResultResponse struct {
 
 func (x *PublishResultResponse) Reset() {
 	*x = PublishResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1593,7 +1723,7 @@ func (x *PublishResultResponse) String() string {
 func (*PublishResultResponse) ProtoMessage() {}
 
 func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1606,7 +1736,7 @@ func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
 }
 
 type GetPublishedRequest struct {
@@ -1618,7 +1748,7 @@ type GetPublishedRequest struct {
 
 func (x *GetPublishedRequest) Reset() {
 	*x = GetPublishedRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1760,7 @@ func (x *GetPublishedRequest) String() string {
 func (*GetPublishedRequest) ProtoMessage() {}
 
 func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1773,7 @@ func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishedRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetPublishedRequest) GetJobId() string {
@@ -1662,7 +1792,7 @@ type GetPublishedResponse struct {
 
 func (x *GetPublishedResponse) Reset() {
 	*x = GetPublishedResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1804,7 @@ func (x *GetPublishedResponse) String() string {
 func (*GetPublishedResponse) ProtoMessage() {}
 
 func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1817,7 @@ func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishedResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *GetPublishedResponse) GetResult() []byte {
@@ -1722,7 +1852,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0fuser_public_key\x18\x03 \x01(\fR\ruserPublicKey\x12\x16\n" +
 	"\x06schema\x18\x04 \x01(\fR\x06schema\";\n" +
 	"\x11CreateJobResponse\x12&\n" +
-	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\x8b\x04\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\xe2\x05\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.fedpca.v1.JobStateR\x05state\x12\x18\n" +
@@ -1741,16 +1871,27 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"cspMembers\x12\x1a\n" +
 	"\bswitched\x18\r \x01(\bR\bswitched\x12!\n" +
 	"\fcreated_unix\x18\x0e \x01(\x03R\vcreatedUnix\x12!\n" +
-	"\fupdated_unix\x18\x0f \x01(\x03R\vupdatedUnix\"=\n" +
+	"\fupdated_unix\x18\x0f \x01(\x03R\vupdatedUnix\x121\n" +
+	"\atimings\x18\x10 \x01(\v2\x17.fedpca.v1.PhaseTimingsR\atimings\x12'\n" +
+	"\x0fowners_expected\x18\x11 \x01(\x05R\x0eownersExpected\x12'\n" +
+	"\x0fowners_uploaded\x18\x12 \x01(\x05R\x0eownersUploaded\x12'\n" +
+	"\x0fowners_declined\x18\x13 \x01(\x05R\x0eownersDeclined\x12'\n" +
+	"\x0fcaller_included\x18\x14 \x01(\bR\x0ecallerIncluded\"\xc0\x01\n" +
+	"\fPhaseTimings\x12+\n" +
+	"\x11aggregate_seconds\x18\x01 \x01(\x01R\x10aggregateSeconds\x122\n" +
+	"\x15upload_window_seconds\x18\x02 \x01(\x01R\x13uploadWindowSeconds\x12!\n" +
+	"\fseal_seconds\x18\x03 \x01(\x01R\vsealSeconds\x12,\n" +
+	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"=\n" +
 	"\rDeclinedOwner\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\"&\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"6\n" +
 	"\x0eGetJobResponse\x12$\n" +
-	"\x03job\x18\x01 \x01(\v2\x12.fedpca.v1.JobInfoR\x03job\"6\n" +
+	"\x03job\x18\x01 \x01(\v2\x12.fedpca.v1.JobInfoR\x03job\"L\n" +
 	"\x0fListJobsRequest\x12#\n" +
-	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\":\n" +
+	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\x12\x14\n" +
+	"\x05brief\x18\x02 \x01(\bR\x05brief\":\n" +
 	"\x10ListJobsResponse\x12&\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x12.fedpca.v1.JobInfoR\x04jobs\"\xac\x01\n" +
 	"\aJobInfo\x12,\n" +
@@ -1842,7 +1983,7 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 }
 
 var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                 // 0: fedpca.v1.JobState
 	(*GetCommitteeRequest)(nil),   // 1: fedpca.v1.GetCommitteeRequest
@@ -1851,66 +1992,68 @@ var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(*CreateJobRequest)(nil),      // 4: fedpca.v1.CreateJobRequest
 	(*CreateJobResponse)(nil),     // 5: fedpca.v1.CreateJobResponse
 	(*JobStatus)(nil),             // 6: fedpca.v1.JobStatus
-	(*DeclinedOwner)(nil),         // 7: fedpca.v1.DeclinedOwner
-	(*GetJobRequest)(nil),         // 8: fedpca.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 9: fedpca.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 10: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 11: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),               // 12: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),       // 13: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 14: fedpca.v1.WatchJobResponse
-	(*UploadRequest)(nil),         // 15: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),          // 16: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),          // 17: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),        // 18: fedpca.v1.UploadResponse
-	(*DeclineRequest)(nil),        // 19: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),       // 20: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),    // 21: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),   // 22: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),          // 23: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),  // 24: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil), // 25: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),   // 26: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),  // 27: fedpca.v1.GetPublishedResponse
+	(*PhaseTimings)(nil),          // 7: fedpca.v1.PhaseTimings
+	(*DeclinedOwner)(nil),         // 8: fedpca.v1.DeclinedOwner
+	(*GetJobRequest)(nil),         // 9: fedpca.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 10: fedpca.v1.GetJobResponse
+	(*ListJobsRequest)(nil),       // 11: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 12: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),               // 13: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),       // 14: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),      // 15: fedpca.v1.WatchJobResponse
+	(*UploadRequest)(nil),         // 16: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),          // 17: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),          // 18: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),        // 19: fedpca.v1.UploadResponse
+	(*DeclineRequest)(nil),        // 20: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),       // 21: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),    // 22: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),   // 23: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),          // 24: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),  // 25: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil), // 26: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),   // 27: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),  // 28: fedpca.v1.GetPublishedResponse
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	3,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
 	6,  // 1: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 2: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
-	7,  // 3: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
-	12, // 4: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
-	12, // 5: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
-	6,  // 6: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
-	6,  // 7: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	16, // 8: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	17, // 9: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	17, // 10: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	23, // 11: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	1,  // 12: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	4,  // 13: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	8,  // 14: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	10, // 15: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	13, // 16: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	15, // 17: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	19, // 18: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	21, // 19: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	24, // 20: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	26, // 21: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	2,  // 22: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	5,  // 23: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	9,  // 24: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	11, // 25: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	14, // 26: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	18, // 27: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	20, // 28: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	22, // 29: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	25, // 30: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	27, // 31: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	22, // [22:32] is the sub-list for method output_type
-	12, // [12:22] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	8,  // 3: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
+	7,  // 4: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
+	13, // 5: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
+	13, // 6: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
+	6,  // 7: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
+	6,  // 8: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
+	17, // 9: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	18, // 10: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	18, // 11: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	24, // 12: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	1,  // 13: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	4,  // 14: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	9,  // 15: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	11, // 16: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	14, // 17: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	16, // 18: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	20, // 19: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	22, // 20: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	25, // 21: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	27, // 22: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	2,  // 23: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	5,  // 24: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	10, // 25: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	12, // 26: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	15, // 27: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	19, // 28: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	21, // 29: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	23, // 30: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	26, // 31: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	28, // 32: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	23, // [23:33] is the sub-list for method output_type
+	13, // [13:23] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -1918,11 +2061,11 @@ func file_fedpca_v1_proxy_proto_init() {
 	if File_fedpca_v1_proxy_proto != nil {
 		return
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[14].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[15].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[21].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[22].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
 	}
@@ -1932,7 +2075,7 @@ func file_fedpca_v1_proxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   27,
+			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,317 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"sort"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/user"
+)
+
+// Simulation describes a simulated deployment: a dataset split among owners
+// and a committee.
+type Simulation struct {
+	// Data is a CSV file with a header; Name its dataset ID; Label its class
+	// column ("" for none).
+	Data  []byte
+	Name  string
+	Label string
+	// Schema defaults to the reference preprocessing: standardise with the
+	// pooled mean and population std, clip rows to norm 1, g = 16 bits.
+	Schema *schema.Schema
+	Owners int
+	// How splits the rows (see Split); Seed makes the split reproducible.
+	How       string
+	Seed      uint64
+	CSPs      int
+	Threshold int
+	TCP       bool
+	Insecure  bool
+	// Dir holds certificates and state; Poll is the owners' poll interval.
+	Dir    string
+	Poll   time.Duration
+	Logger hclog.Logger
+}
+
+// JobOptions describe one simulated job.
+type JobOptions struct {
+	Analysis  string
+	K         int
+	Epsilon   float64
+	Delta     float64 // 0: 1/N, as in the reference
+	NoNoise   bool
+	Plan      string
+	Tolerate  int
+	Split     dp.Split
+	MinOwners int
+	// Progress is called at every change of the job's status.
+	Progress func(*fedpcav1.JobStatus)
+}
+
+// Report is what a simulated job measured.
+type Report struct {
+	Setup   Setup              `json:"setup"`
+	Result  *job.Result        `json:"result"`
+	Timings Timings            `json:"timings"`
+	Bytes   map[string]Traffic `json:"bytes"`
+	Utility *Utility           `json:"utility"`
+}
+
+// Setup echoes the simulation's parameters.
+type Setup struct {
+	Dataset   string   `json:"dataset"`
+	Rows      int64    `json:"rows"`
+	D         int      `json:"d"`
+	Classes   int      `json:"classes"`
+	Owners    int      `json:"owners"`
+	Split     string   `json:"split"`
+	Analysis  string   `json:"analysis"`
+	K         int      `json:"k"`
+	Epsilon   float64  `json:"epsilon"`
+	Delta     float64  `json:"delta"`
+	NoNoise   bool     `json:"no_noise"`
+	Plan      string   `json:"noise_plan"`
+	Tolerate  int      `json:"tolerate"`
+	BudgetR   dp.Split `json:"budget_split"`
+	CSPs      int      `json:"csp_nodes"`
+	Threshold int      `json:"csp_threshold"`
+	Transport string   `json:"transport"`
+	Bits      uint     `json:"quant_bits"`
+}
+
+// Timings are the phases of a job, in seconds.
+type Timings struct {
+	// OwnerShare is the median per owner of reading its rows, computing,
+	// noising and encrypting its statistics (OwnerShareMax the slowest).
+	OwnerShare    float64 `json:"owner_share"`
+	OwnerShareMax float64 `json:"owner_share_max"`
+	// Aggregate is the proxy's time validating and folding uploads (summed);
+	// UploadWindow runs from job creation to sealing.
+	Aggregate    float64 `json:"aggregate"`
+	UploadWindow float64 `json:"upload_window"`
+	Seal         float64 `json:"seal"`
+	KeySwitch    float64 `json:"key_switch"`
+	// Fetch downloads the result; UserAnalysis decrypts and analyses it.
+	Fetch        float64 `json:"fetch"`
+	UserAnalysis float64 `json:"user_analysis"`
+	// Total runs from the job's submission to the user's result.
+	Total float64 `json:"total"`
+	// Central is the same analysis of the same rows done centrally without
+	// encryption or noise: the baseline of the protocol's overhead.
+	Central float64 `json:"central_non_private"`
+}
+
+// Traffic is a role's payload bytes.
+type Traffic struct {
+	Sent     int64 `json:"sent"`
+	Received int64 `json:"received"`
+}
+
+// Simulator runs jobs on one simulated deployment. Not safe for concurrent
+// Run calls.
+type Simulator struct {
+	sim      Simulation
+	cl       *Cluster
+	sch      *schema.Schema
+	owners   []string
+	user     *user.Client
+	counters map[string]*transport.ByteCounter
+	rows     *labelledRows
+}
+
+// NewSimulator starts the deployment: certificates, committee (key
+// ceremony), proxy and owners holding their parts of the data.
+func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
+	if s.Owners < 1 {
+		return nil, fmt.Errorf("simulate: %d owners", s.Owners)
+	}
+	if s.How == "" {
+		s.How = "iid"
+	}
+	if s.CSPs < 1 {
+		s.CSPs = 1
+	}
+	if s.Threshold < 1 {
+		s.Threshold = s.CSPs
+	}
+	if s.Logger == nil {
+		s.Logger = hclog.NewNullLogger()
+	}
+	sch := s.Schema
+	if sch == nil {
+		var err error
+		if sch, err = schema.Infer(bytes.NewReader(s.Data), s.Name, s.Label); err != nil {
+			return nil, err
+		}
+	}
+	parts, err := Split(s.Data, s.Label, s.Owners, s.How, s.Seed)
+	if err != nil {
+		return nil, err
+	}
+	sm := &Simulator{sim: s, sch: sch, counters: map[string]*transport.ByteCounter{}}
+	for _, r := range []string{transport.RoleOwner, transport.RoleProxy, transport.RoleCSP, transport.RoleUser} {
+		sm.counters[r] = &transport.ByteCounter{}
+	}
+	var owners []OwnerConfig
+	for i, p := range parts {
+		id := fmt.Sprintf("owner-%05d", i+1)
+		sm.owners = append(sm.owners, id)
+		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
+	}
+	poll := s.Poll
+	if poll <= 0 {
+		poll = 50 * time.Millisecond
+		if s.Owners > 100 {
+			poll = time.Duration(s.Owners) * time.Millisecond // keep the polling load bounded
+		}
+	}
+	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
+		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, RetryInterval: 100 * time.Millisecond,
+		Logger: s.Logger, counters: sm.counters})
+	if err != nil {
+		return nil, err
+	}
+	sm.cl = cl
+	if sm.user, err = cl.User("analyst"); err != nil {
+		cl.Stop()
+		return nil, err
+	}
+	if sm.rows, err = mapRows(sch, s.Data); err != nil {
+		sm.Close()
+		return nil, err
+	}
+	return sm, nil
+}
+
+// Close stops the deployment.
+func (s *Simulator) Close() {
+	if s.user != nil {
+		s.user.Close()
+	}
+	s.cl.Stop()
+}
+
+// Schema returns the schema in use.
+func (s *Simulator) Schema() *schema.Schema { return s.sch }
+
+// Cluster returns the running deployment.
+func (s *Simulator) Cluster() *Cluster { return s.cl }
+
+func (s *Simulator) traffic() map[string]Traffic {
+	out := map[string]Traffic{}
+	for r, c := range s.counters {
+		out[r] = Traffic{Sent: c.Sent(), Received: c.Received()}
+	}
+	return out
+}
+
+// Run runs one job through the deployment and measures it.
+func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
+	delta := o.Delta
+	if delta == 0 && !o.NoNoise {
+		delta = 1 / float64(s.rows.n())
+	}
+	split := o.Split
+	if split == (dp.Split{}) {
+		split = dp.DefaultSplit
+	}
+	before := s.traffic()
+	req := user.Request{Schema: s.sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
+		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
+		Deadline: time.Now().Add(time.Hour), MaxRows: max(int64(s.rows.n()), 1)}
+	spec, err := s.user.Spec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	if _, err := s.user.Submit(ctx, spec, s.sch); err != nil {
+		return nil, err
+	}
+	st, err := s.user.Wait(ctx, spec.ID(), o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		return nil, fmt.Errorf("job failed: %s", st.GetReason())
+	}
+	fetchStart := time.Now()
+	res, analysisTime, err := s.fetch(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	total := time.Since(start)
+	after := s.traffic()
+	rep := &Report{Result: res, Bytes: map[string]Traffic{}}
+	for r, a := range after {
+		rep.Bytes[r] = Traffic{Sent: a.Sent - before[r].Sent, Received: a.Received - before[r].Received}
+	}
+	var shares []float64
+	for _, id := range s.owners {
+		if d, ok := s.cl.Owners[id].ShareTime(spec.ID()); ok {
+			shares = append(shares, d.Seconds())
+		}
+	}
+	sort.Float64s(shares)
+	pt := st.GetTimings()
+	rep.Timings = Timings{Aggregate: pt.GetAggregateSeconds(), UploadWindow: pt.GetUploadWindowSeconds(), Seal: pt.GetSealSeconds(),
+		KeySwitch: pt.GetKeySwitchSeconds(), Fetch: time.Since(fetchStart).Seconds() - analysisTime.Seconds(),
+		UserAnalysis: analysisTime.Seconds(), Total: total.Seconds()}
+	if len(shares) > 0 {
+		rep.Timings.OwnerShare, rep.Timings.OwnerShareMax = shares[len(shares)/2], shares[len(shares)-1]
+	}
+	l, _ := spec.Layout(s.sch)
+	transportName := "memory"
+	if s.sim.TCP {
+		transportName = "tcp"
+	}
+	rep.Setup = Setup{Dataset: s.sch.ID, Rows: int64(s.rows.n()), D: l.D, Classes: len(s.sch.Classes), Owners: len(s.owners), Split: s.sim.How,
+		Analysis: spec.Analysis, K: spec.K, Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
+		Tolerate: spec.Tolerate, BudgetR: spec.Split, CSPs: spec.CommitteeN, Threshold: spec.CommitteeThreshold, Transport: transportName, Bits: s.sch.Bits}
+	central, centralTime, err := s.central(spec)
+	if err != nil {
+		return nil, err
+	}
+	rep.Timings.Central = centralTime.Seconds()
+	if rep.Utility, err = s.rows.utility(res, central, s.sim.Seed); err != nil {
+		return nil, err
+	}
+	return rep, nil
+}
+
+// fetch downloads the result (measuring decryption and analysis apart).
+func (s *Simulator) fetch(ctx context.Context, spec *job.Spec) (*job.Result, time.Duration, error) {
+	var analysis time.Duration
+	res, err := s.user.FetchTimed(ctx, spec, s.sch, &analysis)
+	return res, analysis, err
+}
+
+// central computes the non-private result of the same analysis on all the
+// rows, centrally, and times it.
+func (s *Simulator) central(spec *job.Spec) (*job.Result, time.Duration, error) {
+	start := time.Now()
+	acc, err := job.ReadStatistics(spec, s.sch, bytes.NewReader(s.sim.Data))
+	if err != nil {
+		return nil, 0, err
+	}
+	l, _ := spec.Layout(s.sch)
+	rel, err := stats.Unpack(l, s.sch.Bits, acc.Pack())
+	if err != nil {
+		return nil, 0, err
+	}
+	res, err := job.AnalyzeRelease(job.HeaderOf(spec, s.sch, ""), spec.Analysis, spec.K, rel, nil, job.Privacy{NoNoise: true})
+	return res, time.Since(start), err
+}
+
+// OwnerIDs returns the owners' IDs.
+func (s *Simulator) OwnerIDs() []string { return slices.Clone(s.owners) }
