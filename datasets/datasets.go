@@ -152,3 +152,21 @@ func LoadReference(name string) (*Reference, error) {
 	}
 	return r, nil
 }
+
+// About returns a one-line provenance of a bundled dataset, from the
+// bundled README's table: original source, where the copy comes from, and
+// its license.
+func About(name string) string {
+	for _, line := range strings.Split(Provenance(), "\n") {
+		if !strings.HasPrefix(line, "| "+name+".csv |") {
+			continue
+		}
+		f := strings.Split(line, "|")
+		if len(f) < 10 {
+			break
+		}
+		cell := func(i int) string { return strings.TrimSpace(f[i]) }
+		return fmt.Sprintf("%s; %s rows, %s features, %s classes; copy from %s; license: %s", cell(7), cell(2), cell(3), cell(4), cell(6), cell(8))
+	}
+	return name
+}

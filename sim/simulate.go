@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"sort"
 	"time"
@@ -38,7 +39,10 @@ type Simulation struct {
 	Threshold int
 	TCP       bool
 	Insecure  bool
-	// Dir holds certificates and state; Poll is the owners' poll interval.
+	// Bits is g for an inferred schema (default 16).
+	Bits uint
+	// Dir holds certificates and state (default: a temporary directory,
+	// removed by Close); Poll is the owners' poll interval.
 	Dir    string
 	Poll   time.Duration
 	Logger hclog.Logger
@@ -128,6 +132,7 @@ type Simulator struct {
 	user     *user.Client
 	counters map[string]*transport.ByteCounter
 	rows     *labelledRows
+	tmpDir   string
 }
 
 // NewSimulator starts the deployment: certificates, committee (key
@@ -154,12 +159,26 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		if sch, err = schema.Infer(bytes.NewReader(s.Data), s.Name, s.Label); err != nil {
 			return nil, err
 		}
+		if s.Bits != 0 {
+			sch.Bits = s.Bits
+			if err := sch.Validate(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	var tmp string
+	if s.Dir == "" {
+		var err error
+		if tmp, err = os.MkdirTemp("", "fedpca-sim-"); err != nil {
+			return nil, err
+		}
+		s.Dir = tmp
 	}
 	parts, err := Split(s.Data, s.Label, s.Owners, s.How, s.Seed)
 	if err != nil {
 		return nil, err
 	}
-	sm := &Simulator{sim: s, sch: sch, counters: map[string]*transport.ByteCounter{}}
+	sm := &Simulator{sim: s, sch: sch, counters: map[string]*transport.ByteCounter{}, tmpDir: tmp}
 	for _, r := range []string{transport.RoleOwner, transport.RoleProxy, transport.RoleCSP, transport.RoleUser} {
 		sm.counters[r] = &transport.ByteCounter{}
 	}
@@ -180,6 +199,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, RetryInterval: 100 * time.Millisecond,
 		Logger: s.Logger, counters: sm.counters})
 	if err != nil {
+		os.RemoveAll(tmp)
 		return nil, err
 	}
 	sm.cl = cl
@@ -194,12 +214,15 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	return sm, nil
 }
 
-// Close stops the deployment.
+// Close stops the deployment (and removes its temporary directory).
 func (s *Simulator) Close() {
 	if s.user != nil {
 		s.user.Close()
 	}
 	s.cl.Stop()
+	if s.tmpDir != "" {
+		os.RemoveAll(s.tmpDir)
+	}
 }
 
 // Schema returns the schema in use.
@@ -224,7 +247,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	}
 	split := o.Split
 	if split == (dp.Split{}) {
-		split = dp.DefaultSplit
+		split = dp.DefaultSplitFor(o.Analysis)
 	}
 	before := s.traffic()
 	req := user.Request{Schema: s.sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,

@@ -186,7 +186,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	}
 	split := r.Split
 	if split == (dp.Split{}) && !r.NoNoise {
-		split = dp.DefaultSplit
+		split = dp.DefaultSplitFor(r.Analysis)
 	}
 	plan := r.Plan
 	if plan == "" {

@@ -35,7 +35,7 @@ the data user, who decrypts the noisy release and solves the eigenproblems.
 Start with "fedpca demo". Every flag can also be set with an environment variable
 FEDPCA_<FLAG> (upper case, dashes as underscores), e.g. FEDPCA_LISTEN=:7000.`,
 		Commands: []*cli.Command{
-			certsCommand(), cspCommand(), proxyCommand(),
+			demoCommand(), simulateCommand(), certsCommand(), cspCommand(), proxyCommand(),
 			ownerCommand(), userCommand(), schemaCommand(), healthCommand(),
 		},
 	}
