@@ -59,8 +59,10 @@ type Config struct {
 	// simulations only).
 	AllowNoNoise bool
 	Logger       hclog.Logger
-	// GRPCOptions are extra server options (the simulator's byte counter).
-	GRPCOptions []grpc.ServerOption
+	// Metrics is the member's registry (default: a new one);
+	// MetricsListener, if set, serves it over HTTP at /metrics.
+	Metrics         *transport.Metrics
+	MetricsListener net.Listener
 	// Params is the HE parameter set (default: he.NewDefaultParams).
 	Params *he.Params
 }
@@ -73,6 +75,7 @@ type CSP struct {
 	params he.Params
 	db     *bolt.DB
 	health *health.Server
+	m      *metrics
 
 	mu       sync.Mutex
 	state    *secretFile // finalized key material; nil before the first ceremony
@@ -140,7 +143,11 @@ func New(cfg Config) (*CSP, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = transport.NewMetrics()
+	}
 	c := &CSP{cfg: cfg, log: cfg.Logger, health: health.NewServer()}
+	c.registerMetrics(cfg.Metrics.Registry)
 	var err error
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -203,7 +210,14 @@ func (c *CSP) loadSecrets() error {
 
 // Run serves until ctx is done, then stops gracefully.
 func (c *CSP) Run(ctx context.Context) error {
-	srv := grpc.NewServer(append(transport.ServerOptions(c.cfg.Creds, c.cfg.Insecure, c.log), c.cfg.GRPCOptions...)...)
+	srv := grpc.NewServer(transport.ServerOptions(c.cfg.Creds, c.cfg.Insecure, c.log, c.cfg.Metrics)...)
+	if l := c.cfg.MetricsListener; l != nil {
+		go func() {
+			if err := transport.ServeMetrics(ctx, l, c.cfg.Metrics); err != nil {
+				c.log.Error("metrics server", "error", err)
+			}
+		}()
+	}
 	fedpcav1.RegisterCspServiceServer(srv, c)
 	healthpb.RegisterHealthServer(srv, c.health)
 	c.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

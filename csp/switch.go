@@ -171,6 +171,7 @@ func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	}
 	chk, err := c.checkHeader(hd, st)
 	if err != nil {
+		c.m.switches.WithLabelValues("refused").Inc()
 		return err
 	}
 	lock := c.jobLock(hd.GetJobId())
@@ -209,14 +210,20 @@ func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		return status.Errorf(codes.Internal, "read switch record: %v", err)
 	}
 	if rec != nil && rec.Digest != digest {
+		c.m.switches.WithLabelValues("refused").Inc()
 		return status.Errorf(codes.FailedPrecondition, "job %s… was already switched on %s with another request (active %v, %d owners); a member switches a job at most once", chk.spec.ID()[:12], rec.At.Format(time.RFC3339), rec.Active, rec.Owners)
 	}
 	if rec != nil {
+		c.m.switches.WithLabelValues("replayed").Inc()
 		c.log.Info("key switch replayed", "job", chk.spec.ID()[:16], "user", chk.spec.User)
 	} else {
+		start := time.Now()
 		if shares, err = c.computeShares(chk, member, cts); err != nil {
+			c.m.switches.WithLabelValues("refused").Inc()
 			return err
 		}
+		c.m.seconds.Observe(time.Since(start).Seconds())
+		c.m.switches.WithLabelValues("switched").Inc()
 		rec = &switchRecord{
 			JobID: chk.spec.ID(), User: chk.spec.User, Dataset: chk.spec.Dataset, Analysis: chk.spec.Analysis,
 			Digest: digest, Owners: len(chk.owners), Ciphertexts: chk.n, NoNoise: chk.spec.NoNoise, At: time.Now().UTC(),

@@ -194,6 +194,7 @@ func (o *Owner) takePart(ctx context.Context, info *fedpcav1.JobInfo) {
 		o.releaseAndDecline(ctx, id, dataset, "cannot encrypt statistics: "+err.Error())
 		return
 	}
+	compute := time.Since(start)
 	err = o.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUploads)
 		for i, ct := range cts {
@@ -209,9 +210,11 @@ func (o *Owner) takePart(ctx context.Context, info *fedpcav1.JobInfo) {
 		return
 	}
 	o.mu.Lock()
-	o.shares[id] = time.Since(start)
+	o.shares[id] = compute
 	o.mu.Unlock()
-	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", acc.Rows(), "ciphertexts", len(cts), "ms", time.Since(start).Milliseconds())
+	o.m.shares.Observe(compute.Seconds())
+	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", acc.Rows(), "ciphertexts", len(cts),
+		"ms", float64(compute.Microseconds())/1000, "store_ms", float64((time.Since(start)-compute).Microseconds())/1000)
 	o.resume(ctx, info.GetStatus(), &jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
 }
 
@@ -246,6 +249,7 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	backoff := 500 * time.Millisecond
 	for attempt := 1; attempt <= 4 && ctx.Err() == nil; attempt++ {
 		resp, err := o.send(ctx, id, note.Dataset, blobs)
+		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
 		if err == nil {
 			o.log.Info("upload acknowledged", "job", id[:16], "again", resp.GetAlreadyIncluded(), "uploaded_owners", resp.GetUploadedOwners())
 			o.settleUploaded(id, note.Dataset)
@@ -341,4 +345,14 @@ func deleteBlobs(tx *bolt.Tx, id string) error {
 		}
 	}
 	return nil
+}
+
+func uploadResult(err error) string {
+	switch {
+	case err == nil:
+		return "acknowledged"
+	case retryable(err):
+		return "retried"
+	}
+	return "refused"
 }

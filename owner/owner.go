@@ -80,8 +80,10 @@ type Config struct {
 	Store     string
 	Datasets  []*Dataset
 	Policy    Policy
-	// GRPCOptions are extra server options (the simulator's byte counter).
-	GRPCOptions []grpc.ServerOption
+	// Metrics is the owner's registry (default: a new one);
+	// MetricsListener, if set, serves it over HTTP at /metrics.
+	Metrics         *transport.Metrics
+	MetricsListener net.Listener
 	// PollInterval is how often the owner asks for jobs (default 2 s).
 	PollInterval time.Duration
 	Logger       hclog.Logger
@@ -97,6 +99,7 @@ type Owner struct {
 	ledger   *ledger
 	datasets map[string]*Dataset
 	health   *health.Server
+	m        *metrics
 
 	mu     sync.Mutex
 	conn   *grpc.ClientConn
@@ -132,6 +135,12 @@ func New(cfg Config) (*Owner, error) {
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = transport.NewMetrics()
+	}
+	if cfg.Dialer.Metrics == nil {
+		cfg.Dialer.Metrics = cfg.Metrics
 	}
 	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, shares: map[string]time.Duration{}, health: health.NewServer()}
 	var err error
@@ -185,6 +194,7 @@ func New(cfg Config) (*Owner, error) {
 		return nil, err
 	}
 	o.db, o.ledger = db, &ledger{db: db, budgets: budgets}
+	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
 }
 
@@ -242,7 +252,7 @@ func (o *Owner) Run(ctx context.Context) error {
 	o.mu.Unlock()
 	var srv *grpc.Server
 	if o.cfg.Listener != nil {
-		srv = grpc.NewServer(append(transport.ServerOptions(o.cfg.Dialer.Creds, o.cfg.Dialer.Insecure, o.log), o.cfg.GRPCOptions...)...)
+		srv = grpc.NewServer(transport.ServerOptions(o.cfg.Dialer.Creds, o.cfg.Dialer.Insecure, o.log, o.cfg.Metrics)...)
 		healthpb.RegisterHealthServer(srv, o.health)
 		o.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 		go srv.Serve(o.cfg.Listener)
@@ -253,6 +263,13 @@ func (o *Owner) Run(ctx context.Context) error {
 	}
 	slices.Sort(names)
 	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval)
+	if l := o.cfg.MetricsListener; l != nil {
+		go func() {
+			if err := transport.ServeMetrics(ctx, l, o.cfg.Metrics); err != nil {
+				o.log.Error("metrics server", "error", err)
+			}
+		}()
+	}
 	var wg sync.WaitGroup
 	tick := time.NewTicker(o.cfg.PollInterval)
 	defer tick.Stop()
@@ -337,6 +354,7 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 
 // decline tells the proxy why this owner does not take part.
 func (o *Owner) decline(ctx context.Context, id, dataset, reason string) {
+	o.m.declines.Inc()
 	o.log.Info("declining job", "job", id[:min(16, len(id))], "reason", reason)
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

@@ -224,6 +224,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		return err
 	}
 	j.sum = nil
+	p.m.phases.WithLabelValues("seal").Observe(j.rec.Timings.Seal)
 	p.log.Info("job sealed", "job", j.id[:16], "owners", len(owners), "active", strings.Join(names, ","))
 	return nil
 }
@@ -307,6 +308,11 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 			if err == nil {
 				err = p.storeShares(j, pt, shares)
 			}
+			result := "ok"
+			if err != nil {
+				result = "error"
+			}
+			p.m.asks.WithLabelValues(p.cfg.Committee[pt-1].ID, result).Inc()
 			mu.Lock()
 			defer mu.Unlock()
 			if err != nil {
@@ -356,6 +362,7 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
+	p.m.phases.WithLabelValues("key_switch").Observe(j.rec.Timings.KeySwitch)
 	p.log.Info("job done", "job", j.id[:16], "owners", len(owners), "ciphertexts", j.n)
 	return nil
 }

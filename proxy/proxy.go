@@ -78,9 +78,11 @@ type Config struct {
 	// CallTimeout bounds each call to a member (default 2 min).
 	CallTimeout time.Duration
 	Logger      hclog.Logger
-	// GRPCOptions are extra server options (the simulator's byte counter).
-	GRPCOptions []grpc.ServerOption
-	Params      *he.Params
+	// Metrics is the proxy's registry (default: a new one); MetricsListener,
+	// if set, serves it over HTTP at /metrics.
+	Metrics         *transport.Metrics
+	MetricsListener net.Listener
+	Params          *he.Params
 }
 
 // Proxy is the proxy daemon. Its methods are safe for concurrent use.
@@ -93,6 +95,7 @@ type Proxy struct {
 	db        *bolt.DB
 	health    *health.Server
 	uploads   chan struct{} // semaphore
+	m         *metrics
 
 	mu      sync.Mutex
 	cmt     *committeeRecord // nil until the ceremony is done
@@ -175,6 +178,12 @@ func New(cfg Config) (*Proxy, error) {
 		cfg.Dialer.Creds, cfg.Dialer.Insecure = cfg.Creds, cfg.Insecure
 		cfg.Dialer.Self = transport.Identity{Role: transport.RoleProxy, ID: cfg.ID}
 	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = transport.NewMetrics()
+	}
+	if cfg.Dialer.Metrics == nil {
+		cfg.Dialer.Metrics = cfg.Metrics
+	}
 	committee := he.Committee{N: len(cfg.Committee), Threshold: cfg.Threshold}
 	if err := committee.Validate(); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
@@ -210,6 +219,7 @@ func New(cfg Config) (*Proxy, error) {
 	if p.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
+	p.registerMetrics(cfg.Metrics.Registry)
 	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
 		return nil, fmt.Errorf("proxy: state directory: %w", err)
 	}
@@ -228,7 +238,7 @@ func New(cfg Config) (*Proxy, error) {
 // Run serves until ctx is done: it runs (or checks) the key ceremony,
 // resumes every unfinished job, and stops gracefully.
 func (p *Proxy) Run(ctx context.Context) error {
-	srv := grpc.NewServer(append(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log), p.cfg.GRPCOptions...)...)
+	srv := grpc.NewServer(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log, p.cfg.Metrics)...)
 	fedpcav1.RegisterProxyServiceServer(srv, p)
 	healthpb.RegisterHealthServer(srv, p.health)
 	p.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
@@ -238,6 +248,13 @@ func (p *Proxy) Run(ctx context.Context) error {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if l := p.cfg.MetricsListener; l != nil {
+		go func() {
+			if err := transport.ServeMetrics(runCtx, l, p.cfg.Metrics); err != nil {
+				p.log.Error("metrics server", "error", err)
+			}
+		}()
+	}
 	p.mu.Lock()
 	p.ctx = runCtx
 	for _, j := range p.jobs {

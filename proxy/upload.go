@@ -24,7 +24,13 @@ import (
 func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
 	resp, err := p.upload(stream)
 	if err != nil {
+		p.m.uploads.WithLabelValues("refused").Inc()
 		return toStatus(err)
+	}
+	if resp.GetAlreadyIncluded() {
+		p.m.uploads.WithLabelValues("resent").Inc()
+	} else {
+		p.m.uploads.WithLabelValues("included").Inc()
 	}
 	return stream.SendAndClose(resp)
 }
@@ -125,6 +131,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		return nil, fmt.Errorf("commit upload: %w", err)
 	}
 	j.sum = cts
+	p.m.phases.WithLabelValues("fold").Observe((decoding + time.Since(folding)).Seconds())
 	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", len(j.rec.Uploads), "expected", len(j.spec.Owners))
 	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(len(j.rec.Uploads))}, nil
 }

@@ -23,6 +23,7 @@ import (
 
 	"github.com/fedpca/fedpca/csp"
 	"github.com/fedpca/fedpca/owner"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
@@ -62,9 +63,13 @@ type Config struct {
 	RetryInterval time.Duration
 	Logger        hclog.Logger
 	Params        *he.Params
-	// counters, when set, count each role's payload bytes ("owner",
-	// "proxy", "csp", "user").
-	counters map[string]*transport.ByteCounter
+	// Binary is the fedpca executable, for nodes run as processes:
+	// ProxyProcess runs the proxy as a separate process (its peak memory is
+	// then measurable) and OwnerFarms > 0 runs the owners in that many child
+	// processes. Both need TCP.
+	Binary       string
+	ProxyProcess bool
+	OwnerFarms   int
 }
 
 // Cluster is a running deployment.
@@ -82,6 +87,12 @@ type Cluster struct {
 	CSPs      []*csp.CSP
 	ProxyAddr string
 	CSPAddrs  []string
+	proxyProc *child
+	farms     []*child
+	// proxyMetrics is the in-process proxy's registry; proxyMetricsAddr
+	// the /metrics address of a proxy process.
+	proxyMetrics     *transport.Metrics
+	proxyMetricsAddr string
 }
 
 type node struct {
@@ -125,13 +136,28 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 			return nil, err
 		}
 	}
-	if err := c.StartProxy(); err != nil {
+	if (cfg.ProxyProcess || cfg.OwnerFarms > 0) && !cfg.TCP {
+		c.Stop()
+		return nil, errors.New("sim: nodes in separate processes need the TCP transport")
+	}
+	startProxy := c.StartProxy
+	if cfg.ProxyProcess {
+		startProxy = c.startProxyProcess
+	}
+	if err := startProxy(); err != nil {
 		c.Stop()
 		return nil, err
 	}
 	if err := c.WaitCommittee(ctx); err != nil {
 		c.Stop()
 		return nil, err
+	}
+	if cfg.OwnerFarms > 0 {
+		if err := c.startFarms(cfg.Owners); err != nil {
+			c.Stop()
+			return nil, err
+		}
+		return c, nil
 	}
 	for _, o := range cfg.Owners {
 		if err := c.StartOwner(o); err != nil {
@@ -155,7 +181,7 @@ func (c *Cluster) makeCerts() error {
 	if err != nil {
 		return err
 	}
-	ids := []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}}
+	ids := []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, probe}
 	for i := range c.cfg.CSPs {
 		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
 	}
@@ -202,20 +228,9 @@ func (c *Cluster) listen(name string) (net.Listener, string, error) {
 	return l, "passthrough:///" + name, nil
 }
 
-// serverOptions returns the extra server options of a role's node.
-func (c *Cluster) serverOptions(role string) []grpc.ServerOption {
-	if bc := c.cfg.counters[role]; bc != nil {
-		return []grpc.ServerOption{grpc.StatsHandler(bc)}
-	}
-	return nil
-}
-
 // dialer returns the dialer of a node.
 func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
 	d := transport.Dialer{Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Self: id}
-	if bc := c.cfg.counters[id.Role]; bc != nil {
-		d.Options = append(d.Options, grpc.WithStatsHandler(bc))
-	}
 	if !c.cfg.TCP {
 		d.Options = append(d.Options, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
 			name := strings.TrimPrefix(addr, "passthrough:///")
@@ -263,7 +278,7 @@ func (c *Cluster) StartCSP(i int) error {
 	}
 	m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure,
 		Store: filepath.Join(c.cfg.Dir, "state", id.ID), AllowNoNoise: c.cfg.AllowNoNoise,
-		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params, GRPCOptions: c.serverOptions(transport.RoleCSP)})
+		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params})
 	if err != nil {
 		return err
 	}
@@ -288,15 +303,15 @@ func (c *Cluster) StartProxy() error {
 	for i := range members {
 		members[i] = proxy.Member{ID: cspID(i), Addr: c.CSPAddrs[i]}
 	}
-	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure,
+	m := transport.NewMetrics()
+	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
 		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
-		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
-		GRPCOptions: c.serverOptions(transport.RoleProxy)})
+		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params})
 	if err != nil {
 		return err
 	}
 	c.mu.Lock()
-	c.Proxy, c.ProxyAddr = p, addr
+	c.Proxy, c.ProxyAddr, c.proxyMetrics = p, addr, m
 	c.mu.Unlock()
 	c.run("proxy/proxy", p.Run)
 	return nil
@@ -345,11 +360,32 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr, Keys: kp, Logger: c.log.Named("user"), Params: &c.params})
 }
 
+// probe is the identity the cluster uses to ask a proxy process whether the
+// committee key is ready.
+var probe = transport.Identity{Role: transport.RoleUser, ID: "sim-probe"}
+
 // WaitCommittee waits until the proxy publishes the committee key.
 func (c *Cluster) WaitCommittee(ctx context.Context) error {
+	var client fedpcav1.ProxyServiceClient
+	if c.Proxy == nil {
+		conn, err := c.dialer(probe).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		if err != nil {
+			return err
+		}
+		defer conn.Close()
+		client = fedpcav1.NewProxyServiceClient(conn)
+	}
 	for {
-		if c.Proxy.CommitteeReady() {
+		if c.Proxy != nil && c.Proxy.CommitteeReady() {
 			return nil
+		}
+		if client != nil {
+			cctx, cancel := context.WithTimeout(ctx, time.Second)
+			_, err := client.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{})
+			cancel()
+			if err == nil {
+				return nil
+			}
 		}
 		select {
 		case <-ctx.Done():
@@ -361,6 +397,14 @@ func (c *Cluster) WaitCommittee(ctx context.Context) error {
 
 // Stop stops every node.
 func (c *Cluster) Stop() {
+	c.mu.Lock()
+	farms, proc := c.farms, c.proxyProc
+	c.farms, c.proxyProc = nil, nil
+	c.mu.Unlock()
+	for _, f := range farms {
+		f.stop()
+	}
+	proc.stop()
 	c.mu.Lock()
 	var names []string
 	for n := range c.nodes {

@@ -16,7 +16,6 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
-	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -46,6 +45,11 @@ type Simulation struct {
 	Dir    string
 	Poll   time.Duration
 	Logger hclog.Logger
+	// Binary, ProxyProcess and OwnerFarms run nodes as processes (see
+	// Config).
+	Binary       string
+	ProxyProcess bool
+	OwnerFarms   int
 }
 
 // JobOptions describe one simulated job.
@@ -125,14 +129,13 @@ type Traffic struct {
 // Simulator runs jobs on one simulated deployment. Not safe for concurrent
 // Run calls.
 type Simulator struct {
-	sim      Simulation
-	cl       *Cluster
-	sch      *schema.Schema
-	owners   []string
-	user     *user.Client
-	counters map[string]*transport.ByteCounter
-	rows     *labelledRows
-	tmpDir   string
+	sim    Simulation
+	cl     *Cluster
+	sch    *schema.Schema
+	owners []string
+	user   *user.Client
+	rows   *labelledRows
+	tmpDir string
 }
 
 // NewSimulator starts the deployment: certificates, committee (key
@@ -178,10 +181,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm := &Simulator{sim: s, sch: sch, counters: map[string]*transport.ByteCounter{}, tmpDir: tmp}
-	for _, r := range []string{transport.RoleOwner, transport.RoleProxy, transport.RoleCSP, transport.RoleUser} {
-		sm.counters[r] = &transport.ByteCounter{}
-	}
+	sm := &Simulator{sim: s, sch: sch, tmpDir: tmp}
 	var owners []OwnerConfig
 	for i, p := range parts {
 		id := fmt.Sprintf("owner-%05d", i+1)
@@ -197,7 +197,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	}
 	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
 		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, RetryInterval: 100 * time.Millisecond,
-		Logger: s.Logger, counters: sm.counters})
+		Logger: s.Logger, Binary: s.Binary, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -232,11 +232,11 @@ func (s *Simulator) Schema() *schema.Schema { return s.sch }
 func (s *Simulator) Cluster() *Cluster { return s.cl }
 
 func (s *Simulator) traffic() map[string]Traffic {
-	out := map[string]Traffic{}
-	for r, c := range s.counters {
-		out[r] = Traffic{Sent: c.Sent(), Received: c.Received()}
+	t, err := s.cl.ProxyTraffic()
+	if err != nil {
+		return map[string]Traffic{}
 	}
-	return out
+	return t
 }
 
 // Run runs one job through the deployment and measures it.
@@ -280,10 +280,8 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		rep.Bytes[r] = Traffic{Sent: a.Sent - before[r].Sent, Received: a.Received - before[r].Received}
 	}
 	var shares []float64
-	for _, id := range s.owners {
-		if d, ok := s.cl.Owners[id].ShareTime(spec.ID()); ok {
-			shares = append(shares, d.Seconds())
-		}
+	for _, d := range s.cl.ShareTimes(spec.ID()) {
+		shares = append(shares, d.Seconds())
 	}
 	sort.Float64s(shares)
 	pt := st.GetTimings()

@@ -91,8 +91,9 @@ func authorize(ctx context.Context, method string, insecure bool) (context.Conte
 // ServerOptions returns the interceptors every fedpca server uses, outermost
 // first: recovery (a panic becomes Internal and is logged), authorization
 // (the caller's identity goes into the context), logging (method, caller,
-// code, latency; never payloads). creds may be nil only with insecure set.
-func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger) []grpc.ServerOption {
+// code, latency; never payloads) and metrics (when m is not nil). creds may
+// be nil only with insecure set.
+func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metrics) []grpc.ServerOption {
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
@@ -105,6 +106,7 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger) []grpc.S
 					resp, err = h(ctx, req)
 				}
 				logCall(ctx, log, info.FullMethod, start, err)
+				m.observeRPC(info.FullMethod, err, time.Since(start))
 				return resp, err
 			}),
 		grpc.ChainStreamInterceptor(
@@ -116,11 +118,15 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger) []grpc.S
 					err = h(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
 				}
 				logCall(ctx, log, info.FullMethod, start, err)
+				m.observeRPC(info.FullMethod, err, time.Since(start))
 				return err
 			}),
 	}
 	if !insecure {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(creds.ServerTLS())))
+	}
+	if m != nil {
+		opts = append(opts, grpc.StatsHandler(m.ServerStats()))
 	}
 	return opts
 }

@@ -20,6 +20,8 @@ type Dialer struct {
 	Self     Identity
 	// Options are extra dial options (the simulator's in-memory dialer).
 	Options []grpc.DialOption
+	// Metrics, when set, count the payload bytes of the connections.
+	Metrics *Metrics
 }
 
 // Dial returns a connection to target whose server must have the expected
@@ -39,6 +41,9 @@ func (d Dialer) Dial(target string, server Identity) (*grpc.ClientConn, error) {
 			return nil, errors.New("dial: no credentials (and not in insecure mode)")
 		}
 		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(d.Creds.ClientTLS(server))))
+	}
+	if d.Metrics != nil {
+		opts = append(opts, grpc.WithStatsHandler(d.Metrics.ClientStats(server.Role)))
 	}
 	return grpc.NewClient(target, append(opts, d.Options...)...)
 }

@@ -63,7 +63,7 @@ func TestAuthorizationTable(t *testing.T) {
 	foreign := pki(t, "owner/o1")["owner/o1"]
 
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(ServerOptions(creds["proxy/p"], false, hclog.NewNullLogger())...)
+	srv := grpc.NewServer(ServerOptions(creds["proxy/p"], false, hclog.NewNullLogger(), nil)...)
 	fedpcav1.RegisterProxyServiceServer(srv, fedpcav1.UnimplementedProxyServiceServer{})
 	fedpcav1.RegisterCspServiceServer(srv, fedpcav1.UnimplementedCspServiceServer{})
 	healthpb.RegisterHealthServer(srv, health.NewServer())
@@ -118,7 +118,7 @@ func TestAuthorizationTable(t *testing.T) {
 func TestClientChecksServerIdentity(t *testing.T) {
 	creds := pki(t, "owner/o1", "proxy/p")
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(ServerOptions(creds["owner/o1"], false, hclog.NewNullLogger())...)
+	srv := grpc.NewServer(ServerOptions(creds["owner/o1"], false, hclog.NewNullLogger(), nil)...)
 	healthpb.RegisterHealthServer(srv, health.NewServer())
 	go srv.Serve(lis)
 	defer srv.Stop()
@@ -140,7 +140,7 @@ func TestClientChecksServerIdentity(t *testing.T) {
 
 func TestInsecureModeIdentityHeader(t *testing.T) {
 	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(ServerOptions(nil, true, hclog.NewNullLogger())...)
+	srv := grpc.NewServer(ServerOptions(nil, true, hclog.NewNullLogger(), nil)...)
 	fedpcav1.RegisterProxyServiceServer(srv, fedpcav1.UnimplementedProxyServiceServer{})
 	go srv.Serve(lis)
 	defer srv.Stop()

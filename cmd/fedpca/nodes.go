@@ -32,7 +32,17 @@ func nodeFlags(defaultListen string) []cli.Flag {
 		strFlag("listen", defaultListen, "address to serve gRPC on"),
 		boolFlag("insecure", "run WITHOUT TLS and trust claimed identities: local tests only, never in production"),
 		strFlag("id", "", "this node's ID (only with --insecure; otherwise the certificate's)"),
+		strFlag("metrics-listen", "", "address to serve Prometheus metrics on (HTTP /metrics; empty: off; bind to localhost or a private network)"),
 	}, logFlags()...)
+}
+
+// metricsListener opens the --metrics-listen address, if any.
+func metricsListener(cmd *cli.Command) (net.Listener, error) {
+	addr := cmd.String("metrics-listen")
+	if addr == "" {
+		return nil, nil
+	}
+	return net.Listen("tcp", addr)
 }
 
 // identity loads the node's credentials or, with --insecure, its claimed
@@ -150,8 +160,12 @@ func cspCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
+				ml, err := metricsListener(cmd)
+				if err != nil {
+					return err
+				}
 				m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"),
-					AllowNoNoise: cmd.Bool("allow-no-noise"), Logger: log.With("id", id.ID)})
+					AllowNoNoise: cmd.Bool("allow-no-noise"), Logger: log.With("id", id.ID), MetricsListener: ml})
 				if err != nil {
 					return err
 				}
@@ -231,7 +245,11 @@ func proxyCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"),
+				ml, err := metricsListener(cmd)
+				if err != nil {
+					return err
+				}
+				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml,
 					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"),
 					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
 				if err != nil {
@@ -300,7 +318,11 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 						return err
 					}
 				}
-				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"),
+				ml, err := metricsListener(cmd)
+				if err != nil {
+					return err
+				}
+				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
 					Datasets: sets, PollInterval: cmd.Duration("poll"), Logger: log.With("id", d.Identity().ID),
 					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), AllowNoNoise: cmd.Bool("allow-no-noise")}})
 				if err != nil {

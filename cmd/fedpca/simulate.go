@@ -69,6 +69,9 @@ func simulateFlags() []cli.Flag {
 		boolFlag("components", "print the components"),
 		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (default: 50 ms, longer with many owners)", Sources: env("poll")},
 		strFlag("log-level", "off", "log level of the simulated nodes"),
+		boolFlag("proxy-process", "run the proxy as a separate process (with --transport tcp), to measure its peak memory"),
+		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),
+		strFlag("synthetic", "", "synthetic data ROWSxDxK (e.g. 10000x50x5) instead of --data or --dataset"),
 	}
 }
 
@@ -85,6 +88,23 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 
   fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json`,
 		Flags: simulateFlags(),
+		Commands: []*cli.Command{{
+			Name:   "farm",
+			Usage:  "run many owners in this process (started by simulate --owner-farms)",
+			Hidden: true,
+			Flags:  []cli.Flag{reqStr("config", "farm configuration (JSON)")},
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				b, err := os.ReadFile(cmd.String("config"))
+				if err != nil {
+					return err
+				}
+				var fc sim.FarmConfig
+				if err := json.Unmarshal(b, &fc); err != nil {
+					return err
+				}
+				return sim.RunFarm(ctx, fc, os.Stderr)
+			},
+		}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			sm, name, err := newSimulator(ctx, cmd)
 			if err != nil {
@@ -120,7 +140,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 
 // newSimulator starts the simulated deployment the flags describe.
 func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string, error) {
-	data, name, err := simData(cmd.String("data"), cmd.String("dataset"))
+	data, name, err := simData(cmd.String("data"), cmd.String("dataset"), cmd.String("synthetic"), cmd.Uint64("seed"))
 	if err != nil {
 		return nil, "", err
 	}
@@ -134,7 +154,13 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	}
 	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Owners: cmd.Int("owners"), How: cmd.String("split"),
 		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: t, TCP: cmd.String("transport") == "tcp",
-		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits"))}
+		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
+		ProxyProcess: cmd.Bool("proxy-process"), OwnerFarms: cmd.Int("owner-farms")}
+	if s.ProxyProcess || s.OwnerFarms > 0 {
+		if s.Binary, err = os.Executable(); err != nil {
+			return nil, "", err
+		}
+	}
 	if tr := cmd.String("transport"); tr != "memory" && tr != "tcp" {
 		return nil, "", fmt.Errorf("--transport %q: want memory or tcp", tr)
 	}
@@ -142,10 +168,22 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	return sm, name, err
 }
 
-func simData(path, bundled string) ([]byte, string, error) {
+func simData(path, bundled, synthetic string, seed uint64) ([]byte, string, error) {
+	given := 0
+	for _, s := range []string{path, bundled, synthetic} {
+		if s != "" {
+			given++
+		}
+	}
 	switch {
-	case path != "" && bundled != "":
-		return nil, "", errors.New("give --data or --dataset, not both")
+	case given > 1:
+		return nil, "", errors.New("give one of --data, --dataset and --synthetic")
+	case synthetic != "":
+		var rows, d, k int
+		if _, err := fmt.Sscanf(synthetic, "%dx%dx%d", &rows, &d, &k); err != nil || rows < 1 || d < 1 || k < 1 {
+			return nil, "", fmt.Errorf("--synthetic %q: want ROWSxDxK, e.g. 10000x50x5", synthetic)
+		}
+		return sim.Synthetic(rows, d, k, seed), fmt.Sprintf("synthetic-%dx%d", rows, d), nil
 	case bundled != "":
 		b, err := datasets.CSV(bundled)
 		return b, bundled, err

@@ -1,0 +1,44 @@
+package owner
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the owner's own series (next to the gRPC ones).
+type metrics struct {
+	shares   prometheus.Histogram
+	uploads  *prometheus.CounterVec
+	declines prometheus.Counter
+}
+
+func (o *Owner) registerMetrics(reg *prometheus.Registry) {
+	o.m = &metrics{
+		shares: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fedpca_owner_share_seconds",
+			Help: "Time to read the rows, compute, noise and encrypt a job's share.", Buckets: prometheus.ExponentialBuckets(0.001, 3, 12)}),
+		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_owner_uploads_total",
+			Help: "Upload attempts: acknowledged, retried or refused."}, []string{"result"}),
+		declines: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedpca_owner_jobs_declined_total",
+			Help: "Jobs this owner declined (policy, schema, budget)."}),
+	}
+	reg.MustRegister(o.m.shares, o.m.uploads, o.m.declines, &budgetCollector{o: o})
+}
+
+var budgetDesc = prometheus.NewDesc("fedpca_owner_budget_rho", "Privacy budget of each dataset (zCDP rho): budget, spent, reserved, remaining.",
+	[]string{"dataset", "kind"}, nil)
+
+// budgetCollector reads the ledger at scrape time.
+type budgetCollector struct{ o *Owner }
+
+func (b *budgetCollector) Describe(ch chan<- *prometheus.Desc) { ch <- budgetDesc }
+
+func (b *budgetCollector) Collect(ch chan<- prometheus.Metric) {
+	for name := range b.o.datasets {
+		bal, err := b.o.ledger.Balance(name)
+		if err != nil {
+			continue
+		}
+		for kind, v := range map[string]float64{"budget": bal.Budget, "spent": bal.Spent, "reserved": bal.Reserved, "remaining": bal.Remaining()} {
+			ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, v, name, kind)
+		}
+	}
+}
