@@ -23,6 +23,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -257,6 +258,10 @@ type FarmOwner struct {
 // RunFarm runs a farm's owners until ctx is done, logging JSON lines to log.
 func RunFarm(ctx context.Context, cfg FarmConfig, log io.Writer) error {
 	logger := hclog.New(&hclog.LoggerOptions{Name: "farm", Level: hclog.Info, JSONFormat: true, Output: log})
+	params, err := he.NewDefaultParams() // one parameter set for every owner of the farm
+	if err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	errs := make(chan error, len(cfg.Owners))
 	for _, fo := range cfg.Owners {
@@ -277,7 +282,7 @@ func RunFarm(ctx context.Context, cfg FarmConfig, log io.Writer) error {
 		}
 		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: cfg.Proxy, Store: filepath.Join(cfg.State, "owner-"+fo.ID),
 			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}},
-			Policy:   OwnerPolicy(fo.AllowNoNoise), PollInterval: cfg.Poll, Logger: logger.With("id", fo.ID)})
+			Policy:   OwnerPolicy(fo.AllowNoNoise), PollInterval: cfg.Poll, Logger: logger.With("id", fo.ID), Params: &params})
 		if err != nil {
 			return err
 		}

@@ -24,6 +24,10 @@ type Utility struct {
 	// scatter captured by the private components, over the best possible
 	// (its top-k eigenvalues).
 	CapturedVarianceRatio *float64 `json:"captured_variance_ratio,omitempty"`
+	// CapturedVarianceRatioUncentred is the same on the uncentred second
+	// moment A = sum z z^T with k = min(5, d): the measure of the Analyze
+	// Gauss baseline in reference.json.
+	CapturedVarianceRatioUncentred *float64 `json:"captured_variance_ratio_uncentred,omitempty"`
 	// EigenvalueRelErrors are |lambda_private - lambda| / |lambda| for the
 	// top components.
 	EigenvalueRelErrors []float64 `json:"eigenvalue_rel_errors"`
@@ -147,6 +151,7 @@ func (r *labelledRows) utility(priv, central *job.Result, seed uint64) (*Utility
 		}
 		ratio := mat.Trace(&qsq) / q0
 		u.CapturedVarianceRatio = &ratio
+		u.CapturedVarianceRatioUncentred = capturedUncentred(job.Moments(rel).R, q)
 	}
 	if r.classes > 1 {
 		u.Classifier = "nearest class centroid, 5-fold stratified cross-validation"
@@ -238,4 +243,27 @@ func (r *labelledRows) accuracy(x *mat.Dense, seed uint64) float64 {
 		}
 	}
 	return float64(correct) / float64(n)
+}
+
+// capturedUncentred is q/q0 of the basis q (first min(5, d) columns) on the
+// uncentred second moment a.
+func capturedUncentred(a *mat.SymDense, q *mat.Dense) *float64 {
+	d, k := q.Dims()
+	k = min(k, 5, d)
+	qk := q.Slice(0, d, 0, k)
+	var eig mat.EigenSym
+	if !eig.Factorize(a, false) {
+		return nil
+	}
+	vals := eig.Values(nil)
+	sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
+	q0 := 0.0
+	for _, v := range vals[:k] {
+		q0 += v
+	}
+	var aq, qaq mat.Dense
+	aq.Mul(a, qk)
+	qaq.Mul(qk.T(), &aq)
+	r := mat.Trace(&qaq) / q0
+	return &r
 }

@@ -1,0 +1,252 @@
+// Command bench measures fedpca end to end with the simulator and prints the
+// Markdown tables of docs/BENCHMARKS.md. It runs the real role packages; the
+// proxy runs as a separate process (so that its peak memory is its own) and
+// owners run in farm processes.
+//
+//	go run ./bench -suite owners   [-owners 10,100,1000,10000] [-reps 3]
+//	go run ./bench -suite dims     [-dims 8,50,100,784] [-reps 3]
+//	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
+//
+// Raw reports go to -json (one JSON document per run, one per line).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/fedpca/fedpca/datasets"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/sim"
+)
+
+func main() {
+	suite := flag.String("suite", "owners", "owners, dims or utility")
+	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
+	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
+	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
+	names := flag.String("datasets", strings.Join(datasets.Names(), ","), "datasets (suite utility)")
+	jsonOut := flag.String("json", "", "append every run's report (JSON lines) to this file")
+	flag.Parse()
+	ctx := context.Background()
+	var raw io.Writer = io.Discard
+	if *jsonOut != "" {
+		f, err := os.OpenFile(*jsonOut, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+		check(err)
+		defer f.Close()
+		raw = f
+	}
+	switch *suite {
+	case "owners":
+		bin := buildBinary()
+		fmt.Println("| owners | rows | owner share (median) | proxy aggregate | upload window | seal | key switch | user decrypt+analysis | total | central non-private | overhead | proxy peak RSS | bytes owner / proxy / csp / user (sent) |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, n := range ints(*owners) {
+			rows := max(2000, 10*n)
+			r := runScale(ctx, bin, n, rows, 50, *reps, raw)
+			r.print(strconv.Itoa(n), rows)
+		}
+	case "dims":
+		bin := buildBinary()
+		fmt.Println("| d | ciphertexts | owner share (median) | proxy aggregate | upload window | seal | key switch | user decrypt+analysis | total | central non-private | overhead | proxy peak RSS | bytes owner / proxy / csp / user (sent) |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		for _, d := range ints(*dims) {
+			r := runScale(ctx, bin, 10, 2000, d, *reps, raw)
+			r.print(strconv.Itoa(d), 0)
+		}
+	case "utility":
+		utility(ctx, strings.Split(*names, ","), *reps, raw)
+	default:
+		check(fmt.Errorf("unknown suite %q", *suite))
+	}
+}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		os.Exit(1)
+	}
+}
+
+func ints(s string) []int {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		check(err)
+		out = append(out, n)
+	}
+	return out
+}
+
+// buildBinary builds fedpca for the nodes run as processes.
+func buildBinary() string {
+	dir, err := os.MkdirTemp("", "fedpca-bench-")
+	check(err)
+	bin := filepath.Join(dir, "fedpca")
+	out, err := exec.Command("go", "build", "-o", bin, "./cmd/fedpca").CombinedOutput()
+	if err != nil {
+		check(fmt.Errorf("build: %v\n%s", err, out))
+	}
+	return bin
+}
+
+type scaleResult struct {
+	reports []*sim.Report
+	peakRSS int64
+	cts     int
+	setup   time.Duration
+}
+
+// runScale runs reps PCA jobs at epsilon 1 (servers plan, committee 2-of-3)
+// on synthetic data.
+func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io.Writer) *scaleResult {
+	start := time.Now()
+	s, err := sim.NewSimulator(ctx, sim.Simulation{Data: sim.Synthetic(rows, d, 5, 1), Name: fmt.Sprintf("synthetic-d%d", d), Label: "label",
+		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Binary: bin, ProxyProcess: true,
+		OwnerFarms: (owners + 2499) / 2500})
+	check(err)
+	defer s.Close()
+	r := &scaleResult{setup: time.Since(start)}
+	for i := range reps {
+		rep, err := s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1, Plan: dp.PlanServers})
+		check(err)
+		fmt.Fprintf(os.Stderr, "owners %d d %d rep %d: total %.2fs\n", owners, d, i+1, rep.Timings.Total)
+		r.reports = append(r.reports, rep)
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(raw, "%s\n", b)
+	}
+	r.peakRSS, err = s.Cluster().ProxyPeakRSS()
+	check(err)
+	r.cts = (d*(d+1)/2 + d + 1 + 8191) / 8192
+	return r
+}
+
+func median(v []float64) float64 {
+	s := slices.Clone(v)
+	sort.Float64s(s)
+	return s[len(s)/2]
+}
+
+func (r *scaleResult) med(f func(*sim.Report) float64) float64 {
+	var v []float64
+	for _, rep := range r.reports {
+		v = append(v, f(rep))
+	}
+	return median(v)
+}
+
+func dur(s float64) string {
+	switch {
+	case s < 1e-3:
+		return fmt.Sprintf("%.0f µs", s*1e6)
+	case s < 1:
+		return fmt.Sprintf("%.1f ms", s*1e3)
+	}
+	return fmt.Sprintf("%.2f s", s)
+}
+
+func mib(b float64) string {
+	if b < 1<<20 {
+		return fmt.Sprintf("%.0f KiB", b/(1<<10))
+	}
+	return fmt.Sprintf("%.1f MiB", b/(1<<20))
+}
+
+func (r *scaleResult) print(key string, rows int) {
+	t := func(f func(sim.Timings) float64) string {
+		return dur(r.med(func(rep *sim.Report) float64 { return f(rep.Timings) }))
+	}
+	b := func(role string) string {
+		return mib(r.med(func(rep *sim.Report) float64 { return float64(rep.Bytes[role].Sent) }))
+	}
+	second := key
+	if rows > 0 {
+		second = strconv.Itoa(rows)
+	} else {
+		second = strconv.Itoa(r.cts)
+	}
+	overhead := r.med(func(rep *sim.Report) float64 { return rep.Timings.Total / rep.Timings.Central })
+	fmt.Printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0fx | %s | %s / %s / %s / %s |\n", key, second,
+		t(func(x sim.Timings) float64 { return x.OwnerShare }), t(func(x sim.Timings) float64 { return x.Aggregate }),
+		t(func(x sim.Timings) float64 { return x.UploadWindow }), t(func(x sim.Timings) float64 { return x.Seal }),
+		t(func(x sim.Timings) float64 { return x.KeySwitch }), t(func(x sim.Timings) float64 { return x.UserAnalysis }),
+		t(func(x sim.Timings) float64 { return x.Total }), t(func(x sim.Timings) float64 { return x.Central }), overhead,
+		mib(float64(r.peakRSS)), b("owner"), b("proxy"), b("csp"), b("user"))
+}
+
+// utility prints, per dataset and epsilon, the mean PCA q/q0 of every noise
+// plan (tolerate 0, delta = 1/N) next to the Analyze Gauss reference.
+func utility(ctx context.Context, names []string, reps int, raw io.Writer) {
+	eps := []float64{0.1, 0.5, 1, 2, 5}
+	plans := dp.Plans
+	fmt.Println("| dataset | epsilon | Analyze Gauss (reference) | " + strings.Join(plans, " | ") + " | servers - reference |")
+	fmt.Println("|---|---|---|" + strings.Repeat("---|", len(plans)+1))
+	worst := math.Inf(1)
+	for _, name := range names {
+		ref, err := datasets.LoadReference(name)
+		check(err)
+		data, err := datasets.CSV(name)
+		check(err)
+		s, err := sim.NewSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Owners: 10, How: "iid", Seed: 1, CSPs: 3, Threshold: 2})
+		check(err)
+		for _, e := range eps {
+			row := []string{name, fmt.Sprint(e)}
+			key := strconv.FormatFloat(e, 'f', -1, 64)
+			if key == "1" || key == "2" || key == "5" {
+				key += ".0"
+			}
+			rq := ref.AnalyzeGauss[key]
+			row = append(row, fmt.Sprintf("%.4f ± %.4f", rq.Mean, rq.Std))
+			var servers float64
+			for _, plan := range plans {
+				var qs []float64
+				for range reps {
+					rep, err := s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: min(5, ref.D), Epsilon: e, Plan: plan})
+					check(err)
+					qs = append(qs, *rep.Utility.CapturedVarianceRatioUncentred)
+					b, _ := json.Marshal(rep)
+					fmt.Fprintf(raw, "%s\n", b)
+				}
+				m, sd := meanStd(qs)
+				if plan == dp.PlanServers {
+					servers = m
+				}
+				row = append(row, fmt.Sprintf("%.4f ± %.4f", m, sd))
+			}
+			diff := servers - rq.Mean
+			if e >= 0.5 {
+				worst = math.Min(worst, diff)
+			}
+			row = append(row, fmt.Sprintf("%+.4f", diff))
+			fmt.Println("| " + strings.Join(row, " | ") + " |")
+			fmt.Fprintf(os.Stderr, "%s eps %v done\n", name, e)
+		}
+		s.Close()
+	}
+	fmt.Printf("\nWorst servers - reference at epsilon >= 0.5: %+.4f (target: >= -0.02)\n", worst)
+}
+
+func meanStd(v []float64) (float64, float64) {
+	m := 0.0
+	for _, x := range v {
+		m += x
+	}
+	m /= float64(len(v))
+	s := 0.0
+	for _, x := range v {
+		s += (x - m) * (x - m)
+	}
+	return m, math.Sqrt(s / float64(len(v)))
+}
