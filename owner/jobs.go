@@ -276,27 +276,13 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	}
 }
 
-// send streams an upload: the header, then one ciphertext per message.
+// send runs an upload: the header; when the proxy admits it, one ciphertext
+// per message; then the acknowledgement.
 func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte) (*fedpcav1.UploadResponse, error) {
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Minute)
+	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
 	defer cancel()
-	stream, err := o.proxy.Upload(cctx)
-	if err != nil {
-		return nil, err
-	}
 	hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: digest(blobs), Budget: o.budgetReport(dataset)}
-	if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Header{Header: hd}}); err != nil {
-		_, rerr := stream.CloseAndRecv()
-		return nil, errors.Join(err, rerr)
-	}
-	for _, b := range blobs {
-		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: b}}); err != nil {
-			// The server ended the stream (e.g. an idempotent re-send was
-			// acknowledged at once): its answer says what happened.
-			return stream.CloseAndRecv()
-		}
-	}
-	return stream.CloseAndRecv()
+	return transport.Upload(cctx, o.proxy, hd, blobs)
 }
 
 func (o *Owner) settleUploaded(id, dataset string) {

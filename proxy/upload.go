@@ -16,11 +16,14 @@ import (
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
-// Upload implements fedpcav1.ProxyServiceServer. The ciphertexts are read and
-// validated into fresh buffers (at most MaxUploads uploads at once), then,
-// under the job's lock, the buffers become the new running sum (sum +=
-// upload) and one transaction writes it with the owner's inclusion record.
-// Only then is the upload acknowledged. On any error the job is unchanged.
+// Upload implements fedpcav1.ProxyServiceServer. After the header, the owner
+// waits until one of MaxUploads slots is free and the proxy says admitted;
+// then its ciphertexts are read and validated into fresh buffers, and, under
+// the job's lock, the buffers become the new running sum (sum += upload) and
+// one transaction writes it with the owner's inclusion record. Only then is
+// the upload acknowledged. On any error the job is unchanged. Because
+// waiting owners send nothing but their header, the proxy's memory is
+// bounded by MaxUploads uploads whatever the number of owners.
 func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
 	resp, err := p.upload(stream)
 	if err != nil {
@@ -32,7 +35,7 @@ func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
 	} else {
 		p.m.uploads.WithLabelValues("included").Inc()
 	}
-	return stream.SendAndClose(resp)
+	return stream.Send(resp)
 }
 
 func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.UploadResponse, error) {
@@ -63,12 +66,15 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		return resp, err
 	}
 
-	// Buffer and validate the upload, with bounded concurrency.
+	// Admit the upload when a slot is free, then buffer and validate it.
 	select {
 	case p.uploads <- struct{}{}:
 		defer func() { <-p.uploads }()
 	case <-ctx.Done():
 		return nil, ctx.Err()
+	}
+	if err := stream.Send(&fedpcav1.UploadResponse{JobId: j.id, Admitted: true}); err != nil {
+		return nil, err
 	}
 	h := sha256.New()
 	cts := make([]*rlwe.Ciphertext, j.n)

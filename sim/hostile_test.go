@@ -88,23 +88,23 @@ func (e *hostileEnv) share(t *testing.T, spec *job.Spec, i int) [][]byte {
 	return out
 }
 
-// upload streams a header and messages and returns the outcome.
+// upload runs an upload with a header and messages; without a header it
+// sends the messages at once, as a broken client would.
 func upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, msgs ...[]byte) (*fedpcav1.UploadResponse, error) {
+	if hd != nil {
+		return transport.Upload(ctx, c, hd, msgs)
+	}
 	stream, err := c.Upload(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if hd != nil {
-		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Header{Header: hd}}); err != nil {
-			return stream.CloseAndRecv()
-		}
-	}
 	for _, m := range msgs {
 		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: m}}); err != nil {
-			return stream.CloseAndRecv()
+			break
 		}
 	}
-	return stream.CloseAndRecv()
+	stream.CloseSend()
+	return stream.Recv()
 }
 
 func header(id string, blobs [][]byte) *fedpcav1.UploadHeader {

@@ -1303,8 +1303,11 @@ type UploadResponse struct {
 	// already_included is true when the same upload had been acknowledged.
 	AlreadyIncluded bool   `protobuf:"varint,2,opt,name=already_included,json=alreadyIncluded,proto3" json:"already_included,omitempty"`
 	UploadedOwners  uint32 `protobuf:"varint,3,opt,name=uploaded_owners,json=uploadedOwners,proto3" json:"uploaded_owners,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// admitted asks the owner to send its ciphertexts now; the final answer
+	// (the acknowledgement) has admitted false.
+	Admitted      bool `protobuf:"varint,4,opt,name=admitted,proto3" json:"admitted,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *UploadResponse) Reset() {
@@ -1356,6 +1359,13 @@ func (x *UploadResponse) GetUploadedOwners() uint32 {
 		return x.UploadedOwners
 	}
 	return 0
+}
+
+func (x *UploadResponse) GetAdmitted() bool {
+	if x != nil {
+		return x.Admitted
+	}
+	return false
 }
 
 type DeclineRequest struct {
@@ -1920,11 +1930,12 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\n" +
 	"rho_budget\x18\x02 \x01(\x01R\trhoBudget\x12\x1b\n" +
 	"\trho_spent\x18\x03 \x01(\x01R\brhoSpent\x12!\n" +
-	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\"{\n" +
+	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\"\x97\x01\n" +
 	"\x0eUploadResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x10already_included\x18\x02 \x01(\bR\x0falreadyIncluded\x12'\n" +
-	"\x0fuploaded_owners\x18\x03 \x01(\rR\x0euploadedOwners\"p\n" +
+	"\x0fuploaded_owners\x18\x03 \x01(\rR\x0euploadedOwners\x12\x1a\n" +
+	"\badmitted\x18\x04 \x01(\bR\badmitted\"p\n" +
 	"\x0eDeclineRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12/\n" +
@@ -1957,14 +1968,14 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x042\xea\x05\n" +
+	"\x10JOB_STATE_FAILED\x10\x042\xec\x05\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
 	"\x06GetJob\x12\x18.fedpca.v1.GetJobRequest\x1a\x19.fedpca.v1.GetJobResponse\x12C\n" +
 	"\bListJobs\x12\x1a.fedpca.v1.ListJobsRequest\x1a\x1b.fedpca.v1.ListJobsResponse\x12E\n" +
-	"\bWatchJob\x12\x1a.fedpca.v1.WatchJobRequest\x1a\x1b.fedpca.v1.WatchJobResponse0\x01\x12?\n" +
-	"\x06Upload\x12\x18.fedpca.v1.UploadRequest\x1a\x19.fedpca.v1.UploadResponse(\x01\x12@\n" +
+	"\bWatchJob\x12\x1a.fedpca.v1.WatchJobRequest\x1a\x1b.fedpca.v1.WatchJobResponse0\x01\x12A\n" +
+	"\x06Upload\x12\x18.fedpca.v1.UploadRequest\x1a\x19.fedpca.v1.UploadResponse(\x010\x01\x12@\n" +
 	"\aDecline\x12\x19.fedpca.v1.DeclineRequest\x1a\x1a.fedpca.v1.DeclineResponse\x12N\n" +
 	"\vFetchResult\x12\x1d.fedpca.v1.FetchResultRequest\x1a\x1e.fedpca.v1.FetchResultResponse0\x01\x12R\n" +
 	"\rPublishResult\x12\x1f.fedpca.v1.PublishResultRequest\x1a .fedpca.v1.PublishResultResponse\x12O\n" +

@@ -51,10 +51,13 @@ type ProxyServiceClient interface {
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// WatchJob streams a job's status every time it changes, until it ends.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
-	// Upload receives an owner's encrypted statistics: a header, then one
-	// ciphertext per message. It is acknowledged only once the upload is
-	// durably folded into the job's running sum.
-	Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadRequest, UploadResponse], error)
+	// Upload receives an owner's encrypted statistics. The owner sends the
+	// header and waits: the proxy answers admitted when it has room for the
+	// upload (so that waiting owners hold no ciphertexts in its memory), then
+	// the owner sends one ciphertext per message, and the proxy answers again
+	// once the upload is durably folded into the job's running sum. A re-sent
+	// or refused upload is answered (or refused) right after the header.
+	Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UploadRequest, UploadResponse], error)
 	// Decline records that an owner will not take part, and why.
 	Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error)
 	// FetchResult streams the job's result, key-switched to the user's key.
@@ -132,7 +135,7 @@ func (c *proxyServiceClient) WatchJob(ctx context.Context, in *WatchJobRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProxyService_WatchJobClient = grpc.ServerStreamingClient[WatchJobResponse]
 
-func (c *proxyServiceClient) Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[UploadRequest, UploadResponse], error) {
+func (c *proxyServiceClient) Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UploadRequest, UploadResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[1], ProxyService_Upload_FullMethodName, cOpts...)
 	if err != nil {
@@ -143,7 +146,7 @@ func (c *proxyServiceClient) Upload(ctx context.Context, opts ...grpc.CallOption
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type ProxyService_UploadClient = grpc.ClientStreamingClient[UploadRequest, UploadResponse]
+type ProxyService_UploadClient = grpc.BidiStreamingClient[UploadRequest, UploadResponse]
 
 func (c *proxyServiceClient) Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
@@ -214,10 +217,13 @@ type ProxyServiceServer interface {
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// WatchJob streams a job's status every time it changes, until it ends.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
-	// Upload receives an owner's encrypted statistics: a header, then one
-	// ciphertext per message. It is acknowledged only once the upload is
-	// durably folded into the job's running sum.
-	Upload(grpc.ClientStreamingServer[UploadRequest, UploadResponse]) error
+	// Upload receives an owner's encrypted statistics. The owner sends the
+	// header and waits: the proxy answers admitted when it has room for the
+	// upload (so that waiting owners hold no ciphertexts in its memory), then
+	// the owner sends one ciphertext per message, and the proxy answers again
+	// once the upload is durably folded into the job's running sum. A re-sent
+	// or refused upload is answered (or refused) right after the header.
+	Upload(grpc.BidiStreamingServer[UploadRequest, UploadResponse]) error
 	// Decline records that an owner will not take part, and why.
 	Decline(context.Context, *DeclineRequest) (*DeclineResponse, error)
 	// FetchResult streams the job's result, key-switched to the user's key.
@@ -251,7 +257,7 @@ func (UnimplementedProxyServiceServer) ListJobs(context.Context, *ListJobsReques
 func (UnimplementedProxyServiceServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
 }
-func (UnimplementedProxyServiceServer) Upload(grpc.ClientStreamingServer[UploadRequest, UploadResponse]) error {
+func (UnimplementedProxyServiceServer) Upload(grpc.BidiStreamingServer[UploadRequest, UploadResponse]) error {
 	return status.Error(codes.Unimplemented, "method Upload not implemented")
 }
 func (UnimplementedProxyServiceServer) Decline(context.Context, *DeclineRequest) (*DeclineResponse, error) {
@@ -375,7 +381,7 @@ func _ProxyService_Upload_Handler(srv interface{}, stream grpc.ServerStream) err
 }
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
-type ProxyService_UploadServer = grpc.ClientStreamingServer[UploadRequest, UploadResponse]
+type ProxyService_UploadServer = grpc.BidiStreamingServer[UploadRequest, UploadResponse]
 
 func _ProxyService_Decline_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(DeclineRequest)
@@ -487,6 +493,7 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "Upload",
 			Handler:       _ProxyService_Upload_Handler,
+			ServerStreams: true,
 			ClientStreams: true,
 		},
 		{
