@@ -259,14 +259,38 @@ func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
+	release, err := p.acquireLarge(ctx)
+	if err != nil {
+		return nil, toStatus(err)
+	}
+	defer release()
 	resp := &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
 		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint}
-	sts := p.memberStatus(ctx, false)
+	healthy := p.memberHealth(ctx, c)
 	for i, m := range c.Members {
-		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: m.ID, Point: uint32(i + 1),
-			Healthy: sts[i] != nil && sts[i].GetCommitteeKeyFingerprint() == c.Fingerprint})
+		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: m.ID, Point: uint32(i + 1), Healthy: healthy[i]})
 	}
 	return resp, nil
+}
+
+// memberHealth reports which members hold the committee key, measured at
+// most every few seconds (GetCommittee is called by every owner).
+func (p *Proxy) memberHealth(ctx context.Context, c *committeeRecord) []bool {
+	p.mu.Lock()
+	if p.health != nil && time.Since(p.healthAt) < 5*time.Second {
+		defer p.mu.Unlock()
+		return p.health
+	}
+	p.mu.Unlock()
+	sts := p.memberStatus(ctx, false)
+	h := make([]bool, len(sts))
+	for i, s := range sts {
+		h[i] = s != nil && s.GetCommitteeKeyFingerprint() == c.Fingerprint
+	}
+	p.mu.Lock()
+	p.health, p.healthAt = h, time.Now()
+	p.mu.Unlock()
+	return h
 }
 
 var errNoQuorum = errors.New("not enough committee members reachable with the committee key")

@@ -93,14 +93,17 @@ type Proxy struct {
 	params    he.Params
 	committee he.Committee
 	db        *bolt.DB
-	health    *health.Server
-	uploads   chan struct{} // semaphore
+	hs        *health.Server
+	uploads   chan struct{} // semaphore of uploads being received
+	large     chan struct{} // semaphore of large responses (committee key, results)
 	m         *metrics
 
-	mu      sync.Mutex
-	cmt     *committeeRecord // nil until the ceremony is done
-	jobs    map[string]*jobState
-	members map[string]*memberConn
+	mu       sync.Mutex
+	cmt      *committeeRecord // nil until the ceremony is done
+	jobs     map[string]*jobState
+	members  map[string]*memberConn
+	health   []bool    // members' health, cached for GetCommittee
+	healthAt time.Time // when it was measured
 
 	ctx   context.Context // the Run context, for job drivers
 	wg    sync.WaitGroup
@@ -211,8 +214,9 @@ func New(cfg Config) (*Proxy, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	p := &Proxy{
-		cfg: cfg, log: cfg.Logger, committee: committee, health: health.NewServer(),
-		uploads: make(chan struct{}, cfg.MaxUploads), jobs: map[string]*jobState{}, members: map[string]*memberConn{},
+		cfg: cfg, log: cfg.Logger, committee: committee, hs: health.NewServer(),
+		uploads: make(chan struct{}, cfg.MaxUploads), large: make(chan struct{}, 2*cfg.MaxUploads),
+		jobs: map[string]*jobState{}, members: map[string]*memberConn{},
 		ready: make(chan struct{}),
 	}
 	var err error
@@ -240,8 +244,8 @@ func New(cfg Config) (*Proxy, error) {
 func (p *Proxy) Run(ctx context.Context) error {
 	srv := grpc.NewServer(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log, p.cfg.Metrics)...)
 	fedpcav1.RegisterProxyServiceServer(srv, p)
-	healthpb.RegisterHealthServer(srv, p.health)
-	p.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	healthpb.RegisterHealthServer(srv, p.hs)
+	p.hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(p.cfg.Listener) }()
 	p.log.Info("proxy serving", "addr", p.cfg.Listener.Addr().String(), "committee", len(p.cfg.Committee), "threshold", p.cfg.Threshold, "jobs", len(p.jobs), "insecure", p.cfg.Insecure)
@@ -272,7 +276,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 		err = fmt.Errorf("proxy: serve: %w", err)
 	}
 	cancel()
-	p.health.Shutdown()
+	p.hs.Shutdown()
 	transport.StopGracefully(srv, 10*time.Second)
 	p.wg.Wait()
 	p.closeMembers()
@@ -281,4 +285,16 @@ func (p *Proxy) Run(ctx context.Context) error {
 	}
 	p.log.Info("proxy stopped")
 	return err
+}
+
+// acquireLarge waits for room to send a large response (the committee key,
+// a result): many owners asking at once must not each hold a copy in
+// memory.
+func (p *Proxy) acquireLarge(ctx context.Context) (func(), error) {
+	select {
+	case p.large <- struct{}{}:
+		return func() { <-p.large }, nil
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
 }

@@ -28,6 +28,11 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 	if state != fedpcav1.JobState_JOB_STATE_DONE {
 		return toStatus(fmt.Errorf("%w: job %s… is %s (%s)", ErrNotDone, j.id[:12], stateName(state), reason))
 	}
+	release, err := p.acquireLarge(stream.Context())
+	if err != nil {
+		return toStatus(err)
+	}
+	defer release()
 	var blobs [][]byte
 	if err := p.db.View(func(tx *bolt.Tx) error {
 		b := jobBucket(tx, j.id)

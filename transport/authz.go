@@ -97,14 +97,14 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
-		// Fixed flow-control windows (no BDP growth) and small, shared I/O
-		// buffers: a connected but idle client costs a few KB, so memory
-		// does not grow with the number of connected owners.
+		// Fixed flow-control windows (no BDP growth) and small I/O buffers
+		// (write buffers are shared by default): a connected but idle
+		// client costs a few KB, so memory does not grow with the number of
+		// connected owners.
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(1 << 20),
 		grpc.ReadBufferSize(8 << 10),
 		grpc.WriteBufferSize(8 << 10),
-		grpc.SharedWriteBuffer(true),
 		grpc.ChainUnaryInterceptor(
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 				defer recoverTo(log, info.FullMethod, &err)
