@@ -68,6 +68,8 @@ func main() {
 		}
 	case "utility":
 		utility(ctx, strings.Split(*names, ","), *reps, raw)
+	case "probe":
+		probe(ctx, ints(*owners)[0])
 	default:
 		check(fmt.Errorf("unknown suite %q", *suite))
 	}
@@ -115,7 +117,7 @@ func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io
 	start := time.Now()
 	s, err := sim.NewSimulator(ctx, sim.Simulation{Data: sim.Synthetic(rows, d, 5, 1), Name: fmt.Sprintf("synthetic-d%d", d), Label: "label",
 		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Binary: bin, ProxyProcess: true,
-		OwnerFarms: (owners + 2499) / 2500})
+		OwnerFarms: (owners + 2499) / 2500, ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
 	check(err)
 	defer s.Close()
 	r := &scaleResult{setup: time.Since(start)}
@@ -249,4 +251,28 @@ func meanStd(v []float64) (float64, float64) {
 		s += (x - m) * (x - m)
 	}
 	return m, math.Sqrt(s / float64(len(v)))
+}
+
+// probe runs one job with many owners and prints the proxy's memory
+// statistics and a heap profile summary (suite probe).
+func probe(ctx context.Context, owners int) {
+	bin := buildBinary()
+	s, err := sim.NewSimulator(ctx, sim.Simulation{Data: sim.Synthetic(max(2000, 10*owners), 50, 5, 1), Name: "probe", Label: "label",
+		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Binary: bin, ProxyProcess: true, OwnerFarms: (owners + 2499) / 2500,
+		ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
+	check(err)
+	defer s.Close()
+	_, err = s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1, Plan: dp.PlanServers})
+	check(err)
+	addr := s.Cluster().ProxyMetricsAddr()
+	out, _ := exec.Command("curl", "-s", "http://"+addr+"/metrics").Output()
+	for _, line := range strings.Split(string(out), "\n") {
+		if strings.HasPrefix(line, "go_memstats_") || strings.HasPrefix(line, "process_resident") || strings.HasPrefix(line, "go_goroutines") {
+			fmt.Println(line)
+		}
+	}
+	heap, _ := exec.Command("go", "tool", "pprof", "-top", "-inuse_space", "http://"+addr+"/debug/pprof/heap").CombinedOutput()
+	fmt.Println(string(heap))
+	peak, _ := s.Cluster().ProxyPeakRSS()
+	fmt.Println("peak RSS", peak>>20, "MiB")
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -263,10 +264,12 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 			o.settleUploaded(id, note.Dataset)
 			return
 		case retryable(err):
-			o.log.Warn("upload failed; retrying", "job", id[:16], "attempt", attempt, "error", status.Convert(err).Message())
+			if status.Code(err) != codes.ResourceExhausted {
+				o.log.Warn("upload failed; retrying", "job", id[:16], "attempt", attempt, "error", status.Convert(err).Message())
+			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(backoff):
+			case <-time.After(backoff/2 + rand.N(backoff)): // jitter spreads the retries of many owners
 			}
 			backoff *= 2
 		default:

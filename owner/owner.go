@@ -84,6 +84,10 @@ type Config struct {
 	// MetricsListener, if set, serves it over HTTP at /metrics.
 	Metrics         *transport.Metrics
 	MetricsListener net.Listener
+	// IdleTimeout, if set, closes the connection to the proxy when it has
+	// been idle that long (deployments with many owners and long poll
+	// intervals, where connected owners would cost the proxy memory).
+	IdleTimeout time.Duration
 	// PollInterval is how often the owner asks for jobs (default 2 s).
 	PollInterval time.Duration
 	Logger       hclog.Logger
@@ -243,7 +247,11 @@ func (o *Owner) Balance(dataset string) (Balance, error) { return o.ledger.Balan
 
 // Run polls the proxy and handles jobs until ctx is done.
 func (o *Owner) Run(ctx context.Context) error {
-	conn, err := o.cfg.Dialer.Dial(o.cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	d := o.cfg.Dialer
+	if o.cfg.IdleTimeout > 0 {
+		d.Options = append(slices.Clone(d.Options), grpc.WithIdleTimeout(o.cfg.IdleTimeout))
+	}
+	conn, err := d.Dial(o.cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		return fmt.Errorf("owner: %w", err)
 	}

@@ -27,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -67,8 +68,13 @@ type Config struct {
 	Threshold int
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
-	// MaxUploads bounds the uploads buffered at once (default 8).
+	// MaxUploads bounds the uploads received at once (default 8), and
+	// MaxWaiting the owners waiting for one of those slots (default 64):
+	// beyond it an upload is refused at once with ResourceExhausted and the
+	// owner retries later, so that the proxy's memory does not grow with the
+	// number of owners uploading at the same moment.
 	MaxUploads int
+	MaxWaiting int
 	// SwitchTimeout is how long a sealed job may wait for the committee
 	// before it fails (default 24 h).
 	SwitchTimeout time.Duration
@@ -95,6 +101,7 @@ type Proxy struct {
 	db        *bolt.DB
 	hs        *health.Server
 	uploads   chan struct{} // semaphore of uploads being received
+	waiting   atomic.Int64  // uploads waiting for a slot
 	large     chan struct{} // semaphore of large responses (committee key, results)
 	m         *metrics
 
@@ -119,6 +126,7 @@ var (
 	ErrCommitteeNotReady = errors.New("the committee key ceremony has not finished")
 	ErrNotDone           = errors.New("the job has no result yet")
 	ErrBadRequest        = errors.New("invalid request")
+	ErrBusy              = errors.New("the proxy is busy receiving other uploads; retry later")
 	ErrForbidden         = errors.New("not allowed")
 )
 
@@ -134,6 +142,7 @@ var statusOf = []struct {
 	{ErrCommitteeNotReady, codes.Unavailable},
 	{ErrNotDone, codes.FailedPrecondition},
 	{ErrBadRequest, codes.InvalidArgument},
+	{ErrBusy, codes.ResourceExhausted},
 	{dp.ErrPlanInfeasible, codes.FailedPrecondition},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
@@ -200,6 +209,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	if cfg.MaxUploads <= 0 {
 		cfg.MaxUploads = 8
+	}
+	if cfg.MaxWaiting <= 0 {
+		cfg.MaxWaiting = 64
 	}
 	if cfg.SwitchTimeout <= 0 {
 		cfg.SwitchTimeout = 24 * time.Hour

@@ -66,11 +66,17 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		return resp, err
 	}
 
-	// Admit the upload when a slot is free, then buffer and validate it.
+	// Admit the upload when a slot is free (or refuse it at once when too
+	// many wait), then buffer and validate it.
+	if w := p.waiting.Add(1); w > int64(p.cfg.MaxWaiting+p.cfg.MaxUploads) {
+		p.waiting.Add(-1)
+		return nil, fmt.Errorf("%w (%d uploads in progress or waiting)", ErrBusy, w-1)
+	}
 	select {
 	case p.uploads <- struct{}{}:
-		defer func() { <-p.uploads }()
+		defer func() { <-p.uploads; p.waiting.Add(-1) }()
 	case <-ctx.Done():
+		p.waiting.Add(-1)
 		return nil, ctx.Err()
 	}
 	if err := stream.Send(&fedpcav1.UploadResponse{JobId: j.id, Admitted: true}); err != nil {

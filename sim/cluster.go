@@ -58,9 +58,11 @@ type Config struct {
 	// Insecure runs without TLS (faster; never in production).
 	Insecure     bool
 	AllowNoNoise bool
-	// Intervals (defaults suit tests: 100 ms polling and retries).
+	// Intervals (defaults suit tests: 100 ms polling and retries);
+	// IdleTimeout closes owners' idle connections (see owner.Config).
 	PollInterval  time.Duration
 	RetryInterval time.Duration
+	IdleTimeout   time.Duration
 	Logger        hclog.Logger
 	Params        *he.Params
 	// Binary is the fedpca executable, for nodes run as processes:
@@ -70,6 +72,8 @@ type Config struct {
 	Binary       string
 	ProxyProcess bool
 	OwnerFarms   int
+	// ProxyMemoryLimit, if set, is the proxy process's GOMEMLIMIT.
+	ProxyMemoryLimit string
 }
 
 // Cluster is a running deployment.
@@ -331,7 +335,7 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 		Store: filepath.Join(c.cfg.Dir, "state", "owner-"+oc.ID), Policy: oc.Policy,
 		Datasets: []*owner.Dataset{{Schema: oc.Schema, Epsilon: oc.Epsilon, Delta: oc.Delta,
 			Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }}},
-		PollInterval: c.cfg.PollInterval, Logger: c.log.Named("owner").With("id", oc.ID), Params: &c.params})
+		PollInterval: c.cfg.PollInterval, IdleTimeout: c.cfg.IdleTimeout, Logger: c.log.Named("owner").With("id", oc.ID), Params: &c.params})
 	if err != nil {
 		return err
 	}

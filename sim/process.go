@@ -47,6 +47,10 @@ func freeAddr() (string, error) {
 // startChild runs the fedpca binary with args, its output going to a log
 // file in the cluster's directory.
 func (c *Cluster) startChild(name string, args ...string) (*child, error) {
+	return c.startChildEnv(name, nil, args...)
+}
+
+func (c *Cluster) startChildEnv(name string, env []string, args ...string) (*child, error) {
 	if c.cfg.Binary == "" {
 		return nil, errors.New("sim: running nodes as processes needs Config.Binary")
 	}
@@ -57,6 +61,9 @@ func (c *Cluster) startChild(name string, args ...string) (*child, error) {
 	}
 	cmd := exec.Command(c.cfg.Binary, args...)
 	cmd.Stdout, cmd.Stderr = f, f
+	if env != nil {
+		cmd.Env = append(os.Environ(), env...)
+	}
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return nil, err
@@ -128,7 +135,11 @@ func (c *Cluster) startProxyProcess() error {
 	for i, a := range c.CSPAddrs {
 		args = append(args, "--csp", cspID(i)+"="+a)
 	}
-	ch, err := c.startChild("proxy", args...)
+	var env []string
+	if c.cfg.ProxyMemoryLimit != "" {
+		env = []string{"GOMEMLIMIT=" + c.cfg.ProxyMemoryLimit}
+	}
+	ch, err := c.startChildEnv("proxy", env, args...)
 	if err != nil {
 		return err
 	}
@@ -182,6 +193,13 @@ func (c *Cluster) ProxyTraffic() (map[string]Traffic, error) {
 	}
 	out[transport.RoleProxy] = proxy
 	return out, nil
+}
+
+// ProxyMetricsAddr returns the /metrics address of a proxy process.
+func (c *Cluster) ProxyMetricsAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxyMetricsAddr
 }
 
 // scrapeHTTP reads one metric family from a /metrics endpoint.
@@ -240,6 +258,7 @@ type FarmConfig struct {
 	Proxy    string        `json:"proxy"`
 	Insecure bool          `json:"insecure"`
 	Poll     time.Duration `json:"poll"`
+	Idle     time.Duration `json:"idle_timeout"`
 	Certs    string        `json:"certs"`
 	State    string        `json:"state"`
 	Owners   []FarmOwner   `json:"owners"`
@@ -282,7 +301,7 @@ func RunFarm(ctx context.Context, cfg FarmConfig, log io.Writer) error {
 		}
 		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: cfg.Proxy, Store: filepath.Join(cfg.State, "owner-"+fo.ID),
 			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}},
-			Policy:   OwnerPolicy(fo.AllowNoNoise), PollInterval: cfg.Poll, Logger: logger.With("id", fo.ID), Params: &params})
+			Policy:   OwnerPolicy(fo.AllowNoNoise), PollInterval: cfg.Poll, IdleTimeout: cfg.Idle, Logger: logger.With("id", fo.ID), Params: &params})
 		if err != nil {
 			return err
 		}
@@ -309,7 +328,7 @@ func (c *Cluster) startFarms(owners []OwnerConfig) error {
 	schemas := map[*schema.Schema]string{}
 	farms := make([]FarmConfig, n)
 	for i := range farms {
-		farms[i] = FarmConfig{Proxy: c.ProxyAddr, Insecure: c.cfg.Insecure, Poll: c.cfg.PollInterval,
+		farms[i] = FarmConfig{Proxy: c.ProxyAddr, Insecure: c.cfg.Insecure, Poll: c.cfg.PollInterval, Idle: c.cfg.IdleTimeout,
 			Certs: filepath.Join(c.cfg.Dir, "certs"), State: filepath.Join(c.cfg.Dir, "state")}
 	}
 	for i, oc := range owners {

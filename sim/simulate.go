@@ -47,9 +47,10 @@ type Simulation struct {
 	Logger hclog.Logger
 	// Binary, ProxyProcess and OwnerFarms run nodes as processes (see
 	// Config).
-	Binary       string
-	ProxyProcess bool
-	OwnerFarms   int
+	Binary           string
+	ProxyProcess     bool
+	OwnerFarms       int
+	ProxyMemoryLimit string
 }
 
 // JobOptions describe one simulated job.
@@ -188,16 +189,22 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		sm.owners = append(sm.owners, id)
 		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
 	}
-	poll := s.Poll
+	// Many owners poll less often (at most about 500 polls a second) and
+	// drop idle connections between polls, as a deployment of that size
+	// would, so that the proxy holds few connections at a time.
+	poll, idle := s.Poll, time.Duration(0)
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
 		if s.Owners > 100 {
-			poll = time.Duration(s.Owners) * time.Millisecond // keep the polling load bounded
+			poll = max(time.Second, time.Duration(s.Owners)*2*time.Millisecond)
 		}
 	}
+	if s.Owners > 100 {
+		idle = poll / 2
+	}
 	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
-		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, RetryInterval: 100 * time.Millisecond,
-		Logger: s.Logger, Binary: s.Binary, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms})
+		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, IdleTimeout: idle, RetryInterval: 100 * time.Millisecond,
+		Logger: s.Logger, Binary: s.Binary, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMemoryLimit: s.ProxyMemoryLimit})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strings"
 	"time"
 
@@ -104,11 +105,16 @@ func (m *Metrics) ClientStats(serverRole string) stats.Handler {
 	return byteStats{m: m, role: serverRole}
 }
 
-// ServeMetrics serves /metrics (and /healthz) on l until ctx is done.
+// ServeMetrics serves /metrics, /healthz and the Go profiler
+// (/debug/pprof/) on l until ctx is done. Bind it to localhost or a private
+// network: it is plain HTTP.
 func ServeMetrics(ctx context.Context, l net.Listener, m *Metrics) error {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	go func() {
 		<-ctx.Done()

@@ -217,7 +217,8 @@ func proxyCommand() *cli.Command {
 				strsFlag("csp", "a committee member as ID=HOST:PORT (repeat, in point order)"),
 				intFlag("threshold", 0, "members needed for a key switch (default: all)"),
 				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
-				intFlag("max-uploads", 8, "uploads buffered at once (bounds memory)"),
+				intFlag("max-uploads", 8, "uploads received at once (bounds memory)"),
+				intFlag("max-waiting", 64, "uploads waiting for a slot; more are told to retry later (bounds memory)"),
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -250,7 +251,7 @@ func proxyCommand() *cli.Command {
 					return err
 				}
 				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml,
-					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"),
+					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"), MaxWaiting: cmd.Int("max-waiting"),
 					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
 				if err != nil {
 					return err
@@ -293,6 +294,7 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
 				&cli.DurationFlag{Name: "poll", Value: 2 * time.Second, Usage: "how often to ask the proxy for jobs", Sources: env("poll")},
+				&cli.DurationFlag{Name: "idle-timeout", Value: 0, Usage: "close the connection to the proxy after this long without calls (with many owners and long polls; 0: keep it)", Sources: env("idle-timeout")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				log := logger(cmd, "owner")
@@ -323,7 +325,7 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 					return err
 				}
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
-					Datasets: sets, PollInterval: cmd.Duration("poll"), Logger: log.With("id", d.Identity().ID),
+					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), Logger: log.With("id", d.Identity().ID),
 					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), AllowNoNoise: cmd.Bool("allow-no-noise")}})
 				if err != nil {
 					return err
