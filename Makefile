@@ -36,3 +36,7 @@ fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
 .PHONY: proto
 proto: ## lint and regenerate proto/fedpca/v1/*.pb.go with buf
 	cd proto && go tool -modfile=../tools/go.mod buf lint && go tool -modfile=../tools/go.mod buf generate
+
+.PHONY: e2e-docker
+e2e-docker: ## build the image, run the docker-compose deployment end to end, tear it down
+	./deploy/e2e.sh

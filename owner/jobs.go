@@ -247,8 +247,13 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 		}
 		return nil
 	})
-	backoff := 500 * time.Millisecond
-	for attempt := 1; attempt <= 4 && ctx.Err() == nil; attempt++ {
+	// Retry transient failures with exponential backoff and full jitter
+	// (so that thousands of owners told the proxy is busy spread out), until
+	// the job's deadline; an owner that gives up tries again at its next
+	// poll.
+	deadline := time.Unix(st.GetDeadlineUnix(), 0)
+	backoff := time.Second
+	for attempt := 1; ctx.Err() == nil && time.Now().Before(deadline); attempt++ {
 		resp, err := o.send(ctx, id, note.Dataset, blobs)
 		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
 		if err == nil {
@@ -269,9 +274,9 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 			}
 			select {
 			case <-ctx.Done():
-			case <-time.After(backoff/2 + rand.N(backoff)): // jitter spreads the retries of many owners
+			case <-time.After(rand.N(backoff)):
 			}
-			backoff *= 2
+			backoff = min(2*backoff, 30*time.Second)
 		default:
 			o.settleNotIncluded(id, note.Dataset, "upload refused: "+status.Convert(err).Message())
 			return

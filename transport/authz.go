@@ -165,8 +165,9 @@ func logCall(ctx context.Context, log hclog.Logger, method string, start time.Ti
 	code := status.Code(err)
 	args := []any{"method", shortMethod(method), "caller", caller, "code", code.String(), "ms", time.Since(start).Milliseconds()}
 	switch {
-	case code == codes.OK:
-		log.Debug("rpc", args...)
+	case code == codes.OK || code == codes.ResourceExhausted:
+		// Busy answers are part of normal load shedding.
+		log.Debug("rpc", append(args, "error", status.Convert(err).Message())...)
 	case code == codes.Internal || code == codes.Unknown || code == codes.DataLoss:
 		log.Error("rpc", append(args, "error", err)...)
 	default:

@@ -36,7 +36,7 @@ Start with "fedpca demo". Every flag can also be set with an environment variabl
 FEDPCA_<FLAG> (upper case, dashes as underscores), e.g. FEDPCA_LISTEN=:7000.`,
 		Commands: []*cli.Command{
 			demoCommand(), simulateCommand(), certsCommand(), cspCommand(), proxyCommand(),
-			ownerCommand(), userCommand(), schemaCommand(), healthCommand(),
+			ownerCommand(), userCommand(), schemaCommand(), datasetCommand(), referenceCommand(), compareCommand(), healthCommand(),
 		},
 	}
 }

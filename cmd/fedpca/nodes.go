@@ -95,6 +95,7 @@ one in another directory and give nodes a ca.pem holding both CAs (--trust-also)
 until every node has a certificate from the new CA.`,
 		Flags: []cli.Flag{
 			reqStr("out", "output directory"),
+			strFlag("ca-dir", "", "where the CA's certificate and key live (default OUT/ca); keep the key away from the nodes"),
 			strsFlag("dns", "DNS names to add to every certificate (for operators' tools)"),
 			strFlag("trust-also", "", "a PEM file of further CA certificates to trust (CA rotation)"),
 			&cli.DurationFlag{Name: "validity", Value: 365 * 24 * time.Hour, Usage: "certificate validity", Sources: env("validity")},
@@ -104,7 +105,10 @@ until every node has a certificate from the new CA.`,
 				return errors.New("name at least one node, e.g. proxy/proxy csp/csp-1 owner/hospital-a user/alice")
 			}
 			out := cmd.String("out")
-			caDir := filepath.Join(out, "ca")
+			caDir := cmd.String("ca-dir")
+			if caDir == "" {
+				caDir = filepath.Join(out, "ca")
+			}
 			ca, err := transport.LoadCA(caDir)
 			if err != nil {
 				if _, statErr := os.Stat(filepath.Join(caDir, transport.CAKeyFile)); statErr == nil {

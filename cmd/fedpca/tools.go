@@ -1,0 +1,231 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/fedpca/fedpca/datasets"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/user"
+)
+
+func datasetCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "dataset",
+		Usage: "the bundled real datasets",
+		Commands: []*cli.Command{{
+			Name:  "list",
+			Usage: "list the bundled datasets and where they come from",
+			Action: func(context.Context, *cli.Command) error {
+				for _, n := range datasets.Names() {
+					fmt.Printf("%-16s %s\n", n, datasets.About(n))
+				}
+				return nil
+			},
+		}, {
+			Name:      "export",
+			Usage:     "write a bundled dataset split among owners, with its schema",
+			ArgsUsage: "NAME",
+			Description: `Writes OUT/schema.json (the reference preprocessing: standardise with the pooled
+mean and population std, clip rows to norm 1), OUT/all.csv and one OUT/OWNER.csv per
+owner (--owners names them, or owner-1..N).`,
+			Flags: []cli.Flag{
+				reqStr("out", "output directory"),
+				strsFlag("owners", "owner IDs (comma-separated or repeated)"),
+				intFlag("n", 3, "number of owners when --owners is not given"),
+				strFlag("split", "iid", "iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
+				&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the split", Sources: env("seed")},
+			},
+			Action: func(_ context.Context, cmd *cli.Command) error {
+				name := cmd.Args().First()
+				data, err := datasets.CSV(name)
+				if err != nil {
+					return err
+				}
+				owners := splitList(cmd.StringSlice("owners"))
+				if len(owners) == 0 {
+					for i := range cmd.Int("n") {
+						owners = append(owners, fmt.Sprintf("owner-%d", i+1))
+					}
+				}
+				sch, err := schema.Infer(bytes.NewReader(data), name, "label")
+				if err != nil {
+					return err
+				}
+				parts, err := sim.Split(data, "label", len(owners), cmd.String("split"), cmd.Uint64("seed"))
+				if err != nil {
+					return err
+				}
+				out := cmd.String("out")
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return err
+				}
+				files := map[string][]byte{"schema.json": sch.Canonical(), "all.csv": data}
+				for i, o := range owners {
+					files[o+".csv"] = parts[i]
+				}
+				for f, b := range files {
+					if err := os.WriteFile(filepath.Join(out, f), b, 0o644); err != nil {
+						return err
+					}
+				}
+				fmt.Printf("wrote %s: schema.json, all.csv and %d owner files (%s)\n", out, len(owners), strings.Join(owners, ", "))
+				return nil
+			},
+		}},
+	}
+}
+
+func splitList(in []string) []string {
+	var out []string
+	for _, s := range in {
+		for _, x := range strings.Split(s, ",") {
+			if x = strings.TrimSpace(x); x != "" {
+				out = append(out, x)
+			}
+		}
+	}
+	return out
+}
+
+func referenceCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "reference",
+		Usage: "compute the non-private result centrally from pooled rows (to check a deployment)",
+		Description: `Runs the same preprocessing (the schema's quantization and clipping) and analysis
+as a job, on all the rows at once, without encryption or noise. A job run with
+--no-noise on the same rows must give the same result (fedpca compare).`,
+		Flags: []cli.Flag{
+			reqStr("schema", "the dataset's schema"),
+			reqStr("data", "all the rows (CSV)"),
+			strFlag("analysis", "pca", "pca, dca or lda"),
+			intFlag("k", 5, "components"),
+			strFlag("out", "reference", "output directory"),
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			sch, err := loadSchema(cmd.String("schema"))
+			if err != nil {
+				return err
+			}
+			f, err := os.Open(cmd.String("data"))
+			if err != nil {
+				return err
+			}
+			defer f.Close()
+			spec := &job.Spec{Analysis: cmd.String("analysis"), K: cmd.Int("k"), MaxRows: math.MaxInt32}
+			acc, err := job.ReadStatistics(spec, sch, f)
+			if err != nil {
+				return err
+			}
+			rel, err := statsRelease(spec, sch, acc.Pack())
+			if err != nil {
+				return err
+			}
+			res, err := job.AnalyzeRelease(job.Header{Dataset: sch.ID, SchemaHash: sch.HashHex(), Features: sch.FeatureNames(), Classes: sch.Classes},
+				spec.Analysis, spec.K, rel, nil, job.Privacy{NoNoise: true})
+			if err != nil {
+				return err
+			}
+			paths, err := user.WriteOutputs(cmd.String("out"), res)
+			if err != nil {
+				return err
+			}
+			fmt.Printf("non-private %s of %d rows: eigenvalues %v\nwrote %s\n", spec.Analysis, acc.Rows(), fmtFloats(res.Components.Eigenvalues), strings.Join(paths, ", "))
+			return nil
+		},
+	}
+}
+
+func fmtFloats(v []float64) string {
+	var s []string
+	for _, x := range v {
+		s = append(s, fmt.Sprintf("%.6g", x))
+	}
+	return strings.Join(s, " ")
+}
+
+func compareCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "compare",
+		Usage: "compare two results: eigenvalues, and components up to sign",
+		Flags: []cli.Flag{
+			reqStr("result", "a result document"),
+			reqStr("reference", "the reference result document"),
+			floatFlag("tolerance", 1e-9, "largest relative difference allowed (eigenvalues and component entries)"),
+		},
+		Action: func(_ context.Context, cmd *cli.Command) error {
+			a, err := user.LoadResult(cmd.String("result"))
+			if err != nil {
+				return err
+			}
+			b, err := user.LoadResult(cmd.String("reference"))
+			if err != nil {
+				return err
+			}
+			worst, err := compareResults(a, b)
+			if err != nil {
+				return err
+			}
+			tol := cmd.Float64("tolerance")
+			fmt.Printf("%s vs reference: largest relative difference %.3g (tolerance %.3g)\n", a.Analysis, worst, tol)
+			if worst > tol {
+				return fmt.Errorf("results differ by %.3g > %.3g", worst, tol)
+			}
+			return nil
+		},
+	}
+}
+
+// compareResults returns the largest relative difference between two
+// results' eigenvalues and component entries (components up to sign).
+func compareResults(a, b *job.Result) (float64, error) {
+	ca, cb := a.Components, b.Components
+	if ca == nil || cb == nil {
+		return 0, errors.New("both results need components")
+	}
+	if a.Analysis != b.Analysis || len(ca.Eigenvalues) != len(cb.Eigenvalues) {
+		return 0, fmt.Errorf("results are %s with %d components and %s with %d", a.Analysis, len(ca.Eigenvalues), b.Analysis, len(cb.Eigenvalues))
+	}
+	worst := 0.0
+	scale := math.Abs(cb.Eigenvalues[0])
+	for i := range cb.Eigenvalues {
+		worst = math.Max(worst, math.Abs(ca.Eigenvalues[i]-cb.Eigenvalues[i])/math.Max(math.Abs(cb.Eigenvalues[i]), 1e-6*scale))
+	}
+	d, k := cb.Dims()
+	for j := range k {
+		norm, sign := 0.0, 1.0
+		for i := range d {
+			norm = math.Max(norm, math.Abs(cb.W.At(i, j)))
+		}
+		dot := 0.0
+		for i := range d {
+			dot += ca.W.At(i, j) * cb.W.At(i, j)
+		}
+		if dot < 0 {
+			sign = -1
+		}
+		for i := range d {
+			worst = math.Max(worst, math.Abs(sign*ca.W.At(i, j)-cb.W.At(i, j))/norm)
+		}
+	}
+	return worst, nil
+}
+
+func statsRelease(s *job.Spec, sch *schema.Schema, vec []int64) (*stats.Release, error) {
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	return stats.Unpack(l, sch.Bits, vec)
+}
