@@ -321,7 +321,7 @@ func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
 	for _, id := range o.pending() {
 		if !listed[id] {
 			o.spawn(ctx, wg, id, func() {
-				r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+				r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id, Brief: true})
 				if err != nil {
 					o.log.Warn("cannot look up job", "job", id[:16], "error", status.Convert(err).Message())
 					return

@@ -32,6 +32,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -75,6 +76,11 @@ type Config struct {
 	// number of owners uploading at the same moment.
 	MaxUploads int
 	MaxWaiting int
+	// MaxConnections, if set, bounds the client connections served at once
+	// (further connections wait to be accepted). Every open connection
+	// costs about 60 KB (TLS and HTTP/2 buffers), so with many owners this,
+	// with the owners' idle timeout, bounds the proxy's memory.
+	MaxConnections int
 	// SwitchTimeout is how long a sealed job may wait for the committee
 	// before it fails (default 24 h).
 	SwitchTimeout time.Duration
@@ -258,8 +264,12 @@ func (p *Proxy) Run(ctx context.Context) error {
 	fedpcav1.RegisterProxyServiceServer(srv, p)
 	healthpb.RegisterHealthServer(srv, p.hs)
 	p.hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
+	lis := p.cfg.Listener
+	if p.cfg.MaxConnections > 0 {
+		lis = netutil.LimitListener(lis, p.cfg.MaxConnections)
+	}
 	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(p.cfg.Listener) }()
+	go func() { errc <- srv.Serve(lis) }()
 	p.log.Info("proxy serving", "addr", p.cfg.Listener.Addr().String(), "committee", len(p.cfg.Committee), "threshold", p.cfg.Threshold, "jobs", len(p.jobs), "insecure", p.cfg.Insecure)
 
 	runCtx, cancel := context.WithCancel(ctx)

@@ -72,8 +72,10 @@ type Config struct {
 	Binary       string
 	ProxyProcess bool
 	OwnerFarms   int
-	// ProxyMemoryLimit, if set, is the proxy process's GOMEMLIMIT.
-	ProxyMemoryLimit string
+	// ProxyMemoryLimit, if set, is the proxy process's GOMEMLIMIT;
+	// ProxyMaxConnections its --max-connections.
+	ProxyMemoryLimit    string
+	ProxyMaxConnections int
 }
 
 // Cluster is a running deployment.
@@ -310,7 +312,8 @@ func (c *Cluster) StartProxy() error {
 	m := transport.NewMetrics()
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
 		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
-		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params})
+		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
+		MaxConnections: c.cfg.ProxyMaxConnections})
 	if err != nil {
 		return err
 	}

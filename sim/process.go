@@ -132,6 +132,9 @@ func (c *Cluster) startProxyProcess() error {
 	if c.cfg.AllowNoNoise {
 		args = append(args, "--allow-no-noise")
 	}
+	if c.cfg.ProxyMaxConnections > 0 {
+		args = append(args, "--max-connections", strconv.Itoa(c.cfg.ProxyMaxConnections))
+	}
 	for i, a := range c.CSPAddrs {
 		args = append(args, "--csp", cspID(i)+"="+a)
 	}

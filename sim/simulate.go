@@ -189,10 +189,11 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		sm.owners = append(sm.owners, id)
 		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
 	}
-	// Many owners poll less often (at most about 500 polls a second) and
-	// drop idle connections between polls, as a deployment of that size
-	// would, so that the proxy holds few connections at a time.
-	poll, idle := s.Poll, time.Duration(0)
+	// Many owners poll less often (at most about 500 polls a second), drop
+	// idle connections, and the proxy serves at most 1,000 connections at a
+	// time, as a deployment of that size would be configured: the proxy's
+	// memory then does not depend on the number of owners.
+	poll, idle, maxConns := s.Poll, time.Duration(0), 0
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
 		if s.Owners > 100 {
@@ -200,11 +201,12 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		}
 	}
 	if s.Owners > 100 {
-		idle = poll / 2
+		idle, maxConns = time.Second, 1000
 	}
 	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
 		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, IdleTimeout: idle, RetryInterval: 100 * time.Millisecond,
-		Logger: s.Logger, Binary: s.Binary, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMemoryLimit: s.ProxyMemoryLimit})
+		Logger: s.Logger, Binary: s.Binary, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMemoryLimit: s.ProxyMemoryLimit,
+		ProxyMaxConnections: maxConns})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err

@@ -223,6 +223,7 @@ func proxyCommand() *cli.Command {
 				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
 				intFlag("max-uploads", 8, "uploads received at once (bounds memory)"),
 				intFlag("max-waiting", 64, "uploads waiting for a slot; more are told to retry later (bounds memory)"),
+				intFlag("max-connections", 0, "client connections served at once, about 60 KB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -255,7 +256,7 @@ func proxyCommand() *cli.Command {
 					return err
 				}
 				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml,
-					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"), MaxWaiting: cmd.Int("max-waiting"),
+					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"), MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"),
 					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
 				if err != nil {
 					return err

@@ -723,8 +723,10 @@ func (x *DeclinedOwner) GetReason() string {
 }
 
 type GetJobRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	// brief returns the status only (no ticket, no owner lists).
+	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -764,6 +766,13 @@ func (x *GetJobRequest) GetJobId() string {
 		return x.JobId
 	}
 	return ""
+}
+
+func (x *GetJobRequest) GetBrief() bool {
+	if x != nil {
+		return x.Brief
+	}
+	return false
 }
 
 type GetJobResponse struct {
@@ -1894,9 +1903,10 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"=\n" +
 	"\rDeclinedOwner\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"&\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
 	"\rGetJobRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"6\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
+	"\x05brief\x18\x02 \x01(\bR\x05brief\"6\n" +
 	"\x0eGetJobResponse\x12$\n" +
 	"\x03job\x18\x01 \x01(\v2\x12.fedpca.v1.JobInfoR\x03job\"L\n" +
 	"\x0fListJobsRequest\x12#\n" +
