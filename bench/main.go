@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -253,8 +254,9 @@ func meanStd(v []float64) (float64, float64) {
 	return m, math.Sqrt(s / float64(len(v)))
 }
 
-// probe runs one job with many owners and prints the proxy's memory
-// statistics and a heap profile summary (suite probe).
+// probe runs one job with many owners while sampling the proxy's memory
+// every second, and prints the peak samples and the heap profile taken at the
+// highest heap (suite probe).
 func probe(ctx context.Context, owners int) {
 	bin := buildBinary()
 	s, err := sim.NewSimulator(ctx, sim.Simulation{Data: sim.Synthetic(max(2000, 10*owners), 50, 5, 1), Name: "probe", Label: "label",
@@ -262,17 +264,65 @@ func probe(ctx context.Context, owners int) {
 		ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
 	check(err)
 	defer s.Close()
+	addr := "http://" + s.Cluster().ProxyMetricsAddr()
+	done := make(chan struct{})
+	sampled := make(chan string)
+	go func() {
+		var peak float64
+		var best string
+		tick := time.NewTicker(time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-done:
+				sampled <- best
+				return
+			case <-tick.C:
+			}
+			metrics := fetch(addr + "/metrics")
+			heap := metricValue(metrics, "go_memstats_heap_inuse_bytes")
+			if heap <= peak {
+				continue
+			}
+			peak = heap
+			var keep []string
+			for _, line := range strings.Split(metrics, "\n") {
+				if strings.HasPrefix(line, "go_memstats_heap_") || strings.HasPrefix(line, "process_resident") || strings.HasPrefix(line, "go_goroutines") {
+					keep = append(keep, line)
+				}
+			}
+			prof := filepath.Join(os.TempDir(), "fedpca-probe-heap.pb.gz")
+			if err := os.WriteFile(prof, []byte(fetch(addr+"/debug/pprof/heap")), 0o644); err == nil {
+				top, _ := exec.Command("go", "tool", "pprof", "-top", "-inuse_space", prof).CombinedOutput()
+				keep = append(keep, string(top))
+			}
+			best = strings.Join(keep, "\n")
+		}
+	}()
 	_, err = s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1, Plan: dp.PlanServers})
+	close(done)
 	check(err)
-	addr := s.Cluster().ProxyMetricsAddr()
-	out, _ := exec.Command("curl", "-s", "http://"+addr+"/metrics").Output()
-	for _, line := range strings.Split(string(out), "\n") {
-		if strings.HasPrefix(line, "go_memstats_") || strings.HasPrefix(line, "process_resident") || strings.HasPrefix(line, "go_goroutines") {
-			fmt.Println(line)
+	fmt.Println(<-sampled)
+	peakRSS, _ := s.Cluster().ProxyPeakRSS()
+	fmt.Println("peak RSS", peakRSS>>20, "MiB")
+}
+
+func fetch(url string) string {
+	resp, err := http.Get(url)
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return string(b)
+}
+
+func metricValue(metrics, name string) float64 {
+	for _, line := range strings.Split(metrics, "\n") {
+		if v, ok := strings.CutPrefix(line, name+" "); ok {
+			f, _ := strconv.ParseFloat(v, 64)
+			return f
 		}
 	}
-	heap, _ := exec.Command("go", "tool", "pprof", "-top", "-inuse_space", "http://"+addr+"/debug/pprof/heap").CombinedOutput()
-	fmt.Println(string(heap))
-	peak, _ := s.Cluster().ProxyPeakRSS()
-	fmt.Println("peak RSS", peak>>20, "MiB")
+	return 0
 }

@@ -224,9 +224,9 @@ func (c *CSP) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(c.cfg.Listener) }()
 	c.mu.Lock()
-	ready := c.state != nil
+	ready, switches := c.state != nil, c.switches
 	c.mu.Unlock()
-	c.log.Info("csp serving", "addr", c.cfg.Listener.Addr().String(), "ready", ready, "switches", c.switches, "insecure", c.cfg.Insecure)
+	c.log.Info("csp serving", "addr", c.cfg.Listener.Addr().String(), "ready", ready, "switches", switches, "insecure", c.cfg.Insecure)
 	select {
 	case <-ctx.Done():
 		c.health.Shutdown()

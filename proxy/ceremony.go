@@ -259,38 +259,49 @@ func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeReques
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	release, err := p.acquireLarge(ctx)
-	if err != nil {
-		return nil, toStatus(err)
-	}
-	defer release()
-	resp := &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
-		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint}
-	healthy := p.memberHealth(ctx, c)
-	for i, m := range c.Members {
-		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: m.ID, Point: uint32(i + 1), Healthy: healthy[i]})
-	}
-	return resp, nil
+	return p.committeeResponse(ctx, c), nil
 }
 
-// memberHealth reports which members hold the committee key, measured at
-// most every few seconds (GetCommittee is called by every owner).
-func (p *Proxy) memberHealth(ctx context.Context, c *committeeRecord) []bool {
-	p.mu.Lock()
-	if p.health != nil && time.Since(p.healthAt) < 5*time.Second {
+// committeeResponse describes the committee, with which members hold its key
+// measured at most every few seconds. Every owner asks for it, often all at
+// once, so the response is built once and shared (transport.Share): a
+// thousand owners fetching the key at once cost one copy of it, not a
+// thousand.
+func (p *Proxy) committeeResponse(ctx context.Context, c *committeeRecord) *fedpcav1.GetCommitteeResponse {
+	fresh := func() *fedpcav1.GetCommitteeResponse {
+		p.mu.Lock()
 		defer p.mu.Unlock()
-		return p.health
+		if r := p.cmtResp; r != nil && r.GetPublicKeyFingerprint() == c.Fingerprint && time.Since(p.cmtRespAt) < 5*time.Second {
+			return r
+		}
+		return nil
 	}
-	p.mu.Unlock()
-	sts := p.memberStatus(ctx, false)
-	h := make([]bool, len(sts))
-	for i, s := range sts {
-		h[i] = s != nil && s.GetCommitteeKeyFingerprint() == c.Fingerprint
+	if r := fresh(); r != nil {
+		return r
+	}
+	// One caller refreshes; the others wait for its response.
+	p.cmtRefresh.Lock()
+	defer p.cmtRefresh.Unlock()
+	if r := fresh(); r != nil {
+		return r
+	}
+	resp := &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
+		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint}
+	for i, s := range p.memberStatus(ctx, false) {
+		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: c.Members[i].ID, Point: uint32(i + 1),
+			Healthy: s != nil && s.GetCommitteeKeyFingerprint() == c.Fingerprint})
+	}
+	if _, err := transport.Share(resp); err != nil {
+		p.log.Warn("committee response not shared", "error", err)
 	}
 	p.mu.Lock()
-	p.health, p.healthAt = h, time.Now()
+	old := p.cmtResp
+	p.cmtResp, p.cmtRespAt = resp, time.Now()
 	p.mu.Unlock()
-	return h
+	if old != nil {
+		transport.Unshare(old) // responses being sent keep their bytes
+	}
+	return resp
 }
 
 var errNoQuorum = errors.New("not enough committee members reachable with the committee key")

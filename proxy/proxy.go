@@ -108,15 +108,17 @@ type Proxy struct {
 	hs        *health.Server
 	uploads   chan struct{} // semaphore of uploads being received
 	waiting   atomic.Int64  // uploads waiting for a slot
-	large     chan struct{} // semaphore of large responses (committee key, results)
+	large     chan struct{} // semaphore of results being sent
 	m         *metrics
 
-	mu       sync.Mutex
-	cmt      *committeeRecord // nil until the ceremony is done
-	jobs     map[string]*jobState
-	members  map[string]*memberConn
-	health   []bool    // members' health, cached for GetCommittee
-	healthAt time.Time // when it was measured
+	mu        sync.Mutex
+	cmt       *committeeRecord // nil until the ceremony is done
+	jobs      map[string]*jobState
+	members   map[string]*memberConn
+	cmtResp   *fedpcav1.GetCommitteeResponse // shared, rebuilt every few seconds
+	cmtRespAt time.Time                      // when it was built
+
+	cmtRefresh sync.Mutex // held while rebuilding cmtResp
 
 	ctx   context.Context // the Run context, for job drivers
 	wg    sync.WaitGroup
@@ -309,9 +311,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 	return err
 }
 
-// acquireLarge waits for room to send a large response (the committee key,
-// a result): many owners asking at once must not each hold a copy in
-// memory.
+// acquireLarge waits for room to send a result: many users asking at once
+// must not each hold a copy in memory.
 func (p *Proxy) acquireLarge(ctx context.Context) (func(), error) {
 	select {
 	case p.large <- struct{}{}:

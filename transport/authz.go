@@ -105,6 +105,7 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 		grpc.InitialConnWindowSize(1 << 20),
 		grpc.ReadBufferSize(8 << 10),
 		grpc.WriteBufferSize(8 << 10),
+		sharingCodecOption(),
 		grpc.ChainUnaryInterceptor(
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 				defer recoverTo(log, info.FullMethod, &err)

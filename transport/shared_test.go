@@ -1,0 +1,64 @@
+package transport
+
+import (
+	"context"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/test/bufconn"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+)
+
+type committeeServer struct {
+	fedpcav1.UnimplementedProxyServiceServer
+	resp *fedpcav1.GetCommitteeResponse
+}
+
+func (s *committeeServer) GetCommittee(context.Context, *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
+	return s.resp, nil
+}
+
+// TestShare: a shared response is sent from the encoding made by Share (the
+// test changes the message afterwards, which real code must not, to see
+// which bytes went out), and after Unshare it is marshalled as usual.
+func TestShare(t *testing.T) {
+	creds := pki(t, "proxy/p", "owner/o1")
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(ServerOptions(creds["proxy/p"], false, hclog.NewNullLogger(), nil)...)
+	resp := &fedpcav1.GetCommitteeResponse{PublicKey: make([]byte, 300<<10), PublicKeyFingerprint: "shared"}
+	fedpcav1.RegisterProxyServiceServer(srv, &committeeServer{resp: resp})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	d := Dialer{Creds: creds["owner/o1"], Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })}}
+	conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	get := func() *fedpcav1.GetCommitteeResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := fedpcav1.NewProxyServiceClient(conn).GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	if _, err := Share(resp); err != nil {
+		t.Fatal(err)
+	}
+	resp.PublicKeyFingerprint = "changed"
+	for range 3 {
+		if r := get(); r.GetPublicKeyFingerprint() != "shared" || len(r.GetPublicKey()) != 300<<10 {
+			t.Fatalf("got fingerprint %q and %d key bytes, want the shared encoding", r.GetPublicKeyFingerprint(), len(r.GetPublicKey()))
+		}
+	}
+	Unshare(resp)
+	if r := get(); r.GetPublicKeyFingerprint() != "changed" {
+		t.Fatalf("after Unshare got %q, want the message marshalled anew", r.GetPublicKeyFingerprint())
+	}
+}
