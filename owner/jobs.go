@@ -91,12 +91,12 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	ended := st.GetState() == fedpcav1.JobState_JOB_STATE_DONE || st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED
 	switch {
 	case note == nil && st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN:
-		r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+		r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id, Ticket: true})
 		if err != nil {
 			o.log.Warn("cannot fetch the job's ticket", "job", id[:16], "error", status.Convert(err).Message())
 			return
 		}
-		o.takePart(ctx, r.GetJob())
+		o.takePart(ctx, st, r.GetJob())
 	case note == nil:
 		o.setNote(id, jobNote{State: noteSkipped, Reason: "ended before this owner saw it"})
 	case note.State == noteUploading:
@@ -113,10 +113,11 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	}
 }
 
-// takePart decides about a new job and, if the owner takes part, reserves
-// budget, computes, stores and uploads its share.
-func (o *Owner) takePart(ctx context.Context, info *fedpcav1.JobInfo) {
-	id := info.GetStatus().GetJobId()
+// takePart decides about a new job (st is its status, info its ticket)
+// and, if the owner takes part, reserves budget, computes, stores and
+// uploads its share.
+func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedpcav1.JobInfo) {
+	id := st.GetJobId()
 	spec, err := job.ParseSpec(info.GetSpec())
 	if err != nil {
 		o.decline(ctx, id, "", "malformed job spec: "+err.Error())
@@ -216,7 +217,7 @@ func (o *Owner) takePart(ctx context.Context, info *fedpcav1.JobInfo) {
 	o.m.shares.Observe(compute.Seconds())
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", acc.Rows(), "ciphertexts", len(cts),
 		"ms", float64(compute.Microseconds())/1000, "store_ms", float64((time.Since(start)-compute).Microseconds())/1000)
-	o.resume(ctx, info.GetStatus(), &jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
+	o.resume(ctx, st, &jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
 }
 
 func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset, reason string) {

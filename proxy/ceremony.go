@@ -291,9 +291,7 @@ func (p *Proxy) committeeResponse(ctx context.Context, c *committeeRecord) *fedp
 		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: c.Members[i].ID, Point: uint32(i + 1),
 			Healthy: s != nil && s.GetCommitteeKeyFingerprint() == c.Fingerprint})
 	}
-	if _, err := transport.Share(resp); err != nil {
-		p.log.Warn("committee response not shared", "error", err)
-	}
+	transport.Share(resp)
 	p.mu.Lock()
 	old := p.cmtResp
 	p.cmtResp, p.cmtRespAt = resp, time.Now()

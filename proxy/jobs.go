@@ -155,7 +155,10 @@ func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpc
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if req.GetBrief() {
+	switch {
+	case req.GetTicket():
+		return j.ticketResponse(), nil
+	case req.GetBrief():
 		return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: j.status(false, caller(ctx))}}, nil
 	}
 	return &fedpcav1.GetJobResponse{Job: j.info(caller(ctx))}, nil

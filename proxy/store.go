@@ -117,9 +117,10 @@ type jobState struct {
 
 	mu      sync.Mutex
 	rec     jobRecord
-	sum     []*rlwe.Ciphertext // cached running sum of an open job; nil when not loaded
-	changed chan struct{}      // closed and replaced at every change (watchers)
-	wake    chan struct{}      // wakes the driver (buffered, 1)
+	sum     []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
+	ticket  *fedpcav1.GetJobResponse // shared ticket response, built at the first request
+	changed chan struct{}            // closed and replaced at every change (watchers)
+	wake    chan struct{}            // wakes the driver (buffered, 1)
 }
 
 func newJobState(id string, rec jobRecord, chunks func(int) int) (*jobState, error) {
@@ -305,6 +306,22 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 // info is the full status with the job's ticket.
 func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
 	return &fedpcav1.JobInfo{Status: j.status(true, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+}
+
+// ticketResponse is the job's ticket for owners with the status fields
+// fixed at creation. It names every expected owner, so at 10,000 owners it is
+// ~150 KB, and all of them fetch it within seconds: it is encoded once and
+// shared (transport.Share) for the job's life. j.mu must be held.
+func (j *jobState) ticketResponse() *fedpcav1.GetJobResponse {
+	if j.ticket == nil {
+		st := &fedpcav1.JobStatus{JobId: j.id, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
+			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(len(j.spec.Owners)), DeadlineUnix: j.spec.Deadline.Unix(),
+			CreatedUnix: j.rec.Created.Unix()}
+		j.ticket = &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature,
+			UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}}
+		transport.Share(j.ticket)
+	}
+	return j.ticket
 }
 
 func ended(s fedpcav1.JobState) bool {

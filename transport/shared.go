@@ -18,14 +18,12 @@ import (
 var shared sync.Map // proto.Message (pointer) -> []byte
 
 // Share encodes m once for every response that returns it. m must not be
-// changed afterwards; call Unshare when it is replaced.
-func Share[M proto.Message](m M) (M, error) {
-	b, err := proto.Marshal(m)
-	if err != nil {
-		return m, err
+// changed afterwards; call Unshare when it is replaced. A message that cannot
+// be encoded is not shared (sending it reports the error).
+func Share(m proto.Message) {
+	if b, err := proto.Marshal(m); err == nil {
+		shared.Store(m, b)
 	}
-	shared.Store(proto.Message(m), b)
-	return m, nil
 }
 
 // Unshare forgets m's encoding (responses already queued keep their bytes).

@@ -726,7 +726,12 @@ type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
 	// brief returns the status only (no ticket, no owner lists).
-	Brief         bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
+	Brief bool `protobuf:"varint,2,opt,name=brief,proto3" json:"brief,omitempty"`
+	// ticket returns what an owner needs to check the job (spec, signature,
+	// user certificate, schema) with only the status fields fixed at the
+	// job's creation: the same bytes for every owner, which the proxy encodes
+	// once however many owners fetch them at once. Overrides brief.
+	Ticket        bool `protobuf:"varint,3,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -771,6 +776,13 @@ func (x *GetJobRequest) GetJobId() string {
 func (x *GetJobRequest) GetBrief() bool {
 	if x != nil {
 		return x.Brief
+	}
+	return false
+}
+
+func (x *GetJobRequest) GetTicket() bool {
+	if x != nil {
+		return x.Ticket
 	}
 	return false
 }
@@ -1903,10 +1915,11 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"=\n" +
 	"\rDeclinedOwner\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"<\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
-	"\x05brief\x18\x02 \x01(\bR\x05brief\"6\n" +
+	"\x05brief\x18\x02 \x01(\bR\x05brief\x12\x16\n" +
+	"\x06ticket\x18\x03 \x01(\bR\x06ticket\"6\n" +
 	"\x0eGetJobResponse\x12$\n" +
 	"\x03job\x18\x01 \x01(\v2\x12.fedpca.v1.JobInfoR\x03job\"L\n" +
 	"\x0fListJobsRequest\x12#\n" +
