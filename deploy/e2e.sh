@@ -22,7 +22,7 @@ fi
 project="fedpca-e2e-$$"
 image="fedpca:e2e-$$"
 work=$(mktemp -d)
-export FEDPCA_IMAGE="$image" FEDPCA_DATA="$work/data" FEDPCA_OUT="$work/out" FEDPCA_ALLOW_NO_NOISE=true
+export FEDPCA_IMAGE="$image" FEDPCA_DATA_DIR="$work/data" FEDPCA_OUT_DIR="$work/out" FEDPCA_ALLOW_NO_NOISE=true
 compose() { "${compose_cmd[@]}" -p "$project" -f "$root/deploy/docker-compose.yml" "$@"; }
 log() { printf '\n[e2e %6.1fs] %s\n' "$(( $(date +%s%N) - start_ns ))e-9" "$*"; }
 start_ns=$(date +%s%N)
