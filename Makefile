@@ -21,7 +21,7 @@ check: ## gofmt, go vet, staticcheck, import boundaries, go mod tidy clean
 	./scripts/check.sh
 
 BENCHSTAT ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
-COUNT ?= 5
+COUNT ?= 6
 
 .PHONY: bench
 bench: ## benchmarks of the hot paths, COUNT runs each, medians by benchstat (out/bench.txt)
