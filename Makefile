@@ -29,8 +29,12 @@ bench: ## benchmarks of the hot paths, COUNT runs each, medians by benchstat (ou
 	$(GO) test -run '^$$' -bench . -benchtime $(BENCHTIME) -count $(COUNT) ./protocol/... | tee out/bench.txt
 	$(GO) run $(BENCHSTAT) out/bench.txt
 
+.PHONY: load
+load: ## 1,000 owners upload at once to a proxy process over loopback mutual TLS: throughput, latency, proxy CPU and memory
+	BENCH_PROXY_GOMEMLIMIT=256MiB $(GO) run ./bench -suite load -owners $${OWNERS:-1000}
+
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME each (default 30s)
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s; nightly: FUZZTIME=10m), FUZZPARALLEL workers
 	./scripts/fuzz.sh $${FUZZTIME:-30s}
 
 .PHONY: proto
@@ -40,3 +44,19 @@ proto: ## lint and regenerate proto/fedpca/v1/*.pb.go with buf
 .PHONY: e2e-docker
 e2e-docker: ## build the image, run the docker-compose deployment end to end, tear it down
 	./deploy/e2e.sh
+
+.PHONY: status-browser
+status-browser: ## the proxy's status page in headless Chromium (installs Debian's chromium if missing), screenshot in docs/
+	./scripts/status-browser.sh
+
+.PHONY: metrics-check
+metrics-check: ## curl every daemon's /metrics during and after a real job and check the series
+	./scripts/metrics-check.sh
+
+SEED ?= 1
+CHAOS_JOBS ?= 200
+
+.PHONY: chaos
+chaos: ## CHAOS_JOBS simulated jobs (default 200) under random faults from SEED; prints the invariants, fails on any violation
+	@mkdir -p out
+	$(GO) run ./cmd/fedpca simulate chaos --seed $(SEED) --jobs $(CHAOS_JOBS) --json out/chaos-report.json

@@ -6,6 +6,7 @@
 //	go run ./bench -suite owners   [-owners 10,100,1000,10000] [-reps 3]
 //	go run ./bench -suite dims     [-dims 8,50,100,784] [-reps 3]
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
+//	go run ./bench -suite load     [-owners 1000]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -34,7 +35,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims or utility")
+	suite := flag.String("suite", "owners", "owners, dims, utility or load")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
@@ -69,6 +70,8 @@ func main() {
 		}
 	case "utility":
 		utility(ctx, strings.Split(*names, ","), *reps, raw)
+	case "load":
+		load(ctx, ints(*owners)[0], raw)
 	case "probe":
 		probe(ctx, ints(*owners)[0])
 	default:
@@ -200,6 +203,10 @@ func utility(ctx context.Context, names []string, reps int, raw io.Writer) {
 	for _, name := range names {
 		ref, err := datasets.LoadReference(name)
 		check(err)
+		if len(ref.AnalyzeGauss) == 0 {
+			fmt.Fprintf(os.Stderr, "utility: %s has no Analyze Gauss reference; skipped\n", name)
+			continue
+		}
 		data, err := datasets.CSV(name)
 		check(err)
 		s, err := sim.NewSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Owners: 10, How: "iid", Seed: 1, CSPs: 3, Threshold: 2})
@@ -325,4 +332,31 @@ func metricValue(metrics, name string) float64 {
 		}
 	}
 	return 0
+}
+
+// load measures owners uploading at once to one proxy process over loopback
+// TCP with mutual TLS (sim.RunLoad) and prints the upload figures of
+// docs/RELIABILITY.md; it fails unless every upload was acknowledged and is
+// in the job's result.
+func load(ctx context.Context, owners int, raw io.Writer) {
+	rep, err := sim.RunLoad(ctx, sim.LoadConfig{Owners: owners, Rows: 10, D: 50, Binary: buildBinary(), Seed: 1,
+		ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
+	if rep != nil {
+		b, _ := json.Marshal(rep)
+		fmt.Fprintf(raw, "%s\n", b)
+		fmt.Println("| owners | acknowledged | failed | busy answers | retries after errors | window (release to last ack) | throughput | upload latency p50 / p99 / max | proxy CPU | proxy peak RSS | in the result |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Printf("| %d | %d | %d | %d | %d | %s | %.0f uploads/s, %s/s | %s / %s / %s | %.2f s (%.1f ms an upload, %.0f%% of one core) | %s | %d |\n",
+			rep.Owners, rep.Acknowledged, rep.Failed, rep.Busy, rep.Retries, dur(rep.Window), float64(rep.Acknowledged)/rep.Window,
+			mib(float64(rep.UploadBytes)/rep.Window), dur(rep.LatencyP50), dur(rep.LatencyP99), dur(rep.LatencyMax),
+			rep.ProxyCPU, 1000*rep.ProxyCPU/float64(max(rep.Acknowledged, 1)), 100*rep.ProxyCPU/rep.Window, mib(float64(rep.ProxyPeakRSS)), rep.Included)
+		fmt.Fprintf(os.Stderr, "prepared %d owners' shares and connections in %.1f s\n", rep.Owners, rep.Prepare)
+		for _, e := range rep.Errors[:min(len(rep.Errors), 10)] {
+			fmt.Fprintln(os.Stderr, "upload failed:", e)
+		}
+	}
+	check(err)
+	if rep.Failed > 0 || rep.Included != owners {
+		check(fmt.Errorf("%d of %d uploads failed; %d owners in the result", rep.Failed, owners, rep.Included))
+	}
 }

@@ -1,7 +1,9 @@
 package csp
 
 import (
+	"bytes"
 	"context"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -9,6 +11,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
@@ -78,6 +81,15 @@ func (c *CSP) KeyGen(_ context.Context, req *fedpcav1.KeyGenRequest) (*fedpcav1.
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if c.state != nil && c.state.CeremonyID == req.GetCeremonyId() {
+		return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q is finished on this member", req.GetCeremonyId())
+	}
+	if cer := c.cer; cer != nil && cer.id == req.GetCeremonyId() {
+		if cer.keyGenReq != roundDigest(req) {
+			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q was started on this member with another request", req.GetCeremonyId())
+		}
+		return cer.keyGenResp, nil // replayed
+	}
 	if c.state != nil && c.switches > 0 {
 		return nil, status.Errorf(codes.FailedPrecondition, "this member's committee key (ceremony %s) has switched %d jobs; it cannot be replaced (reset the member's state directory to start a new committee)", c.state.CeremonyID, c.switches)
 	}
@@ -104,7 +116,8 @@ func (c *CSP) KeyGen(_ context.Context, req *fedpcav1.KeyGenRequest) (*fedpcav1.
 		}
 		resp.ExchangeKeySignature, resp.Certificate = sig, c.cfg.Creds.Leaf.Raw
 	}
-	c.cer = &ceremony{id: req.GetCeremonyId(), committee: committee, members: req.GetCommittee(), member: m, exchange: x}
+	c.cer = &ceremony{id: req.GetCeremonyId(), committee: committee, members: req.GetCommittee(), member: m, exchange: x,
+		keyGenReq: roundDigest(req), keyGenResp: resp}
 	c.log.Info("key ceremony started", "ceremony", req.GetCeremonyId(), "members", committee.N, "threshold", committee.Threshold, "point", point)
 	return resp, nil
 }
@@ -124,6 +137,12 @@ func (c *CSP) DealShares(_ context.Context, req *fedpcav1.DealSharesRequest) (*f
 	cer, err := c.current(req.GetCeremonyId())
 	if err != nil {
 		return nil, err
+	}
+	if cer.dealResp != nil {
+		if cer.dealReq != roundDigest(req) {
+			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q: this member already dealt its shares to other exchange keys", cer.id)
+		}
+		return cer.dealResp, nil // replayed
 	}
 	if len(req.GetMembers()) != cer.committee.N {
 		return nil, status.Errorf(codes.InvalidArgument, "members: %d exchange keys for a committee of %d", len(req.GetMembers()), cer.committee.N)
@@ -148,8 +167,15 @@ func (c *CSP) DealShares(_ context.Context, req *fedpcav1.DealSharesRequest) (*f
 		}
 		resp.Shares = append(resp.Shares, &fedpcav1.SealedShare{FromPoint: from, ToPoint: uint32(to), Sealed: box})
 	}
-	cer.keys = keys
+	cer.keys, cer.dealReq, cer.dealResp = keys, roundDigest(req), resp
 	return resp, nil
+}
+
+// roundDigest identifies a ceremony request, so that a replay is answered
+// as the original was.
+func roundDigest(m proto.Message) [32]byte {
+	b, _ := proto.MarshalOptions{Deterministic: true}.Marshal(m)
+	return sha256.Sum256(b)
 }
 
 // checkExchangeKey verifies that a member's exchange key is signed by the
@@ -188,6 +214,12 @@ func (c *CSP) ReceiveShares(_ context.Context, req *fedpcav1.ReceiveSharesReques
 	if cer.keys == nil {
 		return nil, status.Error(codes.FailedPrecondition, "shares received before this member dealt its own")
 	}
+	if cer.received {
+		if cer.receiveReq != roundDigest(req) {
+			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q: this member already received other shares", cer.id)
+		}
+		return &fedpcav1.ReceiveSharesResponse{}, nil // replayed
+	}
 	me := uint32(cer.member.Point())
 	got := map[uint32]bool{}
 	var mine []*he.ShamirShare
@@ -209,6 +241,7 @@ func (c *CSP) ReceiveShares(_ context.Context, req *fedpcav1.ReceiveSharesReques
 	if err := cer.member.SetThresholdShares(mine); err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	cer.received, cer.receiveReq = true, roundDigest(req)
 	return &fedpcav1.ReceiveSharesResponse{}, nil
 }
 
@@ -217,7 +250,10 @@ func (c *CSP) ReceiveShares(_ context.Context, req *fedpcav1.ReceiveSharesReques
 func (c *CSP) Finalize(_ context.Context, req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.state != nil && c.state.CeremonyID == req.GetCeremonyId() && c.cer == nil {
+	if c.state != nil && c.state.CeremonyID == req.GetCeremonyId() && (c.cer == nil || c.cer.id != req.GetCeremonyId()) {
+		if !bytes.Equal(req.GetCommitteePublicKey(), c.state.CommitteeKey) {
+			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q was finalized with another committee key (%s…)", req.GetCeremonyId(), c.state.Fingerprint[:16])
+		}
 		return &fedpcav1.FinalizeResponse{CommitteeKeyFingerprint: c.state.Fingerprint}, nil // retry
 	}
 	cer, err := c.current(req.GetCeremonyId())

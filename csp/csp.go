@@ -18,7 +18,11 @@
 // the member's Shamir shares to every member's exchange key and
 // ReceiveShares opens and aggregates those dealt to it; Finalize fixes the
 // committee key and writes the secrets to disk. A finalized member accepts a
-// new ceremony only while it has never switched a job.
+// new ceremony only while it has never switched a job. A round replayed with
+// the same request gets the same answer (a second KeyGen or DealShares would
+// otherwise draw a new secret or new shares and break the committee key); a
+// different request for a round already done, or a round out of order, is
+// FailedPrecondition.
 package csp
 
 import (
@@ -41,6 +45,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -97,6 +102,14 @@ type ceremony struct {
 	member    *he.Member
 	exchange  *ecdh.PrivateKey
 	keys      map[he.Point][]byte // members' verified exchange keys
+	// Each round's request digest and response: a replayed round gets the
+	// same answer (a second KeyGen or DealShares would mean a new secret or
+	// new shares, breaking the committee key); another request for a round
+	// already done is refused.
+	keyGenReq, dealReq, receiveReq [32]byte
+	keyGenResp                     *fedpcav1.KeyGenResponse
+	dealResp                       *fedpcav1.DealSharesResponse
+	received                       bool
 }
 
 // secretFile is the member's key material at rest (mode 0600). It is never
@@ -190,22 +203,43 @@ func (c *CSP) loadSecrets() error {
 	if fi, err := os.Stat(c.secretPath()); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		return fmt.Errorf("csp: %s is readable by group or others (mode %v); chmod 600 it", c.secretPath(), fi.Mode().Perm())
 	}
-	var st secretFile
-	if err := json.Unmarshal(b, &st); err != nil {
-		return fmt.Errorf("csp: %s: %w", secretFileName, err)
-	}
-	if st.HEParams != c.params.ID() {
-		return fmt.Errorf("csp: %s is for HE parameters %s, this node runs %s", secretFileName, st.HEParams, c.params.ID())
-	}
-	m, err := he.RestoreMember(c.params, st.Secret)
+	st, m, err := decodeSecrets(b, c.params)
 	if err != nil {
 		return fmt.Errorf("csp: %s: %w", secretFileName, err)
 	}
-	if !m.Ready() {
-		return fmt.Errorf("csp: %s: threshold share missing", secretFileName)
-	}
-	c.state, c.member = &st, m
+	c.state, c.member = st, m
 	return nil
+}
+
+// decodeSecrets decodes and checks the member's secret file: this node's
+// parameter set, a member ready to switch, a valid committee key whose
+// fingerprint the file records, the member listed at its point. Errors never
+// quote the secrets.
+func decodeSecrets(b []byte, p he.Params) (*secretFile, *he.Member, error) {
+	var st secretFile
+	if err := json.Unmarshal(b, &st); err != nil {
+		return nil, nil, err
+	}
+	if st.HEParams != p.ID() {
+		return nil, nil, fmt.Errorf("for HE parameters %q, this node runs %s", st.HEParams, p.ID())
+	}
+	m, err := he.RestoreMember(p, st.Secret)
+	if err != nil {
+		return nil, nil, err
+	}
+	if !m.Ready() {
+		return nil, nil, errors.New("threshold share missing")
+	}
+	if _, err := p.Codecs().PublicKey.Unmarshal(st.CommitteeKey); err != nil {
+		return nil, nil, fmt.Errorf("committee key: %w", err)
+	}
+	if job.Fingerprint(st.CommitteeKey) != st.Fingerprint {
+		return nil, nil, errors.New("the committee key's fingerprint is not the recorded one")
+	}
+	if len(st.Members) != st.Secret.N {
+		return nil, nil, fmt.Errorf("%d members listed for a committee of %d", len(st.Members), st.Secret.N)
+	}
+	return &st, m, nil
 }
 
 // Run serves until ctx is done, then stops gracefully.

@@ -105,15 +105,8 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 		return nil, invalid("active set %v does not include this member (%d)", active, st.Secret.Point)
 	}
 	owners := h.GetOwners()
-	if len(owners) < spec.MinOwners {
-		return nil, invalid("owners: %d included, the spec needs %d", len(owners), spec.MinOwners)
-	}
-	seen := map[string]bool{}
-	for _, o := range owners {
-		if seen[o] || !slices.Contains(spec.Owners, o) {
-			return nil, invalid("owners: %q is repeated or not one of the spec's owners", o)
-		}
-		seen[o] = true
+	if err := spec.CheckIncluded(owners); err != nil {
+		return nil, invalid("%v", err)
 	}
 	l, err := spec.Layout(sch)
 	if err != nil {
@@ -281,8 +274,8 @@ func (c *CSP) storedShares(jobID string) ([][]byte, *switchRecord, error) {
 		if b == nil {
 			return nil
 		}
-		rec = &switchRecord{}
-		if err := json.Unmarshal(b.Get(recordKey), rec); err != nil {
+		var err error
+		if rec, err = decodeSwitchRecord(jobID, b.Get(recordKey)); err != nil {
 			return err
 		}
 		for i := 0; i < rec.Ciphertexts; i++ {
@@ -295,6 +288,23 @@ func (c *CSP) storedShares(jobID string) ([][]byte, *switchRecord, error) {
 		return nil
 	})
 	return shares, rec, err
+}
+
+// decodeSwitchRecord decodes the stored audit record of a job's switch and
+// checks it: the record of that job, a request digest, at least one
+// ciphertext.
+func decodeSwitchRecord(jobID string, v []byte) (*switchRecord, error) {
+	var r switchRecord
+	if err := json.Unmarshal(v, &r); err != nil {
+		return nil, fmt.Errorf("switch record of job %q: %w", jobID, err)
+	}
+	if r.JobID != jobID || !job.ValidJobID(jobID) {
+		return nil, fmt.Errorf("switch record of job %q names job %q", jobID, r.JobID)
+	}
+	if d, err := hex.DecodeString(r.Digest); err != nil || len(d) != sha256.Size || r.Ciphertexts < 1 {
+		return nil, fmt.Errorf("switch record of job %s…: bad digest or %d ciphertexts", jobID[:12], r.Ciphertexts)
+	}
+	return &r, nil
 }
 
 // storeShares writes the audit record and the shares in one transaction,
@@ -332,11 +342,11 @@ func (c *CSP) Audit() ([]SwitchRecord, error) {
 	var out []switchRecord
 	err := c.db.View(func(tx *bolt.Tx) error {
 		return tx.Bucket(bucketSwitches).ForEachBucket(func(k []byte) error {
-			var r switchRecord
-			if err := json.Unmarshal(tx.Bucket(bucketSwitches).Bucket(k).Get(recordKey), &r); err != nil {
+			r, err := decodeSwitchRecord(string(k), tx.Bucket(bucketSwitches).Bucket(k).Get(recordKey))
+			if err != nil {
 				return err
 			}
-			out = append(out, r)
+			out = append(out, *r)
 			return nil
 		})
 	})

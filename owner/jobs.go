@@ -6,49 +6,101 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/transport"
 )
 
-// Job notes: what this owner did about a job.
+// Parts: what this owner did about a job (JobRecord.State).
 const (
-	noteDeclined  = "declined"
-	noteUploading = "uploading" // reserved, upload stored, not acknowledged yet
-	noteUploaded  = "uploaded"  // acknowledged, budget committed
-	noteReleased  = "released"  // reservation returned, nothing included
-	noteRefunded  = "refunded"  // included, but the job failed before any key switch
-	noteSkipped   = "skipped"   // the job had ended before this owner saw it
-	noteCompleted = "completed" // included, and the job ended (budget spent)
+	PartDeclined  = "declined"
+	PartUploading = "uploading" // reserved, upload stored, not acknowledged yet
+	PartUploaded  = "uploaded"  // acknowledged, budget committed
+	PartReleased  = "released"  // reservation returned, nothing included
+	PartRefunded  = "refunded"  // included, but the job failed before any key switch
+	PartSkipped   = "skipped"   // the job had ended before this owner saw it
+	PartCompleted = "completed" // included, and the job ended (budget spent)
 )
 
 type jobNote struct {
-	State   string    `json:"state"`
-	Dataset string    `json:"dataset"`
-	Reason  string    `json:"reason,omitempty"`
-	Blobs   int       `json:"blobs,omitempty"`
-	At      time.Time `json:"at"`
+	State   string `json:"state"`
+	Dataset string `json:"dataset"`
+	Reason  string `json:"reason,omitempty"`
+	Blobs   int    `json:"blobs,omitempty"`
+	// Unreported marks a decline the proxy has not acknowledged yet.
+	Unreported bool      `json:"unreported,omitempty"`
+	At         time.Time `json:"at"`
 }
 
 var bucketUploads = []byte("uploads") // job/NNNNNN -> stored ciphertext bytes
 
+// JobRecord is what this owner did about a job.
+type JobRecord struct {
+	Job     string    `json:"job"`
+	State   string    `json:"state"` // one of the Part constants
+	Dataset string    `json:"dataset,omitempty"`
+	Reason  string    `json:"reason,omitempty"`
+	At      time.Time `json:"at"`
+}
+
+// JobRecords returns this owner's record of every job it has seen.
+func (o *Owner) JobRecords() ([]JobRecord, error) {
+	var out []JobRecord
+	err := o.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
+			var n jobNote
+			if err := json.Unmarshal(v, &n); err != nil {
+				return fmt.Errorf("job %s: %w", k, err)
+			}
+			out = append(out, JobRecord{Job: string(k), State: n.State, Dataset: n.Dataset, Reason: n.Reason, At: n.At})
+			return nil
+		})
+	})
+	return out, err
+}
+
+// note returns this owner's note about a job, nil if it has none. A note
+// that does not decode (decodeNote) is logged and read as skipped: the owner
+// leaves that job alone rather than risk taking part twice.
 func (o *Owner) note(id string) *jobNote {
 	var n *jobNote
 	_ = o.db.View(func(tx *bolt.Tx) error {
 		if v := tx.Bucket(bucketJobs).Get([]byte(id)); v != nil {
-			n = &jobNote{}
-			return json.Unmarshal(v, n)
+			var err error
+			if n, err = o.decodeNote(v); err != nil {
+				o.log.Error("bad job note; the job is left alone", "job", id, "error", err)
+				n = &jobNote{State: PartSkipped, Reason: err.Error()}
+			}
 		}
 		return nil
 	})
 	return n
+}
+
+// decodeNote decodes a job note read back from the store and checks it: a
+// known state, and no more stored ciphertexts than a job can have.
+func (o *Owner) decodeNote(v []byte) (*jobNote, error) {
+	var n jobNote
+	if err := json.Unmarshal(v, &n); err != nil {
+		return nil, fmt.Errorf("job note: %w", err)
+	}
+	switch n.State {
+	case PartDeclined, PartUploading, PartUploaded, PartReleased, PartRefunded, PartSkipped, PartCompleted:
+	default:
+		return nil, fmt.Errorf("job note: unknown state %q", n.State)
+	}
+	if n.Blobs < 0 || n.Blobs > o.params.Chunks(stats.MaxLen) {
+		return nil, fmt.Errorf("job note: %d stored ciphertexts", n.Blobs)
+	}
+	return &n, nil
 }
 
 func putNote(tx *bolt.Tx, id string, n jobNote) error {
@@ -69,16 +121,30 @@ func (o *Owner) setNote(id string, n jobNote) {
 func blobKey(id string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", id, i)) }
 
 // pending returns the jobs in which this owner has a part that is not
-// settled yet (an upload not acknowledged, or a job not ended).
+// settled yet: an upload not acknowledged, a job not ended, a decline not
+// reported, or budget reserved for a job with no note (the owner stopped
+// between reserving and storing its upload).
 func (o *Owner) pending() []string {
 	var out []string
 	_ = o.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketJobs).ForEach(func(k, v []byte) error {
-			var n jobNote
-			if json.Unmarshal(v, &n) == nil && (n.State == noteUploading || n.State == noteUploaded) {
+		notes := tx.Bucket(bucketJobs)
+		if err := notes.ForEach(func(k, v []byte) error {
+			n, err := o.decodeNote(v)
+			if err == nil && job.ValidJobID(string(k)) && (n.State == PartUploading || n.State == PartUploaded || n.Unreported) {
 				out = append(out, string(k))
 			}
 			return nil
+		}); err != nil {
+			return err
+		}
+		return tx.Bucket(bucketLedger).ForEachBucket(func(ds []byte) error {
+			return tx.Bucket(bucketLedger).Bucket(ds).ForEach(func(k, v []byte) error {
+				var e entry
+				if json.Unmarshal(v, &e) == nil && e.State == Reserved && notes.Get(k) == nil {
+					out = append(out, string(k))
+				}
+				return nil
+			})
 		})
 	})
 	return out
@@ -91,25 +157,40 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	ended := st.GetState() == fedpcav1.JobState_JOB_STATE_DONE || st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED
 	switch {
 	case note == nil && st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN:
-		r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id, Ticket: true})
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		r, err := o.proxy.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Ticket: true})
+		cancel()
 		if err != nil {
-			o.log.Warn("cannot fetch the job's ticket", "job", id[:16], "error", status.Convert(err).Message())
+			o.log.Warn("cannot fetch the job's ticket; will retry", "job", id[:16], "error", status.Convert(err).Message())
 			return
 		}
 		o.takePart(ctx, st, r.GetJob())
 	case note == nil:
-		o.setNote(id, jobNote{State: noteSkipped, Reason: "ended before this owner saw it"})
-	case note.State == noteUploading:
+		// Ended before this owner took part, or while it was down between
+		// reserving budget and storing its upload: nothing was sent, so
+		// the reservation (if any) goes back.
+		if err := o.ledger.ReleaseIfReserved(st.GetDataset(), id); err != nil {
+			o.log.Error("ledger release", "job", id[:16], "error", err)
+			return
+		}
+		o.setNote(id, jobNote{State: PartSkipped, Dataset: st.GetDataset(), Reason: "ended before this owner took part"})
+	case note.State == PartDeclined && note.Unreported:
+		if st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN {
+			o.setNote(id, jobNote{State: PartDeclined, Dataset: note.Dataset, Reason: note.Reason})
+			return
+		}
+		o.reportDecline(ctx, id, note.Dataset, note.Reason)
+	case note.State == PartUploading:
 		o.resume(ctx, st, note)
-	case note.State == noteUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
+	case note.State == PartUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
 		if err := o.ledger.Refund(note.Dataset, id); err != nil {
 			o.log.Error("refund", "job", id[:16], "error", err)
 			return
 		}
-		o.setNote(id, jobNote{State: noteRefunded, Dataset: note.Dataset, Reason: st.GetReason()})
+		o.setNote(id, jobNote{State: PartRefunded, Dataset: note.Dataset, Reason: st.GetReason()})
 		o.log.Info("job failed before any key switch: budget refunded", "job", id[:16], "reason", st.GetReason())
-	case note.State == noteUploaded && ended:
-		o.setNote(id, jobNote{State: noteCompleted, Dataset: note.Dataset, Reason: st.GetReason()})
+	case note.State == PartUploaded && ended:
+		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason()})
 	}
 }
 
@@ -118,40 +199,16 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 // uploads its share.
 func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedpcav1.JobInfo) {
 	id := st.GetJobId()
-	spec, err := job.ParseSpec(info.GetSpec())
-	if err != nil {
-		o.decline(ctx, id, "", "malformed job spec: "+err.Error())
-		return
-	}
-	dataset := spec.Dataset
-	ds, ok := o.datasets[dataset]
-	if !ok {
-		o.decline(ctx, id, "", fmt.Sprintf("this owner does not serve dataset %q", dataset))
-		return
-	}
-	sch := ds.Schema
-	reason := ""
-	switch {
-	case spec.ID() != id:
-		reason = "the job ID is not the hash of its spec"
-	case spec.SchemaHash != sch.HashHex():
-		reason = fmt.Sprintf("the job's schema hash %s… differs from this owner's %s…", spec.SchemaHash[:12], sch.HashHex()[:12])
-	}
-	if reason == "" {
-		if err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate()); err != nil {
-			reason = "the job is not properly signed: " + err.Error()
-		} else if err := userOK(o.cfg.Policy, spec.User); err != nil {
-			reason = err.Error()
-		} else if err := epsilonOK(o.cfg.Policy, spec); err != nil {
-			reason = err.Error()
-		} else if err := spec.Check(sch, o.params); err != nil {
-			reason = err.Error()
-		}
-	}
+	spec, ds, reason := o.checkTicket(id, info)
 	if reason != "" {
+		dataset := ""
+		if ds != nil {
+			dataset = ds.Schema.ID
+		}
 		o.decline(ctx, id, dataset, reason)
 		return
 	}
+	dataset, sch := spec.Dataset, ds.Schema
 	cpk, err := o.committeeKey(ctx, spec.CommitteeKey)
 	if errors.Is(err, errWrongCommittee) {
 		o.decline(ctx, id, dataset, err.Error())
@@ -170,12 +227,19 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	if spec.NoNoise {
 		rho = 0 // allowed only by an explicit policy, for tests
 	}
-	if _, err := o.ledger.Reserve(dataset, id, rho, spec.Epsilon, spec.Delta); err != nil {
+	state, err := o.ledger.Reserve(dataset, id, rho, spec.Epsilon, spec.Delta)
+	if err != nil {
 		if errors.Is(err, ErrBudget) {
 			o.decline(ctx, id, dataset, err.Error())
 			return
 		}
 		o.log.Error("ledger", "job", id[:16], "error", err)
+		return
+	}
+	if state != Reserved {
+		// The ledger settled this job already (this owner released its
+		// reservation and stopped before noting why): never upload for it.
+		o.decline(ctx, id, dataset, "this owner already settled its part in the job (ledger: "+state+")")
 		return
 	}
 	// Compute and store the encrypted share before sending anything.
@@ -197,6 +261,12 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 		return
 	}
 	compute := time.Since(start)
+	if ctx.Err() != nil {
+		// Stopping: store and send nothing. The reservation stays, and the
+		// next start settles it (pending): it takes part if the job is
+		// still open, or releases it.
+		return
+	}
 	err = o.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketUploads)
 		for i, ct := range cts {
@@ -204,7 +274,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 				return err
 			}
 		}
-		return putNote(tx, id, jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
+		return putNote(tx, id, jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts)})
 	})
 	if err != nil {
 		o.log.Error("cannot store the upload", "job", id[:16], "error", err)
@@ -216,8 +286,45 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	o.mu.Unlock()
 	o.m.shares.Observe(compute.Seconds())
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", acc.Rows(), "ciphertexts", len(cts),
-		"ms", float64(compute.Microseconds())/1000, "store_ms", float64((time.Since(start)-compute).Microseconds())/1000)
-	o.resume(ctx, st, &jobNote{State: noteUploading, Dataset: dataset, Blobs: len(cts)})
+		"ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
+	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts)})
+}
+
+// checkTicket decides, without calling anyone, whether this owner may take
+// part in job id as its ticket describes it: a well-formed spec whose hash
+// is the ID, for a dataset this owner serves with exactly its schema, signed
+// by the user the spec names, allowed by the policy, and valid for the
+// schema and parameters. Otherwise reason says why not (ds is set when the
+// dataset is one of this owner's, for the budget report of the decline).
+func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, ds *Dataset, reason string) {
+	spec, err := job.ParseSpec(info.GetSpec())
+	if err != nil {
+		return nil, nil, "malformed job spec: " + err.Error()
+	}
+	ds, ok := o.datasets[spec.Dataset]
+	if !ok {
+		return nil, nil, fmt.Sprintf("this owner does not serve dataset %q", spec.Dataset)
+	}
+	sch := ds.Schema
+	switch {
+	case spec.ID() != id:
+		return nil, ds, "the job ID is not the hash of its spec"
+	case spec.SchemaHash != sch.HashHex():
+		return nil, ds, fmt.Sprintf("the job's schema hash %s… differs from this owner's %s… for dataset %s", spec.SchemaHash[:12], sch.HashHex()[:12], sch.ID)
+	}
+	if err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate()); err != nil {
+		return nil, ds, "the job is not properly signed: " + err.Error()
+	}
+	if err := userOK(o.cfg.Policy, spec.User); err != nil {
+		return nil, ds, err.Error()
+	}
+	if err := epsilonOK(o.cfg.Policy, spec); err != nil {
+		return nil, ds, err.Error()
+	}
+	if err := spec.Check(sch, o.params); err != nil {
+		return nil, ds, err.Error()
+	}
+	return spec, ds, ""
 }
 
 func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset, reason string) {
@@ -253,12 +360,21 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	// the job's deadline; an owner that gives up tries again at its next
 	// poll.
 	deadline := time.Unix(st.GetDeadlineUnix(), 0)
-	backoff := time.Second
+	backoff := transport.Backoff{Initial: time.Second, Max: 30 * time.Second}
+	first := time.Now()
 	for attempt := 1; ctx.Err() == nil && time.Now().Before(deadline); attempt++ {
-		resp, err := o.send(ctx, id, note.Dataset, blobs)
+		sent := time.Now()
+		resp, err := o.send(ctx, id, note.Dataset, blobs, deadline)
 		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
 		if err == nil {
-			o.log.Info("upload acknowledged", "job", id[:16], "again", resp.GetAlreadyIncluded(), "uploaded_owners", resp.GetUploadedOwners())
+			o.m.uploadSeconds.Observe(time.Since(sent).Seconds())
+			for _, b := range blobs {
+				o.m.uploadBytes.Add(float64(len(b)))
+			}
+			// ms: from the first attempt to the acknowledgement (waits for
+			// a busy proxy included); rpc_ms: the acknowledged attempt.
+			o.log.Info("upload acknowledged", "job", id[:16], "again", resp.GetAlreadyIncluded(), "uploaded_owners", resp.GetUploadedOwners(),
+				"attempts", attempt, "ms", msSince(first), "rpc_ms", msSince(sent))
 			o.settleUploaded(id, note.Dataset)
 			return
 		}
@@ -273,11 +389,7 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 			if status.Code(err) != codes.ResourceExhausted {
 				o.log.Warn("upload failed; retrying", "job", id[:16], "attempt", attempt, "error", status.Convert(err).Message())
 			}
-			select {
-			case <-ctx.Done():
-			case <-time.After(rand.N(backoff)):
-			}
-			backoff = min(2*backoff, 30*time.Second)
+			_ = backoff.WaitFor(ctx, err) // the proxy's hint when it is busy
 		default:
 			o.settleNotIncluded(id, note.Dataset, "upload refused: "+status.Convert(err).Message())
 			return
@@ -287,12 +399,23 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 
 // send runs an upload: the header; when the proxy admits it, one ciphertext
 // per message; then the acknowledgement.
-func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte) (*fedpcav1.UploadResponse, error) {
-	cctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
+// An attempt lasts at most 10 minutes (waiting for admission among
+// thousands of owners included), and no longer than the job's deadline. It
+// waits for the connection to the proxy to be ready rather than failing at
+// once while the connection backs off (the proxy restarting): the retries
+// in resume then do not stack on the connection's own backoff.
+func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte, deadline time.Time) (*fedpcav1.UploadResponse, error) {
+	if limit := time.Now().Add(10 * time.Minute); limit.Before(deadline) {
+		deadline = limit
+	}
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: digest(blobs), Budget: o.budgetReport(dataset)}
-	return transport.Upload(cctx, o.proxy, hd, blobs)
+	return transport.Upload(cctx, o.proxy, hd, blobs, grpc.WaitForReady(true))
 }
+
+// msSince is the time since t in milliseconds, for log fields.
+func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
 func (o *Owner) settleUploaded(id, dataset string) {
 	if err := o.ledger.Commit(dataset, id); err != nil {
@@ -303,7 +426,7 @@ func (o *Owner) settleUploaded(id, dataset string) {
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: noteUploaded, Dataset: dataset})
+		return putNote(tx, id, jobNote{State: PartUploaded, Dataset: dataset})
 	})
 	if err != nil {
 		o.log.Error("cannot record the upload", "job", id[:16], "error", err)
@@ -318,7 +441,7 @@ func (o *Owner) settleNotIncluded(id, dataset, reason string) {
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: noteReleased, Dataset: dataset, Reason: reason})
+		return putNote(tx, id, jobNote{State: PartReleased, Dataset: dataset, Reason: reason})
 	})
 	if err != nil {
 		o.log.Error("cannot record the release", "job", id[:16], "error", err)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -25,6 +26,11 @@ const (
 
 // ErrBudget reports a job that the dataset's remaining budget cannot pay.
 var ErrBudget = errors.New("privacy budget exhausted")
+
+var (
+	errNoEntry    = errors.New("no ledger entry")
+	errTransition = errors.New("not allowed from its state")
+)
 
 // entry is one job's line in a dataset's ledger.
 type entry struct {
@@ -65,8 +71,8 @@ func (l *ledger) balanceTx(tx *bolt.Tx, dataset string) (Balance, error) {
 		return bal, nil
 	}
 	err := b.ForEach(func(_, v []byte) error {
-		var e entry
-		if err := json.Unmarshal(v, &e); err != nil {
+		e, err := decodeEntry(v)
+		if err != nil {
 			return err
 		}
 		switch e.State {
@@ -100,8 +106,8 @@ func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (string
 			return err
 		}
 		if v := b.Get([]byte(jobID)); v != nil {
-			var e entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := decodeEntry(v)
+			if err != nil {
 				return err
 			}
 			state = e.State
@@ -120,6 +126,25 @@ func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (string
 	return state, err
 }
 
+// decodeEntry decodes a ledger entry read back from the store and checks
+// it: a job, a known state, a finite rho that is not negative (a torn or
+// edited entry must not make budget appear).
+func decodeEntry(v []byte) (entry, error) {
+	var e entry
+	if err := json.Unmarshal(v, &e); err != nil {
+		return entry{}, fmt.Errorf("ledger entry: %w", err)
+	}
+	switch e.State {
+	case Reserved, Committed, Released, Refunded:
+	default:
+		return entry{}, fmt.Errorf("ledger entry of job %q: unknown state %q", e.Job, e.State)
+	}
+	if e.Job == "" || !(e.Rho >= 0) || math.IsInf(e.Rho, 0) {
+		return entry{}, fmt.Errorf("ledger entry of job %q: rho %v", e.Job, e.Rho)
+	}
+	return e, nil
+}
+
 func put(b *bolt.Bucket, e entry) error {
 	v, err := json.Marshal(e)
 	if err != nil {
@@ -133,14 +158,14 @@ func (l *ledger) transition(dataset, jobID, to string, from ...string) error {
 	return l.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
 		if b == nil {
-			return fmt.Errorf("ledger %s: no entry for job %s", dataset, jobID)
+			return fmt.Errorf("ledger %s: job %s: %w", dataset, jobID, errNoEntry)
 		}
 		v := b.Get([]byte(jobID))
 		if v == nil {
-			return fmt.Errorf("ledger %s: no entry for job %s", dataset, jobID)
+			return fmt.Errorf("ledger %s: job %s: %w", dataset, jobID, errNoEntry)
 		}
-		var e entry
-		if err := json.Unmarshal(v, &e); err != nil {
+		e, err := decodeEntry(v)
+		if err != nil {
 			return err
 		}
 		if e.State == to {
@@ -151,7 +176,7 @@ func (l *ledger) transition(dataset, jobID, to string, from ...string) error {
 			ok = ok || e.State == f
 		}
 		if !ok {
-			return fmt.Errorf("ledger %s: job %s is %s, cannot become %s", dataset, jobID, e.State, to)
+			return fmt.Errorf("ledger %s: job %s is %s, cannot become %s: %w", dataset, jobID, e.State, to, errTransition)
 		}
 		e.State, e.At = to, time.Now().UTC()
 		return put(b, e)
@@ -168,6 +193,16 @@ func (l *ledger) Release(dataset, jobID string) error {
 	return l.transition(dataset, jobID, Released, Reserved)
 }
 
+// ReleaseIfReserved releases a job's reservation if it has one (no entry,
+// or an entry in another state, is left alone).
+func (l *ledger) ReleaseIfReserved(dataset, jobID string) error {
+	err := l.transition(dataset, jobID, Released, Reserved)
+	if errors.Is(err, errNoEntry) || errors.Is(err, errTransition) {
+		return nil
+	}
+	return err
+}
+
 // Refund returns a committed job that failed before any key switch.
 func (l *ledger) Refund(dataset, jobID string) error {
 	return l.transition(dataset, jobID, Refunded, Committed, Reserved)
@@ -182,8 +217,8 @@ func (l *ledger) Entries(dataset string) ([]entry, error) {
 			return nil
 		}
 		return b.ForEach(func(_, v []byte) error {
-			var e entry
-			if err := json.Unmarshal(v, &e); err != nil {
+			e, err := decodeEntry(v)
+			if err != nil {
 				return err
 			}
 			out = append(out, e)

@@ -6,9 +6,11 @@ import (
 
 // metrics are the owner's own series (next to the gRPC ones).
 type metrics struct {
-	shares   prometheus.Histogram
-	uploads  *prometheus.CounterVec
-	declines prometheus.Counter
+	shares        prometheus.Histogram
+	uploads       *prometheus.CounterVec
+	uploadBytes   prometheus.Counter
+	uploadSeconds prometheus.Histogram
+	declines      prometheus.Counter
 }
 
 func (o *Owner) registerMetrics(reg *prometheus.Registry) {
@@ -17,10 +19,14 @@ func (o *Owner) registerMetrics(reg *prometheus.Registry) {
 			Help: "Time to read the rows, compute, noise and encrypt a job's share.", Buckets: prometheus.ExponentialBuckets(0.001, 3, 12)}),
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_owner_uploads_total",
 			Help: "Upload attempts: acknowledged, retried or refused."}, []string{"result"}),
+		uploadBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedpca_owner_upload_bytes_total",
+			Help: "Ciphertext bytes of the acknowledged uploads."}),
+		uploadSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "fedpca_owner_upload_seconds",
+			Help: "Time of an acknowledged upload, from its header to the acknowledgement (admission wait included).", Buckets: prometheus.ExponentialBuckets(0.001, 3, 12)}),
 		declines: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedpca_owner_jobs_declined_total",
 			Help: "Jobs this owner declined (policy, schema, budget)."}),
 	}
-	reg.MustRegister(o.m.shares, o.m.uploads, o.m.declines, &budgetCollector{o: o})
+	reg.MustRegister(o.m.shares, o.m.uploads, o.m.uploadBytes, o.m.uploadSeconds, o.m.declines, &budgetCollector{o: o})
 }
 
 var budgetDesc = prometheus.NewDesc("fedpca_owner_budget_rho", "Privacy budget of each dataset (zCDP rho): budget, spent, reserved, remaining.",

@@ -116,6 +116,10 @@ type Owner struct {
 
 var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
 
+// callTimeout is the deadline of each call to the proxy but uploads (the
+// poll is the retry of most of them; see also resume and reportDecline).
+const callTimeout = 30 * time.Second
+
 // New validates the configuration and opens the owner's state.
 func New(cfg Config) (*Owner, error) {
 	self := cfg.Dialer.Identity()
@@ -211,7 +215,7 @@ func (o *Owner) committeeKey(ctx context.Context, fingerprint string) (*rlwe.Pub
 		return o.cpk, nil
 	}
 	o.mu.Unlock()
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	cmt, err := o.proxy.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{})
 	if err != nil {
@@ -244,6 +248,12 @@ func (o *Owner) ShareTime(jobID string) (time.Duration, bool) {
 
 // Balance returns a dataset's privacy budget balance.
 func (o *Owner) Balance(dataset string) (Balance, error) { return o.ledger.Balance(dataset) }
+
+// LedgerEntry is one job's line in a dataset's ledger.
+type LedgerEntry = entry
+
+// Ledger returns a dataset's ledger entries.
+func (o *Owner) Ledger(dataset string) ([]LedgerEntry, error) { return o.ledger.Entries(dataset) }
 
 // Run polls the proxy and handles jobs until ctx is done.
 func (o *Owner) Run(ctx context.Context) error {
@@ -303,7 +313,7 @@ func (o *Owner) Run(ctx context.Context) error {
 // this owner has a pending part in that are no longer open are looked up
 // one by one so that their end can be settled.
 func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	resp, err := o.proxy.ListJobs(cctx, &fedpcav1.ListJobsRequest{Brief: true})
 	if err != nil {
@@ -315,15 +325,25 @@ func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
 	listed := map[string]bool{}
 	for _, info := range resp.GetJobs() {
 		st := info.GetStatus()
+		if !job.ValidJobID(st.GetJobId()) {
+			o.log.Warn("the proxy lists a job with a malformed ID; ignored", "job", fmt.Sprintf("%.80q", st.GetJobId()))
+			continue
+		}
 		listed[st.GetJobId()] = true
 		o.spawn(ctx, wg, st.GetJobId(), func() { o.handle(ctx, st) })
 	}
 	for _, id := range o.pending() {
 		if !listed[id] {
 			o.spawn(ctx, wg, id, func() {
-				r, err := o.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id, Brief: true})
+				cctx, cancel := context.WithTimeout(ctx, callTimeout)
+				r, err := o.proxy.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Brief: true})
+				cancel()
 				if err != nil {
 					o.log.Warn("cannot look up job", "job", id[:16], "error", status.Convert(err).Message())
+					return
+				}
+				if r.GetJob().GetStatus().GetJobId() != id {
+					o.log.Warn("the proxy answered for another job; ignored", "job", id[:16])
 					return
 				}
 				o.handle(ctx, r.GetJob().GetStatus())
@@ -360,18 +380,28 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved}
 }
 
-// decline tells the proxy why this owner does not take part.
+// decline records that this owner does not take part in a job (final:
+// the job is never reconsidered) and tells the proxy why.
 func (o *Owner) decline(ctx context.Context, id, dataset, reason string) {
 	o.m.declines.Inc()
 	o.log.Info("declining job", "job", id[:min(16, len(id))], "reason", reason)
-	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	_, err := o.proxy.Decline(cctx, &fedpcav1.DeclineRequest{JobId: id, Reason: reason, Budget: o.budgetReport(dataset)})
+	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Reason: reason, Unreported: true})
+	o.reportDecline(ctx, id, dataset, reason)
+}
+
+// reportDecline tells the proxy about a decline (idempotent), retrying a
+// few times; if the proxy stays unreachable, the next polls report it.
+func (o *Owner) reportDecline(ctx context.Context, id, dataset, reason string) {
+	err := transport.Retry(ctx, transport.Call{What: "report the decline of job " + id[:min(16, len(id))], Timeout: callTimeout, Attempts: 3},
+		func(ctx context.Context) error {
+			_, err := o.proxy.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: reason, Budget: o.budgetReport(dataset)})
+			return err
+		})
 	if err != nil {
-		o.log.Warn("cannot record the decline", "job", id[:min(16, len(id))], "error", status.Convert(err).Message())
+		o.log.Warn("cannot report the decline; will retry at the next poll", "error", err)
 		return
 	}
-	o.setNote(id, jobNote{State: noteDeclined, Dataset: dataset, Reason: reason})
+	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Reason: reason})
 }
 
 // digest is the SHA-256 of an upload's ciphertext bytes, in order.

@@ -64,12 +64,14 @@ func (p *Proxy) memberStatus(ctx context.Context, withKey bool) []*fedpcav1.GetS
 		go func() {
 			mc, err := p.member(i)
 			if err != nil {
+				p.recordHealth(p.cfg.Committee[i].ID, nil, err)
 				ch <- res{i, nil}
 				return
 			}
 			cctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 			defer cancel()
 			s, err := mc.client.GetStatus(cctx, &fedpcav1.GetStatusRequest{IncludePublicKey: withKey})
+			p.recordHealth(mc.ID, s, err)
 			if err != nil {
 				p.log.Debug("member status", "member", mc.ID, "error", err)
 				s = nil
@@ -87,21 +89,20 @@ func (p *Proxy) memberStatus(ctx context.Context, withKey bool) []*fedpcav1.GetS
 // runCeremony establishes the committee key: it keeps the stored one (and
 // checks that the members still hold it), adopts the members' key if they
 // all agree on one (a proxy that lost its store), or runs a new ceremony. It
-// retries until it succeeds or ctx ends.
+// retries with backoff and jitter until it succeeds or ctx ends.
 func (p *Proxy) runCeremony(ctx context.Context) {
+	backoff := transport.Backoff{Initial: p.cfg.RetryInterval, Max: 30 * time.Second}
 	for attempt := 1; ; attempt++ {
 		err := p.ceremonyOnce(ctx)
-		if err == nil {
+		if err == nil || ctx.Err() != nil {
 			return
 		}
-		if ctx.Err() != nil {
-			return
-		}
-		p.log.Warn("committee key not ready; retrying", "attempt", attempt, "error", err)
+		pause := backoff.Next()
+		p.log.Warn("committee key not ready; retrying", "attempt", attempt, "error", err, "retry_in", pause)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(p.cfg.RetryInterval):
+		case <-time.After(pause):
 		}
 	}
 }
@@ -171,15 +172,26 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 		mcs[i] = mc
 	}
 	p.log.Info("key ceremony", "ceremony", id, "members", n, "threshold", t)
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
-	defer cancel()
+	// Each call is retried on its own while the member is unreachable or an
+	// answer is lost (all are idempotent within a ceremony: a repeated
+	// KeyGen gets the same answer, a repeated dealing replaces the last,
+	// receiving the same shares again sets the same key, a repeated
+	// Finalize is acknowledged); a refusal starts a new ceremony.
+	call := func(what string, mc *memberConn, fn func(context.Context) error) error {
+		return transport.Retry(ctx, transport.Call{What: what + " on csp/" + mc.ID, Timeout: p.cfg.CallTimeout, Attempts: 5,
+			Backoff: transport.Backoff{Initial: p.cfg.RetryInterval, Max: 10 * time.Second}}, fn)
+	}
 	// Round 1: public key shares and exchange keys.
 	shares := make([]*he.PublicKeyShare, n)
 	keys := make([]*fedpcav1.MemberKey, n)
 	for i, mc := range mcs {
-		r, err := mc.client.KeyGen(cctx, &fedpcav1.KeyGenRequest{CeremonyId: id, Seed: seed[:], HeParams: p.params.ID(), Members: int32(n), Threshold: int32(t), Committee: refs})
+		var r *fedpcav1.KeyGenResponse
+		err := call("keygen", mc, func(ctx context.Context) (err error) {
+			r, err = mc.client.KeyGen(ctx, &fedpcav1.KeyGenRequest{CeremonyId: id, Seed: seed[:], HeParams: p.params.ID(), Members: int32(n), Threshold: int32(t), Committee: refs})
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("keygen on %s: %w", mc.ID, err)
+			return err
 		}
 		if shares[i], err = p.params.Codecs().PublicKeyShare.Unmarshal(r.GetPublicKeyShare()); err != nil {
 			return fmt.Errorf("keygen on %s: %w", mc.ID, err)
@@ -194,9 +206,13 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 	if p.committee.Thresholdized() {
 		inbox := make([][]*fedpcav1.SealedShare, n)
 		for _, mc := range mcs {
-			r, err := mc.client.DealShares(cctx, &fedpcav1.DealSharesRequest{CeremonyId: id, Members: keys})
+			var r *fedpcav1.DealSharesResponse
+			err := call("deal shares", mc, func(ctx context.Context) (err error) {
+				r, err = mc.client.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: id, Members: keys})
+				return err
+			})
 			if err != nil {
-				return fmt.Errorf("deal shares on %s: %w", mc.ID, err)
+				return err
 			}
 			if len(r.GetShares()) != n {
 				return fmt.Errorf("deal shares on %s: %d shares, want %d", mc.ID, len(r.GetShares()), n)
@@ -209,17 +225,24 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 			}
 		}
 		for i, mc := range mcs {
-			if _, err := mc.client.ReceiveShares(cctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: id, Shares: inbox[i]}); err != nil {
-				return fmt.Errorf("receive shares on %s: %w", mc.ID, err)
+			if err := call("receive shares", mc, func(ctx context.Context) error {
+				_, err := mc.client.ReceiveShares(ctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: id, Shares: inbox[i]})
+				return err
+			}); err != nil {
+				return err
 			}
 		}
 	}
 	pkBytes := p.params.Codecs().PublicKey.Marshal(pk)
 	fp := job.Fingerprint(pkBytes)
 	for _, mc := range mcs {
-		r, err := mc.client.Finalize(cctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes})
+		var r *fedpcav1.FinalizeResponse
+		err := call("finalize", mc, func(ctx context.Context) (err error) {
+			r, err = mc.client.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes})
+			return err
+		})
 		if err != nil {
-			return fmt.Errorf("finalize on %s: %w", mc.ID, err)
+			return err
 		}
 		if r.GetCommitteeKeyFingerprint() != fp {
 			return fmt.Errorf("finalize on %s: member reports key %s, want %s", mc.ID, short(r.GetCommitteeKeyFingerprint()), short(fp))

@@ -18,6 +18,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
@@ -45,9 +46,10 @@ func (e permanent) Unwrap() error { return e.error }
 
 // drive runs a job to its end: open -> (seal) -> switching -> done, or
 // failed with a stated reason. Transient errors (the committee unreachable)
-// are retried with backoff; the reason field says what the job waits for.
+// are retried with backoff and jitter; the reason field says what the job
+// waits for.
 func (p *Proxy) drive(ctx context.Context, j *jobState) {
-	backoff := p.cfg.RetryInterval
+	backoff := transport.Backoff{Initial: p.cfg.RetryInterval, Max: 30 * time.Second}
 	waitStart := time.Time{}
 	for ctx.Err() == nil {
 		j.mu.Lock()
@@ -74,32 +76,41 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 			return
 		}
 		if err == nil {
-			backoff, waitStart = p.cfg.RetryInterval, time.Time{}
+			backoff.Reset()
+			waitStart = time.Time{}
 			continue
 		}
 		if ctx.Err() != nil {
 			return
 		}
-		var perm permanent
-		if errors.As(err, &perm) {
-			p.fail(j, err.Error())
-			return
-		}
 		if waitStart.IsZero() {
 			waitStart = time.Now()
 		}
-		if time.Since(waitStart) > p.cfg.SwitchTimeout {
-			p.fail(j, fmt.Sprintf("gave up after %s: %v", p.cfg.SwitchTimeout, err))
-			return
+		var perm permanent
+		reason := ""
+		switch {
+		case errors.As(err, &perm):
+			reason = err.Error()
+		case time.Since(waitStart) > p.cfg.SwitchTimeout:
+			reason = fmt.Sprintf("gave up after %s: %v", p.cfg.SwitchTimeout, diskFull(err))
 		}
+		if reason != "" {
+			ferr := p.fail(j, reason)
+			if ferr == nil {
+				return
+			}
+			// Not recorded (a full disk): the job is not over; try again.
+			err = fmt.Errorf("cannot record that the job failed (%s): %w", reason, ferr)
+		}
+		err = diskFull(err)
 		p.setReason(j, "waiting: "+err.Error())
-		p.log.Warn("job waiting", "job", j.id[:16], "error", err, "retry_in", backoff)
+		pause := backoff.Next()
+		p.log.Warn("job waiting", "job", j.id[:16], "error", err, "retry_in", pause)
 		select {
 		case <-ctx.Done():
 			return
-		case <-time.After(backoff):
+		case <-time.After(pause):
 		}
-		backoff = min(2*backoff, 30*time.Second)
 	}
 }
 
@@ -115,7 +126,7 @@ func (p *Proxy) setReason(j *jobState, reason string) {
 }
 
 // fail ends a job without a release and frees its ciphertexts.
-func (p *Proxy) fail(j *jobState, reason string) {
+func (p *Proxy) fail(j *jobState, reason string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	err := p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
@@ -130,10 +141,11 @@ func (p *Proxy) fail(j *jobState, reason string) {
 	})
 	if err != nil {
 		p.log.Error("cannot record job failure", "job", j.id[:16], "error", err)
-		return
+		return err
 	}
 	j.sum = nil
 	p.log.Warn("job failed", "job", j.id[:16], "reason", reason, "switched", j.rec.Switched)
+	return nil
 }
 
 // maybeSeal seals the job if all its owners answered (uploaded or declined)
@@ -404,6 +416,7 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 			return nil, permanent{fmt.Errorf("csp/%s sent a bad share %d: %w", mc.ID, k, err)}
 		}
 	}
+	_ = transport.Finish(stream) // the shares are what counts
 	return shares, nil
 }
 

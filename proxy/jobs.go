@@ -103,6 +103,13 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if err := spec.Check(sch, p.params); err != nil {
 		return nil, bad("%v", err)
 	}
+	// The same signed spec again, with the same key and schema, is the same
+	// job (a retry whose first answer was lost), whatever the time: checks
+	// that depend on the clock (the deadline) or on the committee were made
+	// when it was created.
+	if j, err := p.job(spec.ID()); err == nil {
+		return j, nil
+	}
 	c, err := p.committeeKey()
 	if err != nil {
 		return nil, err
@@ -119,7 +126,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if j, ok := p.jobs[id]; ok {
-		return j, nil // the same signed spec again: idempotent
+		return j, nil // created meanwhile by a concurrent retry
 	}
 	rec := jobRecord{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(),
 		State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Created: now, Updated: now}
@@ -268,6 +275,9 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	if reason == "" || len(reason) > 1000 {
 		return nil, toStatus(bad("reason: want 1 to 1000 characters"))
 	}
+	if err := j.checkBudget(req.GetBudget()); err != nil {
+		return nil, toStatus(err)
+	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, ok := j.uploaded(who.ID); ok {
@@ -298,8 +308,19 @@ func (p *Proxy) putBudget(tx *bolt.Tx, owner string, b *fedpcav1.BudgetReport) e
 	return tx.Bucket(bucketBudgets).Put([]byte(owner+"/"+b.GetDataset()), v)
 }
 
-// MaxResultBytes bounds a published result document.
-const MaxResultBytes = 64 << 20
+// checkPublished validates a result document the user publishes for the
+// job's owners: a valid document (job.ParseResult) of this job, its dataset
+// and schema.
+func (j *jobState) checkPublished(doc []byte) error {
+	res, err := job.ParseResult(doc)
+	if err != nil {
+		return bad("%v", err)
+	}
+	if res.JobID != j.id || res.Dataset != j.spec.Dataset || res.SchemaHash != j.spec.SchemaHash {
+		return bad("result: of job %s… (dataset %s), not of this job %s… (dataset %s)", short(res.JobID), res.Dataset, j.id[:16], j.spec.Dataset)
+	}
+	return nil
+}
 
 // PublishResult implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRequest) (*fedpcav1.PublishResultResponse, error) {
@@ -311,17 +332,8 @@ func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRe
 	if who.String() != j.spec.User {
 		return nil, toStatus(fmt.Errorf("%w: only the job's user may publish its result", ErrNotYours))
 	}
-	if len(req.GetResult()) > MaxResultBytes {
-		return nil, toStatus(bad("result: %d bytes exceed %d", len(req.GetResult()), MaxResultBytes))
-	}
-	var doc struct {
-		JobID string `json:"job_id"`
-	}
-	if err := json.Unmarshal(req.GetResult(), &doc); err != nil {
-		return nil, toStatus(bad("result: not a JSON result document: %v", err))
-	}
-	if doc.JobID != j.id {
-		return nil, toStatus(bad("result: job_id %q is not this job", doc.JobID))
+	if err := j.checkPublished(req.GetResult()); err != nil {
+		return nil, toStatus(err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

@@ -2,78 +2,80 @@ package proxy
 
 import (
 	"encoding/json"
-	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
 	bolt "go.etcd.io/bbolt"
-
-	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 )
 
 // metrics are the proxy's own series (next to the gRPC ones).
 type metrics struct {
-	uploads *prometheus.CounterVec
-	phases  *prometheus.HistogramVec
-	asks    *prometheus.CounterVec
+	uploads     *prometheus.CounterVec
+	uploadBytes prometheus.Counter
+	phases      *prometheus.HistogramVec
+	asks        *prometheus.CounterVec
 }
 
 func (p *Proxy) registerMetrics(reg *prometheus.Registry) {
 	p.m = &metrics{
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_uploads_total",
 			Help: "Uploads: included, resent (acknowledged again) or refused."}, []string{"result"}),
+		uploadBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedpca_proxy_upload_bytes_total",
+			Help: "Ciphertext bytes of the uploads included in jobs' sums."}),
 		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fedpca_proxy_phase_seconds",
 			Help:    "Job phases: fold (one upload validated, folded and committed), seal, key_switch.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 11)}, []string{"phase"}),
 		asks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_key_switch_requests_total",
 			Help: "Key-switch requests to committee members, by member and outcome."}, []string{"member", "result"}),
 	}
-	reg.MustRegister(p.m.uploads, p.m.phases, p.m.asks, &stateCollector{p: p})
+	reg.MustRegister(p.m.uploads, p.m.uploadBytes, p.m.phases, p.m.asks, &stateCollector{p: p})
 }
 
-// stateCollector reports jobs by state, and the owners' budgets as they
-// reported them, at scrape time.
+// stateCollector reports, at scrape time, jobs by state, the owners'
+// budgets as they reported them and the members' health, from the status
+// page's snapshot.
 type stateCollector struct{ p *Proxy }
 
 var (
 	jobsDesc   = prometheus.NewDesc("fedpca_proxy_jobs", "Jobs by state.", []string{"state"}, nil)
-	budgetDesc = prometheus.NewDesc("fedpca_proxy_owner_budget_rho", "Owners' privacy budgets (zCDP rho) as they reported them.",
+	budgetDesc = prometheus.NewDesc("fedpca_proxy_owner_budget_rho", "Owners' privacy budgets (zCDP rho) as they reported them: budget, spent, reserved, remaining.",
 		[]string{"owner", "dataset", "kind"}, nil)
-	readyDesc = prometheus.NewDesc("fedpca_proxy_committee_ready", "1 when the committee key is established.", nil, nil)
+	readyDesc  = prometheus.NewDesc("fedpca_proxy_committee_ready", "1 when the committee key is established.", nil, nil)
+	memberDesc = prometheus.NewDesc("fedpca_proxy_committee_member_up", "1 when the member answered the last status check holding the committee key.",
+		[]string{"member"}, nil)
 )
 
 func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- jobsDesc
 	ch <- budgetDesc
 	ch <- readyDesc
+	ch <- memberDesc
 }
 
 func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	p := s.p
-	counts := map[fedpcav1.JobState]int{}
-	p.mu.Lock()
-	jobs := make([]*jobState, 0, len(p.jobs))
-	for _, j := range p.jobs {
-		jobs = append(jobs, j)
+	st := s.p.status(false)
+	counts := map[string]int{}
+	for _, j := range st.Jobs {
+		counts[j.State]++
 	}
-	ready := 0.0
-	if p.cmt != nil {
-		ready = 1
+	for _, state := range []string{"open", "switching", "done", "failed"} {
+		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[state]), state)
 	}
-	p.mu.Unlock()
-	for _, j := range jobs {
-		j.mu.Lock()
-		counts[j.rec.State]++
-		j.mu.Unlock()
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, boolValue(st.Committee.Ready))
+	for _, m := range st.Committee.Members {
+		ch <- prometheus.MustNewConstMetric(memberDesc, prometheus.GaugeValue, boolValue(m.HoldsKey), m.ID)
 	}
-	for _, st := range []fedpcav1.JobState{fedpcav1.JobState_JOB_STATE_OPEN, fedpcav1.JobState_JOB_STATE_SWITCHING, fedpcav1.JobState_JOB_STATE_DONE, fedpcav1.JobState_JOB_STATE_FAILED} {
-		ch <- prometheus.MustNewConstMetric(jobsDesc, prometheus.GaugeValue, float64(counts[st]), strings.ToLower(strings.TrimPrefix(st.String(), "JOB_STATE_")))
-	}
-	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
-	for _, b := range p.budgets() {
-		for kind, v := range map[string]float64{"budget": b.RhoBudget, "spent": b.RhoSpent, "reserved": b.RhoReserved} {
+	for _, b := range st.Budgets {
+		for kind, v := range map[string]float64{"budget": b.RhoBudget, "spent": b.RhoSpent, "reserved": b.RhoReserved, "remaining": b.RhoRemaining} {
 			ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, v, b.Owner, b.Dataset, kind)
 		}
 	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // budgets returns the owners' budget reports.

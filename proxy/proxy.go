@@ -15,8 +15,19 @@
 // unblinding) is one transaction, and a restarted proxy resumes every job
 // from its last committed step. The masks are kept until the job ends.
 //
+// Every ciphertext is folded in at most once: the same transaction records
+// its SHA-256 (32 bytes per ciphertext, kept for good), and an upload holding
+// a ciphertext seen before, in this job or another, is refused (an old
+// upload replayed to a later job). Encryption is randomised, so honest
+// uploads never repeat; an owner re-sending its own upload to the same job
+// is acknowledged again before its ciphertexts are read.
+//
 // The proxy never sees a plaintext statistic: it holds ciphertexts under the
 // committee key, its own noise share and the masks.
+//
+// For operators, Config.StatusListener serves a status page of the jobs, the
+// committee's health and the owners' reported budgets, in HTML and JSON
+// (status.go), and Config.MetricsListener the Prometheus metrics.
 package proxy
 
 import (
@@ -27,7 +38,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
-	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -69,13 +80,17 @@ type Config struct {
 	Threshold int
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
-	// MaxUploads bounds the uploads received at once (default 8), and
-	// MaxWaiting the owners waiting for one of those slots (default 64):
-	// beyond it an upload is refused at once with ResourceExhausted and the
-	// owner retries later, so that the proxy's memory does not grow with the
-	// number of owners uploading at the same moment.
-	MaxUploads int
-	MaxWaiting int
+	// UploadMemory bounds the ciphertext bytes of the uploads received at
+	// once (default 64 MiB): an upload of n ciphertexts weighs twice their
+	// encoded size (the message and its decoded copy), so about 128
+	// one-ciphertext uploads (d <= 126) are received together, or three of
+	// 38 (d = 784). MaxWaiting bounds the owners waiting for room (default
+	// 1,024; a waiting owner has sent only its header): beyond it an upload
+	// is refused at once with ResourceExhausted and a retry hint sized from
+	// the queue, so that the proxy's memory does not grow with the number
+	// of owners uploading at the same moment.
+	UploadMemory int64
+	MaxWaiting   int
 	// MaxConnections, if set, bounds the client connections served at once
 	// (further connections wait to be accepted). Every open connection
 	// costs about 60 KB (TLS and HTTP/2 buffers), so with many owners this,
@@ -94,7 +109,14 @@ type Config struct {
 	// if set, serves it over HTTP at /metrics.
 	Metrics         *transport.Metrics
 	MetricsListener net.Listener
-	Params          *he.Params
+	// StatusListener, if set, serves the status page (see StatusHandler):
+	// plain HTTP on a loopback address; on any other address HTTPS with Creds
+	// for clients with a certificate from the deployment's CA only.
+	StatusListener net.Listener
+	// HealthInterval is how often the committee members are asked for their
+	// status, for the status page and the metrics (default 10 s).
+	HealthInterval time.Duration
+	Params         *he.Params
 }
 
 // Proxy is the proxy daemon. Its methods are safe for concurrent use.
@@ -106,8 +128,7 @@ type Proxy struct {
 	committee he.Committee
 	db        *bolt.DB
 	hs        *health.Server
-	uploads   chan struct{} // semaphore of uploads being received
-	waiting   atomic.Int64  // uploads waiting for a slot
+	admit     *admission    // room to receive uploads
 	large     chan struct{} // semaphore of results being sent
 	m         *metrics
 
@@ -115,6 +136,7 @@ type Proxy struct {
 	cmt       *committeeRecord // nil until the ceremony is done
 	jobs      map[string]*jobState
 	members   map[string]*memberConn
+	health    map[string]memberHealth        // by member ID
 	cmtResp   *fedpcav1.GetCommitteeResponse // shared, rebuilt every few seconds
 	cmtRespAt time.Time                      // when it was built
 
@@ -136,6 +158,7 @@ var (
 	ErrBadRequest        = errors.New("invalid request")
 	ErrBusy              = errors.New("the proxy is busy receiving other uploads; retry later")
 	ErrForbidden         = errors.New("not allowed")
+	ErrDiskFull          = errors.New("the proxy's disk is full: nothing was stored, retry later (its operator must free space in the state directory)")
 )
 
 var statusOf = []struct {
@@ -151,6 +174,7 @@ var statusOf = []struct {
 	{ErrNotDone, codes.FailedPrecondition},
 	{ErrBadRequest, codes.InvalidArgument},
 	{ErrBusy, codes.ResourceExhausted},
+	{ErrDiskFull, codes.ResourceExhausted},
 	{dp.ErrPlanInfeasible, codes.FailedPrecondition},
 	{context.Canceled, codes.Canceled},
 	{context.DeadlineExceeded, codes.DeadlineExceeded},
@@ -165,12 +189,28 @@ func toStatus(err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
+	err = diskFull(err)
 	for _, s := range statusOf {
 		if errors.Is(err, s.err) {
-			return status.Error(s.code, err.Error())
+			st := status.New(s.code, err.Error())
+			var busy busyError
+			if errors.As(err, &busy) {
+				st = transport.WithRetryDelay(st, busy.after)
+			}
+			return st.Err()
 		}
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// diskFull marks a store error caused by a full disk (or quota) as
+// ErrDiskFull: the transaction was rolled back, nothing changed, and the
+// caller may retry once there is space.
+func diskFull(err error) error {
+	if err != nil && !errors.Is(err, ErrDiskFull) && (errors.Is(err, syscall.ENOSPC) || errors.Is(err, syscall.EDQUOT)) {
+		return fmt.Errorf("%w (%v)", ErrDiskFull, err)
+	}
+	return err
 }
 
 func bad(format string, args ...any) error {
@@ -215,11 +255,11 @@ func New(cfg Config) (*Proxy, error) {
 		}
 		seen[m.ID] = true
 	}
-	if cfg.MaxUploads <= 0 {
-		cfg.MaxUploads = 8
+	if cfg.UploadMemory <= 0 {
+		cfg.UploadMemory = 64 << 20
 	}
 	if cfg.MaxWaiting <= 0 {
-		cfg.MaxWaiting = 64
+		cfg.MaxWaiting = 1024
 	}
 	if cfg.SwitchTimeout <= 0 {
 		cfg.SwitchTimeout = 24 * time.Hour
@@ -230,19 +270,28 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.CallTimeout <= 0 {
 		cfg.CallTimeout = 2 * time.Minute
 	}
+	if cfg.HealthInterval <= 0 {
+		cfg.HealthInterval = 10 * time.Second
+	}
+	if l := cfg.StatusListener; l != nil {
+		if err := transport.CheckOperatorListener(l, cfg.Creds); err != nil {
+			return nil, fmt.Errorf("proxy: status page: %w", err)
+		}
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	p := &Proxy{
 		cfg: cfg, log: cfg.Logger, committee: committee, hs: health.NewServer(),
-		uploads: make(chan struct{}, cfg.MaxUploads), large: make(chan struct{}, 2*cfg.MaxUploads),
-		jobs: map[string]*jobState{}, members: map[string]*memberConn{},
+		large: make(chan struct{}, maxLargeResponses),
+		jobs:  map[string]*jobState{}, members: map[string]*memberConn{}, health: map[string]memberHealth{},
 		ready: make(chan struct{}),
 	}
 	var err error
 	if p.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
+	p.admit = newAdmission(cfg.UploadMemory, cfg.MaxWaiting, len(p.params.Codecs().Ciphertext.Marshal(p.params.NewCiphertext())))
 	p.registerMetrics(cfg.Metrics.Registry)
 	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
 		return nil, fmt.Errorf("proxy: state directory: %w", err)
@@ -283,6 +332,14 @@ func (p *Proxy) Run(ctx context.Context) error {
 			}
 		}()
 	}
+	if l := p.cfg.StatusListener; l != nil {
+		p.log.Info("status page", "addr", l.Addr().String(), "access", transport.OperatorAccess(l))
+		go func() {
+			if err := transport.ServeOperator(runCtx, l, p.cfg.Creds, p.StatusHandler(), p.log.Named("status")); err != nil {
+				p.log.Error("status page server", "error", err)
+			}
+		}()
+	}
 	p.mu.Lock()
 	p.ctx = runCtx
 	for _, j := range p.jobs {
@@ -292,6 +349,8 @@ func (p *Proxy) Run(ctx context.Context) error {
 	close(p.ready)
 	p.wg.Add(1)
 	go func() { defer p.wg.Done(); p.runCeremony(runCtx) }()
+	p.wg.Add(1)
+	go func() { defer p.wg.Done(); p.watchCommittee(runCtx) }()
 
 	var err error
 	select {

@@ -3,6 +3,7 @@ package proxy
 import (
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	bolt "go.etcd.io/bbolt"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
@@ -30,10 +32,13 @@ import (
 //	jobs/<id>/share/PPP/NNNNNN member PPP's key-switch shares (switching)
 //	jobs/<id>/result/NNNNNN    the result under the user's key (done)
 //	jobs/<id>/published        the user's published result document
+//	seen/<sha256>              the job (16 hex digits) of every ciphertext
+//	                           ever folded in, to refuse replays
 var (
 	bucketMeta    = []byte("meta")
 	bucketJobs    = []byte("jobs")
 	bucketBudgets = []byte("budgets")
+	bucketSeen    = []byte("seen")
 	keyCommittee  = []byte("committee")
 	keyRecord     = []byte("record")
 	keyUserPK     = []byte("userpk")
@@ -123,10 +128,16 @@ type jobState struct {
 	wake    chan struct{}            // wakes the driver (buffered, 1)
 }
 
+// newJobState builds a job's state from its record, checking the record:
+// it is read back from the store at start, where a torn or edited file must
+// give an error, not a crash or a job that cannot be driven.
 func newJobState(id string, rec jobRecord, chunks func(int) int) (*jobState, error) {
 	spec, err := job.ParseSpec(rec.Spec)
 	if err != nil {
 		return nil, err
+	}
+	if spec.ID() != id {
+		return nil, fmt.Errorf("record of job %q holds the spec of job %s", id, spec.ID())
 	}
 	sch, err := schema.Parse(rec.Schema)
 	if err != nil {
@@ -136,8 +147,63 @@ func newJobState(id string, rec jobRecord, chunks func(int) int) (*jobState, err
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
+		return nil, fmt.Errorf("job %s: unknown state %d", id, rec.State)
+	}
+	seen := map[string]bool{}
+	for _, u := range rec.Uploads {
+		if seen[u.Owner] || !slices.Contains(spec.Owners, u.Owner) {
+			return nil, fmt.Errorf("job %s: upload record of owner %q, repeated or not in the spec", id, u.Owner)
+		}
+		seen[u.Owner] = true
+	}
+	if rec.State == fedpcav1.JobState_JOB_STATE_SWITCHING {
+		active := make([]he.Point, len(rec.Active))
+		for i, a := range rec.Active {
+			active[i] = he.Point(a)
+		}
+		if err := spec.Committee().CheckActive(active); err != nil || len(rec.CSPs) != len(rec.Active) {
+			return nil, fmt.Errorf("job %s: active members %v (%d names): %v", id, rec.Active, len(rec.CSPs), err)
+		}
+	}
 	return &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), rec: rec,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
+}
+
+// decodeJob decodes a stored job record and builds the job's state.
+func decodeJob(id string, v []byte, chunks func(int) int) (*jobState, error) {
+	var rec jobRecord
+	if err := json.Unmarshal(v, &rec); err != nil {
+		return nil, fmt.Errorf("proxy: job %s: %w", id, err)
+	}
+	j, err := newJobState(id, rec, chunks)
+	if err != nil {
+		return nil, fmt.Errorf("proxy: job %s: %w", id, err)
+	}
+	return j, nil
+}
+
+// decodeCommittee decodes the stored outcome of the key ceremony and checks
+// that it is consistent: this node's parameter set, a valid committee key
+// whose fingerprint it records, a threshold within its members.
+func decodeCommittee(v []byte, p he.Params) (*committeeRecord, error) {
+	var c committeeRecord
+	if err := json.Unmarshal(v, &c); err != nil {
+		return nil, fmt.Errorf("proxy: committee record: %w", err)
+	}
+	if c.HEParams != p.ID() {
+		return nil, fmt.Errorf("proxy: committee record is for HE parameters %q, this node runs %s", c.HEParams, p.ID())
+	}
+	if err := (he.Committee{N: len(c.Members), Threshold: c.Threshold}).Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: committee record: %w", err)
+	}
+	if _, err := p.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
+		return nil, fmt.Errorf("proxy: committee record: %w", err)
+	}
+	if job.Fingerprint(c.PublicKey) != c.Fingerprint {
+		return nil, errors.New("proxy: committee record: the key's fingerprint is not the recorded one")
+	}
+	return &c, nil
 }
 
 // notify wakes watchers and the driver; j.mu must be held.
@@ -175,27 +241,23 @@ func (j *jobState) uploadedOwners() []string {
 // load reads the committee and every job at start.
 func (p *Proxy) load() error {
 	return p.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets} {
+		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
 		if v := tx.Bucket(bucketMeta).Get(keyCommittee); v != nil {
-			var c committeeRecord
-			if err := json.Unmarshal(v, &c); err != nil {
-				return fmt.Errorf("proxy: committee record: %w", err)
+			c, err := decodeCommittee(v, p.params)
+			if err != nil {
+				return err
 			}
-			p.cmt = &c
+			p.cmt = c
 		}
 		jobs := tx.Bucket(bucketJobs)
 		return jobs.ForEachBucket(func(k []byte) error {
-			var rec jobRecord
-			if err := json.Unmarshal(jobs.Bucket(k).Get(keyRecord), &rec); err != nil {
-				return fmt.Errorf("proxy: job %s: %w", k, err)
-			}
-			j, err := newJobState(string(k), rec, p.params.Chunks)
+			j, err := decodeJob(string(k), jobs.Bucket(k).Get(keyRecord), p.params.Chunks)
 			if err != nil {
-				return fmt.Errorf("proxy: job %s: %w", k, err)
+				return err
 			}
 			p.jobs[j.id] = j
 			return nil

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"time"
 
@@ -17,13 +18,14 @@ import (
 )
 
 // Upload implements fedpcav1.ProxyServiceServer. After the header, the owner
-// waits until one of MaxUploads slots is free and the proxy says admitted;
+// waits until there is room to receive it (Config.UploadMemory) and the
+// proxy says admitted;
 // then its ciphertexts are read and validated into fresh buffers, and, under
 // the job's lock, the buffers become the new running sum (sum += upload) and
 // one transaction writes it with the owner's inclusion record. Only then is
 // the upload acknowledged. On any error the job is unchanged. Because
 // waiting owners send nothing but their header, the proxy's memory is
-// bounded by MaxUploads uploads whatever the number of owners.
+// bounded by UploadMemory whatever the number of owners.
 func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
 	resp, err := p.upload(stream)
 	if err != nil {
@@ -53,38 +55,28 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	if err != nil {
 		return nil, err
 	}
-	if !slices.Contains(j.spec.Owners, owner) {
-		return nil, fmt.Errorf("%w: job %s… does not name owner %s", ErrNotYours, j.id[:12], owner)
-	}
-	if len(hd.GetDigest()) != sha256.Size {
-		return nil, bad("digest: want %d bytes, got %d", sha256.Size, len(hd.GetDigest()))
-	}
-	if int(hd.GetCiphertexts()) != j.n {
-		return nil, bad("ciphertexts: %d announced, job %s… needs %d", hd.GetCiphertexts(), j.id[:12], j.n)
+	if err := j.checkUpload(owner, hd); err != nil {
+		return nil, err
 	}
 	if done, resp, err := p.checkIncluded(j, owner, hd.GetDigest()); done {
 		return resp, err
 	}
 
-	// Admit the upload when a slot is free (or refuse it at once when too
-	// many wait), then buffer and validate it.
-	if w := p.waiting.Add(1); w > int64(p.cfg.MaxWaiting+p.cfg.MaxUploads) {
-		p.waiting.Add(-1)
-		return nil, fmt.Errorf("%w (%d uploads in progress or waiting)", ErrBusy, w-1)
+	// Admit the upload when there is room to receive it (or refuse it at
+	// once when too many wait), then buffer and validate it.
+	release, err := p.admit.enter(ctx, j.n)
+	if err != nil {
+		return nil, err
 	}
-	select {
-	case p.uploads <- struct{}{}:
-		defer func() { <-p.uploads; p.waiting.Add(-1) }()
-	case <-ctx.Done():
-		p.waiting.Add(-1)
-		return nil, ctx.Err()
-	}
+	defer release()
 	if err := stream.Send(&fedpcav1.UploadResponse{JobId: j.id, Admitted: true}); err != nil {
 		return nil, err
 	}
 	h := sha256.New()
 	cts := make([]*rlwe.Ciphertext, j.n)
+	seen := make([][]byte, j.n) // each ciphertext's SHA-256
 	var decoding time.Duration
+	size := 0
 	for i := range cts {
 		msg, err := stream.Recv()
 		if errors.Is(err, io.EOF) {
@@ -103,6 +95,9 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 			return nil, bad("ciphertext %d: %v", i, err)
 		}
 		h.Write(b)
+		size += len(b)
+		d := sha256.Sum256(b)
+		seen[i] = d[:]
 		decoding += time.Since(t0)
 		cts[i] = ct
 	}
@@ -131,6 +126,9 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	}
 	digest := hex.EncodeToString(hd.GetDigest())
 	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		if err := markSeen(tx, j.id, seen); err != nil {
+			return err
+		}
 		if err := p.putCiphertexts(jobBucket(tx, j.id), "sum", cts); err != nil {
 			return err
 		}
@@ -139,13 +137,70 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		rec.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
 		return p.putBudget(tx, owner, hd.GetBudget())
 	})
+	if errors.Is(err, ErrBadRequest) {
+		return nil, err
+	}
 	if err != nil {
 		return nil, fmt.Errorf("commit upload: %w", err)
 	}
 	j.sum = cts
+	p.m.uploadBytes.Add(float64(size))
 	p.m.phases.WithLabelValues("fold").Observe((decoding + time.Since(folding)).Seconds())
 	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", len(j.rec.Uploads), "expected", len(j.spec.Owners))
 	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(len(j.rec.Uploads))}, nil
+}
+
+// checkUpload validates an upload header against the job (everything that
+// can be checked before the ciphertexts arrive). It reads only the job's
+// immutable fields.
+func (j *jobState) checkUpload(owner string, hd *fedpcav1.UploadHeader) error {
+	if !slices.Contains(j.spec.Owners, owner) {
+		return fmt.Errorf("%w: job %s… does not name owner %s", ErrNotYours, j.id[:12], owner)
+	}
+	if len(hd.GetDigest()) != sha256.Size {
+		return bad("digest: want %d bytes, got %d", sha256.Size, len(hd.GetDigest()))
+	}
+	if int64(hd.GetCiphertexts()) != int64(j.n) {
+		return bad("ciphertexts: %d announced, job %s… needs %d", hd.GetCiphertexts(), j.id[:12], j.n)
+	}
+	return j.checkBudget(hd.GetBudget())
+}
+
+// checkBudget validates an owner's budget report (display only): it is for
+// the job's dataset and its rho values are finite and not negative. A report
+// without a dataset is ignored.
+func (j *jobState) checkBudget(b *fedpcav1.BudgetReport) error {
+	if b.GetDataset() == "" {
+		return nil
+	}
+	if b.GetDataset() != j.spec.Dataset {
+		return bad("budget: report for dataset %q, the job's is %q", b.GetDataset(), j.spec.Dataset)
+	}
+	for name, v := range map[string]float64{"rho_budget": b.GetRhoBudget(), "rho_spent": b.GetRhoSpent(), "rho_reserved": b.GetRhoReserved()} {
+		if !(v >= 0) || math.IsInf(v, 0) {
+			return bad("budget: %s = %v, want a finite number >= 0", name, v)
+		}
+	}
+	return nil
+}
+
+// markSeen records the digests of an upload's ciphertexts, refusing the
+// upload if any of them was folded in before, in this job or another: an
+// encryption is fresh every time, so a ciphertext seen twice is a replay (an
+// old upload sent again to a later job, or another owner's ciphertext). The
+// same upload re-sent to the same job never gets here: it is acknowledged
+// again before it is read.
+func markSeen(tx *bolt.Tx, jobID string, digests [][]byte) error {
+	b := tx.Bucket(bucketSeen)
+	for i, d := range digests {
+		if prev := b.Get(d); prev != nil {
+			return bad("ciphertext %d was already uploaded (to job %s…): an upload is for one job, once", i, prev)
+		}
+		if err := b.Put(d, []byte(jobID[:16])); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // checkIncluded answers a re-sent upload (same digest: acknowledged again;

@@ -3,6 +3,11 @@
 // loopback TCP, with real mutual TLS from a freshly made CA. Tests, `fedpca
 // simulate` and `fedpca demo` use it, so what they measure is what the
 // daemons do.
+//
+// Every connection goes through a Network, a seeded fault injector (drop,
+// delay and duplicate messages, partition nodes, crash them); RunChaos
+// (`fedpca simulate chaos`, `make chaos`) runs many jobs under random faults
+// from a seed and checks the system's invariants after every one.
 package sim
 
 import (
@@ -76,6 +81,11 @@ type Config struct {
 	// ProxyMaxConnections its --max-connections.
 	ProxyMemoryLimit    string
 	ProxyMaxConnections int
+	// Network carries every connection of the in-process nodes (default:
+	// one without faults); the chaos driver injects faults through it.
+	Network *Network
+	// SwitchTimeout is the proxy's (see proxy.Config; default 24 h).
+	SwitchTimeout time.Duration
 }
 
 // Cluster is a running deployment.
@@ -95,6 +105,10 @@ type Cluster struct {
 	CSPAddrs  []string
 	proxyProc *child
 	farms     []*child
+	net       *Network
+	addrs     map[string]string // node -> TCP address, kept across restarts
+	ownerCfg  map[string]OwnerConfig
+	bridges   []*bridge // proxy process -> committee members
 	// proxyMetrics is the in-process proxy's registry; proxyMetricsAddr
 	// the /metrics address of a proxy process.
 	proxyMetrics     *transport.Metrics
@@ -125,8 +139,11 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Network == nil {
+		cfg.Network = NewNetwork(0)
+	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, creds: map[string]*transport.Credentials{}, listeners: map[string]*bufconn.Listener{},
-		nodes: map[string]*node{}, Owners: map[string]*owner.Owner{}}
+		nodes: map[string]*node{}, Owners: map[string]*owner.Owner{}, net: cfg.Network, addrs: map[string]string{}, ownerCfg: map[string]OwnerConfig{}}
 	var err error
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -218,27 +235,54 @@ func (c *Cluster) makeCerts() error {
 	return nil
 }
 
-// listen returns a listener and the address to dial it.
-func (c *Cluster) listen(name string) (net.Listener, string, error) {
+// listen returns a node's listener (through the network) and the address
+// to dial it. A restarted node listens at its former address.
+func (c *Cluster) listen(id transport.Identity) (net.Listener, string, error) {
+	node := id.Short()
+	var l net.Listener
+	var addr string
 	if c.cfg.TCP {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, "", err
+		c.mu.Lock()
+		addr = c.addrs[node]
+		c.mu.Unlock()
+		if addr == "" {
+			addr = "127.0.0.1:0"
 		}
-		return l, l.Addr().String(), nil
+		tl, err := net.Listen("tcp", addr)
+		if err != nil {
+			return nil, "", fmt.Errorf("sim: %s listen at %s: %w", node, addr, err)
+		}
+		l, addr = tl, tl.Addr().String()
+		c.mu.Lock()
+		c.addrs[node] = addr
+		c.mu.Unlock()
+	} else {
+		bl := bufconn.Listen(4 << 20)
+		c.mu.Lock()
+		c.listeners[id.ID] = bl
+		c.mu.Unlock()
+		l, addr = bl, "passthrough:///"+id.ID
 	}
-	l := bufconn.Listen(4 << 20)
-	c.mu.Lock()
-	c.listeners[name] = l
-	c.mu.Unlock()
-	return l, "passthrough:///" + name, nil
+	c.net.register(addr, node)
+	return c.net.Listen(node, l), addr, nil
 }
 
-// dialer returns the dialer of a node.
+// dialer returns the dialer of a node: its connections go through the
+// network, with its faults.
 func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
+	return c.dialerAs(id, id.Short(), true)
+}
+
+// dialerAs returns a dialer with a node's credentials whose connections
+// count as those of the named node, with or without message faults.
+func (c *Cluster) dialerAs(id transport.Identity, node string, faults bool) transport.Dialer {
 	d := transport.Dialer{Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Self: id}
+	raw := func(ctx context.Context, addr string) (net.Conn, error) {
+		var nd net.Dialer
+		return nd.DialContext(ctx, "tcp", addr)
+	}
 	if !c.cfg.TCP {
-		d.Options = append(d.Options, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		raw = func(ctx context.Context, addr string) (net.Conn, error) {
 			name := strings.TrimPrefix(addr, "passthrough:///")
 			c.mu.Lock()
 			l := c.listeners[name]
@@ -247,7 +291,13 @@ func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
 				return nil, fmt.Errorf("sim: no node listening at %q", name)
 			}
 			return l.DialContext(ctx)
-		}))
+		}
+	}
+	d.Options = append(d.Options, grpc.WithContextDialer(func(ctx context.Context, addr string) (net.Conn, error) {
+		return c.net.Dial(ctx, node, addr, raw)
+	}))
+	if faults {
+		d.Options = append(d.Options, c.net.DialOptions(node)...)
 	}
 	return d
 }
@@ -262,12 +312,18 @@ func (c *Cluster) run(name string, fn func(context.Context) error) {
 	go func() { n.done <- fn(ctx) }()
 }
 
-// stopNode stops a node gracefully and waits for it.
-func (c *Cluster) stopNode(name string) error {
+// take removes a node from the running ones (nil if it is not running).
+func (c *Cluster) take(name string) *node {
 	c.mu.Lock()
+	defer c.mu.Unlock()
 	n := c.nodes[name]
 	delete(c.nodes, name)
-	c.mu.Unlock()
+	return n
+}
+
+// stopNode stops a node gracefully and waits for it.
+func (c *Cluster) stopNode(name string) error {
+	n := c.take(name)
 	if n == nil {
 		return nil
 	}
@@ -275,10 +331,86 @@ func (c *Cluster) stopNode(name string) error {
 	return <-n.done
 }
 
+// crash stops an in-process node as abruptly as one process allows: its
+// listener and every connection it holds are closed at once, so nothing it
+// does from then on reaches anyone (responses in flight are lost); then its
+// Run is cancelled without waiting for anything to drain, and awaited only
+// because its state files must be closed before a restart opens them. A
+// transaction already running may still commit, as it would have had the
+// crash come a moment later; none can be acknowledged.
+func (c *Cluster) crash(name string) error {
+	c.net.Crash(name)
+	n := c.take(name)
+	if n == nil {
+		return nil
+	}
+	n.cancel()
+	select {
+	case <-n.done:
+		return nil
+	case <-time.After(time.Minute):
+		return fmt.Errorf("sim: %s did not stop within a minute of its crash", name)
+	}
+}
+
+// CrashProxy crashes the proxy: SIGKILL when it runs as a process.
+func (c *Cluster) CrashProxy() error {
+	c.mu.Lock()
+	proc := c.proxyProc
+	c.mu.Unlock()
+	if proc != nil {
+		return c.KillProxy()
+	}
+	return c.crash("proxy/proxy")
+}
+
+// RestartProxy starts the proxy again (as a process if it ran as one), at
+// its former address and with its state.
+func (c *Cluster) RestartProxy() error {
+	if c.cfg.ProxyProcess {
+		return c.startProxyProcess()
+	}
+	return c.StartProxy()
+}
+
+// CrashCSP crashes member i.
+func (c *Cluster) CrashCSP(i int) error { return c.crash("csp/" + cspID(i)) }
+
+// CrashOwner crashes an owner.
+func (c *Cluster) CrashOwner(id string) error { return c.crash("owner/" + id) }
+
+// RestartOwner starts a stopped or crashed owner again with its state.
+func (c *Cluster) RestartOwner(id string) error {
+	c.mu.Lock()
+	oc, ok := c.ownerCfg[id]
+	c.mu.Unlock()
+	if !ok {
+		return fmt.Errorf("sim: no owner %q", id)
+	}
+	return c.StartOwner(oc)
+}
+
+// CSP returns member i (the running instance).
+func (c *Cluster) CSP(i int) *csp.CSP {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.CSPs[i]
+}
+
+// Owner returns an owner (the running instance, or the last one).
+func (c *Cluster) Owner(id string) *owner.Owner {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.Owners[id]
+}
+
+// Network returns the network the nodes talk through.
+func (c *Cluster) Network() *Network { return c.net }
+
 // StartCSP starts (or restarts) member i with its state directory.
 func (c *Cluster) StartCSP(i int) error {
 	id := transport.Identity{Role: transport.RoleCSP, ID: cspID(i)}
-	l, addr, err := c.listen(id.ID)
+	l, addr, err := c.listen(id)
 	if err != nil {
 		return err
 	}
@@ -301,7 +433,7 @@ func (c *Cluster) StopCSP(i int) error { return c.stopNode("csp/" + cspID(i)) }
 // StartProxy starts (or restarts) the proxy with its state directory.
 func (c *Cluster) StartProxy() error {
 	id := transport.Identity{Role: transport.RoleProxy, ID: "proxy"}
-	l, addr, err := c.listen("proxy")
+	l, addr, err := c.listen(id)
 	if err != nil {
 		return err
 	}
@@ -313,7 +445,7 @@ func (c *Cluster) StartProxy() error {
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
 		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
 		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
-		MaxConnections: c.cfg.ProxyMaxConnections})
+		MaxConnections: c.cfg.ProxyMaxConnections, SwitchTimeout: c.cfg.SwitchTimeout})
 	if err != nil {
 		return err
 	}
@@ -334,6 +466,10 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 		oc.Epsilon, oc.Delta = 100, 1e-6
 	}
 	data := oc.CSV
+	c.mu.Lock()
+	c.ownerCfg[oc.ID] = oc
+	c.mu.Unlock()
+	c.net.Up(id.Short())
 	o, err := owner.New(owner.Config{ID: oc.ID, Dialer: c.dialer(id), ProxyAddr: c.ProxyAddr,
 		Store: filepath.Join(c.cfg.Dir, "state", "owner-"+oc.ID), Policy: oc.Policy,
 		Datasets: []*owner.Dataset{{Schema: oc.Schema, Epsilon: oc.Epsilon, Delta: oc.Delta,
@@ -375,7 +511,7 @@ var probe = transport.Identity{Role: transport.RoleUser, ID: "sim-probe"}
 func (c *Cluster) WaitCommittee(ctx context.Context) error {
 	var client fedpcav1.ProxyServiceClient
 	if c.Proxy == nil {
-		conn, err := c.dialer(probe).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		conn, err := c.dialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			return err
 		}
@@ -412,6 +548,13 @@ func (c *Cluster) Stop() {
 		f.stop()
 	}
 	proc.stop()
+	c.mu.Lock()
+	bridges := c.bridges
+	c.bridges = nil
+	c.mu.Unlock()
+	for _, b := range bridges {
+		b.close()
+	}
 	c.mu.Lock()
 	var names []string
 	for n := range c.nodes {

@@ -73,19 +73,11 @@ func newHostileEnv(t *testing.T, ctx context.Context) *hostileEnv {
 // share computes an owner's valid upload for a job.
 func (e *hostileEnv) share(t *testing.T, spec *job.Spec, i int) [][]byte {
 	t.Helper()
-	acc, err := job.ReadStatistics(spec, e.sch, bytes.NewReader(e.parts[i]))
+	up, err := OwnerUpload(spec, e.sch, e.params, e.cpk, e.parts[i])
 	if err != nil {
 		t.Fatal(err)
 	}
-	cts, err := job.OwnerCiphertexts(spec, e.sch, e.params, e.cpk, acc, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out [][]byte
-	for _, ct := range cts {
-		out = append(out, e.params.Codecs().Ciphertext.Marshal(ct))
-	}
-	return out
+	return up.Blobs
 }
 
 // upload runs an upload with a header and messages; without a header it

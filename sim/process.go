@@ -115,13 +115,23 @@ func (c *Cluster) nodeArgs(id transport.Identity) []string {
 	return []string{"--certs", filepath.Join(c.cfg.Dir, "certs", id.Role+"-"+id.ID)}
 }
 
-// startProxyProcess runs the proxy as a process of the fedpca binary.
+// startProxyProcess runs the proxy as a process of the fedpca binary (a
+// restarted one at its former address). It reaches the committee members
+// through bridges, so that the network can partition it from them.
 func (c *Cluster) startProxyProcess() error {
-	addr, err := freeAddr()
-	if err != nil {
+	id := transport.Identity{Role: transport.RoleProxy, ID: "proxy"}
+	c.mu.Lock()
+	addr := c.addrs[id.Short()]
+	c.mu.Unlock()
+	if addr == "" {
+		var err error
+		if addr, err = freeAddr(); err != nil {
+			return err
+		}
+	}
+	if err := c.bridgeCommittee(id.Short()); err != nil {
 		return err
 	}
-	id := transport.Identity{Role: transport.RoleProxy, ID: "proxy"}
 	args := append([]string{"proxy", "serve"}, c.nodeArgs(id)...)
 	maddr, err := freeAddr()
 	if err != nil {
@@ -135,8 +145,13 @@ func (c *Cluster) startProxyProcess() error {
 	if c.cfg.ProxyMaxConnections > 0 {
 		args = append(args, "--max-connections", strconv.Itoa(c.cfg.ProxyMaxConnections))
 	}
-	for i, a := range c.CSPAddrs {
-		args = append(args, "--csp", cspID(i)+"="+a)
+	c.mu.Lock()
+	for i, b := range c.bridges {
+		args = append(args, "--csp", cspID(i)+"="+b.addr())
+	}
+	c.mu.Unlock()
+	if c.cfg.SwitchTimeout > 0 {
+		args = append(args, "--switch-timeout", c.cfg.SwitchTimeout.String())
 	}
 	var env []string
 	if c.cfg.ProxyMemoryLimit != "" {
@@ -148,7 +163,31 @@ func (c *Cluster) startProxyProcess() error {
 	}
 	c.mu.Lock()
 	c.proxyProc, c.ProxyAddr, c.proxyMetricsAddr = ch, addr, maddr
+	c.addrs[id.Short()] = addr
 	c.mu.Unlock()
+	c.net.register(addr, id.Short())
+	return nil
+}
+
+// bridgeCommittee makes (once) a bridge from the proxy process to each
+// member, following the member's address across its restarts.
+func (c *Cluster) bridgeCommittee(from string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.bridges) > 0 {
+		return nil
+	}
+	for i := range c.CSPAddrs {
+		b, err := c.net.newBridge(from, "csp/"+cspID(i), func() string {
+			c.mu.Lock()
+			defer c.mu.Unlock()
+			return c.CSPAddrs[i]
+		})
+		if err != nil {
+			return err
+		}
+		c.bridges = append(c.bridges, b)
+	}
 	return nil
 }
 
@@ -240,6 +279,20 @@ func (c *Cluster) ProxyPeakRSS() (int64, error) {
 		return 0, errors.New("the proxy does not run as a separate process")
 	}
 	return ch.peakRSS()
+}
+
+// ProxyCPUSeconds returns the CPU time the proxy process has used
+// (process_cpu_seconds_total of its metrics).
+func (c *Cluster) ProxyCPUSeconds() (float64, error) {
+	addr := c.ProxyMetricsAddr()
+	if addr == "" {
+		return 0, errors.New("the proxy does not run as a separate process")
+	}
+	m, err := scrapeHTTP("http://"+addr+"/metrics", "process_cpu_seconds_total")
+	if err != nil {
+		return 0, err
+	}
+	return m[""], nil
 }
 
 // KillProxy kills a proxy process with SIGKILL.
@@ -382,14 +435,33 @@ func (c *Cluster) ShareTimes(jobID string) []time.Duration {
 	for _, o := range c.Owners {
 		owners = append(owners, o)
 	}
-	farms := append([]*child(nil), c.farms...)
 	c.mu.Unlock()
 	for _, o := range owners {
 		if d, ok := o.ShareTime(jobID); ok {
 			out = append(out, d)
 		}
 	}
+	for _, r := range c.farmLog(jobID, "share computed") {
+		out = append(out, time.Duration(r.MS*float64(time.Millisecond)))
+	}
+	return out
+}
+
+// farmRecord is a log line of an owner in a farm about a job; MS is the
+// share's computation time in a "share computed" line.
+type farmRecord struct {
+	Msg string  `json:"@message"`
+	Job string  `json:"job"`
+	MS  float64 `json:"ms"`
+}
+
+// farmLog returns the farms' log lines with this message about a job.
+func (c *Cluster) farmLog(jobID, msg string) []farmRecord {
+	c.mu.Lock()
+	farms := append([]*child(nil), c.farms...)
+	c.mu.Unlock()
 	prefix := jobID[:16]
+	var out []farmRecord
 	for _, f := range farms {
 		fh, err := os.Open(f.log)
 		if err != nil {
@@ -398,13 +470,9 @@ func (c *Cluster) ShareTimes(jobID string) []time.Duration {
 		sc := bufio.NewScanner(fh)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			var m struct {
-				Msg string  `json:"@message"`
-				Job string  `json:"job"`
-				MS  float64 `json:"ms"`
-			}
-			if json.Unmarshal(sc.Bytes(), &m) == nil && m.Msg == "share computed" && m.Job == prefix {
-				out = append(out, time.Duration(m.MS*float64(time.Millisecond)))
+			var r farmRecord
+			if json.Unmarshal(sc.Bytes(), &r) == nil && r.Msg == msg && r.Job == prefix {
+				out = append(out, r)
 			}
 		}
 		fh.Close()

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"gonum.org/v1/gonum/mat"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -189,10 +190,11 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		sm.owners = append(sm.owners, id)
 		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
 	}
-	// Many owners poll less often (at most about 500 polls a second), drop
-	// idle connections, and the proxy serves at most 1,000 connections at a
-	// time, as a deployment of that size would be configured: the proxy's
-	// memory then does not depend on the number of owners.
+	// Many owners poll less often (at most about 500 polls a second); beyond
+	// 1,000 owners the proxy serves at most 1,000 connections at a time and
+	// owners drop idle connections, as a deployment of that size would be
+	// configured: the proxy's memory then does not depend on the number of
+	// owners.
 	poll, idle, maxConns := s.Poll, time.Duration(0), 0
 	if poll <= 0 {
 		poll = 50 * time.Millisecond
@@ -200,7 +202,11 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 			poll = max(time.Second, time.Duration(s.Owners)*2*time.Millisecond)
 		}
 	}
-	if s.Owners > 100 {
+	if s.Owners > 1000 {
+		// More owners than connections: each gives its connection back
+		// between polls (a TLS handshake per poll is the price). A limit
+		// without idle timeouts would leave the owners beyond it waiting
+		// for a connection that is never given back.
 		idle, maxConns = time.Second, 1000
 	}
 	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
@@ -345,3 +351,22 @@ func (s *Simulator) central(spec *job.Spec) (*job.Result, time.Duration, error) 
 
 // OwnerIDs returns the owners' IDs.
 func (s *Simulator) OwnerIDs() []string { return slices.Clone(s.owners) }
+
+// Projected returns the simulation's rows (through the schema's map, at
+// most the rows kept for the utility measures) projected on a result's
+// components, (z - mean) W, with each row's class name (nil without
+// classes): the rows of a scatter plot.
+func (s *Simulator) Projected(res *job.Result) (*mat.Dense, []string, error) {
+	if res.Components == nil {
+		return nil, nil, fmt.Errorf("project: the result has no components (analysis %s)", res.Analysis)
+	}
+	coords := res.Components.ProjectBatch(s.rows.z)
+	if len(s.sch.Classes) == 0 {
+		return coords, nil, nil
+	}
+	labels := make([]string, len(s.rows.y))
+	for i, y := range s.rows.y {
+		labels[i] = s.sch.Classes[y]
+	}
+	return coords, labels, nil
+}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/peer"
 	"google.golang.org/grpc/status"
@@ -88,6 +89,10 @@ func authorize(ctx context.Context, method string, insecure bool) (context.Conte
 	return WithIdentity(ctx, id), nil
 }
 
+// serverKeepalive pings a connection after 30 s without activity and
+// closes it if the ping is not answered within 10 s.
+var serverKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+
 // ServerOptions returns the interceptors every fedpca server uses, outermost
 // first: recovery (a panic becomes Internal and is logged), authorization
 // (the caller's identity goes into the context), logging (method, caller,
@@ -106,6 +111,10 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 		grpc.ReadBufferSize(8 << 10),
 		grpc.WriteBufferSize(8 << 10),
 		sharingCodecOption(),
+		// A peer that vanishes without closing its connection (a host
+		// down, a cable cut) is noticed within about 40 s: its streams
+		// end, and an upload it was sending gives its room back.
+		grpc.KeepaliveParams(serverKeepalive),
 		grpc.ChainUnaryInterceptor(
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 				defer recoverTo(log, info.FullMethod, &err)
@@ -113,6 +122,7 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 				ctx, err = authorize(ctx, info.FullMethod, insecure)
 				if err == nil {
 					resp, err = h(ctx, req)
+					err = contextStatus(err)
 				}
 				logCall(ctx, log, info.FullMethod, start, err)
 				m.observeRPC(info.FullMethod, err, time.Since(start))
@@ -124,7 +134,7 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 				start := time.Now()
 				ctx, err := authorize(ss.Context(), info.FullMethod, insecure)
 				if err == nil {
-					err = h(srv, &wrappedStream{ServerStream: ss, ctx: ctx})
+					err = contextStatus(h(srv, &wrappedStream{ServerStream: ss, ctx: ctx}))
 				}
 				logCall(ctx, log, info.FullMethod, start, err)
 				m.observeRPC(info.FullMethod, err, time.Since(start))
@@ -166,14 +176,27 @@ func logCall(ctx context.Context, log hclog.Logger, method string, start time.Ti
 	code := status.Code(err)
 	args := []any{"method", shortMethod(method), "caller", caller, "code", code.String(), "ms", time.Since(start).Milliseconds()}
 	switch {
-	case code == codes.OK || code == codes.ResourceExhausted:
-		// Busy answers are part of normal load shedding.
+	case code == codes.OK || code == codes.ResourceExhausted || code == codes.Canceled:
+		// Busy answers are part of normal load shedding; a caller that
+		// goes away (a watch renewed) is normal too.
 		log.Debug("rpc", append(args, "error", status.Convert(err).Message())...)
 	case code == codes.Internal || code == codes.Unknown || code == codes.DataLoss:
 		log.Error("rpc", append(args, "error", err)...)
 	default:
 		log.Info("rpc", append(args, "error", status.Convert(err).Message())...)
 	}
+}
+
+// contextStatus gives a handler's bare context error (the caller went away,
+// or its deadline passed) its gRPC code rather than Unknown.
+func contextStatus(err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	if st := status.FromContextError(err); st.Code() != codes.Unknown {
+		return st.Err()
+	}
+	return err
 }
 
 func shortMethod(m string) string {

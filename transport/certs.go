@@ -110,6 +110,21 @@ func (ca *CA) Issue(id Identity, dns []string, ips []net.IP, validity time.Durat
 		pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder}), nil
 }
 
+// Credentials issues a certificate for the identity and returns the node's
+// credentials in memory, trusting this CA only (tests and tools that need
+// no files).
+func (ca *CA) Credentials(id Identity, validity time.Duration) (*Credentials, error) {
+	certPEM, keyPEM, err := ca.Issue(id, nil, nil, validity)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	return NewCredentials(ca.CertPEM(), pair)
+}
+
 // CertPEM returns the CA certificate in PEM.
 func (ca *CA) CertPEM() []byte {
 	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: ca.Cert.Raw})

@@ -3,8 +3,10 @@ package transport
 import (
 	"context"
 	"errors"
+	"time"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/backoff"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 )
@@ -29,7 +31,13 @@ type Dialer struct {
 // the first call.
 func (d Dialer) Dial(target string, server Identity) (*grpc.ClientConn, error) {
 	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(
-		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes))}
+		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
+		// Reconnect attempts back off from 250 ms (x1.6, 20% jitter) to at
+		// most 10 s, not gRPC's 1 s to 2 min: a restarted proxy or member
+		// has its clients back within a fraction of a second (a refused
+		// connection costs little), and after a long outage within 10 s.
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
+			MinConnectTimeout: 20 * time.Second})}
 	if d.Insecure {
 		if err := d.Self.Validate(); err != nil {
 			return nil, err

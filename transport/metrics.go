@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"errors"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -25,6 +24,7 @@ type Metrics struct {
 	Registry *prometheus.Registry
 	bytes    *prometheus.CounterVec
 	rpcs     *prometheus.CounterVec
+	calls    *prometheus.CounterVec
 	seconds  *prometheus.HistogramVec
 }
 
@@ -32,8 +32,9 @@ type Metrics struct {
 // the gRPC series:
 //
 //	fedpca_grpc_payload_bytes_total{direction, peer_role}
-//	fedpca_rpc_requests_total{method, code}
+//	fedpca_rpc_requests_total{method, code}          RPCs served
 //	fedpca_rpc_duration_seconds{method}
+//	fedpca_rpc_client_requests_total{method, code}   RPCs made (Dialer.Metrics)
 func NewMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -43,10 +44,12 @@ func NewMetrics() *Metrics {
 			Help: "gRPC payload bytes sent and received, by the role of the node at the other end."}, []string{"direction", "peer_role"}),
 		rpcs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_rpc_requests_total",
 			Help: "RPCs served, by method and status code."}, []string{"method", "code"}),
+		calls: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_rpc_client_requests_total",
+			Help: "RPCs this node made as a client, by method and status code."}, []string{"method", "code"}),
 		seconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fedpca_rpc_duration_seconds",
 			Help: "Time to serve an RPC, by method.", Buckets: prometheus.ExponentialBuckets(0.0005, 4, 10)}, []string{"method"}),
 	}
-	reg.MustRegister(m.bytes, m.rpcs, m.seconds)
+	reg.MustRegister(m.bytes, m.rpcs, m.calls, m.seconds)
 	return m
 }
 
@@ -59,16 +62,20 @@ func (m *Metrics) observeRPC(method string, err error, d time.Duration) {
 	m.seconds.WithLabelValues(name).Observe(d.Seconds())
 }
 
-// byteStats counts payload bytes; for a server the peer's role comes from
-// its certificate, for a client it is the server's expected role.
+// byteStats counts payload bytes, and a client's calls by status code; for a
+// server the peer's role comes from its certificate, for a client it is the
+// server's expected role.
 type byteStats struct {
 	m    *Metrics
 	role string // fixed peer role (clients); "" to read it from the peer
 }
 
-type roleKey struct{}
+type rpcKey struct{}
 
-func (b byteStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Context {
+// rpcTag is what TagRPC records for HandleRPC.
+type rpcTag struct{ role, method string }
+
+func (b byteStats) TagRPC(ctx context.Context, info *stats.RPCTagInfo) context.Context {
 	role := b.role
 	if role == "" {
 		role = "unknown"
@@ -80,16 +87,20 @@ func (b byteStats) TagRPC(ctx context.Context, _ *stats.RPCTagInfo) context.Cont
 			}
 		}
 	}
-	return context.WithValue(ctx, roleKey{}, role)
+	return context.WithValue(ctx, rpcKey{}, rpcTag{role: role, method: info.FullMethodName})
 }
 
 func (b byteStats) HandleRPC(ctx context.Context, s stats.RPCStats) {
-	role, _ := ctx.Value(roleKey{}).(string)
+	tag, _ := ctx.Value(rpcKey{}).(rpcTag)
 	switch p := s.(type) {
 	case *stats.InPayload:
-		b.m.bytes.WithLabelValues("received", role).Add(float64(p.WireLength))
+		b.m.bytes.WithLabelValues("received", tag.role).Add(float64(p.WireLength))
 	case *stats.OutPayload:
-		b.m.bytes.WithLabelValues("sent", role).Add(float64(p.WireLength))
+		b.m.bytes.WithLabelValues("sent", tag.role).Add(float64(p.WireLength))
+	case *stats.End:
+		if p.Client {
+			b.m.calls.WithLabelValues(shortMethod(tag.method), status.Code(p.Error).String()).Inc()
+		}
 	}
 }
 
@@ -115,17 +126,7 @@ func ServeMetrics(ctx context.Context, l net.Listener, m *Metrics) error {
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
-	go func() {
-		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		srv.Shutdown(sctx)
-	}()
-	if err := srv.Serve(l); err != nil && !errors.Is(err, http.ErrServerClosed) {
-		return err
-	}
-	return nil
+	return serveHTTP(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, l, false)
 }
 
 // Scrape reads the value of every sample of a metric family from a registry

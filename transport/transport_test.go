@@ -2,6 +2,8 @@ package transport
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"path/filepath"
@@ -187,5 +189,22 @@ func TestLoadCredentialsRefusesOpenKey(t *testing.T) {
 	os.Chmod(filepath.Join(nd, KeyFile), 0o644)
 	if _, err := LoadCredentials(nd); err == nil || !strings.Contains(err.Error(), "chmod 600") {
 		t.Errorf("world-readable key: %v", err)
+	}
+}
+
+func TestContextStatus(t *testing.T) {
+	for _, tc := range []struct {
+		err  error
+		want codes.Code
+	}{
+		{context.Canceled, codes.Canceled},
+		{fmt.Errorf("watch: %w", context.DeadlineExceeded), codes.DeadlineExceeded},
+		{status.Error(codes.NotFound, "x"), codes.NotFound},
+		{errors.New("other"), codes.Unknown},
+		{nil, codes.OK},
+	} {
+		if got := status.Code(contextStatus(tc.err)); got != tc.want {
+			t.Errorf("%v: %v, want %v", tc.err, got, tc.want)
+		}
 	}
 }

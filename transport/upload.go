@@ -5,6 +5,9 @@ import (
 	"errors"
 	"io"
 
+	"google.golang.org/grpc"
+	"google.golang.org/protobuf/types/known/emptypb"
+
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 )
 
@@ -12,8 +15,8 @@ import (
 // waits to be admitted, sends the ciphertexts one per message and returns the
 // proxy's acknowledgement (or its refusal). A re-sent upload is answered
 // right after the header, without sending the ciphertexts again.
-func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, blobs [][]byte) (*fedpcav1.UploadResponse, error) {
-	stream, err := c.Upload(ctx)
+func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, blobs [][]byte, opts ...grpc.CallOption) (*fedpcav1.UploadResponse, error) {
+	stream, err := c.Upload(ctx, opts...)
 	if err != nil {
 		return nil, err
 	}
@@ -26,6 +29,7 @@ func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.Upl
 		return nil, err
 	}
 	if !first.GetAdmitted() {
+		_ = Finish(stream)
 		return first, nil
 	}
 	for _, b := range blobs {
@@ -36,7 +40,27 @@ func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.Upl
 	if err := stream.CloseSend(); err != nil {
 		return nil, err
 	}
-	return stream.Recv()
+	ack, err := stream.Recv()
+	if err != nil {
+		return nil, err
+	}
+	_ = Finish(stream) // the acknowledgement is what counts
+	return ack, nil
+}
+
+// Finish reads the end of a client stream whose last message has been
+// received, so that the call ends with the server's status (and is counted
+// with it, see Metrics) rather than being cancelled with its context. It
+// returns that status: nil when the server ended the call cleanly.
+func Finish(stream grpc.ClientStream) error {
+	err := stream.RecvMsg(new(emptypb.Empty))
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		return errors.New("the server sent more messages than expected")
+	}
+	return err
 }
 
 // recvAfterSend returns the server's status when a send failed because the

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 
+	"github.com/sbinet/npyio"
+
 	"github.com/fedpca/fedpca/protocol/job"
 )
 
@@ -16,11 +18,18 @@ const (
 	ResultFile     = "result.json"
 	ComponentsFile = "components.csv"
 	ReleaseFile    = "release.json"
+	// The components, the mean row and the eigenvalues as NumPy arrays of
+	// float64: components.npy is d x k in C order (row i is feature i,
+	// column j component j+1, as in components.csv).
+	ComponentsNPYFile  = "components.npy"
+	MeanNPYFile        = "mean.npy"
+	EigenvaluesNPYFile = "eigenvalues.npy"
 )
 
 // WriteOutputs writes the result document, the components as CSV (one row
-// per feature, one column per component) and the noisy release into dir,
-// and returns the paths written.
+// per feature, one column per component) and as NumPy arrays with the mean
+// and the eigenvalues, and the noisy release into dir, and returns the
+// paths written.
 func WriteOutputs(dir string, res *job.Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -41,6 +50,16 @@ func WriteOutputs(dir string, res *job.Result) ([]string, error) {
 			return nil, err
 		}
 		written = append(written, p)
+		for _, a := range []struct {
+			name string
+			val  any
+		}{{ComponentsNPYFile, c.W}, {MeanNPYFile, c.Mean}, {EigenvaluesNPYFile, c.Eigenvalues}} {
+			p := filepath.Join(dir, a.name)
+			if err := writeNPY(p, a.val); err != nil {
+				return nil, err
+			}
+			written = append(written, p)
+		}
 	}
 	rel, err := json.MarshalIndent(res.Release, "", " ")
 	if err != nil {
@@ -80,18 +99,29 @@ func writeComponentsCSV(path string, res *job.Result) error {
 	return f.Close()
 }
 
-// LoadResult reads a result document.
+// writeNPY writes a float64 array (a *mat.Dense or a []float64) in NumPy's
+// .npy format.
+func writeNPY(path string, val any) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := npyio.Write(f, val); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// LoadResult reads and validates a result document (job.ParseResult).
 func LoadResult(path string) (*job.Result, error) {
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return nil, err
 	}
-	var res job.Result
-	if err := json.Unmarshal(b, &res); err != nil {
+	res, err := job.ParseResult(b)
+	if err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
-	if res.Release == nil {
-		return nil, fmt.Errorf("%s: no release in the result document", path)
-	}
-	return &res, nil
+	return res, nil
 }

@@ -2,8 +2,8 @@
 // creation (build the spec, sign its ID with the user's certificate key,
 // register it with the proxy), waiting with progress, fetching the result
 // under its own key, decrypting and analysing it, and writing the result
-// document, a components CSV and the noisy release. Re-analysing a saved
-// result costs no privacy (Reanalyze).
+// document, the components as CSV and as NumPy arrays, and the noisy
+// release. Re-analysing a saved result costs no privacy (Reanalyze).
 package user
 
 import (
@@ -21,7 +21,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -110,6 +109,19 @@ type Config struct {
 	Params    *he.Params
 }
 
+// Every call to the proxy has a deadline, and the idempotent ones (all of
+// them: a job is named by its signed spec, so creating it again returns the
+// same job) are retried with backoff and jitter while the proxy is
+// unreachable, restarting or busy (transport.Retry).
+const (
+	callTimeout  = 30 * time.Second
+	fetchTimeout = 5 * time.Minute // a result of many ciphertexts
+	// watchTimeout renews a watch: a stream cut off silently (a lost
+	// connection) is noticed within it.
+	watchTimeout = time.Minute
+	callAttempts = 10
+)
+
 // Client talks to the proxy for a user. Safe for concurrent use.
 type Client struct {
 	cfg    Config
@@ -152,6 +164,15 @@ func (c *Client) Close() error { return c.conn.Close() }
 // Proxy returns the raw proxy client.
 func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
 
+// call runs an idempotent call to the proxy with a deadline per attempt and
+// retries (see callTimeout).
+func (c *Client) call(ctx context.Context, what string, timeout time.Duration, fn func(context.Context) error) error {
+	return transport.Retry(ctx, transport.Call{What: what, Timeout: timeout, Attempts: callAttempts,
+		OnRetry: func(attempt int, err error) {
+			c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", status.Convert(err).Message())
+		}}, fn)
+}
+
 // Spec builds the job spec for a request against the committee the proxy
 // publishes.
 func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
@@ -159,9 +180,12 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	cmt := c.cmt
 	c.mu.Unlock()
 	if cmt == nil {
-		var err error
-		if cmt, err = c.proxy.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{}); err != nil {
-			return nil, fmt.Errorf("get committee: %w", err)
+		err := c.call(ctx, "get the committee from the proxy", callTimeout, func(ctx context.Context) (err error) {
+			cmt, err = c.proxy.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
+			return err
+		})
+		if err != nil {
+			return nil, err
 		}
 		c.mu.Lock()
 		c.cmt = cmt
@@ -222,62 +246,93 @@ func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*
 			return nil, err
 		}
 	}
-	resp, err := c.proxy.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
-		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical()})
+	req := &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
+		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical()}
+	var resp *fedpcav1.CreateJobResponse
+	err := c.call(ctx, "create job "+s.ID()[:12]+"… on the proxy", callTimeout, func(ctx context.Context) (err error) {
+		resp, err = c.proxy.CreateJob(ctx, req)
+		return err
+	})
 	if err != nil {
 		c.mu.Lock()
 		c.cmt = nil // the committee may have changed: ask again next time
 		c.mu.Unlock()
-		return nil, fmt.Errorf("create job: %w", err)
+		return nil, err
 	}
 	return resp.GetJob(), nil
 }
 
-// Wait follows a job until it ends, calling progress at every change, and
-// reconnects on transient errors (the proxy restarting).
+// Wait follows a job until it ends, calling progress at every change. Each
+// watch lasts at most watchTimeout and is then renewed; while the proxy is
+// unreachable or restarting, Wait reconnects with backoff until ctx ends.
 func (c *Client) Wait(ctx context.Context, id string, progress func(*fedpcav1.JobStatus)) (*fedpcav1.JobStatus, error) {
-	backoff := 200 * time.Millisecond
+	b := transport.Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
 	for {
-		stream, err := c.proxy.WatchJob(ctx, &fedpcav1.WatchJobRequest{JobId: id})
-		var last *fedpcav1.JobStatus
-		for err == nil {
-			var r *fedpcav1.WatchJobResponse
-			if r, err = stream.Recv(); err == nil {
-				last = r.GetJob()
-				backoff = 200 * time.Millisecond
-				if progress != nil {
-					progress(last)
-				}
-				if last.GetState() == fedpcav1.JobState_JOB_STATE_DONE || last.GetState() == fedpcav1.JobState_JOB_STATE_FAILED {
-					// The full status (owner lists, who declined and why).
-					full, err := c.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
-					if err != nil {
-						return last, nil
-					}
-					return full.GetJob().GetStatus(), nil
-				}
+		last, err := c.watch(ctx, id, progress)
+		if last != nil && ended(last.GetState()) {
+			// The full status (owner lists, who declined and why).
+			var full *fedpcav1.GetJobResponse
+			if err := c.call(ctx, "get job "+short(id), callTimeout, func(ctx context.Context) (err error) {
+				full, err = c.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+				return err
+			}); err != nil {
+				return last, nil
 			}
+			return full.GetJob().GetStatus(), nil
 		}
-		if errors.Is(err, io.EOF) && last != nil {
-			continue
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("watch job %s: %w", short(id), ctx.Err())
 		}
-		switch status.Code(err) {
-		case codes.Unavailable, codes.Canceled, codes.Internal, codes.Unknown:
-			if ctx.Err() != nil {
-				return nil, ctx.Err()
-			}
-			c.log.Debug("watch interrupted; reconnecting", "error", err)
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(backoff):
-			}
-			backoff = min(2*backoff, 5*time.Second)
-		default:
-			return nil, fmt.Errorf("watch job: %w", err)
+		if last != nil {
+			b.Reset() // the watch worked: renewed, or the proxy restarted
+		}
+		if err != nil && !transport.Transient(err) {
+			return nil, fmt.Errorf("watch job %s: %w%s", short(id), err, transport.Advice(err))
+		}
+		if err != nil {
+			c.log.Debug("watch interrupted; reconnecting", "job", short(id), "error", err)
+		}
+		if err := b.Wait(ctx); err != nil {
+			return nil, fmt.Errorf("watch job %s: %w", short(id), err)
 		}
 	}
 }
+
+// watch runs one WatchJob stream (at most watchTimeout) and returns the
+// last status it saw; err is nil when the watch merely ran out its time.
+func (c *Client) watch(ctx context.Context, id string, progress func(*fedpcav1.JobStatus)) (*fedpcav1.JobStatus, error) {
+	wctx, cancel := context.WithTimeout(ctx, watchTimeout)
+	defer cancel()
+	stream, err := c.proxy.WatchJob(wctx, &fedpcav1.WatchJobRequest{JobId: id})
+	var last *fedpcav1.JobStatus
+	for err == nil {
+		var r *fedpcav1.WatchJobResponse
+		if r, err = stream.Recv(); err == nil {
+			last = r.GetJob()
+			if progress != nil {
+				progress(last)
+			}
+			if ended(last.GetState()) {
+				// The proxy ends the stream after a final state: read its
+				// status, so that the call counts as OK.
+				if err := transport.Finish(stream); err != nil {
+					c.log.Debug("watch stream ended badly", "error", err)
+				}
+				return last, nil
+			}
+		}
+	}
+	if errors.Is(err, io.EOF) || (wctx.Err() != nil && ctx.Err() == nil) {
+		err = nil
+	}
+	return last, err
+}
+
+func ended(s fedpcav1.JobState) bool {
+	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
+}
+
+func short(id string) string { return id[:min(len(id), 12)] + "…" }
 
 // Fetch downloads the result of a done job, decrypts it and runs the job's
 // analysis.
@@ -288,31 +343,24 @@ func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*j
 // FetchTimed is Fetch that also reports, in *analysis, the time spent
 // decrypting and analysing (apart from the download).
 func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema, analysis *time.Duration) (*job.Result, error) {
-	stream, err := c.proxy.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: s.ID()})
-	if err != nil {
-		return nil, fmt.Errorf("fetch result: %w", err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		return nil, fmt.Errorf("fetch result: %w", err)
-	}
-	hd := first.GetHeader()
 	l, err := s.Layout(sch)
 	if err != nil {
 		return nil, err
 	}
-	if hd == nil || int(hd.GetCiphertexts()) != c.params.Chunks(l.Len()) {
-		return nil, fmt.Errorf("fetch result: bad header (%d ciphertexts, want %d)", hd.GetCiphertexts(), c.params.Chunks(l.Len()))
+	var hd *fedpcav1.ResultHeader
+	var cts []*rlwe.Ciphertext
+	err = c.call(ctx, "fetch the result of job "+short(s.ID()), fetchTimeout, func(ctx context.Context) (err error) {
+		hd, cts, err = c.download(ctx, s.ID(), c.params.Chunks(l.Len()))
+		return err
+	})
+	if err != nil {
+		return nil, err
 	}
-	cts := make([]*rlwe.Ciphertext, hd.GetCiphertexts())
-	for i := range cts {
-		m, err := stream.Recv()
-		if err != nil {
-			return nil, fmt.Errorf("fetch result: ciphertext %d: %w", i, err)
-		}
-		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(m.GetCiphertext()); err != nil {
-			return nil, fmt.Errorf("fetch result: ciphertext %d: %w", i, err)
-		}
+	if hd.GetJobId() != s.ID() {
+		return nil, fmt.Errorf("fetch result: header for job %q, want %s", hd.GetJobId(), s.ID())
+	}
+	if err := s.CheckNoiseParties(hd.GetOwners(), hd.GetCspMembers()); err != nil {
+		return nil, fmt.Errorf("fetch result: %w", err)
 	}
 	start := time.Now()
 	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, cts)
@@ -330,8 +378,40 @@ func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema
 	return res, err
 }
 
+// download reads a result stream: its header and n ciphertexts.
+func (c *Client) download(ctx context.Context, id string, n int) (*fedpcav1.ResultHeader, []*rlwe.Ciphertext, error) {
+	stream, err := c.proxy.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: id})
+	if err != nil {
+		return nil, nil, err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return nil, nil, err
+	}
+	hd := first.GetHeader()
+	if hd == nil || int(hd.GetCiphertexts()) != n {
+		return nil, nil, fmt.Errorf("bad header from the proxy (%d ciphertexts, want %d)", hd.GetCiphertexts(), n)
+	}
+	cts := make([]*rlwe.Ciphertext, n)
+	for i := range cts {
+		m, err := stream.Recv()
+		if err != nil {
+			return nil, nil, fmt.Errorf("ciphertext %d: %w", i, err)
+		}
+		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(m.GetCiphertext()); err != nil {
+			return nil, nil, fmt.Errorf("ciphertext %d from the proxy: %w", i, err)
+		}
+	}
+	if err := transport.Finish(stream); err != nil {
+		return nil, nil, fmt.Errorf("after %d ciphertexts: %w", n, err)
+	}
+	return hd, cts, nil
+}
+
 // Publish stores the result document with the proxy, for the owners.
 func (c *Client) Publish(ctx context.Context, res *job.Result, doc []byte) error {
-	_, err := c.proxy.PublishResult(ctx, &fedpcav1.PublishResultRequest{JobId: res.JobID, Result: doc})
-	return err
+	return c.call(ctx, "publish the result of job "+short(res.JobID), callTimeout, func(ctx context.Context) error {
+		_, err := c.proxy.PublishResult(ctx, &fedpcav1.PublishResultRequest{JobId: res.JobID, Result: doc})
+		return err
+	})
 }

@@ -23,11 +23,16 @@ holding random slices of the UCI Wine data, all talking gRPC over in-memory
 connections with mutual TLS, then runs a PCA and a DCA job at epsilon 1 as a data
 user and prints the components, the explained variance, the utility against the
 non-private result on the same rows, the privacy accounting with its collusion
-table, and the time of each phase.`,
+table, and the time of each phase. With --plots DIR it also draws each job's scree
+plot and the rows on the first two components (SVG and PNG); the figures in the
+README were made with
+
+  fedpca demo --plots docs/`,
 		Flags: []cli.Flag{
 			strFlag("dataset", "wine", "bundled dataset: "+fmt.Sprint(datasets.Names())),
 			intFlag("owners", 5, "number of owners"),
 			floatFlag("epsilon", 1, "epsilon of each job"),
+			plotsFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			name := cmd.String("dataset")
@@ -41,7 +46,7 @@ table, and the time of each phase.`,
 			fmt.Printf("            and a data user; gRPC with mutual TLS 1.3 over in-memory connections; BGV (lattigo v5)\n")
 			fmt.Printf("            preprocessing: standardise with the pooled mean/std, clip rows to norm 1, 16 fractional bits\n")
 			start := time.Now()
-			sm, err := sim.NewSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Owners: cmd.Int("owners"),
+			sm, err := startSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Owners: cmd.Int("owners"),
 				How: "iid", Seed: 1, CSPs: 3, Threshold: 2})
 			if err != nil {
 				return err
@@ -51,12 +56,18 @@ table, and the time of each phase.`,
 			for _, analysis := range []string{job.PCA, job.DCA} {
 				fmt.Printf("\n==== %s at epsilon %g ====\n\n", analysis, cmd.Float64("epsilon"))
 				p := newProgress(cmd.Int("owners"), "uploads")
-				rep, err := sm.Run(ctx, sim.JobOptions{Analysis: analysis, K: 3, Epsilon: cmd.Float64("epsilon"), Plan: dp.PlanServers, Progress: p.update})
+				rep, err := sm.Run(ctx, sim.JobOptions{Analysis: analysis, K: 3, Epsilon: cmd.Float64("epsilon"), Plan: dp.PlanServers, Progress: p.job})
 				p.done()
 				if err != nil {
 					return err
 				}
 				rep.WriteText(os.Stdout, true)
+				if dir := cmd.String("plots"); dir != "" {
+					fmt.Println()
+					if err := simPlots(sm, dir, rep.Result); err != nil {
+						return err
+					}
+				}
 			}
 			fmt.Printf("\nNext: `fedpca simulate --help` to try other datasets, owners, noise plans and budgets.\n")
 			return nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v3"
+	"gonum.org/v1/gonum/mat"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	"github.com/fedpca/fedpca/csp"
@@ -38,7 +39,12 @@ func nodeFlags(defaultListen string) []cli.Flag {
 
 // metricsListener opens the --metrics-listen address, if any.
 func metricsListener(cmd *cli.Command) (net.Listener, error) {
-	addr := cmd.String("metrics-listen")
+	return optionalListener(cmd, "metrics-listen")
+}
+
+// optionalListener opens the address of a listen flag, if it is set.
+func optionalListener(cmd *cli.Command, flag string) (net.Listener, error) {
+	addr := cmd.String(flag)
 	if addr == "" {
 		return nil, nil
 	}
@@ -221,9 +227,10 @@ func proxyCommand() *cli.Command {
 				strsFlag("csp", "a committee member as ID=HOST:PORT (repeat, in point order)"),
 				intFlag("threshold", 0, "members needed for a key switch (default: all)"),
 				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
-				intFlag("max-uploads", 8, "uploads received at once (bounds memory)"),
-				intFlag("max-waiting", 64, "uploads waiting for a slot; more are told to retry later (bounds memory)"),
+				intFlag("upload-memory", 64, "MiB of ciphertexts received at once (bounds memory; about 128 uploads of one ciphertext)"),
+				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 60 KB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
+				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for clients with a certificate from the deployment's CA"),
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -255,8 +262,12 @@ func proxyCommand() *cli.Command {
 				if err != nil {
 					return err
 				}
-				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml,
-					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), MaxUploads: cmd.Int("max-uploads"), MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"),
+				sl, err := optionalListener(cmd, "status-listen")
+				if err != nil {
+					return err
+				}
+				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml, StatusListener: sl,
+					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), UploadMemory: int64(cmd.Int("upload-memory")) << 20, MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"),
 					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
 				if err != nil {
 					return err
@@ -356,7 +367,12 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 					return err
 				}
 				defer conn.Close()
-				r, err := fedpcav1.NewProxyServiceClient(conn).GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: cmd.String("job")})
+				var r *fedpcav1.GetPublishedResponse
+				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5},
+					func(ctx context.Context) (err error) {
+						r, err = fedpcav1.NewProxyServiceClient(conn).GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: cmd.String("job")})
+						return err
+					})
 				if err != nil {
 					return err
 				}
@@ -365,11 +381,18 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 		}, {
 			Name:  "project",
 			Usage: "apply a published result to local rows: (z - mean) W, written as CSV",
+			Description: `Writes one CSV row per input row: component_1,...,component_k and, when the
+schema has classes, the row's label. With --plots DIR also the scree plot and the
+scatter of these rows on the first two components. Costs no privacy budget.
+
+  fedpca owner project --result result.json --schema wdbc.schema.json --data hospital-a.csv \
+    --out projected.csv --plots figures/`,
 			Flags: []cli.Flag{
 				reqStr("result", "the result document (result.json)"),
 				reqStr("schema", "the dataset's schema file"),
 				reqStr("data", "the rows to project (CSV)"),
 				strFlag("out", "-", "output CSV file (- for standard output)"),
+				plotsFlag(),
 			},
 			Action: func(_ context.Context, cmd *cli.Command) error {
 				sch, err := loadSchema(cmd.String("schema"))
@@ -392,11 +415,31 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 					}
 					defer out.Close()
 				}
-				n, err := job.ProjectCSV(res, sch, in, out)
+				var coords []float64
+				var labels []string
+				var each func([]float64, string)
+				if cmd.String("plots") != "" {
+					each = func(c []float64, class string) {
+						coords = append(coords, c...)
+						labels = append(labels, class)
+					}
+				}
+				n, err := job.ProjectCSV(res, sch, in, out, each)
 				if err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "projected %d rows on %d components\n", n, len(res.Components.Eigenvalues))
+				k := len(res.Components.Eigenvalues)
+				fmt.Fprintf(os.Stderr, "projected %d rows on %d components\n", n, k)
+				if dir := cmd.String("plots"); dir != "" {
+					var rows *mat.Dense
+					if n > 0 {
+						rows = mat.NewDense(n, k, coords)
+					}
+					if len(sch.Classes) == 0 {
+						labels = nil
+					}
+					return writePlots(os.Stderr, dir, res, rows, labels)
+				}
 				return nil
 			},
 		}},

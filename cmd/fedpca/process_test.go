@@ -233,7 +233,7 @@ func TestProcesses(t *testing.T) {
 	defer cancel()
 	run := exec.CommandContext(ctx, binary, "user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy,
 		"--schema", d.schema, "--owners", strings.Join(d.owners, ","), "--analysis", "dca", "--epsilon", "1", "--plan", "servers",
-		"--tolerate", "1", "--out", out, "--publish")
+		"--tolerate", "1", "--out", out, "--publish", "--plots", filepath.Join(d.dir, "plots"))
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
 	// The committee may still be in its ceremony: retry until the proxy has a key.
@@ -252,6 +252,16 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("user run: %v\nstdout:\n%s\nstderr:\n%s", err, stdout.String(), stderr.String())
 	}
 	t.Logf("user run:\n%s%s", stderr.String(), stdout.String())
+	// Off a terminal: one line per change of the job, no progress bar.
+	if !strings.Contains(stderr.String(), "3/3 owners uploaded") || strings.ContainsAny(stderr.String(), "\r█") {
+		t.Errorf("user run's progress on a pipe:\n%s", stderr.String())
+	}
+	// One discriminant component (two classes): a scree plot, no scatter.
+	for _, f := range []string{"wdbc-dca-scree.svg", "wdbc-dca-scree.png"} {
+		if _, err := os.Stat(filepath.Join(d.dir, "plots", f)); err != nil {
+			t.Errorf("user run --plots: %v", err)
+		}
+	}
 	res, err := user.LoadResult(filepath.Join(out, user.ResultFile))
 	if err != nil {
 		t.Fatal(err)
@@ -279,9 +289,17 @@ func TestProcesses(t *testing.T) {
 		t.Fatalf("owner published: %v\n%s", err, b)
 	}
 	proj := exec.Command(binary, "owner", "project", "--result", pub, "--schema", d.schema,
-		"--data", d.csvs[d.owners[0]], "--out", filepath.Join(d.dir, "proj.csv"))
-	if b, err := proj.CombinedOutput(); err != nil {
+		"--data", d.csvs[d.owners[0]], "--out", filepath.Join(d.dir, "proj.csv"), "--plots", filepath.Join(d.dir, "owner-plots"))
+	if b, err := proj.CombinedOutput(); err != nil || !strings.Contains(string(b), "no scatter: the dca result has 1 component") {
 		t.Fatalf("owner project: %v\n%s", err, b)
+	}
+	rows, _ := os.ReadFile(d.csvs[d.owners[0]])
+	projected, err := os.ReadFile(filepath.Join(d.dir, "proj.csv"))
+	if err != nil || !strings.HasPrefix(string(projected), "component_1,label\n") || strings.Count(string(projected), "\n") != strings.Count(string(rows), "\n") {
+		t.Fatalf("owner project wrote (%v):\n%.200s", err, projected)
+	}
+	if _, err := os.Stat(filepath.Join(d.dir, "owner-plots", "wdbc-dca-scree.png")); err != nil {
+		t.Errorf("owner project --plots: %v", err)
 	}
 	// Each active member keeps an audit record of the switch.
 	switched := 0

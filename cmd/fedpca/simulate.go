@@ -8,41 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
-	"github.com/mattn/go-isatty"
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v3"
 
 	"github.com/fedpca/fedpca/datasets"
-	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/user"
 )
-
-// progress shows a job's uploads on a terminal and stays quiet otherwise.
-type progress struct {
-	bar *progressbar.ProgressBar
-}
-
-func newProgress(total int, what string) *progress {
-	visible := isatty.IsTerminal(os.Stderr.Fd()) || isatty.IsCygwinTerminal(os.Stderr.Fd())
-	return &progress{bar: progressbar.NewOptions(total, progressbar.OptionSetWriter(os.Stderr), progressbar.OptionSetVisibility(visible),
-		progressbar.OptionSetDescription(what), progressbar.OptionShowCount(), progressbar.OptionSetElapsedTime(true),
-		progressbar.OptionClearOnFinish(), progressbar.OptionThrottle(100*time.Millisecond))}
-}
-
-// update follows a job's status: the bar counts uploads, the description
-// says the phase.
-func (p *progress) update(s *fedpcav1.JobStatus) {
-	state := strings.ToLower(strings.TrimPrefix(s.GetState().String(), "JOB_STATE_"))
-	p.bar.Describe(fmt.Sprintf("%-9s", state))
-	_ = p.bar.Set(int(s.GetOwnersUploaded()))
-}
-
-func (p *progress) done() { _ = p.bar.Finish() }
 
 func simulateFlags() []cli.Flag {
 	return []cli.Flag{
@@ -66,6 +41,8 @@ func simulateFlags() []cli.Flag {
 		strFlag("transport", "memory", "memory (bufconn) or tcp (loopback)"),
 		boolFlag("insecure", "no TLS between the simulated nodes (faster; the default uses real mutual TLS)"),
 		strFlag("json", "", "write the JSON report to this file"),
+		strFlag("out", "", "directory for the result's files, as `user run` writes them (result.json, components.csv/.npy, ...)"),
+		plotsFlag(),
 		boolFlag("components", "print the components"),
 		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (default: 50 ms, longer with many owners)", Sources: env("poll")},
 		strFlag("log-level", "off", "log level of the simulated nodes"),
@@ -88,7 +65,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 
   fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json`,
 		Flags: simulateFlags(),
-		Commands: []*cli.Command{{
+		Commands: []*cli.Command{chaosCommand(), {
 			Name:   "farm",
 			Usage:  "run many owners in this process (started by simulate --owner-farms)",
 			Hidden: true,
@@ -106,23 +83,38 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 			},
 		}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			opts, err := jobOptions(cmd)
+			if err != nil {
+				return err
+			}
+			if err := checkPlots(cmd, opts.Analysis); err != nil {
+				return err
+			}
 			sm, name, err := newSimulator(ctx, cmd)
 			if err != nil {
 				return err
 			}
 			defer sm.Close()
-			opts, err := jobOptions(cmd)
-			if err != nil {
-				return err
-			}
 			p := newProgress(cmd.Int("owners"), "uploads")
-			opts.Progress = p.update
+			opts.Progress = p.job
 			rep, err := sm.Run(ctx, opts)
 			p.done()
 			if err != nil {
 				return err
 			}
 			rep.WriteText(os.Stdout, cmd.Bool("components"))
+			if dir := cmd.String("out"); dir != "" {
+				paths, err := user.WriteOutputs(dir, rep.Result)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("\nwrote %s\n", strings.Join(paths, ", "))
+			}
+			if dir := cmd.String("plots"); dir != "" {
+				if err := simPlots(sm, dir, rep.Result); err != nil {
+					return err
+				}
+			}
 			if path := cmd.String("json"); path != "" {
 				b, err := json.MarshalIndent(rep, "", "  ")
 				if err != nil {
@@ -164,8 +156,16 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	if tr := cmd.String("transport"); tr != "memory" && tr != "tcp" {
 		return nil, "", fmt.Errorf("--transport %q: want memory or tcp", tr)
 	}
-	sm, err := sim.NewSimulator(ctx, s)
+	sm, err := startSimulator(ctx, s)
 	return sm, name, err
+}
+
+// startSimulator starts a simulated deployment, with a spinner on a
+// terminal (the key ceremony and the owners take a while).
+func startSimulator(ctx context.Context, s sim.Simulation) (*sim.Simulator, error) {
+	p := newProgress(-1, "starting the deployment (certificates, key ceremony, owners)")
+	defer p.done()
+	return sim.NewSimulator(ctx, s)
 }
 
 func simData(path, bundled, synthetic string, seed uint64) ([]byte, string, error) {
@@ -211,4 +211,74 @@ func jobOptions(cmd *cli.Command) (sim.JobOptions, error) {
 		return o, fmt.Errorf("--analysis %q: want pca, dca, lda or scatter", o.Analysis)
 	}
 	return o, nil
+}
+
+func chaosCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "chaos",
+		Usage: "run many jobs under random faults and check the invariants",
+		Description: `Runs --jobs jobs in episodes of --jobs-per-episode, each episode a fresh simulated
+deployment (a bundled dataset split among 3-5 owners, a committee of 1 or 2-of-3,
+in-memory or TCP transport, and in every fourth episode the proxy as a separate
+process). Every job gets random faults from the seed: dropped, delayed and
+duplicated messages; crashes and restarts of the proxy (SIGKILL for the process),
+a committee member or an owner at random points; the proxy cut from the committee,
+an owner or the user cut from the proxy for a while. After every job it checks the
+invariants (no acknowledged upload lost, noise-off results exact, no budget
+overspent, no job stuck, state consistent after restart, ...) and prints them
+with their checks and violations. It exits non-zero on any violation; each one is
+reproduced with the command it prints.
+
+  fedpca simulate chaos --seed 1 --jobs 200`,
+		Flags: []cli.Flag{
+			&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of everything random but the DP noise and the keys", Sources: env("seed")},
+			intFlag("jobs", 200, "jobs to run"),
+			intFlag("jobs-per-episode", 10, "jobs on one deployment"),
+			intFlag("parallel", 2, "episodes run at once"),
+			&cli.IntSliceFlag{Name: "episode", Usage: "run only this episode (repeat; reproduces a violation)"},
+			boolFlag("no-processes", "never run the proxy as a separate process"),
+			strFlag("dir", "", "keep the deployments (certificates, state, logs) here"),
+			strFlag("json", "", "write the JSON report to this file"),
+			strFlag("log-level", "off", "log level of the simulated nodes (to stderr)"),
+			boolFlag("quiet", "no line per job"),
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			cfg := sim.ChaosConfig{Seed: cmd.Uint64("seed"), Jobs: cmd.Int("jobs"), JobsPerEpisode: cmd.Int("jobs-per-episode"),
+				Episodes: cmd.IntSlice("episode"), Parallel: cmd.Int("parallel"), Dir: cmd.String("dir"), Progress: os.Stdout}
+			if cmd.Bool("quiet") {
+				cfg.Progress = nil
+			}
+			if lvl := cmd.String("log-level"); lvl != "off" {
+				cfg.Logger = hclog.New(&hclog.LoggerOptions{Name: "chaos", Level: hclog.LevelFromString(lvl), Output: os.Stderr})
+			}
+			if !cmd.Bool("no-processes") {
+				bin, err := os.Executable()
+				if err != nil {
+					return err
+				}
+				cfg.Binary = bin
+			}
+			rep, err := sim.RunChaos(ctx, cfg)
+			if rep != nil {
+				fmt.Println()
+				rep.WriteText(os.Stdout)
+				if path := cmd.String("json"); path != "" {
+					b, jerr := json.MarshalIndent(rep, "", "  ")
+					if jerr != nil {
+						return jerr
+					}
+					if jerr := os.WriteFile(path, append(b, '\n'), 0o644); jerr != nil {
+						return jerr
+					}
+				}
+			}
+			if err != nil {
+				return err
+			}
+			if !rep.OK() {
+				return fmt.Errorf("%d invariant violations", len(rep.Violations))
+			}
+			return nil
+		},
+	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/user"
 )
@@ -124,16 +123,7 @@ as a job, on all the rows at once, without encryption or noise. A job run with
 			}
 			defer f.Close()
 			spec := &job.Spec{Analysis: cmd.String("analysis"), K: cmd.Int("k"), MaxRows: math.MaxInt32}
-			acc, err := job.ReadStatistics(spec, sch, f)
-			if err != nil {
-				return err
-			}
-			rel, err := statsRelease(spec, sch, acc.Pack())
-			if err != nil {
-				return err
-			}
-			res, err := job.AnalyzeRelease(job.Header{Dataset: sch.ID, SchemaHash: sch.HashHex(), Features: sch.FeatureNames(), Classes: sch.Classes},
-				spec.Analysis, spec.K, rel, nil, job.Privacy{NoNoise: true})
+			res, rows, err := job.Central(spec, sch, f)
 			if err != nil {
 				return err
 			}
@@ -141,7 +131,7 @@ as a job, on all the rows at once, without encryption or noise. A job run with
 			if err != nil {
 				return err
 			}
-			fmt.Printf("non-private %s of %d rows: eigenvalues %v\nwrote %s\n", spec.Analysis, acc.Rows(), fmtFloats(res.Components.Eigenvalues), strings.Join(paths, ", "))
+			fmt.Printf("non-private %s of %d rows: eigenvalues %v\nwrote %s\n", spec.Analysis, rows, fmtFloats(res.Components.Eigenvalues), strings.Join(paths, ", "))
 			return nil
 		},
 	}
@@ -220,12 +210,4 @@ func compareResults(a, b *job.Result) (float64, error) {
 		}
 	}
 	return worst, nil
-}
-
-func statsRelease(s *job.Spec, sch *schema.Schema, vec []int64) (*stats.Release, error) {
-	l, err := s.Layout(sch)
-	if err != nil {
-		return nil, err
-	}
-	return stats.Unpack(l, sch.Bits, vec)
 }

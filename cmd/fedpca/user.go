@@ -50,7 +50,9 @@ func userCommand() *cli.Command {
     --analysis pca --k 5 --epsilon 1 --out out/
 
 Writes OUT/result.json (components, privacy accounting with the collusion table,
-and the noisy release), OUT/components.csv and OUT/release.json.`,
+and the noisy release), OUT/components.csv, OUT/components.npy, OUT/mean.npy,
+OUT/eigenvalues.npy and OUT/release.json; with --plots DIR also the scree plot.
+On a terminal a progress bar follows the uploads and the key switch.`,
 			Flags: append([]cli.Flag{
 				strFlag("certs", "", "the user's credentials directory"),
 				boolFlag("insecure", "plaintext (local tests only)"),
@@ -71,8 +73,9 @@ and the noisy release), OUT/components.csv and OUT/release.json.`,
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-rows", Value: 1_000_000, Usage: "upper bound on the total rows (overflow check)", Sources: env("max-rows")},
 				strFlag("out", "out", "directory for the outputs"),
+				plotsFlag(),
 				boolFlag("publish", "publish the result document for the owners"),
-				boolFlag("quiet", "no progress lines"),
+				boolFlag("quiet", "no progress display (a bar on a terminal, one line per change otherwise)"),
 			}, logFlags()...),
 			Action: runUser,
 		}, {
@@ -83,8 +86,12 @@ and the noisy release), OUT/components.csv and OUT/release.json.`,
 				strFlag("analysis", "pca", "pca, dca, lda or scatter"),
 				intFlag("k", 5, "components wanted (0: all)"),
 				strFlag("out", "out", "directory for the outputs"),
+				plotsFlag(),
 			},
 			Action: func(_ context.Context, cmd *cli.Command) error {
+				if err := checkPlots(cmd, cmd.String("analysis")); err != nil {
+					return err
+				}
 				res, err := user.LoadResult(cmd.String("result"))
 				if err != nil {
 					return err
@@ -93,13 +100,7 @@ and the noisy release), OUT/components.csv and OUT/release.json.`,
 				if err != nil {
 					return err
 				}
-				paths, err := user.WriteOutputs(cmd.String("out"), again)
-				if err != nil {
-					return err
-				}
-				printSummary(again)
-				fmt.Printf("wrote %s\n", strings.Join(paths, ", "))
-				return nil
+				return writeResult(cmd, again)
 			},
 		}},
 	}
@@ -117,6 +118,9 @@ func parseSplit(s string) (dp.Split, error) {
 }
 
 func runUser(ctx context.Context, cmd *cli.Command) error {
+	if err := checkPlots(cmd, cmd.String("analysis")); err != nil {
+		return err
+	}
 	log := logger(cmd, "user")
 	d, err := dialer(cmd, transport.RoleUser, log)
 	if err != nil {
@@ -166,14 +170,22 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID(), spec.Analysis, spec.Dataset, len(spec.Owners), spec.Deadline.Format(time.RFC3339))
+	// On a terminal a bar; otherwise (logs) one line per change.
+	var bar *progress
+	if !cmd.Bool("quiet") {
+		bar = newProgress(len(spec.Owners), "uploads")
+	}
+	lines := !cmd.Bool("quiet") && !stderrIsTerminal()
 	var last string
 	st, err := c.Wait(ctx, spec.ID(), func(s *fedpcav1.JobStatus) {
+		bar.job(s)
 		line := progressLine(s)
-		if line != last && !cmd.Bool("quiet") {
+		if line != last && lines {
 			fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(start).Seconds(), line)
 		}
 		last = line
 	})
+	bar.done()
 	if err != nil {
 		return err
 	}
@@ -184,18 +196,27 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	paths, err := user.WriteOutputs(cmd.String("out"), res)
-	if err != nil {
-		return err
-	}
 	if cmd.Bool("publish") {
 		doc, _ := json.Marshal(res)
 		if err := c.Publish(ctx, res, doc); err != nil {
 			return fmt.Errorf("publish: %w", err)
 		}
 	}
+	return writeResult(cmd, res)
+}
+
+// writeResult writes a user's result files (and figures, with --plots) and
+// prints its summary.
+func writeResult(cmd *cli.Command, res *job.Result) error {
+	paths, err := user.WriteOutputs(cmd.String("out"), res)
+	if err != nil {
+		return err
+	}
 	printSummary(res)
 	fmt.Printf("wrote %s\n", strings.Join(paths, ", "))
+	if dir := cmd.String("plots"); dir != "" {
+		return writePlots(os.Stdout, dir, res, nil, nil)
+	}
 	return nil
 }
 

@@ -736,12 +736,19 @@ func TestSignConventionTies(t *testing.T) {
 	}
 }
 
-func TestComponentsJSONRoundTrip(t *testing.T) {
+// sampleComponents returns a PCA, a DCA and an LDA result of random moments.
+func sampleComponents() []*Components {
 	m := randomMoments(13, 300, 5, 3)
 	pca, _ := PCA(m, 2)
 	dca, _ := DCA(m, Options{RhoPrime: 0.001})
 	lda, _ := LDA(m, Options{})
-	for _, c := range []*Components{pca, dca, lda} {
+	return []*Components{pca, dca, lda}
+}
+
+func TestComponentsJSONRoundTrip(t *testing.T) {
+	all := sampleComponents()
+	pca := all[0]
+	for _, c := range all {
 		b, err := json.Marshal(c)
 		if err != nil {
 			t.Fatal(err)

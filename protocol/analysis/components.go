@@ -128,8 +128,9 @@ func (c *Components) ProjectBatch(z *mat.Dense) *mat.Dense {
 	return &out
 }
 
-type componentsJSON struct {
-	Analysis               string      `json:"analysis"`
+// Fields are the JSON fields of Components other than "analysis", for
+// documents that carry the analysis name themselves (a job's result).
+type Fields struct {
 	Mean                   []float64   `json:"mean"`
 	W                      [][]float64 `json:"components"`
 	Eigenvalues            []float64   `json:"eigenvalues"`
@@ -140,14 +141,17 @@ type componentsJSON struct {
 	Unit                   [][]float64 `json:"unit_components,omitempty"`
 }
 
-// MarshalJSON encodes c (see the type's doc for the layout). It fails if c is inconsistent. It has
-// a value receiver so that a Components embedded by value in a larger result also encodes.
-func (c Components) MarshalJSON() ([]byte, error) {
+type componentsJSON struct {
+	Analysis string `json:"analysis"`
+	Fields
+}
+
+// Fields returns c's JSON fields. It fails if c is inconsistent.
+func (c *Components) Fields() (*Fields, error) {
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("marshal: %w", err)
 	}
-	return json.Marshal(componentsJSON{
-		Analysis:               c.Analysis,
+	return &Fields{
 		Mean:                   c.Mean,
 		W:                      denseToRows(c.W),
 		Eigenvalues:            c.Eigenvalues,
@@ -156,7 +160,47 @@ func (c Components) MarshalJSON() ([]byte, error) {
 		Rho:                    c.Rho,
 		RhoPrime:               c.RhoPrime,
 		Unit:                   denseToRows(c.Unit),
-	})
+	}, nil
+}
+
+// FromFields rebuilds the components of an analysis from their JSON fields
+// and validates them.
+func FromFields(name string, f *Fields) (*Components, error) {
+	w, err := rowsToDense("components", f.W)
+	if err != nil {
+		return nil, fmt.Errorf("unmarshal components: %w", err)
+	}
+	var unit *mat.Dense
+	if f.Unit != nil {
+		if unit, err = rowsToDense("unit_components", f.Unit); err != nil {
+			return nil, fmt.Errorf("unmarshal components: %w", err)
+		}
+	}
+	c := &Components{
+		Analysis:               name,
+		Mean:                   f.Mean,
+		W:                      w,
+		Eigenvalues:            f.Eigenvalues,
+		AllEigenvalues:         f.AllEigenvalues,
+		ExplainedVarianceRatio: f.ExplainedVarianceRatio,
+		Rho:                    f.Rho,
+		RhoPrime:               f.RhoPrime,
+		Unit:                   unit,
+	}
+	if err := c.Validate(); err != nil {
+		return nil, fmt.Errorf("unmarshal: %w", err)
+	}
+	return c, nil
+}
+
+// MarshalJSON encodes c (see the type's doc for the layout). It fails if c is inconsistent. It has
+// a value receiver so that a Components embedded by value in a larger result also encodes.
+func (c Components) MarshalJSON() ([]byte, error) {
+	f, err := c.Fields()
+	if err != nil {
+		return nil, err
+	}
+	return json.Marshal(componentsJSON{Analysis: c.Analysis, Fields: *f})
 }
 
 // UnmarshalJSON decodes and validates c; on error c is left unchanged.
@@ -165,31 +209,11 @@ func (c *Components) UnmarshalJSON(b []byte) error {
 	if err := json.Unmarshal(b, &j); err != nil {
 		return fmt.Errorf("unmarshal components: %w", err)
 	}
-	w, err := rowsToDense("components", j.W)
+	out, err := FromFields(j.Analysis, &j.Fields)
 	if err != nil {
-		return fmt.Errorf("unmarshal components: %w", err)
+		return err
 	}
-	var unit *mat.Dense
-	if j.Unit != nil {
-		if unit, err = rowsToDense("unit_components", j.Unit); err != nil {
-			return fmt.Errorf("unmarshal components: %w", err)
-		}
-	}
-	out := Components{
-		Analysis:               j.Analysis,
-		Mean:                   j.Mean,
-		W:                      w,
-		Eigenvalues:            j.Eigenvalues,
-		AllEigenvalues:         j.AllEigenvalues,
-		ExplainedVarianceRatio: j.ExplainedVarianceRatio,
-		Rho:                    j.Rho,
-		RhoPrime:               j.RhoPrime,
-		Unit:                   unit,
-	}
-	if err := out.Validate(); err != nil {
-		return fmt.Errorf("unmarshal: %w", err)
-	}
-	*c = out
+	*c = *out
 	return nil
 }
 

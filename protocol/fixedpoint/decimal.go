@@ -3,6 +3,7 @@ package fixedpoint
 import (
 	"errors"
 	"fmt"
+	"math"
 	"math/big"
 	"strconv"
 	"strings"
@@ -186,6 +187,25 @@ func ParseDecimal(s string) (Decimal, error) {
 		return Decimal{}, err
 	}
 	return p.decimal()
+}
+
+// ParseFloat parses decimal text with exactly the syntax and limits of
+// Quantizer.Quantize and returns the nearest float64. Code that computes
+// public parameters from cells in floating point (schema inference) uses it
+// so that it accepts exactly the cells the row map accepts.
+func ParseFloat(s string) (float64, error) {
+	p, err := parseParts(s)
+	if err != nil {
+		return 0, err
+	}
+	if err := p.checkExponent(s); err != nil {
+		return 0, err
+	}
+	f, err := strconv.ParseFloat(strings.Trim(s, " \t"), 64)
+	if err != nil || math.IsInf(f, 0) {
+		return 0, fmt.Errorf("%q is out of the float64 range: %w", s, ErrSyntax)
+	}
+	return f, nil
 }
 
 // MustDecimal is ParseDecimal for constants in code and tests; it panics on

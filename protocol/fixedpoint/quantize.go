@@ -72,8 +72,8 @@ func (q *Quantizer) Quantize(x string, sc *Scratch) (int64, error) {
 	if err != nil {
 		return 0, err
 	}
-	if p.exp > maxExponent || p.exp < -maxExponent-maxDigits {
-		return 0, fmt.Errorf("%q: exponent out of range: %w", x, ErrSyntax)
+	if err := p.checkExponent(x); err != nil {
+		return 0, err
 	}
 	m := &sc.m
 	if p.big != nil {
@@ -154,4 +154,13 @@ func Bound(c Decimal, bits uint) (int64, error) {
 		return 0, fmt.Errorf("clip bound floor(2^%d * %s) must be in [1, 2^53)", bits, c)
 	}
 	return num.Int64(), nil
+}
+
+// checkExponent bounds the exponent of a cell, bounding the work of
+// quantizing it.
+func (p decimalParts) checkExponent(x string) error {
+	if p.exp > maxExponent || p.exp < -maxExponent-maxDigits {
+		return fmt.Errorf("%q: exponent out of range: %w", x, ErrSyntax)
+	}
+	return nil
 }

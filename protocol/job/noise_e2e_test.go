@@ -89,6 +89,26 @@ func TestEndToEndWithNoise(t *testing.T) {
 			if string(b) != string(b2) {
 				t.Error("result JSON does not round-trip")
 			}
+			// The components' fields sit at the top of the document
+			// (PROTOCOL.md section 7), next to the privacy accounting.
+			var doc map[string]json.RawMessage
+			_ = json.Unmarshal(b, &doc)
+			var priv map[string]json.RawMessage
+			_ = json.Unmarshal(doc["privacy"], &priv)
+			keys := []string{"job_id", "analysis", "features", "mean", "components", "eigenvalues", "all_eigenvalues", "privacy", "release"}
+			if res.Analysis == PCA {
+				keys = append(keys, "explained_variance_ratio")
+			}
+			for _, key := range keys {
+				if doc[key] == nil {
+					t.Errorf("result JSON has no top-level %q", key)
+				}
+			}
+			for _, key := range []string{"epsilon", "delta", "rho", "collusion"} {
+				if priv[key] == nil {
+					t.Errorf("result JSON has no privacy.%s", key)
+				}
+			}
 			// The saved release re-analyses to the same components (free).
 			rel, err := back.Release.Release()
 			if err != nil {

@@ -15,15 +15,17 @@ import (
 // through the schema's row map (quantized and clipped exactly as for the
 // statistics, then scaled back to data units) and is projected as
 // (z - mean) W. It writes a CSV with a header "component_1,...[,label]" and
-// returns the number of rows. Projection is post-processing of the release
-// and the owner's own data: it costs no privacy budget.
-func ProjectCSV(res *Result, sch *schema.Schema, in io.Reader, out io.Writer) (int, error) {
+// returns the number of rows. each, if not nil, also receives every
+// projected row (a slice of its own) and its class ("" without classes).
+// Projection is post-processing of the release and the owner's own data: it
+// costs no privacy budget.
+func ProjectCSV(res *Result, sch *schema.Schema, in io.Reader, out io.Writer, each func(coords []float64, class string)) (int, error) {
 	c := res.Components
 	if c == nil {
 		return 0, errors.New("project: the result has no components (analysis scatter)")
 	}
 	if res.SchemaHash != sch.HashHex() {
-		return 0, fmt.Errorf("project: result is for schema %s…, this schema is %s…", res.SchemaHash[:12], sch.HashHex()[:12])
+		return 0, fmt.Errorf("project: result is for schema %s…, this schema is %s…", abbrev(res.SchemaHash), sch.HashHex()[:12])
 	}
 	d, k := c.Dims()
 	if d != sch.D() {
@@ -60,11 +62,16 @@ func ProjectCSV(res *Result, sch *schema.Schema, in io.Reader, out io.Writer) (i
 		for i, x := range q {
 			z[i] = float64(x) * scale
 		}
-		for j, v := range c.Project(z) {
+		coords, label := c.Project(z), ""
+		for j, v := range coords {
 			rec[j] = strconv.FormatFloat(v, 'g', -1, 64)
 		}
 		if withLabel {
-			rec[k] = sch.Classes[class]
+			label = sch.Classes[class]
+			rec[k] = label
+		}
+		if each != nil {
+			each(coords, label)
 		}
 		if err := w.Write(rec); err != nil {
 			return n, err
@@ -73,4 +80,12 @@ func ProjectCSV(res *Result, sch *schema.Schema, in io.Reader, out io.Writer) (i
 	}
 	w.Flush()
 	return n, w.Error()
+}
+
+// abbrev shortens a hash for a message; s may be anything a file said.
+func abbrev(s string) string {
+	if len(s) > 12 {
+		return s[:12]
+	}
+	return s
 }

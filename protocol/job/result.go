@@ -1,8 +1,10 @@
 package job
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 
@@ -18,22 +20,79 @@ import (
 // section 7): the components and everything needed to interpret them, the
 // privacy accounting, and the noisy release itself, so that any other
 // analysis of it costs no new budget.
+//
+// JSON: the header fields (job_id ... noisy_n), then the components' fields
+// at the top level ("mean", "components" (d x k, row-major: components[i][j]
+// is entry i of component j), "eigenvalues", "all_eigenvalues",
+// "explained_variance_ratio" (PCA), "rho", "rho_prime", "unit_components"
+// (DCA/LDA); none for a scatter-only release), then "privacy", "he_params"
+// and "release".
 type Result struct {
+	JobID      string
+	Dataset    string
+	SchemaHash string
+	Analysis   string
+	Features   []string
+	Classes    []string
+	// Owners are the owners whose uploads are in the release.
+	Owners    []string
+	NumOwners int
+	// NoisyN is the (noisy) total number of rows.
+	NoisyN     float64
+	Components *analysis.Components
+	Privacy    Privacy
+	HEParams   string
+	Release    *ReleaseDoc
+}
+
+// resultJSON is Result's JSON layout (see Result).
+type resultJSON struct {
 	JobID      string   `json:"job_id"`
 	Dataset    string   `json:"dataset"`
 	SchemaHash string   `json:"schema_hash"`
 	Analysis   string   `json:"analysis"`
 	Features   []string `json:"features"`
 	Classes    []string `json:"classes,omitempty"`
-	// Owners are the owners whose uploads are in the release.
-	Owners    []string `json:"owners"`
-	NumOwners int      `json:"num_owners"`
-	// NoisyN is the (noisy) total number of rows.
-	NoisyN     float64              `json:"noisy_n"`
-	Components *analysis.Components `json:"components,omitempty"`
-	Privacy    Privacy              `json:"privacy"`
-	HEParams   string               `json:"he_params"`
-	Release    *ReleaseDoc          `json:"release"`
+	Owners     []string `json:"owners"`
+	NumOwners  int      `json:"num_owners"`
+	NoisyN     float64  `json:"noisy_n"`
+	*analysis.Fields
+	Privacy  Privacy     `json:"privacy"`
+	HEParams string      `json:"he_params"`
+	Release  *ReleaseDoc `json:"release"`
+}
+
+// MarshalJSON encodes the result (see Result for the layout).
+func (r Result) MarshalJSON() ([]byte, error) {
+	j := resultJSON{JobID: r.JobID, Dataset: r.Dataset, SchemaHash: r.SchemaHash, Analysis: r.Analysis, Features: r.Features,
+		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Privacy: r.Privacy, HEParams: r.HEParams, Release: r.Release}
+	if r.Components != nil {
+		f, err := r.Components.Fields()
+		if err != nil {
+			return nil, err
+		}
+		j.Fields = f
+	}
+	return json.Marshal(j)
+}
+
+// UnmarshalJSON decodes a result and validates its components.
+func (r *Result) UnmarshalJSON(b []byte) error {
+	var j resultJSON
+	if err := json.Unmarshal(b, &j); err != nil {
+		return err
+	}
+	out := Result{JobID: j.JobID, Dataset: j.Dataset, SchemaHash: j.SchemaHash, Analysis: j.Analysis, Features: j.Features,
+		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Privacy: j.Privacy, HEParams: j.HEParams, Release: j.Release}
+	if j.Fields != nil {
+		c, err := analysis.FromFields(j.Analysis, j.Fields)
+		if err != nil {
+			return err
+		}
+		out.Components = c
+	}
+	*r = out
+	return nil
 }
 
 // Privacy is the privacy accounting of a release.
@@ -168,6 +227,32 @@ type Header struct {
 // HeaderOf returns the header of a job's results.
 func HeaderOf(s *Spec, sch *schema.Schema, heParams string) Header {
 	return Header{JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, HEParams: heParams, Features: sch.FeatureNames(), Classes: sch.Classes}
+}
+
+// CentralHEParams is the he_params of a Central result: none were used.
+const CentralHEParams = "none (central, non-private)"
+
+// Central is the non-private result of a spec's analysis of the given rows
+// read in one place, without encryption or noise: what a job with no noise
+// on the same rows must equal. It also returns the number of rows.
+func Central(s *Spec, sch *schema.Schema, csv io.Reader) (*Result, int64, error) {
+	acc, err := ReadStatistics(s, sch, csv)
+	if err != nil {
+		return nil, 0, err
+	}
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, 0, err
+	}
+	rel, err := stats.Unpack(l, sch.Bits, acc.Pack())
+	if err != nil {
+		return nil, 0, err
+	}
+	// A document like a job's (so that it validates and compares), named by
+	// the spec's hash, with no HE parameters since nothing was encrypted.
+	h := Header{JobID: s.ID(), Dataset: sch.ID, SchemaHash: sch.HashHex(), HEParams: CentralHEParams, Features: sch.FeatureNames(), Classes: sch.Classes}
+	res, err := AnalyzeRelease(h, s.Analysis, s.K, rel, nil, Privacy{NoNoise: true})
+	return res, acc.Rows(), err
 }
 
 // Analyze runs the job's analysis on a release (post-processing, no privacy

@@ -119,6 +119,48 @@ var (
 // ValidID reports whether s is usable as an owner or dataset ID.
 func ValidID(s string) bool { return ident.MatchString(s) }
 
+// ValidJobID reports whether s has the form of a job ID (the hex SHA-256 of
+// a spec). Job IDs received from another party are checked with it before
+// use.
+func ValidJobID(s string) bool { return hexHash.MatchString(s) }
+
+// CheckIncluded checks the owners said to be included in a job's sum (by the
+// proxy, to a committee member or to the user): at least min_owners of them,
+// each one of the spec's owners, none twice.
+func (s *Spec) CheckIncluded(owners []string) error {
+	if len(owners) < s.MinOwners || len(owners) > len(s.Owners) {
+		return fmt.Errorf("owners: %d included, the spec needs %d to %d", len(owners), s.MinOwners, len(s.Owners))
+	}
+	seen := make(map[string]bool, len(owners))
+	for _, o := range owners {
+		if seen[o] {
+			return fmt.Errorf("owners: %q is included twice", o)
+		}
+		if _, found := slices.BinarySearch(s.Owners, o); !found {
+			return fmt.Errorf("owners: %q is not one of the spec's owners", o)
+		}
+		seen[o] = true
+	}
+	return nil
+}
+
+// CheckNoiseParties checks what the proxy tells the user about a result: the
+// included owners (CheckIncluded) and the committee members that switched it
+// (exactly the spec's threshold of them, valid and distinct IDs). The
+// privacy accounting of the release is computed from these names.
+func (s *Spec) CheckNoiseParties(owners, csps []string) error {
+	if err := s.CheckIncluded(owners); err != nil {
+		return err
+	}
+	if len(csps) != s.CommitteeThreshold {
+		return fmt.Errorf("csp members: %d switched the result, the spec's committee needs %d", len(csps), s.CommitteeThreshold)
+	}
+	if err := distinctNames(csps, ValidID); err != nil {
+		return fmt.Errorf("csp members: %w", err)
+	}
+	return nil
+}
+
 // Validate checks the spec on its own (Check adds the checks against the
 // schema and parameters). Errors name the field.
 func (s *Spec) Validate() error {

@@ -7,7 +7,6 @@ import (
 	"io"
 	"math"
 	"slices"
-	"strconv"
 
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
@@ -61,9 +60,9 @@ func Infer(r io.Reader, id, label string) (*Schema, error) {
 		line, _ := cr.FieldPos(0)
 		n++
 		for j, c := range featCols {
-			x, err := strconv.ParseFloat(rec[c], 64)
-			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
-				return nil, &RowError{Line: line, Column: header[c], Err: fmt.Errorf("%q is not a finite number", rec[c])}
+			x, err := fixedpoint.ParseFloat(rec[c])
+			if err != nil {
+				return nil, &RowError{Line: line, Column: header[c], Err: err}
 			}
 			delta := x - mean[j]
 			mean[j] += delta / n

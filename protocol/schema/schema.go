@@ -28,6 +28,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
@@ -101,6 +102,14 @@ func Parse(data []byte) (*Schema, error) {
 func (s *Schema) Validate() error {
 	if strings.TrimSpace(s.ID) == "" {
 		return fmt.Errorf("schema: id is empty")
+	}
+	// Names must survive the canonical JSON encoding unchanged (it writes
+	// invalid UTF-8 as U+FFFD), or the schema's hash would change when it
+	// is written and read back.
+	for _, n := range append(append([]string{s.ID, s.Label}, s.FeatureNames()...), s.Classes...) {
+		if !utf8.ValidString(n) {
+			return fmt.Errorf("schema %q: name %q is not valid UTF-8", s.ID, n)
+		}
 	}
 	if len(s.Features) == 0 {
 		return fmt.Errorf("schema %s: no features", s.ID)

@@ -1,0 +1,171 @@
+package owner
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// mustCreds issues in-memory credentials for an identity from ca.
+func mustCreds(tb testing.TB, ca *transport.CA, id transport.Identity) *transport.Credentials {
+	tb.Helper()
+	c, err := ca.Credentials(id, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
+
+// fuzzOwner is an owner (not running) serving dataset wdbc, and the schema.
+func fuzzOwner(f testing.TB, ca *transport.CA, p he.Params, dir string) (*Owner, *schema.Schema) {
+	sch, err := schema.Parse([]byte(`{"id":"wdbc","features":[{"name":"a","center":"1.5","scale":"2"},{"name":"b","center":"0","scale":"0.5"}],"label":"label","classes":["x","y"]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	o, err := New(Config{Dialer: transport.Dialer{Creds: mustCreds(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})},
+		ProxyAddr: "proxy:7000", Store: dir, Params: &p,
+		Datasets: []*Dataset{{Schema: sch, Epsilon: 10, Delta: 1e-6, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("a,b,label\n")), nil }}}})
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Cleanup(func() { o.db.Close() })
+	return o, sch
+}
+
+// FuzzTicket: the ticket of a job as the proxy hands it to an owner (spec,
+// user signature and certificate). The owner takes part only in a job whose
+// ID is its spec's hash, for a dataset it serves with exactly its schema,
+// signed by the user the spec names; anything else is declined with a
+// reason, never a panic.
+// ticketCase is a ticket and the reason an owner must give for declining it
+// ("" to take part).
+type ticketCase struct {
+	what   string
+	id     string
+	spec   []byte
+	sig    []byte
+	cert   []byte
+	reason string
+}
+
+// ticketCases returns an owner serving wdbc and tickets for it: a valid
+// one, one for another schema of the same dataset ID, one signed with a
+// certificate of the wrong role, one whose ID is not its spec's hash, one of
+// another dataset.
+func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ca, _ := transport.NewCA("fuzz CA", time.Hour)
+	o, sch := fuzzOwner(tb, ca, p, dir)
+	alice := mustCreds(tb, ca, transport.Identity{Role: transport.RoleUser, ID: "alice"})
+	proxyAsUser := mustCreds(tb, ca, transport.Identity{Role: transport.RoleProxy, ID: "alice"})
+	h := func(c string) string { return strings.Repeat(c, 64) }
+	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
+		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DiscriminantSplit,
+		Owners: []string{"hospital-a", "hospital-b"}, MinOwners: 1,
+		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 10_000,
+		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 1, CommitteeThreshold: 1,
+		CommitteeKey: h("c"), User: alice.Identity.String(), UserKey: h("d"), Nonce: "fuzz"}
+	sig, _ := spec.Sign(alice.Signer())
+	other := *spec
+	other.SchemaHash = h("e") // another schema for the same dataset ID
+	otherSig, _ := other.Sign(alice.Signer())
+	wrongRole, _ := spec.Sign(proxyAsUser.Signer())
+	mnist := bytes.Replace(spec.Canonical(), []byte(`"wdbc"`), []byte(`"mnist"`), 1)
+	return o, []ticketCase{
+		{"valid", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, ""},
+		{"another schema", other.ID(), other.Canonical(), otherSig, alice.Leaf.Raw, "schema hash eeeeeeeeeeee… differs from this owner's " + sch.HashHex()[:12] + "… for dataset wdbc"},
+		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, "signed by proxy/alice, which is not a user"},
+		{"ID of another spec", other.ID(), spec.Canonical(), sig, alice.Leaf.Raw, "the job ID is not the hash of its spec"},
+		{"another dataset", job.Fingerprint(mnist), mnist, sig, alice.Leaf.Raw, `does not serve dataset "mnist"`},
+		{"signature of another spec", spec.ID(), spec.Canonical(), otherSig, alice.Leaf.Raw, "signature does not verify"},
+	}
+}
+
+// TestCheckTicket: an owner declines, saying why, a job for another schema
+// of its dataset, a ticket signed with a certificate of the wrong role or
+// for another spec, an ID that is not the spec's.
+func TestCheckTicket(t *testing.T) {
+	o, cases := ticketCases(t, t.TempDir())
+	for _, tc := range cases {
+		s, _, reason := o.checkTicket(tc.id, &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert})
+		if (s != nil) != (tc.reason == "") || !strings.Contains(reason, tc.reason) {
+			t.Errorf("%s: took part %v, reason %q, want %q", tc.what, s != nil, reason, tc.reason)
+		}
+	}
+}
+
+func FuzzTicket(f *testing.F) {
+	o, cases := ticketCases(f, f.TempDir())
+	for _, tc := range cases {
+		f.Add(tc.id, tc.spec, tc.sig, tc.cert)
+	}
+	f.Add("short", cases[0].spec, cases[0].sig, cases[0].cert)
+	f.Fuzz(func(t *testing.T, id string, specB, sig, cert []byte) {
+		s, ds, reason := o.checkTicket(id, &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert})
+		if s == nil {
+			if reason == "" {
+				t.Fatal("declined without a reason")
+			}
+			return
+		}
+		if reason != "" || s.ID() != id || ds.Schema.HashHex() != s.SchemaHash || s.Dataset != ds.Schema.ID {
+			t.Fatalf("took part in job %q (%s): %q", id, s.ID(), reason)
+		}
+		if err := transport.VerifyTicket(o.cfg.Dialer.Creds, s, sig, cert); err != nil {
+			t.Fatalf("took part in a job not signed by its user: %v", err)
+		}
+	})
+}
+
+// FuzzStoreRecords: what an owner reads back from its store (ledger entries
+// and job notes). A torn or edited record is an error: it never makes budget
+// appear, never makes the owner read an unbounded number of ciphertexts.
+func FuzzStoreRecords(f *testing.F) {
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		f.Fatal(err)
+	}
+	ca, _ := transport.NewCA("fuzz CA", time.Hour)
+	o, _ := fuzzOwner(f, ca, p, f.TempDir())
+	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
+	e, _ := json.Marshal(entry{Job: strings.Repeat("ab", 32), Rho: 0.01, Epsilon: 1, Delta: 1e-6, State: Committed, At: at})
+	n, _ := json.Marshal(jobNote{State: PartUploading, Dataset: "wdbc", Blobs: 2, At: at})
+	f.Add(uint8(0), e)
+	f.Add(uint8(0), bytes.Replace(e, []byte(`"rho":0.01`), []byte(`"rho":-5`), 1))
+	f.Add(uint8(0), bytes.Replace(e, []byte(`committed`), []byte(`spent`), 1))
+	f.Add(uint8(1), n)
+	f.Add(uint8(1), bytes.Replace(n, []byte(`"blobs":2`), []byte(`"blobs":4611686018427387904`), 1))
+	f.Add(uint8(1), n[:10])
+	f.Fuzz(func(t *testing.T, mode uint8, v []byte) {
+		if mode%2 == 0 {
+			e, err := decodeEntry(v)
+			if err != nil {
+				return
+			}
+			if !(e.Rho >= 0) || e.Rho > 1e308 || e.Job == "" {
+				t.Fatalf("accepted entry %+v", e)
+			}
+			return
+		}
+		nt, err := o.decodeNote(v)
+		if err != nil {
+			return
+		}
+		if nt.Blobs < 0 || nt.Blobs > 1<<14 {
+			t.Fatalf("accepted note %+v", nt)
+		}
+	})
+}

@@ -1,0 +1,216 @@
+package job
+
+import (
+	"bytes"
+	"encoding/json"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+// fuzzSpec is a valid spec built from constants (no HE keys needed: the
+// fingerprints are only hex strings to the decoder).
+func fuzzSpec() *Spec {
+	h := func(c string) string { return strings.Repeat(c, 64) }
+	return &Spec{
+		Version: Version, Dataset: "wdbc", SchemaHash: h("a"), Analysis: DCA, K: 2,
+		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Tolerate: 1, Split: dp.DefaultSplit,
+		Owners: []string{"hospital-a", "hospital-b", "hospital-c"}, MinOwners: 2,
+		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 10_000,
+		HEParams: "bgv-logn13-t60-q61x45", HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
+		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "0123456789abcdef",
+	}
+}
+
+func FuzzParseSpec(f *testing.F) {
+	good := fuzzSpec().Canonical()
+	f.Add(good)
+	noNoise := fuzzSpec()
+	noNoise.NoNoise, noNoise.Epsilon = true, 0
+	f.Add(noNoise.Canonical())
+	f.Add(good[:len(good)/2])
+	f.Add(bytes.Replace(good, []byte(`"version":1`), []byte(`"version":2`), 1))
+	f.Add(bytes.Replace(good, []byte(`"owners":["hospital-a",`), []byte(`"owners":["hospital-b",`), 1))
+	f.Add(bytes.Replace(good, []byte(`"committee_threshold":2`), []byte(`"committee_threshold":4`), 1))
+	f.Add([]byte(`{"version":1}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		s, err := ParseSpec(b)
+		if err != nil {
+			if s != nil {
+				t.Fatal("a spec returned with an error")
+			}
+			return
+		}
+		if !bytes.Equal(s.Canonical(), b) {
+			t.Fatal("accepted a non-canonical spec")
+		}
+		if err := s.Validate(); err != nil {
+			t.Fatalf("accepted an invalid spec: %v", err)
+		}
+		if !ValidJobID(s.ID()) {
+			t.Fatalf("job ID %q", s.ID())
+		}
+		// What the daemons do next with an accepted spec must not panic.
+		_ = s.CheckIncluded(s.Owners)
+		_ = s.Plan().Validate()
+	})
+}
+
+// fuzzResults returns result documents made by the real code: a PCA, a DCA
+// and a scatter result of a small release, as WriteOutputs writes them.
+func fuzzResults(tb testing.TB) [][]byte {
+	tb.Helper()
+	l, err := stats.NewLayout(3, 2)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	const bits = 8
+	acc, err := stats.NewAccumulator(l, 1<<bits, bits)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for i := range 40 {
+		q := []int64{rng.Int64N(140) - 70, rng.Int64N(140) - 70, rng.Int64N(140) - 70}
+		if err := acc.Add(q, i%2); err != nil {
+			tb.Fatal(err)
+		}
+	}
+	rel, err := stats.Unpack(l, bits, acc.Pack())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	s := fuzzSpec()
+	h := Header{JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, HEParams: s.HEParams,
+		Features: []string{"f1", "f2", "f3"}, Classes: []string{"benign", "malignant"}}
+	pr := Privacy{Plan: dp.PlanServers, Tolerate: 1, Split: dp.DefaultSplit, Epsilon: 1, Delta: 1e-6, Rho: 0.01,
+		Collusion: []dp.Collusion{{With: "nobody", Rho: 0.005, Epsilon: 0.7}}}
+	var out [][]byte
+	for _, name := range []string{PCA, DCA, Scatter} {
+		res, err := AnalyzeRelease(h, name, 2, rel, []string{"hospital-a", "hospital-c"}, pr)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		b, err := json.MarshalIndent(res, "", "  ")
+		if err != nil {
+			tb.Fatal(err)
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+func FuzzParseResult(f *testing.F) {
+	docs := fuzzResults(f)
+	for _, b := range docs {
+		f.Add(b)
+	}
+	pca := docs[0]
+	f.Add(pca[:len(pca)-40])
+	f.Add(bytes.Replace(pca, []byte(`"d": 3`), []byte(`"d": 4`), 1))
+	f.Add(bytes.Replace(pca, []byte(`"k": 2`), []byte(`"k": 1`), 1))
+	f.Add(bytes.Replace(pca, []byte(`"schema_hash": "aaaa`), []byte(`"schema_hash": "`), 1))
+	f.Add(bytes.Replace(pca, []byte(`"analysis": "pca"`), []byte(`"analysis": "dca"`), 1))
+	f.Add([]byte(`{"job_id":"x","release":{"d":1,"k":1,"bits":0,"r":[1],"v":[1],"n":[1]}}`))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		res, err := ParseResult(b)
+		if err != nil {
+			if res != nil {
+				t.Fatal("a result returned with an error")
+			}
+			return
+		}
+		// Accepted: it re-encodes to a document that parses to the same
+		// encoding, and what readers do with it does not panic.
+		enc, err := json.Marshal(res)
+		if err != nil {
+			t.Fatalf("accepted result does not encode: %v", err)
+		}
+		again, err := ParseResult(enc)
+		if err != nil {
+			t.Fatalf("re-encoded result does not parse: %v", err)
+		}
+		enc2, _ := json.Marshal(again)
+		if !bytes.Equal(enc, enc2) {
+			t.Fatalf("round trip changed the document:\n%s\n%s", enc, enc2)
+		}
+		rel, err := res.Release.Release()
+		if err != nil {
+			t.Fatalf("validated release: %v", err)
+		}
+		if c := res.Components; c != nil {
+			d, _ := c.Dims()
+			_ = c.Project(make([]float64, d))
+		}
+		if rel.Layout.Len() <= 64 {
+			_, _ = Reanalyze(res, PCA, 1)
+		}
+	})
+}
+
+// TestParseResult: the documents the real code writes parse, and broken ones
+// are refused naming the field.
+func TestParseResult(t *testing.T) {
+	docs := fuzzResults(t)
+	for _, b := range docs {
+		if _, err := ParseResult(b); err != nil {
+			t.Fatalf("%v\n%s", err, b)
+		}
+	}
+	pca := docs[0]
+	for what, c := range map[string]struct{ from, to, msg string }{
+		"short schema hash":     {`"schema_hash": "aaaa`, `"schema_hash": "`, "schema_hash"},
+		"release of another d":  {`"d": 3`, `"d": 4`, "release: block lengths"},
+		"components of another": {`"analysis": "pca"`, `"analysis": "dca"`, "components"},
+		"trailing data":         {"\n}", "\n} {}", "invalid character"},
+		"owner count":           {`"num_owners": 2`, `"num_owners": 3`, "num_owners"},
+		"repeated owner":        {`"hospital-c"`, `"hospital-a"`, "owners"},
+	} {
+		b := bytes.Replace(pca, []byte(c.from), []byte(c.to), 1)
+		if bytes.Equal(b, pca) {
+			t.Fatalf("%s: %q not in the document", what, c.from)
+		}
+		if _, err := ParseResult(b); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want an error containing %q", what, err, c.msg)
+		}
+	}
+}
+
+func FuzzCheckNoiseParties(f *testing.F) {
+	s := fuzzSpec()
+	f.Add("hospital-a,hospital-b", "csp-1,csp-2")
+	f.Add("hospital-a,hospital-b,hospital-c", "csp-1,csp-3")
+	f.Add("hospital-a", "csp-1,csp-2")
+	f.Add("hospital-a,hospital-a", "csp-1,csp-2")
+	f.Add("hospital-a,hospital-z", "csp-1,csp-2")
+	f.Add("hospital-a,hospital-b", "csp-1,csp-1")
+	f.Add("hospital-a,hospital-b", "csp-1,")
+	f.Fuzz(func(t *testing.T, owners, csps string) {
+		os, cs := strings.Split(owners, ","), strings.Split(csps, ",")
+		err := s.CheckNoiseParties(os, cs)
+		if err != nil {
+			return
+		}
+		if len(os) < s.MinOwners || len(cs) != s.CommitteeThreshold {
+			t.Fatalf("accepted %d owners and %d members", len(os), len(cs))
+		}
+		sorted := slices.Sorted(slices.Values(os))
+		if len(slices.Compact(sorted)) != len(os) {
+			t.Fatal("accepted a repeated owner")
+		}
+		for _, o := range os {
+			if !slices.Contains(s.Owners, o) {
+				t.Fatalf("accepted owner %q", o)
+			}
+		}
+		// The accounting the user computes from them must work.
+		if _, err := s.Plan().Shares(os, cs); err != nil {
+			t.Fatalf("shares of accepted parties: %v", err)
+		}
+	})
+}

@@ -1,0 +1,115 @@
+package job
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+)
+
+// MaxResultBytes bounds an encoded result document (the release dominates:
+// d(d+1)/2 + K(d+1) integers).
+const MaxResultBytes = 64 << 20
+
+// ParseResult decodes a result document (result.json, or one a user
+// published through the proxy) and validates it (Validate), so that
+// everything that reads it afterwards (re-analysis, projection) can rely on
+// its shape.
+func ParseResult(b []byte) (*Result, error) {
+	if len(b) > MaxResultBytes {
+		return nil, fmt.Errorf("result: %d bytes exceed %d", len(b), MaxResultBytes)
+	}
+	var r Result
+	if err := json.Unmarshal(b, &r); err != nil {
+		return nil, fmt.Errorf("result: %w", err)
+	}
+	if err := r.Validate(); err != nil {
+		return nil, err
+	}
+	return &r, nil
+}
+
+// Validate checks that a result document is consistent: its identifiers are
+// well formed, the release has a valid layout, the feature and class names
+// match it, and the components (if any) are of the analysis and dimension
+// of the release. Errors name the field.
+func (r *Result) Validate() error {
+	bad := func(field, format string, args ...any) error {
+		return fmt.Errorf("result: %s: %s", field, fmt.Sprintf(format, args...))
+	}
+	if !ValidJobID(r.JobID) {
+		return bad("job_id", "want 64 lower-case hex digits")
+	}
+	if !ValidID(r.Dataset) {
+		return bad("dataset", "%q is not a valid id", r.Dataset)
+	}
+	if !hexHash.MatchString(r.SchemaHash) {
+		return bad("schema_hash", "want 64 lower-case hex digits")
+	}
+	if !slices.Contains([]string{PCA, DCA, LDA, Scatter}, r.Analysis) {
+		return bad("analysis", "%q, want pca, dca, lda or scatter", r.Analysis)
+	}
+	if r.HEParams == "" {
+		return bad("he_params", "missing")
+	}
+	if r.Release == nil {
+		return bad("release", "missing")
+	}
+	rel, err := r.Release.Release()
+	if err != nil {
+		return bad("release", "%v", err)
+	}
+	d, k := rel.Layout.D, rel.Layout.K
+	if len(r.Features) != d {
+		return bad("features", "%d names for d = %d", len(r.Features), d)
+	}
+	if err := distinctNames(r.Features, func(string) bool { return true }); err != nil {
+		return bad("features", "%v", err)
+	}
+	switch {
+	case k == 1 && len(r.Classes) != 0:
+		return bad("classes", "%d names for a release without classes", len(r.Classes))
+	case k > 1 && len(r.Classes) != k:
+		return bad("classes", "%d names for k = %d", len(r.Classes), k)
+	}
+	if err := distinctNames(r.Classes, func(string) bool { return true }); err != nil {
+		return bad("classes", "%v", err)
+	}
+	if err := distinctNames(r.Owners, ValidID); err != nil {
+		return bad("owners", "%v", err)
+	}
+	if r.NumOwners != len(r.Owners) {
+		return bad("num_owners", "%d, but %d owners are named", r.NumOwners, len(r.Owners))
+	}
+	if r.Privacy.Tolerate < 0 || !(r.Privacy.Delta >= 0 && r.Privacy.Delta < 1) {
+		return bad("privacy", "tolerate %d, delta %v out of range", r.Privacy.Tolerate, r.Privacy.Delta)
+	}
+	c := r.Components
+	switch {
+	case r.Analysis == Scatter && c != nil:
+		return bad("components", "present for analysis scatter")
+	case r.Analysis != Scatter && c == nil:
+		return bad("components", "missing for analysis %s", r.Analysis)
+	case c != nil && c.Analysis != r.Analysis:
+		return bad("components", "of analysis %s in a %s result", c.Analysis, r.Analysis)
+	case c != nil:
+		if cd, _ := c.Dims(); cd != d {
+			return bad("components", "of dimension %d for d = %d", cd, d)
+		}
+	}
+	return nil
+}
+
+// distinctNames checks that names are non-empty, distinct and valid.
+func distinctNames(names []string, valid func(string) bool) error {
+	seen := make(map[string]bool, len(names))
+	for _, n := range names {
+		if n == "" || !valid(n) {
+			return fmt.Errorf("%q is not a valid name", n)
+		}
+		if seen[n] {
+			return fmt.Errorf("%q appears twice", n)
+		}
+		seen[n] = true
+	}
+	return nil
+}

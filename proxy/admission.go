@@ -1,0 +1,94 @@
+package proxy
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sync/semaphore"
+)
+
+// maxLargeResponses bounds the results sent at once: many users asking at
+// once must not each hold a copy in memory.
+const maxLargeResponses = 16
+
+// admission decides when an upload's ciphertexts may be received: a
+// weighted semaphore over their bytes (Config.UploadMemory), a bounded queue
+// of owners waiting for room (Config.MaxWaiting), and, for those refused, a
+// retry hint sized from the queue and the recent time an upload takes. Safe
+// for concurrent use.
+type admission struct {
+	mem        *semaphore.Weighted
+	capacity   int64 // bytes
+	ctBytes    int64 // one encoded ciphertext
+	maxWaiting int64
+	queued     atomic.Int64 // uploads being received or waiting for room
+
+	mu      sync.Mutex
+	service time.Duration // moving average of an admitted upload's time
+}
+
+func newAdmission(capacity int64, maxWaiting int, ctBytes int) *admission {
+	return &admission{mem: semaphore.NewWeighted(capacity), capacity: capacity, ctBytes: int64(ctBytes),
+		maxWaiting: int64(maxWaiting), service: 50 * time.Millisecond}
+}
+
+// weight is what an upload of n ciphertexts holds while it is received: the
+// messages and their decoded copies (at most the whole capacity, so that
+// even the largest upload is received, alone).
+func (a *admission) weight(n int) int64 { return min(2*int64(n)*a.ctBytes, a.capacity) }
+
+// parallel is how many uploads of this weight are received together.
+func (a *admission) parallel(w int64) int64 { return max(1, a.capacity/w) }
+
+// enter waits for room to receive an upload of n ciphertexts, or refuses it
+// at once (a busyError) when too many already wait. release gives the room
+// back when the upload is folded in or failed.
+func (a *admission) enter(ctx context.Context, n int) (release func(), err error) {
+	w := a.weight(n)
+	if q := a.queued.Add(1); q > a.maxWaiting+a.parallel(w) {
+		a.queued.Add(-1)
+		return nil, busyError{queued: q - 1, after: a.hint(q, w)}
+	}
+	if err := a.mem.Acquire(ctx, w); err != nil {
+		a.queued.Add(-1)
+		return nil, err
+	}
+	start := time.Now()
+	return func() {
+		a.mem.Release(w)
+		a.queued.Add(-1)
+		a.observe(time.Since(start))
+	}, nil
+}
+
+// hint is when an owner refused with q uploads queued should come back:
+// about when the queue ahead of it has drained, between 100 ms and 30 s.
+func (a *admission) hint(q, w int64) time.Duration {
+	a.mu.Lock()
+	s := a.service
+	a.mu.Unlock()
+	d := time.Duration(q/a.parallel(w)+1) * s
+	return min(max(d, 100*time.Millisecond), 30*time.Second)
+}
+
+func (a *admission) observe(d time.Duration) {
+	a.mu.Lock()
+	a.service += (d - a.service) / 10
+	a.mu.Unlock()
+}
+
+// busyError refuses an upload because too many wait; toStatus sends the
+// hint as the status's google.rpc.RetryInfo.
+type busyError struct {
+	queued int64
+	after  time.Duration
+}
+
+func (e busyError) Error() string {
+	return fmt.Sprintf("%v (%d uploads in progress or waiting; retry in about %s)", ErrBusy, e.queued, e.after.Round(time.Millisecond))
+}
+
+func (e busyError) Unwrap() error { return ErrBusy }

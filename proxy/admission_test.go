@@ -1,0 +1,66 @@
+package proxy
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/fedpca/fedpca/transport"
+)
+
+func TestAdmission(t *testing.T) {
+	// Room for two one-ciphertext uploads (2 x 2 x 100 bytes), one waiting.
+	a := newAdmission(400, 1, 100)
+	ctx := context.Background()
+	r1, err := a.enter(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := a.enter(ctx, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A third waits for room; a fourth is refused at once with a hint.
+	entered := make(chan func())
+	go func() {
+		r3, err := a.enter(ctx, 1)
+		if err != nil {
+			t.Error(err)
+		}
+		entered <- r3
+	}()
+	for a.queued.Load() < 3 {
+		time.Sleep(time.Millisecond)
+	}
+	_, err = a.enter(ctx, 1)
+	var busy busyError
+	if !errors.As(err, &busy) || !errors.Is(err, ErrBusy) || busy.after < 100*time.Millisecond || busy.after > 30*time.Second {
+		t.Fatalf("fourth upload: %v, want busy with a hint", err)
+	}
+	st := status.Convert(toStatus(err))
+	if d, ok := transport.RetryDelay(st.Err()); st.Code() != codes.ResourceExhausted || !ok || d != busy.after {
+		t.Fatalf("status %v (retry delay %s, %v), want ResourceExhausted with %s", st, d, ok, busy.after)
+	}
+	r1()
+	r3 := <-entered
+	r2()
+	r3()
+	// An upload larger than the whole room is received alone.
+	r, err := a.enter(ctx, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctxShort, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+	defer cancel()
+	if _, err := a.enter(ctxShort, 1); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("while the large upload holds the room: %v", err)
+	}
+	r()
+	if a.queued.Load() != 0 {
+		t.Fatalf("queued %d after every release", a.queued.Load())
+	}
+}

@@ -1,0 +1,40 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"testing"
+	"time"
+)
+
+// TestChaosShort is a short run of the chaos suite (make chaos runs 200
+// jobs): 12 jobs on two deployments with random faults from a fixed seed,
+// every invariant checked after every job, zero violations.
+func TestChaosShort(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos: skipped with -short")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	rep, err := RunChaos(ctx, ChaosConfig{Seed: 20261123, Jobs: 12, JobsPerEpisode: 6, Parallel: 2, Dir: t.TempDir(), Progress: &progress, Logger: testLogger(t)})
+	t.Log("\n" + progress.String())
+	if rep != nil {
+		var out bytes.Buffer
+		rep.WriteText(&out)
+		t.Log("\n" + out.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Jobs != 12 || !rep.OK() {
+		t.Fatalf("%d jobs, %d violations", rep.Jobs, len(rep.Violations))
+	}
+	var faults int64
+	for _, n := range rep.Faults {
+		faults += n
+	}
+	if faults == 0 {
+		t.Fatal("no faults injected")
+	}
+}

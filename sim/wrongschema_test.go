@@ -1,0 +1,111 @@
+package sim
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/user"
+)
+
+// TestOwnerSharesForAnotherSchema: an owner that serves the job's dataset
+// under another schema (another center for one feature: another hash)
+// declines the job saying so, and spends no budget; an owner that uploads
+// statistics packed for another schema (130 features: two ciphertexts where
+// the job needs one) is refused naming the count. The job completes with the
+// two valid uploads and its release is exactly their sum.
+//
+// Statistics of another schema with the same number of ciphertexts cannot be
+// told apart from valid ones by anyone but the user (they are encrypted);
+// PROTOCOL.md puts owners who upload wrong values out of scope.
+func TestOwnerSharesForAnotherSchema(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	sch, owners := wdbcOwners(t, true)
+	owners = owners[:3]
+	other := *sch
+	other.Features = slices.Clone(sch.Features)
+	other.Features[0].Center = fixedpoint.MustDecimal("123.5")
+	owners[2].Schema = &other
+	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"alice"},
+		Identities: []string{"owner/hospital-d"}, AllowNoNoise: true, Logger: testLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Stop()
+	u, err := cl.User("alice")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer u.Close()
+	names := []string{"hospital-a", "hospital-b", "hospital-c", "hospital-d"}
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, NoNoise: true, Owners: names, MinOwners: 2,
+		Deadline: time.Now().Add(3 * time.Minute), MaxRows: 10000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := u.Submit(ctx, spec, sch); err != nil {
+		t.Fatal(err)
+	}
+
+	// hospital-d uploads statistics packed for a schema of 130 features.
+	dd, _ := cl.Dialer("owner/hospital-d")
+	conn, err := dd.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	d := fedpcav1.NewProxyServiceClient(conn)
+	cmt, err := d.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := cl.Params()
+	cpk, err := p.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wide, _ := stats.NewLayout(130, 1)
+	enc, _ := he.NewEncryptor(p, cpk)
+	cts, err := enc.EncryptVector(make([]int64, wide.Len()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var blobs [][]byte
+	for _, ct := range cts {
+		blobs = append(blobs, p.Codecs().Ciphertext.Marshal(ct))
+	}
+	_, err = upload(ctx, d, header(spec.ID(), blobs), blobs...)
+	wantCode(t, "statistics of a 130-feature schema", err, codes.InvalidArgument, "ciphertexts: 2 announced, job "+spec.ID()[:12]+"… needs 1")
+	if _, err := d.Decline(ctx, &fedpcav1.DeclineRequest{JobId: spec.ID(), Reason: "test: not taking part"}); err != nil {
+		t.Fatal(err)
+	}
+
+	st, _ := finishExact(ctx, t, u, spec, sch, owners[0].CSV, owners[1].CSV)
+	if got := strings.Join(st.GetUploadedOwners(), ","); got != "hospital-a,hospital-b" {
+		t.Errorf("uploaded owners %s", got)
+	}
+	var reason string
+	for _, dc := range st.GetDeclinedOwners() {
+		if dc.GetOwner() == "hospital-c" {
+			reason = dc.GetReason()
+		}
+	}
+	if want := "schema hash " + sch.HashHex()[:12] + "… differs from this owner's " + other.HashHex()[:12] + "… for dataset wdbc"; !strings.Contains(reason, want) {
+		t.Errorf("hospital-c declined with %q, want it to contain %q", reason, want)
+	}
+	bal, err := cl.Owners["hospital-c"].Balance("wdbc")
+	if err != nil || bal.Spent != 0 || bal.Reserved != 0 {
+		t.Errorf("hospital-c's ledger after declining: %+v %v", bal, err)
+	}
+}

@@ -1,0 +1,135 @@
+package transport
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzIdentity: identities arrive as URI SANs of certificates and, in
+// insecure mode, as a request header. ParseIdentity accepts only a valid
+// role and ID and round-trips; IdentityOf accepts a certificate only with
+// exactly one fedpca SPIFFE ID, which is then the certificate's URI.
+func FuzzIdentity(f *testing.F) {
+	for _, s := range []string{
+		"owner/hospital-a", "spiffe://fedpca/csp/csp-1", "user/alice.b", "admin/x", "owner/", "owner/a/b",
+		"spiffe://fedpca/owner/a\nspiffe://fedpca/user/b", "spiffe://other/owner/x\nspiffe://fedpca/proxy/proxy",
+		"spiffe://x@fedpca/owner/a", "spiffe://fedpca/owner/%61", "spiffe://fedpca/owner/a#f", "spiffe://fedpca/owner/a?q",
+		"https://fedpca/owner/a", "spiffe://FEDPCA/owner/a",
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if id, err := ParseIdentity(s); err == nil {
+			if id.Validate() != nil {
+				t.Fatalf("accepted invalid %+v", id)
+			}
+			back, err := ParseIdentity(id.String())
+			if err != nil || back != id {
+				t.Fatalf("%q -> %+v -> %s -> %+v, %v", s, id, id.String(), back, err)
+			}
+			if short, err := ParseIdentity(id.Short()); err != nil || short != id {
+				t.Fatalf("short form of %+v: %+v, %v", id, short, err)
+			}
+		}
+		cert := &x509.Certificate{}
+		var ours []string
+		for _, line := range strings.Split(s, "\n") {
+			u, err := url.Parse(line)
+			if err != nil {
+				continue
+			}
+			cert.URIs = append(cert.URIs, u)
+			if u.Scheme == "spiffe" && u.Host == TrustDomain {
+				ours = append(ours, u.String())
+			}
+		}
+		id, err := IdentityOf(cert)
+		if err != nil {
+			return
+		}
+		if len(ours) != 1 || id.String() != ours[0] || id.Validate() != nil {
+			t.Fatalf("certificate with URIs %q: identity %+v", ours, id)
+		}
+	})
+}
+
+// FuzzCertificates: certificates received from other parties (a user's
+// certificate in a job ticket, a CSP member's certificate with its exchange
+// key) and read from files (the CA bundle, a node's certificate). Hostile
+// bytes are refused with an error; what is accepted chains to the CA and has
+// a valid identity.
+func FuzzCertificates(f *testing.F) {
+	ca, err := NewCA("fuzz CA", time.Hour)
+	if err != nil {
+		f.Fatal(err)
+	}
+	other, _ := NewCA("another CA", time.Hour)
+	node := func(c *CA, id Identity) (certPEM, keyPEM []byte) {
+		cp, kp, err := c.Issue(id, nil, nil, time.Hour)
+		if err != nil {
+			f.Fatal(err)
+		}
+		return cp, kp
+	}
+	proxyCert, proxyKey := node(ca, Identity{RoleProxy, "proxy"})
+	pair, err := tls.X509KeyPair(proxyCert, proxyKey)
+	if err != nil {
+		f.Fatal(err)
+	}
+	creds, err := NewCredentials(ca.CertPEM(), pair)
+	if err != nil {
+		f.Fatal(err)
+	}
+	der := func(p []byte) []byte { b, _ := pem.Decode(p); return b.Bytes }
+	userCert, _ := node(ca, Identity{RoleUser, "alice"})
+	foreignCert, _ := node(other, Identity{RoleUser, "alice"})
+	for _, b := range [][]byte{der(userCert), der(proxyCert), der(foreignCert), ca.Cert.Raw, der(userCert)[:100]} {
+		f.Add(uint8(0), b)
+	}
+	f.Add(uint8(1), ca.CertPEM())
+	f.Add(uint8(1), append(ca.CertPEM(), other.CertPEM()...))
+	f.Add(uint8(1), userCert)
+	f.Add(uint8(1), []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"))
+	f.Add(uint8(2), proxyCert)
+	f.Add(uint8(2), append(proxyCert, ca.CertPEM()...))
+	f.Fuzz(func(t *testing.T, mode uint8, b []byte) {
+		switch mode % 3 {
+		case 0: // a DER certificate from the wire
+			cert, id, err := creds.VerifyDER(b)
+			if err != nil {
+				return
+			}
+			if id.Validate() != nil {
+				t.Fatalf("accepted identity %+v", id)
+			}
+			if again, err := creds.Verify(cert); err != nil || again != id {
+				t.Fatalf("accepted certificate does not verify again: %v", err)
+			}
+		case 1: // a CA bundle file
+			c, err := NewCredentials(b, pair)
+			if err != nil {
+				return
+			}
+			if c.Identity != creds.Identity {
+				t.Fatalf("identity %+v from a CA bundle", c.Identity)
+			}
+		default: // a node's certificate file
+			p, err := tls.X509KeyPair(b, proxyKey)
+			if err != nil {
+				return
+			}
+			c, err := NewCredentials(ca.CertPEM(), p)
+			if err != nil {
+				return
+			}
+			if c.Identity.Validate() != nil {
+				t.Fatalf("accepted identity %+v", c.Identity)
+			}
+		}
+	})
+}

@@ -1,0 +1,128 @@
+package transport
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+func TestBackoffFullJitter(t *testing.T) {
+	b := Backoff{Initial: 10 * time.Millisecond, Max: 80 * time.Millisecond}
+	ceilings := []time.Duration{10, 20, 40, 80, 80, 80}
+	for i, c := range ceilings {
+		if d := b.Next(); d <= 0 || d > c*time.Millisecond {
+			t.Fatalf("pause %d: %s, want in (0, %dms]", i, d, c)
+		}
+	}
+	b.Reset()
+	if d := b.Next(); d > 10*time.Millisecond {
+		t.Fatalf("after reset: %s", d)
+	}
+	// Full jitter: pauses spread over the whole interval.
+	var lo, hi int
+	for range 1000 {
+		b := Backoff{Initial: time.Second}
+		if d := b.Next(); d < 250*time.Millisecond {
+			lo++
+		} else if d > 750*time.Millisecond {
+			hi++
+		}
+	}
+	if lo < 150 || hi < 150 {
+		t.Fatalf("pauses not spread: %d below 250ms, %d above 750ms of 1000", lo, hi)
+	}
+}
+
+func TestRetry(t *testing.T) {
+	ctx := context.Background()
+	fast := Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond}
+
+	// Transient errors are retried, each attempt with its own deadline.
+	n := 0
+	err := Retry(ctx, Call{What: "get thing", Timeout: time.Second, Backoff: fast}, func(ctx context.Context) error {
+		if _, ok := ctx.Deadline(); !ok {
+			t.Fatal("attempt without a deadline")
+		}
+		if n++; n < 3 {
+			return status.Error(codes.Unavailable, "connection refused")
+		}
+		return nil
+	})
+	if err != nil || n != 3 {
+		t.Fatalf("err %v after %d attempts", err, n)
+	}
+
+	// Refusals are not retried; the status code survives the wrapping.
+	n = 0
+	err = Retry(ctx, Call{What: "create job", Timeout: time.Second, Backoff: fast}, func(context.Context) error {
+		n++
+		return status.Error(codes.InvalidArgument, "epsilon: must be positive")
+	})
+	if n != 1 || status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "create job: ") {
+		t.Fatalf("refusal: %d attempts, %v", n, err)
+	}
+
+	// Attempts bound the retries; the error says what to do.
+	n = 0
+	err = Retry(ctx, Call{What: "upload", Timeout: time.Second, Backoff: fast, Attempts: 4}, func(context.Context) error {
+		n++
+		return status.Error(codes.ResourceExhausted, "disk full")
+	})
+	if n != 4 || status.Code(err) != codes.ResourceExhausted || !strings.Contains(err.Error(), "gave up after 4 attempts") ||
+		!strings.Contains(err.Error(), "retry later") {
+		t.Fatalf("bounded: %d attempts, %v", n, err)
+	}
+
+	// An attempt that runs out of time is retried; the caller's context ends
+	// the retries.
+	cctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	err = Retry(cctx, Call{What: "watch", Timeout: 10 * time.Millisecond, Backoff: fast}, func(ctx context.Context) error {
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
+	})
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "stopped after") {
+		t.Fatalf("caller deadline: %v", err)
+	}
+
+	if err := Retry(ctx, Call{What: "x"}, func(context.Context) error { return nil }); err == nil {
+		t.Fatal("a call without a deadline was accepted")
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	busy := WithRetryDelay(status.New(codes.ResourceExhausted, "busy"), 400*time.Millisecond).Err()
+	if d, ok := RetryDelay(busy); !ok || d != 400*time.Millisecond {
+		t.Fatalf("RetryDelay = %s, %v", d, ok)
+	}
+	for _, err := range []error{status.Error(codes.ResourceExhausted, "busy"), errors.New("plain"), nil} {
+		if _, ok := RetryDelay(err); ok {
+			t.Errorf("%v: a retry delay without RetryInfo", err)
+		}
+	}
+	// With a hint: uniform in [hint, 2 hint), and the backoff does not grow.
+	b := Backoff{Initial: time.Millisecond, Max: time.Millisecond}
+	var lo, hi int
+	for range 1000 {
+		d := b.Pause(busy)
+		if d < 400*time.Millisecond || d >= 800*time.Millisecond {
+			t.Fatalf("pause %s outside [400ms, 800ms)", d)
+		}
+		if d < 500*time.Millisecond {
+			lo++
+		} else if d >= 700*time.Millisecond {
+			hi++
+		}
+	}
+	if lo < 150 || hi < 150 {
+		t.Fatalf("pauses not spread: %d below 500ms, %d above 700ms of 1000", lo, hi)
+	}
+	if d := b.Pause(errors.New("no hint")); d > time.Millisecond {
+		t.Fatalf("without a hint the backoff applies: %s", d)
+	}
+}
