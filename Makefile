@@ -34,7 +34,7 @@ load: ## 1,000 owners upload at once to a proxy process over loopback mutual TLS
 	BENCH_PROXY_GOMEMLIMIT=256MiB $(GO) run ./bench -suite load -owners $${OWNERS:-1000}
 
 .PHONY: fuzz
-fuzz: ## run every fuzz target for FUZZTIME each (default 30s; nightly: FUZZTIME=10m), FUZZPARALLEL workers
+fuzz: ## run every fuzz target for FUZZTIME each (default 30s; nightly: FUZZTIME=10m), FUZZPARALLEL workers each, FUZZJOBS targets at once
 	./scripts/fuzz.sh $${FUZZTIME:-30s}
 
 .PHONY: proto
