@@ -13,17 +13,8 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/transport/transporttest"
 )
-
-// mustCreds issues in-memory credentials for an identity from ca.
-func mustCreds(tb testing.TB, ca *transport.CA, id transport.Identity) *transport.Credentials {
-	tb.Helper()
-	c, err := ca.Credentials(id, time.Hour)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
 
 // FuzzKeySwitchHeader: the header of a key-switch request, everything a
 // member checks before it computes shares (the signed spec, the user's
@@ -36,9 +27,9 @@ func FuzzKeySwitchHeader(f *testing.F) {
 		f.Fatal(err)
 	}
 	ca, _ := transport.NewCA("fuzz CA", time.Hour)
-	self := mustCreds(f, ca, transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
-	alice := mustCreds(f, ca, transport.Identity{Role: transport.RoleUser, ID: "alice"})
-	eve := mustCreds(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "alice"})
+	self := transporttest.Credentials(f, ca, transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
+	alice := transporttest.Credentials(f, ca, transport.Identity{Role: transport.RoleUser, ID: "alice"})
+	eve := transporttest.Credentials(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "alice"})
 	userPK := p.Codecs().PublicKey.Marshal(he.GenerateKeyPair(p).Public)
 	otherPK := p.Codecs().PublicKey.Marshal(he.GenerateKeyPair(p).Public)
 	cpk := p.Codecs().PublicKey.Marshal(he.GenerateKeyPair(p).Public)

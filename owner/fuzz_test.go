@@ -14,17 +14,8 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/transport/transporttest"
 )
-
-// mustCreds issues in-memory credentials for an identity from ca.
-func mustCreds(tb testing.TB, ca *transport.CA, id transport.Identity) *transport.Credentials {
-	tb.Helper()
-	c, err := ca.Credentials(id, time.Hour)
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return c
-}
 
 // fuzzOwner is an owner (not running) serving dataset wdbc, and the schema.
 func fuzzOwner(f testing.TB, ca *transport.CA, p he.Params, dir string) (*Owner, *schema.Schema) {
@@ -32,7 +23,7 @@ func fuzzOwner(f testing.TB, ca *transport.CA, p he.Params, dir string) (*Owner,
 	if err != nil {
 		f.Fatal(err)
 	}
-	o, err := New(Config{Dialer: transport.Dialer{Creds: mustCreds(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})},
+	o, err := New(Config{Dialer: transport.Dialer{Creds: transporttest.Credentials(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})},
 		ProxyAddr: "proxy:7000", Store: dir, Params: &p,
 		Datasets: []*Dataset{{Schema: sch, Epsilon: 10, Delta: 1e-6, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("a,b,label\n")), nil }}}})
 	if err != nil {
@@ -69,8 +60,8 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	}
 	ca, _ := transport.NewCA("fuzz CA", time.Hour)
 	o, sch := fuzzOwner(tb, ca, p, dir)
-	alice := mustCreds(tb, ca, transport.Identity{Role: transport.RoleUser, ID: "alice"})
-	proxyAsUser := mustCreds(tb, ca, transport.Identity{Role: transport.RoleProxy, ID: "alice"})
+	alice := transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleUser, ID: "alice"})
+	proxyAsUser := transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleProxy, ID: "alice"})
 	h := func(c string) string { return strings.Repeat(c, 64) }
 	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DiscriminantSplit,

@@ -20,7 +20,6 @@ import (
 	"google.golang.org/grpc/test/bufconn"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/transport/transporttest"
 )
 
 // pki makes a CA and credentials for the given identities in a temp dir.
@@ -55,64 +54,6 @@ func pki(t *testing.T, ids ...string) map[string]*Credentials {
 		out[s] = c
 	}
 	return out
-}
-
-// TestAuthorizationTable calls every RPC of both services and the health
-// service with every role's certificate, and with a certificate from another
-// CA, over bufconn with real mutual TLS.
-func TestAuthorizationTable(t *testing.T) {
-	creds := pki(t, "proxy/p", "csp/c1", "owner/o1", "user/u1")
-	foreign := pki(t, "owner/o1")["owner/o1"]
-
-	lis := bufconn.Listen(1 << 20)
-	srv := grpc.NewServer(ServerOptions(creds["proxy/p"], false, hclog.NewNullLogger(), nil)...)
-	fedpcav1.RegisterProxyServiceServer(srv, fedpcav1.UnimplementedProxyServiceServer{})
-	fedpcav1.RegisterCspServiceServer(srv, fedpcav1.UnimplementedCspServiceServer{})
-	healthpb.RegisterHealthServer(srv, health.NewServer())
-	go srv.Serve(lis)
-	defer srv.Stop()
-	dialOpt := grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })
-
-	methods := transporttest.Methods(fedpcav1.ProxyService_ServiceDesc, fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc)
-	if len(methods) != len(Authorization) {
-		t.Fatalf("%d methods in the services, %d in the table", len(methods), len(Authorization))
-	}
-	for who, c := range creds {
-		d := Dialer{Creds: c, Options: []grpc.DialOption{dialOpt}}
-		conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy, ID: "p"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, m := range methods {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			err := transporttest.Call(ctx, conn, m)
-			cancel()
-			code := status.Code(err)
-			if Allowed(m.Name, c.Identity.Role) {
-				if code == codes.PermissionDenied || code == codes.Unauthenticated || code == codes.Unavailable {
-					t.Errorf("%s calling %s: %v, want allowed", who, m.Name, err)
-				}
-			} else if code != codes.PermissionDenied || !strings.Contains(status.Convert(err).Message(), c.Identity.Short()) {
-				t.Errorf("%s calling %s: %v, want PermissionDenied naming the caller", who, m.Name, err)
-			}
-		}
-		conn.Close()
-	}
-	// A certificate from another CA does not get through the handshake.
-	d := Dialer{Creds: foreign, Options: []grpc.DialOption{dialOpt}}
-	conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, m := range methods {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		err := transporttest.Call(ctx, conn, m)
-		cancel()
-		if status.Code(err) != codes.Unavailable {
-			t.Errorf("foreign CA calling %s: %v, want Unavailable (handshake refused)", m.Name, err)
-		}
-	}
 }
 
 // TestClientChecksServerIdentity: a client expecting a CSP refuses to talk to

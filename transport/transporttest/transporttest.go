@@ -1,13 +1,28 @@
-// Package transporttest enumerates and calls every RPC of gRPC services with
-// empty messages, for authorization tests.
+// Package transporttest helps tests of gRPC services: credentials issued in
+// memory, and every RPC of a service called with empty messages, for
+// authorization tests.
 package transporttest
 
 import (
 	"context"
+	"testing"
+	"time"
 
+	"github.com/fedpca/fedpca/transport"
 	"google.golang.org/grpc"
 	"google.golang.org/protobuf/types/known/emptypb"
 )
+
+// Credentials issues in-memory credentials for an identity from ca, valid
+// for an hour, or fails the test.
+func Credentials(tb testing.TB, ca *transport.CA, id transport.Identity) *transport.Credentials {
+	tb.Helper()
+	c, err := ca.Credentials(id, time.Hour)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return c
+}
 
 // Method is one RPC and its streaming sides.
 type Method struct {
