@@ -36,6 +36,9 @@ func Infer(r io.Reader, id, label string) (*Schema, error) {
 	var featCols []int
 	for i, h := range header {
 		if label != "" && h == label {
+			if labelCol >= 0 {
+				return nil, &RowError{Line: 1, Column: label, Err: errors.New("column appears twice in the header")}
+			}
 			labelCol = i
 			continue
 		}
