@@ -14,7 +14,8 @@ import (
 // Infer builds a schema from a whole CSV file: every column except label is a
 // feature, centered at its pooled mean and scaled by its pooled population
 // standard deviation (ddof = 0); a feature whose deviation is at most
-// 1e-12 (|mean| + 1) is constant and gets scale 1. The classes are the
+// 1e-12 (|mean| + 1) is constant and gets scale 1 (or 1e-12 |mean| beyond
+// 1e12, so that every row of the file maps). The classes are the
 // distinct labels in sorted order. This is the preprocessing of
 // ../shared/datasets/reference.json.
 //
@@ -85,7 +86,10 @@ func Infer(r io.Reader, id, label string) (*Schema, error) {
 	for j, c := range featCols {
 		sd := math.Sqrt(m2[j] / n)
 		if sd <= 1e-12*(math.Abs(mean[j])+1) {
-			sd = 1
+			// Constant: scale 1 as in the reference, unless the values are
+			// so large that the float64 center is off by more than the
+			// quantization range allows (1e28 with a center 4e11 away).
+			sd = max(1, 1e-12*math.Abs(mean[j]))
 		}
 		center, err := fixedpoint.FromFloat(mean[j])
 		if err != nil {
