@@ -44,8 +44,8 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	} else {
 		fmt.Fprintf(w, "  privacy: (epsilon %.4g, delta %.3g)-DP = %.4g-zCDP, noise plan %q tolerating %d colluders, split R/v/n %.3g/%.3g/%.3g\n",
 			float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate, pr.Split.R, pr.Split.V, pr.Split.N)
-		fmt.Fprintf(w, "  noise std (data units, all shares): R %.4g, v %.4g, n %.4g; %d noise shares; DDG correction log10(tau) R %.3g\n",
-			float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.V), float64(pr.SigmaTotal.N), len(pr.Shares), float64(pr.Log10Tau.R))
+		fmt.Fprintf(w, "  noise std (data units, all shares): R %.4g, v %.4g, n %.4g; %d noise shares; sum-of-shares correction tau (R) %s\n",
+			float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.V), float64(pr.SigmaTotal.N), len(pr.Shares), tau(float64(pr.Log10Tau.R)))
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "    user colluding with\tparties\tepsilon\trho")
 		for _, c := range pr.Collusion {
@@ -142,4 +142,13 @@ func size(b int64) string {
 		return fmt.Sprintf("%.1f KiB", float64(b)/(1<<10))
 	}
 	return fmt.Sprintf("%d B", b)
+}
+
+// tau shows the distributed discrete Gaussian correction term from its
+// log10: a plain number when it is representable, else an upper bound.
+func tau(log10 float64) string {
+	if log10 < -300 {
+		return "< 1e-300 (negligible)"
+	}
+	return fmt.Sprintf("%.3g", math.Pow(10, log10))
 }
