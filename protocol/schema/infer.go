@@ -28,25 +28,23 @@ import (
 func Infer(r io.Reader, id, label string) (*Schema, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
-	header, err := cr.Read()
+	header, index, err := readHeader(cr)
 	if err != nil {
-		return nil, &RowError{Line: 1, Err: fmt.Errorf("reading the header: %w", err)}
+		return nil, err
 	}
-	header = slices.Clone(header)
 	labelCol := -1
-	var featCols []int
-	for i, h := range header {
-		if label != "" && h == label {
-			if labelCol >= 0 {
-				return nil, &RowError{Line: 1, Column: label, Err: errors.New("column appears twice in the header")}
-			}
-			labelCol = i
-			continue
+	if label != "" {
+		c, ok := index[label]
+		if !ok {
+			return nil, &RowError{Line: 1, Column: label, Err: errors.New("label column missing from the header")}
 		}
-		featCols = append(featCols, i)
+		labelCol = c
 	}
-	if label != "" && labelCol < 0 {
-		return nil, &RowError{Line: 1, Column: label, Err: errors.New("label column missing from the header")}
+	var featCols []int
+	for i := range header {
+		if i != labelCol {
+			featCols = append(featCols, i)
+		}
 	}
 	d := len(featCols)
 	mean := make([]float64, d)

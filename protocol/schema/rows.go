@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
@@ -103,6 +104,27 @@ type Reader struct {
 	clipped    int64
 }
 
+// readHeader reads a CSV file's header: its column names (a copy, safe with
+// ReuseRecord) and the index of each, refusing a name that appears twice.
+func readHeader(cr *csv.Reader) ([]string, map[string]int, error) {
+	header, err := cr.Read()
+	if err != nil {
+		if err == io.EOF {
+			return nil, nil, &RowError{Line: 1, Err: errors.New("empty file: no header")}
+		}
+		return nil, nil, &RowError{Line: 1, Err: err}
+	}
+	header = slices.Clone(header)
+	index := make(map[string]int, len(header))
+	for i, h := range header {
+		if _, dup := index[h]; dup {
+			return nil, nil, &RowError{Line: 1, Column: h, Err: errors.New("column appears twice in the header")}
+		}
+		index[h] = i
+	}
+	return header, index, nil
+}
+
 // NewReader reads the header of a CSV file and prepares to map its rows. The
 // header must name every feature of the schema, and the label column when
 // useClasses is set; other columns are ignored. Without useClasses every row
@@ -118,19 +140,9 @@ func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
 	cr := csv.NewReader(r)
 	cr.ReuseRecord = true
 	cr.FieldsPerRecord = 0
-	header, err := cr.Read()
+	_, index, err := readHeader(cr)
 	if err != nil {
-		if err == io.EOF {
-			return nil, &RowError{Line: 1, Err: errors.New("empty file: no header")}
-		}
-		return nil, &RowError{Line: 1, Err: err}
-	}
-	index := make(map[string]int, len(header))
-	for i, h := range header {
-		if _, dup := index[h]; dup {
-			return nil, &RowError{Line: 1, Column: h, Err: errors.New("column appears twice in the header")}
-		}
-		index[h] = i
+		return nil, err
 	}
 	rd := &Reader{m: m, csv: cr, cols: make([]int, len(s.Features)), labelCol: -1, useClasses: useClasses, line: 1}
 	for i, f := range s.Features {
