@@ -5,12 +5,11 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
 
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -46,30 +45,36 @@ func (c *CSP) GetStatus(_ context.Context, req *fedpcav1.GetStatusRequest) (*fed
 			resp.CommitteePublicKey = st.CommitteeKey
 		}
 		resp.CommitteeKeyFingerprint = st.Fingerprint
+		resp.Attestation = st.Attestation
 	}
 	return resp, nil
 }
 
 // KeyGen implements fedpcav1.CspServiceServer: round 1 of the ceremony.
 func (c *CSP) KeyGen(_ context.Context, req *fedpcav1.KeyGenRequest) (*fedpcav1.KeyGenResponse, error) {
+	resp, err := c.keyGen(req)
+	return resp, c.status("KeyGen", err)
+}
+
+func (c *CSP) keyGen(req *fedpcav1.KeyGenRequest) (*fedpcav1.KeyGenResponse, error) {
 	if req.GetHeParams() != c.params.ID() {
-		return nil, status.Errorf(codes.InvalidArgument, "he_params %q: this member runs %s", req.GetHeParams(), c.params.ID())
+		return nil, invalid("he_params %q: this member runs %s", req.GetHeParams(), c.params.ID())
 	}
 	if req.GetCeremonyId() == "" || len(req.GetCeremonyId()) > 128 {
-		return nil, status.Error(codes.InvalidArgument, "ceremony_id: want 1 to 128 characters")
+		return nil, invalid("ceremony_id: want 1 to 128 characters")
 	}
 	committee := he.Committee{N: int(req.GetMembers()), Threshold: int(req.GetThreshold())}
 	if err := committee.Validate(); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "members/threshold: %v", err)
+		return nil, invalid("members/threshold: %v", err)
 	}
 	if len(req.GetCommittee()) != committee.N {
-		return nil, status.Errorf(codes.InvalidArgument, "committee lists %d members, members = %d", len(req.GetCommittee()), committee.N)
+		return nil, invalid("committee lists %d members, members = %d", len(req.GetCommittee()), committee.N)
 	}
 	var point he.Point
 	seen := map[uint32]bool{}
 	for _, m := range req.GetCommittee() {
 		if m.GetPoint() < 1 || int(m.GetPoint()) > committee.N || seen[m.GetPoint()] {
-			return nil, status.Errorf(codes.InvalidArgument, "committee: point %d of %q is out of range or repeated", m.GetPoint(), m.GetId())
+			return nil, invalid("committee: point %d of %q is out of range or repeated", m.GetPoint(), m.GetId())
 		}
 		seen[m.GetPoint()] = true
 		if m.GetId() == c.cfg.ID {
@@ -77,61 +82,88 @@ func (c *CSP) KeyGen(_ context.Context, req *fedpcav1.KeyGenRequest) (*fedpcav1.
 		}
 	}
 	if point == 0 {
-		return nil, status.Errorf(codes.InvalidArgument, "committee does not list this member (%s)", c.cfg.ID)
+		return nil, invalid("committee does not list this member (%s)", c.cfg.ID)
+	}
+	if _, err := memberIDs(req.GetCommittee(), committee.Threshold); err != nil {
+		return nil, invalid("committee: %v", err)
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != nil && c.state.CeremonyID == req.GetCeremonyId() {
-		return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q is finished on this member", req.GetCeremonyId())
+		return nil, fmt.Errorf("%w: ceremony %q is finished on this member", ErrCeremony, req.GetCeremonyId())
 	}
 	if cer := c.cer; cer != nil && cer.id == req.GetCeremonyId() {
 		if cer.keyGenReq != roundDigest(req) {
-			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q was started on this member with another request", req.GetCeremonyId())
+			return nil, fmt.Errorf("%w: ceremony %q was started on this member with another request", ErrCeremony, req.GetCeremonyId())
 		}
 		return cer.keyGenResp, nil // replayed
 	}
 	if c.state != nil && c.switches > 0 {
-		return nil, status.Errorf(codes.FailedPrecondition, "this member's committee key (ceremony %s) has switched %d jobs; it cannot be replaced (reset the member's state directory to start a new committee)", c.state.CeremonyID, c.switches)
+		return nil, fmt.Errorf("%w: this member's committee key (ceremony %s) has switched %d jobs; it cannot be replaced (reset the member's state directory to start a new committee)", ErrCeremony, c.state.CeremonyID, c.switches)
 	}
 	m, err := he.NewMember(c.params, committee, point)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, invalid("%v", err)
 	}
 	share, err := m.PublicKeyShare(req.GetSeed())
 	if err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "seed: %v", err)
+		return nil, invalid("seed: %v", err)
 	}
 	x, err := seal.NewExchangeKey()
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	resp := &fedpcav1.KeyGenResponse{
 		PublicKeyShare: c.params.Codecs().PublicKeyShare.Marshal(share),
 		ExchangeKey:    x.PublicKey().Bytes(),
 	}
 	if c.cfg.Creds != nil {
-		sig, err := seal.Sign(c.cfg.Creds.Signer(), exchangeContext, exchangeMessage(req.GetCeremonyId(), uint32(point), resp.ExchangeKey))
-		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+		if resp.ExchangeKeySignature, err = seal.Sign(c.cfg.Creds.Signer(), exchangeContext, exchangeMessage(req.GetCeremonyId(), uint32(point), resp.ExchangeKey)); err != nil {
+			return nil, err
 		}
-		resp.ExchangeKeySignature, resp.Certificate = sig, c.cfg.Creds.Leaf.Raw
+		if resp.PublicKeyShareSignature, err = seal.Sign(c.cfg.Creds.Signer(), job.KeyShareContext, job.KeyShareMessage(req.GetCeremonyId(), uint32(point), resp.PublicKeyShare)); err != nil {
+			return nil, err
+		}
+		resp.Certificate = c.cfg.Creds.Leaf.Raw
 	}
-	c.cer = &ceremony{id: req.GetCeremonyId(), committee: committee, members: req.GetCommittee(), member: m, exchange: x,
+	c.cer = &ceremony{id: req.GetCeremonyId(), seed: bytes.Clone(req.GetSeed()), committee: committee, members: req.GetCommittee(), member: m, exchange: x,
 		keyGenReq: roundDigest(req), keyGenResp: resp}
 	c.log.Info("key ceremony started", "ceremony", req.GetCeremonyId(), "members", committee.N, "threshold", committee.Threshold, "point", point)
 	return resp, nil
 }
 
+// memberIDs returns the committee's member IDs by point (checked: valid,
+// distinct), as the key statement lists them.
+func memberIDs(refs []*fedpcav1.MemberRef, threshold int) ([]string, error) {
+	ids := make([]string, len(refs))
+	for _, m := range refs {
+		if m.GetPoint() < 1 || int(m.GetPoint()) > len(refs) || ids[m.GetPoint()-1] != "" {
+			return nil, fmt.Errorf("point %d is out of range or repeated", m.GetPoint())
+		}
+		ids[m.GetPoint()-1] = m.GetId()
+	}
+	st := job.KeyStatement{Ceremony: "x", HEParams: job.Fingerprint(nil), Key: job.Fingerprint(nil), Threshold: threshold, Members: ids}
+	if err := st.Validate(); err != nil {
+		return nil, err
+	}
+	return ids, nil
+}
+
 // current returns the ceremony in progress with the given ID.
 func (c *CSP) current(id string) (*ceremony, error) {
 	if c.cer == nil || c.cer.id != id {
-		return nil, status.Errorf(codes.FailedPrecondition, "no ceremony %q in progress on this member (restart the ceremony)", id)
+		return nil, fmt.Errorf("%w: no ceremony %q in progress on this member (restart the ceremony)", ErrCeremony, id)
 	}
 	return c.cer, nil
 }
 
 // DealShares implements fedpcav1.CspServiceServer: round 2 (t < n only).
 func (c *CSP) DealShares(_ context.Context, req *fedpcav1.DealSharesRequest) (*fedpcav1.DealSharesResponse, error) {
+	resp, err := c.dealShares(req)
+	return resp, c.status("DealShares", err)
+}
+
+func (c *CSP) dealShares(req *fedpcav1.DealSharesRequest) (*fedpcav1.DealSharesResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cer, err := c.current(req.GetCeremonyId())
@@ -140,34 +172,45 @@ func (c *CSP) DealShares(_ context.Context, req *fedpcav1.DealSharesRequest) (*f
 	}
 	if cer.dealResp != nil {
 		if cer.dealReq != roundDigest(req) {
-			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q: this member already dealt its shares to other exchange keys", cer.id)
+			return nil, fmt.Errorf("%w: ceremony %q: this member already dealt its shares to other exchange keys", ErrCeremony, cer.id)
 		}
 		return cer.dealResp, nil // replayed
 	}
 	if len(req.GetMembers()) != cer.committee.N {
-		return nil, status.Errorf(codes.InvalidArgument, "members: %d exchange keys for a committee of %d", len(req.GetMembers()), cer.committee.N)
+		return nil, invalid("members: %d exchange keys for a committee of %d", len(req.GetMembers()), cer.committee.N)
 	}
 	keys := map[he.Point][]byte{}
+	certs := map[uint32][]byte{}
 	for _, mk := range req.GetMembers() {
 		if err := c.checkExchangeKey(cer, mk); err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "member %d: %v", mk.GetPoint(), err)
+			return nil, invalid("member %d: %v", mk.GetPoint(), err)
+		}
+		if _, dup := keys[he.Point(mk.GetPoint())]; dup {
+			return nil, invalid("member %d: listed twice", mk.GetPoint())
 		}
 		keys[he.Point(mk.GetPoint())] = mk.GetExchangeKey()
+		certs[mk.GetPoint()] = mk.GetCertificate()
 	}
 	dealt, err := cer.member.DealShamir()
 	if err != nil {
-		return nil, status.Error(codes.FailedPrecondition, err.Error())
+		return nil, fmt.Errorf("%w: %v", ErrCeremony, err)
 	}
 	resp := &fedpcav1.DealSharesResponse{}
 	from := uint32(cer.member.Point())
 	for to, share := range dealt {
 		box, err := seal.Seal(keys[to], shareAAD(cer.id, from, uint32(to)), c.params.Codecs().ShamirShare.Marshal(share))
 		if err != nil {
-			return nil, status.Error(codes.Internal, err.Error())
+			return nil, err
 		}
-		resp.Shares = append(resp.Shares, &fedpcav1.SealedShare{FromPoint: from, ToPoint: uint32(to), Sealed: box})
+		ss := &fedpcav1.SealedShare{FromPoint: from, ToPoint: uint32(to), Sealed: box}
+		if c.cfg.Creds != nil {
+			if ss.Signature, err = seal.Sign(c.cfg.Creds.Signer(), job.DealtShareContext, job.DealtShareMessage(cer.id, from, uint32(to), box)); err != nil {
+				return nil, err
+			}
+		}
+		resp.Shares = append(resp.Shares, ss)
 	}
-	cer.keys, cer.dealReq, cer.dealResp = keys, roundDigest(req), resp
+	cer.keys, cer.certs, cer.dealReq, cer.dealResp = keys, certs, roundDigest(req), resp
 	return resp, nil
 }
 
@@ -187,98 +230,170 @@ func (c *CSP) checkExchangeKey(cer *ceremony, mk *fedpcav1.MemberKey) error {
 	if c.cfg.Creds == nil {
 		return nil // insecure mode: nothing to verify against
 	}
-	cert, id, err := c.cfg.Creds.VerifyDER(mk.GetCertificate())
-	if err != nil {
-		return err
-	}
-	var want string
+	return transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(mk.GetPoint()), mk.GetCertificate(),
+		exchangeContext, exchangeMessage(cer.id, mk.GetPoint(), mk.GetExchangeKey()), mk.GetExchangeKeySignature())
+}
+
+// memberAt returns the ID of the committee member at a point ("" if none).
+func (cer *ceremony) memberAt(point uint32) string {
 	for _, m := range cer.members {
-		if m.GetPoint() == mk.GetPoint() {
-			want = m.GetId()
+		if m.GetPoint() == point {
+			return m.GetId()
 		}
 	}
-	if id.Role != transport.RoleCSP || id.ID != want {
-		return fmt.Errorf("exchange key certified for %s, committee lists csp/%s at this point", id.Short(), want)
-	}
-	return seal.Verify(cert.PublicKey, exchangeContext, exchangeMessage(cer.id, mk.GetPoint(), mk.GetExchangeKey()), mk.GetExchangeKeySignature())
+	return ""
 }
 
 // ReceiveShares implements fedpcav1.CspServiceServer: round 3 (t < n only).
 func (c *CSP) ReceiveShares(_ context.Context, req *fedpcav1.ReceiveSharesRequest) (*fedpcav1.ReceiveSharesResponse, error) {
+	return &fedpcav1.ReceiveSharesResponse{}, c.status("ReceiveShares", c.receiveShares(req))
+}
+
+func (c *CSP) receiveShares(req *fedpcav1.ReceiveSharesRequest) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cer, err := c.current(req.GetCeremonyId())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	if cer.keys == nil {
-		return nil, status.Error(codes.FailedPrecondition, "shares received before this member dealt its own")
+		return fmt.Errorf("%w: shares received before this member dealt its own", ErrCeremony)
 	}
 	if cer.received {
 		if cer.receiveReq != roundDigest(req) {
-			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q: this member already received other shares", cer.id)
+			return fmt.Errorf("%w: ceremony %q: this member already received other shares", ErrCeremony, cer.id)
 		}
-		return &fedpcav1.ReceiveSharesResponse{}, nil // replayed
+		return nil // replayed
 	}
 	me := uint32(cer.member.Point())
 	got := map[uint32]bool{}
 	var mine []*he.ShamirShare
 	for _, s := range req.GetShares() {
-		if s.GetToPoint() != me || s.GetFromPoint() < 1 || int(s.GetFromPoint()) > cer.committee.N || got[s.GetFromPoint()] {
-			return nil, status.Errorf(codes.InvalidArgument, "share from %d to %d: not for this member, or repeated", s.GetFromPoint(), s.GetToPoint())
+		from := s.GetFromPoint()
+		if s.GetToPoint() != me || from < 1 || int(from) > cer.committee.N || got[from] {
+			return invalid("share from %d to %d: not for this member, or repeated", from, s.GetToPoint())
 		}
-		got[s.GetFromPoint()] = true
-		plain, err := seal.Open(cer.exchange, shareAAD(cer.id, s.GetFromPoint(), me), s.GetSealed())
+		got[from] = true
+		// Only the dealer at that point can have made the box: the proxy
+		// that relays it could otherwise seal a share of its own.
+		if err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(from), cer.certs[from], job.DealtShareContext,
+			job.DealtShareMessage(cer.id, from, me, s.GetSealed()), s.GetSignature()); err != nil {
+			return invalid("share from member %d is not signed by it: %v", from, err)
+		}
+		plain, err := seal.Open(cer.exchange, shareAAD(cer.id, from, me), s.GetSealed())
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "share from member %d: %v", s.GetFromPoint(), err)
+			return invalid("share from member %d: %v", from, err)
 		}
 		sh, err := c.params.Codecs().ShamirShare.Unmarshal(plain)
 		if err != nil {
-			return nil, status.Errorf(codes.InvalidArgument, "share from member %d: %v", s.GetFromPoint(), err)
+			return invalid("share from member %d: %v", from, err)
 		}
 		mine = append(mine, sh)
 	}
 	if err := cer.member.SetThresholdShares(mine); err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return invalid("%v", err)
 	}
 	cer.received, cer.receiveReq = true, roundDigest(req)
-	return &fedpcav1.ReceiveSharesResponse{}, nil
+	return nil
 }
 
-// Finalize implements fedpcav1.CspServiceServer: the member writes its
-// secrets and the committee key to disk and becomes ready.
+// Finalize implements fedpcav1.CspServiceServer: the member checks the
+// committee key against every member's signed share, attests it, writes its
+// secrets and the key to disk and becomes ready.
 func (c *CSP) Finalize(_ context.Context, req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeResponse, error) {
+	resp, err := c.finalize(req)
+	return resp, c.status("Finalize", err)
+}
+
+func (c *CSP) finalize(req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.state != nil && c.state.CeremonyID == req.GetCeremonyId() && (c.cer == nil || c.cer.id != req.GetCeremonyId()) {
 		if !bytes.Equal(req.GetCommitteePublicKey(), c.state.CommitteeKey) {
-			return nil, status.Errorf(codes.FailedPrecondition, "ceremony %q was finalized with another committee key (%s…)", req.GetCeremonyId(), c.state.Fingerprint[:16])
+			return nil, fmt.Errorf("%w: ceremony %q was finalized with another committee key (%s…)", ErrCeremony, req.GetCeremonyId(), c.state.Fingerprint[:16])
 		}
-		return &fedpcav1.FinalizeResponse{CommitteeKeyFingerprint: c.state.Fingerprint}, nil // retry
+		return &fedpcav1.FinalizeResponse{CommitteeKeyFingerprint: c.state.Fingerprint, Attestation: c.state.Attestation}, nil // retry
 	}
 	cer, err := c.current(req.GetCeremonyId())
 	if err != nil {
 		return nil, err
 	}
 	if !cer.member.Ready() {
-		return nil, status.Error(codes.FailedPrecondition, "threshold shares not received yet")
+		return nil, fmt.Errorf("%w: threshold shares not received yet", ErrCeremony)
 	}
-	if _, err := c.params.Codecs().PublicKey.Unmarshal(req.GetCommitteePublicKey()); err != nil {
-		return nil, status.Errorf(codes.InvalidArgument, "committee_public_key: %v", err)
+	if err := c.checkCommitteeKey(cer, req); err != nil {
+		c.log.Error("refusing to attest the committee key the proxy sent", "ceremony", cer.id, "error", err)
+		return nil, err
+	}
+	fp := job.Fingerprint(req.GetCommitteePublicKey())
+	ids, err := memberIDs(cer.members, cer.committee.Threshold)
+	if err != nil {
+		return nil, invalid("committee: %v", err)
+	}
+	statement := job.KeyStatement{Ceremony: cer.id, HEParams: c.params.Fingerprint(), Threshold: cer.committee.Threshold, Members: ids, Key: fp}
+	att, err := transport.Attest(c.cfg.Creds, c.cfg.ID, uint32(cer.member.Point()), statement)
+	if err != nil {
+		return nil, err
 	}
 	st := &secretFile{
 		CeremonyID: cer.id, HEParams: c.params.ID(), Members: cer.members, Secret: cer.member.SecretState(),
-		CommitteeKey: req.GetCommitteePublicKey(), Fingerprint: job.Fingerprint(req.GetCommitteePublicKey()),
+		CommitteeKey: req.GetCommitteePublicKey(), Fingerprint: fp, Attestation: att,
 		FinalizedAt: time.Now().UTC(),
 	}
 	b, err := json.Marshal(st)
 	if err != nil {
-		return nil, status.Error(codes.Internal, err.Error())
+		return nil, err
 	}
 	if err := transport.WriteFileAtomic(c.secretPath(), b); err != nil {
-		return nil, status.Errorf(codes.Internal, "write secret key file: %v", err)
+		return nil, fmt.Errorf("write secret key file: %w", err)
 	}
 	c.state, c.member, c.cer = st, cer.member, nil
-	c.log.Info("key ceremony finished", "ceremony", st.CeremonyID, "committee_key", st.Fingerprint[:16])
-	return &fedpcav1.FinalizeResponse{CommitteeKeyFingerprint: st.Fingerprint}, nil
+	c.log.Info("key ceremony finished; committee key attested", "ceremony", st.CeremonyID, "committee_key", st.Fingerprint[:16])
+	return &fedpcav1.FinalizeResponse{CommitteeKeyFingerprint: st.Fingerprint, Attestation: att}, nil
+}
+
+// ErrKeyMismatch reports a committee key that is not the aggregate of the
+// members' public key shares: the member does not attest it.
+var ErrKeyMismatch = errors.New("the committee key is not the aggregate of the members' signed shares")
+
+// checkCommitteeKey verifies, before the member attests it, that the
+// committee key is the aggregate (from the ceremony's seed) of one public
+// key share from each member, each signed by the member at its point, this
+// member's own being the one it made.
+func (c *CSP) checkCommitteeKey(cer *ceremony, req *fedpcav1.FinalizeRequest) error {
+	if _, err := c.params.Codecs().PublicKey.Unmarshal(req.GetCommitteePublicKey()); err != nil {
+		return invalid("committee_public_key: %v", err)
+	}
+	if len(req.GetShares()) != cer.committee.N {
+		return fmt.Errorf("%w: %d shares for a committee of %d", ErrKeyMismatch, len(req.GetShares()), cer.committee.N)
+	}
+	me := uint32(cer.member.Point())
+	shares := make([]*he.PublicKeyShare, cer.committee.N)
+	for _, ms := range req.GetShares() {
+		p := ms.GetPoint()
+		if p < 1 || int(p) > cer.committee.N || shares[p-1] != nil {
+			return fmt.Errorf("%w: share at point %d is out of range or repeated", ErrKeyMismatch, p)
+		}
+		if p == me {
+			if !bytes.Equal(ms.GetPublicKeyShare(), cer.keyGenResp.GetPublicKeyShare()) {
+				return fmt.Errorf("%w: the share at this member's point (%d) is not the one it made", ErrKeyMismatch, p)
+			}
+		} else if err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(p), ms.GetCertificate(), job.KeyShareContext,
+			job.KeyShareMessage(cer.id, p, ms.GetPublicKeyShare()), ms.GetSignature()); err != nil {
+			return fmt.Errorf("%w: the share at point %d is not signed by csp/%s: %v", ErrKeyMismatch, p, cer.memberAt(p), err)
+		}
+		sh, err := c.params.Codecs().PublicKeyShare.Unmarshal(ms.GetPublicKeyShare())
+		if err != nil {
+			return fmt.Errorf("%w: share at point %d: %v", ErrKeyMismatch, p, err)
+		}
+		shares[p-1] = sh
+	}
+	pk, err := he.AggregatePublicKey(c.params, cer.seed, shares)
+	if err != nil {
+		return fmt.Errorf("%w: %v", ErrKeyMismatch, err)
+	}
+	if !bytes.Equal(c.params.Codecs().PublicKey.Marshal(pk), req.GetCommitteePublicKey()) {
+		return ErrKeyMismatch
+	}
+	return nil
 }

@@ -61,7 +61,8 @@ func TestKeyGenRepeated(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: "c1", CommitteePublicKey: c.params.Codecs().PublicKey.Marshal(pk)}); err != nil {
+	if _, err := c.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: "c1", CommitteePublicKey: c.params.Codecs().PublicKey.Marshal(pk),
+		Shares: []*fedpcav1.MemberShare{{Point: 1, PublicKeyShare: first.GetPublicKeyShare()}}}); err != nil {
 		t.Fatal(err)
 	}
 	secret := c.state.Secret

@@ -40,10 +40,12 @@ import (
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/transport"
@@ -97,11 +99,13 @@ type CSP struct {
 // loses it and the proxy starts a new ceremony.
 type ceremony struct {
 	id        string
+	seed      []byte // the public seed of the common reference string
 	committee he.Committee
 	members   []*fedpcav1.MemberRef
 	member    *he.Member
 	exchange  *ecdh.PrivateKey
 	keys      map[he.Point][]byte // members' verified exchange keys
+	certs     map[uint32][]byte   // members' certificates (DER), by point, from their exchange keys
 	// Each round's request digest and response: a replayed round gets the
 	// same answer (a second KeyGen or DealShares would mean a new secret or
 	// new shares, breaking the committee key); another request for a round
@@ -121,7 +125,9 @@ type secretFile struct {
 	Secret       he.SecretState        `json:"secret"`
 	CommitteeKey []byte                `json:"committee_public_key"`
 	Fingerprint  string                `json:"committee_key_fingerprint"`
-	FinalizedAt  time.Time             `json:"finalized_at"`
+	// Attestation is this member's signed statement about the key.
+	Attestation *fedpcav1.KeyAttestation `json:"attestation"`
+	FinalizedAt time.Time                `json:"finalized_at"`
 }
 
 const (
@@ -239,6 +245,9 @@ func decodeSecrets(b []byte, p he.Params) (*secretFile, *he.Member, error) {
 	if len(st.Members) != st.Secret.N {
 		return nil, nil, fmt.Errorf("%d members listed for a committee of %d", len(st.Members), st.Secret.N)
 	}
+	if a := st.Attestation; a == nil || a.GetPoint() != uint32(st.Secret.Point) {
+		return nil, nil, errors.New("no attestation of the committee key (the file predates attested keys: move the state directory aside and let the proxy run a new ceremony)")
+	}
 	return &st, m, nil
 }
 
@@ -271,6 +280,44 @@ func (c *CSP) Run(ctx context.Context) error {
 		c.db.Close()
 		return fmt.Errorf("csp: serve: %w", err)
 	}
+}
+
+// Domain errors, mapped to status codes in one table (statusOf).
+var (
+	ErrInvalid   = errors.New("invalid request")
+	ErrForbidden = errors.New("not allowed")
+	// ErrNoKey: the member has no committee key yet.
+	ErrNoKey = errors.New("this member has no committee key yet (the key ceremony has not run)")
+	// ErrCeremony: a ceremony round out of order or in conflict with one
+	// already done.
+	ErrCeremony = errors.New("key ceremony")
+	// ErrSwitched: the job was switched already with another request.
+	ErrSwitched = errors.New("a member switches a job at most once")
+	// ErrOtherCommittee: the job names another committee key or shape.
+	ErrOtherCommittee = errors.New("the job is for another committee")
+)
+
+var statusOf = transport.ErrorTable{
+	{Err: ErrInvalid, Code: codes.InvalidArgument},
+	{Err: ErrKeyMismatch, Code: codes.InvalidArgument},
+	{Err: ErrForbidden, Code: codes.PermissionDenied},
+	{Err: ErrNoKey, Code: codes.FailedPrecondition},
+	{Err: ErrCeremony, Code: codes.FailedPrecondition},
+	{Err: ErrSwitched, Code: codes.FailedPrecondition},
+	{Err: ErrOtherCommittee, Code: codes.FailedPrecondition},
+	{Err: dp.ErrPlanInfeasible, Code: codes.FailedPrecondition},
+}
+
+// status turns a handler's error into its gRPC status (statusOf); internal
+// errors are logged here and reach the caller without their text.
+func (c *CSP) status(method string, err error) error { return statusOf.Status(c.log, method, err) }
+
+func invalid(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
+}
+
+func forbidden(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrForbidden, fmt.Sprintf(format, args...))
 }
 
 // Close releases the state without serving (for tests that never Run).

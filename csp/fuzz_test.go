@@ -40,7 +40,7 @@ func FuzzKeySwitchHeader(f *testing.F) {
 	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.PCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit,
 		Owners: []string{"hospital-a", "hospital-b", "hospital-c"}, MinOwners: 2,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 10_000,
+		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: job.Fingerprint(cpk), User: alice.Identity.String(), UserKey: job.Fingerprint(userPK), Nonce: "fuzz"}
 	if err := spec.Check(sch, p); err != nil {
@@ -111,7 +111,7 @@ func FuzzStoreRecords(f *testing.F) {
 	cpkb := p.Codecs().PublicKey.Marshal(cpk)
 	refs := []*fedpcav1.MemberRef{{Id: "csp-1", Point: 1}, {Id: "csp-2", Point: 2}, {Id: "csp-3", Point: 3}}
 	secret, _ := json.Marshal(secretFile{CeremonyID: "c1", HEParams: p.ID(), Members: refs, Secret: members[1].SecretState(),
-		CommitteeKey: cpkb, Fingerprint: job.Fingerprint(cpkb), FinalizedAt: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)})
+		CommitteeKey: cpkb, Fingerprint: job.Fingerprint(cpkb), Attestation: &fedpcav1.KeyAttestation{Member: "csp-2", Point: 2}, FinalizedAt: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)})
 	if _, _, err := decodeSecrets(secret, p); err != nil {
 		f.Fatalf("valid secret file refused: %v", err)
 	}

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -53,10 +51,6 @@ type checked struct {
 	n      int
 }
 
-func invalid(format string, args ...any) error {
-	return status.Errorf(codes.InvalidArgument, format, args...)
-}
-
 // checkHeader validates everything about a key-switch request that can be
 // checked before the ciphertexts arrive.
 func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked, error) {
@@ -68,17 +62,17 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 		return nil, invalid("job_id %q is not the spec's ID %s", h.GetJobId(), spec.ID())
 	}
 	if err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
-		return nil, status.Errorf(codes.PermissionDenied, "job %s…: %v", spec.ID()[:12], err)
+		return nil, forbidden("job %s…: %v", spec.ID()[:12], err)
 	}
 	if spec.NoNoise && !c.cfg.AllowNoNoise {
-		return nil, status.Errorf(codes.PermissionDenied, "job %s… has no DP noise; this member refuses such jobs (they exist for tests and simulations)", spec.ID()[:12])
+		return nil, forbidden("job %s… has no DP noise; this member refuses such jobs (they exist for tests and simulations)", spec.ID()[:12])
 	}
 	userPK, err := c.params.Codecs().PublicKey.Unmarshal(h.GetUserPublicKey())
 	if err != nil {
 		return nil, invalid("user_public_key: %v", err)
 	}
 	if job.Fingerprint(h.GetUserPublicKey()) != spec.UserKey {
-		return nil, status.Errorf(codes.PermissionDenied, "user_public_key is not the key the spec names (%s…); this member switches only to the signed key", spec.UserKey[:12])
+		return nil, forbidden("user_public_key is not the key the spec names (%s…); this member switches only to the signed key", spec.UserKey[:12])
 	}
 	sch, err := schema.Parse(h.GetSchema())
 	if err != nil {
@@ -88,7 +82,7 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 		return nil, invalid("%v", err)
 	}
 	if spec.CommitteeKey != st.Fingerprint {
-		return nil, status.Errorf(codes.FailedPrecondition, "job %s… is for committee key %s…, this member holds %s…", spec.ID()[:12], spec.CommitteeKey[:12], st.Fingerprint[:12])
+		return nil, fmt.Errorf("%w: job %s… is for committee key %s…, this member holds %s…", ErrOtherCommittee, spec.ID()[:12], spec.CommitteeKey[:12], st.Fingerprint[:12])
 	}
 	if spec.CommitteeN != st.Secret.N || spec.CommitteeThreshold != st.Secret.Threshold {
 		return nil, invalid("spec committee %d-of-%d, this member's is %d-of-%d", spec.CommitteeThreshold, spec.CommitteeN, st.Secret.Threshold, st.Secret.N)
@@ -148,6 +142,10 @@ func (c *CSP) jobLock(id string) *sync.Mutex {
 
 // KeySwitch implements fedpcav1.CspServiceServer.
 func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
+	return c.status("KeySwitch", c.keySwitch(stream))
+}
+
+func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	first, err := stream.Recv()
 	if err != nil {
 		return err
@@ -160,7 +158,7 @@ func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	st, member := c.state, c.member
 	c.mu.Unlock()
 	if st == nil {
-		return status.Error(codes.FailedPrecondition, "this member has no committee key yet (the key ceremony has not run)")
+		return ErrNoKey
 	}
 	chk, err := c.checkHeader(hd, st)
 	if err != nil {
@@ -200,11 +198,11 @@ func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 
 	shares, rec, err := c.storedShares(chk.spec.ID())
 	if err != nil {
-		return status.Errorf(codes.Internal, "read switch record: %v", err)
+		return fmt.Errorf("read switch record: %w", err)
 	}
 	if rec != nil && rec.Digest != digest {
 		c.m.switches.WithLabelValues("refused").Inc()
-		return status.Errorf(codes.FailedPrecondition, "job %s… was already switched on %s with another request (active %v, %d owners); a member switches a job at most once", chk.spec.ID()[:12], rec.At.Format(time.RFC3339), rec.Active, rec.Owners)
+		return fmt.Errorf("%w: job %s… was already switched on %s with another request (active %v, %d owners)", ErrSwitched, chk.spec.ID()[:12], rec.At.Format(time.RFC3339), rec.Active, rec.Owners)
 	}
 	if rec != nil {
 		c.m.switches.WithLabelValues("replayed").Inc()
@@ -225,7 +223,7 @@ func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 			rec.Active = append(rec.Active, uint32(a))
 		}
 		if err := c.storeShares(rec, shares); err != nil {
-			return status.Errorf(codes.Internal, "store switch record: %v", err)
+			return fmt.Errorf("store switch record: %w", err)
 		}
 		c.log.Info("key switch", "job", rec.JobID[:16], "user", rec.User, "dataset", rec.Dataset, "active", fmt.Sprint(rec.Active), "owners", rec.Owners, "ciphertexts", rec.Ciphertexts, "no_noise", rec.NoNoise)
 	}
@@ -242,17 +240,14 @@ func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 func (c *CSP) computeShares(chk *checked, member *he.Member, cts []*rlwe.Ciphertext) ([][]byte, error) {
 	noise, err := job.ServerNoise(chk.spec, chk.sch, dp.RoleCSP, len(chk.owners), nil)
 	if err != nil {
-		if errors.Is(err, dp.ErrPlanInfeasible) {
-			return nil, status.Errorf(codes.FailedPrecondition, "%v", err)
-		}
-		return nil, status.Errorf(codes.Internal, "noise share: %v", err)
+		return nil, fmt.Errorf("noise share: %w", err)
 	}
 	// The member's key material is used by one switch at a time.
 	c.memberMu.Lock()
 	ks, err := job.SwitchShares(c.params, member, cts, chk.userPK, chk.active, noise)
 	c.memberMu.Unlock()
 	if err != nil {
-		return nil, status.Errorf(codes.Internal, "key switch: %v", err)
+		return nil, fmt.Errorf("key switch: %w", err)
 	}
 	out := make([][]byte, len(ks))
 	for i, s := range ks {

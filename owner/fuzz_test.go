@@ -46,6 +46,7 @@ type ticketCase struct {
 	spec   []byte
 	sig    []byte
 	cert   []byte
+	code   job.Decline
 	reason string
 }
 
@@ -66,7 +67,7 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DiscriminantSplit,
 		Owners: []string{"hospital-a", "hospital-b"}, MinOwners: 1,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 10_000,
+		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 1, CommitteeThreshold: 1,
 		CommitteeKey: h("c"), User: alice.Identity.String(), UserKey: h("d"), Nonce: "fuzz"}
 	sig, _ := spec.Sign(alice.Signer())
@@ -76,24 +77,25 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	wrongRole, _ := spec.Sign(proxyAsUser.Signer())
 	mnist := bytes.Replace(spec.Canonical(), []byte(`"wdbc"`), []byte(`"mnist"`), 1)
 	return o, []ticketCase{
-		{"valid", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, ""},
-		{"another schema", other.ID(), other.Canonical(), otherSig, alice.Leaf.Raw, "schema hash eeeeeeeeeeee… differs from this owner's " + sch.HashHex()[:12] + "… for dataset wdbc"},
-		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, "signed by proxy/alice, which is not a user"},
-		{"ID of another spec", other.ID(), spec.Canonical(), sig, alice.Leaf.Raw, "the job ID is not the hash of its spec"},
-		{"another dataset", job.Fingerprint(mnist), mnist, sig, alice.Leaf.Raw, `does not serve dataset "mnist"`},
-		{"signature of another spec", spec.ID(), spec.Canonical(), otherSig, alice.Leaf.Raw, "signature does not verify"},
+		{"valid", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, 0, ""},
+		{"another schema", other.ID(), other.Canonical(), otherSig, alice.Leaf.Raw, job.DeclineSchemaMismatch, "schema hash eeeeeeeeeeee… differs from this owner's " + sch.HashHex()[:12] + "… for dataset wdbc"},
+		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, job.DeclineInvalidJob, "signed by proxy/alice, which is not a user"},
+		{"ID of another spec", other.ID(), spec.Canonical(), sig, alice.Leaf.Raw, job.DeclineInvalidJob, "the job ID is not the hash of its spec"},
+		{"another dataset", job.Fingerprint(mnist), mnist, sig, alice.Leaf.Raw, job.DeclineSchemaMismatch, `does not serve dataset "mnist"`},
+		{"signature of another spec", spec.ID(), spec.Canonical(), otherSig, alice.Leaf.Raw, job.DeclineInvalidJob, "signature does not verify"},
 	}
 }
 
-// TestCheckTicket: an owner declines, saying why, a job for another schema
-// of its dataset, a ticket signed with a certificate of the wrong role or
-// for another spec, an ID that is not the spec's.
+// TestCheckTicket: an owner declines, with the right public code and the
+// detail in its own record, a job for another schema of its dataset, a
+// ticket signed with a certificate of the wrong role or for another spec,
+// an ID that is not the spec's.
 func TestCheckTicket(t *testing.T) {
 	o, cases := ticketCases(t, t.TempDir())
 	for _, tc := range cases {
-		s, _, reason := o.checkTicket(tc.id, &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert})
-		if (s != nil) != (tc.reason == "") || !strings.Contains(reason, tc.reason) {
-			t.Errorf("%s: took part %v, reason %q, want %q", tc.what, s != nil, reason, tc.reason)
+		s, _, r := o.checkTicket(tc.id, &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert})
+		if (s != nil) != (tc.reason == "") || (r != nil && (r.code != tc.code || !strings.Contains(r.detail, tc.reason))) {
+			t.Errorf("%s: took part %v, refusal %+v, want %s %q", tc.what, s != nil, r, tc.code, tc.reason)
 		}
 	}
 }
@@ -105,15 +107,18 @@ func FuzzTicket(f *testing.F) {
 	}
 	f.Add("short", cases[0].spec, cases[0].sig, cases[0].cert)
 	f.Fuzz(func(t *testing.T, id string, specB, sig, cert []byte) {
-		s, ds, reason := o.checkTicket(id, &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert})
+		s, ds, r := o.checkTicket(id, &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert})
 		if s == nil {
-			if reason == "" {
+			if r == nil || r.detail == "" {
 				t.Fatal("declined without a reason")
+			}
+			if _, err := job.ParseDecline(int32(r.code)); err != nil {
+				t.Fatalf("declined with an unknown code: %v", err)
 			}
 			return
 		}
-		if reason != "" || s.ID() != id || ds.Schema.HashHex() != s.SchemaHash || s.Dataset != ds.Schema.ID {
-			t.Fatalf("took part in job %q (%s): %q", id, s.ID(), reason)
+		if r != nil || s.ID() != id || ds.Schema.HashHex() != s.SchemaHash || s.Dataset != ds.Schema.ID {
+			t.Fatalf("took part in job %q (%s): %+v", id, s.ID(), r)
 		}
 		if err := transport.VerifyTicket(o.cfg.Dialer.Creds, s, sig, cert); err != nil {
 			t.Fatalf("took part in a job not signed by its user: %v", err)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -15,6 +16,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -33,8 +35,11 @@ const (
 type jobNote struct {
 	State   string `json:"state"`
 	Dataset string `json:"dataset"`
-	Reason  string `json:"reason,omitempty"`
-	Blobs   int    `json:"blobs,omitempty"`
+	// Code is the decline code sent to the proxy (job.Decline's name);
+	// Reason the local detail, which never leaves the owner.
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	Blobs  int    `json:"blobs,omitempty"`
 	// Unreported marks a decline the proxy has not acknowledged yet.
 	Unreported bool      `json:"unreported,omitempty"`
 	At         time.Time `json:"at"`
@@ -44,11 +49,14 @@ var bucketUploads = []byte("uploads") // job/NNNNNN -> stored ciphertext bytes
 
 // JobRecord is what this owner did about a job.
 type JobRecord struct {
-	Job     string    `json:"job"`
-	State   string    `json:"state"` // one of the Part constants
-	Dataset string    `json:"dataset,omitempty"`
-	Reason  string    `json:"reason,omitempty"`
-	At      time.Time `json:"at"`
+	Job     string `json:"job"`
+	State   string `json:"state"` // one of the Part constants
+	Dataset string `json:"dataset,omitempty"`
+	// Code is the decline code the proxy was told (declined jobs only);
+	// Reason is the local detail.
+	Code   string    `json:"code,omitempty"`
+	Reason string    `json:"reason,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // JobRecords returns this owner's record of every job it has seen.
@@ -60,7 +68,7 @@ func (o *Owner) JobRecords() ([]JobRecord, error) {
 			if err := json.Unmarshal(v, &n); err != nil {
 				return fmt.Errorf("job %s: %w", k, err)
 			}
-			out = append(out, JobRecord{Job: string(k), State: n.State, Dataset: n.Dataset, Reason: n.Reason, At: n.At})
+			out = append(out, JobRecord{Job: string(k), State: n.State, Dataset: n.Dataset, Code: n.Code, Reason: n.Reason, At: n.At})
 			return nil
 		})
 	})
@@ -175,11 +183,12 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		}
 		o.setNote(id, jobNote{State: PartSkipped, Dataset: st.GetDataset(), Reason: "ended before this owner took part"})
 	case note.State == PartDeclined && note.Unreported:
-		if st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN {
-			o.setNote(id, jobNote{State: PartDeclined, Dataset: note.Dataset, Reason: note.Reason})
+		code, err := job.ParseDeclineName(note.Code)
+		if st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN || err != nil {
+			o.setNote(id, jobNote{State: PartDeclined, Dataset: note.Dataset, Code: note.Code, Reason: note.Reason})
 			return
 		}
-		o.reportDecline(ctx, id, note.Dataset, note.Reason)
+		o.reportDecline(ctx, id, note.Dataset, code, note.Reason)
 	case note.State == PartUploading:
 		o.resume(ctx, st, note)
 	case note.State == PartUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
@@ -196,22 +205,23 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 
 // takePart decides about a new job (st is its status, info its ticket)
 // and, if the owner takes part, reserves budget, computes, stores and
-// uploads its share.
+// uploads its share. Whether it takes part never depends on its rows.
 func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedpcav1.JobInfo) {
 	id := st.GetJobId()
-	spec, ds, reason := o.checkTicket(id, info)
-	if reason != "" {
+	spec, ds, r := o.checkTicket(id, info)
+	if r != nil {
 		dataset := ""
 		if ds != nil {
 			dataset = ds.Schema.ID
 		}
-		o.decline(ctx, id, dataset, reason)
+		o.decline(ctx, id, dataset, r)
 		return
 	}
 	dataset, sch := spec.Dataset, ds.Schema
-	cpk, err := o.committeeKey(ctx, spec.CommitteeKey)
+	cpk, err := o.committeeKey(ctx, spec)
 	if errors.Is(err, errWrongCommittee) {
-		o.decline(ctx, id, dataset, err.Error())
+		o.log.Error("the proxy's committee key is not attested by the committee: refusing the job, nothing is uploaded", "job", id[:16], "error", err)
+		o.decline(ctx, id, dataset, refuse(job.DeclineCommitteeKey, "%v", err))
 		return
 	}
 	if err != nil {
@@ -220,7 +230,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	}
 	cal, err := spec.Calibration(sch)
 	if err != nil {
-		o.decline(ctx, id, dataset, err.Error())
+		o.decline(ctx, id, dataset, refuse(job.DeclineInvalidJob, "%v", err))
 		return
 	}
 	rho := cal.Rho
@@ -230,7 +240,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	state, err := o.ledger.Reserve(dataset, id, rho, spec.Epsilon, spec.Delta)
 	if err != nil {
 		if errors.Is(err, ErrBudget) {
-			o.decline(ctx, id, dataset, err.Error())
+			o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
 			return
 		}
 		o.log.Error("ledger", "job", id[:16], "error", err)
@@ -239,25 +249,37 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	if state != Reserved {
 		// The ledger settled this job already (this owner released its
 		// reservation and stopped before noting why): never upload for it.
-		o.decline(ctx, id, dataset, "this owner already settled its part in the job (ledger: "+state+")")
+		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "this owner already settled its part in the job (ledger: %s)", state))
 		return
 	}
 	// Compute and store the encrypted share before sending anything.
 	start := time.Now()
 	rc, err := ds.Open()
 	if err != nil {
-		o.releaseAndDecline(ctx, id, dataset, "cannot read the dataset: "+err.Error())
+		o.releaseAndDecline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot read the dataset: %v", err))
 		return
 	}
-	acc, err := job.ReadStatistics(spec, sch, rc)
+	acc, rep, err := job.ReadStatistics(spec, sch, rc)
 	rc.Close()
 	if err != nil {
-		o.releaseAndDecline(ctx, id, dataset, "cannot compute statistics: "+err.Error())
+		// The file's header does not fit the schema, or the file cannot be
+		// read at all: neither depends on its rows.
+		code := job.DeclineUnavailable
+		var re *schema.RowError
+		if errors.As(err, &re) && re.Line == 1 {
+			code = job.DeclineSchemaMismatch
+		}
+		o.releaseAndDecline(ctx, id, dataset, refuse(code, "cannot compute statistics: %v", err))
 		return
+	}
+	if rep.Skipped > 0 || rep.Dropped > 0 {
+		o.log.Warn("rows left out of the statistics (counted here only; nothing about them leaves this owner)", "job", id[:16], "dataset", dataset,
+			"rows_used", rep.Rows, "skipped_unreadable", rep.Skipped, "dropped_over_max_owner_rows", rep.Dropped, "max_owner_rows", spec.MaxOwnerRows,
+			"first_skipped", strings.Join(rep.Examples, "; "))
 	}
 	cts, err := job.OwnerCiphertexts(spec, sch, o.params, cpk, acc, nil)
 	if err != nil {
-		o.releaseAndDecline(ctx, id, dataset, "cannot encrypt statistics: "+err.Error())
+		o.releaseAndDecline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot encrypt statistics: %v", err))
 		return
 	}
 	compute := time.Since(start)
@@ -285,8 +307,8 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	o.shares[id] = compute
 	o.mu.Unlock()
 	o.m.shares.Observe(compute.Seconds())
-	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", acc.Rows(), "ciphertexts", len(cts),
-		"ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
+	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped, "skipped", rep.Skipped, "dropped", rep.Dropped,
+		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
 	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts)})
 }
 
@@ -294,44 +316,44 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 // part in job id as its ticket describes it: a well-formed spec whose hash
 // is the ID, for a dataset this owner serves with exactly its schema, signed
 // by the user the spec names, allowed by the policy, and valid for the
-// schema and parameters. Otherwise reason says why not (ds is set when the
-// dataset is one of this owner's, for the budget report of the decline).
-func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, ds *Dataset, reason string) {
+// schema and parameters. Otherwise the refusal says why not (ds is set when
+// the dataset is one of this owner's, for the budget report of the decline).
+func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, ds *Dataset, r *refusal) {
 	spec, err := job.ParseSpec(info.GetSpec())
 	if err != nil {
-		return nil, nil, "malformed job spec: " + err.Error()
+		return nil, nil, refuse(job.DeclineInvalidJob, "malformed job spec: %v", err)
 	}
 	ds, ok := o.datasets[spec.Dataset]
 	if !ok {
-		return nil, nil, fmt.Sprintf("this owner does not serve dataset %q", spec.Dataset)
+		return nil, nil, refuse(job.DeclineSchemaMismatch, "this owner does not serve dataset %q", spec.Dataset)
 	}
 	sch := ds.Schema
 	switch {
 	case spec.ID() != id:
-		return nil, ds, "the job ID is not the hash of its spec"
+		return nil, ds, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec")
 	case spec.SchemaHash != sch.HashHex():
-		return nil, ds, fmt.Sprintf("the job's schema hash %s… differs from this owner's %s… for dataset %s", spec.SchemaHash[:12], sch.HashHex()[:12], sch.ID)
+		return nil, ds, refuse(job.DeclineSchemaMismatch, "the job's schema hash %s… differs from this owner's %s… for dataset %s", spec.SchemaHash[:12], sch.HashHex()[:12], sch.ID)
 	}
 	if err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate()); err != nil {
-		return nil, ds, "the job is not properly signed: " + err.Error()
+		return nil, ds, refuse(job.DeclineInvalidJob, "the job is not properly signed: %v", err)
 	}
 	if err := userOK(o.cfg.Policy, spec.User); err != nil {
-		return nil, ds, err.Error()
+		return nil, ds, refuse(job.DeclineUserNotAllowed, "%v", err)
 	}
-	if err := epsilonOK(o.cfg.Policy, spec); err != nil {
-		return nil, ds, err.Error()
+	if err := policyOK(o.cfg.Policy, spec); err != nil {
+		return nil, ds, refuse(job.DeclinePolicy, "%v", err)
 	}
 	if err := spec.Check(sch, o.params); err != nil {
-		return nil, ds, err.Error()
+		return nil, ds, refuse(job.DeclineInvalidJob, "%v", err)
 	}
-	return spec, ds, ""
+	return spec, ds, nil
 }
 
-func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset, reason string) {
+func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset string, r *refusal) {
 	if err := o.ledger.Release(dataset, id); err != nil {
 		o.log.Error("ledger release", "job", id[:16], "error", err)
 	}
-	o.decline(ctx, id, dataset, reason)
+	o.decline(ctx, id, dataset, r)
 }
 
 // resume sends (or re-sends) a stored upload, and settles the ledger when

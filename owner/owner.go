@@ -4,9 +4,18 @@
 // local statistics (with its DP noise share when the plan asks for one) and
 // uploads them once, with retries.
 //
+// Nothing an owner sends about a job depends on its rows but its encrypted,
+// noised statistics: a decline is one code of a closed public list
+// (job.Decline), with the detail in the owner's own log and local status;
+// rows that cannot be read are skipped and rows beyond the job's public
+// per-owner cap are dropped (counted locally), so one row never changes
+// whether the owner uploads. The owner uploads only under a committee key
+// that every committee member attested (transport.VerifyCommittee): a proxy
+// that substitutes its own key gets a decline, never an upload.
+//
 // Before computing a share the owner reserves the job's rho in the
 // dataset's ledger (charged at the tolerated-collusion level, the job's
-// calibrated rho) and declines the job, saying why, if the remaining budget
+// calibrated rho) and declines the job (code budget) if the remaining budget
 // is short; it commits when the upload is acknowledged, releases a
 // reservation it never uploaded, and refunds a job that fails before any
 // key switch. The encrypted upload is stored before it is sent, so a re-send
@@ -63,11 +72,20 @@ type Policy struct {
 	// SPIFFE ID); empty allows every user of the deployment.
 	Users []string
 	// MaxEpsilon is the largest epsilon of one job (0: no limit besides the
-	// budget).
+	// budget); MaxDelta the largest delta (0: DefaultMaxDelta).
 	MaxEpsilon float64
+	MaxDelta   float64
+	// Committee, if set, pins the committee: the owner takes part only under
+	// a key attested by exactly these CSP members (IDs). Empty accepts any
+	// committee of the deployment's CSPs that attested the key.
+	Committee []string
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
 }
+
+// DefaultMaxDelta is an owner's per-job delta limit unless its policy sets
+// one: the deployment-wide default delta (job.DefaultDelta).
+const DefaultMaxDelta = job.DefaultDelta
 
 // Config configures an owner.
 type Config struct {
@@ -206,11 +224,13 @@ func New(cfg Config) (*Owner, error) {
 	return o, nil
 }
 
-// committeeKey returns the committee key with the given fingerprint, asking
-// the proxy only when it is not the cached one.
-func (o *Owner) committeeKey(ctx context.Context, fingerprint string) (*rlwe.PublicKey, error) {
+// committeeKey returns the committee key the job names, asking the proxy
+// only when it is not the cached one. The key must be attested by every
+// committee member (and be the committee the spec and the owner's policy
+// name); otherwise the error wraps errWrongCommittee.
+func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicKey, error) {
 	o.mu.Lock()
-	if o.cpkFP == fingerprint {
+	if o.cpkFP == spec.CommitteeKey {
 		defer o.mu.Unlock()
 		return o.cpk, nil
 	}
@@ -221,21 +241,29 @@ func (o *Owner) committeeKey(ctx context.Context, fingerprint string) (*rlwe.Pub
 	if err != nil {
 		return nil, err
 	}
-	fp := job.Fingerprint(cmt.GetPublicKey())
-	if fp != fingerprint {
-		return nil, fmt.Errorf("%w: the job's committee key %s… is not the committee's current key %s…", errWrongCommittee, fingerprint[:12], fp[:12])
+	st, err := transport.VerifyCommittee(o.cfg.Dialer.Creds, cmt, o.cfg.Policy.Committee)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errWrongCommittee, err)
+	}
+	switch {
+	case st.Key != spec.CommitteeKey:
+		return nil, fmt.Errorf("%w: the job's committee key %s… is not the attested key %s…", errWrongCommittee, spec.CommitteeKey[:12], st.Key[:12])
+	case len(st.Members) != spec.CommitteeN || st.Threshold != spec.CommitteeThreshold:
+		return nil, fmt.Errorf("%w: the job's committee is %d-of-%d, the attested one %d-of-%d", errWrongCommittee, spec.CommitteeThreshold, spec.CommitteeN, st.Threshold, len(st.Members))
+	case st.HEParams != o.params.Fingerprint():
+		return nil, fmt.Errorf("%w: the key is attested for other HE parameters", errWrongCommittee)
 	}
 	pk, err := o.params.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
 	if err != nil {
 		return nil, fmt.Errorf("%w: the committee key is malformed: %v", errWrongCommittee, err)
 	}
 	o.mu.Lock()
-	o.cpk, o.cpkFP = pk, fp
+	o.cpk, o.cpkFP = pk, st.Key
 	o.mu.Unlock()
 	return pk, nil
 }
 
-var errWrongCommittee = errors.New("committee key")
+var errWrongCommittee = errors.New("committee key refused")
 
 // ShareTime returns how long computing and encrypting this owner's share of
 // a job took (reading the rows included), if it computed one in this run.
@@ -380,28 +408,41 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved}
 }
 
+// refusal is why this owner does not take part in a job: the public code it
+// sends, and the detail, which stays in its log and local status.
+type refusal struct {
+	code   job.Decline
+	detail string
+}
+
+func refuse(code job.Decline, format string, args ...any) *refusal {
+	return &refusal{code: code, detail: fmt.Sprintf(format, args...)}
+}
+
 // decline records that this owner does not take part in a job (final:
-// the job is never reconsidered) and tells the proxy why.
-func (o *Owner) decline(ctx context.Context, id, dataset, reason string) {
+// the job is never reconsidered) and tells the proxy the code alone.
+func (o *Owner) decline(ctx context.Context, id, dataset string, r *refusal) {
 	o.m.declines.Inc()
-	o.log.Info("declining job", "job", id[:min(16, len(id))], "reason", reason)
-	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Reason: reason, Unreported: true})
-	o.reportDecline(ctx, id, dataset, reason)
+	o.log.Info("declining job", "job", id[:min(16, len(id))], "reason", r.code.String(), "detail", r.detail)
+	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Code: r.code.String(), Reason: r.detail, Unreported: true})
+	o.reportDecline(ctx, id, dataset, r.code, r.detail)
 }
 
 // reportDecline tells the proxy about a decline (idempotent), retrying a
-// few times; if the proxy stays unreachable, the next polls report it.
-func (o *Owner) reportDecline(ctx context.Context, id, dataset, reason string) {
+// few times; if the proxy stays unreachable, the next polls report it. The
+// request carries the code (and the ledger balance for display), nothing
+// else.
+func (o *Owner) reportDecline(ctx context.Context, id, dataset string, code job.Decline, detail string) {
 	err := transport.Retry(ctx, transport.Call{What: "report the decline of job " + id[:min(16, len(id))], Timeout: callTimeout, Attempts: 3},
 		func(ctx context.Context) error {
-			_, err := o.proxy.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: reason, Budget: o.budgetReport(dataset)})
+			_, err := o.proxy.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: fedpcav1.DeclineReason(code), Budget: o.budgetReport(dataset)})
 			return err
 		})
 	if err != nil {
 		o.log.Warn("cannot report the decline; will retry at the next poll", "error", err)
 		return
 	}
-	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Reason: reason})
+	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Code: code.String(), Reason: detail})
 }
 
 // digest is the SHA-256 of an upload's ciphertext bytes, in order.
@@ -422,18 +463,26 @@ func retryable(err error) bool {
 	return false
 }
 
-func epsilonOK(p Policy, spec *job.Spec) error {
+// policyOK checks the job's privacy parameters against the policy.
+func policyOK(p Policy, spec *job.Spec) error {
 	if spec.NoNoise {
 		if !p.AllowNoNoise {
 			return errors.New("the job has no DP noise and this owner's policy refuses such jobs")
 		}
 		return nil
 	}
+	if math.IsNaN(spec.Epsilon) || math.IsNaN(spec.Delta) {
+		return errors.New("epsilon or delta is NaN")
+	}
 	if p.MaxEpsilon > 0 && spec.Epsilon > p.MaxEpsilon*(1+1e-12) {
 		return fmt.Errorf("epsilon %g exceeds this owner's limit of %g per job", spec.Epsilon, p.MaxEpsilon)
 	}
-	if math.IsNaN(spec.Epsilon) {
-		return errors.New("epsilon is NaN")
+	maxDelta := p.MaxDelta
+	if maxDelta == 0 {
+		maxDelta = DefaultMaxDelta
+	}
+	if spec.Delta > maxDelta*(1+1e-12) {
+		return fmt.Errorf("delta %g exceeds this owner's limit of %g per job", spec.Delta, maxDelta)
 	}
 	return nil
 }

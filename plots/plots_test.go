@@ -35,7 +35,7 @@ func wine(t *testing.T, analysis string, k int) (*job.Result, Rows) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec := &job.Spec{Analysis: analysis, K: k, MaxRows: 1 << 20}
+	spec := &job.Spec{Analysis: analysis, K: k, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}
 	res, _, err := job.Central(spec, sch, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)

@@ -132,18 +132,50 @@ func (p *Proxy) ceremonyOnce(ctx context.Context) error {
 			return fmt.Errorf("member %s unreachable", p.cfg.Committee[i].ID)
 		}
 		agree = agree && s.GetReady() && s.GetCommitteeKeyFingerprint() == sts[0].GetCommitteeKeyFingerprint() &&
-			s.GetPoint() == uint32(i+1) && int(s.GetMembers()) == len(p.cfg.Committee) && int(s.GetThreshold()) == p.cfg.Threshold
+			s.GetCeremonyId() == sts[0].GetCeremonyId() && s.GetPoint() == uint32(i+1) &&
+			int(s.GetMembers()) == len(p.cfg.Committee) && int(s.GetThreshold()) == p.cfg.Threshold
 	}
 	if agree {
-		pk := sts[0].GetCommitteePublicKey()
-		if _, err := p.params.Codecs().PublicKey.Unmarshal(pk); err != nil {
-			return fmt.Errorf("members' committee key: %w", err)
+		rec := &committeeRecord{CeremonyID: sts[0].GetCeremonyId(), Members: p.cfg.Committee, Threshold: p.cfg.Threshold,
+			HEParams: p.params.ID(), PublicKey: sts[0].GetCommitteePublicKey(), Fingerprint: job.Fingerprint(sts[0].GetCommitteePublicKey()), At: time.Now().UTC()}
+		for _, s := range sts {
+			rec.Attestations = append(rec.Attestations, s.GetAttestation())
 		}
-		p.log.Info("adopting the committee key the members hold", "ceremony", sts[0].GetCeremonyId())
-		return p.saveCommittee(&committeeRecord{CeremonyID: sts[0].GetCeremonyId(), Members: p.cfg.Committee, Threshold: p.cfg.Threshold,
-			HEParams: p.params.ID(), PublicKey: pk, Fingerprint: job.Fingerprint(pk), At: time.Now().UTC()})
+		if err := p.checkCommittee(rec); err != nil {
+			p.log.Warn("the members' committee key cannot be adopted; running a new ceremony", "error", err)
+		} else {
+			p.log.Info("adopting the committee key the members hold", "ceremony", rec.CeremonyID)
+			return p.saveCommittee(rec)
+		}
 	}
 	return p.ceremony(ctx)
+}
+
+// checkCommittee verifies a committee record as owners and users will: a
+// key that parses and every member's attestation of it. The proxy never
+// publishes a key it cannot show attested.
+func (p *Proxy) checkCommittee(c *committeeRecord) error {
+	if _, err := p.params.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
+		return fmt.Errorf("committee key: %w", err)
+	}
+	_, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), memberIDs(c.Members))
+	return err
+}
+
+func memberIDs(ms []Member) []string {
+	ids := make([]string, len(ms))
+	for i, m := range ms {
+		ids[i] = m.ID
+	}
+	return ids
+}
+
+// committeeInfo is what the proxy publishes about the committee key, without
+// the members' health.
+func (p *Proxy) committeeInfo(c *committeeRecord) *fedpcav1.GetCommitteeResponse {
+	return &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
+		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint,
+		CeremonyId: c.CeremonyID, Attestations: c.Attestations}
 }
 
 func short(s string) string {
@@ -183,6 +215,7 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 	}
 	// Round 1: public key shares and exchange keys.
 	shares := make([]*he.PublicKeyShare, n)
+	signed := make([]*fedpcav1.MemberShare, n)
 	keys := make([]*fedpcav1.MemberKey, n)
 	for i, mc := range mcs {
 		var r *fedpcav1.KeyGenResponse
@@ -196,6 +229,7 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 		if shares[i], err = p.params.Codecs().PublicKeyShare.Unmarshal(r.GetPublicKeyShare()); err != nil {
 			return fmt.Errorf("keygen on %s: %w", mc.ID, err)
 		}
+		signed[i] = &fedpcav1.MemberShare{Point: uint32(i + 1), PublicKeyShare: r.GetPublicKeyShare(), Signature: r.GetPublicKeyShareSignature(), Certificate: r.GetCertificate()}
 		keys[i] = &fedpcav1.MemberKey{Point: uint32(i + 1), ExchangeKey: r.GetExchangeKey(), ExchangeKeySignature: r.GetExchangeKeySignature(), Certificate: r.GetCertificate()}
 	}
 	pk, err := he.AggregatePublicKey(p.params, seed[:], shares)
@@ -233,12 +267,15 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 			}
 		}
 	}
+	// Finalize: each member checks the key against every member's signed
+	// share and attests it.
 	pkBytes := p.params.Codecs().PublicKey.Marshal(pk)
 	fp := job.Fingerprint(pkBytes)
+	rec := &committeeRecord{CeremonyID: id, Members: p.cfg.Committee, Threshold: t, HEParams: p.params.ID(), PublicKey: pkBytes, Fingerprint: fp, At: time.Now().UTC()}
 	for _, mc := range mcs {
 		var r *fedpcav1.FinalizeResponse
 		err := call("finalize", mc, func(ctx context.Context) (err error) {
-			r, err = mc.client.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes})
+			r, err = mc.client.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes, Shares: signed})
 			return err
 		})
 		if err != nil {
@@ -247,8 +284,12 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 		if r.GetCommitteeKeyFingerprint() != fp {
 			return fmt.Errorf("finalize on %s: member reports key %s, want %s", mc.ID, short(r.GetCommitteeKeyFingerprint()), short(fp))
 		}
+		rec.Attestations = append(rec.Attestations, r.GetAttestation())
 	}
-	return p.saveCommittee(&committeeRecord{CeremonyID: id, Members: p.cfg.Committee, Threshold: t, HEParams: p.params.ID(), PublicKey: pkBytes, Fingerprint: fp, At: time.Now().UTC()})
+	if err := p.checkCommittee(rec); err != nil {
+		return err
+	}
+	return p.saveCommittee(rec)
 }
 
 func (p *Proxy) saveCommittee(c *committeeRecord) error {
@@ -308,8 +349,7 @@ func (p *Proxy) committeeResponse(ctx context.Context, c *committeeRecord) *fedp
 	if r := fresh(); r != nil {
 		return r
 	}
-	resp := &fedpcav1.GetCommitteeResponse{HeParams: p.params.ID(), HeParamsHash: p.params.Fingerprint(), Members: int32(len(c.Members)),
-		Threshold: int32(c.Threshold), PublicKey: c.PublicKey, PublicKeyFingerprint: c.Fingerprint}
+	resp := p.committeeInfo(c)
 	for i, s := range p.memberStatus(ctx, false) {
 		resp.MemberStatus = append(resp.MemberStatus, &fedpcav1.CommitteeMember{Id: c.Members[i].ID, Point: uint32(i + 1),
 			Healthy: s != nil && s.GetCommitteeKeyFingerprint() == c.Fingerprint})

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -271,9 +270,9 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	if err := j.party(who); err != nil {
 		return nil, toStatus(err)
 	}
-	reason := strings.TrimSpace(req.GetReason())
-	if reason == "" || len(reason) > 1000 {
-		return nil, toStatus(bad("reason: want 1 to 1000 characters"))
+	reason, err := job.ParseDecline(int32(req.GetReason()))
+	if err != nil {
+		return nil, toStatus(bad("reason: %v", err))
 	}
 	if err := j.checkBudget(req.GetBudget()); err != nil {
 		return nil, toStatus(err)
@@ -293,7 +292,7 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	if err != nil {
 		return nil, toStatus(err)
 	}
-	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason)
+	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason.String())
 	return &fedpcav1.DeclineResponse{}, nil
 }
 

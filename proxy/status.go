@@ -129,10 +129,13 @@ const (
 
 // OwnerStatus is one owner named by a job.
 type OwnerStatus struct {
-	ID     string    `json:"id"`
-	State  string    `json:"state"`
-	At     time.Time `json:"at,omitzero"`
-	Reason string    `json:"reason,omitempty"`
+	ID    string    `json:"id"`
+	State string    `json:"state"`
+	At    time.Time `json:"at,omitzero"`
+	// Reason is a decliner's code (job.Decline) and ReasonText its public
+	// description: owners send nothing else about a decline.
+	Reason     string `json:"reason,omitempty"`
+	ReasonText string `json:"reason_text,omitempty"`
 }
 
 // BudgetStatus is an owner's privacy budget for a dataset (zCDP rho), as
@@ -260,7 +263,7 @@ func jobStatus(j *jobState, rec *jobRecord, now time.Time, owners bool) JobStatu
 		answered[u.Owner] = OwnerStatus{ID: u.Owner, State: OwnerUploaded, At: u.At}
 	}
 	for _, d := range rec.Declined {
-		answered[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason}
+		answered[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.Reason.Text()}
 	}
 	absent := OwnerWaiting
 	if rec.State != fedpcav1.JobState_JOB_STATE_OPEN {

@@ -51,13 +51,15 @@ func shareKey(point uint32, i int) []byte { return []byte(fmt.Sprintf("share/%03
 
 // committeeRecord is the outcome of the key ceremony.
 type committeeRecord struct {
-	CeremonyID  string    `json:"ceremony_id"`
-	Members     []Member  `json:"members"`
-	Threshold   int       `json:"threshold"`
-	HEParams    string    `json:"he_params"`
-	PublicKey   []byte    `json:"public_key"`
-	Fingerprint string    `json:"fingerprint"`
-	At          time.Time `json:"at"`
+	CeremonyID  string   `json:"ceremony_id"`
+	Members     []Member `json:"members"`
+	Threshold   int      `json:"threshold"`
+	HEParams    string   `json:"he_params"`
+	PublicKey   []byte   `json:"public_key"`
+	Fingerprint string   `json:"fingerprint"`
+	// Attestations are every member's signed statement about the key.
+	Attestations []*fedpcav1.KeyAttestation `json:"attestations"`
+	At           time.Time                  `json:"at"`
 }
 
 type uploadRecord struct {
@@ -66,10 +68,12 @@ type uploadRecord struct {
 	At     time.Time `json:"at"`
 }
 
+// declineRecord is an owner's decline: its code only (job.Decline), never
+// text from the owner.
 type declineRecord struct {
-	Owner  string    `json:"owner"`
-	Reason string    `json:"reason"`
-	At     time.Time `json:"at"`
+	Owner  string      `json:"owner"`
+	Reason job.Decline `json:"reason"`
+	At     time.Time   `json:"at"`
 }
 
 // jobRecord is a job's durable state (apart from ciphertexts).
@@ -251,7 +255,13 @@ func (p *Proxy) load() error {
 			if err != nil {
 				return err
 			}
-			p.cmt = c
+			if err := p.checkCommittee(c); err != nil {
+				// Owners and users would refuse it: establish the key again
+				// (adopt the members' attested key, or a new ceremony).
+				p.log.Warn("the stored committee key is not attested by every member; it will be established again", "error", err)
+			} else {
+				p.cmt = c
+			}
 		}
 		jobs := tx.Bucket(bucketJobs)
 		return jobs.ForEachBucket(func(k []byte) error {
@@ -359,7 +369,7 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 	if full {
 		s.ExpectedOwners, s.UploadedOwners = j.spec.Owners, j.uploadedOwners()
 		for _, d := range j.rec.Declined {
-			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: d.Reason})
+			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}
 	return s

@@ -2,7 +2,6 @@ package sim
 
 import (
 	"context"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -43,7 +42,7 @@ func TestBudgetExhausted(t *testing.T) {
 	ids := make([]string, jobs)
 	for i := range jobs {
 		spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, Epsilon: 1, Owners: []string{owners[0].ID, owners[1].ID},
-			MinOwners: 1, Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+			MinOwners: 1, Deadline: time.Now().Add(time.Minute)})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -77,7 +76,7 @@ func TestBudgetExhausted(t *testing.T) {
 			}
 		}
 		for _, d := range st.GetDeclinedOwners() {
-			if d.GetOwner() != owners[0].ID || !strings.Contains(d.GetReason(), "privacy budget exhausted") {
+			if d.GetOwner() != owners[0].ID || d.GetReason() != fedpcav1.DeclineReason_DECLINE_REASON_BUDGET {
 				t.Errorf("declined: %s: %s", d.GetOwner(), d.GetReason())
 			}
 			declined++

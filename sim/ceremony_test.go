@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"net"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/seal"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -109,10 +111,10 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	}
 	forged[1].Certificate = cl.Creds("owner/eve").Leaf.Raw
 	_, err = m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: forged})
-	wantCode(t, "exchange key certified for the wrong role", err, codes.InvalidArgument, "exchange key certified for owner/eve, committee lists csp/csp-2")
+	wantCode(t, "exchange key certified for the wrong role", err, codes.InvalidArgument, "signed by owner/eve, expected csp/csp-2")
 	forged[1].Certificate = keys[2].GetCertificate()
 	_, err = m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: forged})
-	wantCode(t, "exchange key certified for another member", err, codes.InvalidArgument, "exchange key certified for csp/csp-3, committee lists csp/csp-2")
+	wantCode(t, "exchange key certified for another member", err, codes.InvalidArgument, "signed by csp/csp-3, expected csp/csp-2")
 	d1, err := m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: keys})
 	if err != nil {
 		t.Fatal(err)
@@ -137,7 +139,26 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	relabelled := proto.Clone(toThree).(*fedpcav1.SealedShare)
 	relabelled.ToPoint = 1
 	_, err = m1.ReceiveShares(ctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: rogue, Shares: []*fedpcav1.SealedShare{relabelled}})
-	wantCode(t, "share sealed for another member, relabelled", err, codes.InvalidArgument, "share from member 2: sealed box does not open")
+	wantCode(t, "share sealed for another member, relabelled", err, codes.InvalidArgument, "share from member 2 is not signed by it")
+	// The proxy relays the boxes and knows every exchange key: a box it
+	// seals itself to member 1, as if from member 2 (a share of its own
+	// choosing), is refused whatever signature it carries.
+	var fromTwo *fedpcav1.SealedShare
+	for _, s := range d2.GetShares() {
+		if s.GetToPoint() == 1 {
+			fromTwo = s
+		}
+	}
+	box, err := seal.Seal(keys[0].GetExchangeKey(), []byte(fmt.Sprintf("%s|%d->%d", rogue, 2, 1)), make([]byte, 100))
+	if err != nil {
+		t.Fatal(err)
+	}
+	substituted := &fedpcav1.SealedShare{FromPoint: 2, ToPoint: 1, Sealed: box, Signature: fromTwo.GetSignature()}
+	_, err = m1.ReceiveShares(ctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: rogue, Shares: []*fedpcav1.SealedShare{substituted}})
+	wantCode(t, "share sealed by the proxy with member 2's signature of another box", err, codes.InvalidArgument, "share from member 2 is not signed by it")
+	substituted.Signature = nil
+	_, err = m1.ReceiveShares(ctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: rogue, Shares: []*fedpcav1.SealedShare{substituted}})
+	wantCode(t, "share sealed by the proxy, unsigned", err, codes.InvalidArgument, "share from member 2 is not signed by it")
 
 	// A key switch asked of a member that never had a ceremony.
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
@@ -174,7 +195,7 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	}
 	defer u.Close()
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID},
-		Deadline: time.Now().Add(3 * time.Minute), MaxRows: 10000})
+		Deadline: time.Now().Add(3 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -566,7 +566,7 @@ func (ep *episode) runJob(ctx context.Context, jr *jobRun) {
 	jr.start = time.Now()
 	jp := jr.plan
 	req := user.Request{Schema: ep.sch, Analysis: jp.Analysis, Epsilon: jp.Epsilon, Delta: 1e-6, NoNoise: jp.NoNoise, Plan: jp.Plan,
-		Tolerate: jp.Tolerate, Owners: ep.owners, MinOwners: jp.MinOwners, Deadline: time.Now().Add(chaosDeadline), MaxRows: ep.rows}
+		Tolerate: jp.Tolerate, Owners: ep.owners, MinOwners: jp.MinOwners, Deadline: time.Now().Add(chaosDeadline), MaxOwnerRows: ep.rows}
 	if jp.Analysis == job.PCA {
 		req.K = 2
 	}

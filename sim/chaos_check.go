@@ -284,7 +284,7 @@ func (ep *episode) exactSum(spec *job.Spec, owners []string) ([]int64, error) {
 func exactSum(spec *job.Spec, sch *schema.Schema, rows [][]byte) ([]int64, error) {
 	var sum []int64
 	for _, csv := range rows {
-		acc, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
+		acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
 		if err != nil {
 			return nil, err
 		}

@@ -26,7 +26,7 @@ func TestCreateJobRetryAfterDeadline(t *testing.T) {
 	sch, owners := wdbcOwners(t, true)
 	_, u := startWithUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:2], AllowNoNoise: true})
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID, "hospital-x"},
-		MinOwners: 2, Deadline: time.Now().Add(2 * time.Second), MaxRows: 10_000})
+		MinOwners: 2, Deadline: time.Now().Add(2 * time.Second)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,7 +76,7 @@ func exactNoiseOffJob(ctx context.Context, t *testing.T, u *user.Client, sch *sc
 		ids = append(ids, o.ID)
 	}
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: ids,
-		Deadline: time.Now().Add(time.Minute), MaxRows: 10_000})
+		Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

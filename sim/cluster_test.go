@@ -53,9 +53,6 @@ func runJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schem
 	if r.Deadline.IsZero() {
 		r.Deadline = time.Now().Add(5 * time.Minute)
 	}
-	if r.MaxRows == 0 {
-		r.MaxRows = 10_000
-	}
 	spec, err := u.Spec(ctx, r)
 	if err != nil {
 		t.Fatal(err)

@@ -46,8 +46,8 @@ func TestDCASweep(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		spec := &job.Spec{Analysis: job.DCA, MaxRows: 1 << 20}
-		acc, err := job.ReadStatistics(spec, sch, bytes.NewReader(data))
+		spec := &job.Spec{Analysis: job.DCA, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}
+		acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(data))
 		if err != nil {
 			t.Fatal(err)
 		}

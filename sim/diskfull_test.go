@@ -59,7 +59,7 @@ func TestProxyDiskFull(t *testing.T) {
 	}
 	cl, u := startWithUser(ctx, t, Config{Dir: dir, CSPs: 1, Identities: identities, AllowNoNoise: true})
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: ids,
-		Deadline: time.Now().Add(2 * time.Minute), MaxRows: 10_000})
+		Deadline: time.Now().Add(2 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

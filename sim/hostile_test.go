@@ -124,7 +124,7 @@ func TestHostileUploads(t *testing.T) {
 	defer cancel()
 	e := newHostileEnv(t, ctx)
 	names := []string{"hospital-a", "hospital-b", "hospital-c", "hospital-d", "hospital-e"}
-	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -195,7 +195,7 @@ func TestHostileUploads(t *testing.T) {
 	}
 	_, err = upload(ctx, e.owners["hospital-b"], header(id, other), other...)
 	wantCode(t, "conflicting upload after sealing", err, codes.AlreadyExists, "already included")
-	_, err = e.owners["hospital-b"].Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: "late"})
+	_, err = e.owners["hospital-b"].Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: fedpcav1.DeclineReason_DECLINE_REASON_POLICY})
 	wantCode(t, "decline after upload", err, codes.FailedPrecondition, "already uploaded")
 
 	// The release is exactly the sum of the two valid uploads.
@@ -205,7 +205,7 @@ func TestHostileUploads(t *testing.T) {
 	}
 	var want []int64
 	for i := range 2 {
-		acc, _ := job.ReadStatistics(spec, e.sch, bytes.NewReader(e.parts[i]))
+		acc, _, _ := job.ReadStatistics(spec, e.sch, bytes.NewReader(e.parts[i]))
 		v := acc.Pack()
 		if want == nil {
 			want = v
@@ -223,7 +223,7 @@ func TestHostileUploads(t *testing.T) {
 	}
 
 	// A new job sealed at its deadline: a late upload is refused as closed.
-	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], MinOwners: 1, Deadline: time.Now().Add(2 * time.Second), MaxRows: 10000})
+	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], MinOwners: 1, Deadline: time.Now().Add(2 * time.Second)})
 	if _, err := e.u.Submit(ctx, spec2, e.sch); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestHostileJobs(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := newHostileEnv(t, ctx)
-	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a"}, Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a"}, Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -359,7 +359,7 @@ func TestHostileKeySwitch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	e := newHostileEnv(t, ctx)
-	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a", "hospital-b"}, Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a", "hospital-b"}, Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

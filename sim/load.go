@@ -37,7 +37,7 @@ type Upload struct {
 // OwnerUpload computes the upload of an owner holding the rows csv for a
 // job (no noise share: the owners' plans add theirs in the owner daemon).
 func OwnerUpload(spec *job.Spec, sch *schema.Schema, p he.Params, cpk *rlwe.PublicKey, csv []byte) (Upload, error) {
-	acc, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
+	acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
 	if err != nil {
 		return Upload{}, err
 	}
@@ -137,9 +137,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		return nil, err
 	}
 	defer u.Close()
-	rows := int64(cfg.Owners * cfg.Rows)
-	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 5, Epsilon: 1, Delta: 1 / float64(rows), Plan: dp.PlanServers,
-		Split: dp.DefaultSplitFor(job.PCA), Owners: ids, Deadline: time.Now().Add(time.Hour), MaxRows: rows})
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 5, Epsilon: 1, Plan: dp.PlanServers,
+		Split: dp.DefaultSplitFor(job.PCA), Owners: ids, Deadline: time.Now().Add(time.Hour), MaxOwnerRows: int64(cfg.Rows)})
 	if err != nil {
 		return nil, err
 	}

@@ -60,7 +60,7 @@ func TestReplayedAndReorderedUploads(t *testing.T) {
 	a, b := e.owners["hospital-a"], e.owners["hospital-b"]
 	newSpec := func(nonce string) *job.Spec {
 		s, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: owners,
-			Deadline: time.Now().Add(3 * time.Minute), MaxRows: 10000, Nonce: nonce})
+			Deadline: time.Now().Add(3 * time.Minute), Nonce: nonce})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -99,7 +99,7 @@ func TestReplayedAndReorderedUploads(t *testing.T) {
 	hd.Budget = &fedpcav1.BudgetReport{Dataset: e.sch.ID, RhoBudget: math.NaN()}
 	_, err = upload(ctx, a, hd, up2a...)
 	wantCode(t, "NaN budget", err, codes.InvalidArgument, "rho_budget = NaN")
-	_, err = b.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id2, Reason: "no", Budget: &fedpcav1.BudgetReport{Dataset: e.sch.ID, RhoSpent: -1}})
+	_, err = b.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id2, Reason: fedpcav1.DeclineReason_DECLINE_REASON_POLICY, Budget: &fedpcav1.BudgetReport{Dataset: e.sch.ID, RhoSpent: -1}})
 	wantCode(t, "decline with a negative budget", err, codes.InvalidArgument, "rho_spent = -1")
 
 	// A replayed CreateJob of job 2 asking for another user key.

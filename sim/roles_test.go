@@ -66,7 +66,7 @@ func TestCertificatesOfTheWrongRole(t *testing.T) {
 
 	// A job spec signed with an owner's certificate, sent to a member.
 	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a"},
-		Deadline: time.Now().Add(time.Minute), MaxRows: 10000})
+		Deadline: time.Now().Add(time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}

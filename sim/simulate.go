@@ -135,9 +135,13 @@ type Simulator struct {
 	cl     *Cluster
 	sch    *schema.Schema
 	owners []string
-	user   *user.Client
-	rows   *labelledRows
-	tmpDir string
+	// ownerRows is the most rows any owner holds: the simulator's public
+	// per-owner cap (a deployment states one in public; the simulator
+	// knows its split, so no owner drops rows).
+	ownerRows int64
+	user      *user.Client
+	rows      *labelledRows
+	tmpDir    string
 }
 
 // NewSimulator starts the deployment: certificates, committee (key
@@ -188,6 +192,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	for i, p := range parts {
 		id := fmt.Sprintf("owner-%05d", i+1)
 		sm.owners = append(sm.owners, id)
+		sm.ownerRows = max(sm.ownerRows, int64(bytes.Count(p, []byte("\n"))), 1) // at least its rows
 		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
 	}
 	// Many owners poll less often (at most about 500 polls a second); beyond
@@ -258,7 +263,7 @@ func (s *Simulator) traffic() map[string]Traffic {
 func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	delta := o.Delta
 	if delta == 0 && !o.NoNoise {
-		delta = 1 / float64(s.rows.n())
+		delta = job.DefaultDelta
 	}
 	split := o.Split
 	if split == (dp.Split{}) {
@@ -267,7 +272,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	before := s.traffic()
 	req := user.Request{Schema: s.sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
 		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
-		Deadline: time.Now().Add(time.Hour), MaxRows: max(int64(s.rows.n()), 1)}
+		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}
 	spec, err := s.user.Spec(ctx, req)
 	if err != nil {
 		return nil, err
@@ -336,7 +341,10 @@ func (s *Simulator) fetch(ctx context.Context, spec *job.Spec) (*job.Result, tim
 // rows, centrally, and times it.
 func (s *Simulator) central(spec *job.Spec) (*job.Result, time.Duration, error) {
 	start := time.Now()
-	acc, err := job.ReadStatistics(spec, s.sch, bytes.NewReader(s.sim.Data))
+	// All the rows as one reader: the per-owner cap is the whole job's.
+	all := *spec
+	all.MaxOwnerRows = spec.MaxRows
+	acc, _, err := job.ReadStatistics(&all, s.sch, bytes.NewReader(s.sim.Data))
 	if err != nil {
 		return nil, 0, err
 	}

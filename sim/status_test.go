@@ -36,7 +36,7 @@ func TestStatusPage(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer u.Close()
-	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, MaxRows: 10_000, MinOwners: 2,
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, MinOwners: 2,
 		Owners: []string{running[0].ID, running[1].ID, "hospital-z"}, Deadline: time.Now().Add(time.Hour)})
 	if err != nil {
 		t.Fatal(err)

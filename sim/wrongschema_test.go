@@ -50,7 +50,7 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	defer u.Close()
 	names := []string{"hospital-a", "hospital-b", "hospital-c", "hospital-d"}
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, NoNoise: true, Owners: names, MinOwners: 2,
-		Deadline: time.Now().Add(3 * time.Minute), MaxRows: 10000})
+		Deadline: time.Now().Add(3 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	}
 	_, err = upload(ctx, d, header(spec.ID(), blobs), blobs...)
 	wantCode(t, "statistics of a 130-feature schema", err, codes.InvalidArgument, "ciphertexts: 2 announced, job "+spec.ID()[:12]+"… needs 1")
-	if _, err := d.Decline(ctx, &fedpcav1.DeclineRequest{JobId: spec.ID(), Reason: "test: not taking part"}); err != nil {
+	if _, err := d.Decline(ctx, &fedpcav1.DeclineRequest{JobId: spec.ID(), Reason: fedpcav1.DeclineReason_DECLINE_REASON_POLICY}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -95,14 +95,22 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	if got := strings.Join(st.GetUploadedOwners(), ","); got != "hospital-a,hospital-b" {
 		t.Errorf("uploaded owners %s", got)
 	}
-	var reason string
+	var reason fedpcav1.DeclineReason
 	for _, dc := range st.GetDeclinedOwners() {
 		if dc.GetOwner() == "hospital-c" {
 			reason = dc.GetReason()
 		}
 	}
-	if want := "schema hash " + sch.HashHex()[:12] + "… differs from this owner's " + other.HashHex()[:12] + "… for dataset wdbc"; !strings.Contains(reason, want) {
-		t.Errorf("hospital-c declined with %q, want it to contain %q", reason, want)
+	if reason != fedpcav1.DeclineReason_DECLINE_REASON_SCHEMA_MISMATCH {
+		t.Errorf("hospital-c declined with %s, want schema mismatch", reason)
+	}
+	// The detail stays in hospital-c's own record.
+	recs, err := cl.Owners["hospital-c"].JobRecords()
+	if err != nil || len(recs) != 1 {
+		t.Fatalf("hospital-c's records: %v %v", recs, err)
+	}
+	if want := "schema hash " + sch.HashHex()[:12] + "… differs from this owner's " + other.HashHex()[:12] + "… for dataset wdbc"; recs[0].Code != "schema_mismatch" || !strings.Contains(recs[0].Reason, want) {
+		t.Errorf("hospital-c's record %+v, want schema_mismatch and %q", recs[0], want)
 	}
 	bal, err := cl.Owners["hospital-c"].Balance("wdbc")
 	if err != nil || bal.Spent != 0 || bal.Reserved != 0 {

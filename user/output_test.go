@@ -28,7 +28,7 @@ func wineResult(t *testing.T, analysis string, k int) *job.Result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, _, err := job.Central(&job.Spec{Analysis: analysis, K: k, MaxRows: 1 << 20}, sch, bytes.NewReader(data))
+	res, _, err := job.Central(&job.Spec{Analysis: analysis, K: k, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}, sch, bytes.NewReader(data))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -96,8 +96,11 @@ type Request struct {
 	Owners    []string
 	MinOwners int
 	Deadline  time.Time
-	MaxRows   int64
-	Nonce     string
+	// MaxOwnerRows is the public per-owner row cap (rows beyond it are
+	// dropped by each owner); 0 takes the largest the plaintext range
+	// allows for this job (Spec.LargestOwnerRows).
+	MaxOwnerRows int64
+	Nonce        string
 }
 
 // Config configures a client.
@@ -105,6 +108,9 @@ type Config struct {
 	Dialer    transport.Dialer
 	ProxyAddr string
 	Keys      he.KeyPair
+	// Committee, if set, pins the committee: jobs are created only under a
+	// key attested by exactly these CSP member IDs.
+	Committee []string
 	Logger    hclog.Logger
 	Params    *he.Params
 }
@@ -194,6 +200,15 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	if cmt.GetHeParams() != c.params.ID() || cmt.GetHeParamsHash() != c.params.Fingerprint() {
 		return nil, fmt.Errorf("the proxy runs HE parameters %s, this client %s", cmt.GetHeParams(), c.params.ID())
 	}
+	// Owners upload only under a key every member attested; so does the
+	// user ask for a job only under one (a substituted key would be refused
+	// by every owner, or worse, let the proxy read the uploads).
+	if _, err := transport.VerifyCommittee(c.cfg.Dialer.Creds, cmt, c.cfg.Committee); err != nil {
+		c.mu.Lock()
+		c.cmt = nil
+		c.mu.Unlock()
+		return nil, fmt.Errorf("the proxy's committee key: %w", err)
+	}
 	owners := slices.Clone(r.Owners)
 	slices.Sort(owners)
 	nonce := r.Nonce
@@ -223,13 +238,26 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	s := &job.Spec{
 		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K,
 		Epsilon: r.Epsilon, Delta: delta, NoNoise: r.NoNoise, NoisePlan: plan, Tolerate: r.Tolerate, Split: split,
-		Owners: owners, MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second), MaxRows: r.MaxRows,
+		Owners: owners, MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second),
 		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),
 		CommitteeKey: cmt.GetPublicKeyFingerprint(), User: c.cfg.Dialer.Identity().String(),
 		UserKey: job.Fingerprint(c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public)), Nonce: nonce,
 	}
 	if r.NoNoise {
 		s.Epsilon = 0
+	}
+	perOwner := r.MaxOwnerRows
+	if perOwner == 0 && len(owners) > 0 {
+		var err error
+		if perOwner, err = s.LargestOwnerRows(r.Schema, c.params); err != nil {
+			return nil, err
+		}
+		if perOwner < 1 {
+			return nil, fmt.Errorf("job spec: the noise leaves no room in the plaintext range for even one row per owner; lower quant_bits or raise epsilon")
+		}
+	}
+	if err := s.SetOwnerRows(perOwner); err != nil {
+		return nil, err
 	}
 	if err := s.Check(r.Schema, c.params); err != nil {
 		return nil, err

@@ -307,6 +307,8 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 				floatFlag("budget-epsilon", 10, "total privacy budget per dataset: epsilon"),
 				floatFlag("budget-delta", 1e-6, "total privacy budget per dataset: delta"),
 				floatFlag("max-epsilon", 0, "largest epsilon of one job (0: only the budget limits)"),
+				floatFlag("max-delta", owner.DefaultMaxDelta, "largest delta of one job"),
+				strsFlag("committee", "pin the committee: take part only under a key attested by exactly these CSP member IDs (default: any committee of the deployment's CSPs that attested it)"),
 				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
 				&cli.DurationFlag{Name: "poll", Value: 2 * time.Second, Usage: "how often to ask the proxy for jobs", Sources: env("poll")},
@@ -342,7 +344,8 @@ encrypted statistics once. Its ledger (in --state) decides the budget.`,
 				}
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
 					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), Logger: log.With("id", d.Identity().ID),
-					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), AllowNoNoise: cmd.Bool("allow-no-noise")}})
+					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
+						Committee: cmd.StringSlice("committee"), AllowNoNoise: cmd.Bool("allow-no-noise")}})
 				if err != nil {
 					return err
 				}

@@ -354,7 +354,7 @@ func TestProxyKilled(t *testing.T) {
 	sch, _ := schema.Parse(b)
 	var spec *job.Spec
 	for {
-		spec, err = u.Spec(ctx, user.Request{Schema: sch, Analysis: "pca", K: 3, NoNoise: true, Owners: d.owners, Deadline: time.Now().Add(5 * time.Minute), MaxRows: 10000})
+		spec, err = u.Spec(ctx, user.Request{Schema: sch, Analysis: "pca", K: 3, NoNoise: true, Owners: d.owners, Deadline: time.Now().Add(5 * time.Minute)})
 		if err == nil || ctx.Err() != nil {
 			break
 		}

@@ -122,10 +122,14 @@ as a job, on all the rows at once, without encryption or noise. A job run with
 				return err
 			}
 			defer f.Close()
-			spec := &job.Spec{Analysis: cmd.String("analysis"), K: cmd.Int("k"), MaxRows: math.MaxInt32}
-			res, rows, err := job.Central(spec, sch, f)
+			spec := &job.Spec{Analysis: cmd.String("analysis"), K: cmd.Int("k"), MaxRows: math.MaxInt32, MaxOwnerRows: math.MaxInt32}
+			res, rep, err := job.Central(spec, sch, f)
 			if err != nil {
 				return err
+			}
+			rows := rep.Rows
+			if rep.Skipped > 0 {
+				fmt.Fprintf(os.Stderr, "skipped %d rows that cannot be read, as owners do (first: %s)\n", rep.Skipped, strings.Join(rep.Examples, "; "))
 			}
 			paths, err := user.WriteOutputs(cmd.String("out"), res)
 			if err != nil {

@@ -61,6 +61,7 @@ On a terminal a progress bar follows the uploads and the key switch.`,
 				reqStr("proxy", "proxy address HOST:PORT"),
 				reqStr("schema", "the dataset's schema file"),
 				strsFlag("owners", "the owners asked to take part (comma-separated or repeated)"),
+				strsFlag("committee", "pin the committee: create the job only under a key attested by exactly these CSP member IDs (default: any committee of the deployment's CSPs that attested it)"),
 				intFlag("min-owners", 0, "uploads needed (default: all owners)"),
 				strFlag("analysis", "pca", "pca, dca, lda or scatter"),
 				intFlag("k", 5, "components wanted (0: all)"),
@@ -71,7 +72,7 @@ On a terminal a progress bar follows the uploads and the key switch.`,
 				intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
 				strFlag("split", "", "budget split R/v/n, e.g. 0.95/0.04/0.01 (default: 0.95/0.04/0.01 for pca, 0.3/0.6/0.1 for dca and lda)"),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
-				&cli.IntFlag{Name: "max-rows", Value: 1_000_000, Usage: "upper bound on the total rows (overflow check)", Sources: env("max-rows")},
+				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
 				strFlag("out", "out", "directory for the outputs"),
 				plotsFlag(),
 				boolFlag("publish", "publish the result document for the owners"),
@@ -153,17 +154,20 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if len(owners) == 0 {
 		return errors.New("name the owners with --owners a,b,c")
 	}
-	c, err := user.NewClient(user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Keys: kp, Logger: log, Params: &p})
+	c, err := user.NewClient(user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Keys: kp, Committee: cmd.StringSlice("committee"), Logger: log, Params: &p})
 	if err != nil {
 		return err
 	}
 	defer c.Close()
 	req := user.Request{Schema: sch, Analysis: cmd.String("analysis"), K: cmd.Int("k"), Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
-		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxRows: int64(cmd.Int("max-rows"))}
+		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}
 	spec, err := c.Spec(ctx, req)
 	if err != nil {
 		return err
+	}
+	if req.MaxOwnerRows == 0 {
+		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
 	}
 	start := time.Now()
 	if _, err := c.Submit(ctx, spec, sch); err != nil {

@@ -1,6 +1,7 @@
 package he
 
 import (
+	crand "crypto/rand"
 	"fmt"
 	"math/rand/v2"
 	"testing"
@@ -116,6 +117,34 @@ func BenchmarkCombineAndDecrypt(b *testing.B) {
 			if _, err := p.NewMask(nil); err != nil {
 				b.Fatal(err)
 			}
+		}
+	})
+}
+
+// BenchmarkFlooding: one member's flooding polynomial for a key-switch share
+// (crypto/rand, rejection sampling, reduction into the 3 primes, NTT), the
+// part of BenchmarkKeySwitchShare that lattigo's Gaussian used to do.
+func BenchmarkFlooding(b *testing.B) {
+	p := params(b)
+	rq := p.RingQ().AtLevel(p.Level())
+	f, err := newFlooder(crand.Reader, SmudgingLog2, p.N())
+	if err != nil {
+		b.Fatal(err)
+	}
+	poly := rq.NewPoly()
+	b.Run("sample", func(b *testing.B) {
+		for b.Loop() {
+			if err := f.sample(f.vals); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("sample+reduce+ntt", func(b *testing.B) {
+		for b.Loop() {
+			if err := f.readPoly(rq, poly); err != nil {
+				b.Fatal(err)
+			}
+			rq.NTT(poly, poly)
 		}
 	})
 }

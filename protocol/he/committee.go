@@ -1,12 +1,14 @@
 package he
 
 import (
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"github.com/tuneinsight/lattigo/v5/mhe"
+	"github.com/tuneinsight/lattigo/v5/ring"
 	"github.com/tuneinsight/lattigo/v5/utils/sampling"
 )
 
@@ -32,8 +34,8 @@ type Committee struct {
 
 // Validate checks 1 <= Threshold <= N.
 func (c Committee) Validate() error {
-	if c.N < 1 || c.N > 64 {
-		return fmt.Errorf("committee of %d members: must be between 1 and 64", c.N)
+	if c.N < 1 || c.N > maxCommittee {
+		return fmt.Errorf("committee of %d members: must be between 1 and %d", c.N, maxCommittee)
 	}
 	if c.Threshold < 1 || c.Threshold > c.N {
 		return fmt.Errorf("committee threshold %d: must be between 1 and %d", c.Threshold, c.N)
@@ -92,7 +94,9 @@ type Member struct {
 	sk        *rlwe.SecretKey
 	tsk       *mhe.ShamirSecretShare // aggregated threshold share; nil until SetThresholdShares (or when t == n)
 	combiner  *mhe.Combiner
-	pks       *mhe.PublicKeySwitchProtocol
+	pks       *mhe.PublicKeySwitchProtocol // without flooding: see noFlooding
+	flood     *flooder                     // the flooding of key-switch shares
+	floodPoly ring.Poly
 	addSK     *rlwe.SecretKey
 	noiseEnc  *Encryptor
 }
@@ -226,11 +230,14 @@ func (m *Member) additiveKey(active []Point) (*rlwe.SecretKey, error) {
 }
 
 // KeySwitchShare computes the member's share of the public-key switch of ct
-// to the user's key, with the active set of members taking part. If noise is
-// not nil (at most Slots values, the member's DP noise share for this
-// ciphertext), its encryption under the user's key is added to the share
-// component by component: the switched ciphertext then decrypts to the
-// plaintext plus the noise, and nobody but the member knows the noise.
+// to the user's key, with the active set of members taking part. The share
+// is flooded with fresh noise uniform over [-2^SmudgingLog2, 2^SmudgingLog2]
+// per coefficient (see addFlooding), which hides the noise of ct, and so
+// anything about the committee secret, from the user. If noise is not nil
+// (at most Slots values, the member's DP noise share for this ciphertext),
+// its encryption under the user's key is added to the share component by
+// component: the switched ciphertext then decrypts to the plaintext plus the
+// noise, and nobody but the member knows the noise.
 func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, active []Point, noise []int64) (*mhe.PublicKeySwitchShare, error) {
 	sk, err := m.additiveKey(active)
 	if err != nil {
@@ -240,14 +247,21 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 		return nil, fmt.Errorf("key switch: ciphertext of degree %d level %d, want degree 1 level %d", ct.Degree(), ct.Level(), m.params.Level())
 	}
 	if m.pks == nil {
-		pks, err := mhe.NewPublicKeySwitchProtocol(m.params.Parameters, smudging())
+		pks, err := mhe.NewPublicKeySwitchProtocol(m.params.Parameters, noFlooding())
 		if err != nil {
 			return nil, fmt.Errorf("key switch: %w", err)
 		}
-		m.pks = &pks
+		flood, err := newFlooder(rand.Reader, SmudgingLog2, m.params.N())
+		if err != nil {
+			return nil, fmt.Errorf("key switch: %w", err)
+		}
+		m.pks, m.flood, m.floodPoly = &pks, flood, m.params.RingQ().NewPoly()
 	}
 	share := m.pks.AllocateShare(m.params.Level())
 	m.pks.GenShare(sk, userPK, ct, &share)
+	if err := m.addFlooding(ct, &share); err != nil {
+		return nil, fmt.Errorf("key switch: %w", err)
+	}
 	if noise != nil {
 		if m.noiseEnc == nil || m.noiseEnc.pk != userPK {
 			if m.noiseEnc, err = NewEncryptor(m.params, userPK); err != nil {
@@ -265,13 +279,29 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 	return &share, nil
 }
 
+// addFlooding adds a fresh flooding polynomial (m.flood) to share.Value[0],
+// exactly where lattigo's GenShare adds its own flooding noise (zero here):
+// in the NTT domain when ct.IsNTT (always with BGV), in the coefficient
+// domain otherwise.
+func (m *Member) addFlooding(ct *rlwe.Ciphertext, share *mhe.PublicKeySwitchShare) error {
+	rq := m.params.RingQ().AtLevel(min(share.Level(), ct.Value[1].Level()))
+	if err := m.flood.readPoly(rq, m.floodPoly); err != nil {
+		return err
+	}
+	if ct.IsNTT {
+		rq.NTT(m.floodPoly, m.floodPoly)
+	}
+	rq.Add(share.Value[0], m.floodPoly, share.Value[0])
+	return nil
+}
+
 // CombineKeySwitch aggregates the active members' shares and switches ct to
 // the user's key. It does not modify ct.
 func CombineKeySwitch(p Params, ct *rlwe.Ciphertext, shares []*mhe.PublicKeySwitchShare) (*rlwe.Ciphertext, error) {
 	if len(shares) == 0 {
 		return nil, errors.New("combine key switch: no shares")
 	}
-	pks, err := mhe.NewPublicKeySwitchProtocol(p.Parameters, smudging())
+	pks, err := mhe.NewPublicKeySwitchProtocol(p.Parameters, noFlooding())
 	if err != nil {
 		return nil, fmt.Errorf("combine key switch: %w", err)
 	}

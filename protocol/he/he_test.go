@@ -36,7 +36,8 @@ func TestParams(t *testing.T) {
 	T := new(big.Int).SetUint64(PlaintextModulus)
 	q0 := new(big.Int).SetUint64(Q0)
 	q1 := new(big.Int).SetUint64(Q1)
-	for name, m := range map[string]*big.Int{"T": T, "q0": q0, "q1": q1} {
+	q2 := new(big.Int).SetUint64(Q2)
+	for name, m := range map[string]*big.Int{"T": T, "q0": q0, "q1": q1, "q2": q2} {
 		if !m.ProbablyPrime(40) {
 			t.Errorf("%s = %s is not prime", name, m)
 		}
@@ -44,13 +45,16 @@ func TestParams(t *testing.T) {
 			t.Errorf("%s = %s is not 1 mod 2^14", name, m)
 		}
 	}
-	if T.BitLen() != 60 || q0.BitLen() != 61 || q1.BitLen() != 45 || q0.Cmp(T) <= 0 {
-		t.Errorf("bit lengths %d %d %d", T.BitLen(), q0.BitLen(), q1.BitLen())
+	if T.BitLen() != 60 || q0.BitLen() != 61 || q1.BitLen() != 45 || q2.BitLen() != 40 || q0.Cmp(T) <= 0 {
+		t.Errorf("bit lengths %d %d %d %d", T.BitLen(), q0.BitLen(), q1.BitLen(), q2.BitLen())
 	}
-	if p.Slots() != 8192 || p.LogN() != 13 || p.LogQ() > 218 || p.PCount() != 0 {
-		t.Errorf("slots %d logN %d logQ %.1f P %d", p.Slots(), p.LogN(), p.LogQ(), p.PCount())
+	if len(map[uint64]bool{PlaintextModulus: true, Q0: true, Q1: true, Q2: true}) != 4 {
+		t.Error("moduli not distinct")
 	}
-	if b := p.NoiseBudgetLog2(); b < 44 || b > 46 {
+	if p.Slots() != 8192 || p.LogN() != 13 || p.LogQ() > MaxLogQ || p.LogQP() > 218 || p.PCount() != 0 || p.MaxLevel() != 2 {
+		t.Errorf("slots %d logN %d logQ %.1f P %d levels %d", p.Slots(), p.LogN(), p.LogQ(), p.PCount(), p.MaxLevel())
+	}
+	if b := p.NoiseBudgetLog2(); b < 84 || b > 86 {
 		t.Errorf("noise budget %.2f bits", b)
 	}
 	if _, err := ParamsByID("nope"); err == nil {
@@ -320,8 +324,9 @@ func TestCodecs(t *testing.T) {
 	if !back.Equal(cts[0]) {
 		t.Error("ciphertext round trip differs")
 	}
-	if c.Ciphertext.Size() < 262000 || c.Ciphertext.Size() > 263000 {
-		t.Errorf("ciphertext size %d, expected about 262 KB", c.Ciphertext.Size())
+	// 2 polynomials x 3 primes x 8192 coefficients x 8 bytes = 393,216 + headers.
+	if c.Ciphertext.Size() < 393000 || c.Ciphertext.Size() > 394000 {
+		t.Errorf("ciphertext size %d, expected about 393 KB", c.Ciphertext.Size())
 	}
 
 	good := c.Ciphertext.Marshal(cts[0])

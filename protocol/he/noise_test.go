@@ -29,11 +29,13 @@ func noiseLog2(p Params, ct *rlwe.Ciphertext, sk *rlwe.SecretKey, want []int64) 
 	return maxLog2
 }
 
-// TestNoiseMargin10k proves the parameter set's noise margin: the sum of
-// 10,000 fresh owner ciphertexts (values up to 2^45 each, so the sum uses
-// almost all of the plaintext range), plus proxy noise and a mask, key-switched
-// by 2 of 3 members with their noise shares, unmasked, decrypts exactly, with
-// at least 8 bits of noise budget left.
+// TestNoiseMargin10k proves the parameter set's noise margin and flooding:
+// the sum of 10,000 fresh owner ciphertexts (values up to 2^45 each, so the
+// sum uses almost all of the plaintext range) has a noise that the members'
+// flooding (uniform in [-2^SmudgingLog2, 2^SmudgingLog2]) hides by at least 40
+// bits, and the sum plus proxy noise and a mask, key-switched by 2 of 3
+// members with their noise shares and flooding, unmasked, decrypts exactly,
+// with at least 8 bits of noise budget left.
 func TestNoiseMargin10k(t *testing.T) {
 	const owners = 10000
 	if testing.Short() {
@@ -123,7 +125,12 @@ func TestNoiseMargin10k(t *testing.T) {
 	}
 	after := noiseLog2(p, out, user.Secret, want)
 	budget := p.NoiseBudgetLog2()
-	t.Logf("noise after %d-ciphertext sum: 2^%.1f; after key switch: 2^%.1f; budget 2^%.1f; margin %.1f bits", owners, before, after, budget, budget-after)
+	hidden := SmudgingLog2 - before
+	t.Logf("noise after %d-ciphertext sum: 2^%.1f; flooding 2^%d per member hides it by %.1f bits; after key switch: 2^%.1f; budget 2^%.1f; margin %.1f bits",
+		owners, before, SmudgingLog2, hidden, after, budget, budget-after)
+	if hidden < 40 {
+		t.Errorf("flooding 2^%d hides the 2^%.1f noise of the sum by %.1f bits, want at least 40", SmudgingLog2, before, hidden)
+	}
 	if budget-after < 8 {
 		t.Fatalf("noise margin %.1f bits, want at least 8", budget-after)
 	}

@@ -20,14 +20,36 @@ const (
 	Q0 uint64 = 2305843009213317121
 	// Q1 = 2^45 - 219135, NTT-friendly.
 	Q1 uint64 = 35184371613697
+	// Q2 = 2^40 - 147455 = 2^40 - 9 * 2^14 + 1, the largest prime below
+	// 2^40 that is 1 mod 2^14 (= 2N): the first prime of lattigo's
+	// ring.NewNTTFriendlyPrimesGenerator(40, 1<<14).NextDownstreamPrime,
+	// checked prime by trial division and by openssl prime (TestParams checks
+	// it again). It makes room in Q for the flooding of the public-key switch.
+	Q2 uint64 = 1099511480321
 	// LogN is log2 of the ring degree.
 	LogN = 13
+	// MaxLogQ is the HE-standard bound on log2(QP) for 128-bit security at
+	// logN = 13 (ternary secrets, error sigma 3.2).
+	MaxLogQ = 218
 	// DefaultParamsID names the default parameter set in job specs.
-	DefaultParamsID = "bgv-logn13-t60-q61x45"
-	// SmudgingLog2 is log2 of the standard deviation of the smudging noise
-	// each committee member adds in the public-key switch.
-	SmudgingLog2 = 30
+	DefaultParamsID = "bgv-logn13-t60-q61x45x40"
+	// SmudgingLog2 is S: in the public-key switch each committee member
+	// floods its share with noise whose coefficients are independent and
+	// uniform over the integers [-2^S, 2^S] (see flooder). By the smudging
+	// lemma this hides a noise e with statistical distance at most |e| / 2^S
+	// per coefficient, that is by S - log2|e| bits: at least 40 for the
+	// noise of a 10,000-ciphertext sum (measured 2^17.9 with a committee of
+	// 3, 2^19.9 with 64), while a full committee's flooding, 64 * 2^S =
+	// 2^67, stays far inside the 2^85 noise budget. S <= 62 (flooder).
+	SmudgingLog2 = 61
 )
+
+// maxCommittee is the largest committee Committee.Validate accepts.
+const maxCommittee = 64
+
+// minFloodingMargin is the noise budget, in bits, that NewDefaultParams
+// requires to remain above the flooding of a full committee.
+const minFloodingMargin = 8
 
 // Params is a BGV parameter set with a name. It is immutable and safe for
 // concurrent use.
@@ -42,7 +64,7 @@ type Params struct {
 func NewDefaultParams() (Params, error) {
 	p, err := bgv.NewParametersFromLiteral(bgv.ParametersLiteral{
 		LogN:             LogN,
-		Q:                []uint64{Q0, Q1},
+		Q:                []uint64{Q0, Q1, Q2},
 		PlaintextModulus: PlaintextModulus,
 	})
 	if err != nil {
@@ -51,8 +73,15 @@ func NewDefaultParams() (Params, error) {
 	if p.MaxSlots() != 1<<LogN {
 		return Params{}, fmt.Errorf("default bgv parameters: %d slots, want %d", p.MaxSlots(), 1<<LogN)
 	}
-	if p.MaxLevel() != 1 || p.PCount() != 0 {
+	if p.MaxLevel() != 2 || p.PCount() != 0 {
 		return Params{}, fmt.Errorf("default bgv parameters: unexpected moduli chain")
+	}
+	if p.LogQP() > MaxLogQ {
+		return Params{}, fmt.Errorf("default bgv parameters: log2 QP = %.2f exceeds %d, the 128-bit security bound at logN = %d", p.LogQP(), MaxLogQ, LogN)
+	}
+	budget := p.LogQ() - 1 - math.Log2(float64(p.PlaintextModulus()))
+	if flood := float64(SmudgingLog2) + math.Log2(maxCommittee); budget-flood < minFloodingMargin {
+		return Params{}, fmt.Errorf("default bgv parameters: noise budget 2^%.1f leaves less than %d bits above the flooding of %d members (2^%.1f)", budget, minFloodingMargin, maxCommittee, flood)
 	}
 	js, err := json.Marshal(p.ParametersLiteral())
 	if err != nil {
@@ -105,10 +134,16 @@ func (p Params) NoiseBudgetLog2() float64 {
 // Level is the level of every ciphertext of the protocol (no rescaling).
 func (p Params) Level() int { return p.MaxLevel() }
 
-// smudging returns the flooding distribution of the public-key switch.
-func smudging() ring.DiscreteGaussian {
-	s := math.Exp2(SmudgingLog2)
-	return ring.DiscreteGaussian{Sigma: s, Bound: 6 * s}
+// noFlooding is the noise distribution given to lattigo's
+// PublicKeySwitchProtocol: none. Its Gaussian sampler is float64-based, so at
+// the flooding widths needed here its samples are sparse (their spacing is
+// about sigma * 2^-29 and the low bits are far from uniform) and would leak
+// the low bits of the noise they should hide; Member.KeySwitchShare adds its
+// own exact uniform flooding instead (flooder). With Sigma = Bound = 0
+// the sampler returns only 0 or q_i (= 0 mod q_i), so GenShare adds exactly
+// zero (TestNoFloodingIsZero).
+func noFlooding() ring.DiscreteGaussian {
+	return ring.DiscreteGaussian{Sigma: 0, Bound: 0}
 }
 
 // newCiphertext allocates a protocol ciphertext.

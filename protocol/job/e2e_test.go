@@ -158,7 +158,7 @@ func newSpec(sch *schema.Schema, p he.Params, analysisName string, owners int, c
 	s := &Spec{
 		Version: Version, Dataset: sch.ID, SchemaHash: sch.HashHex(), Analysis: analysisName, K: 0,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit,
-		MinOwners: owners, Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000,
+		MinOwners: owners, Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC),
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: c.N, CommitteeThreshold: c.Threshold,
 		CommitteeKey: Fingerprint(p.Codecs().PublicKey.Marshal(cpk)),
 		User:         "spiffe://fedpca/user/test", UserKey: Fingerprint(p.Codecs().PublicKey.Marshal(user.Public)), Nonce: "e2e",
@@ -168,6 +168,9 @@ func newSpec(sch *schema.Schema, p he.Params, analysisName string, owners int, c
 	}
 	for i := range owners {
 		s.Owners = append(s.Owners, fmt.Sprintf("owner-%03d", i))
+	}
+	if err := s.SetOwnerRows(20_000 / int64(max(owners, 1))); err != nil {
+		panic(err)
 	}
 	return s
 }
@@ -186,7 +189,7 @@ func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Res
 	sum := p.NewCiphertexts(p.Chunks(l.Len()))
 	plainSum := make([]int64, l.Len())
 	for i, body := range rc.ownerCSVs {
-		acc, err := ReadStatistics(s, sch, strings.NewReader(body))
+		acc, _, err := ReadStatistics(s, sch, strings.NewReader(body))
 		if err != nil {
 			t.Fatalf("owner %d: %v", i, err)
 		}

@@ -234,25 +234,27 @@ const CentralHEParams = "none (central, non-private)"
 
 // Central is the non-private result of a spec's analysis of the given rows
 // read in one place, without encryption or noise: what a job with no noise
-// on the same rows must equal. It also returns the number of rows.
-func Central(s *Spec, sch *schema.Schema, csv io.Reader) (*Result, int64, error) {
-	acc, err := ReadStatistics(s, sch, csv)
+// on the same rows must equal. The rows are read as one owner reads them
+// (ReadStatistics, with the spec's max_owner_rows); the report says how many
+// were used, skipped and dropped.
+func Central(s *Spec, sch *schema.Schema, csv io.Reader) (*Result, ReadReport, error) {
+	acc, rep, err := ReadStatistics(s, sch, csv)
 	if err != nil {
-		return nil, 0, err
+		return nil, rep, err
 	}
 	l, err := s.Layout(sch)
 	if err != nil {
-		return nil, 0, err
+		return nil, rep, err
 	}
 	rel, err := stats.Unpack(l, sch.Bits, acc.Pack())
 	if err != nil {
-		return nil, 0, err
+		return nil, rep, err
 	}
 	// A document like a job's (so that it validates and compares), named by
 	// the spec's hash, with no HE parameters since nothing was encrypted.
 	h := Header{JobID: s.ID(), Dataset: sch.ID, SchemaHash: sch.HashHex(), HEParams: CentralHEParams, Features: sch.FeatureNames(), Classes: sch.Classes}
 	res, err := AnalyzeRelease(h, s.Analysis, s.K, rel, nil, Privacy{NoNoise: true})
-	return res, acc.Rows(), err
+	return res, rep, err
 }
 
 // Analyze runs the job's analysis on a release (post-processing, no privacy

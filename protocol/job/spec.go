@@ -71,8 +71,14 @@ type Spec struct {
 	Owners    []string  `json:"owners"`
 	MinOwners int       `json:"min_owners"`
 	Deadline  time.Time `json:"deadline"`
-	// MaxRows bounds the total number of rows, for the overflow check.
-	MaxRows int64 `json:"max_rows"`
+	// MaxOwnerRows is the public per-owner row cap: an owner uses its first
+	// MaxOwnerRows readable rows and drops the rest (counting them in its
+	// own log), so that no owner ever declines because of its row count.
+	// MaxRows = len(Owners) * MaxOwnerRows is the bound on the total rows
+	// that the overflow check assumes; both are stated so that every party
+	// checks the same proof.
+	MaxRows      int64 `json:"max_rows"`
+	MaxOwnerRows int64 `json:"max_owner_rows"`
 	// HE parameters and keys, by fingerprint.
 	HEParams           string `json:"he_params"`
 	HEParamsHash       string `json:"he_params_hash"`
@@ -217,8 +223,11 @@ func (s *Spec) Validate() error {
 	if s.Deadline.IsZero() {
 		return bad("deadline", "missing")
 	}
-	if s.MaxRows < 1 {
-		return bad("max_rows", "%d must be positive", s.MaxRows)
+	if s.MaxOwnerRows < 1 {
+		return bad("max_owner_rows", "%d must be positive", s.MaxOwnerRows)
+	}
+	if total, ok := TotalRows(len(s.Owners), s.MaxOwnerRows); !ok || s.MaxRows != total {
+		return bad("max_rows", "%d must be the %d owners times max_owner_rows %d", s.MaxRows, len(s.Owners), s.MaxOwnerRows)
 	}
 	if s.HEParams == "" || !hexHash.MatchString(s.HEParamsHash) {
 		return bad("he_params", "missing parameter set or fingerprint")
@@ -312,12 +321,40 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	return s.checkOverflow(sch, cal, p)
 }
 
+// TotalRows returns owners * perOwner, and false if it overflows int64.
+func TotalRows(owners int, perOwner int64) (int64, bool) {
+	if owners < 0 || perOwner < 0 {
+		return 0, false
+	}
+	if owners > 0 && perOwner > math.MaxInt64/int64(owners) {
+		return 0, false
+	}
+	return int64(owners) * perOwner, true
+}
+
 // checkOverflow verifies max_rows * (per-row bound) + 12 sigma_total <
 // (T-3)/2 for each block, where sigma_total is the largest total noise any
 // seal can produce (over every number of uploaded owners from min_owners up).
+// max_rows bounds the total because every owner uses at most max_owner_rows
+// rows and at most len(owners) owners are in the sum.
 func (s *Spec) checkOverflow(sch *schema.Schema, cal dp.Calibration, p he.Params) error {
+	room, perRow := s.overflowRoom(sch, cal, p)
+	for _, blk := range stats.Blocks {
+		total := new(big.Int).Mul(big.NewInt(s.MaxRows), perRow[blk])
+		if total.Cmp(room[blk]) > 0 {
+			return fmt.Errorf("job spec: max_rows %d (%d owners x max_owner_rows %d) may overflow the plaintext range in block %s: max_rows x %s + 12 sigma exceeds (T-3)/2 = %d; lower max_owner_rows (at most %d here), quant_bits or the noise",
+				s.MaxRows, len(s.Owners), s.MaxOwnerRows, blk, perRow[blk], p.MaxAbs(), s.largestOwnerRows(room, perRow))
+		}
+	}
+	return nil
+}
+
+// overflowRoom returns, for each block, how much of the plaintext range is
+// left for the rows' values once the largest total noise of any seal (12
+// sigma) is set aside, and the per-row bound of each block.
+func (s *Spec) overflowRoom(sch *schema.Schema, cal dp.Calibration, p he.Params) (room, perRow [3]*big.Int) {
 	b := big.NewInt(sch.Bound())
-	perRow := [3]*big.Int{new(big.Int).Mul(b, b), b, new(big.Int).Lsh(big.NewInt(1), sch.Bits)}
+	perRow = [3]*big.Int{new(big.Int).Mul(b, b), b, new(big.Int).Lsh(big.NewInt(1), sch.Bits)}
 	maxWeight := new(big.Rat)
 	if !cal.NoiseOff() {
 		plan := s.Plan()
@@ -341,22 +378,61 @@ func (s *Spec) checkOverflow(sch *schema.Schema, cal dp.Calibration, p he.Params
 			}
 		}
 	}
-	limit := new(big.Int).SetInt64(p.MaxAbs())
 	for _, blk := range stats.Blocks {
-		total := new(big.Int).Mul(big.NewInt(s.MaxRows), perRow[blk])
+		// Strictly below (T-3)/2: room = (T-3)/2 - 1 - tail.
+		r := new(big.Int).SetInt64(p.MaxAbs() - 1)
 		if !cal.NoiseOff() {
 			v := new(big.Rat).Mul(maxWeight, new(big.Rat).SetInt(cal.Variance[blk]))
 			sd := new(big.Float).SetPrec(128).SetRat(v)
 			sd.Sqrt(sd)
 			sd.Mul(sd, big.NewFloat(12))
 			tail, _ := sd.Int(nil)
-			total.Add(total, tail.Add(tail, big.NewInt(1)))
+			r.Sub(r, tail.Add(tail, big.NewInt(1)))
 		}
-		if total.Cmp(limit) >= 0 {
-			return fmt.Errorf("job spec: max_rows %d may overflow the plaintext range in block %s: max_rows x %s + 12 sigma = %s exceeds (T-3)/2 = %s; lower max_rows, quant_bits or the noise",
-				s.MaxRows, blk, perRow[blk], total, limit)
+		room[blk] = r
+	}
+	return room, perRow
+}
+
+// largestOwnerRows is the largest max_owner_rows that fits the room.
+func (s *Spec) largestOwnerRows(room, perRow [3]*big.Int) int64 {
+	best := int64(math.MaxInt64)
+	for _, blk := range stats.Blocks {
+		if room[blk].Sign() <= 0 {
+			return 0
+		}
+		n := new(big.Int).Quo(room[blk], perRow[blk])
+		n.Quo(n, big.NewInt(int64(len(s.Owners))))
+		if n.IsInt64() && n.Int64() < best {
+			best = n.Int64()
 		}
 	}
+	return best
+}
+
+// LargestOwnerRows returns the largest per-owner row cap for which the spec
+// (with its other fields as they are) passes the overflow check: a public
+// function of the public parameters, which a user may take as the job's
+// max_owner_rows. It is 0 when not even one row per owner fits.
+func (s *Spec) LargestOwnerRows(sch *schema.Schema, p he.Params) (int64, error) {
+	if len(s.Owners) == 0 {
+		return 0, fmt.Errorf("job spec: no owners")
+	}
+	cal, err := s.Calibration(sch)
+	if err != nil {
+		return 0, fmt.Errorf("job spec: %w", err)
+	}
+	room, perRow := s.overflowRoom(sch, cal, p)
+	return s.largestOwnerRows(room, perRow), nil
+}
+
+// SetOwnerRows sets max_owner_rows and the total max_rows it implies.
+func (s *Spec) SetOwnerRows(perOwner int64) error {
+	total, ok := TotalRows(len(s.Owners), perOwner)
+	if !ok {
+		return fmt.Errorf("job spec: %d owners x max_owner_rows %d overflows", len(s.Owners), perOwner)
+	}
+	s.MaxOwnerRows, s.MaxRows = perOwner, total
 	return nil
 }
 

@@ -46,6 +46,9 @@ func TestProjectCSV(t *testing.T) {
 	members, cpk := ceremony(t, p, c)
 	s := newSpec(ds.schema, p, DCA, 2, c, cpk, user, true)
 	s.Owners, s.MinOwners = []string{"a"}, 1
+	if err := s.SetOwnerRows(20_000); err != nil {
+		t.Fatal(err)
+	}
 	res, _, _ := runProtocol(t, p, runConfig{spec: s, sch: ds.schema, ownerCSVs: []string{ds.csv()}, committee: c, members: members, cpk: cpk, active: []he.Point{1}}, user)
 	var out bytes.Buffer
 	var seen []string

@@ -90,8 +90,8 @@ func TestSplitSweep(t *testing.T) {
 	}
 	for _, name := range names {
 		ds := loadDataset(t, name, 16)
-		spec := &Spec{Analysis: PCA, MaxRows: 1 << 20}
-		acc, err := ReadStatistics(spec, ds.schema, strings.NewReader(ds.csv()))
+		spec := &Spec{Analysis: PCA, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}
+		acc, _, err := ReadStatistics(spec, ds.schema, strings.NewReader(ds.csv()))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -13,38 +13,77 @@ import (
 	"github.com/tuneinsight/lattigo/v5/mhe"
 )
 
+// ReadReport is what reading an owner's rows for a job found. It is for the
+// owner alone (its log and local status): nothing in it may leave the owner.
+type ReadReport struct {
+	// Rows are in the statistics; Clipped of them were scaled down to the
+	// clip norm.
+	Rows, Clipped int64
+	// Skipped rows could not be read (a cell that is not a number, an
+	// unknown label, a wrong number of fields): the row policy skips them.
+	Skipped int64
+	// Dropped rows came after the job's max_owner_rows readable rows.
+	Dropped int64
+	// Examples describe the first few skipped rows (line, column, what was
+	// wrong), for the owner's operator.
+	Examples []string
+}
+
+// maxExamples bounds ReadReport.Examples.
+const maxExamples = 5
+
 // ReadStatistics streams an owner's CSV rows through the schema's row map
-// into an accumulator for the job's layout. It refuses more rows than the
-// job's max_rows (the overflow check assumes at most that many in total).
-func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, error) {
+// into an accumulator for the job's layout. The row policy never depends on
+// what the rows hold, so that one row cannot change whether the owner takes
+// part: a row that cannot be read is skipped, and the rows after the first
+// max_owner_rows readable ones are dropped (the overflow check assumes at
+// most that many per owner); both are counted in the report. An error means
+// the file itself does not fit the schema (its header) or cannot be read.
+func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, ReadReport, error) {
+	var rep ReadReport
 	l, err := s.Layout(sch)
 	if err != nil {
-		return nil, err
+		return nil, rep, err
 	}
 	acc, err := stats.NewAccumulator(l, sch.Bound(), sch.Bits)
 	if err != nil {
-		return nil, err
+		return nil, rep, err
 	}
 	rd, err := sch.NewReader(csv, l.K > 1)
 	if err != nil {
-		return nil, err
+		return nil, rep, err
 	}
 	for {
+		if acc.Rows() >= s.MaxOwnerRows {
+			n, err := rd.Skip()
+			rep.Dropped += n
+			if err != nil {
+				return nil, rep, err
+			}
+			break
+		}
 		q, k, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		if err != nil {
-			return nil, err
+		var re *schema.RowError
+		if errors.As(err, &re) {
+			rep.Skipped++
+			if len(rep.Examples) < maxExamples {
+				rep.Examples = append(rep.Examples, re.Error())
+			}
+			continue
 		}
-		if acc.Rows() >= s.MaxRows {
-			return nil, fmt.Errorf("more than max_rows = %d rows", s.MaxRows)
+		if err != nil {
+			return nil, rep, err
 		}
 		if err := acc.Add(q, k); err != nil {
-			return nil, err
+			return nil, rep, err
 		}
 	}
-	return acc, nil
+	rep.Rows = acc.Rows()
+	_, rep.Clipped = rd.Rows()
+	return acc, rep, nil
 }
 
 // OwnerCiphertexts packs an owner's statistics, adds its DP noise share (in

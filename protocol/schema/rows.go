@@ -165,23 +165,16 @@ func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
 }
 
 // Next returns the next row, quantized and clipped, and its class. The slice
-// is reused by the following call. At the end it returns io.EOF; a bad row
-// gives a *RowError naming its line and column.
+// is reused by the following call. At the end it returns io.EOF. A row that
+// cannot be read gives a *RowError naming its line and column, after which
+// reading can go on with the next row; any other error (the file cannot be
+// read) is final.
 func (rd *Reader) Next() ([]int64, int, error) {
-	rec, err := rd.csv.Read()
-	if err == io.EOF {
-		return nil, 0, io.EOF
-	}
-	rd.line++
+	rec, err := rd.read()
 	if err != nil {
-		var pe *csv.ParseError
-		if errors.As(err, &pe) {
-			return nil, 0, &RowError{Line: pe.Line, Err: pe.Err}
-		}
-		return nil, 0, &RowError{Line: rd.line, Err: err}
+		return nil, 0, err
 	}
-	line, _ := rd.csv.FieldPos(0)
-	rd.line = line
+	line := rd.line
 	for i, c := range rd.cols {
 		rd.cells[i] = rec[c]
 	}
@@ -205,6 +198,43 @@ func (rd *Reader) Next() ([]int64, int, error) {
 		rd.clipped++
 	}
 	return rd.row, class, nil
+}
+
+// read returns the next CSV record: io.EOF at the end, a *RowError for a
+// record that does not parse (reading can go on), any other error as is.
+func (rd *Reader) read() ([]string, error) {
+	rec, err := rd.csv.Read()
+	if err == io.EOF {
+		return nil, io.EOF
+	}
+	var pe *csv.ParseError
+	if errors.As(err, &pe) {
+		rd.line = pe.Line
+		return nil, &RowError{Line: pe.Line, Err: pe.Err}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("after line %d: %w", rd.line, err)
+	}
+	rd.line, _ = rd.csv.FieldPos(0)
+	return rec, nil
+}
+
+// Skip reads the remaining records without mapping them and returns how
+// many there were (records that do not parse included).
+func (rd *Reader) Skip() (int64, error) {
+	var n int64
+	for {
+		_, err := rd.read()
+		var re *RowError
+		switch {
+		case err == io.EOF:
+			return n, nil
+		case err == nil || errors.As(err, &re):
+			n++
+		default:
+			return n, err
+		}
+	}
 }
 
 // Rows returns how many rows were read so far, and how many of them were

@@ -78,8 +78,12 @@ type GetStatusResponse struct {
 	CommitteePublicKey      []byte                 `protobuf:"bytes,8,opt,name=committee_public_key,json=committeePublicKey,proto3" json:"committee_public_key,omitempty"`
 	CommitteeKeyFingerprint string                 `protobuf:"bytes,9,opt,name=committee_key_fingerprint,json=committeeKeyFingerprint,proto3" json:"committee_key_fingerprint,omitempty"`
 	Switches                uint64                 `protobuf:"varint,10,opt,name=switches,proto3" json:"switches,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// attestation is the member's signed statement about the committee key
+	// (see FinalizeResponse), so that a proxy that lost its store can adopt
+	// the key with every member's attestation.
+	Attestation   *KeyAttestation `protobuf:"bytes,11,opt,name=attestation,proto3" json:"attestation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetStatusResponse) Reset() {
@@ -180,6 +184,13 @@ func (x *GetStatusResponse) GetSwitches() uint64 {
 		return x.Switches
 	}
 	return 0
+}
+
+func (x *GetStatusResponse) GetAttestation() *KeyAttestation {
+	if x != nil {
+		return x.Attestation
+	}
+	return nil
 }
 
 type MemberRef struct {
@@ -323,6 +334,11 @@ func (x *KeyGenRequest) GetCommittee() []*MemberRef {
 type KeyGenResponse struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	PublicKeyShare []byte                 `protobuf:"bytes,1,opt,name=public_key_share,json=publicKeyShare,proto3" json:"public_key_share,omitempty"`
+	// public_key_share_signature signs the share's SHA-256 (with the ceremony
+	// ID and the member's point) with the key of certificate, so that every
+	// member can check, before it attests the committee key, that each share
+	// in it came from the member at that point.
+	PublicKeyShareSignature []byte `protobuf:"bytes,5,opt,name=public_key_share_signature,json=publicKeyShareSignature,proto3" json:"public_key_share_signature,omitempty"`
 	// exchange_key is an X25519 public key; exchange_key_signature signs it
 	// (with the ceremony ID and the member's point) with the key of
 	// certificate.
@@ -366,6 +382,13 @@ func (*KeyGenResponse) Descriptor() ([]byte, []int) {
 func (x *KeyGenResponse) GetPublicKeyShare() []byte {
 	if x != nil {
 		return x.PublicKeyShare
+	}
+	return nil
+}
+
+func (x *KeyGenResponse) GetPublicKeyShareSignature() []byte {
+	if x != nil {
+		return x.PublicKeyShareSignature
 	}
 	return nil
 }
@@ -512,10 +535,14 @@ func (x *DealSharesRequest) GetMembers() []*MemberKey {
 }
 
 type SealedShare struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromPoint     uint32                 `protobuf:"varint,1,opt,name=from_point,json=fromPoint,proto3" json:"from_point,omitempty"`
-	ToPoint       uint32                 `protobuf:"varint,2,opt,name=to_point,json=toPoint,proto3" json:"to_point,omitempty"`
-	Sealed        []byte                 `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FromPoint uint32                 `protobuf:"varint,1,opt,name=from_point,json=fromPoint,proto3" json:"from_point,omitempty"`
+	ToPoint   uint32                 `protobuf:"varint,2,opt,name=to_point,json=toPoint,proto3" json:"to_point,omitempty"`
+	Sealed    []byte                 `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// signature signs the sealed box (with the ceremony ID and both points)
+	// with the dealer's certificate key: the recipient opens only boxes its
+	// dealer signed, so the proxy that relays them cannot substitute one.
+	Signature     []byte `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -567,6 +594,13 @@ func (x *SealedShare) GetToPoint() uint32 {
 func (x *SealedShare) GetSealed() []byte {
 	if x != nil {
 		return x.Sealed
+	}
+	return nil
+}
+
+func (x *SealedShare) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
 	}
 	return nil
 }
@@ -707,8 +741,13 @@ type FinalizeRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	CeremonyId         string                 `protobuf:"bytes,1,opt,name=ceremony_id,json=ceremonyId,proto3" json:"ceremony_id,omitempty"`
 	CommitteePublicKey []byte                 `protobuf:"bytes,2,opt,name=committee_public_key,json=committeePublicKey,proto3" json:"committee_public_key,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// shares are every member's public key share as it answered KeyGen, with
+	// its signature and certificate: the member checks each, checks that its
+	// own is the one it made, and that their aggregate is
+	// committee_public_key before it attests the key.
+	Shares        []*MemberShare `protobuf:"bytes,3,rep,name=shares,proto3" json:"shares,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FinalizeRequest) Reset() {
@@ -755,16 +794,95 @@ func (x *FinalizeRequest) GetCommitteePublicKey() []byte {
 	return nil
 }
 
+func (x *FinalizeRequest) GetShares() []*MemberShare {
+	if x != nil {
+		return x.Shares
+	}
+	return nil
+}
+
+type MemberShare struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Point          uint32                 `protobuf:"varint,1,opt,name=point,proto3" json:"point,omitempty"`
+	PublicKeyShare []byte                 `protobuf:"bytes,2,opt,name=public_key_share,json=publicKeyShare,proto3" json:"public_key_share,omitempty"`
+	Signature      []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	Certificate    []byte                 `protobuf:"bytes,4,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *MemberShare) Reset() {
+	*x = MemberShare{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberShare) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberShare) ProtoMessage() {}
+
+func (x *MemberShare) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberShare.ProtoReflect.Descriptor instead.
+func (*MemberShare) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *MemberShare) GetPoint() uint32 {
+	if x != nil {
+		return x.Point
+	}
+	return 0
+}
+
+func (x *MemberShare) GetPublicKeyShare() []byte {
+	if x != nil {
+		return x.PublicKeyShare
+	}
+	return nil
+}
+
+func (x *MemberShare) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *MemberShare) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
 type FinalizeResponse struct {
 	state                   protoimpl.MessageState `protogen:"open.v1"`
 	CommitteeKeyFingerprint string                 `protobuf:"bytes,1,opt,name=committee_key_fingerprint,json=committeeKeyFingerprint,proto3" json:"committee_key_fingerprint,omitempty"`
-	unknownFields           protoimpl.UnknownFields
-	sizeCache               protoimpl.SizeCache
+	// attestation is the member's signed statement that the committee key
+	// (fingerprint) of this ceremony, committee and HE parameters is the
+	// aggregate of every member's share.
+	Attestation   *KeyAttestation `protobuf:"bytes,2,opt,name=attestation,proto3" json:"attestation,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *FinalizeResponse) Reset() {
 	*x = FinalizeResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +894,7 @@ func (x *FinalizeResponse) String() string {
 func (*FinalizeResponse) ProtoMessage() {}
 
 func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +907,7 @@ func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{12}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *FinalizeResponse) GetCommitteeKeyFingerprint() string {
@@ -797,6 +915,85 @@ func (x *FinalizeResponse) GetCommitteeKeyFingerprint() string {
 		return x.CommitteeKeyFingerprint
 	}
 	return ""
+}
+
+func (x *FinalizeResponse) GetAttestation() *KeyAttestation {
+	if x != nil {
+		return x.Attestation
+	}
+	return nil
+}
+
+// KeyAttestation is one committee member's signature, with the key of its
+// certificate, of the statement that names a committee key: the ceremony,
+// the HE parameters, the threshold, the members by point and the key's
+// fingerprint (protocol/job.KeyStatement).
+type KeyAttestation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Member        string                 `protobuf:"bytes,1,opt,name=member,proto3" json:"member,omitempty"`
+	Point         uint32                 `protobuf:"varint,2,opt,name=point,proto3" json:"point,omitempty"`
+	Certificate   []byte                 `protobuf:"bytes,3,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,4,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyAttestation) Reset() {
+	*x = KeyAttestation{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyAttestation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyAttestation) ProtoMessage() {}
+
+func (x *KeyAttestation) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyAttestation.ProtoReflect.Descriptor instead.
+func (*KeyAttestation) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{14}
+}
+
+func (x *KeyAttestation) GetMember() string {
+	if x != nil {
+		return x.Member
+	}
+	return ""
+}
+
+func (x *KeyAttestation) GetPoint() uint32 {
+	if x != nil {
+		return x.Point
+	}
+	return 0
+}
+
+func (x *KeyAttestation) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+func (x *KeyAttestation) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
 }
 
 type KeySwitchRequest struct {
@@ -812,7 +1009,7 @@ type KeySwitchRequest struct {
 
 func (x *KeySwitchRequest) Reset() {
 	*x = KeySwitchRequest{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +1021,7 @@ func (x *KeySwitchRequest) String() string {
 func (*KeySwitchRequest) ProtoMessage() {}
 
 func (x *KeySwitchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1034,7 @@ func (x *KeySwitchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchRequest.ProtoReflect.Descriptor instead.
 func (*KeySwitchRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{13}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *KeySwitchRequest) GetMsg() isKeySwitchRequest_Msg {
@@ -901,7 +1098,7 @@ type KeySwitchHeader struct {
 
 func (x *KeySwitchHeader) Reset() {
 	*x = KeySwitchHeader{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +1110,7 @@ func (x *KeySwitchHeader) String() string {
 func (*KeySwitchHeader) ProtoMessage() {}
 
 func (x *KeySwitchHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +1123,7 @@ func (x *KeySwitchHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchHeader.ProtoReflect.Descriptor instead.
 func (*KeySwitchHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{14}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *KeySwitchHeader) GetJobId() string {
@@ -1002,7 +1199,7 @@ type KeySwitchResponse struct {
 
 func (x *KeySwitchResponse) Reset() {
 	*x = KeySwitchResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1014,7 +1211,7 @@ func (x *KeySwitchResponse) String() string {
 func (*KeySwitchResponse) ProtoMessage() {}
 
 func (x *KeySwitchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1027,7 +1224,7 @@ func (x *KeySwitchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchResponse.ProtoReflect.Descriptor instead.
 func (*KeySwitchResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KeySwitchResponse) GetShare() []byte {
@@ -1043,7 +1240,7 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\n" +
 	"\x13fedpca/v1/csp.proto\x12\tfedpca.v1\"@\n" +
 	"\x10GetStatusRequest\x12,\n" +
-	"\x12include_public_key\x18\x01 \x01(\bR\x10includePublicKey\"\xcf\x02\n" +
+	"\x12include_public_key\x18\x01 \x01(\bR\x10includePublicKey\"\x8c\x03\n" +
 	"\x11GetStatusResponse\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\x12\x14\n" +
@@ -1056,7 +1253,8 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\x14committee_public_key\x18\b \x01(\fR\x12committeePublicKey\x12:\n" +
 	"\x19committee_key_fingerprint\x18\t \x01(\tR\x17committeeKeyFingerprint\x12\x1a\n" +
 	"\bswitches\x18\n" +
-	" \x01(\x04R\bswitches\"1\n" +
+	" \x01(\x04R\bswitches\x12;\n" +
+	"\vattestation\x18\v \x01(\v2\x19.fedpca.v1.KeyAttestationR\vattestation\"1\n" +
 	"\tMemberRef\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\"\xcd\x01\n" +
@@ -1067,9 +1265,10 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\the_params\x18\x03 \x01(\tR\bheParams\x12\x18\n" +
 	"\amembers\x18\x04 \x01(\x05R\amembers\x12\x1c\n" +
 	"\tthreshold\x18\x05 \x01(\x05R\tthreshold\x122\n" +
-	"\tcommittee\x18\x06 \x03(\v2\x14.fedpca.v1.MemberRefR\tcommittee\"\xb5\x01\n" +
+	"\tcommittee\x18\x06 \x03(\v2\x14.fedpca.v1.MemberRefR\tcommittee\"\xf2\x01\n" +
 	"\x0eKeyGenResponse\x12(\n" +
-	"\x10public_key_share\x18\x01 \x01(\fR\x0epublicKeyShare\x12!\n" +
+	"\x10public_key_share\x18\x01 \x01(\fR\x0epublicKeyShare\x12;\n" +
+	"\x1apublic_key_share_signature\x18\x05 \x01(\fR\x17publicKeyShareSignature\x12!\n" +
 	"\fexchange_key\x18\x02 \x01(\fR\vexchangeKey\x124\n" +
 	"\x16exchange_key_signature\x18\x03 \x01(\fR\x14exchangeKeySignature\x12 \n" +
 	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"\x9c\x01\n" +
@@ -1081,25 +1280,38 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\x11DealSharesRequest\x12\x1f\n" +
 	"\vceremony_id\x18\x01 \x01(\tR\n" +
 	"ceremonyId\x12.\n" +
-	"\amembers\x18\x02 \x03(\v2\x14.fedpca.v1.MemberKeyR\amembers\"_\n" +
+	"\amembers\x18\x02 \x03(\v2\x14.fedpca.v1.MemberKeyR\amembers\"}\n" +
 	"\vSealedShare\x12\x1d\n" +
 	"\n" +
 	"from_point\x18\x01 \x01(\rR\tfromPoint\x12\x19\n" +
 	"\bto_point\x18\x02 \x01(\rR\atoPoint\x12\x16\n" +
-	"\x06sealed\x18\x03 \x01(\fR\x06sealed\"D\n" +
+	"\x06sealed\x18\x03 \x01(\fR\x06sealed\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"D\n" +
 	"\x12DealSharesResponse\x12.\n" +
 	"\x06shares\x18\x01 \x03(\v2\x16.fedpca.v1.SealedShareR\x06shares\"g\n" +
 	"\x14ReceiveSharesRequest\x12\x1f\n" +
 	"\vceremony_id\x18\x01 \x01(\tR\n" +
 	"ceremonyId\x12.\n" +
 	"\x06shares\x18\x02 \x03(\v2\x16.fedpca.v1.SealedShareR\x06shares\"\x17\n" +
-	"\x15ReceiveSharesResponse\"d\n" +
+	"\x15ReceiveSharesResponse\"\x94\x01\n" +
 	"\x0fFinalizeRequest\x12\x1f\n" +
 	"\vceremony_id\x18\x01 \x01(\tR\n" +
 	"ceremonyId\x120\n" +
-	"\x14committee_public_key\x18\x02 \x01(\fR\x12committeePublicKey\"N\n" +
+	"\x14committee_public_key\x18\x02 \x01(\fR\x12committeePublicKey\x12.\n" +
+	"\x06shares\x18\x03 \x03(\v2\x16.fedpca.v1.MemberShareR\x06shares\"\x8d\x01\n" +
+	"\vMemberShare\x12\x14\n" +
+	"\x05point\x18\x01 \x01(\rR\x05point\x12(\n" +
+	"\x10public_key_share\x18\x02 \x01(\fR\x0epublicKeyShare\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12 \n" +
+	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"\x8b\x01\n" +
 	"\x10FinalizeResponse\x12:\n" +
-	"\x19committee_key_fingerprint\x18\x01 \x01(\tR\x17committeeKeyFingerprint\"q\n" +
+	"\x19committee_key_fingerprint\x18\x01 \x01(\tR\x17committeeKeyFingerprint\x12;\n" +
+	"\vattestation\x18\x02 \x01(\v2\x19.fedpca.v1.KeyAttestationR\vattestation\"~\n" +
+	"\x0eKeyAttestation\x12\x16\n" +
+	"\x06member\x18\x01 \x01(\tR\x06member\x12\x14\n" +
+	"\x05point\x18\x02 \x01(\rR\x05point\x12 \n" +
+	"\vcertificate\x18\x03 \x01(\fR\vcertificate\x12\x1c\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"q\n" +
 	"\x10KeySwitchRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.fedpca.v1.KeySwitchHeaderH\x00R\x06header\x12 \n" +
 	"\n" +
@@ -1140,7 +1352,7 @@ func file_fedpca_v1_csp_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_csp_proto_rawDescData
 }
 
-var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
+var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
 var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),      // 0: fedpca.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),     // 1: fedpca.v1.GetStatusResponse
@@ -1154,34 +1366,39 @@ var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*ReceiveSharesRequest)(nil),  // 9: fedpca.v1.ReceiveSharesRequest
 	(*ReceiveSharesResponse)(nil), // 10: fedpca.v1.ReceiveSharesResponse
 	(*FinalizeRequest)(nil),       // 11: fedpca.v1.FinalizeRequest
-	(*FinalizeResponse)(nil),      // 12: fedpca.v1.FinalizeResponse
-	(*KeySwitchRequest)(nil),      // 13: fedpca.v1.KeySwitchRequest
-	(*KeySwitchHeader)(nil),       // 14: fedpca.v1.KeySwitchHeader
-	(*KeySwitchResponse)(nil),     // 15: fedpca.v1.KeySwitchResponse
+	(*MemberShare)(nil),           // 12: fedpca.v1.MemberShare
+	(*FinalizeResponse)(nil),      // 13: fedpca.v1.FinalizeResponse
+	(*KeyAttestation)(nil),        // 14: fedpca.v1.KeyAttestation
+	(*KeySwitchRequest)(nil),      // 15: fedpca.v1.KeySwitchRequest
+	(*KeySwitchHeader)(nil),       // 16: fedpca.v1.KeySwitchHeader
+	(*KeySwitchResponse)(nil),     // 17: fedpca.v1.KeySwitchResponse
 }
 var file_fedpca_v1_csp_proto_depIdxs = []int32{
-	2,  // 0: fedpca.v1.KeyGenRequest.committee:type_name -> fedpca.v1.MemberRef
-	5,  // 1: fedpca.v1.DealSharesRequest.members:type_name -> fedpca.v1.MemberKey
-	7,  // 2: fedpca.v1.DealSharesResponse.shares:type_name -> fedpca.v1.SealedShare
-	7,  // 3: fedpca.v1.ReceiveSharesRequest.shares:type_name -> fedpca.v1.SealedShare
-	14, // 4: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
-	0,  // 5: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
-	3,  // 6: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
-	6,  // 7: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
-	9,  // 8: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
-	11, // 9: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
-	13, // 10: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
-	1,  // 11: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
-	4,  // 12: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
-	8,  // 13: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
-	10, // 14: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
-	12, // 15: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
-	15, // 16: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
-	11, // [11:17] is the sub-list for method output_type
-	5,  // [5:11] is the sub-list for method input_type
-	5,  // [5:5] is the sub-list for extension type_name
-	5,  // [5:5] is the sub-list for extension extendee
-	0,  // [0:5] is the sub-list for field type_name
+	14, // 0: fedpca.v1.GetStatusResponse.attestation:type_name -> fedpca.v1.KeyAttestation
+	2,  // 1: fedpca.v1.KeyGenRequest.committee:type_name -> fedpca.v1.MemberRef
+	5,  // 2: fedpca.v1.DealSharesRequest.members:type_name -> fedpca.v1.MemberKey
+	7,  // 3: fedpca.v1.DealSharesResponse.shares:type_name -> fedpca.v1.SealedShare
+	7,  // 4: fedpca.v1.ReceiveSharesRequest.shares:type_name -> fedpca.v1.SealedShare
+	12, // 5: fedpca.v1.FinalizeRequest.shares:type_name -> fedpca.v1.MemberShare
+	14, // 6: fedpca.v1.FinalizeResponse.attestation:type_name -> fedpca.v1.KeyAttestation
+	16, // 7: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
+	0,  // 8: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
+	3,  // 9: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
+	6,  // 10: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
+	9,  // 11: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
+	11, // 12: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
+	15, // 13: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
+	1,  // 14: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
+	4,  // 15: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
+	8,  // 16: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
+	10, // 17: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
+	13, // 18: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
+	17, // 19: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
+	14, // [14:20] is the sub-list for method output_type
+	8,  // [8:14] is the sub-list for method input_type
+	8,  // [8:8] is the sub-list for extension type_name
+	8,  // [8:8] is the sub-list for extension extendee
+	0,  // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_csp_proto_init() }
@@ -1189,7 +1406,7 @@ func file_fedpca_v1_csp_proto_init() {
 	if File_fedpca_v1_csp_proto != nil {
 		return
 	}
-	file_fedpca_v1_csp_proto_msgTypes[13].OneofWrappers = []any{
+	file_fedpca_v1_csp_proto_msgTypes[15].OneofWrappers = []any{
 		(*KeySwitchRequest_Header)(nil),
 		(*KeySwitchRequest_Ciphertext)(nil),
 	}
@@ -1199,7 +1416,7 @@ func file_fedpca_v1_csp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_csp_proto_rawDesc), len(file_fedpca_v1_csp_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   16,
+			NumMessages:   18,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

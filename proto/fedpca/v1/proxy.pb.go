@@ -80,6 +80,82 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{0}
 }
 
+// DeclineReason is why an owner does not take part in a job: a short,
+// closed, public list. An owner sends nothing else about its decision, so
+// that nothing it says depends on its rows (the detail stays in its own
+// log). The values are those of protocol/job.Decline.
+type DeclineReason int32
+
+const (
+	DeclineReason_DECLINE_REASON_UNSPECIFIED DeclineReason = 0
+	// The owner's policy refuses the job (epsilon, delta, a job without noise).
+	DeclineReason_DECLINE_REASON_POLICY DeclineReason = 1
+	// The owner's privacy budget for the dataset is too small.
+	DeclineReason_DECLINE_REASON_BUDGET DeclineReason = 2
+	// The owner does not serve the dataset with this schema.
+	DeclineReason_DECLINE_REASON_SCHEMA_MISMATCH DeclineReason = 3
+	// The owner does not accept jobs from this user.
+	DeclineReason_DECLINE_REASON_USER_NOT_ALLOWED DeclineReason = 4
+	// The job fails the owner's checks (spec, signature, parameters, plan,
+	// overflow bound).
+	DeclineReason_DECLINE_REASON_INVALID_JOB DeclineReason = 5
+	// The job's committee key is not attested by every committee member.
+	DeclineReason_DECLINE_REASON_COMMITTEE_KEY DeclineReason = 6
+	// A local reason of the owner's (its data source cannot be opened).
+	DeclineReason_DECLINE_REASON_UNAVAILABLE DeclineReason = 7
+)
+
+// Enum value maps for DeclineReason.
+var (
+	DeclineReason_name = map[int32]string{
+		0: "DECLINE_REASON_UNSPECIFIED",
+		1: "DECLINE_REASON_POLICY",
+		2: "DECLINE_REASON_BUDGET",
+		3: "DECLINE_REASON_SCHEMA_MISMATCH",
+		4: "DECLINE_REASON_USER_NOT_ALLOWED",
+		5: "DECLINE_REASON_INVALID_JOB",
+		6: "DECLINE_REASON_COMMITTEE_KEY",
+		7: "DECLINE_REASON_UNAVAILABLE",
+	}
+	DeclineReason_value = map[string]int32{
+		"DECLINE_REASON_UNSPECIFIED":      0,
+		"DECLINE_REASON_POLICY":           1,
+		"DECLINE_REASON_BUDGET":           2,
+		"DECLINE_REASON_SCHEMA_MISMATCH":  3,
+		"DECLINE_REASON_USER_NOT_ALLOWED": 4,
+		"DECLINE_REASON_INVALID_JOB":      5,
+		"DECLINE_REASON_COMMITTEE_KEY":    6,
+		"DECLINE_REASON_UNAVAILABLE":      7,
+	}
+)
+
+func (x DeclineReason) Enum() *DeclineReason {
+	p := new(DeclineReason)
+	*p = x
+	return p
+}
+
+func (x DeclineReason) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (DeclineReason) Descriptor() protoreflect.EnumDescriptor {
+	return file_fedpca_v1_proxy_proto_enumTypes[1].Descriptor()
+}
+
+func (DeclineReason) Type() protoreflect.EnumType {
+	return &file_fedpca_v1_proxy_proto_enumTypes[1]
+}
+
+func (x DeclineReason) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use DeclineReason.Descriptor instead.
+func (DeclineReason) EnumDescriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{1}
+}
+
 type GetCommitteeRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -128,8 +204,15 @@ type GetCommitteeResponse struct {
 	PublicKey            []byte             `protobuf:"bytes,5,opt,name=public_key,json=publicKey,proto3" json:"public_key,omitempty"`
 	PublicKeyFingerprint string             `protobuf:"bytes,6,opt,name=public_key_fingerprint,json=publicKeyFingerprint,proto3" json:"public_key_fingerprint,omitempty"`
 	MemberStatus         []*CommitteeMember `protobuf:"bytes,7,rep,name=member_status,json=memberStatus,proto3" json:"member_status,omitempty"`
-	unknownFields        protoimpl.UnknownFields
-	sizeCache            protoimpl.SizeCache
+	// ceremony_id names the key ceremony that made the key; attestations are
+	// the statements of every member (all n of them, whatever the threshold)
+	// that it verified the key as the aggregate of every member's signed
+	// share, its own included, signed with its certificate's key. Owners and
+	// users refuse a key without a valid attestation from every member.
+	CeremonyId    string            `protobuf:"bytes,8,opt,name=ceremony_id,json=ceremonyId,proto3" json:"ceremony_id,omitempty"`
+	Attestations  []*KeyAttestation `protobuf:"bytes,9,rep,name=attestations,proto3" json:"attestations,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GetCommitteeResponse) Reset() {
@@ -207,6 +290,20 @@ func (x *GetCommitteeResponse) GetPublicKeyFingerprint() string {
 func (x *GetCommitteeResponse) GetMemberStatus() []*CommitteeMember {
 	if x != nil {
 		return x.MemberStatus
+	}
+	return nil
+}
+
+func (x *GetCommitteeResponse) GetCeremonyId() string {
+	if x != nil {
+		return x.CeremonyId
+	}
+	return ""
+}
+
+func (x *GetCommitteeResponse) GetAttestations() []*KeyAttestation {
+	if x != nil {
+		return x.Attestations
 	}
 	return nil
 }
@@ -673,7 +770,7 @@ func (x *PhaseTimings) GetKeySwitchSeconds() float64 {
 type DeclinedOwner struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason        DeclineReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -715,11 +812,11 @@ func (x *DeclinedOwner) GetOwner() string {
 	return ""
 }
 
-func (x *DeclinedOwner) GetReason() string {
+func (x *DeclinedOwner) GetReason() DeclineReason {
 	if x != nil {
 		return x.Reason
 	}
-	return ""
+	return DeclineReason_DECLINE_REASON_UNSPECIFIED
 }
 
 type GetJobRequest struct {
@@ -1392,7 +1489,7 @@ func (x *UploadResponse) GetAdmitted() bool {
 type DeclineRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Reason        DeclineReason          `protobuf:"varint,4,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
 	Budget        *BudgetReport          `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1435,11 +1532,11 @@ func (x *DeclineRequest) GetJobId() string {
 	return ""
 }
 
-func (x *DeclineRequest) GetReason() string {
+func (x *DeclineRequest) GetReason() DeclineReason {
 	if x != nil {
 		return x.Reason
 	}
-	return ""
+	return DeclineReason_DECLINE_REASON_UNSPECIFIED
 }
 
 func (x *DeclineRequest) GetBudget() *BudgetReport {
@@ -1862,8 +1959,8 @@ var File_fedpca_v1_proxy_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\n" +
-	"\x15fedpca/v1/proxy.proto\x12\tfedpca.v1\"\x15\n" +
-	"\x13GetCommitteeRequest\"\xa7\x02\n" +
+	"\x15fedpca/v1/proxy.proto\x12\tfedpca.v1\x1a\x13fedpca/v1/csp.proto\"\x15\n" +
+	"\x13GetCommitteeRequest\"\x87\x03\n" +
 	"\x14GetCommitteeResponse\x12\x1b\n" +
 	"\the_params\x18\x01 \x01(\tR\bheParams\x12$\n" +
 	"\x0ehe_params_hash\x18\x02 \x01(\tR\fheParamsHash\x12\x18\n" +
@@ -1872,7 +1969,10 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\n" +
 	"public_key\x18\x05 \x01(\fR\tpublicKey\x124\n" +
 	"\x16public_key_fingerprint\x18\x06 \x01(\tR\x14publicKeyFingerprint\x12?\n" +
-	"\rmember_status\x18\a \x03(\v2\x1a.fedpca.v1.CommitteeMemberR\fmemberStatus\"Q\n" +
+	"\rmember_status\x18\a \x03(\v2\x1a.fedpca.v1.CommitteeMemberR\fmemberStatus\x12\x1f\n" +
+	"\vceremony_id\x18\b \x01(\tR\n" +
+	"ceremonyId\x12=\n" +
+	"\fattestations\x18\t \x03(\v2\x19.fedpca.v1.KeyAttestationR\fattestations\"Q\n" +
 	"\x0fCommitteeMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\x12\x18\n" +
@@ -1912,10 +2012,10 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x11aggregate_seconds\x18\x01 \x01(\x01R\x10aggregateSeconds\x122\n" +
 	"\x15upload_window_seconds\x18\x02 \x01(\x01R\x13uploadWindowSeconds\x12!\n" +
 	"\fseal_seconds\x18\x03 \x01(\x01R\vsealSeconds\x12,\n" +
-	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"=\n" +
+	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"j\n" +
 	"\rDeclinedOwner\x12\x14\n" +
-	"\x05owner\x18\x01 \x01(\tR\x05owner\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\"T\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x120\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reasonJ\x04\b\x02\x10\x03R\vreason_text\"T\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05brief\x18\x02 \x01(\bR\x05brief\x12\x16\n" +
@@ -1958,11 +2058,11 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x10already_included\x18\x02 \x01(\bR\x0falreadyIncluded\x12'\n" +
 	"\x0fuploaded_owners\x18\x03 \x01(\rR\x0euploadedOwners\x12\x1a\n" +
-	"\badmitted\x18\x04 \x01(\bR\badmitted\"p\n" +
+	"\badmitted\x18\x04 \x01(\bR\badmitted\"\x9d\x01\n" +
 	"\x0eDeclineRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
-	"\x06reason\x18\x02 \x01(\tR\x06reason\x12/\n" +
-	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x11\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x120\n" +
+	"\x06reason\x18\x04 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reason\x12/\n" +
+	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budgetJ\x04\b\x02\x10\x03R\vreason_text\"\x11\n" +
 	"\x0fDeclineResponse\"+\n" +
 	"\x12FetchResultRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"q\n" +
@@ -1991,7 +2091,16 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x042\xec\x05\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\x90\x02\n" +
+	"\rDeclineReason\x12\x1e\n" +
+	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
+	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
+	"\x15DECLINE_REASON_BUDGET\x10\x02\x12\"\n" +
+	"\x1eDECLINE_REASON_SCHEMA_MISMATCH\x10\x03\x12#\n" +
+	"\x1fDECLINE_REASON_USER_NOT_ALLOWED\x10\x04\x12\x1e\n" +
+	"\x1aDECLINE_REASON_INVALID_JOB\x10\x05\x12 \n" +
+	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
+	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a2\xec\x05\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
@@ -2016,78 +2125,83 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_proxy_proto_rawDescData
 }
 
-var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                 // 0: fedpca.v1.JobState
-	(*GetCommitteeRequest)(nil),   // 1: fedpca.v1.GetCommitteeRequest
-	(*GetCommitteeResponse)(nil),  // 2: fedpca.v1.GetCommitteeResponse
-	(*CommitteeMember)(nil),       // 3: fedpca.v1.CommitteeMember
-	(*CreateJobRequest)(nil),      // 4: fedpca.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),     // 5: fedpca.v1.CreateJobResponse
-	(*JobStatus)(nil),             // 6: fedpca.v1.JobStatus
-	(*PhaseTimings)(nil),          // 7: fedpca.v1.PhaseTimings
-	(*DeclinedOwner)(nil),         // 8: fedpca.v1.DeclinedOwner
-	(*GetJobRequest)(nil),         // 9: fedpca.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 10: fedpca.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 11: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 12: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),               // 13: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),       // 14: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 15: fedpca.v1.WatchJobResponse
-	(*UploadRequest)(nil),         // 16: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),          // 17: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),          // 18: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),        // 19: fedpca.v1.UploadResponse
-	(*DeclineRequest)(nil),        // 20: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),       // 21: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),    // 22: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),   // 23: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),          // 24: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),  // 25: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil), // 26: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),   // 27: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),  // 28: fedpca.v1.GetPublishedResponse
+	(DeclineReason)(0),            // 1: fedpca.v1.DeclineReason
+	(*GetCommitteeRequest)(nil),   // 2: fedpca.v1.GetCommitteeRequest
+	(*GetCommitteeResponse)(nil),  // 3: fedpca.v1.GetCommitteeResponse
+	(*CommitteeMember)(nil),       // 4: fedpca.v1.CommitteeMember
+	(*CreateJobRequest)(nil),      // 5: fedpca.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),     // 6: fedpca.v1.CreateJobResponse
+	(*JobStatus)(nil),             // 7: fedpca.v1.JobStatus
+	(*PhaseTimings)(nil),          // 8: fedpca.v1.PhaseTimings
+	(*DeclinedOwner)(nil),         // 9: fedpca.v1.DeclinedOwner
+	(*GetJobRequest)(nil),         // 10: fedpca.v1.GetJobRequest
+	(*GetJobResponse)(nil),        // 11: fedpca.v1.GetJobResponse
+	(*ListJobsRequest)(nil),       // 12: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),      // 13: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),               // 14: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),       // 15: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),      // 16: fedpca.v1.WatchJobResponse
+	(*UploadRequest)(nil),         // 17: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),          // 18: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),          // 19: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),        // 20: fedpca.v1.UploadResponse
+	(*DeclineRequest)(nil),        // 21: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),       // 22: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),    // 23: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),   // 24: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),          // 25: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),  // 26: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil), // 27: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),   // 28: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),  // 29: fedpca.v1.GetPublishedResponse
+	(*KeyAttestation)(nil),        // 30: fedpca.v1.KeyAttestation
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
-	3,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	6,  // 1: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
-	0,  // 2: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
-	8,  // 3: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
-	7,  // 4: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
-	13, // 5: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
-	13, // 6: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
-	6,  // 7: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
-	6,  // 8: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	17, // 9: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	18, // 10: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	18, // 11: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	24, // 12: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	1,  // 13: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	4,  // 14: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	9,  // 15: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	11, // 16: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	14, // 17: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	16, // 18: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	20, // 19: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	22, // 20: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	25, // 21: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	27, // 22: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	2,  // 23: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	5,  // 24: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	10, // 25: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	12, // 26: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	15, // 27: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	19, // 28: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	21, // 29: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	23, // 30: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	26, // 31: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	28, // 32: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	23, // [23:33] is the sub-list for method output_type
-	13, // [13:23] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
+	30, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
+	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
+	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
+	8,  // 5: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
+	1,  // 6: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
+	14, // 7: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
+	14, // 8: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
+	7,  // 9: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
+	7,  // 10: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
+	18, // 11: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	19, // 12: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	1,  // 13: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	19, // 14: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	25, // 15: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	2,  // 16: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 17: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 18: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	12, // 19: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	15, // 20: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	17, // 21: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	21, // 22: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	23, // 23: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	26, // 24: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	28, // 25: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	3,  // 26: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 27: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 28: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	13, // 29: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	16, // 30: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	20, // 31: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	22, // 32: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	24, // 33: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	27, // 34: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	29, // 35: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	26, // [26:36] is the sub-list for method output_type
+	16, // [16:26] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2095,6 +2209,7 @@ func file_fedpca_v1_proxy_proto_init() {
 	if File_fedpca_v1_proxy_proto != nil {
 		return
 	}
+	file_fedpca_v1_csp_proto_init()
 	file_fedpca_v1_proxy_proto_msgTypes[15].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
@@ -2108,7 +2223,7 @@ func file_fedpca_v1_proxy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   28,
 			NumExtensions: 0,
 			NumServices:   1,

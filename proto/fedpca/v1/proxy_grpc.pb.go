@@ -58,7 +58,8 @@ type ProxyServiceClient interface {
 	// once the upload is durably folded into the job's running sum. A re-sent
 	// or refused upload is answered (or refused) right after the header.
 	Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UploadRequest, UploadResponse], error)
-	// Decline records that an owner will not take part, and why.
+	// Decline records that an owner will not take part, and why (a code of a
+	// closed public list: nothing else about the owner's data).
 	Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error)
 	// FetchResult streams the job's result, key-switched to the user's key.
 	FetchResult(ctx context.Context, in *FetchResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResultResponse], error)
@@ -224,7 +225,8 @@ type ProxyServiceServer interface {
 	// once the upload is durably folded into the job's running sum. A re-sent
 	// or refused upload is answered (or refused) right after the header.
 	Upload(grpc.BidiStreamingServer[UploadRequest, UploadResponse]) error
-	// Decline records that an owner will not take part, and why.
+	// Decline records that an owner will not take part, and why (a code of a
+	// closed public list: nothing else about the owner's data).
 	Decline(context.Context, *DeclineRequest) (*DeclineResponse, error)
 	// FetchResult streams the job's result, key-switched to the user's key.
 	FetchResult(*FetchResultRequest, grpc.ServerStreamingServer[FetchResultResponse]) error

@@ -1,0 +1,86 @@
+package job
+
+import (
+	"crypto/sha256"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/fedpca/fedpca/protocol/he"
+)
+
+// Signature contexts of the key ceremony (see seal.Sign): a member's public
+// key share, a sealed Shamir share it deals, and its attestation of the
+// committee key.
+const (
+	KeyShareContext    = "ceremony-public-key-share-v1"
+	DealtShareContext  = "ceremony-dealt-share-v1"
+	AttestationContext = "committee-key-attestation-v1"
+)
+
+// KeyShareMessage is what a member signs about its public key share in a
+// ceremony: the ceremony, its point and the share's SHA-256.
+func KeyShareMessage(ceremony string, point uint32, share []byte) []byte {
+	h := sha256.Sum256(share)
+	return append([]byte(ceremony+"|"+strconv.FormatUint(uint64(point), 10)+"|"), h[:]...)
+}
+
+// DealtShareMessage is what a dealer signs about the sealed Shamir share it
+// deals to another member: the ceremony, both points and the box's SHA-256.
+func DealtShareMessage(ceremony string, from, to uint32, box []byte) []byte {
+	h := sha256.Sum256(box)
+	return append([]byte(fmt.Sprintf("%s|%d->%d|", ceremony, from, to)), h[:]...)
+}
+
+// KeyStatement is what every committee member signs at the end of a key
+// ceremony, after it checked that the committee key is the aggregate of
+// every member's share (each signed by the member at its point, its own
+// the one it made). Owners and users accept a committee key only with a
+// valid signature of the statement from every member: a proxy that
+// substitutes a key of its own cannot get one, since no honest member signs
+// a key it did not verify, and the proxy holds no member's certificate key.
+//
+// All n members sign, whatever the threshold: collective key generation
+// needs every member's share anyway, so every member can check the key.
+type KeyStatement struct {
+	Ceremony string
+	// HEParams is the fingerprint of the HE parameter set.
+	HEParams  string
+	Threshold int
+	// Members are the members' IDs by point: Members[i] is at point i+1.
+	Members []string
+	// Key is the fingerprint of the committee public key.
+	Key string
+}
+
+// Validate checks the statement's shape.
+func (s KeyStatement) Validate() error {
+	if s.Ceremony == "" || len(s.Ceremony) > 128 || strings.ContainsAny(s.Ceremony, "\n") {
+		return fmt.Errorf("key statement: ceremony %.40q: want 1 to 128 characters on one line", s.Ceremony)
+	}
+	if !hexHash.MatchString(s.HEParams) {
+		return fmt.Errorf("key statement: he_params: want a 64-hex-digit fingerprint")
+	}
+	if !hexHash.MatchString(s.Key) {
+		return fmt.Errorf("key statement: key: want a 64-hex-digit fingerprint")
+	}
+	if err := (he.Committee{N: len(s.Members), Threshold: s.Threshold}).Validate(); err != nil {
+		return fmt.Errorf("key statement: %w", err)
+	}
+	if err := distinctNames(s.Members, ValidID); err != nil {
+		return fmt.Errorf("key statement: members: %w", err)
+	}
+	return nil
+}
+
+// Bytes returns the canonical bytes a member signs (with
+// AttestationContext).
+func (s KeyStatement) Bytes() []byte {
+	var b strings.Builder
+	fmt.Fprintf(&b, "ceremony=%s\nhe_params=%s\nthreshold=%d\nmembers=%d\n", s.Ceremony, s.HEParams, s.Threshold, len(s.Members))
+	for i, m := range s.Members {
+		fmt.Fprintf(&b, "member=%d:%s\n", i+1, m)
+	}
+	fmt.Fprintf(&b, "key=%s\n", s.Key)
+	return []byte(b.String())
+}
