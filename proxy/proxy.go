@@ -117,6 +117,10 @@ type Config struct {
 	// status, for the status page and the metrics (default 10 s).
 	HealthInterval time.Duration
 	Params         *he.Params
+	// ServerOptions are added to the gRPC server's (tests: an interceptor
+	// that makes this proxy deviate from the protocol, to show that the
+	// honest parties detect it).
+	ServerOptions []grpc.ServerOption
 }
 
 // Proxy is the proxy daemon. Its methods are safe for concurrent use.
@@ -311,7 +315,7 @@ func New(cfg Config) (*Proxy, error) {
 // Run serves until ctx is done: it runs (or checks) the key ceremony,
 // resumes every unfinished job, and stops gracefully.
 func (p *Proxy) Run(ctx context.Context) error {
-	srv := grpc.NewServer(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log, p.cfg.Metrics)...)
+	srv := grpc.NewServer(append(transport.ServerOptions(p.cfg.Creds, p.cfg.Insecure, p.log, p.cfg.Metrics), p.cfg.ServerOptions...)...)
 	fedpcav1.RegisterProxyServiceServer(srv, p)
 	healthpb.RegisterHealthServer(srv, p.hs)
 	p.hs.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)

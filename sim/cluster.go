@@ -40,8 +40,10 @@ import (
 type OwnerConfig struct {
 	ID     string
 	Schema *schema.Schema
-	// CSV holds the owner's rows (with a header).
-	CSV []byte
+	// CSV holds the owner's rows (with a header); Open, if set, opens
+	// them instead (a test's data source that fails, say).
+	CSV  []byte
+	Open func() (io.ReadCloser, error)
 	// Epsilon and Delta are its budget for the dataset (default 100, 1e-6).
 	Epsilon, Delta float64
 	Policy         owner.Policy
@@ -86,6 +88,9 @@ type Config struct {
 	Network *Network
 	// SwitchTimeout is the proxy's (see proxy.Config; default 24 h).
 	SwitchTimeout time.Duration
+	// ProxyServerOptions are added to the in-process proxy's gRPC server
+	// (a deviating proxy's interceptor).
+	ProxyServerOptions []grpc.ServerOption
 }
 
 // Cluster is a running deployment.
@@ -445,7 +450,7 @@ func (c *Cluster) StartProxy() error {
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
 		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
 		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
-		MaxConnections: c.cfg.ProxyMaxConnections, SwitchTimeout: c.cfg.SwitchTimeout})
+		MaxConnections: c.cfg.ProxyMaxConnections, SwitchTimeout: c.cfg.SwitchTimeout, ServerOptions: c.cfg.ProxyServerOptions})
 	if err != nil {
 		return err
 	}
@@ -465,7 +470,10 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 	if oc.Epsilon == 0 {
 		oc.Epsilon, oc.Delta = 100, 1e-6
 	}
-	data := oc.CSV
+	data, open := oc.CSV, oc.Open
+	if open == nil {
+		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }
+	}
 	c.mu.Lock()
 	c.ownerCfg[oc.ID] = oc
 	c.mu.Unlock()
@@ -473,7 +481,7 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 	o, err := owner.New(owner.Config{ID: oc.ID, Dialer: c.dialer(id), ProxyAddr: c.ProxyAddr,
 		Store: filepath.Join(c.cfg.Dir, "state", "owner-"+oc.ID), Policy: oc.Policy,
 		Datasets: []*owner.Dataset{{Schema: oc.Schema, Epsilon: oc.Epsilon, Delta: oc.Delta,
-			Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }}},
+			Open: open}},
 		PollInterval: c.cfg.PollInterval, IdleTimeout: c.cfg.IdleTimeout, Logger: c.log.Named("owner").With("id", oc.ID), Params: &c.params})
 	if err != nil {
 		return err

@@ -1,7 +1,10 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -24,7 +27,7 @@ func TestDemo(t *testing.T) {
 	}
 	for analysis, section := range map[string]string{"pca": pca, "dca": dca} {
 		want := []string{"components (columns; rows are features)", "flavanoids", "eigenvalues:",
-			"(epsilon 1, delta", "user colluding with", "proxy ", "one csp member",
+			"(epsilon 1, delta 1e-06)-DP", "user colluding with", "proxy ", "one csp member",
 			"utility against the non-private result", "principal angles (deg):", "accuracy",
 			"owner share", "key switch", "user decrypt + analysis", "total (submitted -> result)",
 			"central non-private", "bytes (payload"}
@@ -39,5 +42,32 @@ func TestDemo(t *testing.T) {
 	}
 	if !strings.Contains(head, "wine: UCI Wine") || !strings.Contains(head, "5 data owners") {
 		t.Errorf("the demo does not name its bundled dataset and its owners:\n%s", head)
+	}
+}
+
+// TestSimulateDefaultDelta: `fedpca simulate` reports the same default delta
+// as `user run` and the demo (1e-6), whatever the number of rows (it used to
+// default to 1/N: 0.0067 on iris, which oversold the guarantee).
+func TestSimulateDefaultDelta(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "report.json")
+	if out, err := exec.Command(binary, "simulate", "--dataset", "iris", "--owners", "3", "--epsilon", "1", "--json", path).CombinedOutput(); err != nil {
+		t.Fatalf("fedpca simulate: %v\n%s", err, out)
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep struct {
+		Result struct {
+			Privacy struct {
+				Delta float64
+			}
+		}
+	}
+	if err := json.Unmarshal(b, &rep); err != nil {
+		t.Fatal(err)
+	}
+	if d := rep.Result.Privacy.Delta; d <= 0 || d > 1e-6 {
+		t.Fatalf("simulate reports delta %g; want at most 1e-6", d)
 	}
 }

@@ -29,7 +29,7 @@ func simulateFlags() []cli.Flag {
 		intFlag("k", 5, "components (0: all)"),
 		floatFlag("epsilon", 1, "privacy: epsilon"),
 		boolFlag("no-noise", "no DP noise: results equal the non-private ones"),
-		floatFlag("delta", 0, "privacy: delta (0: 1/N)"),
+		floatFlag("delta", job.DefaultDelta, "privacy: delta"),
 		strFlag("noise", dp.PlanServers, "noise plan: central, servers, owners or all"),
 		intFlag("tolerate", 0, "colluding noise parties tolerated"),
 		strFlag("budget-split", "", "budget split R/v/n, e.g. 0.95/0.04/0.01 (default: 0.95/0.04/0.01 for pca, 0.3/0.6/0.1 for dca and lda)"),

@@ -232,7 +232,8 @@ func progressLine(s *fedpcav1.JobStatus) string {
 func declinedText(s *fedpcav1.JobStatus) string {
 	var b strings.Builder
 	for _, d := range s.GetDeclinedOwners() {
-		fmt.Fprintf(&b, "\n  owner %s declined: %s", d.GetOwner(), d.GetReason())
+		code := job.Decline(d.GetReason())
+		fmt.Fprintf(&b, "\n  owner %s declined (%s): %s", d.GetOwner(), code, code.Text())
 	}
 	return b.String()
 }

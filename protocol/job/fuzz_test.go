@@ -3,6 +3,7 @@ package job
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
 
@@ -211,6 +213,67 @@ func FuzzCheckNoiseParties(f *testing.F) {
 		// The accounting the user computes from them must work.
 		if _, err := s.Plan().Shares(os, cs); err != nil {
 			t.Fatalf("shares of accepted parties: %v", err)
+		}
+	})
+}
+
+// FuzzDecline: a decline code as the proxy receives it from an owner (a
+// wire enum: any int32). Only the codes of the closed list are accepted, and
+// each round-trips through its name; nothing else is, so no free text or
+// number from an owner can be stored or shown.
+func FuzzDecline(f *testing.F) {
+	for _, v := range []int32{0, 1, 2, 7, 8, -1, 1 << 30} {
+		f.Add(v)
+	}
+	f.Fuzz(func(t *testing.T, v int32) {
+		d, err := ParseDecline(v)
+		known := slices.Contains(Declines(), Decline(v))
+		if (err == nil) != known {
+			t.Fatalf("ParseDecline(%d): %v, known %v", v, err, known)
+		}
+		if err != nil {
+			return
+		}
+		back, err := ParseDeclineName(d.String())
+		if err != nil || back != d || d.Text() == "" || d.Text() == "unknown reason" {
+			t.Fatalf("code %d: name %q -> %v %v, text %q", v, d.String(), back, err, d.Text())
+		}
+	})
+}
+
+// FuzzReadStatistics: an owner's rows as they come (any bytes). Reading
+// never depends on the rows for its outcome: whatever the rows hold, it
+// fails only when the header does not fit the schema (line 1), and
+// otherwise every record is used, skipped or dropped; at most
+// max_owner_rows are used, and rows are dropped only once that many are.
+func FuzzReadStatistics(f *testing.F) {
+	sch, err := schema.Parse([]byte(`{"id":"t","features":[{"name":"a","center":"1","scale":"2"},{"name":"b","center":"0","scale":"0.5"}],"label":"y","classes":["p","q"]}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte("a,b,y\n1,2,p\n3,4,q\n"), int64(5))
+	f.Add([]byte("a,b,y\n1,x,p\n3,4,SENTINEL\n5,6,q\n7,8\n\"9,1,p\n"), int64(2))
+	f.Add([]byte("b,y,a\n1,p,2\n"), int64(1))
+	f.Add([]byte("a,y\n1,p\n"), int64(1))
+	f.Add([]byte(""), int64(1))
+	f.Fuzz(func(t *testing.T, data []byte, cap int64) {
+		if cap < 1 || cap > 1000 {
+			return
+		}
+		s := &Spec{Analysis: DCA, MaxOwnerRows: cap, MaxRows: cap}
+		acc, rep, err := ReadStatistics(s, sch, bytes.NewReader(data))
+		if err != nil {
+			var re *schema.RowError
+			if !errors.As(err, &re) || re.Line != 1 {
+				t.Fatalf("reading failed past the header: %v", err)
+			}
+			return
+		}
+		if rep.Rows != acc.Rows() || rep.Rows > cap || rep.Rows < 0 || rep.Skipped < 0 || rep.Dropped < 0 || len(rep.Examples) > 5 {
+			t.Fatalf("report %+v with %d rows in the statistics, cap %d", rep, acc.Rows(), cap)
+		}
+		if rep.Dropped > 0 && rep.Rows != cap {
+			t.Fatalf("dropped %d rows with only %d of %d used", rep.Dropped, rep.Rows, cap)
 		}
 	})
 }
