@@ -53,7 +53,7 @@ func (c *CSP) GetStatus(_ context.Context, req *fedpcav1.GetStatusRequest) (*fed
 // KeyGen implements fedpcav1.CspServiceServer: round 1 of the ceremony.
 func (c *CSP) KeyGen(_ context.Context, req *fedpcav1.KeyGenRequest) (*fedpcav1.KeyGenResponse, error) {
 	resp, err := c.keyGen(req)
-	return resp, c.status("KeyGen", err)
+	return resp, c.status(err)
 }
 
 func (c *CSP) keyGen(req *fedpcav1.KeyGenRequest) (*fedpcav1.KeyGenResponse, error) {
@@ -160,7 +160,7 @@ func (c *CSP) current(id string) (*ceremony, error) {
 // DealShares implements fedpcav1.CspServiceServer: round 2 (t < n only).
 func (c *CSP) DealShares(_ context.Context, req *fedpcav1.DealSharesRequest) (*fedpcav1.DealSharesResponse, error) {
 	resp, err := c.dealShares(req)
-	return resp, c.status("DealShares", err)
+	return resp, c.status(err)
 }
 
 func (c *CSP) dealShares(req *fedpcav1.DealSharesRequest) (*fedpcav1.DealSharesResponse, error) {
@@ -246,7 +246,7 @@ func (cer *ceremony) memberAt(point uint32) string {
 
 // ReceiveShares implements fedpcav1.CspServiceServer: round 3 (t < n only).
 func (c *CSP) ReceiveShares(_ context.Context, req *fedpcav1.ReceiveSharesRequest) (*fedpcav1.ReceiveSharesResponse, error) {
-	return &fedpcav1.ReceiveSharesResponse{}, c.status("ReceiveShares", c.receiveShares(req))
+	return &fedpcav1.ReceiveSharesResponse{}, c.status(c.receiveShares(req))
 }
 
 func (c *CSP) receiveShares(req *fedpcav1.ReceiveSharesRequest) error {
@@ -302,7 +302,7 @@ func (c *CSP) receiveShares(req *fedpcav1.ReceiveSharesRequest) error {
 // secrets and the key to disk and becomes ready.
 func (c *CSP) Finalize(_ context.Context, req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeResponse, error) {
 	resp, err := c.finalize(req)
-	return resp, c.status("Finalize", err)
+	return resp, c.status(err)
 }
 
 func (c *CSP) finalize(req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeResponse, error) {

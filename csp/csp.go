@@ -12,12 +12,17 @@
 // fresh noise, and two releases to average). Any other request for a switched
 // job is refused.
 //
-// Key ceremony (coordinated by the proxy): KeyGen draws a fresh secret and
-// returns its public-key share and an X25519 exchange key signed with the
-// member's certificate key; for a thresholdized committee, DealShares seals
-// the member's Shamir shares to every member's exchange key and
-// ReceiveShares opens and aggregates those dealt to it; Finalize fixes the
-// committee key and writes the secrets to disk. A finalized member accepts a
+// Key ceremony (coordinated by the proxy, which relays every message): KeyGen
+// draws a fresh secret and returns its public-key share and an X25519
+// exchange key, both signed with the member's certificate key; for a
+// thresholdized committee, DealShares seals the member's Shamir shares to
+// every member's exchange key and signs each box, and ReceiveShares opens and
+// aggregates only boxes signed by their dealer; Finalize checks that the
+// committee key is the aggregate of every member's signed share (its own the
+// one it made), signs the key statement (job.KeyStatement) that owners and
+// users require from every member, and writes the secrets and the
+// attestation to disk. A proxy that substitutes a key or a share gets no
+// attestation. A finalized member accepts a
 // new ceremony only while it has never switched a job. A round replayed with
 // the same request gets the same answer (a second KeyGen or DealShares would
 // otherwise draw a new secret or new shares and break the committee key); a
@@ -310,7 +315,7 @@ var statusOf = transport.ErrorTable{
 
 // status turns a handler's error into its gRPC status (statusOf); internal
 // errors are logged here and reach the caller without their text.
-func (c *CSP) status(method string, err error) error { return statusOf.Status(c.log, method, err) }
+func (c *CSP) status(err error) error { return statusOf.Status(c.log, err) }
 
 func invalid(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

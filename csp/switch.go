@@ -142,7 +142,7 @@ func (c *CSP) jobLock(id string) *sync.Mutex {
 
 // KeySwitch implements fedpcav1.CspServiceServer.
 func (c *CSP) KeySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
-	return c.status("KeySwitch", c.keySwitch(stream))
+	return c.status(c.keySwitch(stream))
 }
 
 func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -41,7 +42,7 @@ func TestAdmission(t *testing.T) {
 	if !errors.As(err, &busy) || !errors.Is(err, ErrBusy) || busy.after < 100*time.Millisecond || busy.after > 30*time.Second {
 		t.Fatalf("fourth upload: %v, want busy with a hint", err)
 	}
-	st := status.Convert(toStatus(err))
+	st := status.Convert(toStatus(hclog.NewNullLogger(), err))
 	if d, ok := transport.RetryDelay(st.Err()); st.Code() != codes.ResourceExhausted || !ok || d != busy.after {
 		t.Fatalf("status %v (retry delay %s, %v), want ResourceExhausted with %s", st, d, ok, busy.after)
 	}

@@ -321,7 +321,7 @@ func (p *Proxy) committeeKey() (*committeeRecord, error) {
 func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
 	c, err := p.committeeKey()
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	return p.committeeResponse(ctx, c), nil
 }

@@ -66,7 +66,7 @@ func (j *jobState) party(id transport.Identity) error {
 func (p *Proxy) CreateJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (*fedpcav1.CreateJobResponse, error) {
 	j, err := p.createJob(ctx, req)
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -154,10 +154,10 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpcav1.GetJobResponse, error) {
 	j, err := p.job(req.GetJobId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	if err := j.party(caller(ctx)); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -204,11 +204,11 @@ func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*f
 func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxyService_WatchJobServer) error {
 	j, err := p.job(req.GetJobId())
 	if err != nil {
-		return toStatus(err)
+		return p.toStatus(err)
 	}
 	who := caller(stream.Context())
 	if err := j.party(who); err != nil {
-		return toStatus(err)
+		return p.toStatus(err)
 	}
 	for {
 		j.mu.Lock()
@@ -225,7 +225,7 @@ func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxySer
 		case <-stream.Context().Done():
 			return stream.Context().Err()
 		case <-p.done():
-			return toStatus(context.Canceled)
+			return p.toStatus(context.Canceled)
 		}
 	}
 }
@@ -265,22 +265,22 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	who := caller(ctx)
 	j, err := p.job(req.GetJobId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	if err := j.party(who); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	reason, err := job.ParseDecline(int32(req.GetReason()))
 	if err != nil {
-		return nil, toStatus(bad("reason: %v", err))
+		return nil, p.toStatus(bad("reason: %v", err))
 	}
 	if err := j.checkBudget(req.GetBudget()); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if _, ok := j.uploaded(who.ID); ok {
-		return nil, toStatus(fmt.Errorf("%w: owner %s already uploaded to this job", ErrJobClosed, who.ID))
+		return nil, p.toStatus(fmt.Errorf("%w: owner %s already uploaded to this job", ErrJobClosed, who.ID))
 	}
 	if j.declined(who.ID) {
 		return &fedpcav1.DeclineResponse{}, nil
@@ -290,7 +290,7 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 		return p.putBudget(tx, who.ID, req.GetBudget())
 	})
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason.String())
 	return &fedpcav1.DeclineResponse{}, nil
@@ -326,21 +326,21 @@ func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRe
 	who := caller(ctx)
 	j, err := p.job(req.GetJobId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	if who.String() != j.spec.User {
-		return nil, toStatus(fmt.Errorf("%w: only the job's user may publish its result", ErrNotYours))
+		return nil, p.toStatus(fmt.Errorf("%w: only the job's user may publish its result", ErrNotYours))
 	}
 	if err := j.checkPublished(req.GetResult()); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	if j.rec.State != fedpcav1.JobState_JOB_STATE_DONE {
-		return nil, toStatus(ErrNotDone)
+		return nil, p.toStatus(ErrNotDone)
 	}
 	if err := p.db.Update(func(tx *bolt.Tx) error { return jobBucket(tx, j.id).Put(keyPublished, req.GetResult()) }); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	p.log.Info("result published", "job", j.id[:16], "bytes", len(req.GetResult()))
 	return &fedpcav1.PublishResultResponse{}, nil
@@ -350,20 +350,20 @@ func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRe
 func (p *Proxy) GetPublished(ctx context.Context, req *fedpcav1.GetPublishedRequest) (*fedpcav1.GetPublishedResponse, error) {
 	j, err := p.job(req.GetJobId())
 	if err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	if err := j.party(caller(ctx)); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	var out []byte
 	if err := p.db.View(func(tx *bolt.Tx) error {
 		out = slices.Clone(jobBucket(tx, j.id).Get(keyPublished))
 		return nil
 	}); err != nil {
-		return nil, toStatus(err)
+		return nil, p.toStatus(err)
 	}
 	if out == nil {
-		return nil, toStatus(fmt.Errorf("%w: the user has not published a result for job %s…", ErrNotDone, j.id[:12]))
+		return nil, p.toStatus(fmt.Errorf("%w: the user has not published a result for job %s…", ErrNotDone, j.id[:12]))
 	}
 	return &fedpcav1.GetPublishedResponse{Result: out}, nil
 }

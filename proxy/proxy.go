@@ -1,5 +1,6 @@
 // Package proxy is the fedpca proxy: it coordinates the CSP committee's key
-// ceremony and publishes the committee key, registers jobs signed by users,
+// ceremony and publishes the committee key with every member's attestation
+// of it (owners and users accept no other), registers jobs signed by users,
 // receives owners' encrypted statistics and folds them into each job's
 // running sum, seals a job when all its owners uploaded (or at its deadline
 // with at least min_owners), adds its DP noise share and a uniform mask,
@@ -165,46 +166,33 @@ var (
 	ErrDiskFull          = errors.New("the proxy's disk is full: nothing was stored, retry later (its operator must free space in the state directory)")
 )
 
-var statusOf = []struct {
-	err  error
-	code codes.Code
-}{
-	{ErrUnknownJob, codes.NotFound},
-	{ErrNotYours, codes.PermissionDenied},
-	{ErrForbidden, codes.PermissionDenied},
-	{ErrJobClosed, codes.FailedPrecondition},
-	{ErrDuplicateUpload, codes.AlreadyExists},
-	{ErrCommitteeNotReady, codes.Unavailable},
-	{ErrNotDone, codes.FailedPrecondition},
-	{ErrBadRequest, codes.InvalidArgument},
-	{ErrBusy, codes.ResourceExhausted},
-	{ErrDiskFull, codes.ResourceExhausted},
-	{dp.ErrPlanInfeasible, codes.FailedPrecondition},
-	{context.Canceled, codes.Canceled},
-	{context.DeadlineExceeded, codes.DeadlineExceeded},
+var statusOf = transport.ErrorTable{
+	{Err: ErrUnknownJob, Code: codes.NotFound},
+	{Err: ErrNotYours, Code: codes.PermissionDenied},
+	{Err: ErrForbidden, Code: codes.PermissionDenied},
+	{Err: ErrJobClosed, Code: codes.FailedPrecondition},
+	{Err: ErrDuplicateUpload, Code: codes.AlreadyExists},
+	{Err: ErrCommitteeNotReady, Code: codes.Unavailable},
+	{Err: ErrNotDone, Code: codes.FailedPrecondition},
+	{Err: ErrBadRequest, Code: codes.InvalidArgument},
+	{Err: ErrBusy, Code: codes.ResourceExhausted},
+	{Err: ErrDiskFull, Code: codes.ResourceExhausted},
+	{Err: dp.ErrPlanInfeasible, Code: codes.FailedPrecondition},
 }
 
-// toStatus turns an error into a gRPC status error: status errors pass
-// through, domain errors get their code, anything else is Internal.
-func toStatus(err error) error {
-	if err == nil {
-		return nil
-	}
-	if _, ok := status.FromError(err); ok {
-		return err
-	}
+// toStatus turns a handler's error into a gRPC status error (statusOf; a
+// busy refusal carries its retry hint); internal errors are logged here and
+// reach the caller without their text.
+func (p *Proxy) toStatus(err error) error { return toStatus(p.log, err) }
+
+func toStatus(log hclog.Logger, err error) error {
 	err = diskFull(err)
-	for _, s := range statusOf {
-		if errors.Is(err, s.err) {
-			st := status.New(s.code, err.Error())
-			var busy busyError
-			if errors.As(err, &busy) {
-				st = transport.WithRetryDelay(st, busy.after)
-			}
-			return st.Err()
-		}
+	st := status.Convert(statusOf.Status(log, err))
+	var busy busyError
+	if errors.As(err, &busy) {
+		st = transport.WithRetryDelay(st, busy.after)
 	}
-	return status.Error(codes.Internal, err.Error())
+	return st.Err()
 }
 
 // diskFull marks a store error caused by a full disk (or quota) as

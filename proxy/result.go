@@ -16,21 +16,21 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 	who := caller(stream.Context())
 	j, err := p.job(req.GetJobId())
 	if err != nil {
-		return toStatus(err)
+		return p.toStatus(err)
 	}
 	if who.String() != j.spec.User {
-		return toStatus(fmt.Errorf("%w: only the job's user may fetch its result", ErrNotYours))
+		return p.toStatus(fmt.Errorf("%w: only the job's user may fetch its result", ErrNotYours))
 	}
 	j.mu.Lock()
 	state, owners, csps := j.rec.State, j.uploadedOwners(), slices.Clone(j.rec.CSPs)
 	reason := j.rec.Reason
 	j.mu.Unlock()
 	if state != fedpcav1.JobState_JOB_STATE_DONE {
-		return toStatus(fmt.Errorf("%w: job %s… is %s (%s)", ErrNotDone, j.id[:12], stateName(state), reason))
+		return p.toStatus(fmt.Errorf("%w: job %s… is %s (%s)", ErrNotDone, j.id[:12], stateName(state), reason))
 	}
 	release, err := p.acquireLarge(stream.Context())
 	if err != nil {
-		return toStatus(err)
+		return p.toStatus(err)
 	}
 	defer release()
 	var blobs [][]byte
@@ -45,7 +45,7 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 		}
 		return nil
 	}); err != nil {
-		return toStatus(err)
+		return p.toStatus(err)
 	}
 	if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: &fedpcav1.ResultHeader{
 		JobId: j.id, Ciphertexts: uint32(j.n), Owners: owners, CspMembers: csps}}}); err != nil {

@@ -30,7 +30,7 @@ func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
 	resp, err := p.upload(stream)
 	if err != nil {
 		p.m.uploads.WithLabelValues("refused").Inc()
-		return toStatus(err)
+		return p.toStatus(err)
 	}
 	if resp.GetAlreadyIncluded() {
 		p.m.uploads.WithLabelValues("resent").Inc()

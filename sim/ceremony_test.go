@@ -42,16 +42,7 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer cl.Stop()
-	pd, _ := cl.Dialer("proxy/proxy")
-	members := make([]fedpcav1.CspServiceClient, 3)
-	for i := range members {
-		conn, err := pd.Dial(cl.CSPAddrs[i], transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		members[i] = fedpcav1.NewCspServiceClient(conn)
-	}
+	members := memberClients(t, cl)
 	m1 := members[0]
 	st, err := m1.GetStatus(ctx, &fedpcav1.GetStatusRequest{IncludePublicKey: true})
 	if err != nil || !st.GetReady() {
@@ -210,4 +201,25 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	// A member that has switched a job starts no new ceremony.
 	_, err = m1.KeyGen(ctx, keyGen("late", seed))
 	wantCode(t, "new ceremony after a switch", err, codes.FailedPrecondition, "has switched 1 jobs; it cannot be replaced")
+}
+
+// memberClients dials every committee member with the proxy's certificate,
+// for tests that drive the members by hand; the connections close when the
+// test ends.
+func memberClients(t *testing.T, cl *Cluster) []fedpcav1.CspServiceClient {
+	t.Helper()
+	pd, err := cl.Dialer("proxy/proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	members := make([]fedpcav1.CspServiceClient, len(cl.CSPAddrs))
+	for i := range members {
+		conn, err := pd.Dial(cl.CSPAddrs[i], transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		members[i] = fedpcav1.NewCspServiceClient(conn)
+	}
+	return members
 }

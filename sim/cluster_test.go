@@ -43,13 +43,29 @@ func wdbcOwners(t *testing.T, noNoise bool) (*schema.Schema, []OwnerConfig) {
 	return sch, owners
 }
 
-// runJob submits a job through the user client, waits and fetches.
-func runJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schema, owners []OwnerConfig, r user.Request) *job.Result {
+// startUser starts a cluster and a client for one of its users; both stop
+// when the test ends.
+func startUser(ctx context.Context, t *testing.T, cfg Config, name string) (*Cluster, *user.Client) {
+	t.Helper()
+	cfg.Users = append(cfg.Users, name)
+	cl, err := Start(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cl.Stop)
+	u, err := cl.User(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { u.Close() })
+	return cl, u
+}
+
+// submitWait creates a job (the request's schema is sch) and waits until it
+// ends; it returns the spec and the full final status.
+func submitWait(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schema, r user.Request) (*job.Spec, *fedpcav1.JobStatus) {
 	t.Helper()
 	r.Schema = sch
-	for _, o := range owners {
-		r.Owners = append(r.Owners, o.ID)
-	}
 	if r.Deadline.IsZero() {
 		r.Deadline = time.Now().Add(5 * time.Minute)
 	}
@@ -64,6 +80,16 @@ func runJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schem
 	if err != nil {
 		t.Fatal(err)
 	}
+	return spec, st
+}
+
+// runJob submits a job through the user client, waits and fetches.
+func runJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schema, owners []OwnerConfig, r user.Request) *job.Result {
+	t.Helper()
+	for _, o := range owners {
+		r.Owners = append(r.Owners, o.ID)
+	}
+	spec, st := submitWait(ctx, t, u, sch, r)
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
 		t.Fatalf("job %s: %s", st.GetState(), st.GetReason())
 	}

@@ -90,35 +90,13 @@ func TestDeviatingProxySwapsCommitteeKey(t *testing.T) {
 			}
 			evil := he.GenerateKeyPair(p)
 			sw := &keySwapper{key: p.Codecs().PublicKey.Marshal(evil.Public), forge: forge}
-			cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: owners, Users: []string{"alice"}, Logger: testLogger(t),
-				ProxyServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer cl.Stop()
+			cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: owners, Logger: testLogger(t),
+				ProxyServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)}}, "alice")
 			proxyCreds = cl.Creds("proxy/proxy")
-			u, err := cl.User("alice")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer u.Close()
 			// The user, shown the honest key, creates a job; the owners are
 			// shown the proxy's key.
-			var ids []string
-			for _, o := range owners {
-				ids = append(ids, o.ID)
-			}
-			spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, Epsilon: 1, Owners: ids, Deadline: time.Now().Add(time.Minute)})
-			if err != nil {
-				t.Fatal(err)
-			}
-			if _, err := u.Submit(ctx, spec, sch); err != nil {
-				t.Fatal(err)
-			}
-			st, err := u.Wait(ctx, spec.ID(), nil)
-			if err != nil {
-				t.Fatal(err)
-			}
+			ids := ownerIDs(owners)
+			_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, Epsilon: 1, Owners: ids, Deadline: time.Now().Add(time.Minute)})
 			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) {
 				t.Fatalf("job %s (%s): uploaded %v, declined %v", st.GetState(), st.GetReason(), st.GetUploadedOwners(), st.GetDeclinedOwners())
 			}
@@ -171,16 +149,9 @@ func TestCeremonyRefusesSubstitutedKey(t *testing.T) {
 	}
 	defer cl.Stop()
 	p := cl.Params()
-	pd, _ := cl.Dialer("proxy/proxy")
-	members := make([]fedpcav1.CspServiceClient, 3)
-	refs := make([]*fedpcav1.MemberRef, 3)
-	for i := range members {
-		conn, err := pd.Dial(cl.CSPAddrs[i], transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		members[i] = fedpcav1.NewCspServiceClient(conn)
+	members := memberClients(t, cl)
+	refs := make([]*fedpcav1.MemberRef, len(members))
+	for i := range refs {
 		refs[i] = &fedpcav1.MemberRef{Id: cspID(i), Point: uint32(i + 1)}
 	}
 	// A new ceremony (the members have switched nothing yet).

@@ -37,16 +37,7 @@ func TestRowCountNotLeaked(t *testing.T) {
 	sch, owners := wdbcOwners(t, true)
 	owners = owners[:2]
 	n := int64(bytes.Count(owners[0].CSV, []byte("\n")) - 1)
-	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"mallory"}, AllowNoNoise: true, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Stop()
-	u, err := cl.User("mallory")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
+	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, AllowNoNoise: true, Logger: testLogger(t)}, "mallory")
 	var outcomes []string
 	for cap := n - 2; cap <= n+2; cap++ {
 		spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID},
@@ -57,9 +48,9 @@ func TestRowCountNotLeaked(t *testing.T) {
 		if _, err := u.Submit(ctx, spec, sch); err != nil {
 			t.Fatal(err)
 		}
-		full, _ := finishExact(ctx, t, u, spec, sch, owners[0].CSV, owners[1].CSV) // the full status (Wait)
-		st := full
-		outcome := fmt.Sprintf("state %s, uploaded %v, declined %v", st.GetState(), full.GetUploadedOwners(), full.GetDeclinedOwners())
+		// The release is the exact sum of each owner's first cap rows.
+		st, _ := finishExact(ctx, t, u, spec, sch, owners[0].CSV, owners[1].CSV)
+		outcome := fmt.Sprintf("state %s, uploaded %v, declined %v", st.GetState(), st.GetUploadedOwners(), st.GetDeclinedOwners())
 		t.Logf("max_owner_rows %d (%s has %d rows): %s", cap, owners[0].ID, n, outcome)
 		outcomes = append(outcomes, outcome)
 	}
@@ -135,34 +126,11 @@ func TestNothingLeavesOwnerButCodes(t *testing.T) {
 	logs := &lockedBuffer{}
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, JSONFormat: true, Output: logs})
 	dir := t.TempDir()
-	cl, err := Start(ctx, Config{Dir: dir, CSPs: 3, Threshold: 2, Owners: owners, Users: []string{"alice"}, AllowNoNoise: true, Logger: log})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Stop()
-	u, err := cl.User("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	var ids []string
-	for _, o := range owners {
-		ids = append(ids, o.ID)
-	}
-	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.DCA, NoNoise: true, Owners: ids, MinOwners: 2, Deadline: time.Now().Add(time.Minute)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := u.Submit(ctx, spec, sch); err != nil {
-		t.Fatal(err)
-	}
+	cl, u := startUser(ctx, t, Config{Dir: dir, CSPs: 3, Threshold: 2, Owners: owners, AllowNoNoise: true, Logger: log}, "alice")
+	spec, full := submitWait(ctx, t, u, sch, user.Request{Analysis: job.DCA, NoNoise: true, Owners: ownerIDs(owners), MinOwners: 2})
 	var seen bytes.Buffer // everything the user receives
-	st, err := u.Wait(ctx, spec.ID(), func(s *fedpcav1.JobStatus) { seen.WriteString(prototext.Format(s)) })
-	if err != nil {
-		t.Fatal(err)
-	}
-	full := st // Wait returns the full status of an ended job
-	seen.WriteString(prototext.Format(st))
+	seen.WriteString(prototext.Format(full))
+	st := full
 	declined := map[string]fedpcav1.DeclineReason{}
 	for _, d := range full.GetDeclinedOwners() {
 		declined[d.GetOwner()] = d.GetReason()
@@ -280,17 +248,8 @@ func TestOwnerCapsDelta(t *testing.T) {
 	sch, owners := wdbcOwners(t, false)
 	owners = owners[:2]
 	owners[1].Policy.MaxDelta = 1e-7
-	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"alice"}, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer cl.Stop()
-	u, err := cl.User("alice")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer u.Close()
-	ids := []string{owners[0].ID, owners[1].ID}
+	_, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Logger: testLogger(t)}, "alice")
+	ids := ownerIDs(owners)
 	for _, tc := range []struct {
 		delta    float64
 		uploaded string
@@ -299,18 +258,7 @@ func TestOwnerCapsDelta(t *testing.T) {
 		{1e-6, owners[0].ID},           // the default limit admits it
 		{1e-7, strings.Join(ids, ",")}, // within both
 	} {
-		spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, Epsilon: 1, Delta: tc.delta, Owners: ids, MinOwners: 1,
-			Deadline: time.Now().Add(time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := u.Submit(ctx, spec, sch); err != nil {
-			t.Fatal(err)
-		}
-		st, err := u.Wait(ctx, spec.ID(), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
+		_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, Epsilon: 1, Delta: tc.delta, Owners: ids, MinOwners: 1})
 		if got := strings.Join(st.GetUploadedOwners(), ","); got != tc.uploaded {
 			t.Errorf("delta %g: uploaded %q, want %q", tc.delta, got, tc.uploaded)
 		}
@@ -320,4 +268,13 @@ func TestOwnerCapsDelta(t *testing.T) {
 			}
 		}
 	}
+}
+
+// ownerIDs returns the owners' IDs.
+func ownerIDs(owners []OwnerConfig) []string {
+	ids := make([]string, len(owners))
+	for i, o := range owners {
+		ids[i] = o.ID
+	}
+	return ids
 }

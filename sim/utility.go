@@ -267,3 +267,51 @@ func capturedUncentred(a *mat.SymDense, q *mat.Dense) *float64 {
 	r := mat.Trace(&qaq) / q0
 	return &r
 }
+
+// AnalyzeGauss is the central baseline of the utility benchmark: Analyze
+// Gauss (Dwork, Talwar, Thakurta and Zhang 2014) on the same preprocessed
+// rows as the simulated jobs, with the classical calibration of
+// reference.json (sensitivity 1, sigma = sqrt(2 ln(1.25/delta)) / epsilon,
+// symmetric noise i.i.d. on the upper triangle). It returns the captured
+// variance q/q0 of its top min(5, d) components on the uncentred second
+// moment, as Utility.CapturedVarianceRatioUncentred measures a job. The
+// noise is a seeded float Gaussian: this is a measuring stick, never the
+// privacy path.
+func (s *Simulator) AnalyzeGauss(epsilon, delta float64, seed uint64) float64 {
+	_, d := s.rows.z.Dims()
+	var a mat.SymDense
+	a.SymOuterK(1, s.rows.z.T())
+	sigma := math.Sqrt(2*math.Log(1.25/delta)) / epsilon
+	rng := rand.New(rand.NewPCG(seed, 0x616e616c797a65))
+	noisy := mat.NewSymDense(d, nil)
+	for i := range d {
+		for j := i; j < d; j++ {
+			noisy.SetSym(i, j, a.At(i, j)+sigma*rng.NormFloat64())
+		}
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(noisy, true) {
+		return math.NaN()
+	}
+	vals := eig.Values(nil)
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs)
+	// Columns by descending eigenvalue.
+	order := make([]int, d)
+	for i := range order {
+		order[i] = i
+	}
+	sort.Slice(order, func(x, y int) bool { return vals[order[x]] > vals[order[y]] })
+	k := min(5, d)
+	top := mat.NewDense(d, k, nil)
+	for c := range k {
+		for r := range d {
+			top.Set(r, c, vecs.At(r, order[c]))
+		}
+	}
+	q := capturedUncentred(&a, top)
+	if q == nil {
+		return math.NaN()
+	}
+	return *q
+}

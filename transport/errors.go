@@ -23,7 +23,7 @@ type ErrorTable []ErrorCode
 // code and its message, which names what is wrong for the caller to fix;
 // anything else is an internal error whose detail goes to the role's log
 // only, and the caller gets a generic Internal that says where to look.
-func (t ErrorTable) Status(log hclog.Logger, method string, err error) error {
+func (t ErrorTable) Status(log hclog.Logger, err error) error {
 	if err == nil {
 		return nil
 	}
@@ -41,6 +41,6 @@ func (t ErrorTable) Status(log hclog.Logger, method string, err error) error {
 	case errors.Is(err, context.DeadlineExceeded):
 		return status.Error(codes.DeadlineExceeded, err.Error())
 	}
-	log.Error("internal error", "method", method, "error", err)
-	return status.Errorf(codes.Internal, "internal error in %s (the server's log has the detail)", method)
+	log.Error("internal error", "error", err)
+	return status.Error(codes.Internal, "internal error (the server's log has the detail)")
 }

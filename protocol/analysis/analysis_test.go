@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 
@@ -761,8 +762,8 @@ func TestComponentsJSONRoundTrip(t *testing.T) {
 			t.Errorf("%s: matrices changed in the round trip", c.Analysis)
 		}
 		if back.Analysis != c.Analysis || back.Rho != c.Rho || back.RhoPrime != c.RhoPrime ||
-			!equalSlices(back.Mean, c.Mean) || !equalSlices(back.Eigenvalues, c.Eigenvalues) ||
-			!equalSlices(back.AllEigenvalues, c.AllEigenvalues) || !equalSlices(back.ExplainedVarianceRatio, c.ExplainedVarianceRatio) {
+			!slices.Equal(back.Mean, c.Mean) || !slices.Equal(back.Eigenvalues, c.Eigenvalues) ||
+			!slices.Equal(back.AllEigenvalues, c.AllEigenvalues) || !slices.Equal(back.ExplainedVarianceRatio, c.ExplainedVarianceRatio) {
 			t.Errorf("%s: fields changed in the round trip", c.Analysis)
 		}
 		// Embedded by value in a larger result, it still encodes the same way.
@@ -805,18 +806,6 @@ func TestComponentsJSONRoundTrip(t *testing.T) {
 	if _, err := json.Marshal(&Components{Analysis: "pca"}); err == nil {
 		t.Error("marshalling an empty Components succeeded")
 	}
-}
-
-func equalSlices(a, b []float64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 func TestScattersMethodsAndSolve(t *testing.T) {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/big"
 	mrand "math/rand/v2"
+	"slices"
 	"testing"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
@@ -164,7 +165,7 @@ func TestFloodingRejection(t *testing.T) {
 	if err := f.sample(out); err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{1 << S, -1 << S, 0, -5}; !equalInts(out, want) {
+	if want := []int64{1 << S, -1 << S, 0, -5}; !slices.Equal(out, want) {
 		t.Fatalf("got %v, want %v", out, want)
 	}
 	f.rnd = io.LimitReader(rand.Reader, 7)
@@ -192,21 +193,9 @@ func TestFloodingRefill(t *testing.T) {
 	if err := f.sample(out); err != nil {
 		t.Fatal(err)
 	}
-	if want := []int64{7 - 1024, 1}; !equalInts(out, want) {
+	if want := []int64{7 - 1024, 1}; !slices.Equal(out, want) {
 		t.Fatalf("got %v, want %v", out, want)
 	}
-}
-
-func equalInts(a, b []int64) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // crt returns the centred integer in (-Q/2, Q/2] with the given residues,
@@ -397,7 +386,7 @@ func TestKeySwitchFlooding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if !equalInts(got, vals) {
+		if !slices.Equal(got, vals) {
 			t.Fatal("key-switched ciphertext decrypts wrongly")
 		}
 		for _, e := range noiseCoeffs(p, out, user.Secret, vals) {

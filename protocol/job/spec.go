@@ -6,7 +6,7 @@
 // The role steps are pure functions over the protocol packages (schema,
 // stats, he, dp, analysis); the daemons in owner/, proxy/, csp/ and user/ call
 // them and add transport and storage, and the in-process tests call them with
-// parties in slices. See ../shared/design/PROTOCOL.md for the protocol.
+// parties in slices. See docs/PROTOCOL.md for the protocol.
 package job
 
 import (
