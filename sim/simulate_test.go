@@ -47,7 +47,7 @@ func TestSimulatorWine(t *testing.T) {
 				}
 			}
 		}
-		if rep.Bytes["owner"].Sent < 5*262000 || rep.Bytes["csp"].Received == 0 || rep.Timings.Total <= 0 || rep.Timings.OwnerShare <= 0 {
+		if rep.Bytes["owner"].Sent < 5*393000 || rep.Bytes["csp"].Received == 0 || rep.Timings.Total <= 0 || rep.Timings.OwnerShare <= 0 {
 			t.Errorf("measurements %+v %+v", rep.Bytes, rep.Timings)
 		}
 	}

@@ -150,8 +150,8 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 	return opts
 }
 
-// MaxMessageBytes bounds one gRPC message: a ciphertext is about 262 KB and
-// a key-switch header carries a user key (262 KB) and the spec.
+// MaxMessageBytes bounds one gRPC message: a ciphertext is about 393 KB and
+// a key-switch header carries a user key (393 KB) and the spec.
 const MaxMessageBytes = 16 << 20
 
 type wrappedStream struct {

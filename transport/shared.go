@@ -11,7 +11,7 @@ import (
 
 // A unary handler's response is marshalled by gRPC into a buffer of its own
 // after the handler returns, and that buffer stays queued until the peer has
-// read it. A thousand owners fetching the 262 KiB committee key at once would
+// read it. A thousand owners fetching the 384 KiB committee key at once would
 // hold a thousand copies in the proxy. A response passed through Share is
 // encoded once: every server built with ServerOptions sends those same bytes
 // (read-only) for every call that returns that very pointer.

@@ -227,7 +227,7 @@ func proxyCommand() *cli.Command {
 				strsFlag("csp", "a committee member as ID=HOST:PORT (repeat, in point order)"),
 				intFlag("threshold", 0, "members needed for a key switch (default: all)"),
 				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
-				intFlag("upload-memory", 64, "MiB of ciphertexts received at once (bounds memory; about 128 uploads of one ciphertext)"),
+				intFlag("upload-memory", 64, "MiB of ciphertexts received at once (bounds memory; about 85 uploads of one 393 KB ciphertext)"),
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 60 KB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
 				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for clients with a certificate from the deployment's CA"),
