@@ -194,7 +194,7 @@ func New(cfg Config) (*Owner, error) {
 			path := d.CSV
 			d.Open = func() (io.ReadCloser, error) { return os.Open(path) }
 		}
-		rho, err := dp.RhoFor(d.Epsilon, d.Delta)
+		rho, err := dp.BudgetRho(d.Epsilon, d.Delta)
 		if err != nil {
 			return nil, fmt.Errorf("owner: dataset %s budget: %w", d.Schema.ID, err)
 		}

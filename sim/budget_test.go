@@ -21,12 +21,12 @@ func TestBudgetExhausted(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, false)
 	owners = owners[:2]
-	rhoJob, err := dp.RhoFor(1, 1e-6)
+	rhoJob, err := dp.BudgetRho(1, 1e-6)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// hospital-a's budget holds 2.5 jobs of epsilon 1.
-	owners[0].Epsilon, owners[0].Delta = dp.EpsilonFor(2.5*rhoJob, 1e-6), 1e-6
+	owners[0].Epsilon, owners[0].Delta = dp.BudgetEpsilon(2.5*rhoJob, 1e-6), 1e-6
 	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"alice"}})
 	if err != nil {
 		t.Fatal(err)

@@ -22,15 +22,33 @@
 // an io.Reader, crypto/rand.Reader by default, read in 4 KiB blocks.
 // ParallelFill splits large fills over goroutines.
 //
-// # Calibration (floating point)
+// # Calibration and accounting (floating point)
+//
+// The release is one Gaussian mechanism: blocks R, v and n with sensitivities
+// Delta_b and variances S_b make it mu-Gaussian DP with mu^2 = sum_b
+// Delta_b^2 / S_b. Calibrate finds the largest mu that the exact (epsilon,
+// delta) profile of the Gaussian mechanism allows (GaussMu, Balle and Wang
+// 2018), with room left for the discrete correction, and gives each block the
+// share Split_b of mu^2. Results report epsilon at delta from the exact
+// profile (GaussEpsilon) plus the correction: the protocol's noise is a sum of
+// discrete Gaussians per coordinate, and Correction bounds its distance to a
+// rounded continuous Gaussian, pointwise on a region plus the tails (see
+// there); at the protocol's scales it adds about 1e-10 to epsilon, computed
+// and reported with each result. Ledgers keep rho = mu^2/2 (zCDP and Gaussian
+// DP both compose by adding it); BudgetRho turns an owner's (epsilon, delta)
+// budget into rho by the same exact profile. TestGaussMuPublished and
+// TestGaussEpsilonPublished check GaussMu and GaussEpsilon against Google's
+// dp_accounting (testdata/analytic_gaussian.json, with its source).
 //
 // DeltaFor, EpsilonFor and RhoFor convert between rho-zCDP and
-// (epsilon, delta)-DP with the tight bound of Canonne, Kamath and Steinke
+// (epsilon, delta)-DP with the bound of Canonne, Kamath and Steinke
 // (Proposition 12 / Corollary 13 of arXiv:2004.00010), in the numerically
-// careful form of Steinke's reference code. These operate on public
-// parameters in float64. Their results are rounded in the safe direction:
-// EpsilonFor never understates epsilon and RhoFor never overstates rho; any
-// imprecision in the inner minimisation only overstates delta.
+// careful form of Steinke's reference code. The protocol used them to
+// calibrate until the exact profile replaced them (at epsilon 1, delta 1e-6
+// the conversion allows noise 4.53 times the sensitivity where the exact
+// profile allows 4.22); they remain for comparing the two (tested against
+// Steinke's values in testdata/zcdp_conversions.json). Their results are
+// rounded in the safe direction, as are GaussEpsilon's and GaussMu's.
 //
 // # Distributed discrete Gaussian (floating point)
 //
@@ -43,7 +61,7 @@
 // # Concurrency
 //
 // Sampler is not safe for concurrent use; make one per goroutine.
-// ParallelFill, DeltaFor, EpsilonFor, RhoFor, DDG and GaussRho are pure
-// functions and safe for concurrent use. The package has no mutable global
+// ParallelFill, the conversions, the Gaussian profile, the corrections, DDG
+// and GaussRho are pure functions and safe for concurrent use. The package has no mutable global
 // state.
 package dp

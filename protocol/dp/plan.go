@@ -137,15 +137,19 @@ func (s Split) of(b stats.Block) float64 {
 // integer units, that the honest shares must reach together. It is a pure
 // function of public job parameters.
 type Calibration struct {
-	// Epsilon and Delta are the requested guarantee; Rho the zCDP budget
-	// certified for them by the tight conversion.
-	Epsilon, Delta, Rho float64
-	Split               Split
+	// Epsilon and Delta are the requested guarantee; Mu the Gaussian-DP
+	// parameter of the whole release calibrated for them (the exact Gaussian
+	// profile, with room left for the discrete correction), and Rho = Mu^2/2
+	// the zCDP the ledgers are charged.
+	Epsilon, Delta, Mu, Rho float64
+	Split                   Split
 	// Sensitivity is the L2 sensitivity of each block in integer units:
 	// B^2 for R, B for v, 2^g for n (B = floor(2^g C)).
 	Sensitivity [3]float64
+	// Dims are the numbers of coordinates of the blocks.
+	Dims [3]int
 	// Variance is the central variance of each block in integer units,
-	// ceil(Sensitivity^2 / (2 Split_b Rho)). Nil when noise is off.
+	// ceil(Sensitivity^2 / (Split_b Mu^2)). Nil when noise is off.
 	Variance [3]*big.Int
 	// Bits is g, to convert to data units.
 	Bits uint
@@ -156,39 +160,95 @@ type Calibration struct {
 func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 
 // Calibrate computes the central noise for (epsilon, delta) with the budget
-// split, for rows clipped to B in integer units at scale 2^bits.
-func Calibrate(epsilon, delta float64, split Split, bound int64, bits uint) (Calibration, error) {
+// split, for rows clipped to B in integer units at scale 2^bits, for blocks
+// of the given numbers of coordinates.
+//
+// The release is one Gaussian mechanism (see GaussDelta): the split gives
+// block b the share Split_b of mu^2, i.e. variance Sensitivity_b^2 /
+// (Split_b mu^2). mu is the largest that the exact Gaussian profile allows
+// at (epsilon, delta) once the discrete correction of the calibrated noise
+// (see Correction) is set aside: first mu0 for (epsilon, delta), then mu for
+// (epsilon - 2 Eta0, (delta - tails) e^-Eta0) with Eta0 the correction of
+// mu0's noise. More noise only lowers the correction, so the central noise
+// meets (epsilon, delta) with the correction included; a sum of shares with
+// at least this total variance does too, up to its own (KLS) term, which the
+// report computes.
+func Calibrate(epsilon, delta float64, split Split, bound int64, bits uint, dims [3]int) (Calibration, error) {
 	if err := split.Validate(); err != nil {
 		return Calibration{}, err
 	}
 	if bound < 1 || bits > 30 {
 		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
 	}
-	rho, err := RhoFor(epsilon, delta)
-	if err != nil {
-		return Calibration{}, fmt.Errorf("calibrate: %w", err)
+	switch {
+	case math.IsNaN(epsilon) || epsilon <= 0 || math.IsInf(epsilon, 1):
+		return Calibration{}, fmt.Errorf("calibrate: epsilon = %v must be positive and finite", epsilon)
+	case math.IsNaN(delta) || delta <= 0 || delta >= 1:
+		return Calibration{}, fmt.Errorf("calibrate: delta = %v must be in (0, 1)", delta)
 	}
-	c := Calibration{Epsilon: epsilon, Delta: delta, Rho: rho, Split: split, Bits: bits}
+	c := Calibration{Epsilon: epsilon, Delta: delta, Split: split, Bits: bits, Dims: dims}
 	bb := new(big.Int).SetInt64(bound)
 	sens := [3]*big.Int{new(big.Int).Mul(bb, bb), bb, new(big.Int).Lsh(big.NewInt(1), bits)}
 	for _, b := range stats.Blocks {
 		c.Sensitivity[b], _ = new(big.Float).SetInt(sens[b]).Float64()
-		// variance = ceil(Delta^2 / (2 f rho)), exactly in rationals from the
-		// float64 value of f rho.
-		fr := new(big.Rat).SetFloat64(split.of(b) * rho)
-		if fr == nil || fr.Sign() <= 0 {
-			return Calibration{}, fmt.Errorf("calibrate: block %s gets no budget", b)
-		}
-		v := new(big.Rat).SetInt(new(big.Int).Mul(sens[b], sens[b]))
-		v.Quo(v, fr.Mul(fr, big.NewRat(2, 1)))
-		c.Variance[b] = ceilRat(v)
 	}
+	variances := func(mu float64) ([3]*big.Int, error) {
+		var out [3]*big.Int
+		for _, b := range stats.Blocks {
+			// variance = ceil(Delta^2 / (f mu^2)), exactly in rationals from
+			// the float64 value of f mu^2.
+			fr := new(big.Rat).SetFloat64(split.of(b) * mu * mu)
+			if fr == nil || fr.Sign() <= 0 {
+				return out, fmt.Errorf("calibrate: block %s gets no budget", b)
+			}
+			v := new(big.Rat).SetInt(new(big.Int).Mul(sens[b], sens[b]))
+			out[b] = ceilRat(v.Quo(v, fr))
+		}
+		return out, nil
+	}
+	mu0 := GaussMu(epsilon, delta)
+	v0, err := variances(mu0)
+	if err != nil {
+		return Calibration{}, err
+	}
+	corr := DiscreteCorrection(c.central(v0), delta)
+	t := math.Exp(corr.LogTail)
+	// The targets keep a relative 1e-9 for the bisections' rounding.
+	mu := GaussMu(epsilon*(1-1e-9)-2*corr.Eta, delta*(1-1e-9)*math.Exp(-corr.Eta)-(math.Exp(epsilon)+1)*t)
+	if !(mu > 0) || math.IsInf(mu, 1) {
+		return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, corr.Eta)
+	}
+	if c.Variance, err = variances(mu); err != nil {
+		return Calibration{}, err
+	}
+	c.Mu, c.Rho = mu, mu*mu/2
 	return c, nil
+}
+
+// central describes the release's noise when the central variance comes in
+// one share.
+func (c Calibration) central(variance [3]*big.Int) []BlockNoise {
+	return c.blocks(variance, []Share{{Party: "central", Weight: big.NewRat(1, 1)}})
+}
+
+// blocks describes the release's noise for the profile: each block's shares,
+// sensitivity and size.
+func (c Calibration) blocks(variance [3]*big.Int, shares []Share) []BlockNoise {
+	out := make([]BlockNoise, 0, 3)
+	for _, b := range stats.Blocks {
+		bn := BlockNoise{Sensitivity: c.Sensitivity[b], Dim: c.Dims[b]}
+		for _, s := range shares {
+			v, _ := new(big.Rat).Mul(s.Weight, new(big.Rat).SetInt(variance[b])).Float64()
+			bn.Shares = append(bn.Shares, v)
+		}
+		out = append(out, bn)
+	}
+	return out
 }
 
 // NoNoise is the calibration of a noise-free job (tests and simulations).
 func NoNoise(bound int64, bits uint) Calibration {
-	c := Calibration{Epsilon: math.Inf(1), Rho: math.Inf(1), Bits: bits}
+	c := Calibration{Epsilon: math.Inf(1), Mu: math.Inf(1), Rho: math.Inf(1), Bits: bits}
 	c.Sensitivity = [3]float64{float64(bound) * float64(bound), float64(bound), math.Ldexp(1, int(bits))}
 	return c
 }
@@ -479,38 +539,41 @@ func (c Calibration) NoiseVector(l stats.Layout, w *big.Rat, rnd io.Reader, work
 
 // Accounting is the privacy of a release given the shares that count.
 type Accounting struct {
-	Rho     Float `json:"rho"`
-	Epsilon Float `json:"epsilon"`
+	// Rho is the zCDP of the release (for ledgers and composition): per
+	// block the Kairouz-Liu-Steinke bound for the sum of its shares (DDG),
+	// summed. Mu is its Gaussian-DP parameter.
+	Rho Float `json:"rho"`
+	Mu  Float `json:"mu"`
+	// Epsilon is the guarantee at the calibration's delta from the exact
+	// Gaussian profile with the discrete correction included (Profile);
+	// EpsilonCorrection (2 Eta) is the part of it that the correction adds.
+	Epsilon           Float `json:"epsilon"`
+	EpsilonCorrection Float `json:"epsilon_correction"`
 	// Log10Tau is log10 of the Kairouz-Liu-Steinke distributed discrete
 	// Gaussian correction term of each block (R, v, n).
 	Log10Tau [3]Float `json:"log10_tau"`
 }
 
-// Account returns rho (zCDP, summed over the blocks, each with the KLS
-// distributed discrete Gaussian correction for the sum of its shares) and
-// epsilon at the calibration's delta, for the given shares. dims are the
-// numbers of coordinates of the blocks.
-func (c Calibration) Account(shares []Share, dims [3]int) Accounting {
+// Account returns the privacy of the release for the given shares (see
+// Accounting).
+func (c Calibration) Account(shares []Share) Accounting {
 	var acc Accounting
 	if c.NoiseOff() {
-		acc.Rho, acc.Epsilon = Float(math.Inf(1)), Float(math.Inf(1))
+		acc.Rho, acc.Mu, acc.Epsilon = Float(math.Inf(1)), Float(math.Inf(1)), Float(math.Inf(1))
 		for b := range acc.Log10Tau {
 			acc.Log10Tau[b] = Float(math.Inf(-1))
 		}
 		return acc
 	}
+	blocks := c.blocks(c.Variance, shares)
 	rho := 0.0
 	for _, b := range stats.Blocks {
-		vars := make([]float64, 0, len(shares))
-		for _, s := range shares {
-			v, _ := c.ShareVariance(s.Weight)[b].Float64()
-			vars = append(vars, v)
-		}
-		r, lt := DDG(vars, c.Sensitivity[b], dims[b])
+		r, lt := DDG(blocks[b].Shares, c.Sensitivity[b], c.Dims[b])
 		rho += r
 		acc.Log10Tau[b] = Float(lt)
 	}
-	acc.Rho, acc.Epsilon = Float(rho), Float(EpsilonFor(rho, c.Delta))
+	eps, mu, corr := Profile(blocks, c.Delta)
+	acc.Rho, acc.Mu, acc.Epsilon, acc.EpsilonCorrection = Float(rho), Float(mu), Float(eps), Float(2*corr.Eta)
 	return acc
 }
 
@@ -520,6 +583,7 @@ type Collusion struct {
 	With    string `json:"with"`
 	Parties int    `json:"parties"`
 	Rho     Float  `json:"rho"`
+	Mu      Float  `json:"mu"`
 	Epsilon Float  `json:"epsilon"`
 }
 
@@ -528,7 +592,7 @@ type Collusion struct {
 // share of each kind present), and with the worst Tolerate parties (the t
 // largest shares). The last row is what the job promises and what owners'
 // ledgers are charged.
-func (p Plan) CollusionTable(c Calibration, shares []Share, dims [3]int) []Collusion {
+func (p Plan) CollusionTable(c Calibration, shares []Share) []Collusion {
 	without := func(drop map[int]bool) []Share {
 		var out []Share
 		for i, s := range shares {
@@ -539,8 +603,8 @@ func (p Plan) CollusionTable(c Calibration, shares []Share, dims [3]int) []Collu
 		return out
 	}
 	row := func(with string, drop map[int]bool) Collusion {
-		a := c.Account(without(drop), dims)
-		return Collusion{With: with, Parties: len(drop), Rho: a.Rho, Epsilon: a.Epsilon}
+		a := c.Account(without(drop))
+		return Collusion{With: with, Parties: len(drop), Rho: a.Rho, Mu: a.Mu, Epsilon: a.Epsilon}
 	}
 	largest := func(r Role) map[int]bool {
 		best := -1

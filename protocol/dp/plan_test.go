@@ -26,7 +26,7 @@ func TestSplitValidate(t *testing.T) {
 func TestCalibrate(t *testing.T) {
 	const g = 16
 	b := int64(1) << g
-	c, err := Calibrate(1, 1e-6, DefaultSplit, b, g)
+	c, err := Calibrate(1, 1e-6, DefaultSplit, b, g, [3]int{1275, 50, 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -42,22 +42,22 @@ func TestCalibrate(t *testing.T) {
 		v, _ := new(big.Float).SetInt(c.Variance[blk]).Float64()
 		r := GaussRho(v, sens[blk])
 		// Ceil rounding: at most the block's budget, and within 1e-9 of it.
-		if want := DefaultSplit.of(blk) * c.Rho; r > want || r < want*(1-1e-9) {
+		if want := DefaultSplit.of(blk) * c.Rho; r > want*(1+1e-12) || r < want*(1-1e-9) {
 			t.Errorf("block %s: rho %v, budget %v", blk, r, want)
 		}
 		rho += r
 	}
-	if eps := EpsilonFor(rho, 1e-6); eps > 1 || eps < 0.999 {
+	if eps := c.Account([]Share{{Party: "proxy", Weight: big.NewRat(1, 1)}}).Epsilon; eps > 1 || eps < 0.999 {
 		t.Errorf("epsilon of the calibrated noise %v, want 1", eps)
 	}
-	// Data units: sigma_R = C^2 / sqrt(2 f_R rho) with C = 1.
-	if got, want := c.SigmaData(stats.BlockR), 1/math.Sqrt(2*DefaultSplit.R*c.Rho); math.Abs(got-want) > 1e-9*want {
+	// Data units: sigma_R = C^2 / (sqrt(f_R) mu) with C = 1.
+	if got, want := c.SigmaData(stats.BlockR), 1/(math.Sqrt(DefaultSplit.R)*c.Mu); math.Abs(got-want) > 1e-9*want {
 		t.Errorf("sigma_R %v, want %v", got, want)
 	}
-	if _, err := Calibrate(0, 1e-6, DefaultSplit, b, g); err == nil || !strings.Contains(err.Error(), "epsilon") {
+	if _, err := Calibrate(0, 1e-6, DefaultSplit, b, g, [3]int{1, 1, 1}); err == nil || !strings.Contains(err.Error(), "epsilon") {
 		t.Errorf("epsilon 0: %v", err)
 	}
-	if _, err := Calibrate(1, 1e-6, Split{0.5, 0.5, 0}, b, g); err == nil {
+	if _, err := Calibrate(1, 1e-6, Split{0.5, 0.5, 0}, b, g, [3]int{1, 1, 1}); err == nil {
 		t.Error("bad split accepted")
 	}
 }
@@ -184,18 +184,17 @@ func TestPlanValidate(t *testing.T) {
 }
 
 func TestCollusionTable(t *testing.T) {
-	c, err := Calibrate(1, 1e-6, DefaultSplit, 1<<16, 16)
+	c, err := Calibrate(1, 1e-6, DefaultSplit, 1<<16, 16, [3]int{55, 20, 2})
 	if err != nil {
 		t.Fatal(err)
 	}
-	dims := [3]int{55, 20, 2}
 	owners := []string{"a", "b", "c", "d", "e"}
 	for _, p := range []Plan{{PlanCentral, 0, 5, 2}, {PlanServers, 0, 5, 2}, {PlanServers, 1, 5, 2}, {PlanOwners, 2, 5, 2}, {PlanAll, 3, 5, 2}} {
 		shares, err := p.Shares(owners, []string{"1", "2"})
 		if err != nil {
 			t.Fatal(err)
 		}
-		table := p.CollusionTable(c, shares, dims)
+		table := p.CollusionTable(c, shares)
 		honest, worst := table[0], table[len(table)-1]
 		// The promise: with the worst t colluders epsilon is still at most the target.
 		if float64(worst.Epsilon) > 1+1e-9 || worst.Epsilon < 0.99 {
@@ -217,7 +216,7 @@ func TestCollusionTable(t *testing.T) {
 		if p.Kind == PlanCentral && !math.IsInf(float64(table[1].Epsilon), 1) {
 			t.Errorf("central plan: colluding with the proxy leaves epsilon %v, want +Inf", table[1].Epsilon)
 		}
-		a := c.Account(shares, dims)
+		a := c.Account(shares)
 		for _, lt := range a.Log10Tau {
 			if len(shares) > 1 && (math.IsInf(float64(lt), 0) || lt > -1e6) {
 				t.Errorf("%+v: log10 tau %v, want finite and astronomically small", p, lt)

@@ -107,6 +107,11 @@ type Privacy struct {
 	Epsilon dp.Float `json:"epsilon"`
 	Delta   float64  `json:"delta"`
 	Rho     dp.Float `json:"rho"`
+	// Mu is the Gaussian-DP parameter of the release with everyone honest,
+	// and EpsilonCorrection the part of that case's epsilon that the
+	// discrete-noise correction adds (see dp.Correction).
+	Mu                dp.Float `json:"mu"`
+	EpsilonCorrection dp.Float `json:"epsilon_correction"`
 	// Sigma is the central standard deviation per block in data units;
 	// SigmaTotal the standard deviation of all the noise actually in the
 	// release (everyone honest).
@@ -181,20 +186,16 @@ func PrivacyReport(s *Spec, sch *schema.Schema, owners, csps []string) (Privacy,
 		pr.Log10Tau = blockValues([3]float64{math.Inf(-1), math.Inf(-1), math.Inf(-1)})
 		return pr, nil
 	}
-	l, err := s.Layout(sch)
-	if err != nil {
-		return pr, err
-	}
 	plan := s.Plan()
 	shares, err := plan.Shares(owners, csps)
 	if err != nil {
 		return pr, err
 	}
-	dims := [3]int{l.RLen(), l.VLen(), l.K}
-	table := plan.CollusionTable(cal, shares, dims)
+	table := plan.CollusionTable(cal, shares)
 	worst := table[len(table)-1]
 	pr.Epsilon, pr.Rho, pr.Collusion = worst.Epsilon, worst.Rho, table
-	honest := cal.Account(shares, dims)
+	honest := cal.Account(shares)
+	pr.Mu, pr.EpsilonCorrection = honest.Mu, honest.EpsilonCorrection
 	pr.Log10Tau = BlockValues{honest.Log10Tau[0], honest.Log10Tau[1], honest.Log10Tau[2]}
 	total := new(big.Rat)
 	for _, sh := range shares {

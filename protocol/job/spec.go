@@ -287,7 +287,11 @@ func (s *Spec) Calibration(sch *schema.Schema) (dp.Calibration, error) {
 	if s.NoNoise {
 		return dp.NoNoise(sch.Bound(), sch.Bits), nil
 	}
-	return dp.Calibrate(s.Epsilon, s.Delta, s.Split, sch.Bound(), sch.Bits)
+	l, err := s.Layout(sch)
+	if err != nil {
+		return dp.Calibration{}, err
+	}
+	return dp.Calibrate(s.Epsilon, s.Delta, s.Split, sch.Bound(), sch.Bits, l.Dims())
 }
 
 // Check validates the spec against the schema the owners serve and the HE

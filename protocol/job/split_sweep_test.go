@@ -106,7 +106,7 @@ func TestSplitSweep(t *testing.T) {
 		delta := 1 / float64(acc.Rows())
 		for si, sp := range splits {
 			for ei, eps := range epsilons {
-				cal, err := dp.Calibrate(eps, delta, sp.s, ds.schema.Bound(), 16)
+				cal, err := dp.Calibrate(eps, delta, sp.s, ds.schema.Bound(), 16, l.Dims())
 				if err != nil {
 					t.Fatal(err)
 				}

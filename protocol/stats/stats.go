@@ -118,6 +118,9 @@ func (l Layout) Range(b Block) (lo, hi int) {
 	}
 }
 
+// Dims returns the numbers of coordinates of the blocks, in packing order.
+func (l Layout) Dims() [3]int { return [3]int{l.RLen(), l.VLen(), l.K} }
+
 // Chunks returns how many vectors of the given number of slots the packed
 // statistics need.
 func (l Layout) Chunks(slots int) int { return (l.Len() + slots - 1) / slots }
