@@ -270,18 +270,17 @@ func capturedUncentred(a *mat.SymDense, q *mat.Dense) *float64 {
 
 // AnalyzeGauss is the central baseline of the utility benchmark: Analyze
 // Gauss (Dwork, Talwar, Thakurta and Zhang 2014) on the same preprocessed
-// rows as the simulated jobs, with the classical calibration of
-// reference.json (sensitivity 1, sigma = sqrt(2 ln(1.25/delta)) / epsilon,
-// symmetric noise i.i.d. on the upper triangle). It returns the captured
-// variance q/q0 of its top min(5, d) components on the uncentred second
-// moment, as Utility.CapturedVarianceRatioUncentred measures a job. The
-// noise is a seeded float Gaussian: this is a measuring stick, never the
-// privacy path.
-func (s *Simulator) AnalyzeGauss(epsilon, delta float64, seed uint64) float64 {
+// rows as the simulated jobs, noise of standard deviation sigma (sensitivity
+// 1: reference.json's classical calibration is sqrt(2 ln(1.25/delta)) /
+// epsilon, the analytic one 1/dp.GaussMu(epsilon, delta)) i.i.d. on the
+// upper triangle of the second moment. It returns the captured variance
+// q/q0 of its top min(5, d) components on the uncentred second moment, as
+// Utility.CapturedVarianceRatioUncentred measures a job. The noise is a
+// seeded float Gaussian: this is a measuring stick, never the privacy path.
+func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) float64 {
 	_, d := s.rows.z.Dims()
 	var a mat.SymDense
 	a.SymOuterK(1, s.rows.z.T())
-	sigma := math.Sqrt(2*math.Log(1.25/delta)) / epsilon
 	rng := rand.New(rand.NewPCG(seed, 0x616e616c797a65))
 	noisy := mat.NewSymDense(d, nil)
 	for i := range d {

@@ -855,3 +855,37 @@ func TestConcurrentUse(t *testing.T) {
 		<-done
 	}
 }
+
+// TestShrinkCentring: the James-Stein centring leaves S_T as it is without
+// noise, removes the centring entirely when the noise dominates the mean
+// (S_T = R), and in between subtracts c^2 n m m^T with the positive-part
+// factor c.
+func TestShrinkCentring(t *testing.T) {
+	r := mat.NewSymDense(3, []float64{10, 1, 2, 1, 8, 3, 2, 3, 9})
+	m := Moments{R: r, V: [][]float64{{3, 4, 0}}, N: []float64{5}}
+	sc, err := m.Scatters()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := sc.ShrinkCentring(0); !mat.EqualApprox(got.ST, sc.ST, 1e-12) {
+		t.Error("no noise changed S_T")
+	}
+	if got := sc.ShrinkCentring(1e9); !mat.EqualApprox(got.ST, r, 1e-9) {
+		t.Errorf("noise dominating the mean: S_T %v, want R", mat.Formatted(got.ST))
+	}
+	// ||v||^2 = 25, (d-2) noiseVar = 5: c = 0.8.
+	got := sc.ShrinkCentring(5)
+	want := mat.NewSymDense(3, nil)
+	want.SymRankOne(r, -0.64/5, mat.NewVecDense(3, []float64{3, 4, 0}))
+	if !mat.EqualApprox(got.ST, want, 1e-12) {
+		t.Errorf("c = 0.8: S_T %v, want %v", mat.Formatted(got.ST), mat.Formatted(want))
+	}
+	if !slices.Equal(got.Mean, sc.Mean) || got.SW != sc.SW {
+		t.Error("the mean or S_W changed")
+	}
+	two := Moments{R: mat.NewSymDense(2, []float64{1, 0, 0, 1}), V: [][]float64{{1, 1}}, N: []float64{2}}
+	sc2, _ := two.Scatters()
+	if got := sc2.ShrinkCentring(100); got.ST != sc2.ST {
+		t.Error("d < 3 was shrunk")
+	}
+}

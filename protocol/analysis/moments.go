@@ -172,3 +172,35 @@ func (s Scatters) check() error {
 	}
 	return nil
 }
+
+// ShrinkCentring returns the scatters with S_T centred on a shrunk mean:
+// S_T = R - v_s v_s^T / n where v_s = c v is the positive-part James-Stein
+// estimate of the total sum v from its noisy value, c = max(0, 1 - (d - 2)
+// noiseVar / ||v||^2), noiseVar being the variance of the noise on each
+// coordinate of v (0, or d < 3, leaves S_T as it is). It is for PCA: when the
+// schema's centers are close to the true mean, the true v is small and the
+// noisy v v^T / n is mostly noise, a random rank-one error of size about
+// d noiseVar / n that the plain estimate subtracts in full; the shrunk
+// estimate has a lower mean squared error for every true v (James and Stein
+// 1961), at the price of a bias. Mean, S_W and S_B are unchanged (the mean
+// stays the unbiased v/n).
+func (s Scatters) ShrinkCentring(noiseVar float64) Scatters {
+	d := s.Dim()
+	if d < 3 || !(noiseVar > 0) || s.N <= 0 {
+		return s
+	}
+	norm2 := 0.0
+	for _, m := range s.Mean {
+		norm2 += (m * s.N) * (m * s.N)
+	}
+	c := 0.0
+	if norm2 > 0 {
+		c = math.Max(0, 1-float64(d-2)*noiseVar/norm2)
+	}
+	// S_T + n m m^T - n (c m)(c m)^T = S_T + n (1 - c^2) m m^T.
+	st := mat.NewSymDense(d, nil)
+	st.SymRankOne(s.ST, s.N*(1-c*c), mat.NewVecDense(d, append([]float64(nil), s.Mean...)))
+	out := s
+	out.ST = st
+	return out
+}

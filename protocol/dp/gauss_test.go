@@ -149,7 +149,7 @@ func TestProfileMeetsTarget(t *testing.T) {
 			}
 		}
 	}
-	c, err := Calibrate(1, 1e-6, DefaultSplit, 1<<g, g, [3]int{1275, 50, 1})
+	c, err := Calibrate(1, 1e-6, Split{R: 0.95, V: 0.04, N: 0.01}, 1<<g, g, [3]int{1275, 50, 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -73,7 +73,7 @@ func TestSplitSweep(t *testing.T) {
 		s    dp.Split
 	}
 	var splits []split
-	for _, r := range []float64{0.5, 0.8, 0.9, 0.93, 0.95, 0.97, 0.98} {
+	for _, r := range []float64{0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995} {
 		for _, vn := range []float64{0.5, 0.8, 0.95} { // share of the rest going to v
 			rest := 1 - r
 			splits = append(splits, split{fmt.Sprintf("R%.2f/v%.3f/n%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
@@ -103,7 +103,7 @@ func TestSplitSweep(t *testing.T) {
 			t.Fatal(err)
 		}
 		k := min(5, l.D)
-		delta := 1 / float64(acc.Rows())
+		delta := DefaultDelta
 		for si, sp := range splits {
 			for ei, eps := range epsilons {
 				cal, err := dp.Calibrate(eps, delta, sp.s, ds.schema.Bound(), 16, l.Dims())
@@ -126,7 +126,8 @@ func TestSplitSweep(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					comp, err := sc.PCA(k)
+					sv := cal.SigmaData(stats.BlockV)
+					comp, err := sc.ShrinkCentring(float64(l.K) * sv * sv).PCA(k)
 					if err != nil {
 						t.Fatal(err)
 					}
