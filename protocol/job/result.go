@@ -304,7 +304,7 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 	case PCA:
 		// The noise on v = sum_k v_k has variance K sigma_v^2 per coordinate.
 		sv := float64(pr.SigmaTotal.V)
-		res.Components, err = sc.ShrinkCentring(float64(rel.Layout.K)*sv*sv).PCA(k)
+		res.Components, err = sc.ShrinkCentring(float64(rel.Layout.K) * sv * sv).PCA(k)
 	case DCA, LDA:
 		if rel.Layout.K < 2 {
 			return nil, fmt.Errorf("%s needs per-class statistics; the release has one class", name)
