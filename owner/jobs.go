@@ -40,6 +40,8 @@ type jobNote struct {
 	Code   string `json:"code,omitempty"`
 	Reason string `json:"reason,omitempty"`
 	Blobs  int    `json:"blobs,omitempty"`
+	// Read is what reading the rows for the job found (local only).
+	Read *job.ReadReport `json:"read,omitempty"`
 	// Unreported marks a decline the proxy has not acknowledged yet.
 	Unreported bool      `json:"unreported,omitempty"`
 	At         time.Time `json:"at"`
@@ -54,9 +56,12 @@ type JobRecord struct {
 	Dataset string `json:"dataset,omitempty"`
 	// Code is the decline code the proxy was told (declined jobs only);
 	// Reason is the local detail.
-	Code   string    `json:"code,omitempty"`
-	Reason string    `json:"reason,omitempty"`
-	At     time.Time `json:"at"`
+	Code   string `json:"code,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Read is what reading the rows found: rows used, clipped, skipped and
+	// dropped (this owner's own record; never sent).
+	Read *job.ReadReport `json:"read,omitempty"`
+	At   time.Time       `json:"at"`
 }
 
 // JobRecords returns this owner's record of every job it has seen.
@@ -68,7 +73,7 @@ func (o *Owner) JobRecords() ([]JobRecord, error) {
 			if err := json.Unmarshal(v, &n); err != nil {
 				return fmt.Errorf("job %s: %w", k, err)
 			}
-			out = append(out, JobRecord{Job: string(k), State: n.State, Dataset: n.Dataset, Code: n.Code, Reason: n.Reason, At: n.At})
+			out = append(out, JobRecord{Job: string(k), State: n.State, Dataset: n.Dataset, Code: n.Code, Reason: n.Reason, Read: n.Read, At: n.At})
 			return nil
 		})
 	})
@@ -124,6 +129,16 @@ func (o *Owner) setNote(id string, n jobNote) {
 	if err := o.db.Update(func(tx *bolt.Tx) error { return putNote(tx, id, n) }); err != nil {
 		o.log.Error("cannot record job note", "job", id[:16], "error", err)
 	}
+}
+
+// readReport returns the read report kept in a job's note, if any.
+func (o *Owner) readReport(tx *bolt.Tx, id string) *job.ReadReport {
+	if v := tx.Bucket(bucketJobs).Get([]byte(id)); v != nil {
+		if n, err := o.decodeNote(v); err == nil {
+			return n.Read
+		}
+	}
+	return nil
 }
 
 func blobKey(id string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", id, i)) }
@@ -196,10 +211,10 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 			o.log.Error("refund", "job", id[:16], "error", err)
 			return
 		}
-		o.setNote(id, jobNote{State: PartRefunded, Dataset: note.Dataset, Reason: st.GetReason()})
+		o.setNote(id, jobNote{State: PartRefunded, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
 		o.log.Info("job failed before any key switch: budget refunded", "job", id[:16], "reason", st.GetReason())
 	case note.State == PartUploaded && ended:
-		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason()})
+		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
 	}
 }
 
@@ -296,7 +311,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 				return err
 			}
 		}
-		return putNote(tx, id, jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts)})
+		return putNote(tx, id, jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
 	})
 	if err != nil {
 		o.log.Error("cannot store the upload", "job", id[:16], "error", err)
@@ -307,9 +322,10 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	o.shares[id] = compute
 	o.mu.Unlock()
 	o.m.shares.Observe(compute.Seconds())
-	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped, "skipped", rep.Skipped, "dropped", rep.Dropped,
+	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped,
+		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "skipped", rep.Skipped, "dropped", rep.Dropped,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
-	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts)})
+	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
 }
 
 // checkTicket decides, without calling anyone, whether this owner may take
@@ -448,7 +464,7 @@ func (o *Owner) settleUploaded(id, dataset string) {
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: PartUploaded, Dataset: dataset})
+		return putNote(tx, id, jobNote{State: PartUploaded, Dataset: dataset, Read: o.readReport(tx, id)})
 	})
 	if err != nil {
 		o.log.Error("cannot record the upload", "job", id[:16], "error", err)
@@ -463,7 +479,7 @@ func (o *Owner) settleNotIncluded(id, dataset, reason string) {
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: PartReleased, Dataset: dataset, Reason: reason})
+		return putNote(tx, id, jobNote{State: PartReleased, Dataset: dataset, Reason: reason, Read: o.readReport(tx, id)})
 	})
 	if err != nil {
 		o.log.Error("cannot record the release", "job", id[:16], "error", err)

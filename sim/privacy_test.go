@@ -64,6 +64,16 @@ func TestRowCountNotLeaked(t *testing.T) {
 	if err != nil || len(recs) != 5 {
 		t.Fatalf("records %v %v", recs, err)
 	}
+	dropped := map[int64]bool{}
+	for _, r := range recs {
+		if r.Read == nil || r.Read.Rows+r.Read.Dropped != n || r.Read.Clipped > r.Read.Rows {
+			t.Fatalf("%s's record of job %s: %+v", owners[0].ID, r.Job[:12], r.Read)
+		}
+		dropped[r.Read.Dropped] = true
+	}
+	if len(dropped) != 3 { // 2, 1 and 0 rows dropped
+		t.Errorf("dropped counts %v, want 2, 1 and 0", dropped)
+	}
 }
 
 // lockedBuffer is a log sink for several goroutines.

@@ -42,10 +42,21 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	if pr.NoNoise {
 		fmt.Fprintln(w, "  privacy: none (noise off: for tests and simulations only)")
 	} else {
-		fmt.Fprintf(w, "  privacy: (epsilon %.4g, delta %.3g)-DP = %.4g-zCDP, noise plan %q tolerating %d colluders, split R/v/n %.3g/%.3g/%.3g\n",
-			float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate, pr.Split.R, pr.Split.V, pr.Split.N)
-		fmt.Fprintf(w, "  noise std (data units, all shares): R %.4g, v %.4g, n %.4g; %d noise shares; sum-of-shares correction tau (R) %s\n",
-			float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.V), float64(pr.SigmaTotal.N), len(pr.Shares), tau(float64(pr.Log10Tau.R)))
+		fmt.Fprintf(w, "  privacy: (epsilon %.4g, delta %.3g)-DP (exact Gaussian profile, mu %.4g; %.4g-zCDP), noise plan %q tolerating %d colluders, split R/v/n %.3g/%.3g/%.3g\n",
+			float64(pr.Epsilon), pr.Delta, float64(pr.Mu), float64(pr.Rho), pr.Plan, pr.Tolerate, pr.Split.R, pr.Split.V, pr.Split.N)
+		fmt.Fprintf(w, "  noise std (data units, all shares): R %.4g, v %.4g, n %.4g; %d noise shares; discrete-noise correction +%.2g in epsilon, sum-of-shares tau (R) %s\n",
+			float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.V), float64(pr.SigmaTotal.N), len(pr.Shares), float64(pr.EpsilonCorrection), tau(float64(pr.Log10Tau.R)))
+		if q := res.Quality; q != nil {
+			fmt.Fprintf(w, "  noise in the result: noisy n %.1f ± %.3g, mean ± %.3g per entry, scatter entries ± %.3g (spectral norm ~%.3g)",
+				res.NoisyN, q.NoisyNStd, q.MeanStd, q.EntryStd, q.NoiseSpectralNorm)
+			if q.EigenvalueStd > 0 {
+				fmt.Fprintf(w, ", eigenvalues ± %.3g", q.EigenvalueStd)
+			}
+			fmt.Fprintln(w)
+			for _, warn := range q.Warnings {
+				fmt.Fprintf(w, "  warning: %s\n", warn)
+			}
+		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "    user colluding with\tparties\tepsilon\trho")
 		for _, c := range pr.Collusion {

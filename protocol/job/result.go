@@ -41,8 +41,11 @@ type Result struct {
 	NoisyN     float64
 	Components *analysis.Components
 	Privacy    Privacy
-	HEParams   string
-	Release    *ReleaseDoc
+	// Quality says how much of the result the noise accounts for (nil
+	// without noise).
+	Quality  *Quality
+	HEParams string
+	Release  *ReleaseDoc
 }
 
 // resultJSON is Result's JSON layout (see Result).
@@ -58,6 +61,7 @@ type resultJSON struct {
 	NoisyN     float64  `json:"noisy_n"`
 	*analysis.Fields
 	Privacy  Privacy     `json:"privacy"`
+	Quality  *Quality    `json:"quality,omitempty"`
 	HEParams string      `json:"he_params"`
 	Release  *ReleaseDoc `json:"release"`
 }
@@ -65,7 +69,7 @@ type resultJSON struct {
 // MarshalJSON encodes the result (see Result for the layout).
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{JobID: r.JobID, Dataset: r.Dataset, SchemaHash: r.SchemaHash, Analysis: r.Analysis, Features: r.Features,
-		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Privacy: r.Privacy, HEParams: r.HEParams, Release: r.Release}
+		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Privacy: r.Privacy, Quality: r.Quality, HEParams: r.HEParams, Release: r.Release}
 	if r.Components != nil {
 		f, err := r.Components.Fields()
 		if err != nil {
@@ -83,7 +87,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Result{JobID: j.JobID, Dataset: j.Dataset, SchemaHash: j.SchemaHash, Analysis: j.Analysis, Features: j.Features,
-		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Privacy: j.Privacy, HEParams: j.HEParams, Release: j.Release}
+		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Privacy: j.Privacy, Quality: j.Quality, HEParams: j.HEParams, Release: j.Release}
 	if j.Fields != nil {
 		c, err := analysis.FromFields(j.Analysis, j.Fields)
 		if err != nil {
@@ -316,5 +320,6 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
+	res.Quality = quality(res, rel.Layout.D, rel.Layout.K)
 	return res, nil
 }

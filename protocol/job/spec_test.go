@@ -3,10 +3,12 @@ package job
 import (
 	"bytes"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"testing"
 
+	"github.com/fedpca/fedpca/protocol/analysis"
 	"github.com/fedpca/fedpca/protocol/he"
 )
 
@@ -71,5 +73,32 @@ func TestProjectCSV(t *testing.T) {
 		if _, err := ProjectCSV(&other, ds.schema, strings.NewReader(ds.csv()), &out, nil); err == nil {
 			t.Errorf("result for schema %q accepted", h)
 		}
+	}
+}
+
+// TestQuality: the noise scales of a result, and warnings exactly for the
+// PCA components whose eigenvalue or eigengap is below the noise's spectral
+// norm (2 sqrt(d) sigma_R = 4 here).
+func TestQuality(t *testing.T) {
+	res := &Result{NoisyN: 100, Privacy: Privacy{SigmaTotal: BlockValues{R: 1, V: 2, N: 3}},
+		Components: &analysis.Components{Analysis: analysis.AnalysisPCA, Eigenvalues: []float64{100, 99.9, 10, 1}, AllEigenvalues: []float64{100, 99.9, 10, 1}}}
+	q := quality(res, 4, 1)
+	if q.NoisyNStd != 3 || q.MeanStd != 0.02 || q.EntryStd != 1 || q.NoiseSpectralNorm != 4 || math.Abs(q.EigenvalueStd-math.Sqrt2) > 1e-15 {
+		t.Errorf("scales %+v", q)
+	}
+	var warned []string
+	for _, w := range q.Warnings {
+		warned = append(warned, w[:len("component 1")])
+	}
+	if strings.Join(warned, ",") != "component 1,component 2,component 4" {
+		t.Errorf("warnings %q", q.Warnings)
+	}
+	res.NoisyN = 5
+	if q := quality(res, 4, 1); !strings.Contains(q.Warnings[0], "noisy_n") {
+		t.Errorf("a count within its noise: %q", q.Warnings)
+	}
+	res.Privacy.NoNoise = true
+	if quality(res, 4, 1) != nil {
+		t.Error("a result without noise has a quality")
 	}
 }

@@ -29,6 +29,16 @@ type ReadReport struct {
 	Examples []string
 }
 
+// ClippedFraction is the fraction of the rows used that were clipped: a
+// clip norm that clips most rows makes the release the PCA of rescaled rows
+// (see the schema's clip_norm and the profile job).
+func (r ReadReport) ClippedFraction() float64 {
+	if r.Rows == 0 {
+		return 0
+	}
+	return float64(r.Clipped) / float64(r.Rows)
+}
+
 // maxExamples bounds ReadReport.Examples.
 const maxExamples = 5
 
