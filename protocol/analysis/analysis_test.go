@@ -889,3 +889,43 @@ func TestShrinkCentring(t *testing.T) {
 		t.Error("d < 3 was shrunk")
 	}
 }
+
+// TestCovarianceUnbiased: with noise on the class sums, the covariance's
+// numerator is unbiased: averaged over many draws it matches the noise-free
+// one, where S_T = R - v v^T / n alone would be off by K NoiseV^2 / n.
+func TestCovarianceUnbiased(t *testing.T) {
+	r := mat.NewSymDense(3, []float64{50, 5, 2, 5, 40, 3, 2, 3, 30})
+	v := [][]float64{{3, -2, 1}, {1, 4, -2}}
+	n := []float64{20, 30}
+	clean, err := Moments{R: r, V: v, N: n}.Covariance(Noise{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const draws, sv = 40000, 3.0
+	rng := rand.New(rand.NewPCG(1, 2))
+	sum := mat.NewSymDense(3, nil)
+	for range draws {
+		nv := [][]float64{make([]float64, 3), make([]float64, 3)}
+		for k := range v {
+			for i := range v[k] {
+				nv[k][i] = v[k][i] + sv*rng.NormFloat64()
+			}
+		}
+		c, err := Moments{R: r, V: nv, N: n}.Covariance(Noise{V: sv})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum.AddSym(sum, c.C)
+	}
+	sum.ScaleSym(1.0/draws, sum)
+	// Standard error of the diagonal's mean: about 2 |v_i| sv / (n (n-1)) / sqrt(draws).
+	for i := range 3 {
+		if d := math.Abs(sum.At(i, i) - clean.C.At(i, i)); d > 2e-3 {
+			t.Errorf("entry %d: mean %.5f over noisy draws, noise-free %.5f", i, sum.At(i, i), clean.C.At(i, i))
+		}
+	}
+	// The uncorrected numerator would be lower by K sv^2 / n / (n - 1).
+	if bias := 2 * sv * sv / 50 / 49; bias < 5e-3 {
+		t.Fatalf("test too weak: bias %g", bias)
+	}
+}
