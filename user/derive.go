@@ -72,7 +72,7 @@ func Derive(dir string, res *job.Result, kind string, o DeriveOptions) ([]string
 			return nil, err
 		}
 		doc = map[string]any{"job_id": res.JobID, "features": features, "entry_std": rows(std),
-			"estimate": "the covariance's entries over the square roots of its diagonal, clamped to [-1, 1]: biased (nonlinear); entry_std is first order",
+			"estimate":    "the covariance's entries over the square roots of its diagonal, clamped to [-1, 1]: biased (nonlinear); entry_std is first order",
 			"correlation": rows(corr)}
 		table = matrixTable(features, corr)
 	case DeriveMeans:
