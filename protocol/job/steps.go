@@ -19,6 +19,8 @@ type ReadReport struct {
 	// Rows are in the statistics; Clipped of them were scaled down to the
 	// clip norm.
 	Rows, Clipped int64
+	// Clamped values were outside their feature's declared [min, max].
+	Clamped int64
 	// Skipped rows could not be read (a cell that is not a number, an
 	// unknown label, a wrong number of fields): the row policy skips them.
 	Skipped int64
@@ -93,6 +95,7 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 	}
 	rep.Rows = acc.Rows()
 	_, rep.Clipped = rd.Rows()
+	rep.Clamped = rd.Clamped()
 	return acc, rep, nil
 }
 

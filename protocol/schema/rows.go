@@ -34,9 +34,27 @@ var ErrUnknownClass = errors.New("label is not one of the schema's classes")
 type Mapper struct {
 	s       *Schema
 	quant   []*fixedpoint.Quantizer
+	bounds  []bounds
 	clip    *fixedpoint.Clipper
 	scratch fixedpoint.Scratch
 	classes map[string]int
+	clamped int64
+}
+
+// bounds are a feature's declared [min, max] in integer units.
+type bounds struct {
+	lo, hi       int64
+	hasLo, hasHi bool
+}
+
+func (b bounds) clamp(v int64) (int64, bool) {
+	switch {
+	case b.hasLo && v < b.lo:
+		return b.lo, true
+	case b.hasHi && v > b.hi:
+		return b.hi, true
+	}
+	return v, false
 }
 
 // NewMapper returns the row map of the schema.
@@ -44,13 +62,26 @@ func (s *Schema) NewMapper() (*Mapper, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Mapper{s: s, quant: make([]*fixedpoint.Quantizer, len(s.Features))}
+	m := &Mapper{s: s, quant: make([]*fixedpoint.Quantizer, len(s.Features)), bounds: make([]bounds, len(s.Features))}
 	for i, f := range s.Features {
 		q, err := fixedpoint.NewQuantizer(f.Center, f.Scale, s.Bits)
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: feature %q: %w", s.ID, f.Name, err)
 		}
 		m.quant[i] = q
+		b := &m.bounds[i]
+		if f.Min != nil {
+			if b.lo, err = q.Quantize(f.Min.String(), &m.scratch); err != nil {
+				return nil, fmt.Errorf("schema %s: feature %q: min: %w", s.ID, f.Name, err)
+			}
+			b.hasLo = true
+		}
+		if f.Max != nil {
+			if b.hi, err = q.Quantize(f.Max.String(), &m.scratch); err != nil {
+				return nil, fmt.Errorf("schema %s: feature %q: max: %w", s.ID, f.Name, err)
+			}
+			b.hasHi = true
+		}
 	}
 	var err error
 	if m.clip, err = fixedpoint.NewClipper(s.Bound()); err != nil {
@@ -72,9 +103,9 @@ func (m *Mapper) Class(label string) (int, error) {
 	return k, nil
 }
 
-// Map quantizes and clips one row given as the text of its features in
-// schema order. dst must have length D. On error it names the feature (as a
-// *RowError with Line 0) and dst is unspecified.
+// Map quantizes, clamps to the declared bounds and clips one row given as
+// the text of its features in schema order. dst must have length D. On error
+// it names the feature (as a *RowError with Line 0) and dst is unspecified.
 func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
 	if len(cells) != len(m.quant) || len(dst) != len(m.quant) {
 		return false, fmt.Errorf("row has %d values, schema %s has %d features", len(cells), m.s.ID, len(m.quant))
@@ -84,10 +115,17 @@ func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
 		if err != nil {
 			return false, &RowError{Column: m.s.Features[i].Name, Err: err}
 		}
+		v, c := m.bounds[i].clamp(v)
+		if c {
+			m.clamped++
+		}
 		dst[i] = v
 	}
 	return m.clip.Clip(dst)
 }
+
+// Clamped returns how many values Map has clamped to a declared bound so far.
+func (m *Mapper) Clamped() int64 { return m.clamped }
 
 // Reader streams the rows of a CSV file through the schema's row map.
 // Not safe for concurrent use.
@@ -240,3 +278,6 @@ func (rd *Reader) Skip() (int64, error) {
 // Rows returns how many rows were read so far, and how many of them were
 // clipped.
 func (rd *Reader) Rows() (rows, clipped int64) { return rd.rows, rd.clipped }
+
+// Clamped returns how many values were clamped to a declared bound so far.
+func (rd *Reader) Clamped() int64 { return rd.m.Clamped() }

@@ -13,6 +13,10 @@
 // (fixed field order, canonical decimals, no insignificant white space). Owners
 // refuse a job whose schema hash differs from theirs.
 //
+// A feature may declare public bounds [min, max]: values outside are clamped
+// to them before the map (in the integer domain: quantization is monotone,
+// so clamping the quantized value is clamping the value).
+//
 // Rows are read from CSV files with a header. Reading streams: memory stays
 // constant in the number of rows. A bad cell is reported with its line number
 // and column name.
@@ -49,6 +53,12 @@ type Feature struct {
 	Name   string             `json:"name"`
 	Center fixedpoint.Decimal `json:"center"`
 	Scale  fixedpoint.Decimal `json:"scale"`
+	// Min and Max, when set, are public declared bounds: owners clamp each
+	// value to [Min, Max] before the map (counting locally, never sending,
+	// how many they clamp). The profile job needs them: with every value in
+	// a known range, one row's effect on the per-feature sums is bounded.
+	Min *fixedpoint.Decimal `json:"min,omitempty"`
+	Max *fixedpoint.Decimal `json:"max,omitempty"`
 }
 
 // Schema is the public description of a dataset.
@@ -128,6 +138,9 @@ func (s *Schema) Validate() error {
 		seen[f.Name] = true
 		if f.Scale.Sign() <= 0 {
 			return fmt.Errorf("schema %s: feature %q: scale %s must be positive", s.ID, f.Name, f.Scale)
+		}
+		if f.Min != nil && f.Max != nil && f.Min.Rat().Cmp(f.Max.Rat()) > 0 {
+			return fmt.Errorf("schema %s: feature %q: min %s is above max %s", s.ID, f.Name, f.Min, f.Max)
 		}
 	}
 	if len(s.Classes) > 0 && s.Label == "" {

@@ -61,6 +61,7 @@ func TestParseErrors(t *testing.T) {
 		`{"id":"x","features":[{"name":"a","center":"zz","scale":1}]}`:                                "not a decimal",
 		`{"id":"x","features":[{"name":"a","center":0,"scale":1}],"label":"a"}`:                       "also a feature",
 		`{"id":"x","features":[{"name":"a","center":0,"scale":1}]} {}`:                                "trailing data",
+		`{"id":"x","features":[{"name":"a","center":0,"scale":1,"min":2,"max":1}]}`:                   "min 2 is above max 1",
 	}
 	for in, want := range cases {
 		_, err := Parse([]byte(in))
@@ -97,6 +98,54 @@ func TestReader(t *testing.T) {
 	}
 	if rows, clipped := rd.Rows(); rows != 2 || clipped != 1 {
 		t.Fatalf("rows %d clipped %d", rows, clipped)
+	}
+}
+
+// TestClamp checks the declared bounds: values outside [min, max] are
+// clamped before the map, exactly as if the clamped value had been read, and
+// counted; a schema without bounds keeps its hash.
+func TestClamp(t *testing.T) {
+	plain := `{"id":"c","features":[{"name":"a","center":1,"scale":2},{"name":"b","center":0,"scale":1}],"clip_norm":100}`
+	bounded := `{"id":"c","features":[{"name":"a","center":1,"scale":2,"min":-3,"max":5.5},{"name":"b","center":0,"scale":1,"max":0.25}],"clip_norm":100}`
+	p, err := Parse([]byte(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse([]byte(bounded))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HashHex() == b.HashHex() || strings.Contains(string(p.Canonical()), "min") {
+		t.Fatalf("bounds must enter the hash and be absent when unset: %s", p.Canonical())
+	}
+	// Each row read with bounds must equal the clamped row read without.
+	rows := [][2]string{{"0", "0"}, {"-7", "0.3"}, {"9.25", "-4"}, {"5.5", "0.25"}, {"-3", "1e3"}}
+	want := [][2]string{{"0", "0"}, {"-3", "0.25"}, {"5.5", "-4"}, {"5.5", "0.25"}, {"-3", "0.25"}}
+	var in, ref strings.Builder
+	in.WriteString("a,b\n")
+	ref.WriteString("a,b\n")
+	for i := range rows {
+		in.WriteString(rows[i][0] + "," + rows[i][1] + "\n")
+		ref.WriteString(want[i][0] + "," + want[i][1] + "\n")
+	}
+	rb, err := b.NewReader(strings.NewReader(in.String()), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := p.NewReader(strings.NewReader(ref.String()), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		qb, _, err1 := rb.Next()
+		got := append([]int64(nil), qb...)
+		qp, _, err2 := rp.Next()
+		if err1 != nil || err2 != nil || got[0] != qp[0] || got[1] != qp[1] {
+			t.Fatalf("row %d %v: bounded %v (%v), clamped by hand %v (%v)", i, rows[i], got, err1, qp, err2)
+		}
+	}
+	if rb.Clamped() != 4 || rp.Clamped() != 0 {
+		t.Fatalf("clamped %d and %d values, want 4 and 0", rb.Clamped(), rp.Clamped())
 	}
 }
 
