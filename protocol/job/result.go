@@ -151,6 +151,9 @@ type ShareDoc struct {
 // row-major, scale 2^(2 bits)), V (K class sums, scale 2^bits), N (K counts,
 // scale 2^bits).
 type ReleaseDoc struct {
+	// Kind is empty for the full statistics, "moments" or "histogram" for
+	// the profile job's rounds.
+	Kind string  `json:"kind,omitempty"`
 	D    int     `json:"d"`
 	K    int     `json:"k"`
 	Bits uint    `json:"bits"`
@@ -161,19 +164,33 @@ type ReleaseDoc struct {
 
 // Release converts the document back to a release, validating its shape.
 func (d *ReleaseDoc) Release() (*stats.Release, error) {
-	l, err := stats.NewLayout(d.D, d.K)
+	kind := stats.Full
+	switch d.Kind {
+	case "":
+	case stats.Moments.String():
+		kind = stats.Moments
+	case stats.Histogram.String():
+		kind = stats.Histogram
+	default:
+		return nil, fmt.Errorf("release: unknown kind %q", d.Kind)
+	}
+	l, err := stats.NewLayoutOf(kind, d.D, d.K)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	if len(d.R) != l.RLen() || len(d.V) != l.VLen() || len(d.N) != l.K {
-		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.K, d.D, d.K)
+		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for %s d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.K, l.Kind, d.D, d.K)
 	}
 	vec := append(append(append([]int64{}, d.R...), d.V...), d.N...)
 	return stats.Unpack(l, d.Bits, vec)
 }
 
 func releaseDoc(r *stats.Release) *ReleaseDoc {
-	return &ReleaseDoc{D: r.Layout.D, K: r.Layout.K, Bits: r.Bits, R: r.R, V: r.V, N: r.N}
+	doc := &ReleaseDoc{D: r.Layout.D, K: r.Layout.K, Bits: r.Bits, R: r.R, V: r.V, N: r.N}
+	if r.Layout.Kind != stats.Full {
+		doc.Kind = r.Layout.Kind.String()
+	}
+	return doc
 }
 
 // PrivacyReport computes the privacy accounting of a release that holds the
@@ -289,6 +306,22 @@ func Reanalyze(res *Result, name string, k int) (*Result, error) {
 // The DCA/LDA regulariser adds the noise margin for the total noise on R in
 // the release (pr.SigmaTotal.R).
 func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []string, pr Privacy) (*Result, error) {
+	if rel.Layout.Kind != stats.Full {
+		// A profile round: the release is the result; the profile package
+		// reads it.
+		if want := map[string]stats.Kind{MomentsJob: stats.Moments, NormsJob: stats.Histogram}[name]; want != rel.Layout.Kind {
+			return nil, fmt.Errorf("a %s release cannot give a %s result", rel.Layout.Kind, name)
+		}
+		var n int64
+		for _, c := range rel.N {
+			n += c
+		}
+		return &Result{
+			JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: name,
+			Features: h.Features, Owners: owners, NumOwners: len(owners),
+			NoisyN: math.Ldexp(float64(n), -int(rel.Bits)), Privacy: pr, HEParams: h.HEParams, Release: releaseDoc(rel),
+		}, nil
+	}
 	m := Moments(rel)
 	sc, err := m.Scatters()
 	if err != nil {

@@ -31,6 +31,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -164,6 +165,39 @@ func (s *Schema) Validate() error {
 	}
 	if _, err := fixedpoint.Bound(s.ClipNorm, s.Bits); err != nil {
 		return fmt.Errorf("schema %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// SameReading returns nil when t reads rows exactly as s does and may
+// differ only in the map that follows: each feature's center and scale and
+// the clip norm. Same ID, features (names, order, declared bounds), label,
+// classes and quantization bits; otherwise an error naming the first
+// difference. An owner serving s takes part in jobs under such a t (the
+// profile job chooses the map), never under a schema that reads its rows
+// differently or bounds them less.
+func (s *Schema) SameReading(t *Schema) error {
+	switch {
+	case s.ID != t.ID:
+		return fmt.Errorf("dataset %q, not %q", t.ID, s.ID)
+	case len(s.Features) != len(t.Features):
+		return fmt.Errorf("%d features, not %d", len(t.Features), len(s.Features))
+	case s.Label != t.Label || !slices.Equal(s.Classes, t.Classes):
+		return fmt.Errorf("label %q and classes %q, not %q and %q", t.Label, t.Classes, s.Label, s.Classes)
+	case s.Bits != t.Bits:
+		return fmt.Errorf("quant_bits %d, not %d", t.Bits, s.Bits)
+	}
+	same := func(a, b *fixedpoint.Decimal) bool {
+		return (a == nil) == (b == nil) && (a == nil || a.Rat().Cmp(b.Rat()) == 0)
+	}
+	for i, f := range s.Features {
+		g := t.Features[i]
+		if f.Name != g.Name {
+			return fmt.Errorf("feature %d is %q, not %q", i, g.Name, f.Name)
+		}
+		if !same(f.Min, g.Min) || !same(f.Max, g.Max) {
+			return fmt.Errorf("feature %q: bounds [%v, %v], not [%v, %v]", f.Name, g.Min, g.Max, f.Min, f.Max)
+		}
 	}
 	return nil
 }
