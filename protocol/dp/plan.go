@@ -104,10 +104,19 @@ var DefaultSplit = Split{R: 0.98, V: 0.015, N: 0.005}
 var DiscriminantSplit = Split{R: 0.3, V: 0.6, N: 0.1}
 
 // DefaultSplitFor returns the default budget split of an analysis: the
-// discriminant one for "dca" and "lda", DefaultSplit otherwise.
+// discriminant one for "dca" and "lda", the profile rounds' for "moments"
+// and "norms", DefaultSplit otherwise.
 func DefaultSplitFor(analysis string) Split {
-	if analysis == "dca" || analysis == "lda" {
+	switch analysis {
+	case "dca", "lda":
 		return DiscriminantSplit
+	case "moments":
+		// The profile's first round: the diagonal and the sums have the
+		// same sensitivity (sqrt(d) in data units) and matter alike.
+		return Split{R: 0.45, V: 0.45, N: 0.1}
+	case "norms":
+		// A histogram has only counts.
+		return Split{N: 1}
 	}
 	return DefaultSplit
 }

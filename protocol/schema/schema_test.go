@@ -249,3 +249,32 @@ func mustReadF(f *testing.F, path string) []byte {
 	}
 	return b
 }
+
+// TestSameReading: a job's schema may change only the map (centers, scales,
+// clip norm) of the schema an owner serves.
+func TestSameReading(t *testing.T) {
+	base := `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`
+	s, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, _ := Parse([]byte(`{"id":"s","features":[{"name":"a","center":4.5,"scale":0.3,"min":0,"max":9},{"name":"b","center":7,"scale":3}],"label":"y","classes":["p","q"],"clip_norm":5}`))
+	if err := s.SameReading(ok); err != nil {
+		t.Fatalf("another map refused: %v", err)
+	}
+	for want, other := range map[string]string{
+		"bounds":     `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":10},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"no bounds":  `{"id":"s","features":[{"name":"a","center":1,"scale":2},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"feature 1":  `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"c","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"classes":    `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["q","p"]}`,
+		"quant_bits": `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"],"quant_bits":12}`,
+	} {
+		o, err := Parse([]byte(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SameReading(o); err == nil {
+			t.Errorf("%s changed: accepted", want)
+		}
+	}
+}
