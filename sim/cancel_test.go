@@ -9,8 +9,8 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/owner"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/user"
 )

@@ -33,7 +33,7 @@ func app() *cli.Command {
 	root := &cli.Command{
 		Name:    "fedpca",
 		Version: versionLine(), // --version prints versionInfo
-		Usage: "federated, differentially private PCA and discriminant analysis",
+		Usage:   "federated, differentially private PCA and discriminant analysis",
 		Description: `Data owners encrypt local scatter statistics under a CSP committee's key; a
 proxy sums them, adds DP noise and blinds the sum; the committee re-encrypts it to
 the data user, who decrypts the noisy release and solves the eigenproblems.

@@ -362,8 +362,8 @@ encrypted statistics once. Its ledger (in --state) decides the budget.
 				return o.Run(ctx)
 			},
 		}, {
-			Name:  "published",
-			Usage: "fetch the result document a user published for a job",
+			Name:      "published",
+			Usage:     "fetch the result document a user published for a job",
 			ArgsUsage: "JOB",
 			Description: `JOB is the job's ID or a unique prefix of it (the logs print 16 hex digits),
 among the jobs that name this owner.

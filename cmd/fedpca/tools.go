@@ -24,8 +24,8 @@ func datasetCommand() *cli.Command {
 		Name:  "dataset",
 		Usage: "the bundled real datasets",
 		Commands: []*cli.Command{{
-			Name:  "list",
-			Usage: "list the bundled datasets and where they come from",
+			Name:        "list",
+			Usage:       "list the bundled datasets and where they come from",
 			Description: `  fedpca dataset list`,
 			Action: func(context.Context, *cli.Command) error {
 				for _, n := range datasets.Names() {
