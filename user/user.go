@@ -21,7 +21,6 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -179,7 +178,7 @@ func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
 func (c *Client) call(ctx context.Context, what string, timeout time.Duration, fn func(context.Context) error) error {
 	return transport.Retry(ctx, transport.Call{What: what, Timeout: timeout, Attempts: callAttempts,
 		OnRetry: func(attempt int, err error) {
-			c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", status.Convert(err).Message())
+			c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", transport.Message(err))
 		}}, fn)
 }
 
