@@ -30,21 +30,21 @@ func simulateFlags() []cli.Flag {
 		floatFlag("epsilon", 1, "privacy: epsilon"),
 		boolFlag("no-noise", "no DP noise: results equal the non-private ones"),
 		floatFlag("delta", job.DefaultDelta, "privacy: delta"),
-		strFlag("noise", dp.PlanServers, "noise plan: central, servers, owners or all"),
+		noisePlanFlag(),
 		intFlag("tolerate", 0, "colluding noise parties tolerated"),
-		strFlag("budget-split", "", "budget split R/v/n, e.g. 0.95/0.04/0.01 (default: 0.95/0.04/0.01 for pca, 0.3/0.6/0.1 for dca and lda)"),
+		budgetSplitFlag(),
 		intFlag("csp-nodes", 1, "committee members"),
-		intFlag("csp-threshold", 0, "members needed for a key switch (default: all)"),
-		strFlag("split", "iid", "how rows are dealt: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
+		intFlag("csp-threshold", 0, "members needed for a key switch (0: all)"),
+		strFlag("partition", "iid", "how rows are dealt to the owners: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
 		intFlag("bits", 16, "fractional bits g of the fixed-point encoding"),
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the split and the cross-validation folds (DP noise always comes from crypto/rand)", Sources: env("seed")},
 		strFlag("transport", "memory", "memory (bufconn) or tcp (loopback)"),
 		boolFlag("insecure", "no TLS between the simulated nodes (faster; the default uses real mutual TLS)"),
 		strFlag("json", "", "write the JSON report to this file"),
-		strFlag("out", "", "directory for the result's files, as `user run` writes them (result.json, components.csv/.npy, ...)"),
+		strFlag("out", "", "directory for the result's files, as user run writes them (result.json, components.csv/.npy, ...)"),
 		plotsFlag(),
 		boolFlag("components", "print the components"),
-		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (default: 50 ms, longer with many owners)", Sources: env("poll")},
+		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (0: 50 ms, longer with many owners)", Sources: env("poll")},
 		strFlag("log-level", "off", "log level of the simulated nodes"),
 		boolFlag("proxy-process", "run the proxy as a separate process (with --transport tcp), to measure its peak memory"),
 		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),
@@ -63,7 +63,9 @@ against the non-private result on the same rows, the time of each phase and the
 bytes each role sent and received. The default preprocessing is the reference's:
 standardise with the pooled mean and population std, clip rows to norm 1.
 
-  fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json`,
+  fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json
+  fedpca simulate --dataset wine --owners 20 --analysis dca --noise-plan all --tolerate 2 \
+    --csp-nodes 3 --csp-threshold 2 --partition dirichlet=0.5`,
 		Flags: simulateFlags(),
 		Commands: []*cli.Command{chaosCommand(), {
 			Name:   "farm",
@@ -95,6 +97,10 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				return err
 			}
 			defer sm.Close()
+			sch := sm.Schema()
+			if opts.K, err = resolveK(cmd, opts.Analysis, len(sch.Features), len(sch.Classes)); err != nil {
+				return err
+			}
 			p := newProgress(cmd.Int("owners"), "uploads")
 			opts.Progress = p.job
 			rep, err := sm.Run(ctx, opts)
@@ -144,7 +150,7 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	if t == 0 {
 		t = cmd.Int("csp-nodes")
 	}
-	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Owners: cmd.Int("owners"), How: cmd.String("split"),
+	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Owners: cmd.Int("owners"), How: cmd.String("partition"),
 		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: t, TCP: cmd.String("transport") == "tcp",
 		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
 		ProxyProcess: cmd.Bool("proxy-process"), OwnerFarms: cmd.Int("owner-farms")}
@@ -196,12 +202,15 @@ func simData(path, bundled, synthetic string, seed uint64) ([]byte, string, erro
 }
 
 func jobOptions(cmd *cli.Command) (sim.JobOptions, error) {
-	split, err := parseSplit(cmd.String("budget-split"))
+	split, err := dp.ParseSplit(cmd.String("budget-split"))
 	if err != nil {
+		return sim.JobOptions{}, fmt.Errorf("--budget-split: %w", err)
+	}
+	if err := checkPrivacy(cmd); err != nil {
 		return sim.JobOptions{}, err
 	}
 	o := sim.JobOptions{Analysis: cmd.String("analysis"), K: cmd.Int("k"), Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
-		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise"), Tolerate: cmd.Int("tolerate"), Split: split}
+		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split}
 	if o.NoNoise {
 		o.Epsilon = 0
 	}
