@@ -137,9 +137,9 @@ func TestPostgresErrors(t *testing.T) {
 
 func TestRedact(t *testing.T) {
 	for in, want := range map[string]string{
-		"postgres://u:pw@h:5432/db?table=t":          "postgres://u:xxxxx@h:5432/db?table=t",
-		"postgres://u@h/db?password=pw&table=t":      "postgres://u@h/db?password=xxxxx&table=t",
-		"data/x.csv":                                 "data/x.csv",
+		"postgres://u:pw@h:5432/db?table=t":         "postgres://u:xxxxx@h:5432/db?table=t",
+		"postgres://u@h/db?password=pw&table=t":     "postgres://u@h/db?password=xxxxx&table=t",
+		"data/x.csv":                                "data/x.csv",
 		"postgres://u:p%40ss@h/db?query=SELECT%201": "postgres://u:xxxxx@h/db?query=SELECT+1",
 	} {
 		if got := source.Redact(in); got != want {

@@ -62,7 +62,7 @@ type Feature struct {
 	// the schema's Categorical with Category among its categories.
 	Category *string            `json:"category,omitempty"`
 	Center   fixedpoint.Decimal `json:"center"`
-	Scale  fixedpoint.Decimal `json:"scale"`
+	Scale    fixedpoint.Decimal `json:"scale"`
 	// Min and Max, when set, are public declared bounds: owners clamp each
 	// value to [Min, Max] before the map (counting locally, never sending,
 	// how many they clamp). The profile job needs them: with every value in
