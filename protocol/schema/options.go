@@ -187,7 +187,7 @@ func (s *Schema) newDecoder(header []string, useClasses bool) (*decoder, error) 
 	d := &decoder{s: s, plans: make([]cellPlan, len(s.Features)), label: -1, cellText: make([]string, len(s.Features))}
 	for i, f := range s.Features {
 		col := f.SourceColumn()
-		c, ok := index[col]
+		c, ok := index[strings.TrimSpace(col)]
 		if !ok {
 			return nil, &RowError{Line: 1, Column: col, Err: missingColumn(header, col, "feature "+f.Name)}
 		}
@@ -226,7 +226,7 @@ func (s *Schema) newDecoder(header []string, useClasses bool) (*decoder, error) 
 		d.plans[i] = p
 	}
 	if useClasses {
-		c, ok := index[s.Label]
+		c, ok := index[strings.TrimSpace(s.Label)]
 		if !ok {
 			return nil, &RowError{Line: 1, Column: s.Label, Err: missingColumn(header, s.Label, "the label")}
 		}
