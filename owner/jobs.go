@@ -269,13 +269,13 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	}
 	// Compute and store the encrypted share before sending anything.
 	start := time.Now()
-	rc, err := ds.Open()
+	rows, err := ds.OpenRows(ctx)
 	if err != nil {
 		o.releaseAndDecline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot read the dataset: %v", err))
 		return
 	}
-	acc, rep, err := job.ReadStatistics(spec, sch, rc)
-	rc.Close()
+	acc, rep, err := job.ReadRows(spec, sch, rows)
+	rows.Close()
 	if err != nil {
 		// The file's header does not fit the schema, or the file cannot be
 		// read at all: neither depends on its rows.
@@ -287,9 +287,10 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 		o.releaseAndDecline(ctx, id, dataset, refuse(code, "cannot compute statistics: %v", err))
 		return
 	}
-	if rep.Skipped > 0 || rep.Dropped > 0 {
+	if rep.Skipped > 0 || rep.Dropped > 0 || rep.Missing > 0 {
 		o.log.Warn("rows left out of the statistics (counted here only; nothing about them leaves this owner)", "job", id[:16], "dataset", dataset,
 			"rows_used", rep.Rows, "skipped_unreadable", rep.Skipped, "dropped_over_max_owner_rows", rep.Dropped, "max_owner_rows", spec.MaxOwnerRows,
+			"dropped_missing_value", rep.Missing, "filled_missing_value", rep.Filled,
 			"first_skipped", strings.Join(rep.Examples, "; "))
 	}
 	cts, err := job.OwnerCiphertexts(spec, sch, o.params, cpk, acc, nil)

@@ -29,6 +29,10 @@ type ReadReport struct {
 	Skipped int64
 	// Dropped rows came after the job's max_owner_rows readable rows.
 	Dropped int64
+	// Missing rows had a missing value that the schema's missing policy
+	// drops; Filled rows had one it filled in (and are in Rows).
+	Missing int64 `json:",omitempty"`
+	Filled  int64 `json:",omitempty"`
 	// Examples describe the first few skipped rows (line, column, what was
 	// wrong), for the owner's operator.
 	Examples []string
@@ -47,14 +51,25 @@ func (r ReadReport) ClippedFraction() float64 {
 // maxExamples bounds ReadReport.Examples.
 const maxExamples = 5
 
-// ReadStatistics streams an owner's CSV rows through the schema's row map
+// ReadStatistics reads an owner's rows from a CSV file (any dialect
+// schema.NewCSVRows reads); see ReadRows.
+func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, ReadReport, error) {
+	rows, err := schema.NewCSVRows(csv, schema.CSVOptions{})
+	if err != nil {
+		return nil, ReadReport{}, err
+	}
+	return ReadRows(s, sch, rows)
+}
+
+// ReadRows streams an owner's rows through the schema's options and row map
 // into an accumulator for the job's layout. The row policy never depends on
 // what the rows hold, so that one row cannot change whether the owner takes
 // part: a row that cannot be read is skipped, and the rows after the first
 // max_owner_rows readable ones are dropped (the overflow check assumes at
 // most that many per owner); both are counted in the report. An error means
-// the file itself does not fit the schema (its header) or cannot be read.
-func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, ReadReport, error) {
+// the source itself does not fit the schema (its columns) or cannot be
+// read. Rows that the schema's missing policy drops are counted apart.
+func ReadRows(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accumulator, ReadReport, error) {
 	var rep ReadReport
 	l, err := s.Layout(sch)
 	if err != nil {
@@ -64,7 +79,7 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 	if err != nil {
 		return nil, rep, err
 	}
-	rd, err := sch.NewReader(csv, l.K > 1 && l.Kind == stats.Full)
+	rd, err := sch.NewRowReader(rows, l.K > 1 && l.Kind == stats.Full)
 	if err != nil {
 		return nil, rep, err
 	}
@@ -84,6 +99,9 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 		q, k, err := rd.Next()
 		if errors.Is(err, io.EOF) {
 			break
+		}
+		if errors.Is(err, schema.ErrMissing) {
+			continue
 		}
 		var re *schema.RowError
 		if errors.As(err, &re) {
@@ -106,6 +124,7 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 	rep.Rows = acc.Rows()
 	_, rep.Clipped = rd.Rows()
 	rep.Clamped = rd.Clamped()
+	rep.Missing, rep.Filled = rd.MissingDropped(), rd.Filled()
 	return acc, rep, nil
 }
 
