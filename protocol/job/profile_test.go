@@ -26,7 +26,7 @@ func TestProfileRounds(t *testing.T) {
 		t.Fatal(err)
 	}
 	// At 2^4: q rows (16,0), (-16,16), (0,8), (16,-16).
-	want := []int64{16*16 + 16*16 + 16*16, 16*16 + 8*8 + 16*16, 16 - 16 + 16, 16 + 8 - 16, 4 << 4}
+	want := []int64{3 * 256, 2*256 + 64, 16, 8, 4 << 4} // sums of q_a^2, q_b^2; sums of q_a, q_b; n
 	if got := acc.Pack(); !slicesEqual(got, want) || rep.Clamped != 3 {
 		t.Fatalf("moments %v, want %v; clamped %d, want 3", got, want, rep.Clamped)
 	}
