@@ -68,7 +68,7 @@ func userCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "user",
 		Usage: "data user: keys, jobs, results",
-		Commands: []*cli.Command{{
+		Commands: []*cli.Command{profileCommand(), {
 			Name:  "keygen",
 			Usage: "make the user's HE key pair (the committee re-encrypts results to it)",
 			Description: `Writes KEYS/he-secret.key (0600) and KEYS/he-public.key; refuses to overwrite a key pair.
