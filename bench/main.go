@@ -7,6 +7,7 @@
 //	go run ./bench -suite dims     [-dims 8,50,100,784] [-reps 3]
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
 //	go run ./bench -suite load     [-owners 1000]
+//	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0.5,0.9] [-shares 0.1]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -35,7 +36,9 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility or load")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile or load")
+	quantiles := flag.String("quantiles", "0.5,0.9", "quantiles of the norms C is set at (suite profile)")
+	shares := flag.String("shares", "0.1", "the profile's shares of the budget (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
@@ -77,6 +80,8 @@ func main() {
 		check(err)
 		utility(ctx, utilityConfig{names: strings.Split(*names, ","), epsilons: floats(*epsilons), split: split,
 			plans: strings.Split(*plansFlag, ","), seeds: *seedsFlag, reps: *reps}, raw)
+	case "profile":
+		profileSuite(ctx, strings.Split(*names, ","), floats(*quantiles), floats(*shares), *reps)
 	case "load":
 		load(ctx, ints(*owners)[0], raw)
 	case "probe":

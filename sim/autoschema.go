@@ -162,6 +162,10 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 	}
 	main := o.JobOptions
 	main.Schema, main.Epsilon, main.Delta = prof.Schema, prof.Budget.Main, delta
+	// The profile's scales are noisy: the main PCA standardises by the
+	// release's own diagonal (free), so they matter only for the clipping
+	// and the balance of the noise.
+	main.Standardize = o.Analysis == job.PCA
 	rep, err := s.Run(ctx, main)
 	if err != nil {
 		return nil, err
@@ -275,11 +279,20 @@ func correlationRatio(res *job.Result, cov *mat.SymDense, k int, best float64) (
 	sig := res.Privacy.SigmaTotal
 	c, err := job.Moments(rel).Covariance(analysis.Noise{R: float64(sig.R), V: float64(sig.V), N: float64(sig.N)})
 	if err != nil {
-		return 0, err
+		return 0, nil // a count the noise took to 1 or below: no measure
 	}
-	r, _, err := c.Correlation()
-	if err != nil {
-		return 0, nil // a feature with no variance after the noise: no measure
+	// The release's correlation, each noisy variance floored at the noise
+	// of an entry (a feature the noise took below zero still counts).
+	d := c.C.SymmetricDim()
+	sd := make([]float64, d)
+	for i := range d {
+		sd[i] = math.Sqrt(math.Max(c.C.At(i, i), c.EntryStd))
+	}
+	r := mat.NewSymDense(d, nil)
+	for i := range d {
+		for j := i; j < d; j++ {
+			r.SetSym(i, j, math.Max(-1, math.Min(1, c.C.At(i, j)/(sd[i]*sd[j]))))
+		}
 	}
 	var eig mat.EigenSym
 	if !eig.Factorize(r, true) {
@@ -287,7 +300,6 @@ func correlationRatio(res *job.Result, cov *mat.SymDense, k int, best float64) (
 	}
 	var vec mat.Dense
 	eig.VectorsTo(&vec)
-	d, _ := vec.Dims()
 	w := mat.DenseCopyOf(vec.Slice(0, d, d-k, d))
 	var m mat.Dense
 	m.Product(w.T(), cov, w)

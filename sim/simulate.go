@@ -69,6 +69,8 @@ type JobOptions struct {
 	// that reads the rows as the owners' does (the profile's choice). The
 	// report then has no utility against the simulation's rows.
 	Schema *schema.Schema
+	// Standardize asks for the PCA of the release's correlation matrix.
+	Standardize bool
 	// Progress is called at every change of the job's status.
 	Progress func(*fedpcav1.JobStatus)
 }
@@ -280,7 +282,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	before := s.traffic()
 	req := user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
 		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
-		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}
+		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize}
 	spec, err := s.user.Spec(ctx, req)
 	if err != nil {
 		return nil, err

@@ -72,6 +72,11 @@ type Spec struct {
 	// positive, in the schema's units: bucket i holds the rows whose norm is
 	// at least edge i-1 and below edge i (rows are clipped first).
 	NormEdges []fixedpoint.Decimal `json:"norm_edges,omitempty"`
+	// Standardize (PCA) analyses the release's correlation matrix: the PCA
+	// of the rows standardised by the release's own standard deviations,
+	// independent of the schema's scales (post-processing: no privacy
+	// cost; see analysis.StandardizedPCA).
+	Standardize bool `json:"standardize,omitempty"`
 	// Privacy: (Epsilon, Delta)-DP via zCDP with the noise plan and budget
 	// split. NoNoise disables noise (tests and simulations only; daemons
 	// refuse it unless explicitly allowed).
@@ -204,6 +209,9 @@ func (s *Spec) Validate() error {
 	}
 	if (s.Analysis == NormsJob) != (len(s.NormEdges) > 0) {
 		return bad("norm_edges", "a norms job, and only a norms job, has bucket edges")
+	}
+	if s.Standardize && s.Analysis != PCA {
+		return bad("standardize", "only for pca, not %s", s.Analysis)
 	}
 	if len(s.NormEdges) > MaxNormEdges {
 		return bad("norm_edges", "%d edges exceed %d", len(s.NormEdges), MaxNormEdges)
