@@ -51,6 +51,7 @@ func simulateFlags() []cli.Flag {
 		boolFlag("proxy-process", "run the proxy as a separate process (with --transport tcp), to measure its peak memory"),
 		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),
 		strFlag("synthetic", "", "synthetic data ROWSxDxK (e.g. 10000x50x5) instead of --data or --dataset"),
+		boolFlag("standardize", "pca: the components of the release's correlation matrix (free post-processing; implied by --auto-schema)"),
 		boolFlag("auto-schema", "choose the schema privately: owners serve declared bounds (the observed range widened by a quarter on each side), a profile job picks centers, scales and C, then the main job runs under it, all within --epsilon"),
 		floatFlag("profile-share", profile.DefaultShare, "with --auto-schema: the profile's share of the total budget (of mu^2)"),
 		floatFlag("quantile", profile.DefaultQuantile, "with --auto-schema: C is set at this quantile of the row norms"),
@@ -224,7 +225,11 @@ func jobOptions(cmd *cli.Command) (sim.JobOptions, error) {
 		return sim.JobOptions{}, err
 	}
 	o := sim.JobOptions{Analysis: cmd.String("analysis"), K: cmd.Int("k"), Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
-		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split}
+		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split,
+		Standardize: cmd.Bool("standardize")}
+	if o.Standardize && o.Analysis != job.PCA {
+		return o, fmt.Errorf("--standardize is for pca, not %s", o.Analysis)
+	}
 	if o.NoNoise {
 		o.Epsilon = 0
 	}

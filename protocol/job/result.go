@@ -351,7 +351,12 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 		shrunk := sc.ShrinkCentring(float64(rel.Layout.K) * sv * sv)
 		if h.Standardize {
 			res.Standardized = true
-			res.Components, err = shrunk.StandardizedPCA(k, float64(pr.SigmaTotal.R))
+			// A variance below the noise's spectral norm (about 2 sigma_R
+			// sqrt(d)) is not told apart from noise: it is taken at that
+			// level, so that a feature the noise dominates is not blown up
+			// to unit variance.
+			floor := 2 * float64(pr.SigmaTotal.R) * math.Sqrt(float64(rel.Layout.D))
+			res.Components, err = shrunk.StandardizedPCA(k, floor)
 		} else {
 			res.Components, err = shrunk.PCA(k)
 		}
