@@ -45,7 +45,7 @@ const (
 	// DefaultMomentsShare is the moments round's share of the profile's.
 	DefaultMomentsShare = 0.5
 	// DefaultQuantile is the quantile of the row norms C is set at.
-	DefaultQuantile = 0.9
+	DefaultQuantile = 0.5
 )
 
 // The budget splits of the rounds (dp.DefaultSplitFor).
