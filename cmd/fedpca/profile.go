@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -78,11 +77,7 @@ and their noise), and prints the epsilon left for the main job at the same delta
 			if err := os.WriteFile(filepath.Join(out, "schema.json"), append(res.Schema.Canonical(), '\n'), 0o644); err != nil {
 				return err
 			}
-			doc, err := json.MarshalIndent(res, "", "  ")
-			if err != nil {
-				return err
-			}
-			if err := os.WriteFile(filepath.Join(out, "profile.json"), append(doc, '\n'), 0o644); err != nil {
+			if err := writeJSON(filepath.Join(out, "profile.json"), res); err != nil {
 				return err
 			}
 			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms, noisy n %.0f)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile, res.Estimate.N)

@@ -131,11 +131,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				}
 			}
 			if path := cmd.String("json"); path != "" {
-				b, err := json.MarshalIndent(rep, "", "  ")
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+				if err := writeJSON(path, rep); err != nil {
 					return err
 				}
 				fmt.Printf("\nreport written to %s (%s)\n", path, name)
@@ -291,11 +287,7 @@ reproduced with the command it prints.
 				fmt.Println()
 				rep.WriteText(os.Stdout)
 				if path := cmd.String("json"); path != "" {
-					b, jerr := json.MarshalIndent(rep, "", "  ")
-					if jerr != nil {
-						return jerr
-					}
-					if jerr := os.WriteFile(path, append(b, '\n'), 0o644); jerr != nil {
+					if jerr := writeJSON(path, rep); jerr != nil {
 						return jerr
 					}
 				}
@@ -331,16 +323,21 @@ func runAuto(ctx context.Context, cmd *cli.Command, sm *sim.Simulator, opts sim.
 	fmt.Printf("utility against the standardised, unclipped rows: q/q0 %.4f (k = %d); of the release's correlation matrix %.4f\n",
 		rep.Utility.CapturedVarianceRatio, rep.Utility.K, rep.Utility.CorrelationRatio)
 	if path := cmd.String("json"); path != "" {
-		b, err := json.MarshalIndent(rep, "", "  ")
-		if err != nil {
-			return err
-		}
-		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		if err := writeJSON(path, rep); err != nil {
 			return err
 		}
 		fmt.Printf("\nreport written to %s\n", path)
 	}
 	return nil
+}
+
+// writeJSON writes v as indented JSON with a final newline.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
 func count(b []bool) int {
