@@ -209,6 +209,10 @@ func (r *scaleResult) print(key string, rows int) {
 // same rows at the same epsilon and delta, with the classical and the
 // analytic calibration. The classical baseline is checked against
 // reference.json's Analyze Gauss (numpy, delta = 1/N) in a second table.
+// pairedDraws is how many common-random-number draws the utility suite's
+// paired comparison with Analyze Gauss takes.
+const pairedDraws = 2000
+
 // utilityConfig selects the utility suite's cells.
 type utilityConfig struct {
 	names    []string
@@ -222,8 +226,8 @@ type utilityConfig struct {
 func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 	names, epsilons, split, plans, seeds, reps := cfg.names, cfg.epsilons, cfg.split, cfg.plans, cfg.seeds, cfg.reps
 	delta := job.DefaultDelta
-	fmt.Printf("| dataset | epsilon | Analyze Gauss classical | Analyze Gauss analytic | %s | servers - analytic | centred: analytic AG, servers, difference |\n", strings.Join(plans, " | "))
-	fmt.Println("|---|---|---|---|" + strings.Repeat("---|", len(plans)+2))
+	fmt.Printf("| dataset | epsilon | Analyze Gauss classical | Analyze Gauss analytic | %s | servers - analytic | centred: analytic AG, servers, difference | paired, %d draws: fedpca - analytic AG ± se, uncentred; centred |\n", strings.Join(plans, " | "), pairedDraws)
+	fmt.Println("|---|---|---|---|" + strings.Repeat("---|", len(plans)+3))
 	worst := math.Inf(1)
 	var checks []string
 	classical := func(e, delta float64) float64 { return math.Sqrt(2*math.Log(1.25/delta)) / e }
@@ -255,6 +259,7 @@ func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 			var centred []float64
 			row = append(row, fmt.Sprintf("%.4f ± %.4f", cm, cs), fmt.Sprintf("%.4f ± %.4f", am, as))
 			var servers float64
+			var sigma *job.BlockValues
 			for _, plan := range plans {
 				var qs []float64
 				for range reps {
@@ -263,6 +268,7 @@ func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 					qs = append(qs, *rep.Utility.CapturedVarianceRatioUncentred)
 					if plan == dp.PlanServers {
 						centred = append(centred, *rep.Utility.CapturedVarianceRatio)
+						sigma = &rep.Result.Privacy.SigmaTotal
 					}
 					b, _ := json.Marshal(rep)
 					fmt.Fprintf(raw, "%s\n", b)
@@ -281,6 +287,12 @@ func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 			if len(centred) > 0 {
 				scm, _ := meanStd(centred)
 				row = append(row, fmt.Sprintf("%.4f, %.4f, %+.4f", acm, scm, scm-acm))
+			}
+			if sigma != nil {
+				p := s.PairedGauss(analytic(e, delta), float64(sigma.R), float64(sigma.V), float64(sigma.N), min(5, ref.D), pairedDraws)
+				du, su := p.Diff(false)
+				dc, scc := p.Diff(true)
+				row = append(row, fmt.Sprintf("%+.4f ± %.4f; centred %+.4f ± %.4f", du, su, dc, scc))
 			}
 			fmt.Println("| " + strings.Join(row, " | ") + " |")
 			fmt.Fprintf(os.Stderr, "%s eps %v done\n", name, e)

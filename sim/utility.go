@@ -10,6 +10,7 @@ import (
 
 	"gonum.org/v1/gonum/mat"
 
+	"github.com/fedpca/fedpca/protocol/analysis"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 )
@@ -330,4 +331,111 @@ func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) (uncentred, centred
 		return *q, math.NaN()
 	}
 	return *q, *qc
+}
+
+// Paired is what PairedGauss measured: per draw, q/q0 of Analyze Gauss and
+// of fedpca on the uncentred second moment and on the centred scatter.
+type Paired struct {
+	AG, Ours               []float64 // uncentred
+	AGCentred, OursCentred []float64
+}
+
+// PairedGauss measures, on the same draws, Analyze Gauss (noise of
+// standard deviation sigmaAG on the upper triangle of the second moment)
+// and fedpca's PCA on a release of the same rows with noise of standard
+// deviations sigmaR, sigmaV, sigmaN on R, v and n (the job's SigmaTotal),
+// analysed as a job is (pretest James-Stein centring, top k of S_T): q/q0
+// of each on the uncentred second moment and on the centred scatter, for
+// draws seeds. Both use the same standard normal matrix for the second
+// moment (common random numbers), so their difference is measured far more
+// precisely than two independent runs would allow. The release's
+// distribution is the job's: the exact sums plus independent Gaussian noise
+// of those variances (the discrete noise the parties add has them, see
+// protocol/job's noise tests), so this measures the calibration and the
+// analysis, not the transport.
+func (s *Simulator) PairedGauss(sigmaAG, sigmaR, sigmaV, sigmaN float64, k int, seeds int) Paired {
+	n, d := s.rows.z.Dims()
+	var a mat.SymDense
+	a.SymOuterK(1, s.rows.z.T())
+	v := make([]float64, d)
+	for i := range n {
+		for j := range d {
+			v[j] += s.rows.z.At(i, j)
+		}
+	}
+	centred := mat.NewSymDense(d, nil)
+	centred.SymRankOne(&a, -1/float64(n), mat.NewVecDense(d, v))
+	k = min(k, d)
+	var out Paired
+	for seed := range seeds {
+		rng := rand.New(rand.NewPCG(uint64(seed), 0x706169726564))
+		e := mat.NewSymDense(d, nil)
+		for i := range d {
+			for j := i; j < d; j++ {
+				e.SetSym(i, j, rng.NormFloat64())
+			}
+		}
+		top := func(m *mat.SymDense) *mat.Dense {
+			var eig mat.EigenSym
+			if !eig.Factorize(m, true) {
+				return nil
+			}
+			var vecs mat.Dense
+			eig.VectorsTo(&vecs) // ascending
+			return mat.DenseCopyOf(vecs.Slice(0, d, d-k, d))
+		}
+		noisyA := mat.NewSymDense(d, nil)
+		noisyA.AddSym(&a, scaled(e, sigmaAG))
+		noisyR := mat.NewSymDense(d, nil)
+		noisyR.AddSym(&a, scaled(e, sigmaR))
+		nv := make([]float64, d)
+		for j := range d {
+			nv[j] = v[j] + sigmaV*rng.NormFloat64()
+		}
+		m := analysis.Moments{R: noisyR, V: [][]float64{nv}, N: []float64{float64(n) + sigmaN*rng.NormFloat64()}}
+		sc, err := m.Scatters()
+		if err != nil {
+			continue
+		}
+		w := top(sc.ShrinkCentring(sigmaV * sigmaV).ST)
+		wa := top(noisyA)
+		if w == nil || wa == nil {
+			continue
+		}
+		qa, qo := capturedUncentred(&a, wa), capturedUncentred(&a, w)
+		ca, co := capturedUncentred(centred, wa), capturedUncentred(centred, w)
+		if qa == nil || qo == nil || ca == nil || co == nil {
+			continue
+		}
+		out.AG, out.Ours = append(out.AG, *qa), append(out.Ours, *qo)
+		out.AGCentred, out.OursCentred = append(out.AGCentred, *ca), append(out.OursCentred, *co)
+	}
+	return out
+}
+
+// Diff returns the mean and standard error of ours - AG, uncentred or
+// centred.
+func (p Paired) Diff(centred bool) (mean, se float64) {
+	a, o := p.AG, p.Ours
+	if centred {
+		a, o = p.AGCentred, p.OursCentred
+	}
+	if len(a) == 0 {
+		return math.NaN(), math.NaN()
+	}
+	var sum, sq float64
+	for i := range a {
+		x := o[i] - a[i]
+		sum += x
+		sq += x * x
+	}
+	nn := float64(len(a))
+	mean = sum / nn
+	return mean, math.Sqrt(math.Max(sq/nn-mean*mean, 0) / nn)
+}
+
+func scaled(e *mat.SymDense, s float64) *mat.SymDense {
+	out := mat.NewSymDense(e.SymmetricDim(), nil)
+	out.ScaleSym(s, e)
+	return out
 }

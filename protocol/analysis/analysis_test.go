@@ -873,17 +873,18 @@ func TestShrinkCentring(t *testing.T) {
 	if got := sc.ShrinkCentring(1e9); !mat.EqualApprox(got.ST, r, 1e-9) {
 		t.Errorf("noise dominating the mean: S_T %v, want R", mat.Formatted(got.ST))
 	}
-	// ||v||^2 = 25 is within what noise of variance 5 gives ((3 + 2
-	// sqrt(6)) 5 = 39.5): no centring.
+	// ||v||^2 = 25 is within what noise of variance 5 gives ((3 + 4
+	// sqrt(6)) 5 = 64): no centring.
 	if got := sc.ShrinkCentring(5); !mat.EqualApprox(got.ST, r, 1e-12) {
 		t.Errorf("a mean within the noise: S_T %v, want R", mat.Formatted(got.ST))
 	}
-	// noiseVar = 2: 25 > 15.8, James-Stein c = 1 - 1*2/25 = 0.92.
-	got := sc.ShrinkCentring(2)
+	// noiseVar = 1.5: 25 > (3 + 4 sqrt(6)) 1.5 = 19.2, James-Stein
+	// c = 1 - 1*1.5/25 = 0.94.
+	got := sc.ShrinkCentring(1.5)
 	want := mat.NewSymDense(3, nil)
-	want.SymRankOne(r, -0.92*0.92/5, mat.NewVecDense(3, []float64{3, 4, 0}))
+	want.SymRankOne(r, -0.94*0.94/5, mat.NewVecDense(3, []float64{3, 4, 0}))
 	if !mat.EqualApprox(got.ST, want, 1e-12) {
-		t.Errorf("c = 0.92: S_T %v, want %v", mat.Formatted(got.ST), mat.Formatted(want))
+		t.Errorf("c = 0.94: S_T %v, want %v", mat.Formatted(got.ST), mat.Formatted(want))
 	}
 	if !slices.Equal(got.Mean, sc.Mean) || got.SW != sc.SW {
 		t.Error("the mean or S_W changed")
