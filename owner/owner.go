@@ -172,7 +172,7 @@ func New(cfg Config) (*Owner, error) {
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
-	budgets := map[string]float64{}
+	budgets, deltas := map[string]float64{}, map[string]float64{}
 	for _, d := range cfg.Datasets {
 		if d.Schema == nil {
 			return nil, errors.New("owner: a dataset has no schema")
@@ -197,7 +197,7 @@ func New(cfg Config) (*Owner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("owner: dataset %s budget: %w", d.Schema.ID, err)
 		}
-		budgets[d.Schema.ID] = rho
+		budgets[d.Schema.ID], deltas[d.Schema.ID] = rho, d.Delta
 		o.datasets[d.Schema.ID] = d
 	}
 	db, err := transport.OpenStore(cfg.Store, "owner.db")
@@ -215,7 +215,7 @@ func New(cfg Config) (*Owner, error) {
 		db.Close()
 		return nil, err
 	}
-	o.db, o.ledger = db, &ledger{db: db, budgets: budgets}
+	o.db, o.ledger = db, &ledger{db: db, budgets: budgets, deltas: deltas}
 	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
 }
@@ -401,7 +401,7 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 	if err != nil {
 		return nil
 	}
-	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved}
+	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: o.ledger.deltas[dataset]}
 }
 
 // refusal is why this owner does not take part in a job: the public code it
