@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
-	"sync"
 	"strings"
+	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"

@@ -143,20 +143,20 @@ type OwnerStatus struct {
 // the owner last reported it; the owner's own ledger is the one that
 // decides.
 type BudgetStatus struct {
-	Owner        string    `json:"owner"`
-	Dataset      string    `json:"dataset"`
-	RhoBudget    float64   `json:"rho_budget"`
-	RhoSpent     float64   `json:"rho_spent"`
-	RhoReserved  float64   `json:"rho_reserved"`
-	RhoRemaining float64   `json:"rho_remaining"`
+	Owner        string  `json:"owner"`
+	Dataset      string  `json:"dataset"`
+	RhoBudget    float64 `json:"rho_budget"`
+	RhoSpent     float64 `json:"rho_spent"`
+	RhoReserved  float64 `json:"rho_reserved"`
+	RhoRemaining float64 `json:"rho_remaining"`
 	// Delta is the owner's budget delta (0: not reported); the Epsilon
 	// fields are the rho amounts as epsilon at that delta, the unit
 	// operators set budgets in (display only: the ledger counts in rho).
-	Delta            float64 `json:"delta,omitempty"`
-	EpsilonBudget    float64 `json:"epsilon_budget,omitempty"`
-	EpsilonSpent     float64 `json:"epsilon_spent,omitempty"`
-	EpsilonRemaining float64 `json:"epsilon_remaining,omitempty"`
-	Reported     time.Time `json:"reported"`
+	Delta            float64   `json:"delta,omitempty"`
+	EpsilonBudget    float64   `json:"epsilon_budget,omitempty"`
+	EpsilonSpent     float64   `json:"epsilon_spent,omitempty"`
+	EpsilonRemaining float64   `json:"epsilon_remaining,omitempty"`
+	Reported         time.Time `json:"reported"`
 }
 
 // memberHealth is what the proxy last learnt from a member (p.mu guards
