@@ -279,6 +279,13 @@ func TestOperatorErrors(t *testing.T) {
 		t.Errorf("wrong address: failed after %s", took)
 	}
 	t.Logf("wrong address: %s", out)
+	// An owner pointed at a CSP's address stops at once, saying why.
+	start = time.Now()
+	out, err = run(t, "owner", "serve", "--certs", d.certs("owner", d.owners[0]), "--state", filepath.Join(d.dir, "state", "other"), "--proxy", d.csps[0],
+		"--dataset", d.schema+"="+d.csvs[d.owners[0]])
+	if err == nil || !strings.Contains(out, "server is csp/csp-1, expected proxy/*") || time.Since(start) > 10*time.Second {
+		t.Errorf("owner serve at a CSP's address (%s): %v\n%s", time.Since(start), err, out)
+	}
 	if out, err := run(t, "health", "--addr", d.csps[0], "--certs", d.certs("proxy", "proxy")); err != nil || !strings.Contains(out, "SERVING") {
 		t.Errorf("health --expect empty: %v\n%s", err, out)
 	}
