@@ -1,5 +1,6 @@
 // Package owner is a data owner's daemon: it serves one or more datasets
-// (a CSV file and its schema), polls the proxy for jobs that name it, checks
+// (a source of rows and its schema: a CSV file or a PostgreSQL table or
+// query, see package source), polls the proxy for jobs that name it, checks
 // each against its policy and its privacy ledger, computes and encrypts its
 // local statistics (with its DP noise share when the plan asks for one) and
 // uploads them once, with retries.
@@ -50,6 +51,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/source"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
@@ -57,8 +59,13 @@ import (
 // Dataset is one dataset an owner serves.
 type Dataset struct {
 	Schema *schema.Schema
-	// CSV is the path of the rows (or Open returns them, for tests).
-	CSV  string
+	// Source names the rows (see package source): a CSV file, possibly
+	// gzipped, or postgres://USER@HOST:PORT/DB?table=NAME. It may hold a
+	// password: the owner logs it only through source.Redact.
+	Source string
+	// CSV is the path of a CSV file (the same as Source with a path).
+	CSV string
+	// Open, if set, returns CSV rows instead (tests).
 	Open func() (io.ReadCloser, error)
 	// Epsilon and Delta are the dataset's total privacy budget; it is kept
 	// in zCDP rho (the rho certified for them).
@@ -80,6 +87,79 @@ type Policy struct {
 	Committee []string
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
+}
+
+// check checks that the dataset names its rows (and that a file exists).
+func (d *Dataset) check() error {
+	if d.Open != nil {
+		return nil
+	}
+	spec := d.spec()
+	if spec == "" {
+		return errors.New("no source of rows (a CSV file or a postgres:// URL)")
+	}
+	if source.Scheme(spec) == "file" {
+		path, _, err := source.ParseCSVSpec(spec)
+		if err != nil {
+			return err
+		}
+		if _, err := os.Stat(path); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (d *Dataset) spec() string {
+	if d.Source != "" {
+		return d.Source
+	}
+	return d.CSV
+}
+
+// Describe names the dataset's rows for a log, with any password redacted.
+func (d *Dataset) Describe() string {
+	if d.Open != nil && d.spec() == "" {
+		return "(rows from a function)"
+	}
+	return source.Redact(d.spec())
+}
+
+// OpenRows opens the dataset's rows. Errors never quote a password.
+func (d *Dataset) OpenRows(ctx context.Context) (source.Rows, error) {
+	if d.Open != nil {
+		rc, err := d.Open()
+		if err != nil {
+			return nil, err
+		}
+		r, err := source.NewCSV(rc, schema.CSVOptions{})
+		if err != nil {
+			rc.Close()
+			return nil, err
+		}
+		return r, nil
+	}
+	return source.Open(ctx, d.spec())
+}
+
+// Check reads the dataset's whole source through its schema and returns
+// the local report (for the owner's operator only: it describes private
+// rows). An error means the source cannot be read or does not fit the
+// schema (the error names the column and what differs).
+func (d *Dataset) Check(ctx context.Context) (*schema.CheckReport, error) {
+	if err := d.check(); err != nil {
+		return nil, err
+	}
+	rows, err := d.OpenRows(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	rep, err := d.Schema.Check(rows)
+	if err != nil {
+		return nil, fmt.Errorf("%s does not fit schema %s: %w", d.Describe(), d.Schema.ID, err)
+	}
+	return rep, nil
 }
 
 // DefaultMaxDelta is an owner's per-job delta limit unless its policy sets
@@ -184,15 +264,8 @@ func New(cfg Config) (*Owner, error) {
 		if _, dup := o.datasets[d.Schema.ID]; dup {
 			return nil, fmt.Errorf("owner: dataset %s listed twice", d.Schema.ID)
 		}
-		if d.Open == nil {
-			if d.CSV == "" {
-				return nil, fmt.Errorf("owner: dataset %s has no CSV file", d.Schema.ID)
-			}
-			if _, err := os.Stat(d.CSV); err != nil {
-				return nil, fmt.Errorf("owner: dataset %s: %w", d.Schema.ID, err)
-			}
-			path := d.CSV
-			d.Open = func() (io.ReadCloser, error) { return os.Open(path) }
+		if err := d.check(); err != nil {
+			return nil, fmt.Errorf("owner: dataset %s: %w", d.Schema.ID, err)
 		}
 		rho, err := dp.BudgetRho(d.Epsilon, d.Delta)
 		if err != nil {

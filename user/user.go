@@ -25,6 +25,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
@@ -101,6 +102,10 @@ type Request struct {
 	// allows for this job (Spec.LargestOwnerRows).
 	MaxOwnerRows int64
 	Nonce        string
+	// NormEdges are the buckets of a norms job (the profile's second round).
+	NormEdges []fixedpoint.Decimal
+	// Standardize asks for the PCA of the release's correlation matrix.
+	Standardize bool
 }
 
 // Config configures a client.
@@ -248,7 +253,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 		minOwners = len(owners)
 	}
 	s := &job.Spec{
-		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K,
+		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K, NormEdges: r.NormEdges, Standardize: r.Standardize,
 		Epsilon: r.Epsilon, Delta: delta, NoNoise: r.NoNoise, NoisePlan: plan, Tolerate: r.Tolerate, Split: split,
 		Owners: owners, MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second),
 		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),

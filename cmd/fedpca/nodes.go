@@ -305,15 +305,17 @@ func ownerCommand() *cli.Command {
 		Commands: []*cli.Command{{
 			Name:  "serve",
 			Usage: "take part in jobs that name this owner",
-			Description: `Each --dataset is SCHEMA.json=ROWS.csv. The owner polls the proxy for jobs that
-name it, checks them against its policy and privacy budget, and uploads its
-encrypted statistics once. Its ledger (in --state) decides the budget.
+			Description: `Each --dataset is SCHEMA.json=SOURCE (a CSV file or a postgres:// URL; see
+"owner check"). At start the owner reads every source through its schema, logs
+the local report and refuses to start on a source that does not fit. It then polls
+the proxy for jobs that name it, checks them against its policy and privacy budget,
+and uploads its encrypted statistics once. Its ledger (in --state) decides the budget.
 
   fedpca owner serve --certs certs/owner-hospital-a --state state/hospital-a --proxy localhost:7000 \
     --dataset data/schema.json=data/hospital-a.csv --budget-epsilon 10`,
 			Flags: append(nodeFlags(""),
 				reqStr("proxy", "proxy address HOST:PORT"),
-				strsFlag("dataset", "SCHEMA.json=ROWS.csv (repeat for several datasets)"),
+				strsFlag("dataset", datasetUsage+" (repeat for several datasets)"),
 				floatFlag("budget-epsilon", 10, "total privacy budget per dataset: epsilon"),
 				floatFlag("budget-delta", 1e-6, "total privacy budget per dataset: delta"),
 				floatFlag("max-epsilon", 0, "largest epsilon of one job (0: only the budget limits)"),
@@ -332,15 +334,14 @@ encrypted statistics once. Its ledger (in --state) decides the budget.
 				}
 				var sets []*owner.Dataset
 				for _, s := range cmd.StringSlice("dataset") {
-					sp, rows, ok := strings.Cut(s, "=")
-					if !ok {
-						return fmt.Errorf("--dataset %q: want SCHEMA.json=ROWS.csv", s)
-					}
-					sch, err := loadSchema(sp)
+					sch, src, err := parseDataset(s)
 					if err != nil {
 						return err
 					}
-					sets = append(sets, &owner.Dataset{Schema: sch, CSV: rows, Epsilon: cmd.Float64("budget-epsilon"), Delta: cmd.Float64("budget-delta")})
+					sets = append(sets, &owner.Dataset{Schema: sch, Source: src, Epsilon: cmd.Float64("budget-epsilon"), Delta: cmd.Float64("budget-delta")})
+				}
+				if err := checkDatasets(ctx, sets, log); err != nil {
+					return err
 				}
 				var l net.Listener
 				if addr := cmd.String("listen"); addr != "" {
@@ -361,7 +362,7 @@ encrypted statistics once. Its ledger (in --state) decides the budget.
 				}
 				return o.Run(ctx)
 			},
-		}, {
+		}, ownerCheckCommand(), {
 			Name:      "published",
 			Usage:     "fetch the result document a user published for a job",
 			ArgsUsage: "JOB",
@@ -494,39 +495,14 @@ func schemaCommand() *cli.Command {
 		Usage: "dataset schemas",
 		Commands: []*cli.Command{{
 			Name:  "infer",
-			Usage: "write a schema whose centers and scales are a CSV file's mean and std",
+			Usage: "write a schema whose centers and scales are a source's mean and std (public data only: it leaks)",
 			Description: `For preparing schemas from public or reference data. In a deployment, centers
 and scales are public parameters the parties agree on; computing them from the
-owners' pooled rows would leak.
+owners' pooled rows would leak (use the profile job, "fedpca user profile").
 
   fedpca schema infer --data public-sample.csv --id wdbc > wdbc.schema.json`,
-			Flags: []cli.Flag{
-				reqStr("data", "CSV file with a header"),
-				reqStr("id", "dataset ID"),
-				strFlag("label", "label", "label column (empty: no classes)"),
-				intFlag("bits", schema.DefaultBits, "fractional bits g"),
-				strFlag("clip", schema.DefaultClipNorm, "row clip norm C"),
-			},
-			Action: func(_ context.Context, cmd *cli.Command) error {
-				f, err := os.Open(cmd.String("data"))
-				if err != nil {
-					return err
-				}
-				defer f.Close()
-				s, err := schema.Infer(f, cmd.String("id"), cmd.String("label"))
-				if err != nil {
-					return err
-				}
-				s.Bits = uint(cmd.Int("bits"))
-				if err := s.ClipNorm.UnmarshalText([]byte(cmd.String("clip"))); err != nil {
-					return fmt.Errorf("--clip: %w", err)
-				}
-				if err := s.Validate(); err != nil {
-					return err
-				}
-				fmt.Println(string(s.Canonical()))
-				return nil
-			},
+			Flags:  inferFlags(),
+			Action: inferAction,
 		}},
 	}
 }

@@ -68,7 +68,7 @@ func userCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "user",
 		Usage: "data user: keys, jobs, results",
-		Commands: []*cli.Command{{
+		Commands: []*cli.Command{profileCommand(), {
 			Name:  "keygen",
 			Usage: "make the user's HE key pair (the committee re-encrypts results to it)",
 			Description: `Writes KEYS/he-secret.key (0600) and KEYS/he-public.key; refuses to overwrite a key pair.
@@ -115,6 +115,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				noisePlanFlag(),
 				intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
 				budgetSplitFlag(),
+				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
 			), resultFlags()...), logFlags()...),
@@ -417,7 +418,8 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	defer c.Close()
 	req := user.Request{Schema: sch, Analysis: cmd.String("analysis"), K: k, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
-		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}
+		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows")),
+		Standardize: cmd.Bool("standardize")}
 	spec, err := c.Spec(ctx, req)
 	if err != nil {
 		return err

@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"slices"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
@@ -19,11 +22,17 @@ type ReadReport struct {
 	// Rows are in the statistics; Clipped of them were scaled down to the
 	// clip norm.
 	Rows, Clipped int64
+	// Clamped values were outside their feature's declared [min, max].
+	Clamped int64
 	// Skipped rows could not be read (a cell that is not a number, an
 	// unknown label, a wrong number of fields): the row policy skips them.
 	Skipped int64
 	// Dropped rows came after the job's max_owner_rows readable rows.
 	Dropped int64
+	// Missing rows had a missing value that the schema's missing policy
+	// drops; Filled rows had one it filled in (and are in Rows).
+	Missing int64 `json:",omitempty"`
+	Filled  int64 `json:",omitempty"`
 	// Examples describe the first few skipped rows (line, column, what was
 	// wrong), for the owner's operator.
 	Examples []string
@@ -42,14 +51,25 @@ func (r ReadReport) ClippedFraction() float64 {
 // maxExamples bounds ReadReport.Examples.
 const maxExamples = 5
 
-// ReadStatistics streams an owner's CSV rows through the schema's row map
+// ReadStatistics reads an owner's rows from a CSV file (any dialect
+// schema.NewCSVRows reads); see ReadRows.
+func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, ReadReport, error) {
+	rows, err := schema.NewCSVRows(csv, schema.CSVOptions{})
+	if err != nil {
+		return nil, ReadReport{}, err
+	}
+	return ReadRows(s, sch, rows)
+}
+
+// ReadRows streams an owner's rows through the schema's options and row map
 // into an accumulator for the job's layout. The row policy never depends on
 // what the rows hold, so that one row cannot change whether the owner takes
 // part: a row that cannot be read is skipped, and the rows after the first
 // max_owner_rows readable ones are dropped (the overflow check assumes at
 // most that many per owner); both are counted in the report. An error means
-// the file itself does not fit the schema (its header) or cannot be read.
-func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumulator, ReadReport, error) {
+// the source itself does not fit the schema (its columns) or cannot be
+// read. Rows that the schema's missing policy drops are counted apart.
+func ReadRows(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accumulator, ReadReport, error) {
 	var rep ReadReport
 	l, err := s.Layout(sch)
 	if err != nil {
@@ -59,9 +79,13 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 	if err != nil {
 		return nil, rep, err
 	}
-	rd, err := sch.NewReader(csv, l.K > 1)
+	rd, err := sch.NewRowReader(rows, l.K > 1 && l.Kind == stats.Full)
 	if err != nil {
 		return nil, rep, err
+	}
+	var bucket func([]int64) int
+	if l.Kind == stats.Histogram {
+		bucket = NormBuckets(s.NormEdges, sch.Bits)
 	}
 	for {
 		if acc.Rows() >= s.MaxOwnerRows {
@@ -76,6 +100,9 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 		if errors.Is(err, io.EOF) {
 			break
 		}
+		if errors.Is(err, schema.ErrMissing) {
+			continue
+		}
 		var re *schema.RowError
 		if errors.As(err, &re) {
 			rep.Skipped++
@@ -87,13 +114,50 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 		if err != nil {
 			return nil, rep, err
 		}
+		if bucket != nil {
+			k = bucket(q)
+		}
 		if err := acc.Add(q, k); err != nil {
 			return nil, rep, err
 		}
 	}
 	rep.Rows = acc.Rows()
 	_, rep.Clipped = rd.Rows()
+	rep.Clamped = rd.Clamped()
+	rep.Missing, rep.Filled = rd.MissingDropped(), rd.Filled()
 	return acc, rep, nil
+}
+
+// NormBuckets returns the bucket map of a norms job: the number of edges
+// at or below the norm of the (quantized, clipped) row, computed exactly in
+// integers: ||q||^2 >= ceil((2^g e)^2) for each edge e. Not safe for
+// concurrent use.
+func NormBuckets(edges []fixedpoint.Decimal, bits uint) func(q []int64) int {
+	thresholds := make([]*big.Int, len(edges))
+	for i, e := range edges {
+		x := new(big.Rat).Mul(e.Rat(), new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), bits)))
+		x.Mul(x, x)
+		q, m := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+		if m.Sign() > 0 {
+			q.Add(q, big.NewInt(1))
+		}
+		thresholds[i] = q
+	}
+	var sum, t big.Int
+	return func(q []int64) int {
+		sum.SetInt64(0)
+		for _, x := range q {
+			t.SetInt64(x)
+			sum.Add(&sum, t.Mul(&t, &t))
+		}
+		k, _ := slices.BinarySearchFunc(thresholds, &sum, func(th, target *big.Int) int {
+			if th.Cmp(target) <= 0 {
+				return -1
+			}
+			return 1
+		})
+		return k
+	}
 }
 
 // OwnerCiphertexts packs an owner's statistics, adds its DP noise share (in

@@ -1,11 +1,11 @@
 package schema
 
 import (
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
-	"slices"
+	"math"
+	"strings"
 
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
@@ -34,9 +34,29 @@ var ErrUnknownClass = errors.New("label is not one of the schema's classes")
 type Mapper struct {
 	s       *Schema
 	quant   []*fixedpoint.Quantizer
+	bounds  []bounds
 	clip    *fixedpoint.Clipper
 	scratch fixedpoint.Scratch
 	classes map[string]int
+	index   map[string]int // feature name -> position
+	clamped int64
+	lo, hi  []int64 // per-feature range after the map, when tracked
+}
+
+// bounds are a feature's declared [min, max] in integer units.
+type bounds struct {
+	lo, hi       int64
+	hasLo, hasHi bool
+}
+
+func (b bounds) clamp(v int64) (int64, bool) {
+	switch {
+	case b.hasLo && v < b.lo:
+		return b.lo, true
+	case b.hasHi && v > b.hi:
+		return b.hi, true
+	}
+	return v, false
 }
 
 // NewMapper returns the row map of the schema.
@@ -44,13 +64,26 @@ func (s *Schema) NewMapper() (*Mapper, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
-	m := &Mapper{s: s, quant: make([]*fixedpoint.Quantizer, len(s.Features))}
+	m := &Mapper{s: s, quant: make([]*fixedpoint.Quantizer, len(s.Features)), bounds: make([]bounds, len(s.Features))}
 	for i, f := range s.Features {
 		q, err := fixedpoint.NewQuantizer(f.Center, f.Scale, s.Bits)
 		if err != nil {
 			return nil, fmt.Errorf("schema %s: feature %q: %w", s.ID, f.Name, err)
 		}
 		m.quant[i] = q
+		b := &m.bounds[i]
+		if f.Min != nil {
+			if b.lo, err = q.Quantize(f.Min.String(), &m.scratch); err != nil {
+				return nil, fmt.Errorf("schema %s: feature %q: min: %w", s.ID, f.Name, err)
+			}
+			b.hasLo = true
+		}
+		if f.Max != nil {
+			if b.hi, err = q.Quantize(f.Max.String(), &m.scratch); err != nil {
+				return nil, fmt.Errorf("schema %s: feature %q: max: %w", s.ID, f.Name, err)
+			}
+			b.hasHi = true
+		}
 	}
 	var err error
 	if m.clip, err = fixedpoint.NewClipper(s.Bound()); err != nil {
@@ -58,23 +91,49 @@ func (s *Schema) NewMapper() (*Mapper, error) {
 	}
 	m.classes = make(map[string]int, len(s.Classes))
 	for i, c := range s.Classes {
-		m.classes[c] = i
+		m.classes[s.normal(c)] = i
+	}
+	m.index = make(map[string]int, len(s.Features))
+	for i, f := range s.Features {
+		m.index[f.Name] = i
+		m.index[f.SourceColumn()] = i
 	}
 	return m, nil
 }
 
+// InBox returns nil when every feature declares bounds that the map sends
+// into [-1, 1] (|quantized bound| <= 2^g), so that every row read is in the
+// box |z_i| <= 1; otherwise an error naming the first feature that is not.
+func (s *Schema) InBox() error {
+	m, err := s.NewMapper()
+	if err != nil {
+		return err
+	}
+	one := int64(1) << s.Bits
+	for i, b := range m.bounds {
+		f := s.Features[i]
+		switch {
+		case !b.hasLo || !b.hasHi:
+			return fmt.Errorf("needs declared bounds min and max on every feature; %q has none", f.Name)
+		case b.lo < -one || b.hi > one:
+			return fmt.Errorf("needs every feature's bounds mapped into [-1, 1]; %q: [%s, %s] with center %s and scale %s is not", f.Name, f.Min, f.Max, f.Center, f.Scale)
+		}
+	}
+	return nil
+}
+
 // Class returns the index of a label in the class list.
 func (m *Mapper) Class(label string) (int, error) {
-	k, ok := m.classes[label]
+	k, ok := m.classes[m.s.normal(label)]
 	if !ok {
 		return 0, fmt.Errorf("%q: %w", label, ErrUnknownClass)
 	}
 	return k, nil
 }
 
-// Map quantizes and clips one row given as the text of its features in
-// schema order. dst must have length D. On error it names the feature (as a
-// *RowError with Line 0) and dst is unspecified.
+// Map quantizes, clamps to the declared bounds and clips one row given as
+// the text of its features in schema order. dst must have length D. On error
+// it names the feature (as a *RowError with Line 0) and dst is unspecified.
 func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
 	if len(cells) != len(m.quant) || len(dst) != len(m.quant) {
 		return false, fmt.Errorf("row has %d values, schema %s has %d features", len(cells), m.s.ID, len(m.quant))
@@ -82,54 +141,52 @@ func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
 	for i, c := range cells {
 		v, err := m.quant[i].Quantize(c, &m.scratch)
 		if err != nil {
-			return false, &RowError{Column: m.s.Features[i].Name, Err: err}
+			return false, &RowError{Column: m.s.Features[i].SourceColumn(), Err: err}
+		}
+		v, c := m.bounds[i].clamp(v)
+		if c {
+			m.clamped++
 		}
 		dst[i] = v
+	}
+	if m.lo != nil {
+		for i, v := range dst {
+			m.lo[i], m.hi[i] = min(m.lo[i], v), max(m.hi[i], v)
+		}
 	}
 	return m.clip.Clip(dst)
 }
 
-// Reader streams the rows of a CSV file through the schema's row map.
-// Not safe for concurrent use.
+// Clamped returns how many values Map has clamped to a declared bound so far.
+func (m *Mapper) Clamped() int64 { return m.clamped }
+
+// Reader streams the rows of a source through the schema's options and
+// row map. Not safe for concurrent use.
 type Reader struct {
 	m          *Mapper
-	csv        *csv.Reader
-	cols       []int // CSV column of each feature
-	labelCol   int   // -1 when classes are not used
+	src        Rows
+	dec        *decoder
 	useClasses bool
-	cells      []string
 	row        []int64
-	line       int
 	rows       int64
 	clipped    int64
 }
 
-// readHeader reads a CSV file's header: its column names (a copy, safe with
-// ReuseRecord) and the index of each, refusing a name that appears twice.
-func readHeader(cr *csv.Reader) ([]string, map[string]int, error) {
-	header, err := cr.Read()
+// NewReader reads the header of a CSV file (any dialect NewCSVRows reads,
+// the delimiter detected) and prepares to map its rows; see NewRowReader.
+func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
+	rows, err := NewCSVRows(r, CSVOptions{})
 	if err != nil {
-		if err == io.EOF {
-			return nil, nil, &RowError{Line: 1, Err: errors.New("empty file: no header")}
-		}
-		return nil, nil, &RowError{Line: 1, Err: err}
+		return nil, err
 	}
-	header = slices.Clone(header)
-	index := make(map[string]int, len(header))
-	for i, h := range header {
-		if _, dup := index[h]; dup {
-			return nil, nil, &RowError{Line: 1, Column: h, Err: errors.New("column appears twice in the header")}
-		}
-		index[h] = i
-	}
-	return header, index, nil
+	return s.NewRowReader(rows, useClasses)
 }
 
-// NewReader reads the header of a CSV file and prepares to map its rows. The
-// header must name every feature of the schema, and the label column when
-// useClasses is set; other columns are ignored. Without useClasses every row
-// is of class 0.
-func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
+// NewRowReader prepares to map the rows of a source. Its columns must
+// include every column the schema reads (a feature's column, a categorical
+// column), and the label column when useClasses is set; other columns are
+// ignored. Without useClasses every row is of class 0.
+func (s *Schema) NewRowReader(src Rows, useClasses bool) (*Reader, error) {
 	m, err := s.NewMapper()
 	if err != nil {
 		return nil, err
@@ -137,58 +194,48 @@ func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
 	if useClasses && len(s.Classes) == 0 {
 		return nil, fmt.Errorf("schema %s has no classes", s.ID)
 	}
-	cr := csv.NewReader(r)
-	cr.ReuseRecord = true
-	cr.FieldsPerRecord = 0
-	_, index, err := readHeader(cr)
+	dec, err := s.newDecoder(src.Columns(), useClasses)
 	if err != nil {
 		return nil, err
 	}
-	rd := &Reader{m: m, csv: cr, cols: make([]int, len(s.Features)), labelCol: -1, useClasses: useClasses, line: 1}
-	for i, f := range s.Features {
-		c, ok := index[f.Name]
-		if !ok {
-			return nil, &RowError{Line: 1, Column: f.Name, Err: errors.New("feature missing from the header")}
-		}
-		rd.cols[i] = c
-	}
-	if useClasses {
-		c, ok := index[s.Label]
-		if !ok {
-			return nil, &RowError{Line: 1, Column: s.Label, Err: errors.New("label column missing from the header")}
-		}
-		rd.labelCol = c
-	}
-	rd.cells = make([]string, len(s.Features))
-	rd.row = make([]int64, len(s.Features))
-	return rd, nil
+	return &Reader{m: m, src: src, dec: dec, useClasses: useClasses, row: make([]int64, len(s.Features))}, nil
 }
 
 // Next returns the next row, quantized and clipped, and its class. The slice
 // is reused by the following call. At the end it returns io.EOF. A row that
 // cannot be read gives a *RowError naming its line and column, after which
-// reading can go on with the next row; any other error (the file cannot be
-// read) is final.
+// reading can go on with the next row; a row left out by a drop
+// missing-value policy gives a *RowError wrapping ErrMissing. Any other
+// error (the source cannot be read) is final.
 func (rd *Reader) Next() ([]int64, int, error) {
-	rec, err := rd.read()
+	rec, err := rd.src.Next()
 	if err != nil {
 		return nil, 0, err
 	}
-	line := rd.line
-	for i, c := range rd.cols {
-		rd.cells[i] = rec[c]
-	}
+	line := rd.src.Line()
 	class := 0
 	if rd.useClasses {
-		if class, err = rd.m.Class(rec[rd.labelCol]); err != nil {
+		if class, err = rd.m.Class(rec[rd.dec.label]); err != nil {
 			return nil, 0, &RowError{Line: line, Column: rd.m.s.Label, Err: err}
 		}
 	}
-	clipped, err := rd.m.Map(rd.cells, rd.row)
+	cells, err := rd.dec.decode(rec)
 	if err != nil {
 		var re *RowError
 		if errors.As(err, &re) {
 			re.Line = line
+			return nil, 0, re
+		}
+		return nil, 0, &RowError{Line: line, Err: err}
+	}
+	clipped, err := rd.m.Map(cells, rd.row)
+	if err != nil {
+		var re *RowError
+		if errors.As(err, &re) {
+			re.Line = line
+			if errors.Is(re.Err, fixedpoint.ErrSyntax) && !rd.m.s.DecimalComma && strings.Contains(cells[rd.m.index[re.Column]], ",") {
+				re.Err = fmt.Errorf("%w (a decimal comma? set \"decimal_comma\": true in the schema, and use ';' or tab as the delimiter)", re.Err)
+			}
 			return nil, 0, re
 		}
 		return nil, 0, &RowError{Line: line, Err: err}
@@ -200,31 +247,12 @@ func (rd *Reader) Next() ([]int64, int, error) {
 	return rd.row, class, nil
 }
 
-// read returns the next CSV record: io.EOF at the end, a *RowError for a
-// record that does not parse (reading can go on), any other error as is.
-func (rd *Reader) read() ([]string, error) {
-	rec, err := rd.csv.Read()
-	if err == io.EOF {
-		return nil, io.EOF
-	}
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		rd.line = pe.Line
-		return nil, &RowError{Line: pe.Line, Err: pe.Err}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("after line %d: %w", rd.line, err)
-	}
-	rd.line, _ = rd.csv.FieldPos(0)
-	return rec, nil
-}
-
-// Skip reads the remaining records without mapping them and returns how
-// many there were (records that do not parse included).
+// Skip reads the remaining rows without mapping them and returns how many
+// there were (rows that do not parse included).
 func (rd *Reader) Skip() (int64, error) {
 	var n int64
 	for {
-		_, err := rd.read()
+		_, err := rd.src.Next()
 		var re *RowError
 		switch {
 		case err == io.EOF:
@@ -240,3 +268,27 @@ func (rd *Reader) Skip() (int64, error) {
 // Rows returns how many rows were read so far, and how many of them were
 // clipped.
 func (rd *Reader) Rows() (rows, clipped int64) { return rd.rows, rd.clipped }
+
+// Clamped returns how many values were clamped to a declared bound so far.
+func (rd *Reader) Clamped() int64 { return rd.m.Clamped() }
+
+// Filled returns how many rows had a missing value filled in so far.
+func (rd *Reader) Filled() int64 { return rd.dec.filled }
+
+// MissingDropped returns how many rows a drop missing-value policy left
+// out so far.
+func (rd *Reader) MissingDropped() int64 { return rd.dec.dropped }
+
+// TrackRange makes the reader keep each feature's smallest and largest
+// value after the map (clamped, before the row clip), for Range.
+func (rd *Reader) TrackRange() {
+	d := len(rd.row)
+	rd.m.lo, rd.m.hi = make([]int64, d), make([]int64, d)
+	for i := range d {
+		rd.m.lo[i], rd.m.hi[i] = math.MaxInt64, math.MinInt64
+	}
+}
+
+// Range returns the per-feature minimum and maximum after the map, in
+// integer units of 2^-g (after TrackRange; undefined before any row).
+func (rd *Reader) Range() (lo, hi []int64) { return rd.m.lo, rd.m.hi }

@@ -13,6 +13,10 @@
 // (fixed field order, canonical decimals, no insignificant white space). Owners
 // refuse a job whose schema hash differs from theirs.
 //
+// A feature may declare public bounds [min, max]: values outside are clamped
+// to them before the map (in the integer domain: quantization is monotone,
+// so clamping the quantized value is clamping the value).
+//
 // Rows are read from CSV files with a header. Reading streams: memory stays
 // constant in the number of rows. A bad cell is reported with its line number
 // and column name.
@@ -27,6 +31,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"unicode/utf8"
 
@@ -46,9 +51,35 @@ const (
 
 // Feature is one input column and its public affine map.
 type Feature struct {
-	Name   string             `json:"name"`
-	Center fixedpoint.Decimal `json:"center"`
-	Scale  fixedpoint.Decimal `json:"scale"`
+	Name string `json:"name"`
+	// Column is the source column the feature is read from when it differs
+	// from Name (a column with spaces, or one categorical column feeding
+	// several indicator features).
+	Column string `json:"column,omitempty"`
+	// Category, when set, makes the feature the indicator of one category
+	// of a categorical column (one-hot encoding): its value is 1 when the
+	// cell is that category and 0 otherwise. The column must be listed in
+	// the schema's Categorical with Category among its categories.
+	Category *string            `json:"category,omitempty"`
+	Center   fixedpoint.Decimal `json:"center"`
+	Scale    fixedpoint.Decimal `json:"scale"`
+	// Min and Max, when set, are public declared bounds: owners clamp each
+	// value to [Min, Max] before the map (counting locally, never sending,
+	// how many they clamp). The profile job needs them: with every value in
+	// a known range, one row's effect on the per-feature sums is bounded.
+	Min *fixedpoint.Decimal `json:"min,omitempty"`
+	Max *fixedpoint.Decimal `json:"max,omitempty"`
+	// Missing, when set, is this feature's missing-value policy; it
+	// overrides the schema-wide one.
+	Missing *Missing `json:"missing,omitempty"`
+}
+
+// SourceColumn returns the source column the feature is read from.
+func (f Feature) SourceColumn() string {
+	if f.Column != "" {
+		return f.Column
+	}
+	return f.Name
 }
 
 // Schema is the public description of a dataset.
@@ -64,6 +95,91 @@ type Schema struct {
 	ClipNorm fixedpoint.Decimal `json:"clip_norm"`
 	// Bits is g: values are quantized to multiples of 2^-g.
 	Bits uint `json:"quant_bits"`
+
+	// How to read the source (every option is public and in the hash; an
+	// option left out is not written, so schemas without it keep their
+	// hash).
+
+	// Categorical lists the categorical columns and their public category
+	// lists; features with a Category encode them one-hot.
+	Categorical []Categorical `json:"categorical,omitempty"`
+	// Missing is the schema-wide missing-value policy (nil: a missing value
+	// makes the row unreadable, and the row is skipped).
+	Missing *Missing `json:"missing,omitempty"`
+	// DecimalComma reads "1,5" as 1.5 (European spreadsheets); the CSV
+	// delimiter is then ';' or a tab.
+	DecimalComma bool `json:"decimal_comma,omitempty"`
+	// Trim removes white space around every cell (numbers, labels,
+	// categories) before it is read. Header names are always trimmed.
+	Trim bool `json:"trim,omitempty"`
+	// IgnoreCase compares labels and categories without case: " Yes" and
+	// "yes" are the same class when Trim is also set.
+	IgnoreCase bool `json:"ignore_case,omitempty"`
+}
+
+// Categorical is a categorical column and its public category list.
+type Categorical struct {
+	Column     string   `json:"column"`
+	Categories []string `json:"categories"`
+	// Missing, when set, is the column's missing-value policy (Fill must be
+	// one of the categories).
+	Missing *Missing `json:"missing,omitempty"`
+}
+
+// Missing-value policies.
+const (
+	// MissingDrop leaves the row out of the statistics (counted in the
+	// owner's local report only).
+	MissingDrop = "drop"
+	// MissingFill reads the public Fill value instead.
+	MissingFill = "fill"
+)
+
+// DefaultMissingValues are the cells that count as missing when a policy
+// does not list its own. A NULL from a database reads as "".
+var DefaultMissingValues = []string{"", "NA", "N/A", "NaN", "nan", "null", "NULL", "?"}
+
+// Missing is a missing-value policy: which cells count as missing and what
+// to do with a row that has one.
+type Missing struct {
+	// Policy is MissingDrop or MissingFill.
+	Policy string `json:"policy"`
+	// Fill is the value used with MissingFill: a decimal number for a
+	// numeric feature, a category for a categorical column.
+	Fill string `json:"fill,omitempty"`
+	// Values are the cells that count as missing (compared after Trim when
+	// the schema trims); Parse fills in DefaultMissingValues when empty.
+	Values []string `json:"values,omitempty"`
+}
+
+func (m *Missing) validate() error {
+	switch m.Policy {
+	case MissingDrop:
+		if m.Fill != "" {
+			return fmt.Errorf("missing: policy %q takes no fill value", m.Policy)
+		}
+	case MissingFill:
+	default:
+		return fmt.Errorf("missing: policy %q is not %q or %q", m.Policy, MissingDrop, MissingFill)
+	}
+	for _, v := range m.Values {
+		if !utf8.ValidString(v) {
+			return fmt.Errorf("missing: value %q is not valid UTF-8", v)
+		}
+	}
+	return nil
+}
+
+// withDefaults returns a copy of m with the default missing values.
+func (m *Missing) withDefaults() *Missing {
+	if m == nil {
+		return nil
+	}
+	c := *m
+	if len(c.Values) == 0 {
+		c.Values = slices.Clone(DefaultMissingValues)
+	}
+	return &c
 }
 
 // Parse decodes a schema file strictly (unknown fields are errors), fills in
@@ -92,10 +208,24 @@ func Parse(data []byte) (*Schema, error) {
 	if raw.Bits != nil {
 		s.Bits = *raw.Bits
 	}
+	s.FillDefaults()
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// FillDefaults writes out the defaults of the options that are set (the
+// missing values of each missing-value policy), so that a schema and the
+// same schema with its defaults spelled out have one hash.
+func (s *Schema) FillDefaults() {
+	s.Missing = s.Missing.withDefaults()
+	for i := range s.Features {
+		s.Features[i].Missing = s.Features[i].Missing.withDefaults()
+	}
+	for i := range s.Categorical {
+		s.Categorical[i].Missing = s.Categorical[i].Missing.withDefaults()
+	}
 }
 
 // Validate checks the schema and names the first problem it finds.
@@ -129,12 +259,18 @@ func (s *Schema) Validate() error {
 		if f.Scale.Sign() <= 0 {
 			return fmt.Errorf("schema %s: feature %q: scale %s must be positive", s.ID, f.Name, f.Scale)
 		}
+		if f.Min != nil && f.Max != nil && f.Min.Rat().Cmp(f.Max.Rat()) > 0 {
+			return fmt.Errorf("schema %s: feature %q: min %s is above max %s", s.ID, f.Name, f.Min, f.Max)
+		}
 	}
 	if len(s.Classes) > 0 && s.Label == "" {
 		return fmt.Errorf("schema %s: classes given but no label column", s.ID)
 	}
 	if s.Label != "" && seen[s.Label] {
 		return fmt.Errorf("schema %s: label column %q is also a feature", s.ID, s.Label)
+	}
+	if err := s.validateOptions(); err != nil {
+		return err
 	}
 	if len(s.Classes) > MaxClasses {
 		return fmt.Errorf("schema %s: %d classes exceed %d", s.ID, len(s.Classes), MaxClasses)
@@ -151,6 +287,50 @@ func (s *Schema) Validate() error {
 	}
 	if _, err := fixedpoint.Bound(s.ClipNorm, s.Bits); err != nil {
 		return fmt.Errorf("schema %s: %w", s.ID, err)
+	}
+	return nil
+}
+
+// SameReading returns nil when t reads rows exactly as s does and may
+// differ only in the map that follows: each feature's center and scale and
+// the clip norm. Same ID, features (names, order, declared bounds), label,
+// classes and quantization bits; otherwise an error naming the first
+// difference. An owner serving s takes part in jobs under such a t (the
+// profile job chooses the map), never under a schema that reads its rows
+// differently or bounds them less.
+func (s *Schema) SameReading(t *Schema) error {
+	switch {
+	case s.ID != t.ID:
+		return fmt.Errorf("dataset %q, not %q", t.ID, s.ID)
+	case len(s.Features) != len(t.Features):
+		return fmt.Errorf("%d features, not %d", len(t.Features), len(s.Features))
+	case s.Label != t.Label || !slices.Equal(s.Classes, t.Classes):
+		return fmt.Errorf("label %q and classes %q, not %q and %q", t.Label, t.Classes, s.Label, s.Classes)
+	case s.Bits != t.Bits:
+		return fmt.Errorf("quant_bits %d, not %d", t.Bits, s.Bits)
+	}
+	same := func(a, b *fixedpoint.Decimal) bool {
+		return (a == nil) == (b == nil) && (a == nil || a.Rat().Cmp(b.Rat()) == 0)
+	}
+	for i, f := range s.Features {
+		g := t.Features[i]
+		if f.Name != g.Name {
+			return fmt.Errorf("feature %d is %q, not %q", i, g.Name, f.Name)
+		}
+		if !same(f.Min, g.Min) || !same(f.Max, g.Max) {
+			return fmt.Errorf("feature %q: bounds [%v, %v], not [%v, %v]", f.Name, g.Min, g.Max, f.Min, f.Max)
+		}
+	}
+	// Everything else that says how to read (columns, categories, missing
+	// values, decimal comma, trimming, case): t with s's map must be s.
+	u := *t
+	u.Features = slices.Clone(t.Features)
+	for i := range u.Features {
+		u.Features[i].Center, u.Features[i].Scale = s.Features[i].Center, s.Features[i].Scale
+	}
+	u.ClipNorm = s.ClipNorm
+	if !bytes.Equal(u.Canonical(), s.Canonical()) {
+		return fmt.Errorf("its reading options (columns, categories, missing values, decimal comma, trim or case) differ")
 	}
 	return nil
 }

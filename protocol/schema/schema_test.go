@@ -61,6 +61,7 @@ func TestParseErrors(t *testing.T) {
 		`{"id":"x","features":[{"name":"a","center":"zz","scale":1}]}`:                                "not a decimal",
 		`{"id":"x","features":[{"name":"a","center":0,"scale":1}],"label":"a"}`:                       "also a feature",
 		`{"id":"x","features":[{"name":"a","center":0,"scale":1}]} {}`:                                "trailing data",
+		`{"id":"x","features":[{"name":"a","center":0,"scale":1,"min":2,"max":1}]}`:                   "min 2 is above max 1",
 	}
 	for in, want := range cases {
 		_, err := Parse([]byte(in))
@@ -97,6 +98,54 @@ func TestReader(t *testing.T) {
 	}
 	if rows, clipped := rd.Rows(); rows != 2 || clipped != 1 {
 		t.Fatalf("rows %d clipped %d", rows, clipped)
+	}
+}
+
+// TestClamp checks the declared bounds: values outside [min, max] are
+// clamped before the map, exactly as if the clamped value had been read, and
+// counted; a schema without bounds keeps its hash.
+func TestClamp(t *testing.T) {
+	plain := `{"id":"c","features":[{"name":"a","center":1,"scale":2},{"name":"b","center":0,"scale":1}],"clip_norm":100}`
+	bounded := `{"id":"c","features":[{"name":"a","center":1,"scale":2,"min":-3,"max":5.5},{"name":"b","center":0,"scale":1,"max":0.25}],"clip_norm":100}`
+	p, err := Parse([]byte(plain))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := Parse([]byte(bounded))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.HashHex() == b.HashHex() || strings.Contains(string(p.Canonical()), "min") {
+		t.Fatalf("bounds must enter the hash and be absent when unset: %s", p.Canonical())
+	}
+	// Each row read with bounds must equal the clamped row read without.
+	rows := [][2]string{{"0", "0"}, {"-7", "0.3"}, {"9.25", "-4"}, {"5.5", "0.25"}, {"-3", "1e3"}}
+	want := [][2]string{{"0", "0"}, {"-3", "0.25"}, {"5.5", "-4"}, {"5.5", "0.25"}, {"-3", "0.25"}}
+	var in, ref strings.Builder
+	in.WriteString("a,b\n")
+	ref.WriteString("a,b\n")
+	for i := range rows {
+		in.WriteString(rows[i][0] + "," + rows[i][1] + "\n")
+		ref.WriteString(want[i][0] + "," + want[i][1] + "\n")
+	}
+	rb, err := b.NewReader(strings.NewReader(in.String()), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rp, err := p.NewReader(strings.NewReader(ref.String()), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		qb, _, err1 := rb.Next()
+		got := append([]int64(nil), qb...)
+		qp, _, err2 := rp.Next()
+		if err1 != nil || err2 != nil || got[0] != qp[0] || got[1] != qp[1] {
+			t.Fatalf("row %d %v: bounded %v (%v), clamped by hand %v (%v)", i, rows[i], got, err1, qp, err2)
+		}
+	}
+	if rb.Clamped() != 4 || rp.Clamped() != 0 {
+		t.Fatalf("clamped %d and %d values, want 4 and 0", rb.Clamped(), rp.Clamped())
 	}
 }
 
@@ -199,4 +248,81 @@ func mustReadF(f *testing.F, path string) []byte {
 		f.Fatal(err)
 	}
 	return b
+}
+
+// TestSameReading: a job's schema may change only the map (centers, scales,
+// clip norm) of the schema an owner serves.
+func TestSameReading(t *testing.T) {
+	base := `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`
+	s, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, _ := Parse([]byte(`{"id":"s","features":[{"name":"a","center":4.5,"scale":0.3,"min":0,"max":9},{"name":"b","center":7,"scale":3}],"label":"y","classes":["p","q"],"clip_norm":5}`))
+	if err := s.SameReading(ok); err != nil {
+		t.Fatalf("another map refused: %v", err)
+	}
+	for want, other := range map[string]string{
+		"bounds":     `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":10},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"no bounds":  `{"id":"s","features":[{"name":"a","center":1,"scale":2},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"feature 1":  `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"c","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"classes":    `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["q","p"]}`,
+		"quant_bits": `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"],"quant_bits":12}`,
+	} {
+		o, err := Parse([]byte(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SameReading(o); err == nil {
+			t.Errorf("%s changed: accepted", want)
+		}
+	}
+}
+
+// FuzzClamp checks the declared bounds on arbitrary values and bounds:
+// clamping the quantized value equals quantizing the clamped value, and
+// the clamp count says whether it moved.
+func FuzzClamp(f *testing.F) {
+	f.Add("-3", "5.5", "9.25")
+	f.Add("0", "0", "-1e-9")
+	f.Add("-1e3", "1e-3", "0.0005")
+	f.Fuzz(func(t *testing.T, lo, hi, x string) {
+		l, err1 := fixedpoint.ParseDecimal(lo)
+		h, err2 := fixedpoint.ParseDecimal(hi)
+		v, err3 := fixedpoint.ParseDecimal(x)
+		if err1 != nil || err2 != nil || err3 != nil || l.Rat().Cmp(h.Rat()) > 0 {
+			return
+		}
+		s := &Schema{ID: "f", Features: []Feature{{Name: "a", Center: fixedpoint.MustDecimal("0.5"), Scale: fixedpoint.MustDecimal("3"), Min: &l, Max: &h}}, ClipNorm: fixedpoint.MustDecimal("1e6"), Bits: 8}
+		m, err := s.NewMapper()
+		if err != nil {
+			return // a bound beyond the quantizer's range: refused before any row
+		}
+		want := v
+		if v.Rat().Cmp(l.Rat()) < 0 {
+			want = l
+		} else if v.Rat().Cmp(h.Rat()) > 0 {
+			want = h
+		}
+		var sc fixedpoint.Scratch
+		q, err := m.quant[0].Quantize(want.String(), &sc)
+		if err != nil {
+			return
+		}
+		dst := make([]int64, 1)
+		_, err = m.Map([]string{v.String()}, dst)
+		if err != nil {
+			// the unclamped value may be beyond the quantizer's range: a row error, skipped by the policy
+			return
+		}
+		if dst[0] != q {
+			t.Fatalf("[%s, %s] x=%s: mapped %d, want the quantized clamp %d", lo, hi, x, dst[0], q)
+		}
+		// Counted when the quantized value moved (a value within a rounding
+		// step of its bound quantizes to it already).
+		raw, _ := m.quant[0].Quantize(v.String(), &sc)
+		if moved := raw != q; moved != (m.Clamped() == 1) {
+			t.Fatalf("clamp count %d, moved %v", m.Clamped(), moved)
+		}
+	})
 }

@@ -1,0 +1,166 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/urfave/cli/v3"
+
+	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/source"
+)
+
+// datasetUsage describes a --dataset value.
+const datasetUsage = `SCHEMA.json=SOURCE: SOURCE is a CSV file (plain or gzip; delimiter , ; or tab detected, or FILE#delimiter=;) or postgres://USER@HOST:PORT/DB?table=NAME (or query=SQL URL-encoded, query_file=PATH; password in the URL, password_file=PATH or PGPASSWORD/.pgpass)`
+
+// parseDataset reads SCHEMA.json=SOURCE.
+func parseDataset(s string) (*schema.Schema, string, error) {
+	sp, src, ok := strings.Cut(s, "=")
+	if !ok || sp == "" || src == "" {
+		return nil, "", fmt.Errorf("--dataset %q: want SCHEMA.json=SOURCE", source.Redact(s))
+	}
+	sch, err := loadSchema(sp)
+	if err != nil {
+		return nil, "", err
+	}
+	return sch, src, nil
+}
+
+// checkDatasets reads every dataset's whole source through its schema and
+// logs the local report; it fails on a source that does not fit its schema.
+func checkDatasets(ctx context.Context, sets []*owner.Dataset, log hclog.Logger) error {
+	for _, d := range sets {
+		rep, err := d.Check(ctx)
+		if err != nil {
+			return fmt.Errorf("dataset %s: %w", d.Schema.ID, err)
+		}
+		// The owner's own log: counts only, and per-feature ranges, which
+		// stay on this machine.
+		log.Info("dataset checked (local report, never sent)", "dataset", d.Schema.ID, "source", d.Describe(),
+			"rows", rep.Rows, "used", rep.Used, "skipped_unreadable", rep.Skipped, "dropped_missing_value", rep.Missing,
+			"filled_missing_value", rep.Filled, "clamped_values", rep.Clamped, "clipped_rows", rep.Clipped)
+		if rep.Skipped > 0 {
+			log.Warn("rows the owner will skip", "dataset", d.Schema.ID, "first", strings.Join(rep.Examples, "; "))
+		}
+	}
+	return nil
+}
+
+func ownerCheckCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "check",
+		Usage: "read a dataset's whole source through its schema and print a local report (nothing is sent)",
+		Description: `Reads every row as a job would and prints: rows read, used, skipped as unreadable
+(by column, with the first few lines and what is wrong), dropped or filled by the
+missing-value policy, values clamped to a feature's min/max, rows clipped, and each
+feature's min and max after the map. The report describes private rows: it is for
+the owner's operator. Fails, naming the column, when the source does not fit the
+schema. "owner serve" runs the same check at start.
+
+  fedpca owner check --dataset wdbc.schema.json=hospital-a.csv
+  fedpca owner check --dataset wdbc.schema.json='postgres://fedpca@db:5432/cdw?table=wdbc'`,
+		Flags: []cli.Flag{
+			strsFlag("dataset", datasetUsage+" (repeat for several)"),
+			boolFlag("json", "print the reports as JSON"),
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if len(cmd.StringSlice("dataset")) == 0 {
+				return errors.New("give --dataset SCHEMA.json=SOURCE")
+			}
+			var reps []*schema.CheckReport
+			for _, s := range cmd.StringSlice("dataset") {
+				sch, src, err := parseDataset(s)
+				if err != nil {
+					return err
+				}
+				d := &owner.Dataset{Schema: sch, Source: src}
+				rep, err := d.Check(ctx)
+				if err != nil {
+					return fmt.Errorf("dataset %s: %w", sch.ID, err)
+				}
+				reps = append(reps, rep)
+				if !cmd.Bool("json") {
+					fmt.Printf("%s (%s)\n%s\n", sch.ID, d.Describe(), rep)
+				}
+			}
+			if cmd.Bool("json") {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(reps)
+			}
+			return nil
+		},
+	}
+}
+
+// inferFlags are schema infer's flags.
+func inferFlags() []cli.Flag {
+	return []cli.Flag{
+		reqStr("data", "the rows: a CSV file (plain or gzip) or a postgres:// URL, as an owner's --dataset SOURCE"),
+		reqStr("id", "dataset ID"),
+		strFlag("label", "label", "label column (empty: no classes)"),
+		strsFlag("exclude", "columns to leave out (an id, a date); repeat or comma-separate"),
+		strsFlag("categorical", "columns to one-hot encode from their distinct values; repeat or comma-separate"),
+		strFlag("missing", "", "schema-wide missing-value policy: drop (cells such as '', NA, NaN, null count as missing)"),
+		boolFlag("trim", "trim white space around every cell"),
+		boolFlag("ignore-case", "labels and categories without case"),
+		boolFlag("decimal-comma", "read 1,5 as 1.5"),
+		intFlag("bits", schema.DefaultBits, "fractional bits g"),
+		strFlag("clip", schema.DefaultClipNorm, "row clip norm C"),
+	}
+}
+
+// inferWarning is printed on every schema infer.
+const inferWarning = `WARNING: schema infer computes centers, scales, category and class lists from the
+rows it reads. Run on an owner's private rows, the schema it writes LEAKS them (means,
+deviations, which categories and classes occur) to everyone who sees the schema. Use it
+on public or reference data only; across owners, agree on a schema from their pooled
+rows without revealing them with the profile job ("fedpca user profile").`
+
+func inferAction(ctx context.Context, cmd *cli.Command) error {
+	fmt.Fprintln(os.Stderr, inferWarning)
+	split := func(v []string) []string {
+		var out []string
+		for _, s := range v {
+			for _, p := range strings.Split(s, ",") {
+				if p = strings.TrimSpace(p); p != "" {
+					out = append(out, p)
+				}
+			}
+		}
+		return out
+	}
+	opt := schema.InferOptions{ID: cmd.String("id"), Label: cmd.String("label"), Exclude: split(cmd.StringSlice("exclude")),
+		Categorical: split(cmd.StringSlice("categorical")), Trim: cmd.Bool("trim"), IgnoreCase: cmd.Bool("ignore-case"), DecimalComma: cmd.Bool("decimal-comma")}
+	switch m := cmd.String("missing"); m {
+	case "":
+	case schema.MissingDrop:
+		opt.Missing = &schema.Missing{Policy: m}
+	default:
+		return fmt.Errorf("--missing %q: only drop is schema-wide (fill values are per feature: edit the schema)", m)
+	}
+	rows, err := source.Open(ctx, cmd.String("data"))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	s, err := schema.InferRows(rows, opt)
+	if err != nil {
+		return fmt.Errorf("%s: %w", source.Redact(cmd.String("data")), err)
+	}
+	s.Bits = uint(cmd.Int("bits"))
+	if err := s.ClipNorm.UnmarshalText([]byte(cmd.String("clip"))); err != nil {
+		return fmt.Errorf("--clip: %w", err)
+	}
+	if err := s.Validate(); err != nil {
+		return err
+	}
+	fmt.Println(string(s.Canonical()))
+	return nil
+}

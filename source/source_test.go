@@ -1,0 +1,174 @@
+package source_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/fedpca/fedpca/datasets"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/source"
+	"github.com/fedpca/fedpca/source/pgtest"
+)
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	pgtest.StopShared()
+	os.Exit(code)
+}
+
+// packed reads rows through ReadRows for a DCA layout and returns the exact
+// packed statistics.
+func packed(t *testing.T, sch *schema.Schema, rows schema.Rows) ([]int64, job.ReadReport) {
+	t.Helper()
+	spec := &job.Spec{Analysis: job.Scatter, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}
+	acc, rep, err := job.ReadRows(spec, sch, rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return acc.Pack(), rep
+}
+
+func wine(t *testing.T) ([]byte, *schema.Schema) {
+	t.Helper()
+	data, err := datasets.CSV("wine")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch, err := schema.Infer(bytes.NewReader(data), "wine", "label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data, sch
+}
+
+// TestPostgresEqualsCSV: wine loaded into a real PostgreSQL table (numeric
+// columns, by COPY) and read through a server-side cursor, by table= and by
+// query=, with small FETCH batches, gives the same integers as the CSV.
+func TestPostgresEqualsCSV(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	data, sch := wine(t)
+	conn, err := srv.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if n, err := pgtest.LoadCSV(ctx, conn, "wine", data); err != nil || n != 178 {
+		t.Fatalf("load: %d rows, %v", n, err)
+	}
+	csvRows, err := source.NewCSV(bytes.NewReader(data), schema.CSVOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, _ := packed(t, sch, csvRows)
+	qf := filepath.Join(t.TempDir(), "q.sql")
+	os.WriteFile(qf, []byte("SELECT * FROM wine WHERE magnesium > 0;\n"), 0o600)
+	pw := filepath.Join(t.TempDir(), "pw")
+	os.WriteFile(pw, []byte(pgtest.Password+"\n"), 0o600)
+	for _, spec := range []string{
+		srv.URL("table=wine"),
+		srv.URL("table=public.wine&fetch=7"),
+		srv.URL("query=" + strings.ReplaceAll("SELECT label, alcohol, malic_acid, ash, alcalinity_of_ash, magnesium, total_phenols, flavanoids, nonflavanoid_phenols, proanthocyanins, color_intensity, hue, od280_od315_of_diluted_wines, proline, 1 AS extra FROM wine", " ", "%20")),
+		srv.URL("query_file=" + qf + "&fetch=1"),
+		srv.URLNoPassword("table=wine&password_file=" + pw),
+	} {
+		rows, err := source.Open(ctx, spec)
+		if err != nil {
+			t.Fatalf("%s: %v", source.Redact(spec), err)
+		}
+		got, rep := packed(t, sch, rows)
+		rows.Close()
+		if rep.Rows != 178 || !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows, statistics differ from the CSV's", source.Redact(spec), rep.Rows)
+		}
+	}
+	t.Setenv("PGPASSWORD", pgtest.Password)
+	rows, err := source.Open(ctx, srv.URLNoPassword("table=wine"))
+	if err != nil {
+		t.Fatalf("PGPASSWORD: %v", err)
+	}
+	got, _ := packed(t, sch, rows)
+	rows.Close()
+	if !slices.Equal(got, want) {
+		t.Error("PGPASSWORD: statistics differ")
+	}
+}
+
+// TestPostgresErrors: a wrong password, a missing table, a missing column;
+// no error quotes the password.
+func TestPostgresErrors(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	data, sch := wine(t)
+	conn, err := srv.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	if _, err := pgtest.LoadCSV(ctx, conn, "wine2", data); err != nil {
+		t.Fatal(err)
+	}
+	bad := strings.Replace(srv.URL("table=wine2"), pgtest.Password, "wrong-pass-123", 1)
+	_, err = source.Open(ctx, bad)
+	if err == nil || strings.Contains(err.Error(), "wrong-pass-123") {
+		t.Errorf("wrong password: %v", err)
+	}
+	_, err = source.Open(ctx, srv.URL("table=nope"))
+	if err == nil || !strings.Contains(err.Error(), "nope") || strings.Contains(err.Error(), pgtest.Password) {
+		t.Errorf("missing table: %v", err)
+	}
+	rows, err := source.Open(ctx, srv.URL("query=SELECT%20alcohol%20FROM%20wine2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	_, err = sch.NewRowReader(rows, true)
+	if err == nil || !strings.Contains(err.Error(), `column "malic_acid": feature missing from the header`) {
+		t.Errorf("missing column: %v", err)
+	}
+}
+
+func TestRedact(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://u:pw@h:5432/db?table=t":         "postgres://u:xxxxx@h:5432/db?table=t",
+		"postgres://u@h/db?password=pw&table=t":     "postgres://u@h/db?password=xxxxx&table=t",
+		"data/x.csv":                                "data/x.csv",
+		"postgres://u:p%40ss@h/db?query=SELECT%201": "postgres://u:xxxxx@h/db?query=SELECT+1",
+	} {
+		if got := source.Redact(in); got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
+
+// TestGzip: a gzip file reads the same, by magic bytes whatever its name.
+func TestGzip(t *testing.T) {
+	data, sch := wine(t)
+	var z bytes.Buffer
+	w := gzip.NewWriter(&z)
+	w.Write(data)
+	w.Close()
+	dir := t.TempDir()
+	for _, name := range []string{"wine.csv.gz", "wine.csv"} {
+		p := filepath.Join(dir, name)
+		os.WriteFile(p, z.Bytes(), 0o600)
+		rows, err := source.Open(context.Background(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, rep := packed(t, sch, rows)
+		rows.Close()
+		plain, _ := source.NewCSV(bytes.NewReader(data), schema.CSVOptions{})
+		want, _ := packed(t, sch, plain)
+		if rep.Rows != 178 || !slices.Equal(got, want) {
+			t.Errorf("%s: differs", name)
+		}
+	}
+}
