@@ -8,6 +8,8 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fedpca/fedpca/protocol/dp"
 )
 
 // Ledger entry states (PROTOCOL.md section 8).
@@ -62,6 +64,17 @@ var bucketLedger = []byte("ledger")
 type ledger struct {
 	db      *bolt.DB
 	budgets map[string]float64 // dataset -> rho budget
+	deltas  map[string]float64 // dataset -> the budget's delta (for people)
+}
+
+// eps writes a rho as operators set budgets: epsilon at the budget's delta,
+// with the rho the ledger counts in (display only; the ledger decides in rho).
+func (l *ledger) eps(dataset string, rho float64) string {
+	delta := l.deltas[dataset]
+	if delta <= 0 || delta >= 1 {
+		return fmt.Sprintf("rho %.6g", rho)
+	}
+	return fmt.Sprintf("epsilon %.4g (rho %.6g)", dp.BudgetEpsilon(max(rho, 0), delta), rho)
 }
 
 func (l *ledger) balanceTx(tx *bolt.Tx, dataset string) (Balance, error) {
@@ -118,8 +131,9 @@ func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (string
 			return err
 		}
 		if rho > bal.Remaining()*(1+1e-12) {
-			return fmt.Errorf("%w for dataset %s: the job needs rho %.6g, %.6g of %.6g is left (spent %.6g, reserved %.6g)",
-				ErrBudget, dataset, rho, max(bal.Remaining(), 0), bal.Budget, bal.Spent, bal.Reserved)
+			return fmt.Errorf("%w for dataset %s, at delta %g: the job needs %s; %s of %s is left (spent %s, reserved %s)",
+				ErrBudget, dataset, l.deltas[dataset], l.eps(dataset, rho), l.eps(dataset, max(bal.Remaining(), 0)), l.eps(dataset, bal.Budget),
+				l.eps(dataset, bal.Spent), l.eps(dataset, bal.Reserved))
 		}
 		return put(b, entry{Job: jobID, Rho: rho, Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC()})
 	})

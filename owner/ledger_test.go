@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"math"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fedpca/fedpca/protocol/dp"
 )
 
 func openLedger(t *testing.T, budget float64) *ledger {
@@ -97,4 +100,30 @@ func TestLedgerLifecycle(t *testing.T) {
 	if len(entries) != 4 {
 		t.Fatalf("%d entries", len(entries))
 	}
+}
+
+// TestLedgerRefusalInEpsilon: a refusal states the amounts as epsilon at
+// the budget's delta, the unit the operator set (--budget-epsilon), next
+// to the rho the ledger counts in.
+func TestLedgerRefusalInEpsilon(t *testing.T) {
+	rho, err := dp.BudgetRho(10, 1e-6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := openLedger(t, rho)
+	l.deltas = map[string]float64{"d": 1e-6}
+	if _, err := l.Reserve("d", "job-1", 0.9*rho, 1, 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	_, err = l.Reserve("d", "job-2", 0.5*rho, 1, 1e-6)
+	if !errors.Is(err, ErrBudget) {
+		t.Fatalf("reserve beyond the budget: %v", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{"at delta 1e-06", "of epsilon 10 (rho ", "the job needs epsilon "} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("refusal %q lacks %q", msg, want)
+		}
+	}
+	t.Log(msg)
 }

@@ -201,6 +201,7 @@ type Owner struct {
 	datasets map[string]*Dataset
 	health   *health.Server
 	m        *metrics
+	polled   bool // a poll has succeeded (only Run's goroutine uses it)
 
 	mu     sync.Mutex
 	conn   *grpc.ClientConn
@@ -252,7 +253,7 @@ func New(cfg Config) (*Owner, error) {
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
-	budgets := map[string]float64{}
+	budgets, deltas := map[string]float64{}, map[string]float64{}
 	for _, d := range cfg.Datasets {
 		if d.Schema == nil {
 			return nil, errors.New("owner: a dataset has no schema")
@@ -270,7 +271,7 @@ func New(cfg Config) (*Owner, error) {
 		if err != nil {
 			return nil, fmt.Errorf("owner: dataset %s budget: %w", d.Schema.ID, err)
 		}
-		budgets[d.Schema.ID] = rho
+		budgets[d.Schema.ID], deltas[d.Schema.ID] = rho, d.Delta
 		o.datasets[d.Schema.ID] = d
 	}
 	db, err := transport.OpenStore(cfg.Store, "owner.db")
@@ -288,7 +289,7 @@ func New(cfg Config) (*Owner, error) {
 		db.Close()
 		return nil, err
 	}
-	o.db, o.ledger = db, &ledger{db: db, budgets: budgets}
+	o.db, o.ledger = db, &ledger{db: db, budgets: budgets, deltas: deltas}
 	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
 }
@@ -389,7 +390,16 @@ func (o *Owner) Run(ctx context.Context) error {
 	tick := time.NewTicker(o.cfg.PollInterval)
 	defer tick.Stop()
 	for {
-		o.poll(ctx, &wg)
+		if err := o.poll(ctx, &wg); err != nil {
+			wg.Wait()
+			if srv != nil {
+				o.health.Shutdown()
+				srv.Stop()
+			}
+			conn.Close()
+			o.db.Close()
+			return fmt.Errorf("owner: %w", err)
+		}
 		select {
 		case <-ctx.Done():
 			wg.Wait()
@@ -409,16 +419,23 @@ func (o *Owner) Run(ctx context.Context) error {
 // handles each in its own goroutine (at most one at a time per job); jobs
 // this owner has a pending part in that are no longer open are looked up
 // one by one so that their end can be settled.
-func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
+func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	resp, err := o.proxy.ListJobs(cctx, &fedpcav1.ListJobsRequest{Brief: true})
 	if err != nil {
-		if ctx.Err() == nil {
-			o.log.Warn("cannot list jobs", "error", status.Convert(err).Message())
+		if ctx.Err() != nil {
+			return nil
 		}
-		return
+		if transport.IdentityError(err) && !o.polled {
+			// At start: not the proxy at that address, or this owner is
+			// not allowed; retrying cannot fix a configuration.
+			return fmt.Errorf("list jobs on the proxy at %s: %s%s", o.cfg.ProxyAddr, transport.Message(err), transport.Advice(err))
+		}
+		o.log.Warn("cannot list jobs", "error", transport.Message(err))
+		return nil
 	}
+	o.polled = true
 	listed := map[string]bool{}
 	for _, info := range resp.GetJobs() {
 		st := info.GetStatus()
@@ -436,7 +453,7 @@ func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
 				r, err := o.proxy.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Brief: true})
 				cancel()
 				if err != nil {
-					o.log.Warn("cannot look up job", "job", id[:16], "error", status.Convert(err).Message())
+					o.log.Warn("cannot look up job", "job", id[:16], "error", transport.Message(err))
 					return
 				}
 				if r.GetJob().GetStatus().GetJobId() != id {
@@ -447,6 +464,7 @@ func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) {
 			})
 		}
 	}
+	return nil
 }
 
 // spawn runs fn for a job unless the job is already being handled.
@@ -474,7 +492,7 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 	if err != nil {
 		return nil
 	}
-	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved}
+	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: o.ledger.deltas[dataset]}
 }
 
 // refusal is why this owner does not take part in a job: the public code it

@@ -300,7 +300,7 @@ func (p *Proxy) putBudget(tx *bolt.Tx, owner string, b *fedpcav1.BudgetReport) e
 	if b == nil || b.GetDataset() == "" {
 		return nil
 	}
-	v, err := json.Marshal(budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(), RhoReserved: b.GetRhoReserved(), At: time.Now().UTC()})
+	v, err := json.Marshal(budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(), RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), At: time.Now().UTC()})
 	if err != nil {
 		return err
 	}

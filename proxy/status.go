@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -142,13 +143,20 @@ type OwnerStatus struct {
 // the owner last reported it; the owner's own ledger is the one that
 // decides.
 type BudgetStatus struct {
-	Owner        string    `json:"owner"`
-	Dataset      string    `json:"dataset"`
-	RhoBudget    float64   `json:"rho_budget"`
-	RhoSpent     float64   `json:"rho_spent"`
-	RhoReserved  float64   `json:"rho_reserved"`
-	RhoRemaining float64   `json:"rho_remaining"`
-	Reported     time.Time `json:"reported"`
+	Owner        string  `json:"owner"`
+	Dataset      string  `json:"dataset"`
+	RhoBudget    float64 `json:"rho_budget"`
+	RhoSpent     float64 `json:"rho_spent"`
+	RhoReserved  float64 `json:"rho_reserved"`
+	RhoRemaining float64 `json:"rho_remaining"`
+	// Delta is the owner's budget delta (0: not reported); the Epsilon
+	// fields are the rho amounts as epsilon at that delta, the unit
+	// operators set budgets in (display only: the ledger counts in rho).
+	Delta            float64   `json:"delta,omitempty"`
+	EpsilonBudget    float64   `json:"epsilon_budget,omitempty"`
+	EpsilonSpent     float64   `json:"epsilon_spent,omitempty"`
+	EpsilonRemaining float64   `json:"epsilon_remaining,omitempty"`
+	Reported         time.Time `json:"reported"`
 }
 
 // memberHealth is what the proxy last learnt from a member (p.mu guards
@@ -219,8 +227,14 @@ func (p *Proxy) status(owners bool) *Status {
 		return b.Created.Compare(a.Created) // newest first
 	})
 	for _, b := range p.budgets() {
-		st.Budgets = append(st.Budgets, BudgetStatus{Owner: b.Owner, Dataset: b.Dataset, RhoBudget: b.RhoBudget, RhoSpent: b.RhoSpent,
-			RhoReserved: b.RhoReserved, RhoRemaining: b.RhoBudget - b.RhoSpent - b.RhoReserved, Reported: b.At})
+		bs := BudgetStatus{Owner: b.Owner, Dataset: b.Dataset, RhoBudget: b.RhoBudget, RhoSpent: b.RhoSpent,
+			RhoReserved: b.RhoReserved, RhoRemaining: b.RhoBudget - b.RhoSpent - b.RhoReserved, Reported: b.At, Delta: b.Delta}
+		if b.Delta > 0 && b.Delta < 1 {
+			bs.EpsilonBudget = dp.BudgetEpsilon(bs.RhoBudget, b.Delta)
+			bs.EpsilonSpent = dp.BudgetEpsilon(bs.RhoSpent, b.Delta)
+			bs.EpsilonRemaining = dp.BudgetEpsilon(max(bs.RhoRemaining, 0), b.Delta)
+		}
+		st.Budgets = append(st.Budgets, bs)
 	}
 	slices.SortFunc(st.Budgets, func(a, b BudgetStatus) int {
 		return strings.Compare(a.Owner+"\x00"+a.Dataset, b.Owner+"\x00"+b.Dataset)

@@ -113,6 +113,7 @@ type budgetRecord struct {
 	RhoBudget   float64   `json:"rho_budget"`
 	RhoSpent    float64   `json:"rho_spent"`
 	RhoReserved float64   `json:"rho_reserved"`
+	Delta       float64   `json:"delta,omitempty"`
 	At          time.Time `json:"at"`
 }
 

@@ -181,6 +181,9 @@ func (j *jobState) checkBudget(b *fedpcav1.BudgetReport) error {
 			return bad("budget: %s = %v, want a finite number >= 0", name, v)
 		}
 	}
+	if d := b.GetDelta(); !(d >= 0 && d < 1) {
+		return bad("budget: delta = %v, want 0 (not reported) or a number in (0, 1)", d)
+	}
 	return nil
 }
 

@@ -33,7 +33,7 @@ deploy_wait_uploads 2
 id=$(open_job_id)
 log "job $id is open with 2 of 3 uploads"
 # An error for the books: the result of a job that has none is asked for.
-if "$fedpca" owner published --certs "$work/certs/owner-hospital-a" --proxy "127.0.0.1:$proxy_port" --job "$id" --out "$work/none.json" 2>/dev/null; then
+if "$fedpca" owner published --certs "$work/certs/owner-hospital-a" --proxy "127.0.0.1:$proxy_port" --out "$work/none.json" "$id" 2>/dev/null; then
   fail "a result was published for an open job"
 fi
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"math"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -95,6 +96,10 @@ func TestStatusPage(t *testing.T) {
 		if b.Dataset != "wdbc" || b.RhoBudget <= 0 || b.RhoSpent+b.RhoReserved <= 0 || b.RhoRemaining >= b.RhoBudget || b.Reported.IsZero() {
 			t.Errorf("budget report %+v", b)
 		}
+		// Shown as epsilon at the owner's delta too, the unit operators set.
+		if b.Delta != 1e-6 || math.Abs(b.EpsilonBudget-100) > 1e-3 || b.EpsilonRemaining >= b.EpsilonBudget || b.EpsilonRemaining <= 0 {
+			t.Errorf("budget in epsilon: %+v", b)
+		}
 	}
 	c := st.Committee
 	if !c.Ready || c.Threshold != 2 || c.Size != 3 || len(c.Members) != 3 || c.Healthy != 3 || c.KeyFingerprint != spec.CommitteeKey {
@@ -114,7 +119,7 @@ func TestStatusPage(t *testing.T) {
 	for _, s := range []string{`href="/jobs/` + id + `"`, "2 of 3 uploaded", "min 2", `class="state open"`,
 		`<li class="owner uploaded" title="uploaded">` + running[0].ID + `</li>`,
 		`<li class="owner uploaded" title="uploaded">` + running[1].ID + `</li>`,
-		`<li class="owner waiting" title="waiting">hospital-z</li>`, "csp/csp-3", "user/alice"} {
+		`<li class="owner waiting" title="waiting">hospital-z</li>`, "csp/csp-3", "user/alice", "ε 100 · ρ "} {
 		if !strings.Contains(page, s) {
 			t.Errorf("the overview lacks %q", s)
 		}

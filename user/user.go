@@ -16,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -183,7 +184,12 @@ func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
 func (c *Client) call(ctx context.Context, what string, timeout time.Duration, fn func(context.Context) error) error {
 	return transport.Retry(ctx, transport.Call{What: what, Timeout: timeout, Attempts: callAttempts,
 		OnRetry: func(attempt int, err error) {
-			c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", transport.Message(err))
+			if msg := transport.Message(err); strings.Contains(msg, "ceremony has not finished") {
+				// A deployment just started: expected, not a failure.
+				c.log.Info("waiting for the committee's key ceremony to finish", "attempt", attempt)
+			} else {
+				c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", msg)
+			}
 		}}, fn)
 }
 

@@ -24,7 +24,8 @@ func strict(cmd *cli.Command, path string) {
 	for _, f := range cmd.Flags {
 		if df, ok := f.(cli.DocGenerationFlag); ok {
 			u := df.GetUsage()
-			if strings.Contains(u, "(default") || strings.Contains(u, "default:") || strings.Contains(u, "(0:") {
+			zero := df.GetValue() == "0" || df.GetValue() == "0s" || df.GetValue() == ""
+			if strings.Contains(u, "(default") || strings.Contains(u, "default:") || (strings.Contains(u, "(0:") && zero) {
 				setField(f, "HideDefault", true)
 			}
 		}

@@ -167,6 +167,10 @@ func TestHelp(t *testing.T) {
 			t.Errorf("user run --help lacks %q", want)
 		}
 	}
+	// A real default stays shown where the usage explains 0.
+	if !regexp.MustCompile(`(?m)^\s+-k int .*\(default: 5\)`).MatchString(h) {
+		t.Errorf("user run --help hides k's default:\n%s", h)
+	}
 	for _, gone := range []string{"--plan ", "--split "} {
 		if strings.Contains(h, gone) {
 			t.Errorf("user run --help still has %q", gone)

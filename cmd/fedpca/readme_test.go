@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,5 +112,36 @@ func TestReadmePython(t *testing.T) {
 	}
 	if got["top feature of component 1"] != res.Features[top] {
 		t.Errorf("top feature %q, want %q", got["top feature of component 1"], res.Features[top])
+	}
+}
+
+// TestReadmeLinks: the README works in a clone: every relative link and
+// image is a file of the repository, none points outside it (../shared
+// once did), and its walkthrough block is where scripts/walkthrough.sh
+// looks for it.
+func TestReadmeLinks(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join("..", "..", "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	readme := string(b)
+	if strings.Contains(readme, "../") {
+		t.Error("README.md names a path outside the repository (../)")
+	}
+	links := regexp.MustCompile(`\]\(([^)#]+)(#[^)]*)?\)|src="([^"]+)"`)
+	for _, m := range links.FindAllStringSubmatch(readme, -1) {
+		target := m[1] + m[3]
+		if target == "" || strings.Contains(target, "://") || strings.HasPrefix(target, "mailto:") {
+			continue
+		}
+		if _, err := os.Stat(filepath.Join("..", "..", target)); err != nil {
+			t.Errorf("README.md links %s, which is not in the repository", target)
+		}
+	}
+	block := readmeBlock(t, "<!-- walkthrough: scripts/walkthrough.sh runs this block as written -->")
+	for _, want := range []string{"fedpca dataset export", "fedpca user run", "--out out/"} {
+		if !strings.Contains(block, want) {
+			t.Errorf("the walkthrough lacks %q", want)
+		}
 	}
 }

@@ -1348,11 +1348,14 @@ func (x *UploadHeader) GetBudget() *BudgetReport {
 }
 
 type BudgetReport struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dataset       string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
-	RhoBudget     float64                `protobuf:"fixed64,2,opt,name=rho_budget,json=rhoBudget,proto3" json:"rho_budget,omitempty"`
-	RhoSpent      float64                `protobuf:"fixed64,3,opt,name=rho_spent,json=rhoSpent,proto3" json:"rho_spent,omitempty"`
-	RhoReserved   float64                `protobuf:"fixed64,4,opt,name=rho_reserved,json=rhoReserved,proto3" json:"rho_reserved,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Dataset     string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	RhoBudget   float64                `protobuf:"fixed64,2,opt,name=rho_budget,json=rhoBudget,proto3" json:"rho_budget,omitempty"`
+	RhoSpent    float64                `protobuf:"fixed64,3,opt,name=rho_spent,json=rhoSpent,proto3" json:"rho_spent,omitempty"`
+	RhoReserved float64                `protobuf:"fixed64,4,opt,name=rho_reserved,json=rhoReserved,proto3" json:"rho_reserved,omitempty"`
+	// delta is the delta of the owner's budget, at which the proxy shows the
+	// amounts as epsilon next to rho (0: not reported).
+	Delta         float64 `protobuf:"fixed64,5,opt,name=delta,proto3" json:"delta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1411,6 +1414,13 @@ func (x *BudgetReport) GetRhoSpent() float64 {
 func (x *BudgetReport) GetRhoReserved() float64 {
 	if x != nil {
 		return x.RhoReserved
+	}
+	return 0
+}
+
+func (x *BudgetReport) GetDelta() float64 {
+	if x != nil {
+		return x.Delta
 	}
 	return 0
 }
@@ -2135,13 +2145,14 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12 \n" +
 	"\vciphertexts\x18\x02 \x01(\rR\vciphertexts\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12/\n" +
-	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x87\x01\n" +
+	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x9d\x01\n" +
 	"\fBudgetReport\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x1d\n" +
 	"\n" +
 	"rho_budget\x18\x02 \x01(\x01R\trhoBudget\x12\x1b\n" +
 	"\trho_spent\x18\x03 \x01(\x01R\brhoSpent\x12!\n" +
-	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\"\x97\x01\n" +
+	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\x12\x14\n" +
+	"\x05delta\x18\x05 \x01(\x01R\x05delta\"\x97\x01\n" +
 	"\x0eUploadResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x10already_included\x18\x02 \x01(\bR\x0falreadyIncluded\x12'\n" +

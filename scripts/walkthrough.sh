@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# make walkthrough: runs the README's "Your first deployment" block exactly as
+# written (extracted from README.md, not a copy), in a scratch copy of the
+# working tree, then checks what it left and stops the daemons it started.
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+marker='<!-- walkthrough: scripts/walkthrough.sh runs this block as written -->'
+work="$(mktemp -d "${TMPDIR:-/tmp}/fedpca-walkthrough.XXXXXX")"
+keep=${KEEP:-}
+cleanup() { [ -n "$keep" ] || rm -rf "$work"; }
+trap cleanup EXIT
+
+# The block: the first fenced block after the marker line.
+awk -v m="$marker" '
+  $0 == m { found = 1; next }
+  found && !inblock && /^```/ { inblock = 1; next }
+  inblock && /^```/ { exit }
+  inblock { print }
+' "$root/README.md" >"$work/walkthrough.sh"
+if [ ! -s "$work/walkthrough.sh" ]; then
+  echo "walkthrough: README.md has no block after: $marker" >&2; exit 1
+fi
+echo "== walkthrough: the README's block, run in $work"
+cat "$work/walkthrough.sh"
+
+# A scratch copy of the clone (tracked and untracked files, not ignored
+# ones), so that the block's files land there as they would in a clone.
+mkdir -p "$work/clone"
+(cd "$root" && git ls-files -z --cached --others --exclude-standard | xargs -0 cp --parents -t "$work/clone" 2>/dev/null || true)
+cp "$work/walkthrough.sh" "$work/clone/.walkthrough.sh"
+
+echo "== running"
+start=$(date +%s)
+status=0
+(
+  cd "$work/clone"
+  # The block's daemons are this shell's jobs: stop them however it ends.
+  bash -c 'set -euo pipefail; trap "kill \$(jobs -p) 2>/dev/null; wait 2>/dev/null" EXIT; source ./.walkthrough.sh'
+) || status=$?
+if [ "$status" -ne 0 ]; then
+  echo "walkthrough: the README's block failed (exit $status); the daemons' logs:" >&2
+  tail -n 20 "$work"/clone/logs/*.log >&2 || true
+  keep=1; echo "kept $work" >&2
+  exit 1
+fi
+
+echo "== checking what it left"
+cd "$work/clone"
+for f in out/result.json out/components.csv out/components.npy out/release.json out/covariance/covariance.json \
+         out/covariance/covariance.csv out/wdbc-pca-scree.png data/schema.json keys/he-secret.key; do
+  [ -s "$f" ] || { echo "walkthrough: $f missing" >&2; exit 1; }
+done
+# A hand deployment leaves nothing git would show: .gitignore covers it.
+for f in fedpca certs/ca/ca-key.pem keys/he-secret.key state/proxy/proxy.db out/result.json data/schema.json logs/proxy.log; do
+  [ -e "$f" ] || { echo "walkthrough: expected $f" >&2; exit 1; }
+  git -C "$root" check-ignore -q "$f" || { echo "walkthrough: .gitignore does not cover $f, which a hand deployment makes" >&2; exit 1; }
+done
+echo "walkthrough: ok in $(( $(date +%s) - start )) s"
