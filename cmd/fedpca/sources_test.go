@@ -1,0 +1,90 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// corpusDir is the test corpus of real-world CSV variants (source/testdata).
+const corpusDir = "../../source/testdata/corpus"
+
+// TestOwnerCheckCorpus: `fedpca owner check` on every corpus file with its
+// schema prints the local report with the rows used; a refused pairing
+// either fails naming the column (a header that does not fit) or reports
+// the skipped row with its line, column and what to change.
+func TestOwnerCheckCorpus(t *testing.T) {
+	b, err := os.ReadFile(filepath.Join(corpusDir, "manifest.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m []struct {
+		File, Schema, Expect, Column, Contains string
+		Line                                   int
+		RowsLeftOut                            int `json:"rows_left_out"`
+	}
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range m {
+		arg := filepath.Join(corpusDir, e.Schema) + "=" + filepath.Join(corpusDir, e.File)
+		out, err := exec.Command(binary, "owner", "check", "--dataset", arg).CombinedOutput()
+		s := string(out)
+		switch e.Expect {
+		case "equal", "equal_to":
+			if err != nil || !strings.Contains(s, "rows used          178\n") || !strings.Contains(s, "rows skipped       0") {
+				t.Errorf("owner check %s: %v\n%s", arg, err, s)
+			}
+		case "refused":
+			if e.Line == 1 {
+				if err == nil || !strings.Contains(s, `column "`+e.Column+`"`) || !strings.Contains(s, e.Contains) {
+					t.Errorf("owner check %s: want a failure naming column %q and %q: %v\n%s", arg, e.Column, e.Contains, err, s)
+				}
+				continue
+			}
+			if err != nil || !strings.Contains(s, "skipped: line ") || !strings.Contains(s, e.Contains) {
+				t.Errorf("owner check %s: want the skipped row reported with %q: %v\n%s", arg, e.Contains, err, s)
+			}
+		}
+	}
+}
+
+// TestOwnerServeRefusesMismatch: `owner serve` reads its source at start,
+// logs the local report, and exits naming the column and what differs when
+// the source does not fit the schema (before it contacts any proxy).
+func TestOwnerServeRefusesMismatch(t *testing.T) {
+	d := newDeployment(t, 1, 1, 1)
+	o := d.owners[0]
+	serve := func(schemaFile, src string) *exec.Cmd {
+		return exec.Command(binary, "owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
+			"--proxy", d.proxy, "--dataset", filepath.Join(corpusDir, schemaFile)+"="+filepath.Join(corpusDir, src), "--poll", "200ms")
+	}
+	out, err := serve("decimal_comma.schema.json", "excel_export.csv").CombinedOutput()
+	want := `does not fit schema wine: line 1, column "malic_acid": feature missing from the header: the header has "Malic Acid"; rename that column to "malic_acid" or set the feature's "column" to "Malic Acid"`
+	if err == nil || !strings.Contains(string(out), want) {
+		t.Errorf("owner serve on a mismatched source: %v, want a refusal %q:\n%s", err, want, out)
+	}
+	// A source that fits starts: the check is logged, then it runs.
+	cmd := serve("excel_export.schema.json", "excel_export.csv")
+	var buf strings.Builder
+	cmd.Stdout, cmd.Stderr = &buf, &buf
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		t.Fatalf("owner serve on a fitting source exited: %v\n%s", err, buf.String())
+	case <-time.After(3 * time.Second):
+	}
+	_ = cmd.Process.Signal(os.Interrupt)
+	<-done
+	if !strings.Contains(buf.String(), "dataset checked") || !strings.Contains(buf.String(), "used=178") {
+		t.Errorf("no check report in the log:\n%s", buf.String())
+	}
+}
