@@ -7,6 +7,7 @@
 //	go run ./bench -suite dims     [-dims 8,50,100,784] [-reps 3]
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
 //	go run ./bench -suite load     [-owners 1000]
+//	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -35,7 +36,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility or load")
+	suite := flag.String("suite", "owners", "owners, dims, utility, load or sources")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
@@ -45,6 +46,9 @@ func main() {
 	plansFlag := flag.String("plans", strings.Join(dp.Plans, ","), "noise plans (suite utility)")
 	seedsFlag := flag.Int("gauss-seeds", 200, "Analyze Gauss draws per cell (suite utility)")
 	jsonOut := flag.String("json", "", "append every run's report (JSON lines) to this file")
+	rowsFlag := flag.String("rows", "10000,100000,1000000", "row counts (suite sources)")
+	srcFlag := flag.String("source", "", "source spec (suite sources-child)")
+	schemaFlag := flag.String("schema", "", "schema file (suite sources-child)")
 	flag.Parse()
 	ctx := context.Background()
 	var raw io.Writer = io.Discard
@@ -79,11 +83,25 @@ func main() {
 			plans: strings.Split(*plansFlag, ","), seeds: *seedsFlag, reps: *reps}, raw)
 	case "load":
 		load(ctx, ints(*owners)[0], raw)
+	case "sources":
+		d := 10
+		if isSet("dims") {
+			d = ints(*dims)[0]
+		}
+		sources(ctx, ints(*rowsFlag), d)
+	case "sources-child":
+		sourcesChild(ctx, *srcFlag, *schemaFlag)
 	case "probe":
 		probe(ctx, ints(*owners)[0])
 	default:
 		check(fmt.Errorf("unknown suite %q", *suite))
 	}
+}
+
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func check(err error) {
