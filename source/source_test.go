@@ -140,7 +140,7 @@ func TestRedact(t *testing.T) {
 		"postgres://u:pw@h:5432/db?table=t":         "postgres://u:xxxxx@h:5432/db?table=t",
 		"postgres://u@h/db?password=pw&table=t":     "postgres://u@h/db?password=xxxxx&table=t",
 		"data/x.csv":                                "data/x.csv",
-		"postgres://u:p%40ss@h/db?query=SELECT%201": "postgres://u:xxxxx@h/db?query=SELECT+1",
+		"postgres://u:p%40ss@h/db?query=SELECT%201": "postgres://u:xxxxx@h/db?query=SELECT%201",
 	} {
 		if got := source.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
