@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fedpca/fedpca/protocol/schema"
 )
 
 // corpusDir is the test corpus of real-world CSV variants (source/testdata).
@@ -86,5 +88,26 @@ func TestOwnerServeRefusesMismatch(t *testing.T) {
 	<-done
 	if !strings.Contains(buf.String(), "dataset checked") || !strings.Contains(buf.String(), "used=178") {
 		t.Errorf("no check report in the log:\n%s", buf.String())
+	}
+}
+
+// TestReadmeSchemaOptions: the README's schema example parses and reads a
+// file with those columns as it says.
+func TestReadmeSchemaOptions(t *testing.T) {
+	sch, err := schema.Parse([]byte(readmeBlock(t, "<!-- schema-options-example -->")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := "id;age;Cholesterol (mg/dl);sex;outcome\n1;60;;f;Yes \n2;NA;200;M;no\n3;50;250;X;no\n"
+	rows, err := schema.NewCSVRows(strings.NewReader(in), schema.CSVOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rep, err := sch.Check(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Rows != 3 || rep.Used != 1 || rep.Filled != 1 || rep.Missing != 1 || rep.Skipped != 1 || rep.SkippedBy["sex"] != 1 {
+		t.Errorf("report %+v", rep)
 	}
 }
