@@ -345,6 +345,3 @@ func (d *decoder) commaToDot(v string) string {
 	d.comma = append(append(append(d.comma[:0], v[:i]...), '.'), v[i+1:]...)
 	return string(d.comma)
 }
-
-// labelText returns the label cell in normal form.
-func (d *decoder) labelText(rec []string) string { return d.s.normal(rec[d.label]) }
