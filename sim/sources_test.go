@@ -69,8 +69,9 @@ func TestCSVAndPostgresOwners(t *testing.T) {
 		{ID: "hospital-a", Schema: sch, Source: csvPath, Policy: OwnerPolicy(true)},
 		{ID: "hospital-b", Schema: sch, Source: pgURL, Policy: OwnerPolicy(true)},
 	}
-	var logs bytes.Buffer
-	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Threshold: 1, Owners: owners, AllowNoNoise: true, Logger: bufLogger(&logs)}, "alice")
+	logs := &syncWriter{}
+	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Threshold: 1, Owners: owners, AllowNoNoise: true,
+		Logger: hclog.New(&hclog.LoggerOptions{Name: "sim", Level: hclog.Trace, Output: logs})}, "alice")
 	_ = cl
 	r := user.Request{Analysis: job.PCA, K: 5, NoNoise: true, Owners: []string{"hospital-a", "hospital-b"}}
 	spec, st := submitWait(ctx, t, u, sch, r)
@@ -127,18 +128,20 @@ func TestCSVAndPostgresOwners(t *testing.T) {
 	}
 }
 
-// bufLogger logs every level into buf (to check what the logs hold).
-func bufLogger(buf *bytes.Buffer) hclog.Logger {
-	return hclog.New(&hclog.LoggerOptions{Name: "sim", Level: hclog.Trace, Output: &syncWriter{w: buf}})
-}
-
+// syncWriter collects log lines from every goroutine of a cluster.
 type syncWriter struct {
 	mu sync.Mutex
-	w  *bytes.Buffer
+	w  bytes.Buffer
 }
 
 func (s *syncWriter) Write(p []byte) (int, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.w.Write(p)
+}
+
+func (s *syncWriter) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.w.String()
 }
