@@ -172,3 +172,21 @@ func TestGzip(t *testing.T) {
 		}
 	}
 }
+
+// TestGzipNameNotGzip: a .gz file that is not gzip is refused saying so.
+func TestGzipNameNotGzip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.csv.gz")
+	os.WriteFile(p, []byte("a,b\n1,2\n"), 0o600)
+	_, err := source.Open(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "not gzip") {
+		t.Errorf("%v", err)
+	}
+	// Options after '#': the delimiter given.
+	p2 := filepath.Join(t.TempDir(), "y.csv")
+	os.WriteFile(p2, []byte("a;b,c\n1;2,3\n"), 0o600)
+	r, err := source.Open(context.Background(), p2+"#delimiter=semicolon")
+	if err != nil || strings.Join(r.Columns(), "|") != "a|b,c" {
+		t.Errorf("delimiter option: %v %v", err, r)
+	}
+	r.Close()
+}

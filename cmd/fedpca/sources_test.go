@@ -111,3 +111,40 @@ func TestReadmeSchemaOptions(t *testing.T) {
 		t.Errorf("report %+v", rep)
 	}
 }
+
+// TestSchemaInferOptions: `schema infer` on a corpus file with
+// --categorical, --trim, --ignore-case warns on stderr that it leaks, and
+// writes a schema under which `owner check` reads the file.
+func TestSchemaInferOptions(t *testing.T) {
+	cmd := exec.Command(binary, "schema", "infer", "--data", filepath.Join(corpusDir, "categorical.csv"), "--id", "wine",
+		"--categorical", "cultivar", "--trim", "--ignore-case", "--exclude", "hue,proline")
+	var stdout, stderr strings.Builder
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%v\n%s", err, stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "LEAKS") || !strings.Contains(stderr.String(), "fedpca user profile") {
+		t.Errorf("no leak warning on stderr:\n%s", stderr.String())
+	}
+	sch, err := schema.Parse([]byte(stdout.String()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := strings.Join(sch.FeatureNames(), ",")
+	if !strings.Contains(names, "cultivar=barbera,cultivar=barolo,cultivar=grignolino") || strings.Contains(names, "hue") {
+		t.Errorf("features %s", names)
+	}
+	p := filepath.Join(t.TempDir(), "s.json")
+	if err := os.WriteFile(p, []byte(stdout.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(binary, "owner", "check", "--dataset", p+"="+filepath.Join(corpusDir, "categorical.csv")).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "rows used          178") {
+		t.Errorf("owner check with the inferred schema: %v\n%s", err, out)
+	}
+	// The issue's first complaint: a BOM no longer names a feature "\ufeffalcohol".
+	out, err = exec.Command(binary, "schema", "infer", "--data", filepath.Join(corpusDir, "bom.csv"), "--id", "wine").Output()
+	if err != nil || !strings.HasPrefix(string(out), `{"id":"wine","features":[{"name":"alcohol"`) {
+		t.Errorf("infer on a BOM file: %v\n%.200s", err, out)
+	}
+}
