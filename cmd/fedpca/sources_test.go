@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/source/pgtest"
 )
 
 // corpusDir is the test corpus of real-world CSV variants (source/testdata).
@@ -146,5 +148,44 @@ func TestSchemaInferOptions(t *testing.T) {
 	out, err = exec.Command(binary, "schema", "infer", "--data", filepath.Join(corpusDir, "bom.csv"), "--id", "wine").Output()
 	if err != nil || !strings.HasPrefix(string(out), `{"id":"wine","features":[{"name":"alcohol"`) {
 		t.Errorf("infer on a BOM file: %v\n%.200s", err, out)
+	}
+}
+
+// TestOwnerCheckPostgres: `owner check` reads a real PostgreSQL table (the
+// corpus's clean wine) with the password from PGPASSWORD or in the URL,
+// and never prints the password, not even in an error.
+func TestOwnerCheckPostgres(t *testing.T) {
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	conn, err := srv.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(filepath.Join(corpusDir, "clean.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgtest.LoadCSV(ctx, conn, "wine", data); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	sch := filepath.Join(corpusDir, "wine.schema.json")
+	cmd := exec.Command(binary, "owner", "check", "--dataset", sch+"="+srv.URLNoPassword("table=wine"))
+	cmd.Env = append(os.Environ(), "PGPASSWORD="+pgtest.Password)
+	out, err := cmd.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "rows used          178") {
+		t.Errorf("owner check (PGPASSWORD): %v\n%s", err, out)
+	}
+	for _, u := range []string{srv.URL("table=wine"), srv.URL("table=no_such_table")} {
+		out, err := exec.Command(binary, "owner", "check", "--dataset", sch+"="+u).CombinedOutput()
+		if strings.Contains(string(out), pgtest.Password) {
+			t.Errorf("owner check printed the password:\n%s", out)
+		}
+		if strings.Contains(u, "no_such") != (err != nil) {
+			t.Errorf("owner check %s: %v\n%s", strings.ReplaceAll(u, pgtest.Password, "xxxxx"), err, out)
+		}
+		if err != nil && !strings.Contains(string(out), "no_such_table") {
+			t.Errorf("the error does not name the table:\n%s", out)
+		}
 	}
 }

@@ -207,7 +207,11 @@ func (s *Schema) newDecoder(header []string, useClasses bool) (*decoder, error) 
 		}
 		if p.missing != nil {
 			p.isMiss = map[string]bool{}
-			for _, v := range p.missing.Values {
+			vals := p.missing.Values
+			if len(vals) == 0 {
+				vals = DefaultMissingValues // a schema built in code
+			}
+			for _, v := range vals {
 				if s.Trim {
 					v = strings.TrimSpace(v)
 				}

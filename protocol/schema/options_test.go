@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
 
 // TestHashUnchangedByOptions: schemas written before the reading options
@@ -217,5 +219,27 @@ func TestInferOptions(t *testing.T) {
 	_, err = InferRows(rows, InferOptions{ID: "x", Label: "outcome", Exclude: []string{"id"}})
 	if err == nil || !strings.Contains(err.Error(), `line 2, column "sex"`) || !strings.Contains(err.Error(), "--categorical") {
 		t.Errorf("categorical column without the option: %v", err)
+	}
+}
+
+// TestDefaultsInCode: a schema built in code with a missing policy and no
+// values hashes as its parsed file (with the defaults written out) and
+// reads NA as missing.
+func TestDefaultsInCode(t *testing.T) {
+	s := &Schema{ID: "x", Features: []Feature{{Name: "a", Center: fixedpoint.MustDecimal("0"), Scale: fixedpoint.MustDecimal("1")}},
+		ClipNorm: fixedpoint.MustDecimal("1"), Bits: 8, Missing: &Missing{Policy: MissingDrop}}
+	back, err := Parse(s.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.HashHex() != s.HashHex() || len(back.Missing.Values) != len(DefaultMissingValues) || s.Missing.Values != nil {
+		t.Errorf("defaults: %s", s.Canonical())
+	}
+	rd, err := s.NewReader(strings.NewReader("a\nNA\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rd.Next(); !errors.Is(err, ErrMissing) {
+		t.Errorf("NA: %v", err)
 	}
 }

@@ -325,7 +325,12 @@ func (s *Schema) FeatureNames() []string {
 func (s *Schema) Canonical() []byte {
 	// encoding/json writes struct fields in declaration order and Decimal
 	// as its canonical text, so this is canonical as long as the struct is.
-	b, err := json.Marshal(s)
+	// The defaults of set options are written out (as Parse fills them in),
+	// so a schema built in code hashes as its parsed file does.
+	c := *s
+	c.Features, c.Categorical = slices.Clone(s.Features), slices.Clone(s.Categorical)
+	c.FillDefaults()
+	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("schema: marshal: %v", err))
 	}
