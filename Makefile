@@ -17,7 +17,7 @@ test: ## run every test with the race detector, then the race-excluded heavy tes
 	$(GO) test -count 1 -run 'TestNoiseMargin10k' ./protocol/he
 
 .PHONY: check
-check: ## gofmt, go vet, staticcheck, import boundaries, go mod tidy clean
+check: ## gofmt, go vet, staticcheck, import boundaries, regenerated protos, docs/CLI.md fresh, go mod tidy clean
 	./scripts/check.sh
 
 BENCHSTAT ?= golang.org/x/perf/cmd/benchstat@v0.0.0-20250813145418-2f7363a06fe1
@@ -36,6 +36,14 @@ load: ## 1,000 owners upload at once to a proxy process over loopback mutual TLS
 .PHONY: fuzz
 fuzz: ## run every fuzz target for FUZZTIME each (default 30s; nightly: FUZZTIME=10m), FUZZPARALLEL workers each, FUZZJOBS targets at once
 	./scripts/fuzz.sh $${FUZZTIME:-30s}
+
+.PHONY: docs
+docs: ## regenerate docs/CLI.md, the CLI reference, from the code (make check fails when it is stale)
+	$(GO) run ./cmd/fedpca cli-reference > docs/CLI.md
+
+.PHONY: walkthrough
+walkthrough: ## run the README's "Your first deployment" exactly as written, in a scratch directory
+	./scripts/walkthrough.sh
 
 .PHONY: proto
 proto: ## lint and regenerate proto/fedpca/v1/*.pb.go with buf

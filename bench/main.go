@@ -8,6 +8,7 @@
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
 //	go run ./bench -suite load     [-owners 1000]
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
+//	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0.5,0.9] [-shares 0.1]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -36,7 +37,9 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, load or sources")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load or sources")
+	quantiles := flag.String("quantiles", "0.5,0.9", "quantiles of the norms C is set at (suite profile)")
+	shares := flag.String("shares", "0.1", "the profile's shares of the budget (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
@@ -81,6 +84,8 @@ func main() {
 		check(err)
 		utility(ctx, utilityConfig{names: strings.Split(*names, ","), epsilons: floats(*epsilons), split: split,
 			plans: strings.Split(*plansFlag, ","), seeds: *seedsFlag, reps: *reps}, raw)
+	case "profile":
+		profileSuite(ctx, strings.Split(*names, ","), floats(*quantiles), floats(*shares), *reps)
 	case "load":
 		load(ctx, ints(*owners)[0], raw)
 	case "sources":
@@ -235,8 +240,8 @@ type utilityConfig struct {
 func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 	names, epsilons, split, plans, seeds, reps := cfg.names, cfg.epsilons, cfg.split, cfg.plans, cfg.seeds, cfg.reps
 	delta := job.DefaultDelta
-	fmt.Printf("| dataset | epsilon | Analyze Gauss classical | Analyze Gauss analytic | %s | servers - analytic |\n", strings.Join(plans, " | "))
-	fmt.Println("|---|---|---|---|" + strings.Repeat("---|", len(plans)+1))
+	fmt.Printf("| dataset | epsilon | Analyze Gauss classical | Analyze Gauss analytic | %s | servers - analytic | centred: analytic AG, servers, difference |\n", strings.Join(plans, " | "))
+	fmt.Println("|---|---|---|---|" + strings.Repeat("---|", len(plans)+2))
 	worst := math.Inf(1)
 	var checks []string
 	classical := func(e, delta float64) float64 { return math.Sqrt(2*math.Log(1.25/delta)) / e }
@@ -248,17 +253,24 @@ func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 		check(err)
 		s, err := sim.NewSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Owners: 10, How: "iid", Seed: 1, CSPs: 3, Threshold: 2})
 		check(err)
-		gauss := func(sigma float64) (float64, float64) {
-			var qs []float64
+		gaussBoth := func(sigma float64) (u, c []float64) {
 			for seed := range seeds {
-				qs = append(qs, s.AnalyzeGauss(sigma, uint64(seed)))
+				qu, qc := s.AnalyzeGauss(sigma, uint64(seed))
+				u, c = append(u, qu), append(c, qc)
 			}
-			return meanStd(qs)
+			return u, c
+		}
+		gauss := func(sigma float64) (float64, float64) {
+			u, _ := gaussBoth(sigma)
+			return meanStd(u)
 		}
 		for _, e := range epsilons {
 			row := []string{name, fmt.Sprint(e)}
 			cm, cs := gauss(classical(e, delta))
-			am, as := gauss(analytic(e, delta))
+			au, ac := gaussBoth(analytic(e, delta))
+			am, as := meanStd(au)
+			acm, _ := meanStd(ac)
+			var centred []float64
 			row = append(row, fmt.Sprintf("%.4f ± %.4f", cm, cs), fmt.Sprintf("%.4f ± %.4f", am, as))
 			var servers float64
 			for _, plan := range plans {
@@ -267,6 +279,9 @@ func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 					rep, err := s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: min(5, ref.D), Epsilon: e, Plan: plan, Split: split})
 					check(err)
 					qs = append(qs, *rep.Utility.CapturedVarianceRatioUncentred)
+					if plan == dp.PlanServers {
+						centred = append(centred, *rep.Utility.CapturedVarianceRatio)
+					}
 					b, _ := json.Marshal(rep)
 					fmt.Fprintf(raw, "%s\n", b)
 				}
@@ -281,6 +296,10 @@ func utility(ctx context.Context, cfg utilityConfig, raw io.Writer) {
 				worst = math.Min(worst, diff)
 			}
 			row = append(row, fmt.Sprintf("%+.4f", diff))
+			if len(centred) > 0 {
+				scm, _ := meanStd(centred)
+				row = append(row, fmt.Sprintf("%.4f, %.4f, %+.4f", acm, scm, scm-acm))
+			}
 			fmt.Println("| " + strings.Join(row, " | ") + " |")
 			fmt.Fprintf(os.Stderr, "%s eps %v done\n", name, e)
 			key := strconv.FormatFloat(e, 'f', -1, 64)

@@ -176,12 +176,9 @@ func New(cfg Config) (*CSP, error) {
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
-		return nil, fmt.Errorf("csp: state directory: %w", err)
-	}
-	db, err := bolt.Open(filepath.Join(cfg.Store, dbFileName), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := transport.OpenStore(cfg.Store, dbFileName)
 	if err != nil {
-		return nil, fmt.Errorf("csp: open %s: %w", dbFileName, err)
+		return nil, fmt.Errorf("csp: %w", err)
 	}
 	c.db = db
 	if err := db.Update(func(tx *bolt.Tx) error {

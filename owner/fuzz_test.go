@@ -93,7 +93,7 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 func TestCheckTicket(t *testing.T) {
 	o, cases := ticketCases(t, t.TempDir())
 	for _, tc := range cases {
-		s, _, r := o.checkTicket(tc.id, &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert})
+		s, _, _, r := o.checkTicket(tc.id, &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert})
 		if (s != nil) != (tc.reason == "") || (r != nil && (r.code != tc.code || !strings.Contains(r.detail, tc.reason))) {
 			t.Errorf("%s: took part %v, refusal %+v, want %s %q", tc.what, s != nil, r, tc.code, tc.reason)
 		}
@@ -107,7 +107,7 @@ func FuzzTicket(f *testing.F) {
 	}
 	f.Add("short", cases[0].spec, cases[0].sig, cases[0].cert)
 	f.Fuzz(func(t *testing.T, id string, specB, sig, cert []byte) {
-		s, ds, r := o.checkTicket(id, &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert})
+		s, ds, _, r := o.checkTicket(id, &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert})
 		if s == nil {
 			if r == nil || r.detail == "" {
 				t.Fatal("declined without a reason")

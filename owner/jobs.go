@@ -223,7 +223,7 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 // uploads its share. Whether it takes part never depends on its rows.
 func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedpcav1.JobInfo) {
 	id := st.GetJobId()
-	spec, ds, r := o.checkTicket(id, info)
+	spec, ds, sch, r := o.checkTicket(id, info)
 	if r != nil {
 		dataset := ""
 		if ds != nil {
@@ -232,7 +232,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 		o.decline(ctx, id, dataset, r)
 		return
 	}
-	dataset, sch := spec.Dataset, ds.Schema
+	dataset := spec.Dataset
 	cpk, err := o.committeeKey(ctx, spec)
 	if errors.Is(err, errWrongCommittee) {
 		o.log.Error("the proxy's committee key is not attested by the committee: refusing the job, nothing is uploaded", "job", id[:16], "error", err)
@@ -331,39 +331,52 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 
 // checkTicket decides, without calling anyone, whether this owner may take
 // part in job id as its ticket describes it: a well-formed spec whose hash
-// is the ID, for a dataset this owner serves with exactly its schema, signed
-// by the user the spec names, allowed by the policy, and valid for the
-// schema and parameters. Otherwise the refusal says why not (ds is set when
-// the dataset is one of this owner's, for the budget report of the decline).
-func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, ds *Dataset, r *refusal) {
+// is the ID, for a dataset this owner serves, with its schema or one that
+// reads the rows the same way (the job's schema may choose other centers,
+// scales and clip norm: the profile job's output; see
+// schema.SameReading), signed by the user the spec names, allowed by the
+// policy, and valid for the schema and parameters. It returns the schema to
+// read the rows with. Otherwise the refusal says why not (ds is set when the
+// dataset is one of this owner's, for the budget report of the decline).
+func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, ds *Dataset, sch *schema.Schema, r *refusal) {
 	spec, err := job.ParseSpec(info.GetSpec())
 	if err != nil {
-		return nil, nil, refuse(job.DeclineInvalidJob, "malformed job spec: %v", err)
+		return nil, nil, nil, refuse(job.DeclineInvalidJob, "malformed job spec: %v", err)
 	}
 	ds, ok := o.datasets[spec.Dataset]
 	if !ok {
-		return nil, nil, refuse(job.DeclineSchemaMismatch, "this owner does not serve dataset %q", spec.Dataset)
+		return nil, nil, nil, refuse(job.DeclineSchemaMismatch, "this owner does not serve dataset %q", spec.Dataset)
 	}
-	sch := ds.Schema
-	switch {
-	case spec.ID() != id:
-		return nil, ds, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec")
-	case spec.SchemaHash != sch.HashHex():
-		return nil, ds, refuse(job.DeclineSchemaMismatch, "the job's schema hash %s… differs from this owner's %s… for dataset %s", spec.SchemaHash[:12], sch.HashHex()[:12], sch.ID)
+	if spec.ID() != id {
+		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec")
+	}
+	sch = ds.Schema
+	if spec.SchemaHash != sch.HashHex() {
+		js, err := schema.Parse(info.GetSchema())
+		switch {
+		case err != nil:
+			return nil, ds, nil, refuse(job.DeclineSchemaMismatch, "the job's schema hash %s… differs from this owner's %s… for dataset %s, and the job carries no readable schema: %v", spec.SchemaHash[:12], sch.HashHex()[:12], sch.ID, err)
+		case js.HashHex() != spec.SchemaHash:
+			return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job's schema is not the one its spec names")
+		}
+		if err := sch.SameReading(js); err != nil {
+			return nil, ds, nil, refuse(job.DeclineSchemaMismatch, "the job's schema for dataset %s does not read the rows as this owner's does: %v", sch.ID, err)
+		}
+		sch = js
 	}
 	if err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate()); err != nil {
-		return nil, ds, refuse(job.DeclineInvalidJob, "the job is not properly signed: %v", err)
+		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job is not properly signed: %v", err)
 	}
 	if err := userOK(o.cfg.Policy, spec.User); err != nil {
-		return nil, ds, refuse(job.DeclineUserNotAllowed, "%v", err)
+		return nil, ds, nil, refuse(job.DeclineUserNotAllowed, "%v", err)
 	}
 	if err := policyOK(o.cfg.Policy, spec); err != nil {
-		return nil, ds, refuse(job.DeclinePolicy, "%v", err)
+		return nil, ds, nil, refuse(job.DeclinePolicy, "%v", err)
 	}
 	if err := spec.Check(sch, o.params); err != nil {
-		return nil, ds, refuse(job.DeclineInvalidJob, "%v", err)
+		return nil, ds, nil, refuse(job.DeclineInvalidJob, "%v", err)
 	}
-	return spec, ds, nil
+	return spec, ds, sch, nil
 }
 
 func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset string, r *refusal) {

@@ -33,7 +33,6 @@ import (
 	"math"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -274,12 +273,9 @@ func New(cfg Config) (*Owner, error) {
 		budgets[d.Schema.ID] = rho
 		o.datasets[d.Schema.ID] = d
 	}
-	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
-		return nil, fmt.Errorf("owner: state directory: %w", err)
-	}
-	db, err := bolt.Open(filepath.Join(cfg.Store, "owner.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := transport.OpenStore(cfg.Store, "owner.db")
 	if err != nil {
-		return nil, fmt.Errorf("owner: open store: %w", err)
+		return nil, fmt.Errorf("owner: %w", err)
 	}
 	if err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketLedger, bucketJobs, bucketUploads} {

@@ -159,12 +159,22 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
 		return false, nil
 	}
 	if u < j.spec.MinOwners {
+		j.mu.Lock()
+		missing := j.awaited()
+		var declined []string
+		for _, r := range j.rec.Declined {
+			declined = append(declined, r.Owner+" ("+r.Reason.String()+")")
+		}
+		j.mu.Unlock()
 		why := fmt.Sprintf("only %d of the %d owners needed uploaded", u, j.spec.MinOwners)
 		if past {
 			why += " by the deadline"
 		}
+		if len(missing) > 0 {
+			why += "; never uploaded: " + strings.Join(missing, ", ")
+		}
 		if d > 0 {
-			why += fmt.Sprintf("; %d declined", d)
+			why += "; declined: " + strings.Join(declined, ", ")
 		}
 		return true, permanent{errors.New(why)}
 	}
@@ -193,6 +203,9 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
+	if j.rec.State != fedpcav1.JobState_JOB_STATE_OPEN {
+		return nil // cancelled meanwhile: the driver sees the new state
+	}
 	start := time.Now()
 	owners := j.uploadedOwners()
 	noise, err := job.ServerNoise(j.spec, j.sch, dp.RoleProxy, len(owners), nil)

@@ -367,3 +367,46 @@ func (p *Proxy) GetPublished(ctx context.Context, req *fedpcav1.GetPublishedRequ
 	}
 	return &fedpcav1.GetPublishedResponse{Result: out}, nil
 }
+
+// CancelReason is the reason a job cancelled by its user fails with.
+const CancelReason = "cancelled by the user"
+
+// CancelJob implements fedpcav1.ProxyServiceServer: the job's user ends an
+// open job without a release. No committee member has been asked to
+// key-switch an open job, so nothing was released from any owner's data:
+// every owner that reserved budget returns it, and every owner that
+// uploaded is refunded, when it next looks at the job (owner.handle). A job
+// already sealed cannot be cancelled (its key switch may have started).
+func (p *Proxy) CancelJob(ctx context.Context, req *fedpcav1.CancelJobRequest) (*fedpcav1.CancelJobResponse, error) {
+	who := caller(ctx)
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return nil, p.toStatus(err)
+	}
+	if who.String() != j.spec.User {
+		return nil, p.toStatus(fmt.Errorf("%w: only the job's user may cancel it", ErrNotYours))
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	switch j.rec.State {
+	case fedpcav1.JobState_JOB_STATE_OPEN:
+	case fedpcav1.JobState_JOB_STATE_FAILED:
+		if j.rec.Reason == CancelReason {
+			return &fedpcav1.CancelJobResponse{Job: j.status(false, who)}, nil // cancelled before: the same answer
+		}
+		return nil, p.toStatus(fmt.Errorf("%w: job %s… has already failed: %s", ErrJobClosed, j.id[:16], j.rec.Reason))
+	default:
+		return nil, p.toStatus(fmt.Errorf("%w: job %s… is %s: it was sealed and its key switch may have begun, so it can no longer be cancelled; wait for its result",
+			ErrJobClosed, j.id[:16], stateName(j.rec.State)))
+	}
+	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
+		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_FAILED, CancelReason
+		return deletePrefix(jobBucket(tx, j.id), "sum/")
+	})
+	if err != nil {
+		return nil, p.toStatus(err)
+	}
+	j.sum = nil
+	p.log.Info("job cancelled by its user", "job", j.id[:16], "user", who.String(), "uploads", len(j.rec.Uploads))
+	return &fedpcav1.CancelJobResponse{Job: j.status(false, who)}, nil
+}

@@ -36,8 +36,6 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"os"
-	"path/filepath"
 	"sync"
 	"syscall"
 	"time"
@@ -285,12 +283,9 @@ func New(cfg Config) (*Proxy, error) {
 	}
 	p.admit = newAdmission(cfg.UploadMemory, cfg.MaxWaiting, len(p.params.Codecs().Ciphertext.Marshal(p.params.NewCiphertext())))
 	p.registerMetrics(cfg.Metrics.Registry)
-	if err := os.MkdirAll(cfg.Store, 0o700); err != nil {
-		return nil, fmt.Errorf("proxy: state directory: %w", err)
-	}
-	db, err := bolt.Open(filepath.Join(cfg.Store, "proxy.db"), 0o600, &bolt.Options{Timeout: 5 * time.Second})
+	db, err := transport.OpenStore(cfg.Store, "proxy.db")
 	if err != nil {
-		return nil, fmt.Errorf("proxy: open store: %w", err)
+		return nil, fmt.Errorf("proxy: %w", err)
 	}
 	p.db = db
 	if err := p.load(); err != nil {

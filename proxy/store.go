@@ -233,6 +233,25 @@ func (j *jobState) declined(owner string) bool {
 	return slices.ContainsFunc(j.rec.Declined, func(d declineRecord) bool { return d.Owner == owner })
 }
 
+// awaited returns the job's owners that have neither uploaded nor declined,
+// in the spec's order. j.mu must be held.
+func (j *jobState) awaited() []string {
+	answered := make(map[string]bool, len(j.rec.Uploads)+len(j.rec.Declined))
+	for _, u := range j.rec.Uploads {
+		answered[u.Owner] = true
+	}
+	for _, d := range j.rec.Declined {
+		answered[d.Owner] = true
+	}
+	var out []string
+	for _, o := range j.spec.Owners {
+		if !answered[o] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
 func (j *jobState) uploadedOwners() []string {
 	out := make([]string, len(j.rec.Uploads))
 	for i, u := range j.rec.Uploads {

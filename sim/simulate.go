@@ -65,6 +65,12 @@ type JobOptions struct {
 	Tolerate  int
 	Split     dp.Split
 	MinOwners int
+	// Schema, if set, is the job's schema instead of the simulation's: one
+	// that reads the rows as the owners' does (the profile's choice). The
+	// report then has no utility against the simulation's rows.
+	Schema *schema.Schema
+	// Standardize asks for the PCA of the release's correlation matrix.
+	Standardize bool
 	// Progress is called at every change of the job's status.
 	Progress func(*fedpcav1.JobStatus)
 }
@@ -269,16 +275,20 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	if split == (dp.Split{}) {
 		split = dp.DefaultSplitFor(o.Analysis)
 	}
+	sch := s.sch
+	if o.Schema != nil {
+		sch = o.Schema
+	}
 	before := s.traffic()
-	req := user.Request{Schema: s.sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
+	req := user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
 		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
-		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}
+		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize}
 	spec, err := s.user.Spec(ctx, req)
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	if _, err := s.user.Submit(ctx, spec, s.sch); err != nil {
+	if _, err := s.user.Submit(ctx, spec, sch); err != nil {
 		return nil, err
 	}
 	st, err := s.user.Wait(ctx, spec.ID(), o.Progress)
@@ -289,7 +299,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		return nil, fmt.Errorf("job failed: %s", st.GetReason())
 	}
 	fetchStart := time.Now()
-	res, analysisTime, err := s.fetch(ctx, spec)
+	res, analysisTime, err := s.fetch(ctx, spec, sch)
 	if err != nil {
 		return nil, err
 	}
@@ -311,49 +321,51 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	if len(shares) > 0 {
 		rep.Timings.OwnerShare, rep.Timings.OwnerShareMax = shares[len(shares)/2], shares[len(shares)-1]
 	}
-	l, _ := spec.Layout(s.sch)
+	l, _ := spec.Layout(sch)
 	transportName := "memory"
 	if s.sim.TCP {
 		transportName = "tcp"
 	}
 	rep.Setup = Setup{Dataset: s.sch.ID, Rows: int64(s.rows.n()), D: l.D, Classes: len(s.sch.Classes), Owners: len(s.owners), Split: s.sim.How,
 		Analysis: spec.Analysis, K: spec.K, Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
-		Tolerate: spec.Tolerate, BudgetR: spec.Split, CSPs: spec.CommitteeN, Threshold: spec.CommitteeThreshold, Transport: transportName, Bits: s.sch.Bits}
-	central, centralTime, err := s.central(spec)
+		Tolerate: spec.Tolerate, BudgetR: spec.Split, CSPs: spec.CommitteeN, Threshold: spec.CommitteeThreshold, Transport: transportName, Bits: sch.Bits}
+	central, centralTime, err := s.central(spec, sch)
 	if err != nil {
 		return nil, err
 	}
 	rep.Timings.Central = centralTime.Seconds()
-	if rep.Utility, err = s.rows.utility(res, central, s.sim.Seed); err != nil {
-		return nil, err
+	if sch == s.sch {
+		if rep.Utility, err = s.rows.utility(res, central, s.sim.Seed); err != nil {
+			return nil, err
+		}
 	}
 	return rep, nil
 }
 
 // fetch downloads the result (measuring decryption and analysis apart).
-func (s *Simulator) fetch(ctx context.Context, spec *job.Spec) (*job.Result, time.Duration, error) {
+func (s *Simulator) fetch(ctx context.Context, spec *job.Spec, sch *schema.Schema) (*job.Result, time.Duration, error) {
 	var analysis time.Duration
-	res, err := s.user.FetchTimed(ctx, spec, s.sch, &analysis)
+	res, err := s.user.FetchTimed(ctx, spec, sch, &analysis)
 	return res, analysis, err
 }
 
 // central computes the non-private result of the same analysis on all the
 // rows, centrally, and times it.
-func (s *Simulator) central(spec *job.Spec) (*job.Result, time.Duration, error) {
+func (s *Simulator) central(spec *job.Spec, sch *schema.Schema) (*job.Result, time.Duration, error) {
 	start := time.Now()
 	// All the rows as one reader: the per-owner cap is the whole job's.
 	all := *spec
 	all.MaxOwnerRows = spec.MaxRows
-	acc, _, err := job.ReadStatistics(&all, s.sch, bytes.NewReader(s.sim.Data))
+	acc, _, err := job.ReadStatistics(&all, sch, bytes.NewReader(s.sim.Data))
 	if err != nil {
 		return nil, 0, err
 	}
-	l, _ := spec.Layout(s.sch)
-	rel, err := stats.Unpack(l, s.sch.Bits, acc.Pack())
+	l, _ := spec.Layout(sch)
+	rel, err := stats.Unpack(l, sch.Bits, acc.Pack())
 	if err != nil {
 		return nil, 0, err
 	}
-	res, err := job.AnalyzeRelease(job.HeaderOf(spec, s.sch, ""), spec.Analysis, spec.K, rel, nil, job.Privacy{NoNoise: true})
+	res, err := job.AnalyzeRelease(job.HeaderOf(spec, sch, ""), spec.Analysis, spec.K, rel, nil, job.Privacy{NoNoise: true})
 	return res, time.Since(start), err
 }
 

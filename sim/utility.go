@@ -275,9 +275,12 @@ func capturedUncentred(a *mat.SymDense, q *mat.Dense) *float64 {
 // epsilon, the analytic one 1/dp.GaussMu(epsilon, delta)) i.i.d. on the
 // upper triangle of the second moment. It returns the captured variance
 // q/q0 of its top min(5, d) components on the uncentred second moment, as
-// Utility.CapturedVarianceRatioUncentred measures a job. The noise is a
-// seeded float Gaussian: this is a measuring stick, never the privacy path.
-func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) float64 {
+// Utility.CapturedVarianceRatioUncentred measures a job, and on the centred
+// scatter of the same rows (Analyze Gauss releases no mean: its components
+// are the uncentred ones), as Utility.CapturedVarianceRatio measures a PCA
+// job. The noise is a seeded float Gaussian: this is a measuring stick,
+// never the privacy path.
+func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) (uncentred, centred float64) {
 	_, d := s.rows.z.Dims()
 	var a mat.SymDense
 	a.SymOuterK(1, s.rows.z.T())
@@ -290,7 +293,7 @@ func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) float64 {
 	}
 	var eig mat.EigenSym
 	if !eig.Factorize(noisy, true) {
-		return math.NaN()
+		return math.NaN(), math.NaN()
 	}
 	vals := eig.Values(nil)
 	var vecs mat.Dense
@@ -310,7 +313,21 @@ func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) float64 {
 	}
 	q := capturedUncentred(&a, top)
 	if q == nil {
-		return math.NaN()
+		return math.NaN(), math.NaN()
 	}
-	return *q
+	// S = A - n m m^T with m the rows' mean.
+	n, _ := s.rows.z.Dims()
+	m := make([]float64, d)
+	for i := range n {
+		for j := range d {
+			m[j] += s.rows.z.At(i, j) / float64(n)
+		}
+	}
+	sc := mat.NewSymDense(d, nil)
+	sc.SymRankOne(&a, -float64(n), mat.NewVecDense(d, m))
+	qc := capturedUncentred(sc, top)
+	if qc == nil {
+		return *q, math.NaN()
+	}
+	return *q, *qc
 }

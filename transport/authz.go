@@ -34,6 +34,7 @@ var Authorization = map[string][]string{
 	fedpcav1.ProxyService_FetchResult_FullMethodName:   {RoleUser},
 	fedpcav1.ProxyService_PublishResult_FullMethodName: {RoleUser},
 	fedpcav1.ProxyService_GetPublished_FullMethodName:  {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_CancelJob_FullMethodName:     {RoleUser},
 	// Only the proxy talks to CSP members.
 	fedpcav1.CspService_GetStatus_FullMethodName:     {RoleProxy},
 	fedpcav1.CspService_KeyGen_FullMethodName:        {RoleProxy},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -136,19 +137,19 @@ func Retry(ctx context.Context, c Call, fn func(context.Context) error) error {
 			return nil
 		}
 		if ctx.Err() != nil {
-			return fmt.Errorf("%s: %w (stopped after %d attempts in %s: %v)", c.What, ctx.Err(), attempt, since(start), err)
+			return fmt.Errorf("%s: %w (stopped after %d attempts in %s: %v)", c.What, ctx.Err(), attempt, since(start), Message(err))
 		}
-		if !retryable(err) {
-			return fmt.Errorf("%s: %w%s", c.What, err, Advice(err))
+		if IdentityError(err) || !retryable(err) {
+			return fmt.Errorf("%s: %w%s", c.What, Plain(err), Advice(err))
 		}
 		if c.Attempts > 0 && attempt >= c.Attempts {
-			return fmt.Errorf("%s: %w (gave up after %d attempts in %s)%s", c.What, err, attempt, since(start), Advice(err))
+			return fmt.Errorf("%s: %w (gave up after %d attempts in %s)%s", c.What, Plain(err), attempt, since(start), Advice(err))
 		}
 		if c.OnRetry != nil {
 			c.OnRetry(attempt, err)
 		}
 		if werr := c.Backoff.WaitFor(ctx, err); werr != nil {
-			return fmt.Errorf("%s: %w (stopped after %d attempts in %s: %v)", c.What, werr, attempt, since(start), err)
+			return fmt.Errorf("%s: %w (stopped after %d attempts in %s: %v)", c.What, werr, attempt, since(start), Message(err))
 		}
 	}
 }
@@ -160,6 +161,9 @@ func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisec
 // of time. Refusals (invalid argument, permission denied, not found, failed
 // precondition, already exists) are not transient.
 func Transient(err error) bool {
+	if IdentityError(err) {
+		return false
+	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return true
 	}
@@ -170,9 +174,75 @@ func Transient(err error) bool {
 	return false
 }
 
+// handshakeFailed is how gRPC reports a TLS handshake that failed on the
+// client's side (our VerifyConnection's error follows it).
+const handshakeFailed = "authentication handshake failed: "
+
+// IdentityError reports whether a call failed because of who is at the other
+// end or who the caller is: the server's certificate names another role or
+// ID than expected (a wrong address), fails verification, or the server
+// refused the caller's identity (Unauthenticated, PermissionDenied). Such
+// errors are permanent: retrying cannot fix them.
+func IdentityError(err error) bool {
+	if err == nil {
+		return false
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return false
+	}
+	switch st.Code() {
+	case codes.Unauthenticated, codes.PermissionDenied:
+		return true
+	case codes.Unavailable:
+		return strings.Contains(st.Message(), handshakeFailed)
+	}
+	return false
+}
+
+// Message is an error's text for people: a gRPC status error's message
+// without the "rpc error: code = ... desc = ..." framing, and a failed TLS
+// handshake's reason without gRPC's transport prefix.
+func Message(err error) string {
+	if err == nil {
+		return ""
+	}
+	st, ok := status.FromError(err)
+	if !ok {
+		return err.Error()
+	}
+	msg := st.Message()
+	if i := strings.Index(msg, handshakeFailed); i >= 0 {
+		msg = "TLS handshake failed: " + strings.TrimRight(msg[i+len(handshakeFailed):], `"`)
+	}
+	if st.Code() == codes.Unavailable && strings.HasPrefix(msg, "connection error: desc = ") {
+		msg = strings.Trim(strings.TrimPrefix(msg, "connection error: desc = "), `"`)
+		msg = strings.TrimPrefix(msg, "transport: ")
+	}
+	return msg
+}
+
+// Plain wraps an error so that its text is Message's while errors.Is,
+// errors.As and status.Code still see the original status.
+func Plain(err error) error {
+	if _, ok := status.FromError(err); !ok || err == nil {
+		return err
+	}
+	return plainError{err}
+}
+
+type plainError struct{ err error }
+
+func (e plainError) Error() string              { return Message(e.err) }
+func (e plainError) Unwrap() error              { return e.err }
+func (e plainError) GRPCStatus() *status.Status { return status.Convert(e.err) }
+
 // Advice is a short hint of what to do about a call's error, for error
 // messages ("" when the server's message says it all).
 func Advice(err error) string {
+	if IdentityError(err) && status.Code(err) == codes.Unavailable {
+		return "; the address is another node's, or its certificate is not from this deployment's CA: check the address"
+	}
 	switch status.Code(err) {
 	case codes.Unavailable:
 		return "; the peer is unreachable: check that it is running, its address and the network, then retry"

@@ -66,6 +66,24 @@ func TestRetry(t *testing.T) {
 	if n != 1 || status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "create job: ") {
 		t.Fatalf("refusal: %d attempts, %v", n, err)
 	}
+	// No gRPC jargon reaches people: the message, with what was tried.
+	if got := err.Error(); got != "create job: epsilon: must be positive" {
+		t.Fatalf("refusal text %q", got)
+	}
+	// Identity and authorization errors are never retried, whatever the
+	// call's Retryable says.
+	for _, e := range []error{status.Error(codes.PermissionDenied, "not yours"), status.Error(codes.Unauthenticated, "no certificate"),
+		status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: server is csp/csp-1, expected proxy/*"`)} {
+		n = 0
+		err = Retry(ctx, Call{What: "get job", Timeout: time.Second, Backoff: fast, Attempts: 10, Retryable: func(error) bool { return true }},
+			func(context.Context) error { n++; return e })
+		if n != 1 || strings.Contains(err.Error(), "rpc error") || status.Code(err) != status.Code(e) {
+			t.Fatalf("%v: %d attempts, %v", e, n, err)
+		}
+	}
+	if got := err.Error(); !strings.HasPrefix(got, "get job: TLS handshake failed: server is csp/csp-1, expected proxy/*; the address is another node's") {
+		t.Fatalf("handshake failure text %q", got)
+	}
 
 	// Attempts bound the retries; the error says what to do.
 	n = 0

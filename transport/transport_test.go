@@ -81,6 +81,35 @@ func TestClientChecksServerIdentity(t *testing.T) {
 	}
 }
 
+// TestWrongServerNotRetried: a client dialing a server of another role (the
+// wrong address) fails at its first attempt, naming the server it found,
+// instead of retrying as if the server were unreachable.
+func TestWrongServerNotRetried(t *testing.T) {
+	creds := pki(t, "csp/csp-1", "user/alice")
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(ServerOptions(creds["csp/csp-1"], false, hclog.NewNullLogger(), nil)...)
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(lis)
+	defer srv.Stop()
+	d := Dialer{Creds: creds["user/alice"], Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })}}
+	conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	attempts := 0
+	start := time.Now()
+	err = Retry(context.Background(), Call{What: "get the committee from the proxy", Timeout: 5 * time.Second, Attempts: 10}, func(ctx context.Context) error {
+		attempts++
+		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	})
+	if attempts != 1 || err == nil || !strings.Contains(err.Error(), "server is csp/csp-1, expected proxy/*") || strings.Contains(err.Error(), "rpc error") {
+		t.Fatalf("%d attempts in %s: %v", attempts, time.Since(start), err)
+	}
+	t.Logf("%s", err)
+}
+
 func TestInsecureModeIdentityHeader(t *testing.T) {
 	lis := bufconn.Listen(1 << 20)
 	srv := grpc.NewServer(ServerOptions(nil, true, hclog.NewNullLogger(), nil)...)

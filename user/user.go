@@ -21,10 +21,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
@@ -101,6 +101,10 @@ type Request struct {
 	// allows for this job (Spec.LargestOwnerRows).
 	MaxOwnerRows int64
 	Nonce        string
+	// NormEdges are the buckets of a norms job (the profile's second round).
+	NormEdges []fixedpoint.Decimal
+	// Standardize asks for the PCA of the release's correlation matrix.
+	Standardize bool
 }
 
 // Config configures a client.
@@ -140,13 +144,15 @@ type Client struct {
 	cmt *fedpcav1.GetCommitteeResponse // cached; refreshed when a job is refused for it
 }
 
-// NewClient dials the proxy (lazily: errors show on the first call).
+// NewClient dials the proxy (lazily: errors show on the first call). The HE
+// key pair may be left out for the calls that need none (listing, status,
+// cancelling); creating a job and fetching a result need it.
 func NewClient(cfg Config) (*Client, error) {
 	if id := cfg.Dialer.Identity(); id.Role != transport.RoleUser {
 		return nil, fmt.Errorf("user: identity %s is not a user", id.Short())
 	}
-	if cfg.Keys.Secret == nil || cfg.Keys.Public == nil {
-		return nil, errors.New("user: no HE key pair")
+	if (cfg.Keys.Secret == nil) != (cfg.Keys.Public == nil) {
+		return nil, errors.New("user: half an HE key pair")
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -164,6 +170,8 @@ func NewClient(cfg Config) (*Client, error) {
 	return c, nil
 }
 
+var errNoKeys = errors.New("user: no HE key pair (run fedpca user keygen, and give its directory with --keys)")
+
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
 
@@ -175,13 +183,16 @@ func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
 func (c *Client) call(ctx context.Context, what string, timeout time.Duration, fn func(context.Context) error) error {
 	return transport.Retry(ctx, transport.Call{What: what, Timeout: timeout, Attempts: callAttempts,
 		OnRetry: func(attempt int, err error) {
-			c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", status.Convert(err).Message())
+			c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", transport.Message(err))
 		}}, fn)
 }
 
 // Spec builds the job spec for a request against the committee the proxy
 // publishes.
 func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
+	if c.cfg.Keys.Public == nil {
+		return nil, errNoKeys
+	}
 	c.mu.Lock()
 	cmt := c.cmt
 	c.mu.Unlock()
@@ -236,7 +247,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 		minOwners = len(owners)
 	}
 	s := &job.Spec{
-		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K,
+		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K, NormEdges: r.NormEdges, Standardize: r.Standardize,
 		Epsilon: r.Epsilon, Delta: delta, NoNoise: r.NoNoise, NoisePlan: plan, Tolerate: r.Tolerate, Split: split,
 		Owners: owners, MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second),
 		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),
@@ -371,6 +382,9 @@ func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*j
 // FetchTimed is Fetch that also reports, in *analysis, the time spent
 // decrypting and analysing (apart from the download).
 func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema, analysis *time.Duration) (*job.Result, error) {
+	if c.cfg.Keys.Secret == nil {
+		return nil, errNoKeys
+	}
 	l, err := s.Layout(sch)
 	if err != nil {
 		return nil, err

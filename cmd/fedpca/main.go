@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -19,15 +20,20 @@ func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := app().Run(ctx, os.Args); err != nil {
-		fmt.Fprintln(os.Stderr, "fedpca:", err)
-		os.Exit(1)
+		if !errors.Is(err, errInterrupted) {
+			fmt.Fprintln(os.Stderr, "fedpca:", errorText(err))
+		}
+		os.Exit(exitCode(err))
 	}
 }
 
+// app is the command tree, made strict (see strict).
 func app() *cli.Command {
-	return &cli.Command{
-		Name:  "fedpca",
-		Usage: "federated, differentially private PCA and discriminant analysis",
+	cli.VersionPrinter = func(*cli.Command) { fmt.Println(versionInfo()) }
+	root := &cli.Command{
+		Name:    "fedpca",
+		Version: versionLine(), // --version prints versionInfo
+		Usage:   "federated, differentially private PCA and discriminant analysis",
 		Description: `Data owners encrypt local scatter statistics under a CSP committee's key; a
 proxy sums them, adds DP noise and blinds the sum; the committee re-encrypts it to
 the data user, who decrypts the noisy release and solves the eigenproblems.
@@ -37,8 +43,11 @@ FEDPCA_<FLAG> (upper case, dashes as underscores), e.g. FEDPCA_LISTEN=:7000.`,
 		Commands: []*cli.Command{
 			demoCommand(), simulateCommand(), certsCommand(), cspCommand(), proxyCommand(),
 			ownerCommand(), userCommand(), schemaCommand(), datasetCommand(), referenceCommand(), compareCommand(), healthCommand(),
+			versionCommand(), cliReferenceCommand(),
 		},
 	}
+	strict(root, root.Name)
+	return root
 }
 
 // env returns the environment variable of a flag.

@@ -28,7 +28,7 @@ import (
 // nodeFlags are common to the daemons.
 func nodeFlags(defaultListen string) []cli.Flag {
 	return append([]cli.Flag{
-		strFlag("certs", "", "directory with this node's ca.pem, cert.pem and key.pem (from `fedpca certs`)"),
+		strFlag("certs", "", "directory with this node's ca.pem, cert.pem and key.pem (from fedpca certs)"),
 		reqStr("state", "state directory (created if missing; keep it on persistent storage)"),
 		strFlag("listen", defaultListen, "address to serve gRPC on"),
 		boolFlag("insecure", "run WITHOUT TLS and trust claimed identities: local tests only, never in production"),
@@ -159,6 +159,10 @@ func cspCommand() *cli.Command {
 		Commands: []*cli.Command{{
 			Name:  "serve",
 			Usage: "serve as a committee member (the proxy runs the key ceremony)",
+			Description: `A member holds its share of the committee key in --state and answers only the
+proxy; it keeps an audit record of every key switch it makes.
+
+  fedpca csp serve --certs certs/csp-csp-1 --state state/csp-1 --listen :7001`,
 			Flags: append(nodeFlags(":7001"), boolFlag("allow-no-noise", "switch jobs that have no DP noise (tests only)")),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				log := logger(cmd, "csp")
@@ -184,6 +188,9 @@ func cspCommand() *cli.Command {
 		}, {
 			Name:  "audit",
 			Usage: "print the audit record of every key switch this member made (JSON lines)",
+			Description: `Reads the member's store, so the member must be stopped first.
+
+  fedpca csp audit --state state/csp-1`,
 			Flags: []cli.Flag{reqStr("state", "the member's state directory (stop the member first: the store is locked while it runs)"),
 				strFlag("id", "audit", "member ID (for the record only)")},
 			Action: func(_ context.Context, cmd *cli.Command) error {
@@ -225,7 +232,7 @@ func proxyCommand() *cli.Command {
     --csp csp-1=csp1.example:7001 --csp csp-2=csp2.example:7001 --csp csp-3=csp3.example:7001 --threshold 2`,
 			Flags: append(nodeFlags(":7000"),
 				strsFlag("csp", "a committee member as ID=HOST:PORT (repeat, in point order)"),
-				intFlag("threshold", 0, "members needed for a key switch (default: all)"),
+				intFlag("threshold", 0, "members needed for a key switch (0: all)"),
 				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
 				intFlag("upload-memory", 64, "MiB of ciphertexts received at once (bounds memory; about 85 uploads of one 393 KB ciphertext)"),
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
@@ -302,7 +309,10 @@ func ownerCommand() *cli.Command {
 "owner check"). At start the owner reads every source through its schema, logs
 the local report and refuses to start on a source that does not fit. It then polls
 the proxy for jobs that name it, checks them against its policy and privacy budget,
-and uploads its encrypted statistics once. Its ledger (in --state) decides the budget.`,
+and uploads its encrypted statistics once. Its ledger (in --state) decides the budget.
+
+  fedpca owner serve --certs certs/owner-hospital-a --state state/hospital-a --proxy localhost:7000 \
+    --dataset data/schema.json=data/hospital-a.csv --budget-epsilon 10`,
 			Flags: append(nodeFlags(""),
 				reqStr("proxy", "proxy address HOST:PORT"),
 				strsFlag("dataset", datasetUsage+" (repeat for several datasets)"),
@@ -353,15 +363,22 @@ and uploads its encrypted statistics once. Its ledger (in --state) decides the b
 				return o.Run(ctx)
 			},
 		}, ownerCheckCommand(), {
-			Name:  "published",
-			Usage: "fetch the result document a user published for a job",
+			Name:      "published",
+			Usage:     "fetch the result document a user published for a job",
+			ArgsUsage: "JOB",
+			Description: `JOB is the job's ID or a unique prefix of it (the logs print 16 hex digits),
+among the jobs that name this owner.
+
+  fedpca owner published --certs certs/owner-hospital-a --proxy localhost:7000 --out result.json 3f2a9c1e`,
 			Flags: []cli.Flag{
 				strFlag("certs", "", "the owner's credentials directory"),
 				reqStr("proxy", "proxy address HOST:PORT"),
-				reqStr("job", "job ID"),
 				strFlag("out", "result.json", "where to write the document"),
 			},
 			Action: func(ctx context.Context, cmd *cli.Command) error {
+				if cmd.Args().Len() != 1 {
+					return fmt.Errorf("name one job: fedpca owner published [options] JOB (an ID or a unique prefix), got %d arguments", cmd.Args().Len())
+				}
 				creds, err := transport.LoadCredentials(cmd.String("certs"))
 				if err != nil {
 					return err
@@ -371,16 +388,38 @@ and uploads its encrypted statistics once. Its ledger (in --state) decides the b
 					return err
 				}
 				defer conn.Close()
-				var r *fedpcav1.GetPublishedResponse
-				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5},
+				px := fedpcav1.NewProxyServiceClient(conn)
+				var list *fedpcav1.ListJobsResponse
+				err = transport.Retry(ctx, transport.Call{What: "list this owner's jobs on the proxy", Timeout: time.Minute, Attempts: 5},
 					func(ctx context.Context) (err error) {
-						r, err = fedpcav1.NewProxyServiceClient(conn).GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: cmd.String("job")})
+						list, err = px.ListJobs(ctx, &fedpcav1.ListJobsRequest{IncludeEnded: true, Brief: true})
 						return err
 					})
 				if err != nil {
 					return err
 				}
-				return os.WriteFile(cmd.String("out"), r.GetResult(), 0o644)
+				var ids []string
+				for _, j := range list.GetJobs() {
+					ids = append(ids, j.GetStatus().GetJobId())
+				}
+				id, err := job.MatchID(ids, cmd.Args().First())
+				if err != nil {
+					return fmt.Errorf("%w among the %d jobs that name this owner", err, len(ids))
+				}
+				var r *fedpcav1.GetPublishedResponse
+				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5},
+					func(ctx context.Context) (err error) {
+						r, err = px.GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: id})
+						return err
+					})
+				if err != nil {
+					return err
+				}
+				if err := os.WriteFile(cmd.String("out"), r.GetResult(), 0o644); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "wrote %s: the result of job %s\n", cmd.String("out"), id[:16])
+				return nil
 			},
 		}, {
 			Name:  "project",
@@ -459,7 +498,9 @@ func schemaCommand() *cli.Command {
 			Usage: "write a schema whose centers and scales are a source's mean and std (public data only: it leaks)",
 			Description: `For preparing schemas from public or reference data. In a deployment, centers
 and scales are public parameters the parties agree on; computing them from the
-owners' pooled rows would leak (use the profile job, "fedpca user profile").`,
+owners' pooled rows would leak (use the profile job, "fedpca user profile").
+
+  fedpca schema infer --data public-sample.csv --id wdbc > wdbc.schema.json`,
 			Flags:  inferFlags(),
 			Action: inferAction,
 		}},
@@ -470,6 +511,10 @@ func healthCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "health",
 		Usage: "ask a node for its gRPC health (for container health checks)",
+		Description: `Prints SERVING and exits 0 when the node serves; fails otherwise. --expect checks
+the node's role too (empty: any role of the deployment).
+
+  fedpca health --addr localhost:7000 --certs certs/proxy-proxy --expect proxy`,
 		Flags: []cli.Flag{
 			strFlag("addr", "127.0.0.1:7000", "node address"),
 			strFlag("certs", "", "credentials to call with (the node's own are fine)"),
@@ -485,10 +530,7 @@ func healthCommand() *cli.Command {
 				}
 				d.Creds = creds
 			}
-			expect := transport.Identity{Role: cmd.String("expect")}
-			if expect.Role == "" && d.Creds != nil {
-				expect.Role = d.Creds.Identity.Role
-			}
+			expect := transport.Identity{Role: cmd.String("expect")} // empty: any role
 			conn, err := d.Dial(cmd.String("addr"), expect)
 			if err != nil {
 				return err

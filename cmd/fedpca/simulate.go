@@ -15,6 +15,8 @@ import (
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/profile"
+	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/user"
 )
@@ -30,25 +32,29 @@ func simulateFlags() []cli.Flag {
 		floatFlag("epsilon", 1, "privacy: epsilon"),
 		boolFlag("no-noise", "no DP noise: results equal the non-private ones"),
 		floatFlag("delta", job.DefaultDelta, "privacy: delta"),
-		strFlag("noise", dp.PlanServers, "noise plan: central, servers, owners or all"),
+		noisePlanFlag(),
 		intFlag("tolerate", 0, "colluding noise parties tolerated"),
-		strFlag("budget-split", "", "budget split R/v/n, e.g. 0.95/0.04/0.01 (default: 0.95/0.04/0.01 for pca, 0.3/0.6/0.1 for dca and lda)"),
+		budgetSplitFlag(),
 		intFlag("csp-nodes", 1, "committee members"),
-		intFlag("csp-threshold", 0, "members needed for a key switch (default: all)"),
-		strFlag("split", "iid", "how rows are dealt: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
+		intFlag("csp-threshold", 0, "members needed for a key switch (0: all)"),
+		strFlag("partition", "iid", "how rows are dealt to the owners: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
 		intFlag("bits", 16, "fractional bits g of the fixed-point encoding"),
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the split and the cross-validation folds (DP noise always comes from crypto/rand)", Sources: env("seed")},
 		strFlag("transport", "memory", "memory (bufconn) or tcp (loopback)"),
 		boolFlag("insecure", "no TLS between the simulated nodes (faster; the default uses real mutual TLS)"),
 		strFlag("json", "", "write the JSON report to this file"),
-		strFlag("out", "", "directory for the result's files, as `user run` writes them (result.json, components.csv/.npy, ...)"),
+		strFlag("out", "", "directory for the result's files, as user run writes them (result.json, components.csv/.npy, ...)"),
 		plotsFlag(),
 		boolFlag("components", "print the components"),
-		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (default: 50 ms, longer with many owners)", Sources: env("poll")},
+		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (0: 50 ms, longer with many owners)", Sources: env("poll")},
 		strFlag("log-level", "off", "log level of the simulated nodes"),
 		boolFlag("proxy-process", "run the proxy as a separate process (with --transport tcp), to measure its peak memory"),
 		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),
 		strFlag("synthetic", "", "synthetic data ROWSxDxK (e.g. 10000x50x5) instead of --data or --dataset"),
+		boolFlag("standardize", "pca: the components of the release's correlation matrix (free post-processing; implied by --auto-schema)"),
+		boolFlag("auto-schema", "choose the schema privately: owners serve declared bounds (the observed range widened by a quarter on each side), a profile job picks centers, scales and C, then the main job runs under it, all within --epsilon"),
+		floatFlag("profile-share", profile.DefaultShare, "with --auto-schema: the profile's share of the total budget (of mu^2)"),
+		floatFlag("quantile", profile.DefaultQuantile, "with --auto-schema: C is set at this quantile of the row norms"),
 	}
 }
 
@@ -63,7 +69,9 @@ against the non-private result on the same rows, the time of each phase and the
 bytes each role sent and received. The default preprocessing is the reference's:
 standardise with the pooled mean and population std, clip rows to norm 1.
 
-  fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json`,
+  fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json
+  fedpca simulate --dataset wine --owners 20 --analysis dca --noise-plan all --tolerate 2 \
+    --csp-nodes 3 --csp-threshold 2 --partition dirichlet=0.5`,
 		Flags: simulateFlags(),
 		Commands: []*cli.Command{chaosCommand(), {
 			Name:   "farm",
@@ -95,8 +103,15 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				return err
 			}
 			defer sm.Close()
+			sch := sm.Schema()
+			if opts.K, err = resolveK(cmd, opts.Analysis, len(sch.Features), len(sch.Classes)); err != nil {
+				return err
+			}
 			p := newProgress(cmd.Int("owners"), "uploads")
 			opts.Progress = p.job
+			if cmd.Bool("auto-schema") {
+				return runAuto(ctx, cmd, sm, opts, p)
+			}
 			rep, err := sm.Run(ctx, opts)
 			p.done()
 			if err != nil {
@@ -116,11 +131,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				}
 			}
 			if path := cmd.String("json"); path != "" {
-				b, err := json.MarshalIndent(rep, "", "  ")
-				if err != nil {
-					return err
-				}
-				if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+				if err := writeJSON(path, rep); err != nil {
 					return err
 				}
 				fmt.Printf("\nreport written to %s (%s)\n", path, name)
@@ -144,7 +155,13 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	if t == 0 {
 		t = cmd.Int("csp-nodes")
 	}
-	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Owners: cmd.Int("owners"), How: cmd.String("split"),
+	var declared *schema.Schema
+	if cmd.Bool("auto-schema") {
+		if declared, err = sim.DeclareBounds(data, name, cmd.String("label"), sim.DefaultWiden); err != nil {
+			return nil, "", err
+		}
+	}
+	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Schema: declared, Owners: cmd.Int("owners"), How: cmd.String("partition"),
 		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: t, TCP: cmd.String("transport") == "tcp",
 		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
 		ProxyProcess: cmd.Bool("proxy-process"), OwnerFarms: cmd.Int("owner-farms")}
@@ -196,12 +213,19 @@ func simData(path, bundled, synthetic string, seed uint64) ([]byte, string, erro
 }
 
 func jobOptions(cmd *cli.Command) (sim.JobOptions, error) {
-	split, err := parseSplit(cmd.String("budget-split"))
+	split, err := dp.ParseSplit(cmd.String("budget-split"))
 	if err != nil {
+		return sim.JobOptions{}, fmt.Errorf("--budget-split: %w", err)
+	}
+	if err := checkPrivacy(cmd); err != nil {
 		return sim.JobOptions{}, err
 	}
 	o := sim.JobOptions{Analysis: cmd.String("analysis"), K: cmd.Int("k"), Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
-		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise"), Tolerate: cmd.Int("tolerate"), Split: split}
+		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split,
+		Standardize: cmd.Bool("standardize")}
+	if o.Standardize && o.Analysis != job.PCA {
+		return o, fmt.Errorf("--standardize is for pca, not %s", o.Analysis)
+	}
 	if o.NoNoise {
 		o.Epsilon = 0
 	}
@@ -263,11 +287,7 @@ reproduced with the command it prints.
 				fmt.Println()
 				rep.WriteText(os.Stdout)
 				if path := cmd.String("json"); path != "" {
-					b, jerr := json.MarshalIndent(rep, "", "  ")
-					if jerr != nil {
-						return jerr
-					}
-					if jerr := os.WriteFile(path, append(b, '\n'), 0o644); jerr != nil {
+					if jerr := writeJSON(path, rep); jerr != nil {
 						return jerr
 					}
 				}
@@ -281,4 +301,51 @@ reproduced with the command it prints.
 			return nil
 		},
 	}
+}
+
+// runAuto runs simulate --auto-schema: the profile, then the main job under
+// the schema it chose, and reports the total privacy spent and the utility
+// against the standardised, unclipped rows.
+func runAuto(ctx context.Context, cmd *cli.Command, sm *sim.Simulator, opts sim.JobOptions, p *progress) error {
+	rep, err := sm.RunAuto(ctx, sim.AutoOptions{JobOptions: opts, Share: cmd.Float64("profile-share"), Quantile: cmd.Float64("quantile")})
+	p.done()
+	if err != nil {
+		return err
+	}
+	rep.Main.WriteText(os.Stdout, cmd.Bool("components"))
+	e := rep.Profile.Estimate
+	fmt.Printf("\nprofile: noisy n %.1f, mean noise %.3g and variance noise %.3g of the declared half-range, %d of %d variances at the noise level\n",
+		e.N, e.MeanNoise, e.VarNoise, count(e.AtNoise), len(e.AtNoise))
+	fmt.Printf("chosen schema: C = %s (quantile %g of the noisy norm histogram), clips %.1f%% of the rows\n",
+		rep.Schema.ClipNorm, rep.Profile.Quantile, 100*rep.Utility.ClippedFraction)
+	fmt.Printf("total privacy of the 3 jobs: epsilon %.4f at delta %g (mu %.4f, rho %.5f)\n",
+		float64(rep.Total.Epsilon), rep.Total.Delta, float64(rep.Total.Mu), float64(rep.Total.Rho))
+	fmt.Printf("utility against the standardised, unclipped rows: q/q0 %.4f (k = %d); of the release's correlation matrix %.4f\n",
+		rep.Utility.CapturedVarianceRatio, rep.Utility.K, rep.Utility.CorrelationRatio)
+	if path := cmd.String("json"); path != "" {
+		if err := writeJSON(path, rep); err != nil {
+			return err
+		}
+		fmt.Printf("\nreport written to %s\n", path)
+	}
+	return nil
+}
+
+// writeJSON writes v as indented JSON with a final newline.
+func writeJSON(path string, v any) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+func count(b []bool) int {
+	n := 0
+	for _, x := range b {
+		if x {
+			n++
+		}
+	}
+	return n
 }

@@ -24,8 +24,9 @@ func datasetCommand() *cli.Command {
 		Name:  "dataset",
 		Usage: "the bundled real datasets",
 		Commands: []*cli.Command{{
-			Name:  "list",
-			Usage: "list the bundled datasets and where they come from",
+			Name:        "list",
+			Usage:       "list the bundled datasets and where they come from",
+			Description: `  fedpca dataset list`,
 			Action: func(context.Context, *cli.Command) error {
 				for _, n := range datasets.Names() {
 					fmt.Printf("%-16s %s\n", n, datasets.About(n))
@@ -38,15 +39,20 @@ func datasetCommand() *cli.Command {
 			ArgsUsage: "NAME",
 			Description: `Writes OUT/schema.json (the reference preprocessing: standardise with the pooled
 mean and population std, clip rows to norm 1), OUT/all.csv and one OUT/OWNER.csv per
-owner (--owners names them, or owner-1..N).`,
+owner (--owners names them, or owner-1..N).
+
+  fedpca dataset export wdbc --owners hospital-a,hospital-b --out data`,
 			Flags: []cli.Flag{
 				reqStr("out", "output directory"),
 				strsFlag("owners", "owner IDs (comma-separated or repeated)"),
 				intFlag("n", 3, "number of owners when --owners is not given"),
-				strFlag("split", "iid", "iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
+				strFlag("partition", "iid", "how rows are dealt to the owners: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
 				&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the split", Sources: env("seed")},
 			},
 			Action: func(_ context.Context, cmd *cli.Command) error {
+				if cmd.Args().Len() != 1 {
+					return fmt.Errorf("name one bundled dataset (%s), got %d arguments", strings.Join(datasets.Names(), ", "), cmd.Args().Len())
+				}
 				name := cmd.Args().First()
 				data, err := datasets.CSV(name)
 				if err != nil {
@@ -62,7 +68,7 @@ owner (--owners names them, or owner-1..N).`,
 				if err != nil {
 					return err
 				}
-				parts, err := sim.Split(data, "label", len(owners), cmd.String("split"), cmd.Uint64("seed"))
+				parts, err := sim.Split(data, "label", len(owners), cmd.String("partition"), cmd.Uint64("seed"))
 				if err != nil {
 					return err
 				}
@@ -104,7 +110,9 @@ func referenceCommand() *cli.Command {
 		Usage: "compute the non-private result centrally from pooled rows (to check a deployment)",
 		Description: `Runs the same preprocessing (the schema's quantization and clipping) and analysis
 as a job, on all the rows at once, without encryption or noise. A job run with
---no-noise on the same rows must give the same result (fedpca compare).`,
+--no-noise on the same rows must give the same result (fedpca compare).
+
+  fedpca reference --schema data/schema.json --data data/all.csv --analysis pca -k 5 --out reference`,
 		Flags: []cli.Flag{
 			reqStr("schema", "the dataset's schema"),
 			reqStr("data", "all the rows (CSV)"),
@@ -153,6 +161,9 @@ func compareCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "compare",
 		Usage: "compare two results: eigenvalues, and components up to sign",
+		Description: `Exits non-zero when they differ by more than --tolerance.
+
+  fedpca compare --result out/result.json --reference reference/result.json --tolerance 1e-6`,
 		Flags: []cli.Flag{
 			reqStr("result", "a result document"),
 			reqStr("reference", "the reference result document"),

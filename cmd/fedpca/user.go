@@ -6,28 +6,74 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
+	"text/tabwriter"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v3"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
 
 func loadResult(path string) (*job.Result, error) { return user.LoadResult(path) }
 
+// splitText is a split as the flags write it.
+func splitText(s dp.Split) string { return fmt.Sprintf("%g/%g/%g", s.R, s.V, s.N) }
+
+// budgetSplitFlag is the budget split's flag, with the real defaults.
+func budgetSplitFlag() cli.Flag {
+	return strFlag("budget-split", "", fmt.Sprintf("how epsilon is split between R, the class sums v and the counts n, as R/v/n (default: %s for pca, %s for dca and lda)",
+		splitText(dp.DefaultSplit), splitText(dp.DiscriminantSplit)))
+}
+
+// noisePlanFlag is the noise plan's flag.
+func noisePlanFlag() cli.Flag {
+	return strFlag("noise-plan", dp.PlanServers, "who adds the DP noise: central (the proxy), servers (the proxy and each CSP member), owners or all")
+}
+
+// userConnFlags connect a user command to the proxy; keys says whether the
+// command needs the user's HE keys.
+func userConnFlags(keys bool) []cli.Flag {
+	fs := []cli.Flag{
+		strFlag("certs", "", "the user's credentials directory (from fedpca certs)"),
+		boolFlag("insecure", "plaintext (local tests only)"),
+		strFlag("id", "", "user ID (only with --insecure)"),
+		reqStr("proxy", "proxy address HOST:PORT"),
+	}
+	if keys {
+		fs = append(fs, reqStr("keys", "the user's HE key directory (from fedpca user keygen)"))
+	}
+	return fs
+}
+
+// resultFlags are the flags of the commands that write a result.
+func resultFlags() []cli.Flag {
+	return []cli.Flag{
+		strFlag("out", "out", "directory for the outputs"),
+		plotsFlag(),
+		boolFlag("publish", "publish the result document for the owners"),
+		boolFlag("quiet", "no progress display (a bar on a terminal, one line per change otherwise)"),
+	}
+}
+
 func userCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "user",
 		Usage: "data user: keys, jobs, results",
-		Commands: []*cli.Command{{
+		Commands: []*cli.Command{profileCommand(), {
 			Name:  "keygen",
 			Usage: "make the user's HE key pair (the committee re-encrypts results to it)",
+			Description: `Writes KEYS/he-secret.key (0600) and KEYS/he-public.key; refuses to overwrite a key pair.
+
+  fedpca user keygen --keys keys`,
 			Flags: []cli.Flag{reqStr("keys", "directory for he-secret.key (0600) and he-public.key")},
 			Action: func(_ context.Context, cmd *cli.Command) error {
 				p, err := he.NewDefaultParams()
@@ -47,91 +93,313 @@ func userCommand() *cli.Command {
 			Description: `Example:
   fedpca user run --certs certs/user-alice --keys keys --proxy proxy:7000 \
     --schema wdbc.schema.json --owners hospital-a,hospital-b,hospital-c \
-    --analysis pca --k 5 --epsilon 1 --out out/
+    --analysis pca -k 5 --epsilon 1 --out out/
 
 Writes OUT/result.json (components, privacy accounting with the collusion table,
 and the noisy release), OUT/components.csv, OUT/components.npy, OUT/mean.npy,
 OUT/eigenvalues.npy and OUT/release.json; with --plots DIR also the scree plot.
-On a terminal a progress bar follows the uploads and the key switch.`,
-			Flags: append([]cli.Flag{
-				strFlag("certs", "", "the user's credentials directory"),
-				boolFlag("insecure", "plaintext (local tests only)"),
-				strFlag("id", "", "user ID (only with --insecure)"),
-				reqStr("keys", "the user's HE key directory (fedpca user keygen)"),
-				reqStr("proxy", "proxy address HOST:PORT"),
+On a terminal a progress bar follows the uploads and the key switch.
+
+Ctrl-C stops waiting, not the job: it prints how to re-attach (fedpca user fetch)
+or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
+			Flags: append(append(append(userConnFlags(true),
 				reqStr("schema", "the dataset's schema file"),
 				strsFlag("owners", "the owners asked to take part (comma-separated or repeated)"),
 				strsFlag("committee", "pin the committee: create the job only under a key attested by exactly these CSP member IDs (default: any committee of the deployment's CSPs that attested it)"),
-				intFlag("min-owners", 0, "uploads needed (default: all owners)"),
+				intFlag("min-owners", 0, "uploads needed (0: all owners)"),
 				strFlag("analysis", "pca", "pca, dca, lda or scatter"),
-				intFlag("k", 5, "components wanted (0: all)"),
+				intFlag("k", 5, "components wanted (0: all); at most the features for pca, classes - 1 for dca and lda"),
 				floatFlag("epsilon", 1, "privacy: epsilon"),
-				floatFlag("delta", job.DefaultDelta, "privacy: delta"),
+				floatFlag("delta", job.DefaultDelta, "privacy: delta, in (0, 1)"),
 				boolFlag("no-noise", "no DP noise (tests only: every party must allow it)"),
-				strFlag("plan", dp.PlanServers, "noise plan: central, servers, owners or all"),
+				noisePlanFlag(),
 				intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
-				strFlag("split", "", "budget split R/v/n, e.g. 0.95/0.04/0.01 (default: 0.95/0.04/0.01 for pca, 0.3/0.6/0.1 for dca and lda)"),
+				budgetSplitFlag(),
+				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
-				strFlag("out", "out", "directory for the outputs"),
-				plotsFlag(),
-				boolFlag("publish", "publish the result document for the owners"),
-				boolFlag("quiet", "no progress display (a bar on a terminal, one line per change otherwise)"),
-			}, logFlags()...),
+			), resultFlags()...), logFlags()...),
 			Action: runUser,
 		}, {
-			Name:  "analyze",
-			Usage: "re-run an analysis on a saved result's noisy release (no privacy cost)",
-			Flags: []cli.Flag{
-				reqStr("result", "a result document (result.json)"),
-				strFlag("analysis", "pca", "pca, dca, lda or scatter"),
-				intFlag("k", 5, "components wanted (0: all)"),
-				strFlag("out", "out", "directory for the outputs"),
-				plotsFlag(),
-			},
-			Action: func(_ context.Context, cmd *cli.Command) error {
-				if err := checkPlots(cmd, cmd.String("analysis")); err != nil {
-					return err
-				}
-				res, err := user.LoadResult(cmd.String("result"))
+			Name:  "jobs",
+			Usage: "list this user's jobs: ID prefix, analysis, state, uploads of expected, deadline",
+			Description: `One line per job, oldest first; IDs are printed as their first 16 hex digits,
+which every JOB argument accepts (any unique prefix of 4 digits or more is enough).
+
+  fedpca user jobs --certs certs/user-alice --proxy localhost:7000`,
+			Flags: append(userConnFlags(false), boolFlag("open", "only the open jobs")),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				c, err := userClient(cmd)
 				if err != nil {
 					return err
 				}
-				again, err := job.Reanalyze(res, cmd.String("analysis"), cmd.Int("k"))
+				defer c.Close()
+				jobs, err := c.Jobs(ctx, !cmd.Bool("open"))
 				if err != nil {
 					return err
 				}
-				return writeResult(cmd, again)
+				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "JOB\tANALYSIS\tDATASET\tSTATE\tUPLOADS\tDEADLINE")
+				for _, j := range jobs {
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d/%d\t%s\n", j.GetJobId()[:16], j.GetAnalysis(), j.GetDataset(), stateText(j.GetState()),
+						j.GetOwnersUploaded(), j.GetOwnersExpected(), deadlineText(j))
+				}
+				return tw.Flush()
 			},
-		}},
+		}, {
+			Name:      "status",
+			Usage:     "show one job: its state, the owners that uploaded, declined or are still awaited",
+			ArgsUsage: "JOB",
+			Description: `JOB is the job's ID or a unique prefix of it (fedpca user jobs lists them).
+
+  fedpca user status --certs certs/user-alice --proxy localhost:7000 3f2a9c1e`,
+			Flags: userConnFlags(false),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				c, id, err := userJob(ctx, cmd)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				info, err := c.Job(ctx, id)
+				if err != nil {
+					return err
+				}
+				printStatus(info.GetStatus())
+				return nil
+			},
+		}, {
+			Name:      "fetch",
+			Usage:     "re-attach to a job: wait for it, decrypt and analyse the result, write the outputs as user run does",
+			ArgsUsage: "JOB",
+			Description: `For a job whose user run was interrupted, or to write a finished job's outputs
+again. JOB is the job's ID or a unique prefix of it; --keys must be the HE keys the
+job was created with.
+
+  fedpca user fetch --certs certs/user-alice --keys keys --proxy localhost:7000 --out out/ 3f2a9c1e`,
+			Flags: append(append(userConnFlags(true), resultFlags()...), logFlags()...),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				c, id, err := userJob(ctx, cmd)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				spec, sch, err := c.Ticket(ctx, id)
+				if err != nil {
+					return err
+				}
+				if err := checkPlots(cmd, spec.Analysis); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, len(spec.Owners), spec.Deadline.Format(time.RFC3339))
+				return waitAndWrite(ctx, cmd, c, spec, sch, time.Now())
+			},
+		}, {
+			Name:      "cancel",
+			Usage:     "cancel an open job: it ends without a release and every owner returns its reserved budget",
+			ArgsUsage: "JOB",
+			Description: `Only an open job can be cancelled: once sealed, its key switch may have begun
+and the budget is spent. JOB is the job's ID or a unique prefix of it.
+
+  fedpca user cancel --certs certs/user-alice --proxy localhost:7000 3f2a9c1e`,
+			Flags: userConnFlags(false),
+			Action: func(ctx context.Context, cmd *cli.Command) error {
+				c, id, err := userJob(ctx, cmd)
+				if err != nil {
+					return err
+				}
+				defer c.Close()
+				st, err := c.Cancel(ctx, id)
+				if err != nil {
+					return err
+				}
+				fmt.Printf("job %s cancelled (%s, %d of %d owners had uploaded): nothing is released, and every owner returns its reservation or refunds its upload when it next polls\n",
+					id[:16], stateText(st.GetState()), st.GetOwnersUploaded(), st.GetOwnersExpected())
+				return nil
+			},
+		}, analyzeCommand()},
 	}
 }
 
-func parseSplit(s string) (dp.Split, error) {
-	if s == "" {
-		return dp.Split{}, nil
+// userClient connects to the proxy as the user of the flags (with the HE
+// keys if the command has --keys).
+func userClient(cmd *cli.Command) (*user.Client, error) {
+	log := hclog.New(&hclog.LoggerOptions{Name: "user", Level: hclog.Warn, Output: os.Stderr})
+	if cmd.String("log-level") != "" {
+		log = logger(cmd, "user")
 	}
-	var sp dp.Split
-	if _, err := fmt.Sscanf(s, "%g/%g/%g", &sp.R, &sp.V, &sp.N); err != nil {
-		return sp, fmt.Errorf("--split %q: want R/V/N, e.g. 0.95/0.04/0.01", s)
+	d, err := dialer(cmd, transport.RoleUser, log)
+	if err != nil {
+		return nil, err
 	}
-	return sp, sp.Validate()
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		return nil, err
+	}
+	cfg := user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Committee: cmd.StringSlice("committee"), Logger: log, Params: &p}
+	if cmd.String("keys") != "" {
+		if cfg.Keys, err = user.LoadKeys(cmd.String("keys"), p); err != nil {
+			return nil, err
+		}
+	}
+	return user.NewClient(cfg)
+}
+
+// userJob connects and resolves the command's one JOB argument (a unique
+// prefix of one of this user's jobs).
+func userJob(ctx context.Context, cmd *cli.Command) (*user.Client, string, error) {
+	switch cmd.Args().Len() {
+	case 0:
+		return nil, "", fmt.Errorf("name the job: fedpca user %s [options] JOB (an ID or a unique prefix, as fedpca user jobs lists them)", cmd.Name)
+	case 1:
+	default:
+		return nil, "", fmt.Errorf("fedpca user %s takes one job, got %q too", cmd.Name, cmd.Args().Get(1))
+	}
+	c, err := userClient(cmd)
+	if err != nil {
+		return nil, "", err
+	}
+	id, err := c.Resolve(ctx, cmd.Args().First())
+	if err != nil {
+		c.Close()
+		return nil, "", err
+	}
+	return c, id, nil
+}
+
+func stateText(s fedpcav1.JobState) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "JOB_STATE_"))
+}
+
+// deadlineText is a job's deadline for a listing: the time left while it
+// is open, the date otherwise.
+func deadlineText(s *fedpcav1.JobStatus) string {
+	d := time.Unix(s.GetDeadlineUnix(), 0)
+	if s.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		if left := time.Until(d); left > 0 {
+			return fmt.Sprintf("in %s", left.Round(time.Second))
+		}
+		return "passed"
+	}
+	return d.UTC().Format(time.RFC3339)
+}
+
+// printStatus prints a job's full status for people.
+func printStatus(st *fedpcav1.JobStatus) {
+	fmt.Printf("job       %s\n", st.GetJobId())
+	fmt.Printf("state     %s\n", stateText(st.GetState()))
+	if r := st.GetReason(); r != "" {
+		fmt.Printf("reason    %s\n", r)
+	}
+	fmt.Printf("analysis  %s on %s\n", st.GetAnalysis(), st.GetDataset())
+	fmt.Printf("user      %s\n", st.GetUser())
+	fmt.Printf("created   %s\n", time.Unix(st.GetCreatedUnix(), 0).UTC().Format(time.RFC3339))
+	fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
+	fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwners()), st.GetMinOwners())
+	if u := st.GetUploadedOwners(); len(u) > 0 {
+		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
+	}
+	for _, d := range st.GetDeclinedOwners() {
+		code := job.Decline(d.GetReason())
+		fmt.Printf("declined  %s (%s): %s\n", d.GetOwner(), code, code.Text())
+	}
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		if a := user.Awaited(st); len(a) > 0 {
+			fmt.Printf("awaiting  %s\n", strings.Join(a, ", "))
+		}
+	}
+	if m := st.GetCspMembers(); len(m) > 0 {
+		fmt.Printf("committee %s\n", strings.Join(m, ", "))
+	}
+}
+
+// parseOwners reads --owners: comma-separated or repeated.
+func parseOwners(cmd *cli.Command) ([]string, error) {
+	owners := splitList(cmd.StringSlice("owners"))
+	if len(owners) == 0 {
+		return nil, errors.New("name the owners with --owners a,b,c")
+	}
+	return owners, nil
+}
+
+// checkPrivacy refuses what would otherwise be replaced silently.
+func checkPrivacy(cmd *cli.Command) error {
+	if cmd.Bool("no-noise") {
+		return nil
+	}
+	if d := cmd.Float64("delta"); !(d > 0 && d < 1) {
+		return fmt.Errorf("--delta %g: want a delta in (0, 1), e.g. %g", d, job.DefaultDelta)
+	}
+	if e := cmd.Float64("epsilon"); !(e > 0) {
+		return fmt.Errorf("--epsilon %g: want a positive epsilon (or --no-noise for a test job)", e)
+	}
+	return nil
+}
+
+// checkK refuses a number of components the analysis cannot give, before
+// any budget is spent: PCA gives at most d (the features), DCA and LDA at
+// most K - 1 (K classes), and scatter none.
+func checkK(analysis string, k, d, classes int) error {
+	if k < 0 {
+		return fmt.Errorf("-k %d: must not be negative (0: all)", k)
+	}
+	switch analysis {
+	case job.PCA:
+		if k > d {
+			return fmt.Errorf("-k %d: pca of %d features gives at most %d components (0: all)", k, d, d)
+		}
+	case job.DCA, job.LDA:
+		if classes < 2 {
+			return fmt.Errorf("--analysis %s needs a dataset with classes (a label column); this one has none: use pca", analysis)
+		}
+		if most := min(classes-1, d); k > most {
+			return fmt.Errorf("-k %d: %s on %d classes gives at most %d component%s (0: all)", k, analysis, classes, most, plural(most))
+		}
+	case job.Scatter:
+	default:
+		return fmt.Errorf("--analysis %q: want pca, dca, lda or scatter", analysis)
+	}
+	return nil
+}
+
+// resolveK checks -k against what the analysis can give: an explicit -k
+// too large is an error; the default is lowered to the most there are, and
+// stderr says so.
+func resolveK(cmd *cli.Command, analysis string, d, classes int) (int, error) {
+	k := cmd.Int("k")
+	err := checkK(analysis, k, d, classes)
+	if err == nil || cmd.IsSet("k") || k < 0 {
+		return k, err
+	}
+	most := d
+	if analysis == job.DCA || analysis == job.LDA {
+		if classes < 2 {
+			return k, err
+		}
+		most = min(classes-1, d)
+	}
+	fmt.Fprintf(os.Stderr, "k: %d (the default %d is more than %s on %d features and %d classes gives)\n", most, k, analysis, d, max(classes, 1))
+	return most, nil
+}
+
+func plural(n int) string {
+	if n == 1 {
+		return ""
+	}
+	return "s"
 }
 
 func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err := checkPlots(cmd, cmd.String("analysis")); err != nil {
 		return err
 	}
-	log := logger(cmd, "user")
-	d, err := dialer(cmd, transport.RoleUser, log)
-	if err != nil {
+	if err := checkPrivacy(cmd); err != nil {
 		return err
 	}
-	p, err := he.NewDefaultParams()
+	split, err := dp.ParseSplit(cmd.String("budget-split"))
 	if err != nil {
-		return err
+		return fmt.Errorf("--budget-split: %w", err)
 	}
-	kp, err := user.LoadKeys(cmd.String("keys"), p)
+	owners, err := parseOwners(cmd)
 	if err != nil {
 		return err
 	}
@@ -139,29 +407,19 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	split, err := parseSplit(cmd.String("split"))
+	k, err := resolveK(cmd, cmd.String("analysis"), len(sch.Features), len(sch.Classes))
 	if err != nil {
 		return err
 	}
-	var owners []string
-	for _, o := range cmd.StringSlice("owners") {
-		for _, x := range strings.Split(o, ",") {
-			if x = strings.TrimSpace(x); x != "" {
-				owners = append(owners, x)
-			}
-		}
-	}
-	if len(owners) == 0 {
-		return errors.New("name the owners with --owners a,b,c")
-	}
-	c, err := user.NewClient(user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Keys: kp, Committee: cmd.StringSlice("committee"), Logger: log, Params: &p})
+	c, err := userClient(cmd)
 	if err != nil {
 		return err
 	}
 	defer c.Close()
-	req := user.Request{Schema: sch, Analysis: cmd.String("analysis"), K: cmd.Int("k"), Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
-		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
-		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}
+	req := user.Request{Schema: sch, Analysis: cmd.String("analysis"), K: k, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
+		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
+		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows")),
+		Standardize: cmd.Bool("standardize")}
 	spec, err := c.Spec(ctx, req)
 	if err != nil {
 		return err
@@ -169,11 +427,22 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if req.MaxOwnerRows == 0 {
 		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
 	}
+	if split == (dp.Split{}) && !req.NoNoise {
+		fmt.Fprintf(os.Stderr, "budget split: %s (the default for %s)\n", splitText(spec.Split), spec.Analysis)
+	}
 	start := time.Now()
 	if _, err := c.Submit(ctx, spec, sch); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID(), spec.Analysis, spec.Dataset, len(spec.Owners), spec.Deadline.Format(time.RFC3339))
+	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, len(spec.Owners), spec.Deadline.Format(time.RFC3339))
+	return waitAndWrite(ctx, cmd, c, spec, sch, start)
+}
+
+// waitAndWrite follows a job to its end, then fetches, decrypts and
+// analyses its result and writes the outputs (user run, user fetch). An
+// interrupt (ctx cancelled) stops the waiting, not the job: it says how to
+// re-attach or cancel, and the command exits non-zero.
+func waitAndWrite(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.Spec, sch *schema.Schema, start time.Time) error {
 	// On a terminal a bar; otherwise (logs) one line per change.
 	var bar *progress
 	if !cmd.Bool("quiet") {
@@ -190,13 +459,19 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		last = line
 	})
 	bar.done()
+	if ctx.Err() != nil {
+		return interrupted(cmd, spec.ID())
+	}
 	if err != nil {
 		return err
 	}
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
-		return fmt.Errorf("job %s failed: %s%s", spec.ID(), st.GetReason(), declinedText(st))
+		return fmt.Errorf("job %s failed: %s%s", spec.ID()[:16], st.GetReason(), declinedText(st))
 	}
 	res, err := c.Fetch(ctx, spec, sch)
+	if ctx.Err() != nil {
+		return interrupted(cmd, spec.ID())
+	}
 	if err != nil {
 		return err
 	}
@@ -207,6 +482,26 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		}
 	}
 	return writeResult(cmd, res)
+}
+
+// interrupted says, after Ctrl-C, that the job goes on and how to come back
+// to it or end it.
+func interrupted(cmd *cli.Command, id string) error {
+	conn := ""
+	if cmd.Bool("insecure") {
+		conn = " --insecure --id " + cmd.String("id")
+	} else {
+		conn = " --certs " + cmd.String("certs")
+	}
+	conn += " --proxy " + cmd.String("proxy")
+	prefix := id[:16]
+	fmt.Fprintf(os.Stderr, `
+interrupted: job %s goes on without this command (the owners' budget stays reserved for it).
+  re-attach and get the result:  fedpca user fetch%s --keys %s --out %s %s
+  see who is awaited:            fedpca user status%s %s
+  cancel it (budget returned):   fedpca user cancel%s %s
+`, prefix, conn, cmd.String("keys"), cmd.String("out"), prefix, conn, prefix, conn, prefix)
+	return errInterrupted
 }
 
 // writeResult writes a user's result files (and figures, with --plots) and
@@ -224,9 +519,105 @@ func writeResult(cmd *cli.Command, res *job.Result) error {
 	return nil
 }
 
+func analyzeCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "analyze",
+		Usage: "re-run an analysis, or derive statistics, from a saved result's noisy release (no privacy cost)",
+		Description: `Reads --result and writes into --out, which must be another directory than the
+result's (it is never overwritten). --analysis pca, dca, lda or scatter writes the
+files user run writes; covariance, correlation, means or regression writes
+KIND.json and KIND.csv, each with its noise scale. DCA and LDA need a release with
+classes: that of a dca or lda job (a pca job releases no class statistics).
+
+  fedpca user analyze --result out/result.json --analysis pca -k 2 --out out/pca-k2
+  fedpca user analyze --result out/result.json --analysis regression --target radius_mean --out out/regression`,
+		Flags: []cli.Flag{
+			reqStr("result", "a result document (result.json)"),
+			strFlag("analysis", "pca", "pca, dca, lda or scatter; or covariance, correlation, means or regression"),
+			intFlag("k", 5, "components wanted (0: all)"),
+			reqStr("out", "directory for the outputs (not the result's own)"),
+			strFlag("target", "", "the feature regressed on the others (regression)"),
+			floatFlag("ridge", -1, "the regression's ridge lambda (default: the noise's spectral norm 2 sqrt(d) sigma_R, 0 without noise)"),
+			plotsFlag(),
+		},
+		Action: runAnalyze,
+	}
+}
+
+func runAnalyze(_ context.Context, cmd *cli.Command) error {
+	name := cmd.String("analysis")
+	derived := false
+	for _, d := range user.Derivations {
+		derived = derived || d == name
+	}
+	if !derived {
+		if err := checkPlots(cmd, name); err != nil {
+			return err
+		}
+	}
+	if (cmd.IsSet("target") || cmd.IsSet("ridge")) && name != user.DeriveRegression {
+		return fmt.Errorf("--target and --ridge are for --analysis regression, not %s", name)
+	}
+	in, out := cmd.String("result"), cmd.String("out")
+	if same, err := sameDir(filepath.Dir(in), out); err != nil {
+		return err
+	} else if same {
+		return fmt.Errorf("--out %s is the directory of --result %s: give another directory, so that the result is not overwritten", out, in)
+	}
+	res, err := user.LoadResult(in)
+	if err != nil {
+		return err
+	}
+	classes := 0
+	if res.Release != nil {
+		classes = res.Release.K
+	}
+	if derived {
+		if name == user.DeriveRegression && cmd.String("target") == "" {
+			return fmt.Errorf("--analysis regression needs --target FEATURE (one of %s)", strings.Join(res.Features, ", "))
+		}
+		paths, err := user.Derive(out, res, name, user.DeriveOptions{Target: cmd.String("target"), Ridge: cmd.Float64("ridge")})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("%s of the release of job %s (no privacy cost)\nwrote %s\n", name, res.JobID[:min(16, len(res.JobID))], strings.Join(paths, ", "))
+		return nil
+	}
+	if (name == job.DCA || name == job.LDA) && classes < 2 {
+		return fmt.Errorf("--analysis %s: this release has one class (it is from a %s job, which releases no per-class statistics); run a %s job for it (fedpca user run --analysis %s)", name, res.Analysis, name, name)
+	}
+	k, err := resolveK(cmd, name, len(res.Features), classes)
+	if err != nil {
+		return err
+	}
+	again, err := job.Reanalyze(res, name, k)
+	if err != nil {
+		return err
+	}
+	return writeResult(cmd, again)
+}
+
+// sameDir says whether two paths name the same directory (either may not
+// exist yet).
+func sameDir(a, b string) (bool, error) {
+	ia, erra := os.Stat(a)
+	ib, errb := os.Stat(b)
+	if erra == nil && errb == nil {
+		return os.SameFile(ia, ib), nil
+	}
+	aa, err := filepath.Abs(a)
+	if err != nil {
+		return false, err
+	}
+	bb, err := filepath.Abs(b)
+	if err != nil {
+		return false, err
+	}
+	return aa == bb, nil
+}
+
 func progressLine(s *fedpcav1.JobStatus) string {
-	state := strings.ToLower(strings.TrimPrefix(s.GetState().String(), "JOB_STATE_"))
-	return fmt.Sprintf("%s: %d/%d owners uploaded, %d declined — %s", state, s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined(), s.GetReason())
+	return fmt.Sprintf("%s: %d/%d owners uploaded, %d declined — %s", stateText(s.GetState()), s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined(), s.GetReason())
 }
 
 func declinedText(s *fedpcav1.JobStatus) string {

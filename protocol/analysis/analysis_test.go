@@ -873,12 +873,17 @@ func TestShrinkCentring(t *testing.T) {
 	if got := sc.ShrinkCentring(1e9); !mat.EqualApprox(got.ST, r, 1e-9) {
 		t.Errorf("noise dominating the mean: S_T %v, want R", mat.Formatted(got.ST))
 	}
-	// ||v||^2 = 25, (d-2) noiseVar = 5: c = 0.8.
-	got := sc.ShrinkCentring(5)
+	// ||v||^2 = 25 is within what noise of variance 5 gives ((3 + 2
+	// sqrt(6)) 5 = 39.5): no centring.
+	if got := sc.ShrinkCentring(5); !mat.EqualApprox(got.ST, r, 1e-12) {
+		t.Errorf("a mean within the noise: S_T %v, want R", mat.Formatted(got.ST))
+	}
+	// noiseVar = 2: 25 > 15.8, James-Stein c = 1 - 1*2/25 = 0.92.
+	got := sc.ShrinkCentring(2)
 	want := mat.NewSymDense(3, nil)
-	want.SymRankOne(r, -0.64/5, mat.NewVecDense(3, []float64{3, 4, 0}))
+	want.SymRankOne(r, -0.92*0.92/5, mat.NewVecDense(3, []float64{3, 4, 0}))
 	if !mat.EqualApprox(got.ST, want, 1e-12) {
-		t.Errorf("c = 0.8: S_T %v, want %v", mat.Formatted(got.ST), mat.Formatted(want))
+		t.Errorf("c = 0.92: S_T %v, want %v", mat.Formatted(got.ST), mat.Formatted(want))
 	}
 	if !slices.Equal(got.Mean, sc.Mean) || got.SW != sc.SW {
 		t.Error("the mean or S_W changed")
@@ -927,5 +932,53 @@ func TestCovarianceUnbiased(t *testing.T) {
 	// The uncorrected numerator would be lower by K sv^2 / n / (n - 1).
 	if bias := 2 * sv * sv / 50 / 49; bias < 5e-3 {
 		t.Fatalf("test too weak: bias %g", bias)
+	}
+}
+
+// TestStandardizedPCAScaleFree: the PCA of the correlation matrix does not
+// depend on the features' units: rescaling a column leaves the projections
+// of the rows unchanged, and they are those of the standardised rows.
+func TestStandardizedPCAScaleFree(t *testing.T) {
+	rows := [][]float64{{1, 20, 0.3}, {2, 18, 0.1}, {3, 25, 0.4}, {4, 21, 0.2}, {5, 30, 0.9}, {6, 26, 0.5}}
+	scales := []float64{1, 1000, 0.01}
+	proj := func(sc []float64) *mat.Dense {
+		d := len(sc)
+		x := mat.NewDense(len(rows), d, nil)
+		for i, r := range rows {
+			for j := range d {
+				x.Set(i, j, r[j]*sc[j])
+			}
+		}
+		var r mat.SymDense
+		r.SymOuterK(1, x.T())
+		v := make([]float64, d)
+		for i := range rows {
+			for j := range d {
+				v[j] += x.At(i, j)
+			}
+		}
+		m := Moments{R: &r, V: [][]float64{v}, N: []float64{float64(len(rows))}}
+		s, err := m.Scatters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := s.StandardizedPCA(2, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.ProjectBatch(x)
+	}
+	a, b := proj([]float64{1, 1, 1}), proj(scales)
+	if !mat.EqualApprox(a, b, 1e-9) {
+		t.Fatalf("projections change with the units:\n%v\n%v", mat.Formatted(a), mat.Formatted(b))
+	}
+	// The projections have the variance of the correlation's eigenvalues.
+	col := mat.Col(nil, 0, a)
+	v := 0.0
+	for _, x := range col {
+		v += x * x
+	}
+	if v /= float64(len(col)); v < 1 || v > 3 {
+		t.Fatalf("first standardised component's variance %v, want in [1, d]", v)
 	}
 }

@@ -169,6 +169,49 @@ func (s Scatters) PCA(k int) (*Components, error) {
 	}, nil
 }
 
+// StandardizedPCA is PCA of the rows standardised by the release's own
+// standard deviations: the top-k eigenpairs of the correlation matrix
+// D^-1 S_T D^-1 (D^2 the diagonal of S_T, each entry floored at floor, the
+// noise of an entry, so that a variance the noise took below zero still
+// counts), with W mapped back to the schema's units (W = D_n^-1 U with
+// D_n^2 = diag(S_T) / n): (z - mean) W are the projections of the
+// standardised rows. It does not depend on the schema's scales, only on its
+// clip norm and centers (clipping), and costs nothing: it post-processes
+// the release. W's columns are D_n^-1-orthonormal, not orthonormal.
+func (s Scatters) StandardizedPCA(k int, floor float64) (*Components, error) {
+	if err := s.check(); err != nil {
+		return nil, fmt.Errorf("pca: %w", err)
+	}
+	if !(s.N > 0) {
+		return nil, fmt.Errorf("pca: the noisy count %.4g is not positive", s.N)
+	}
+	d := s.Dim()
+	sd := make([]float64, d)
+	for i := range d {
+		sd[i] = math.Sqrt(math.Max(s.ST.At(i, i), math.Max(floor, 1e-300)))
+	}
+	corr := mat.NewSymDense(d, nil)
+	for i := range d {
+		for j := i; j < d; j++ {
+			corr.SetSym(i, j, math.Max(-1, math.Min(1, s.ST.At(i, j)/(sd[i]*sd[j]))))
+		}
+	}
+	t := s
+	t.ST = corr
+	c, err := t.PCA(k)
+	if err != nil {
+		return nil, err
+	}
+	rn := math.Sqrt(s.N)
+	rows, cols := c.W.Dims()
+	for i := range rows {
+		for j := range cols {
+			c.W.Set(i, j, c.W.At(i, j)*rn/sd[i])
+		}
+	}
+	return c, nil
+}
+
 // DCA computes discriminant component analysis from the scatters (see [DCA]).
 func (s Scatters) DCA(opts Options) (*Components, error) {
 	return s.discriminant(AnalysisDCA, opts, 1)

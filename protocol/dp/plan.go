@@ -104,10 +104,19 @@ var DefaultSplit = Split{R: 0.98, V: 0.015, N: 0.005}
 var DiscriminantSplit = Split{R: 0.3, V: 0.6, N: 0.1}
 
 // DefaultSplitFor returns the default budget split of an analysis: the
-// discriminant one for "dca" and "lda", DefaultSplit otherwise.
+// discriminant one for "dca" and "lda", the profile rounds' for "moments"
+// and "norms", DefaultSplit otherwise.
 func DefaultSplitFor(analysis string) Split {
-	if analysis == "dca" || analysis == "lda" {
+	switch analysis {
+	case "dca", "lda":
 		return DiscriminantSplit
+	case "moments":
+		// The profile's first round: the diagonal and the sums have the
+		// same sensitivity (sqrt(d) in data units) and matter alike.
+		return Split{R: 0.45, V: 0.45, N: 0.1}
+	case "norms":
+		// A histogram has only counts.
+		return Split{N: 1}
 	}
 	return DefaultSplit
 }
@@ -118,8 +127,8 @@ func (s Split) Validate() error {
 		name string
 		v    float64
 	}{{"r", s.R}, {"v", s.V}, {"n", s.N}} {
-		if math.IsNaN(f.v) || f.v <= 0 || f.v >= 1 {
-			return fmt.Errorf("budget split %s = %v must be in (0, 1)", f.name, f.v)
+		if math.IsNaN(f.v) || f.v < 0 || f.v > 1 {
+			return fmt.Errorf("budget split %s = %v must be in [0, 1]", f.name, f.v)
 		}
 	}
 	if sum := s.R + s.V + s.N; math.Abs(sum-1) > 1e-9 {
@@ -179,11 +188,31 @@ func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 // at least this total variance does too, up to its own (KLS) term, which the
 // report computes.
 func Calibrate(epsilon, delta float64, split Split, bound int64, bits uint, dims [3]int) (Calibration, error) {
+	if bound < 1 || bits > 30 {
+		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
+	}
+	bb := new(big.Int).SetInt64(bound)
+	return calibrate(epsilon, delta, split, [3]*big.Int{new(big.Int).Mul(bb, bb), bb, new(big.Int).Lsh(big.NewInt(1), bits)}, bits, dims)
+}
+
+// CalibrateLayout is Calibrate for the blocks and sensitivities of a layout
+// of any kind (stats.Layout.Sensitivity): an empty block must get no share
+// of the budget.
+func CalibrateLayout(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint) (Calibration, error) {
+	if bound < 1 || bits > 30 {
+		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
+	}
+	return calibrate(epsilon, delta, split, l.Sensitivity(bound, bits), bits, l.Dims())
+}
+
+func calibrate(epsilon, delta float64, split Split, sens [3]*big.Int, bits uint, dims [3]int) (Calibration, error) {
 	if err := split.Validate(); err != nil {
 		return Calibration{}, err
 	}
-	if bound < 1 || bits > 30 {
-		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
+	for _, b := range stats.Blocks {
+		if dims[b] == 0 && split.of(b) != 0 {
+			return Calibration{}, fmt.Errorf("calibrate: block %s is empty in this layout; its budget share %v must be 0", b, split.of(b))
+		}
 	}
 	switch {
 	case math.IsNaN(epsilon) || epsilon <= 0 || math.IsInf(epsilon, 1):
@@ -192,19 +221,21 @@ func Calibrate(epsilon, delta float64, split Split, bound int64, bits uint, dims
 		return Calibration{}, fmt.Errorf("calibrate: delta = %v must be in (0, 1)", delta)
 	}
 	c := Calibration{Epsilon: epsilon, Delta: delta, Split: split, Bits: bits, Dims: dims}
-	bb := new(big.Int).SetInt64(bound)
-	sens := [3]*big.Int{new(big.Int).Mul(bb, bb), bb, new(big.Int).Lsh(big.NewInt(1), bits)}
 	for _, b := range stats.Blocks {
 		c.Sensitivity[b], _ = new(big.Float).SetInt(sens[b]).Float64()
 	}
 	variances := func(mu float64) ([3]*big.Int, error) {
 		var out [3]*big.Int
 		for _, b := range stats.Blocks {
+			if dims[b] == 0 {
+				out[b] = new(big.Int)
+				continue
+			}
 			// variance = ceil(Delta^2 / (f mu^2)), exactly in rationals from
 			// the float64 value of f mu^2.
 			fr := new(big.Rat).SetFloat64(split.of(b) * mu * mu)
 			if fr == nil || fr.Sign() <= 0 {
-				return out, fmt.Errorf("calibrate: block %s gets no budget", b)
+				return out, fmt.Errorf("calibrate: the budget split gives block %s no share", b)
 			}
 			v := new(big.Rat).SetInt(new(big.Int).Mul(sens[b], sens[b]))
 			out[b] = ceilRat(v.Quo(v, fr))

@@ -16,7 +16,7 @@ func TestSplitValidate(t *testing.T) {
 	if err := DefaultSplit.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []Split{{1, 0, 0}, {0.5, 0.5, 0.1}, {-0.1, 0.6, 0.5}, {math.NaN(), 0.5, 0.5}} {
+	for _, s := range []Split{{1.1, -0.1, 0}, {0.5, 0.5, 0.1}, {-0.1, 0.6, 0.5}, {math.NaN(), 0.5, 0.5}} {
 		if err := s.Validate(); err == nil {
 			t.Errorf("split %+v accepted", s)
 		}
@@ -57,8 +57,29 @@ func TestCalibrate(t *testing.T) {
 	if _, err := Calibrate(0, 1e-6, DefaultSplit, b, g, [3]int{1, 1, 1}); err == nil || !strings.Contains(err.Error(), "epsilon") {
 		t.Errorf("epsilon 0: %v", err)
 	}
-	if _, err := Calibrate(1, 1e-6, Split{0.5, 0.5, 0}, b, g, [3]int{1, 1, 1}); err == nil {
-		t.Error("bad split accepted")
+	if _, err := Calibrate(1, 1e-6, Split{0.5, 0.5, 0}, b, g, [3]int{1, 1, 1}); err == nil || !strings.Contains(err.Error(), "split gives block n no share") {
+		t.Errorf("a block without budget: %v", err)
+	}
+	// A histogram has only the n block: the whole budget goes there, and a
+	// share for an empty block is refused.
+	l, _ := stats.NewLayoutOf(stats.Histogram, 30, 9)
+	c, err = CalibrateLayout(1, 1e-6, Split{N: 1}, l, b, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Variance[stats.BlockR].Sign() != 0 || c.Variance[stats.BlockV].Sign() != 0 || c.Dims != [3]int{0, 0, 9} {
+		t.Fatalf("histogram calibration %+v", c)
+	}
+	if got, want := c.SigmaData(stats.BlockN), 1/GaussMu(1, 1e-6); got < want || got > want*1.01 {
+		t.Errorf("histogram count sigma %v, want within 1%% above 1/mu = %v", got, want)
+	}
+	if _, err := CalibrateLayout(1, 1e-6, Split{R: 0.5, N: 0.5}, l, b, g); err == nil || !strings.Contains(err.Error(), "block R is empty") {
+		t.Errorf("a share for an empty block: %v", err)
+	}
+	// Moments rows lie in the box: the diagonal's sensitivity is 2^g B, not B^2.
+	m, _ := stats.NewLayoutOf(stats.Moments, 30, 1)
+	if s := m.Sensitivity(b, g)[stats.BlockR]; s.Int64() != b<<g {
+		t.Errorf("moments R sensitivity %v, want 2^g B = %d", s, b<<g)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
@@ -274,6 +275,61 @@ func FuzzReadStatistics(f *testing.F) {
 		}
 		if rep.Dropped > 0 && rep.Rows != cap {
 			t.Fatalf("dropped %d rows with only %d of %d used", rep.Dropped, rep.Rows, cap)
+		}
+	})
+}
+
+// FuzzProfileRounds reads arbitrary CSV through a bounded schema for the
+// profile's two rounds: reading never fails past the header, every moments
+// row stays in the box (sums of squares within rows 2^2g, sums within rows
+// 2^g), and the norms histogram counts every row used exactly once.
+func FuzzProfileRounds(f *testing.F) {
+	sch, err := schema.Parse([]byte(`{"id":"t","features":[{"name":"a","center":"5","scale":"5","min":"0","max":"10"},{"name":"b","center":"-1","scale":"2","min":"-3","max":"1"}],"clip_norm":"1.5","quant_bits":8}`))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add([]byte("a,b\n1,2\n30,-4\n-7,0.5\n"), int64(5), "0.5", "1.2")
+	f.Add([]byte("b,a\n1e3,x\n\n5,5\n"), int64(1), "0.001", "100")
+	f.Add([]byte(""), int64(1), "1", "2")
+	f.Fuzz(func(t *testing.T, data []byte, cap int64, e1, e2 string) {
+		if cap < 1 || cap > 1000 {
+			return
+		}
+		d1, err1 := fixedpoint.ParseDecimal(e1)
+		d2, err2 := fixedpoint.ParseDecimal(e2)
+		norms := &Spec{Analysis: NormsJob, MaxOwnerRows: cap, MaxRows: cap, NormEdges: []fixedpoint.Decimal{d1, d2}}
+		moments := &Spec{Analysis: MomentsJob, MaxOwnerRows: cap, MaxRows: cap}
+		acc, rep, err := ReadStatistics(moments, sch, bytes.NewReader(data))
+		if err != nil {
+			var re *schema.RowError
+			if !errors.As(err, &re) || re.Line != 1 {
+				t.Fatalf("moments: reading failed past the header: %v", err)
+			}
+			return
+		}
+		one := int64(1) << sch.Bits
+		pack := acc.Pack()
+		for i := range 2 {
+			if pack[i] < 0 || pack[i] > rep.Rows*one*one || pack[2+i] > rep.Rows*one || pack[2+i] < -rep.Rows*one {
+				t.Fatalf("moments %v for %d rows: outside the box", pack, rep.Rows)
+			}
+		}
+		if err1 != nil || err2 != nil || d1.Sign() <= 0 || d1.Rat().Cmp(d2.Rat()) >= 0 {
+			return // Spec.Validate refuses edges that are not positive and increasing
+		}
+		acc, rep, err = ReadStatistics(norms, sch, bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("norms: %v", err)
+		}
+		var total int64
+		for _, c := range acc.Pack() {
+			if c < 0 {
+				t.Fatalf("negative count %d", c)
+			}
+			total += c
+		}
+		if total != rep.Rows*one {
+			t.Fatalf("histogram holds %d rows at scale 2^g, %d were read", total/one, rep.Rows)
 		}
 	})
 }

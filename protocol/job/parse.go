@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
+
+	"github.com/fedpca/fedpca/protocol/stats"
 )
 
 // MaxResultBytes bounds an encoded result document (the release dominates:
@@ -45,8 +48,8 @@ func (r *Result) Validate() error {
 	if !hexHash.MatchString(r.SchemaHash) {
 		return bad("schema_hash", "want 64 lower-case hex digits")
 	}
-	if !slices.Contains([]string{PCA, DCA, LDA, Scatter}, r.Analysis) {
-		return bad("analysis", "%q, want pca, dca, lda or scatter", r.Analysis)
+	if !slices.Contains(Analyses, r.Analysis) {
+		return bad("analysis", "%q, want one of %s", r.Analysis, strings.Join(Analyses, ", "))
 	}
 	if r.HEParams == "" {
 		return bad("he_params", "missing")
@@ -66,6 +69,9 @@ func (r *Result) Validate() error {
 		return bad("features", "%v", err)
 	}
 	switch {
+	case rel.Layout.Kind == stats.Histogram && len(r.Classes) != 0:
+		return bad("classes", "%d names for a histogram (its buckets are not classes)", len(r.Classes))
+	case rel.Layout.Kind == stats.Histogram:
 	case k == 1 && len(r.Classes) != 0:
 		return bad("classes", "%d names for a release without classes", len(r.Classes))
 	case k > 1 && len(r.Classes) != k:
@@ -85,9 +91,9 @@ func (r *Result) Validate() error {
 	}
 	c := r.Components
 	switch {
-	case r.Analysis == Scatter && c != nil:
-		return bad("components", "present for analysis scatter")
-	case r.Analysis != Scatter && c == nil:
+	case !r.solved() && c != nil:
+		return bad("components", "present for analysis %s", r.Analysis)
+	case r.solved() && c == nil:
 		return bad("components", "missing for analysis %s", r.Analysis)
 	case c != nil && c.Analysis != r.Analysis:
 		return bad("components", "of analysis %s in a %s result", c.Analysis, r.Analysis)
@@ -112,4 +118,10 @@ func distinctNames(names []string, valid func(string) bool) error {
 		seen[n] = true
 	}
 	return nil
+}
+
+// solved reports whether the result's analysis has components (the release
+// only, for scatter and the profile rounds).
+func (r *Result) solved() bool {
+	return r.Analysis == PCA || r.Analysis == DCA || r.Analysis == LDA
 }

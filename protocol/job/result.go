@@ -38,9 +38,12 @@ type Result struct {
 	Owners    []string
 	NumOwners int
 	// NoisyN is the (noisy) total number of rows.
-	NoisyN     float64
-	Components *analysis.Components
-	Privacy    Privacy
+	NoisyN float64
+	// Standardized PCA components are those of the release's correlation
+	// matrix (see Spec.Standardize).
+	Standardized bool
+	Components   *analysis.Components
+	Privacy      Privacy
 	// Quality says how much of the result the noise accounts for (nil
 	// without noise).
 	Quality  *Quality
@@ -50,15 +53,16 @@ type Result struct {
 
 // resultJSON is Result's JSON layout (see Result).
 type resultJSON struct {
-	JobID      string   `json:"job_id"`
-	Dataset    string   `json:"dataset"`
-	SchemaHash string   `json:"schema_hash"`
-	Analysis   string   `json:"analysis"`
-	Features   []string `json:"features"`
-	Classes    []string `json:"classes,omitempty"`
-	Owners     []string `json:"owners"`
-	NumOwners  int      `json:"num_owners"`
-	NoisyN     float64  `json:"noisy_n"`
+	JobID        string   `json:"job_id"`
+	Dataset      string   `json:"dataset"`
+	SchemaHash   string   `json:"schema_hash"`
+	Analysis     string   `json:"analysis"`
+	Features     []string `json:"features"`
+	Classes      []string `json:"classes,omitempty"`
+	Owners       []string `json:"owners"`
+	NumOwners    int      `json:"num_owners"`
+	NoisyN       float64  `json:"noisy_n"`
+	Standardized bool     `json:"standardized,omitempty"`
 	*analysis.Fields
 	Privacy  Privacy     `json:"privacy"`
 	Quality  *Quality    `json:"quality,omitempty"`
@@ -69,7 +73,7 @@ type resultJSON struct {
 // MarshalJSON encodes the result (see Result for the layout).
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{JobID: r.JobID, Dataset: r.Dataset, SchemaHash: r.SchemaHash, Analysis: r.Analysis, Features: r.Features,
-		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Privacy: r.Privacy, Quality: r.Quality, HEParams: r.HEParams, Release: r.Release}
+		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Standardized: r.Standardized, Privacy: r.Privacy, Quality: r.Quality, HEParams: r.HEParams, Release: r.Release}
 	if r.Components != nil {
 		f, err := r.Components.Fields()
 		if err != nil {
@@ -87,7 +91,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Result{JobID: j.JobID, Dataset: j.Dataset, SchemaHash: j.SchemaHash, Analysis: j.Analysis, Features: j.Features,
-		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Privacy: j.Privacy, Quality: j.Quality, HEParams: j.HEParams, Release: j.Release}
+		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Standardized: j.Standardized, Privacy: j.Privacy, Quality: j.Quality, HEParams: j.HEParams, Release: j.Release}
 	if j.Fields != nil {
 		c, err := analysis.FromFields(j.Analysis, j.Fields)
 		if err != nil {
@@ -151,6 +155,9 @@ type ShareDoc struct {
 // row-major, scale 2^(2 bits)), V (K class sums, scale 2^bits), N (K counts,
 // scale 2^bits).
 type ReleaseDoc struct {
+	// Kind is empty for the full statistics, "moments" or "histogram" for
+	// the profile job's rounds.
+	Kind string  `json:"kind,omitempty"`
 	D    int     `json:"d"`
 	K    int     `json:"k"`
 	Bits uint    `json:"bits"`
@@ -161,19 +168,33 @@ type ReleaseDoc struct {
 
 // Release converts the document back to a release, validating its shape.
 func (d *ReleaseDoc) Release() (*stats.Release, error) {
-	l, err := stats.NewLayout(d.D, d.K)
+	kind := stats.Full
+	switch d.Kind {
+	case "":
+	case stats.Moments.String():
+		kind = stats.Moments
+	case stats.Histogram.String():
+		kind = stats.Histogram
+	default:
+		return nil, fmt.Errorf("release: unknown kind %q", d.Kind)
+	}
+	l, err := stats.NewLayoutOf(kind, d.D, d.K)
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
 	if len(d.R) != l.RLen() || len(d.V) != l.VLen() || len(d.N) != l.K {
-		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.K, d.D, d.K)
+		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for %s d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.K, l.Kind, d.D, d.K)
 	}
 	vec := append(append(append([]int64{}, d.R...), d.V...), d.N...)
 	return stats.Unpack(l, d.Bits, vec)
 }
 
 func releaseDoc(r *stats.Release) *ReleaseDoc {
-	return &ReleaseDoc{D: r.Layout.D, K: r.Layout.K, Bits: r.Bits, R: r.R, V: r.V, N: r.N}
+	doc := &ReleaseDoc{D: r.Layout.D, K: r.Layout.K, Bits: r.Bits, R: r.R, V: r.V, N: r.N}
+	if r.Layout.Kind != stats.Full {
+		doc.Kind = r.Layout.Kind.String()
+	}
+	return doc
 }
 
 // PrivacyReport computes the privacy accounting of a release that holds the
@@ -227,11 +248,13 @@ func Moments(r *stats.Release) analysis.Moments {
 type Header struct {
 	JobID, Dataset, SchemaHash, HEParams string
 	Features, Classes                    []string
+	// Standardize: PCA of the release's correlation (Spec.Standardize).
+	Standardize bool
 }
 
 // HeaderOf returns the header of a job's results.
 func HeaderOf(s *Spec, sch *schema.Schema, heParams string) Header {
-	return Header{JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, HEParams: heParams, Features: sch.FeatureNames(), Classes: sch.Classes}
+	return Header{JobID: s.ID(), Dataset: s.Dataset, SchemaHash: s.SchemaHash, HEParams: heParams, Features: sch.FeatureNames(), Classes: sch.Classes, Standardize: s.Standardize}
 }
 
 // CentralHEParams is the he_params of a Central result: none were used.
@@ -257,7 +280,7 @@ func Central(s *Spec, sch *schema.Schema, csv io.Reader) (*Result, ReadReport, e
 	}
 	// A document like a job's (so that it validates and compares), named by
 	// the spec's hash, with no HE parameters since nothing was encrypted.
-	h := Header{JobID: s.ID(), Dataset: sch.ID, SchemaHash: sch.HashHex(), HEParams: CentralHEParams, Features: sch.FeatureNames(), Classes: sch.Classes}
+	h := Header{JobID: s.ID(), Dataset: sch.ID, SchemaHash: sch.HashHex(), HEParams: CentralHEParams, Features: sch.FeatureNames(), Classes: sch.Classes, Standardize: s.Standardize}
 	res, err := AnalyzeRelease(h, s.Analysis, s.K, rel, nil, Privacy{NoNoise: true})
 	return res, rep, err
 }
@@ -278,7 +301,8 @@ func Reanalyze(res *Result, name string, k int) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := Header{JobID: res.JobID, Dataset: res.Dataset, SchemaHash: res.SchemaHash, HEParams: res.HEParams, Features: res.Features, Classes: res.Classes}
+	h := Header{JobID: res.JobID, Dataset: res.Dataset, SchemaHash: res.SchemaHash, HEParams: res.HEParams, Features: res.Features, Classes: res.Classes,
+		Standardize: res.Standardized && name == PCA}
 	if len(h.Features) != rel.Layout.D {
 		return nil, fmt.Errorf("reanalyze: %d feature names for d = %d", len(h.Features), rel.Layout.D)
 	}
@@ -289,6 +313,22 @@ func Reanalyze(res *Result, name string, k int) (*Result, error) {
 // The DCA/LDA regulariser adds the noise margin for the total noise on R in
 // the release (pr.SigmaTotal.R).
 func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []string, pr Privacy) (*Result, error) {
+	if rel.Layout.Kind != stats.Full {
+		// A profile round: the release is the result; the profile package
+		// reads it.
+		if want := map[string]stats.Kind{MomentsJob: stats.Moments, NormsJob: stats.Histogram}[name]; want != rel.Layout.Kind {
+			return nil, fmt.Errorf("a %s release cannot give a %s result", rel.Layout.Kind, name)
+		}
+		var n int64
+		for _, c := range rel.N {
+			n += c
+		}
+		return &Result{
+			JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: name,
+			Features: h.Features, Owners: owners, NumOwners: len(owners),
+			NoisyN: math.Ldexp(float64(n), -int(rel.Bits)), Privacy: pr, HEParams: h.HEParams, Release: releaseDoc(rel),
+		}, nil
+	}
 	m := Moments(rel)
 	sc, err := m.Scatters()
 	if err != nil {
@@ -308,7 +348,18 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 	case PCA:
 		// The noise on v = sum_k v_k has variance K sigma_v^2 per coordinate.
 		sv := float64(pr.SigmaTotal.V)
-		res.Components, err = sc.ShrinkCentring(float64(rel.Layout.K) * sv * sv).PCA(k)
+		shrunk := sc.ShrinkCentring(float64(rel.Layout.K) * sv * sv)
+		if h.Standardize {
+			res.Standardized = true
+			// A variance below the noise's spectral norm (about 2 sigma_R
+			// sqrt(d)) is not told apart from noise: it is taken at that
+			// level, so that a feature the noise dominates is not blown up
+			// to unit variance.
+			floor := 2 * float64(pr.SigmaTotal.R) * math.Sqrt(float64(rel.Layout.D))
+			res.Components, err = shrunk.StandardizedPCA(k, floor)
+		} else {
+			res.Components, err = shrunk.PCA(k)
+		}
 	case DCA, LDA:
 		if rel.Layout.K < 2 {
 			return nil, fmt.Errorf("%s needs per-class statistics; the release has one class", name)

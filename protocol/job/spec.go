@@ -19,9 +19,11 @@ import (
 	"math/big"
 	"regexp"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
@@ -33,7 +35,18 @@ const (
 	DCA     = "dca"
 	LDA     = "lda"
 	Scatter = "scatter" // the noisy release only
+	// The profile job's two rounds (see the profile package): per-feature
+	// sums and sums of squares of rows clamped to declared bounds, and a
+	// histogram of the rows' norms over public bucket edges.
+	MomentsJob = "moments"
+	NormsJob   = "norms"
 )
+
+// Analyses lists every analysis a spec may name.
+var Analyses = []string{PCA, DCA, LDA, Scatter, MomentsJob, NormsJob}
+
+// MaxNormEdges bounds the buckets of a norms job.
+const MaxNormEdges = 256
 
 // Version is the spec format version.
 const Version = 1
@@ -55,6 +68,15 @@ type Spec struct {
 	// wanted (post-processing: it does not change the privacy cost).
 	Analysis string `json:"analysis"`
 	K        int    `json:"k"`
+	// NormEdges are the public bucket edges of a norms job, increasing and
+	// positive, in the schema's units: bucket i holds the rows whose norm is
+	// at least edge i-1 and below edge i (rows are clipped first).
+	NormEdges []fixedpoint.Decimal `json:"norm_edges,omitempty"`
+	// Standardize (PCA) analyses the release's correlation matrix: the PCA
+	// of the rows standardised by the release's own standard deviations,
+	// independent of the schema's scales (post-processing: no privacy
+	// cost; see analysis.StandardizedPCA).
+	Standardize bool `json:"standardize,omitempty"`
 	// Privacy: (Epsilon, Delta)-DP via zCDP with the noise plan and budget
 	// split. NoNoise disables noise (tests and simulations only; daemons
 	// refuse it unless explicitly allowed).
@@ -182,8 +204,22 @@ func (s *Spec) Validate() error {
 	if !hexHash.MatchString(s.SchemaHash) {
 		return bad("schema_hash", "want 64 lower-case hex digits")
 	}
-	if !slices.Contains([]string{PCA, DCA, LDA, Scatter}, s.Analysis) {
-		return bad("analysis", "%q, want pca, dca, lda or scatter", s.Analysis)
+	if !slices.Contains(Analyses, s.Analysis) {
+		return bad("analysis", "%q, want one of %s", s.Analysis, strings.Join(Analyses, ", "))
+	}
+	if (s.Analysis == NormsJob) != (len(s.NormEdges) > 0) {
+		return bad("norm_edges", "a norms job, and only a norms job, has bucket edges")
+	}
+	if s.Standardize && s.Analysis != PCA {
+		return bad("standardize", "only for pca, not %s", s.Analysis)
+	}
+	if len(s.NormEdges) > MaxNormEdges {
+		return bad("norm_edges", "%d edges exceed %d", len(s.NormEdges), MaxNormEdges)
+	}
+	for i, e := range s.NormEdges {
+		if e.Sign() <= 0 || (i > 0 && e.Rat().Cmp(s.NormEdges[i-1].Rat()) <= 0) {
+			return bad("norm_edges", "edge %d (%s) must be positive and above the one before", i, e)
+		}
 	}
 	if s.K < 0 {
 		return bad("k", "%d must not be negative", s.K)
@@ -275,6 +311,12 @@ func (s *Spec) UsesClasses() bool {
 
 // Layout returns the packing layout for the schema.
 func (s *Spec) Layout(sch *schema.Schema) (stats.Layout, error) {
+	switch s.Analysis {
+	case MomentsJob:
+		return stats.NewLayoutOf(stats.Moments, sch.D(), 1)
+	case NormsJob:
+		return stats.NewLayoutOf(stats.Histogram, sch.D(), len(s.NormEdges)+1)
+	}
 	k := 1
 	if s.UsesClasses() && len(sch.Classes) > 0 {
 		k = len(sch.Classes)
@@ -291,7 +333,7 @@ func (s *Spec) Calibration(sch *schema.Schema) (dp.Calibration, error) {
 	if err != nil {
 		return dp.Calibration{}, err
 	}
-	return dp.Calibrate(s.Epsilon, s.Delta, s.Split, sch.Bound(), sch.Bits, l.Dims())
+	return dp.CalibrateLayout(s.Epsilon, s.Delta, s.Split, l, sch.Bound(), sch.Bits)
 }
 
 // Check validates the spec against the schema the owners serve and the HE
@@ -311,6 +353,14 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	}
 	if s.UsesClasses() && len(sch.Classes) < 2 && s.Analysis != Scatter {
 		return fmt.Errorf("job spec: analysis %s needs a schema with at least 2 classes; %s has %d", s.Analysis, sch.ID, len(sch.Classes))
+	}
+	if s.Analysis == MomentsJob {
+		// The diagonal's sensitivity assumes every value in [-1, 1]: a row
+		// outside would be refused, and the owner's outcome would depend on
+		// its rows.
+		if err := sch.InBox(); err != nil {
+			return fmt.Errorf("job spec: a moments job %w", err)
+		}
 	}
 	if s.HEParams != p.ID() || s.HEParamsHash != p.Fingerprint() {
 		return fmt.Errorf("job spec: he_params %s (%s…) is not this node's parameter set %s (%s…)", s.HEParams, s.HEParamsHash[:12], p.ID(), p.Fingerprint()[:12])

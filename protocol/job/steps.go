@@ -4,8 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/big"
+	"slices"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
@@ -76,9 +79,13 @@ func ReadRows(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accumulator
 	if err != nil {
 		return nil, rep, err
 	}
-	rd, err := sch.NewRowReader(rows, l.K > 1)
+	rd, err := sch.NewRowReader(rows, l.K > 1 && l.Kind == stats.Full)
 	if err != nil {
 		return nil, rep, err
+	}
+	var bucket func([]int64) int
+	if l.Kind == stats.Histogram {
+		bucket = NormBuckets(s.NormEdges, sch.Bits)
 	}
 	for {
 		if acc.Rows() >= s.MaxOwnerRows {
@@ -107,6 +114,9 @@ func ReadRows(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accumulator
 		if err != nil {
 			return nil, rep, err
 		}
+		if bucket != nil {
+			k = bucket(q)
+		}
 		if err := acc.Add(q, k); err != nil {
 			return nil, rep, err
 		}
@@ -116,6 +126,38 @@ func ReadRows(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accumulator
 	rep.Clamped = rd.Clamped()
 	rep.Missing, rep.Filled = rd.MissingDropped(), rd.Filled()
 	return acc, rep, nil
+}
+
+// NormBuckets returns the bucket map of a norms job: the number of edges
+// at or below the norm of the (quantized, clipped) row, computed exactly in
+// integers: ||q||^2 >= ceil((2^g e)^2) for each edge e. Not safe for
+// concurrent use.
+func NormBuckets(edges []fixedpoint.Decimal, bits uint) func(q []int64) int {
+	thresholds := make([]*big.Int, len(edges))
+	for i, e := range edges {
+		x := new(big.Rat).Mul(e.Rat(), new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), bits)))
+		x.Mul(x, x)
+		q, m := new(big.Int).QuoRem(x.Num(), x.Denom(), new(big.Int))
+		if m.Sign() > 0 {
+			q.Add(q, big.NewInt(1))
+		}
+		thresholds[i] = q
+	}
+	var sum, t big.Int
+	return func(q []int64) int {
+		sum.SetInt64(0)
+		for _, x := range q {
+			t.SetInt64(x)
+			sum.Add(&sum, t.Mul(&t, &t))
+		}
+		k, _ := slices.BinarySearchFunc(thresholds, &sum, func(th, target *big.Int) int {
+			if th.Cmp(target) <= 0 {
+				return -1
+			}
+			return 1
+		})
+		return k
+	}
 }
 
 // OwnerCiphertexts packs an owner's statistics, adds its DP noise share (in

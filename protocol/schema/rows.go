@@ -101,6 +101,27 @@ func (s *Schema) NewMapper() (*Mapper, error) {
 	return m, nil
 }
 
+// InBox returns nil when every feature declares bounds that the map sends
+// into [-1, 1] (|quantized bound| <= 2^g), so that every row read is in the
+// box |z_i| <= 1; otherwise an error naming the first feature that is not.
+func (s *Schema) InBox() error {
+	m, err := s.NewMapper()
+	if err != nil {
+		return err
+	}
+	one := int64(1) << s.Bits
+	for i, b := range m.bounds {
+		f := s.Features[i]
+		switch {
+		case !b.hasLo || !b.hasHi:
+			return fmt.Errorf("needs declared bounds min and max on every feature; %q has none", f.Name)
+		case b.lo < -one || b.hi > one:
+			return fmt.Errorf("needs every feature's bounds mapped into [-1, 1]; %q: [%s, %s] with center %s and scale %s is not", f.Name, f.Min, f.Max, f.Center, f.Scale)
+		}
+	}
+	return nil
+}
+
 // Class returns the index of a label in the class list.
 func (m *Mapper) Class(label string) (int, error) {
 	k, ok := m.classes[m.s.normal(label)]

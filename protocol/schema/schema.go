@@ -298,6 +298,50 @@ func (s *Schema) Validate() error {
 	return nil
 }
 
+// SameReading returns nil when t reads rows exactly as s does and may
+// differ only in the map that follows: each feature's center and scale and
+// the clip norm. Same ID, features (names, order, declared bounds), label,
+// classes and quantization bits; otherwise an error naming the first
+// difference. An owner serving s takes part in jobs under such a t (the
+// profile job chooses the map), never under a schema that reads its rows
+// differently or bounds them less.
+func (s *Schema) SameReading(t *Schema) error {
+	switch {
+	case s.ID != t.ID:
+		return fmt.Errorf("dataset %q, not %q", t.ID, s.ID)
+	case len(s.Features) != len(t.Features):
+		return fmt.Errorf("%d features, not %d", len(t.Features), len(s.Features))
+	case s.Label != t.Label || !slices.Equal(s.Classes, t.Classes):
+		return fmt.Errorf("label %q and classes %q, not %q and %q", t.Label, t.Classes, s.Label, s.Classes)
+	case s.Bits != t.Bits:
+		return fmt.Errorf("quant_bits %d, not %d", t.Bits, s.Bits)
+	}
+	same := func(a, b *fixedpoint.Decimal) bool {
+		return (a == nil) == (b == nil) && (a == nil || a.Rat().Cmp(b.Rat()) == 0)
+	}
+	for i, f := range s.Features {
+		g := t.Features[i]
+		if f.Name != g.Name {
+			return fmt.Errorf("feature %d is %q, not %q", i, g.Name, f.Name)
+		}
+		if !same(f.Min, g.Min) || !same(f.Max, g.Max) {
+			return fmt.Errorf("feature %q: bounds [%v, %v], not [%v, %v]", f.Name, g.Min, g.Max, f.Min, f.Max)
+		}
+	}
+	// Everything else that says how to read (columns, categories, missing
+	// values, decimal comma, trimming, case): t with s's map must be s.
+	u := *t
+	u.Features = slices.Clone(t.Features)
+	for i := range u.Features {
+		u.Features[i].Center, u.Features[i].Scale = s.Features[i].Center, s.Features[i].Scale
+	}
+	u.ClipNorm = s.ClipNorm
+	if !bytes.Equal(u.Canonical(), s.Canonical()) {
+		return fmt.Errorf("its reading options (columns, categories, missing values, decimal comma, trim or case) differ")
+	}
+	return nil
+}
+
 // D returns the number of features.
 func (s *Schema) D() int { return len(s.Features) }
 

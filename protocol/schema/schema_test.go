@@ -249,3 +249,80 @@ func mustReadF(f *testing.F, path string) []byte {
 	}
 	return b
 }
+
+// TestSameReading: a job's schema may change only the map (centers, scales,
+// clip norm) of the schema an owner serves.
+func TestSameReading(t *testing.T) {
+	base := `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`
+	s, err := Parse([]byte(base))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ok, _ := Parse([]byte(`{"id":"s","features":[{"name":"a","center":4.5,"scale":0.3,"min":0,"max":9},{"name":"b","center":7,"scale":3}],"label":"y","classes":["p","q"],"clip_norm":5}`))
+	if err := s.SameReading(ok); err != nil {
+		t.Fatalf("another map refused: %v", err)
+	}
+	for want, other := range map[string]string{
+		"bounds":     `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":10},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"no bounds":  `{"id":"s","features":[{"name":"a","center":1,"scale":2},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"feature 1":  `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"c","center":0,"scale":1}],"label":"y","classes":["p","q"]}`,
+		"classes":    `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["q","p"]}`,
+		"quant_bits": `{"id":"s","features":[{"name":"a","center":1,"scale":2,"min":0,"max":9},{"name":"b","center":0,"scale":1}],"label":"y","classes":["p","q"],"quant_bits":12}`,
+	} {
+		o, err := Parse([]byte(other))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SameReading(o); err == nil {
+			t.Errorf("%s changed: accepted", want)
+		}
+	}
+}
+
+// FuzzClamp checks the declared bounds on arbitrary values and bounds:
+// clamping the quantized value equals quantizing the clamped value, and
+// the clamp count says whether it moved.
+func FuzzClamp(f *testing.F) {
+	f.Add("-3", "5.5", "9.25")
+	f.Add("0", "0", "-1e-9")
+	f.Add("-1e3", "1e-3", "0.0005")
+	f.Fuzz(func(t *testing.T, lo, hi, x string) {
+		l, err1 := fixedpoint.ParseDecimal(lo)
+		h, err2 := fixedpoint.ParseDecimal(hi)
+		v, err3 := fixedpoint.ParseDecimal(x)
+		if err1 != nil || err2 != nil || err3 != nil || l.Rat().Cmp(h.Rat()) > 0 {
+			return
+		}
+		s := &Schema{ID: "f", Features: []Feature{{Name: "a", Center: fixedpoint.MustDecimal("0.5"), Scale: fixedpoint.MustDecimal("3"), Min: &l, Max: &h}}, ClipNorm: fixedpoint.MustDecimal("1e6"), Bits: 8}
+		m, err := s.NewMapper()
+		if err != nil {
+			return // a bound beyond the quantizer's range: refused before any row
+		}
+		want := v
+		if v.Rat().Cmp(l.Rat()) < 0 {
+			want = l
+		} else if v.Rat().Cmp(h.Rat()) > 0 {
+			want = h
+		}
+		var sc fixedpoint.Scratch
+		q, err := m.quant[0].Quantize(want.String(), &sc)
+		if err != nil {
+			return
+		}
+		dst := make([]int64, 1)
+		_, err = m.Map([]string{v.String()}, dst)
+		if err != nil {
+			// the unclamped value may be beyond the quantizer's range: a row error, skipped by the policy
+			return
+		}
+		if dst[0] != q {
+			t.Fatalf("[%s, %s] x=%s: mapped %d, want the quantized clamp %d", lo, hi, x, dst[0], q)
+		}
+		// Counted when the quantized value moved (a value within a rounding
+		// step of its bound quantizes to it already).
+		raw, _ := m.quant[0].Quantize(v.String(), &sc)
+		if moved := raw != q; moved != (m.Clamped() == 1) {
+			t.Fatalf("clamp count %d, moved %v", m.Clamped(), moved)
+		}
+	})
+}

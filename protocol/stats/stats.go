@@ -9,7 +9,18 @@
 //	n_k = 2^g * (number of rows of class k)                          scale 2^g
 //
 // and packs them as [R | v_1 .. v_K | n_1 .. n_K]: d(d+1)/2 + K d + K int64
-// values. The layout is a pure function of (d, K).
+// values. The layout is a pure function of (kind, d, K).
+//
+// Two more kinds serve the profile job, which chooses a schema privately:
+//
+//   - Moments keeps only the diagonal of R (the per-feature sums of squares)
+//     with v and n for one class: 2d + 1 values. Its rows must also lie in
+//     the box |q_i| <= 2^g (every feature clamped to declared bounds mapped
+//     to [-1, 1]), which bounds the diagonal's sensitivity by 2^g B instead
+//     of B^2.
+//   - Histogram keeps only K counts, one per bucket of the rows' norms
+//     (the caller says which bucket a row falls in): K values, and one row
+//     changes one count.
 //
 // Overflow: the accumulator checks that every row it is given is inside the
 // ball (||q||^2 <= B^2, in 128-bit integers), so each row changes an entry of
@@ -27,20 +38,49 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
 	"math/bits"
 )
 
-// Layout is the shape of the packed statistics: D features, K classes.
+// Kind says which statistics a layout holds.
+type Kind uint8
+
+// The kinds of layout (see the package comment).
+const (
+	Full Kind = iota
+	Moments
+	Histogram
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Full:
+		return "full"
+	case Moments:
+		return "moments"
+	case Histogram:
+		return "histogram"
+	}
+	return fmt.Sprintf("kind(%d)", uint8(k))
+}
+
+// Layout is the shape of the packed statistics: D features, K classes (or
+// buckets, for a histogram).
 type Layout struct {
 	D, K int
+	Kind Kind
 }
 
 // MaxLen bounds the packed length (about 2^27 values, 1 GiB of int64).
 const MaxLen = 1 << 27
 
-// NewLayout validates d >= 1 and k >= 1.
-func NewLayout(d, k int) (Layout, error) {
-	l := Layout{D: d, K: k}
+// NewLayout validates d >= 1 and k >= 1 for a full layout.
+func NewLayout(d, k int) (Layout, error) { return NewLayoutOf(Full, d, k) }
+
+// NewLayoutOf validates a layout of any kind: a moments layout has one
+// class.
+func NewLayoutOf(kind Kind, d, k int) (Layout, error) {
+	l := Layout{D: d, K: k, Kind: kind}
 	if err := l.Validate(); err != nil {
 		return Layout{}, err
 	}
@@ -49,8 +89,14 @@ func NewLayout(d, k int) (Layout, error) {
 
 // Validate checks the dimensions.
 func (l Layout) Validate() error {
+	if l.Kind > Histogram {
+		return fmt.Errorf("layout: unknown %s", l.Kind)
+	}
 	if l.D < 1 || l.K < 1 {
 		return fmt.Errorf("layout d=%d k=%d: both must be at least 1", l.D, l.K)
+	}
+	if l.Kind == Moments && l.K != 1 {
+		return fmt.Errorf("layout: a moments layout has one class, not %d", l.K)
 	}
 	if l.D > 1<<14 || l.K > 1<<14 || l.Len() > MaxLen {
 		return fmt.Errorf("layout d=%d k=%d: %d values exceed %d", l.D, l.K, l.Len(), MaxLen)
@@ -58,17 +104,34 @@ func (l Layout) Validate() error {
 	return nil
 }
 
-// RLen is the length of the R block, d(d+1)/2.
-func (l Layout) RLen() int { return l.D * (l.D + 1) / 2 }
+// RLen is the length of the R block: d(d+1)/2, d for moments (the
+// diagonal), 0 for a histogram.
+func (l Layout) RLen() int {
+	switch l.Kind {
+	case Moments:
+		return l.D
+	case Histogram:
+		return 0
+	}
+	return l.D * (l.D + 1) / 2
+}
 
-// VLen is the length of the v block, K d.
-func (l Layout) VLen() int { return l.K * l.D }
+// VLen is the length of the v block, K d (0 for a histogram).
+func (l Layout) VLen() int {
+	if l.Kind == Histogram {
+		return 0
+	}
+	return l.K * l.D
+}
 
 // Len is the packed length.
 func (l Layout) Len() int { return l.RLen() + l.VLen() + l.K }
 
-// R returns the index of R[i][j] for i <= j.
+// R returns the index of R[i][j] for i <= j (of R[i][i] for moments).
 func (l Layout) R(i, j int) int {
+	if l.Kind == Moments {
+		return i
+	}
 	if i > j {
 		i, j = j, i
 	}
@@ -121,6 +184,29 @@ func (l Layout) Range(b Block) (lo, hi int) {
 // Dims returns the numbers of coordinates of the blocks, in packing order.
 func (l Layout) Dims() [3]int { return [3]int{l.RLen(), l.VLen(), l.K} }
 
+// Sensitivity returns the L2 sensitivity of each block (R, v, n) in integer
+// units for rows clipped to the ball of radius b at scale 2^bits: B^2, B and
+// 2^g; for moments, whose rows are also in the box |q_i| <= 2^g, the
+// diagonal's is min(B^2, 2^g B) (sum q_i^4 <= max q_i^2 sum q_i^2); an empty
+// block's is 0.
+func (l Layout) Sensitivity(b int64, bits uint) [3]*big.Int {
+	bb := big.NewInt(b)
+	one := new(big.Int).Lsh(big.NewInt(1), bits)
+	r := new(big.Int).Mul(bb, bb)
+	if l.Kind == Moments {
+		if box := new(big.Int).Mul(one, bb); box.Cmp(r) < 0 {
+			r = box
+		}
+	}
+	out := [3]*big.Int{r, bb, one}
+	for i, n := range l.Dims() {
+		if n == 0 {
+			out[i] = new(big.Int)
+		}
+	}
+	return out
+}
+
 // Chunks returns how many vectors of the given number of slots the packed
 // statistics need.
 func (l Layout) Chunks(slots int) int { return (l.Len() + slots - 1) / slots }
@@ -130,6 +216,10 @@ var ErrTooManyRows = errors.New("too many rows for exact int64 accumulation")
 
 // ErrNotClipped reports a row outside the clip ball.
 var ErrNotClipped = errors.New("row is outside the clip ball")
+
+// ErrOutsideBox reports a moments row with a value beyond 2^g in absolute
+// value (a feature not clamped to its declared bounds).
+var ErrOutsideBox = errors.New("row is outside the box |z_i| <= 1")
 
 // Accumulator sums clipped rows exactly. Not safe for concurrent use.
 type Accumulator struct {
@@ -176,9 +266,10 @@ func (a *Accumulator) Rows() int64 { return a.rows }
 // MaxRows returns how many rows the accumulator accepts.
 func (a *Accumulator) MaxRows() int64 { return a.maxRows }
 
-// Add adds one clipped row of class k. It refuses rows of the wrong length,
-// unknown classes, rows outside the ball and rows beyond MaxRows, and leaves
-// the statistics unchanged when it does.
+// Add adds one clipped row of class k (of bucket k for a histogram). It
+// refuses rows of the wrong length, unknown classes, rows outside the ball
+// (or, for moments, the box) and rows beyond MaxRows, and leaves the
+// statistics unchanged when it does.
 func (a *Accumulator) Add(q []int64, k int) error {
 	d := a.l.D
 	if len(q) != d {
@@ -207,6 +298,36 @@ func (a *Accumulator) Add(q []int64, k int) error {
 	if hi > a.b2[0] || (hi == a.b2[0] && lo > a.b2[1]) {
 		return ErrNotClipped
 	}
+	switch a.l.Kind {
+	case Histogram:
+		a.counts[k]++
+		a.rows++
+		return nil
+	case Moments:
+		box := int64(1) << a.bits
+		for _, x := range q {
+			if x > box || x < -box {
+				return ErrOutsideBox
+			}
+		}
+		for i, x := range q {
+			a.r[i] += x * x
+		}
+	default:
+		a.addScatter(q)
+	}
+	v := a.v[k*d : (k+1)*d]
+	for i, x := range q {
+		v[i] += x
+	}
+	a.counts[k]++
+	a.rows++
+	return nil
+}
+
+// addScatter adds q q^T to the upper triangle of R.
+func (a *Accumulator) addScatter(q []int64) {
+	d := a.l.D
 	off := 0
 	for i := range d {
 		row := a.r[off : off+d-i]
@@ -221,13 +342,6 @@ func (a *Accumulator) Add(q []int64, k int) error {
 			row[j] += qi * x
 		}
 	}
-	v := a.v[k*d : (k+1)*d]
-	for i, x := range q {
-		v[i] += x
-	}
-	a.counts[k]++
-	a.rows++
-	return nil
 }
 
 // Pack returns the packed statistics [R | v | n] with n_k = 2^g count_k.
@@ -279,7 +393,8 @@ func (r *Release) Pack() []int64 {
 }
 
 // Float returns the statistics in data units: the full symmetric d x d matrix
-// R / 2^(2g) row-major, the class sums v_k / 2^g and the counts n_k / 2^g.
+// R / 2^(2g) row-major (for moments, its diagonal; for a histogram, zero),
+// the class sums v_k / 2^g and the counts n_k / 2^g.
 // This is where the user leaves integers; it happens after all noise has
 // been added.
 func (r *Release) Float() (rr []float64, v [][]float64, n []float64) {
@@ -288,7 +403,10 @@ func (r *Release) Float() (rr []float64, v [][]float64, n []float64) {
 	s2 := math.Ldexp(1, -2*int(r.Bits))
 	rr = make([]float64, d*d)
 	for i := range d {
-		for j := i; j < d; j++ {
+		for j := i; j < d && len(r.R) > 0; j++ {
+			if r.Layout.Kind == Moments && j != i {
+				break
+			}
 			x := float64(r.R[r.Layout.R(i, j)]) * s2
 			rr[i*d+j], rr[j*d+i] = x, x
 		}
@@ -296,7 +414,7 @@ func (r *Release) Float() (rr []float64, v [][]float64, n []float64) {
 	v = make([][]float64, r.Layout.K)
 	for k := range v {
 		v[k] = make([]float64, d)
-		for i := range d {
+		for i := 0; i < d && len(r.V) > 0; i++ {
 			v[k][i] = float64(r.V[k*d+i]) * s1
 		}
 	}

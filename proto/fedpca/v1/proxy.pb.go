@@ -1955,6 +1955,94 @@ func (x *GetPublishedResponse) GetResult() []byte {
 	return nil
 }
 
+type CancelJobRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobRequest) Reset() {
+	*x = CancelJobRequest{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobRequest) ProtoMessage() {}
+
+func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
+func (*CancelJobRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *CancelJobRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type CancelJobResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *JobStatus             `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CancelJobResponse) Reset() {
+	*x = CancelJobResponse{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CancelJobResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CancelJobResponse) ProtoMessage() {}
+
+func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
+func (*CancelJobResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *CancelJobResponse) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
 var File_fedpca_v1_proxy_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_proxy_proto_rawDesc = "" +
@@ -2085,7 +2173,11 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x13GetPublishedRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\".\n" +
 	"\x14GetPublishedResponse\x12\x16\n" +
-	"\x06result\x18\x01 \x01(\fR\x06result*|\n" +
+	"\x06result\x18\x01 \x01(\fR\x06result\")\n" +
+	"\x10CancelJobRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\";\n" +
+	"\x11CancelJobResponse\x12&\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job*|\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
@@ -2100,7 +2192,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x1fDECLINE_REASON_USER_NOT_ALLOWED\x10\x04\x12\x1e\n" +
 	"\x1aDECLINE_REASON_INVALID_JOB\x10\x05\x12 \n" +
 	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
-	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a2\xec\x05\n" +
+	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a2\xb4\x06\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
@@ -2111,7 +2203,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\aDecline\x12\x19.fedpca.v1.DeclineRequest\x1a\x1a.fedpca.v1.DeclineResponse\x12N\n" +
 	"\vFetchResult\x12\x1d.fedpca.v1.FetchResultRequest\x1a\x1e.fedpca.v1.FetchResultResponse0\x01\x12R\n" +
 	"\rPublishResult\x12\x1f.fedpca.v1.PublishResultRequest\x1a .fedpca.v1.PublishResultResponse\x12O\n" +
-	"\fGetPublished\x12\x1e.fedpca.v1.GetPublishedRequest\x1a\x1f.fedpca.v1.GetPublishedResponseB3Z1github.com/fedpca/fedpca/proto/fedpca/v1;fedpcav1b\x06proto3"
+	"\fGetPublished\x12\x1e.fedpca.v1.GetPublishedRequest\x1a\x1f.fedpca.v1.GetPublishedResponse\x12F\n" +
+	"\tCancelJob\x12\x1b.fedpca.v1.CancelJobRequest\x1a\x1c.fedpca.v1.CancelJobResponseB3Z1github.com/fedpca/fedpca/proto/fedpca/v1;fedpcav1b\x06proto3"
 
 var (
 	file_fedpca_v1_proxy_proto_rawDescOnce sync.Once
@@ -2126,7 +2219,7 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 }
 
 var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 28)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                 // 0: fedpca.v1.JobState
 	(DeclineReason)(0),            // 1: fedpca.v1.DeclineReason
@@ -2158,11 +2251,13 @@ var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(*PublishResultResponse)(nil), // 27: fedpca.v1.PublishResultResponse
 	(*GetPublishedRequest)(nil),   // 28: fedpca.v1.GetPublishedRequest
 	(*GetPublishedResponse)(nil),  // 29: fedpca.v1.GetPublishedResponse
-	(*KeyAttestation)(nil),        // 30: fedpca.v1.KeyAttestation
+	(*CancelJobRequest)(nil),      // 30: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),     // 31: fedpca.v1.CancelJobResponse
+	(*KeyAttestation)(nil),        // 32: fedpca.v1.KeyAttestation
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	30, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	32, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
 	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
 	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
@@ -2177,31 +2272,34 @@ var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	1,  // 13: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
 	19, // 14: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
 	25, // 15: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	2,  // 16: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 17: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 18: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	12, // 19: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	15, // 20: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	17, // 21: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	21, // 22: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	23, // 23: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	26, // 24: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	28, // 25: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	3,  // 26: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 27: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 28: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	13, // 29: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	16, // 30: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	20, // 31: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	22, // 32: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	24, // 33: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	27, // 34: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	29, // 35: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	26, // [26:36] is the sub-list for method output_type
-	16, // [16:26] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	7,  // 16: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	2,  // 17: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 18: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 19: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	12, // 20: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	15, // 21: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	17, // 22: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	21, // 23: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	23, // 24: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	26, // 25: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	28, // 26: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	30, // 27: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	3,  // 28: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 29: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 30: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	13, // 31: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	16, // 32: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	20, // 33: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	22, // 34: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	24, // 35: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	27, // 36: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	29, // 37: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	31, // 38: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	28, // [28:39] is the sub-list for method output_type
+	17, // [17:28] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2224,7 +2322,7 @@ func file_fedpca_v1_proxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   28,
+			NumMessages:   30,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -29,6 +29,7 @@ const (
 	ProxyService_FetchResult_FullMethodName   = "/fedpca.v1.ProxyService/FetchResult"
 	ProxyService_PublishResult_FullMethodName = "/fedpca.v1.ProxyService/PublishResult"
 	ProxyService_GetPublished_FullMethodName  = "/fedpca.v1.ProxyService/GetPublished"
+	ProxyService_CancelJob_FullMethodName     = "/fedpca.v1.ProxyService/CancelJob"
 )
 
 // ProxyServiceClient is the client API for ProxyService service.
@@ -67,6 +68,11 @@ type ProxyServiceClient interface {
 	PublishResult(ctx context.Context, in *PublishResultRequest, opts ...grpc.CallOption) (*PublishResultResponse, error)
 	// GetPublished returns the published result document of a job.
 	GetPublished(ctx context.Context, in *GetPublishedRequest, opts ...grpc.CallOption) (*GetPublishedResponse, error)
+	// CancelJob ends an open job without a release, at the request of its
+	// user: it fails with the reason "cancelled by the user", and since no
+	// committee member was asked to key-switch it, every owner returns its
+	// reservation (or refunds its upload) when it next looks at the job.
+	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
 }
 
 type proxyServiceClient struct {
@@ -198,6 +204,16 @@ func (c *proxyServiceClient) GetPublished(ctx context.Context, in *GetPublishedR
 	return out, nil
 }
 
+func (c *proxyServiceClient) CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CancelJobResponse)
+	err := c.cc.Invoke(ctx, ProxyService_CancelJob_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ProxyServiceServer is the server API for ProxyService service.
 // All implementations must embed UnimplementedProxyServiceServer
 // for forward compatibility.
@@ -234,6 +250,11 @@ type ProxyServiceServer interface {
 	PublishResult(context.Context, *PublishResultRequest) (*PublishResultResponse, error)
 	// GetPublished returns the published result document of a job.
 	GetPublished(context.Context, *GetPublishedRequest) (*GetPublishedResponse, error)
+	// CancelJob ends an open job without a release, at the request of its
+	// user: it fails with the reason "cancelled by the user", and since no
+	// committee member was asked to key-switch it, every owner returns its
+	// reservation (or refunds its upload) when it next looks at the job.
+	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
 	mustEmbedUnimplementedProxyServiceServer()
 }
 
@@ -273,6 +294,9 @@ func (UnimplementedProxyServiceServer) PublishResult(context.Context, *PublishRe
 }
 func (UnimplementedProxyServiceServer) GetPublished(context.Context, *GetPublishedRequest) (*GetPublishedResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetPublished not implemented")
+}
+func (UnimplementedProxyServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
 }
 func (UnimplementedProxyServiceServer) mustEmbedUnimplementedProxyServiceServer() {}
 func (UnimplementedProxyServiceServer) testEmbeddedByValue()                      {}
@@ -450,6 +474,24 @@ func _ProxyService_GetPublished_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProxyService_CancelJob_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CancelJobRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProxyServiceServer).CancelJob(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProxyService_CancelJob_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProxyServiceServer).CancelJob(ctx, req.(*CancelJobRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // ProxyService_ServiceDesc is the grpc.ServiceDesc for ProxyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -484,6 +526,10 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetPublished",
 			Handler:    _ProxyService_GetPublished_Handler,
+		},
+		{
+			MethodName: "CancelJob",
+			Handler:    _ProxyService_CancelJob_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{

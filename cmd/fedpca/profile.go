@@ -1,0 +1,88 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/urfave/cli/v3"
+
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/profile"
+	"github.com/fedpca/fedpca/user"
+)
+
+// profileCommand is "user profile": the profile job that chooses a schema's
+// centers, scales and clip norm privately.
+func profileCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "profile",
+		Usage: "choose a schema's centers, scales and clip norm privately, by two small jobs through the protocol",
+		Description: `The schema given must declare public bounds "min" and "max" on every feature (owners
+clamp to them). Two jobs spend --share of the total budget (--epsilon, --delta, as
+Gaussian DP: mu^2 adds): per-feature noisy sums and sums of squares, then a noisy
+histogram of the row norms. Writes OUT/schema.json (centers, scales, C at --quantile
+of the norms; bounds, label and classes kept: owners serving the declared schema
+take part under it) and OUT/profile.json (what each round released, the estimates
+and their noise), and prints the epsilon left for the main job at the same delta.
+
+  fedpca user profile --certs certs/user-alice --keys keys --proxy localhost:7000 \
+    --schema wdbc.bounds.json --owners hospital-a,hospital-b --epsilon 1 --out profile/
+  fedpca user run ... --schema profile/schema.json --epsilon <printed>`,
+		Flags: append(append(userConnFlags(true),
+			reqStr("schema", "the declared schema: bounds min and max on every feature"),
+			strsFlag("owners", "the owners asked to take part (comma-separated or repeated)"),
+			intFlag("min-owners", 0, "uploads needed (0: all owners)"),
+			floatFlag("epsilon", 1, "the total budget of the profile and the main job: epsilon"),
+			floatFlag("delta", job.DefaultDelta, "the total budget: delta, in (0, 1)"),
+			floatFlag("share", profile.DefaultShare, "the profile's share of the total (of mu^2)"),
+			floatFlag("moments-share", profile.DefaultMomentsShare, "the first round's share of the profile's"),
+			floatFlag("quantile", profile.DefaultQuantile, "C is set at this quantile of the row norms"),
+			noisePlanFlag(),
+			intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
+			&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long each round accepts uploads", Sources: env("deadline")},
+			&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap (0: the largest the plaintext range allows)", Sources: env("max-owner-rows")},
+			reqStr("out", "directory for schema.json and profile.json"),
+		), logFlags()...),
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if err := checkPrivacy(cmd); err != nil {
+				return err
+			}
+			owners, err := parseOwners(cmd)
+			if err != nil {
+				return err
+			}
+			declared, err := loadSchema(cmd.String("schema"))
+			if err != nil {
+				return err
+			}
+			c, err := userClient(cmd)
+			if err != nil {
+				return err
+			}
+			defer c.Close()
+			res, err := c.Profile(ctx, user.ProfileRequest{Declared: declared, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
+				Share: cmd.Float64("share"), MomentsShare: cmd.Float64("moments-share"), Quantile: cmd.Float64("quantile"),
+				Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
+				Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}, nil)
+			if err != nil {
+				return err
+			}
+			out := cmd.String("out")
+			if err := os.MkdirAll(out, 0o755); err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(out, "schema.json"), append(res.Schema.Canonical(), '\n'), 0o644); err != nil {
+				return err
+			}
+			if err := writeJSON(filepath.Join(out, "profile.json"), res); err != nil {
+				return err
+			}
+			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms, noisy n %.0f)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile, res.Estimate.N)
+			fmt.Printf("the main job may spend epsilon %.6g at delta %g (the profile spent share %g of mu^2)\n", res.Budget.Main, res.Budget.Delta, cmd.Float64("share"))
+			return nil
+		},
+	}
+}

@@ -1,0 +1,62 @@
+package job
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/schema"
+)
+
+// TestProfileRounds checks the exact statistics of the profile's rounds on
+// rows whose values are worked out by hand: the moments (sums and sums of
+// squares of the clamped rows in [-1, 1]) and the norms histogram.
+func TestProfileRounds(t *testing.T) {
+	// a in [0, 8] maps to (a-4)/4, b in [-2, 2] to b/2.
+	sch, err := schema.Parse([]byte(`{"id":"p","features":[{"name":"a","center":4,"scale":4,"min":0,"max":8},{"name":"b","center":0,"scale":2,"min":-2,"max":2}],"clip_norm":2,"quant_bits":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// z rows: (1, 0) [a=8], (-1, 1) [a=-3 clamped to 0, b=2], (0, 0.5),
+	// (1, -1) [a=12 clamped, b=-5 clamped]: norms 1, 1.414, 0.5, 1.414.
+	rows := "a,b\n8,0\n-3,2\n4,1\n12,-5\n"
+	m := &Spec{Analysis: MomentsJob, MaxOwnerRows: 10}
+	acc, rep, err := ReadStatistics(m, sch, strings.NewReader(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// At 2^4: q rows (16,0), (-16,16), (0,8), (16,-16).
+	want := []int64{3 * 256, 2*256 + 64, 16, 8, 4 << 4} // sums of q_a^2, q_b^2; sums of q_a, q_b; n
+	if got := acc.Pack(); !slicesEqual(got, want) || rep.Clamped != 3 {
+		t.Fatalf("moments %v, want %v; clamped %d, want 3", got, want, rep.Clamped)
+	}
+	// A moments job needs every value in the box.
+	if err := sch.InBox(); err != nil {
+		t.Fatal(err)
+	}
+	loose, _ := schema.Parse([]byte(`{"id":"p","features":[{"name":"a","center":4,"scale":2,"min":0,"max":8},{"name":"b","center":0,"scale":2,"min":-2,"max":2}]}`))
+	if err := loose.InBox(); err == nil || !strings.Contains(err.Error(), `"a"`) {
+		t.Errorf("bounds mapped outside [-1, 1]: %v", err)
+	}
+	// Norms over edges 0.5, 1.2: buckets [0, 0.5), [0.5, 1.2), [1.2, inf).
+	n := &Spec{Analysis: NormsJob, MaxOwnerRows: 10, NormEdges: []fixedpoint.Decimal{fixedpoint.MustDecimal("0.5"), fixedpoint.MustDecimal("1.2")}}
+	acc, _, err = ReadStatistics(n, sch, strings.NewReader(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := acc.Pack(), []int64{0, 2 << 4, 2 << 4}; !slicesEqual(got, want) {
+		t.Fatalf("norms histogram %v, want %v", got, want)
+	}
+}
+
+func slicesEqual(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,263 @@
+// Package profile chooses a schema's public parameters privately: each
+// feature's center and scale and the clip norm C, from a first job through
+// the same protocol instead of from the private rows.
+//
+// The user declares public bounds [min, max] per feature (what a domain
+// expert knows: an age is in [0, 120]); owners clamp every value to them,
+// counting locally what they clamp. The profile then runs two rounds, each
+// an ordinary job with its own noise and ledger entry:
+//
+//  1. moments, under the bounds schema (center (min+max)/2, scale
+//     (max-min)/2, so every value is in [-1, 1], and C = sqrt(d), so no
+//     row is clipped): the noisy count, per-feature sums and sums of
+//     squares, hence each feature's mean and standard deviation;
+//  2. norms, under the schema with those centers and scales: a noisy
+//     histogram of the rows' norms over public geometric buckets, hence C
+//     at a chosen quantile of the norms.
+//
+// The rounds and the main job are Gaussian mechanisms, and Gaussian DP
+// composes exactly: mu_total^2 = mu_moments^2 + mu_norms^2 + mu_main^2
+// (rho = mu^2/2 adds in every owner's ledger). Budget gives each round its
+// share of mu_total^2 for a total (epsilon, delta).
+//
+// Floats are fine here: this post-processes noisy releases into public
+// parameters; nothing in it touches rows or draws noise.
+package profile
+
+import (
+	"fmt"
+	"math"
+	"math/big"
+	"strconv"
+	"strings"
+
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+// Defaults, chosen by the measurements in docs/BENCHMARKS.md (profile
+// section).
+const (
+	// DefaultShare is the profile's share of the total mu^2 (rho).
+	DefaultShare = 0.1
+	// DefaultMomentsShare is the moments round's share of the profile's.
+	DefaultMomentsShare = 0.5
+	// DefaultQuantile is the quantile of the row norms C is set at.
+	DefaultQuantile = 0.5
+)
+
+// The budget splits of the rounds (dp.DefaultSplitFor).
+var (
+	MomentsSplit = dp.DefaultSplitFor("moments")
+	NormsSplit   = dp.DefaultSplitFor("norms")
+)
+
+// Budget is a total (epsilon, delta) divided over the profile's rounds and
+// the main job, each as the epsilon of a job at the same delta.
+type Budget struct {
+	Delta                  float64
+	Moments, Norms, Main   float64 // epsilons at Delta
+	MuMoments, MuNorms, Mu float64 // Mu: the main job's
+}
+
+// Split divides (epsilon, delta) by exact Gaussian-DP composition: the
+// profile gets share of mu^2, the moments round momentsShare of that.
+func Split(epsilon, delta, share, momentsShare float64) (Budget, error) {
+	switch {
+	case !(share > 0 && share < 1):
+		return Budget{}, fmt.Errorf("profile: share %v must be in (0, 1)", share)
+	case !(momentsShare > 0 && momentsShare < 1):
+		return Budget{}, fmt.Errorf("profile: moments share %v must be in (0, 1)", momentsShare)
+	}
+	mu := dp.GaussMu(epsilon, delta)
+	if !(mu > 0) || math.IsInf(mu, 0) {
+		return Budget{}, fmt.Errorf("profile: no Gaussian mechanism meets (%v, %v)", epsilon, delta)
+	}
+	b := Budget{Delta: delta,
+		MuMoments: mu * math.Sqrt(share*momentsShare),
+		MuNorms:   mu * math.Sqrt(share*(1-momentsShare)),
+		Mu:        mu * math.Sqrt(1-share)}
+	b.Moments = dp.GaussEpsilon(b.MuMoments, delta)
+	b.Norms = dp.GaussEpsilon(b.MuNorms, delta)
+	b.Main = dp.GaussEpsilon(b.Mu, delta)
+	return b, nil
+}
+
+// Total returns the (epsilon at delta) of jobs composed: their mus (from
+// their results' accounting) add in squares.
+func Total(delta float64, mus ...float64) (mu, epsilon float64) {
+	s := 0.0
+	for _, m := range mus {
+		s += m * m
+	}
+	mu = math.Sqrt(s)
+	return mu, dp.GaussEpsilon(mu, delta)
+}
+
+// decimal returns x to 6 significant digits as an exact decimal.
+func decimal(x float64) (fixedpoint.Decimal, error) {
+	return fixedpoint.ParseDecimal(strconv.FormatFloat(x, 'g', 6, 64))
+}
+
+// exact returns a rational with a finite decimal expansion (half a sum or
+// difference of decimals) as a decimal, refusing to round.
+func exact(r *big.Rat) (fixedpoint.Decimal, error) {
+	text := strings.TrimRight(strings.TrimRight(r.FloatString(40), "0"), ".")
+	d, err := fixedpoint.ParseDecimal(text)
+	if err == nil && d.Rat().Cmp(r) != 0 {
+		err = fmt.Errorf("%s has more than 40 decimals", r.RatString())
+	}
+	return d, err
+}
+
+// BoundsSchema returns the moments round's schema: each feature mapped from
+// its declared [min, max] onto [-1, 1] and C = sqrt(d) rounded up, so that
+// no row is clipped. Every feature must declare both bounds.
+func BoundsSchema(declared *schema.Schema) (*schema.Schema, error) {
+	s := *declared
+	s.Features = append([]schema.Feature(nil), declared.Features...)
+	two := big.NewRat(2, 1)
+	for i, f := range s.Features {
+		if f.Min == nil || f.Max == nil || f.Min.Rat().Cmp(f.Max.Rat()) >= 0 {
+			return nil, fmt.Errorf("profile: feature %q needs declared bounds min < max (the schema's \"min\" and \"max\")", f.Name)
+		}
+		lo, hi := f.Min.Rat(), f.Max.Rat()
+		c, err := exact(new(big.Rat).Quo(new(big.Rat).Add(lo, hi), two))
+		if err != nil {
+			return nil, fmt.Errorf("profile: feature %q: %w", f.Name, err)
+		}
+		sc, err := exact(new(big.Rat).Quo(new(big.Rat).Sub(hi, lo), two))
+		if err != nil {
+			return nil, fmt.Errorf("profile: feature %q: %w", f.Name, err)
+		}
+		s.Features[i].Center, s.Features[i].Scale = c, sc
+	}
+	var err error
+	if s.ClipNorm, err = fixedpoint.ParseDecimal(strconv.FormatFloat(math.Ceil(math.Sqrt(float64(s.D()))*1000)/1000, 'f', -1, 64)); err != nil {
+		return nil, err
+	}
+	if err := s.Validate(); err != nil {
+		return nil, err
+	}
+	if err := s.InBox(); err != nil {
+		return nil, fmt.Errorf("profile: the bounds schema %w", err)
+	}
+	return &s, nil
+}
+
+// Estimate is what the moments round says about each feature, in data
+// units, with the noise of the estimates (as a fraction of the declared
+// half-range, for the mean; of its square, for the variance).
+type Estimate struct {
+	N         float64   `json:"noisy_n"`
+	Mean      []float64 `json:"mean"`
+	Std       []float64 `json:"std"`
+	MeanNoise float64   `json:"mean_noise"`
+	VarNoise  float64   `json:"variance_noise"`
+	// AtNoise marks the features whose noisy variance was below the noise
+	// level: their std is the noise level's, an upper estimate.
+	AtNoise []bool `json:"std_at_noise_level"`
+}
+
+// FromMoments reads a moments release made under bounds (BoundsSchema),
+// whose v and R blocks have noise of standard deviation sigmaV and sigmaR
+// (data units of the release). The estimates degrade gracefully with the
+// noise: each mean is shrunk towards the middle of the declared range by
+// the positive-part James-Stein factor 1 - se^2/m^2 (se = sigmaV/n), and a
+// variance below the noise level sigmaR/n is taken at that level, so that
+// with too little data for the budget the schema falls back towards the
+// declared bounds instead of trusting noise.
+func FromMoments(bounds *schema.Schema, rel *stats.Release, sigmaR, sigmaV float64) (*Estimate, error) {
+	if rel.Layout.Kind != stats.Moments || rel.Layout.D != bounds.D() {
+		return nil, fmt.Errorf("profile: a %s release of d=%d is not the moments of schema %s (d=%d)", rel.Layout.Kind, rel.Layout.D, bounds.ID, bounds.D())
+	}
+	rr, v, n := rel.Float()
+	d := bounds.D()
+	e := &Estimate{N: n[0], Mean: make([]float64, d), Std: make([]float64, d), AtNoise: make([]bool, d)}
+	if !(e.N >= 2) {
+		return nil, fmt.Errorf("profile: the noisy row count is %.1f: too few rows for the profile's budget (raise its share or epsilon)", e.N)
+	}
+	e.MeanNoise, e.VarNoise = sigmaV/e.N, sigmaR/e.N
+	for j, f := range bounds.Features {
+		c, _ := f.Center.Rat().Float64()
+		s, _ := f.Scale.Rat().Float64()
+		m := math.Max(-1, math.Min(1, v[0][j]/e.N))
+		if m != 0 {
+			m *= math.Max(0, 1-e.MeanNoise*e.MeanNoise/(m*m))
+		}
+		variance := rr[j*d+j]/e.N - m*m
+		if variance < e.VarNoise {
+			variance, e.AtNoise[j] = e.VarNoise, true
+		}
+		sd := math.Min(math.Sqrt(variance), 1)
+		e.Mean[j], e.Std[j] = c+s*m, s*sd
+	}
+	return e, nil
+}
+
+// Schema returns the declared schema with the estimate's centers and
+// scales and the given clip norm (bounds, label and classes kept).
+func (e *Estimate) Schema(declared *schema.Schema, clip fixedpoint.Decimal) (*schema.Schema, error) {
+	s := *declared
+	s.Features = append([]schema.Feature(nil), declared.Features...)
+	for j := range s.Features {
+		c, err := decimal(e.Mean[j])
+		if err != nil {
+			return nil, err
+		}
+		sc, err := decimal(e.Std[j])
+		if err != nil {
+			return nil, err
+		}
+		s.Features[j].Center, s.Features[j].Scale = c, sc
+	}
+	s.ClipNorm = clip
+	if err := s.Validate(); err != nil {
+		return nil, fmt.Errorf("profile: %w", err)
+	}
+	return &s, nil
+}
+
+// Edges returns the public bucket edges of the norms round for d features:
+// sqrt(d) 2^(i/4) for i = -12..8, geometric from sqrt(d)/8 to 4 sqrt(d)
+// (standardised rows have norms around sqrt(d)), 4 significant digits.
+func Edges(d int) []fixedpoint.Decimal {
+	var out []fixedpoint.Decimal
+	for i := -12; i <= 8; i++ {
+		x := math.Sqrt(float64(d)) * math.Exp2(float64(i)/4)
+		e, err := fixedpoint.ParseDecimal(strconv.FormatFloat(x, 'g', 4, 64))
+		if err != nil {
+			panic(err)
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// ClipAt returns C at quantile q of the row norms from a norms release: the
+// upper edge of the first bucket where the cumulative noisy count (negative
+// counts taken as 0) reaches q of the total; the last edge when the
+// quantile is beyond it.
+func ClipAt(edges []fixedpoint.Decimal, rel *stats.Release, q float64) (fixedpoint.Decimal, error) {
+	if rel.Layout.Kind != stats.Histogram || rel.Layout.K != len(edges)+1 {
+		return fixedpoint.Decimal{}, fmt.Errorf("profile: a %s release of %d buckets is not a histogram over %d edges", rel.Layout.Kind, rel.Layout.K, len(edges))
+	}
+	if !(q > 0 && q <= 1) {
+		return fixedpoint.Decimal{}, fmt.Errorf("profile: quantile %v must be in (0, 1]", q)
+	}
+	_, _, n := rel.Float()
+	total := 0.0
+	for _, c := range n {
+		total += math.Max(c, 0)
+	}
+	cum := 0.0
+	for i, c := range n[:len(edges)] {
+		cum += math.Max(c, 0)
+		if total > 0 && cum >= q*total {
+			return edges[i], nil
+		}
+	}
+	return edges[len(edges)-1], nil
+}

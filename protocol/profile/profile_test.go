@@ -1,0 +1,75 @@
+package profile
+
+import (
+	"math"
+	"testing"
+
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+func TestSplitComposesToTotal(t *testing.T) {
+	b, err := Split(1, 1e-6, 0.1, 0.5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mu := math.Sqrt(b.MuMoments*b.MuMoments + b.MuNorms*b.MuNorms + b.Mu*b.Mu)
+	if got := dp.GaussEpsilon(mu, 1e-6); math.Abs(got-1) > 1e-6 {
+		t.Fatalf("the rounds compose to epsilon %v, want 1", got)
+	}
+	if !(b.Moments < b.Main && b.Norms < b.Main && b.Main < 1) {
+		t.Fatalf("budget %+v", b)
+	}
+	for _, bad := range [][2]float64{{0, 0.5}, {1, 0.5}, {0.1, 0}, {0.1, 1}} {
+		if _, err := Split(1, 1e-6, bad[0], bad[1]); err == nil {
+			t.Errorf("shares %v accepted", bad)
+		}
+	}
+}
+
+func TestBoundsSchema(t *testing.T) {
+	s, err := schema.Parse([]byte(`{"id":"b","features":[{"name":"a","center":0,"scale":1,"min":-0.5,"max":120},{"name":"b","center":0,"scale":1,"min":0.001,"max":0.002}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BoundsSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// (min+max)/2 and (max-min)/2 exactly, C = sqrt(2) rounded up.
+	want := [][2]string{{"59.75", "60.25"}, {"0.0015", "0.0005"}}
+	for i, f := range b.Features {
+		if f.Center.String() != want[i][0] || f.Scale.String() != want[i][1] {
+			t.Errorf("feature %s: center %s scale %s, want %v", f.Name, f.Center, f.Scale, want[i])
+		}
+	}
+	if b.ClipNorm.String() != "1.415" || b.InBox() != nil || s.SameReading(b) != nil {
+		t.Errorf("C %s, in box %v, same reading %v", b.ClipNorm, b.InBox(), s.SameReading(b))
+	}
+	s.Features[1].Max = nil
+	if _, err := BoundsSchema(s); err == nil {
+		t.Error("a feature without bounds accepted")
+	}
+}
+
+func TestClipAt(t *testing.T) {
+	edges := []fixedpoint.Decimal{fixedpoint.MustDecimal("1"), fixedpoint.MustDecimal("2"), fixedpoint.MustDecimal("4")}
+	l, _ := stats.NewLayoutOf(stats.Histogram, 3, 4)
+	// Counts (at scale 2^g) 10, -3 (noise), 60, 30, 0: the cumulative share
+	// passes 0.5 in bucket 2 (below edge 4), 1.0 only past the last edge.
+	rel, err := stats.Unpack(l, 4, []int64{10 << 4, -3 << 4, 60 << 4, 30 << 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for q, want := range map[float64]string{0.05: "1", 0.5: "4", 0.7: "4", 1: "4"} {
+		c, err := ClipAt(edges, rel, q)
+		if err != nil || c.String() != want {
+			t.Errorf("quantile %v: C %v (%v), want %s", q, c, err, want)
+		}
+	}
+	if e := Edges(16); len(e) != 21 || e[12].String() != "4" || e[0].String() != "0.5" {
+		t.Errorf("edges for d = 16: %v", e)
+	}
+}

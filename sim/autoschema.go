@@ -1,0 +1,307 @@
+package sim
+
+import (
+	"bytes"
+	"context"
+	"encoding/csv"
+	"fmt"
+	"math"
+	"strconv"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/analysis"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/profile"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/user"
+)
+
+// DefaultWiden is how far DeclareBounds widens each observed range on
+// each side, as a fraction of its width.
+const DefaultWiden = 0.25
+
+// DeclareBounds returns the schema the owners of an auto-schema simulation
+// serve: each feature's observed range widened by widen of its width on
+// each side and rounded outward to two significant digits of the width,
+// standing in for the bounds a domain expert declares in public (an age in
+// [0, 120]). It is the only thing the simulation takes from the rows for
+// free, and it is looser than the rows; centers, scales and C come from
+// the profile (profile.BoundsSchema maps the bounds onto [-1, 1]).
+func DeclareBounds(data []byte, id, label string, widen float64) (*schema.Schema, error) {
+	inferred, err := schema.Infer(bytes.NewReader(data), id, label)
+	if err != nil {
+		return nil, err
+	}
+	x, err := rawRows(data, inferred)
+	if err != nil {
+		return nil, err
+	}
+	n, d := x.Dims()
+	s := *inferred
+	s.Features = append([]schema.Feature(nil), inferred.Features...)
+	for j := range d {
+		lo, hi := math.Inf(1), math.Inf(-1)
+		for i := range n {
+			lo, hi = math.Min(lo, x.At(i, j)), math.Max(hi, x.At(i, j))
+		}
+		w := hi - lo
+		if w == 0 {
+			w = math.Max(math.Abs(lo), 1)
+		}
+		unit := math.Pow(10, math.Floor(math.Log10(w))-1)
+		minV := math.Floor((lo-widen*w)/unit) * unit
+		maxV := math.Ceil((hi+widen*w)/unit) * unit
+		mn, err := fixedpoint.ParseDecimal(strconv.FormatFloat(minV, 'g', 12, 64))
+		if err != nil {
+			return nil, err
+		}
+		mx, err := fixedpoint.ParseDecimal(strconv.FormatFloat(maxV, 'g', 12, 64))
+		if err != nil {
+			return nil, err
+		}
+		s.Features[j].Min, s.Features[j].Max = &mn, &mx
+	}
+	return profile.BoundsSchema(&s)
+}
+
+// rawRows returns the rows' feature values as read (data units, no map).
+func rawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) {
+	cr := csv.NewReader(bytes.NewReader(data))
+	header, err := cr.Read()
+	if err != nil {
+		return nil, err
+	}
+	col := map[string]int{}
+	for i, h := range header {
+		col[h] = i
+	}
+	var vals []float64
+	n := 0
+	for {
+		rec, err := cr.Read()
+		if err != nil {
+			break
+		}
+		for _, f := range sch.Features {
+			v, err := strconv.ParseFloat(rec[col[f.Name]], 64)
+			if err != nil {
+				return nil, fmt.Errorf("row %d, %s: %w", n+2, f.Name, err)
+			}
+			vals = append(vals, v)
+		}
+		n++
+	}
+	return mat.NewDense(n, sch.D(), vals), nil
+}
+
+// AutoOptions describe an auto-schema run: a profile, then the main job
+// under the schema it chose, within one total budget.
+type AutoOptions struct {
+	JobOptions
+	// Share, MomentsShare and Quantile are the profile's (zero: defaults).
+	Share, MomentsShare, Quantile float64
+}
+
+// AutoReport is what an auto-schema run measured.
+type AutoReport struct {
+	Profile *user.ProfileResult `json:"profile"`
+	Schema  *schema.Schema      `json:"schema"`
+	Main    *Report             `json:"main"`
+	// Total is the privacy spent by the three jobs, composed as every
+	// owner's ledger does (rho adds) and as Gaussian DP (mu^2 adds).
+	Total TotalPrivacy `json:"total_privacy"`
+	// Utility is measured against the standardised, unclipped rows.
+	Utility StandardUtility `json:"utility"`
+}
+
+// TotalPrivacy is the composition of a run's jobs.
+type TotalPrivacy struct {
+	Rho     dp.Float `json:"rho"`
+	Mu      dp.Float `json:"mu"`
+	Epsilon dp.Float `json:"epsilon"`
+	Delta   float64  `json:"delta"`
+}
+
+// StandardUtility measures PCA components against the standardised,
+// unclipped rows: the pooled true mean and std are used here only, to
+// measure, never by the system.
+type StandardUtility struct {
+	// CapturedVarianceRatio is q/q0: the variance of the standardised rows
+	// captured by the components (mapped to standardised units), over the
+	// best possible, the sum of the top-k eigenvalues.
+	CapturedVarianceRatio float64 `json:"captured_variance_ratio"`
+	// CorrelationRatio is the same for the top-k components of the
+	// release's own correlation matrix (the release standardised by its own
+	// noisy diagonal: post-processing, free), which do not depend on the
+	// schema's scales.
+	CorrelationRatio float64 `json:"correlation_captured_variance_ratio"`
+	K                int     `json:"k"`
+	// ClippedFraction is the fraction of the rows the job's schema clips.
+	ClippedFraction float64 `json:"clipped_fraction"`
+}
+
+// RunAuto runs the profile and the main job on the simulation, whose
+// schema must declare bounds (DeclareBounds).
+func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, error) {
+	if o.Analysis == "" {
+		o.Analysis = job.PCA
+	}
+	delta := o.Delta
+	if delta == 0 {
+		delta = job.DefaultDelta
+	}
+	prof, err := s.user.Profile(ctx, user.ProfileRequest{Declared: s.sch, Epsilon: o.Epsilon, Delta: delta,
+		Share: o.Share, MomentsShare: o.MomentsShare, Quantile: o.Quantile, Plan: o.Plan, Tolerate: o.Tolerate,
+		Owners: s.owners, MinOwners: o.MinOwners, Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}, o.Progress)
+	if err != nil {
+		return nil, err
+	}
+	main := o.JobOptions
+	main.Schema, main.Epsilon, main.Delta = prof.Schema, prof.Budget.Main, delta
+	// The profile's scales are noisy: the main PCA standardises by the
+	// release's own diagonal (free), so they matter only for the clipping
+	// and the balance of the noise.
+	main.Standardize = o.Analysis == job.PCA
+	rep, err := s.Run(ctx, main)
+	if err != nil {
+		return nil, err
+	}
+	out := &AutoReport{Profile: prof, Schema: prof.Schema, Main: rep}
+	rho := float64(prof.Moments.Privacy.Rho + prof.Norms.Privacy.Rho + rep.Result.Privacy.Rho)
+	mu := math.Sqrt(2 * rho)
+	out.Total = TotalPrivacy{Rho: dp.Float(rho), Mu: dp.Float(mu), Epsilon: dp.Float(dp.GaussEpsilon(mu, delta)), Delta: delta}
+	if out.Utility, err = s.StandardUtility(rep.Result, prof.Schema); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// StandardUtility measures a PCA result made under sch against the
+// simulation's rows standardised with their pooled mean and population
+// std, unclipped.
+func (s *Simulator) StandardUtility(res *job.Result, sch *schema.Schema) (StandardUtility, error) {
+	return standardUtility(s.sim.Data, res, sch)
+}
+
+func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (StandardUtility, error) {
+	var u StandardUtility
+	if res.Components == nil {
+		return u, fmt.Errorf("utility: the result has no components (analysis %s)", res.Analysis)
+	}
+	x, err := rawRows(data, sch)
+	if err != nil {
+		return u, err
+	}
+	n, d := x.Dims()
+	mean, std := make([]float64, d), make([]float64, d)
+	for j := range d {
+		for i := range n {
+			mean[j] += x.At(i, j)
+		}
+		mean[j] /= float64(n)
+		for i := range n {
+			t := x.At(i, j) - mean[j]
+			std[j] += t * t
+		}
+		std[j] = math.Sqrt(std[j] / float64(n))
+		if std[j] == 0 {
+			std[j] = 1
+		}
+	}
+	// Clipped rows under sch (its own map), and the standardised rows.
+	c, _ := sch.ClipNorm.Rat().Float64()
+	z := mat.NewDense(n, d, nil)
+	for i := range n {
+		norm := 0.0
+		for j, f := range sch.Features {
+			ctr, _ := f.Center.Rat().Float64()
+			sc, _ := f.Scale.Rat().Float64()
+			v := x.At(i, j)
+			if f.Min != nil {
+				lo, _ := f.Min.Rat().Float64()
+				v = math.Max(v, lo)
+			}
+			if f.Max != nil {
+				hi, _ := f.Max.Rat().Float64()
+				v = math.Min(v, hi)
+			}
+			t := (v - ctr) / sc
+			norm += t * t
+			z.Set(i, j, (x.At(i, j)-mean[j])/std[j])
+		}
+		if math.Sqrt(norm) > c {
+			u.ClippedFraction++
+		}
+	}
+	u.ClippedFraction /= float64(n)
+	var cov mat.SymDense
+	cov.SymOuterK(1/float64(n), z.T())
+	// A component w in sch's units is the direction (w_j std_j / scale_j)
+	// in standardised units.
+	_, k := res.Components.W.Dims()
+	w := mat.NewDense(d, k, nil)
+	for j, f := range sch.Features {
+		sc, _ := f.Scale.Rat().Float64()
+		for i := range k {
+			w.Set(j, i, res.Components.W.At(j, i)*std[j]/sc)
+		}
+	}
+	q := orthonormal(w)
+	var m mat.Dense
+	m.Product(q.T(), &cov, q)
+	var eig mat.EigenSym
+	if !eig.Factorize(&cov, false) {
+		return u, fmt.Errorf("utility: eigendecomposition failed")
+	}
+	vals := eig.Values(nil) // ascending
+	best := 0.0
+	for i := range k {
+		best += vals[d-1-i]
+	}
+	u.CapturedVarianceRatio, u.K = mat.Trace(&m)/best, k
+	if u.CorrelationRatio, err = correlationRatio(res, &cov, k, best); err != nil {
+		return u, err
+	}
+	return u, nil
+}
+
+// correlationRatio returns q/q0 on cov for the top-k eigenvectors of the
+// release's correlation matrix.
+func correlationRatio(res *job.Result, cov *mat.SymDense, k int, best float64) (float64, error) {
+	rel, err := res.Release.Release()
+	if err != nil {
+		return 0, err
+	}
+	sig := res.Privacy.SigmaTotal
+	c, err := job.Moments(rel).Covariance(analysis.Noise{R: float64(sig.R), V: float64(sig.V), N: float64(sig.N)})
+	if err != nil {
+		return 0, nil // a count the noise took to 1 or below: no measure
+	}
+	// The release's correlation, each noisy variance floored at the noise
+	// of an entry (a feature the noise took below zero still counts).
+	d := c.C.SymmetricDim()
+	sd := make([]float64, d)
+	for i := range d {
+		sd[i] = math.Sqrt(math.Max(c.C.At(i, i), c.EntryStd))
+	}
+	r := mat.NewSymDense(d, nil)
+	for i := range d {
+		for j := i; j < d; j++ {
+			r.SetSym(i, j, math.Max(-1, math.Min(1, c.C.At(i, j)/(sd[i]*sd[j]))))
+		}
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(r, true) {
+		return 0, fmt.Errorf("utility: eigendecomposition failed")
+	}
+	var vec mat.Dense
+	eig.VectorsTo(&vec)
+	w := mat.DenseCopyOf(vec.Slice(0, d, d-k, d))
+	var m mat.Dense
+	m.Product(w.T(), cov, w)
+	return mat.Trace(&m) / best, nil
+}

@@ -1,0 +1,41 @@
+package transport
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
+)
+
+// ErrStoreLocked reports a state directory whose store another process
+// (or another instance in this one) holds open.
+var ErrStoreLocked = errors.New("another process holds the store")
+
+// storeLockWait is how long OpenStore waits for the store's lock: long
+// enough for a node restarted in the same process to see the old instance
+// close it, short enough to say at once that another node runs on it.
+const storeLockWait = time.Second
+
+// OpenStore creates the state directory dir (0700) if needed and opens the
+// node's bbolt store in it (file, 0600). bbolt locks the file for as long as
+// it is open, so a second node started on the same state directory fails
+// here with ErrStoreLocked, naming the file, rather than with bbolt's
+// "timeout".
+func OpenStore(dir, file string) (*bolt.DB, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, fmt.Errorf("state directory: %w", err)
+	}
+	path := filepath.Join(dir, file)
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: storeLockWait})
+	if errors.Is(err, berrors.ErrTimeout) {
+		return nil, fmt.Errorf("%w at %s: stop it first, or give this node its own --state directory", ErrStoreLocked, path)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open store %s: %w", path, err)
+	}
+	return db, nil
+}

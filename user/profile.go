@@ -1,0 +1,124 @@
+package user
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/profile"
+	"github.com/fedpca/fedpca/protocol/schema"
+)
+
+// ProfileRequest asks for a profile: the two rounds that choose a schema's
+// centers, scales and clip norm privately (see package profile).
+type ProfileRequest struct {
+	// Declared is the schema the owners serve, with public bounds min and
+	// max on every feature.
+	Declared *schema.Schema
+	// Epsilon and Delta are the total budget of the profile and the main
+	// job that will use its schema; Share of it (of mu^2) goes to the
+	// profile, MomentsShare of that to the first round; C is set at
+	// Quantile of the row norms. Zero values take the profile defaults.
+	Epsilon, Delta                float64
+	Share, MomentsShare, Quantile float64
+	// The jobs' noise plan, owners and deadline, as in Request.
+	Plan         string
+	Tolerate     int
+	Owners       []string
+	MinOwners    int
+	Deadline     time.Time
+	MaxOwnerRows int64
+}
+
+// ProfileResult is a profile: the schema chosen, the budget left for the
+// main job, and what each round released.
+type ProfileResult struct {
+	Schema   *schema.Schema       `json:"-"`
+	Budget   profile.Budget       `json:"budget"`
+	Estimate *profile.Estimate    `json:"estimate"`
+	Edges    []fixedpoint.Decimal `json:"norm_edges"`
+	Quantile float64              `json:"quantile"`
+	Moments  *job.Result          `json:"moments"`
+	Norms    *job.Result          `json:"norms"`
+}
+
+func (r *ProfileRequest) defaults() {
+	if r.Delta == 0 {
+		r.Delta = job.DefaultDelta
+	}
+	if r.Share == 0 {
+		r.Share = profile.DefaultShare
+	}
+	if r.MomentsShare == 0 {
+		r.MomentsShare = profile.DefaultMomentsShare
+	}
+	if r.Quantile == 0 {
+		r.Quantile = profile.DefaultQuantile
+	}
+}
+
+// Profile runs the two rounds and returns the chosen schema; progress, if
+// set, sees every status change of both jobs.
+func (c *Client) Profile(ctx context.Context, r ProfileRequest, progress func(*fedpcav1.JobStatus)) (*ProfileResult, error) {
+	r.defaults()
+	b, err := profile.Split(r.Epsilon, r.Delta, r.Share, r.MomentsShare)
+	if err != nil {
+		return nil, err
+	}
+	bounds, err := profile.BoundsSchema(r.Declared)
+	if err != nil {
+		return nil, err
+	}
+	out := &ProfileResult{Budget: b, Quantile: r.Quantile}
+	run := func(name string, sch *schema.Schema, eps float64, edges []fixedpoint.Decimal) (*job.Result, error) {
+		spec, err := c.Spec(ctx, Request{Schema: sch, Analysis: name, Epsilon: eps, Delta: r.Delta, Plan: r.Plan, Tolerate: r.Tolerate,
+			Owners: r.Owners, MinOwners: r.MinOwners, Deadline: r.Deadline, MaxOwnerRows: r.MaxOwnerRows, NormEdges: edges})
+		if err != nil {
+			return nil, fmt.Errorf("profile, %s round: %w", name, err)
+		}
+		if _, err := c.Submit(ctx, spec, sch); err != nil {
+			return nil, fmt.Errorf("profile, %s round: %w", name, err)
+		}
+		st, err := c.Wait(ctx, spec.ID(), progress)
+		if err != nil {
+			return nil, fmt.Errorf("profile, %s round: %w", name, err)
+		}
+		if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+			return nil, fmt.Errorf("profile, %s round: job %s failed: %s", name, short(spec.ID()), st.GetReason())
+		}
+		return c.Fetch(ctx, spec, sch)
+	}
+	if out.Moments, err = run(job.MomentsJob, bounds, b.Moments, nil); err != nil {
+		return nil, err
+	}
+	rel, err := out.Moments.Release.Release()
+	if err != nil {
+		return nil, err
+	}
+	sigma := out.Moments.Privacy.SigmaTotal
+	if out.Estimate, err = profile.FromMoments(bounds, rel, float64(sigma.R), float64(sigma.V)); err != nil {
+		return nil, err
+	}
+	out.Edges = profile.Edges(r.Declared.D())
+	normsSchema, err := out.Estimate.Schema(r.Declared, out.Edges[len(out.Edges)-1])
+	if err != nil {
+		return nil, err
+	}
+	if out.Norms, err = run(job.NormsJob, normsSchema, b.Norms, out.Edges); err != nil {
+		return nil, err
+	}
+	if rel, err = out.Norms.Release.Release(); err != nil {
+		return nil, err
+	}
+	clip, err := profile.ClipAt(out.Edges, rel, r.Quantile)
+	if err != nil {
+		return nil, err
+	}
+	if out.Schema, err = out.Estimate.Schema(r.Declared, clip); err != nil {
+		return nil, err
+	}
+	return out, nil
+}
