@@ -7,6 +7,7 @@
 //	go run ./bench -suite dims     [-dims 8,50,100,784] [-reps 3]
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
 //	go run ./bench -suite load     [-owners 1000]
+//	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
 //	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0.5,0.9] [-shares 0.1]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
@@ -36,7 +37,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile or load")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load or sources")
 	quantiles := flag.String("quantiles", "0.5,0.9", "quantiles of the norms C is set at (suite profile)")
 	shares := flag.String("shares", "0.1", "the profile's shares of the budget (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
@@ -48,6 +49,9 @@ func main() {
 	plansFlag := flag.String("plans", strings.Join(dp.Plans, ","), "noise plans (suite utility)")
 	seedsFlag := flag.Int("gauss-seeds", 200, "Analyze Gauss draws per cell (suite utility)")
 	jsonOut := flag.String("json", "", "append every run's report (JSON lines) to this file")
+	rowsFlag := flag.String("rows", "10000,100000,1000000", "row counts (suite sources)")
+	srcFlag := flag.String("source", "", "source spec (suite sources-child)")
+	schemaFlag := flag.String("schema", "", "schema file (suite sources-child)")
 	flag.Parse()
 	ctx := context.Background()
 	var raw io.Writer = io.Discard
@@ -84,11 +88,25 @@ func main() {
 		profileSuite(ctx, strings.Split(*names, ","), floats(*quantiles), floats(*shares), *reps)
 	case "load":
 		load(ctx, ints(*owners)[0], raw)
+	case "sources":
+		d := 10
+		if isSet("dims") {
+			d = ints(*dims)[0]
+		}
+		sources(ctx, ints(*rowsFlag), d)
+	case "sources-child":
+		sourcesChild(ctx, *srcFlag, *schemaFlag)
 	case "probe":
 		probe(ctx, ints(*owners)[0])
 	default:
 		check(fmt.Errorf("unknown suite %q", *suite))
 	}
+}
+
+func isSet(name string) bool {
+	set := false
+	flag.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
 
 func check(err error) {

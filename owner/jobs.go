@@ -324,7 +324,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 	o.mu.Unlock()
 	o.m.shares.Observe(compute.Seconds())
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped,
-		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped,
+		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
 	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
 }

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# protocol/ is pure: no gRPC, no hclog, no networking, no clock, no role package.
+# protocol/ is pure: no gRPC, no hclog, no networking, no clock, no role package,
+# no database driver or data source (those are in source/).
 # The role packages (owner, proxy, csp, user) never import each other.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -8,8 +9,8 @@ fail=0
 roles="owner proxy csp user"
 
 # Transitive dependencies that protocol/ must never reach.
-banned_deps="google.golang.org/grpc github.com/hashicorp/go-hclog"
-for r in $roles sim cmd; do banned_deps="$banned_deps $mod/$r"; done
+banned_deps="google.golang.org/grpc github.com/hashicorp/go-hclog github.com/jackc database/sql"
+for r in $roles sim cmd source; do banned_deps="$banned_deps $mod/$r"; done
 for pkg in $(go list ./protocol/...); do
   for dep in $(go list -deps "$pkg"); do
     for b in $banned_deps; do

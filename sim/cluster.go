@@ -44,6 +44,9 @@ type OwnerConfig struct {
 	// them instead (a test's data source that fails, say).
 	CSV  []byte
 	Open func() (io.ReadCloser, error)
+	// Source, if set, names the rows instead (see package source): a CSV
+	// file or a postgres:// URL.
+	Source string
 	// Epsilon and Delta are its budget for the dataset (default 100, 1e-6).
 	Epsilon, Delta float64
 	Policy         owner.Policy
@@ -471,7 +474,7 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 		oc.Epsilon, oc.Delta = 100, 1e-6
 	}
 	data, open := oc.CSV, oc.Open
-	if open == nil {
+	if open == nil && oc.Source == "" {
 		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }
 	}
 	c.mu.Lock()
@@ -481,7 +484,7 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 	o, err := owner.New(owner.Config{ID: oc.ID, Dialer: c.dialer(id), ProxyAddr: c.ProxyAddr,
 		Store: filepath.Join(c.cfg.Dir, "state", "owner-"+oc.ID), Policy: oc.Policy,
 		Datasets: []*owner.Dataset{{Schema: oc.Schema, Epsilon: oc.Epsilon, Delta: oc.Delta,
-			Open: open}},
+			Open: open, Source: oc.Source}},
 		PollInterval: c.cfg.PollInterval, IdleTimeout: c.cfg.IdleTimeout, Logger: c.log.Named("owner").With("id", oc.ID), Params: &c.params})
 	if err != nil {
 		return err

@@ -28,7 +28,7 @@ func openCSV(_ context.Context, spec string) (Rows, error) {
 	if err != nil {
 		return nil, err
 	}
-	r, err := NewCSV(f, opt)
+	r, err := newCSV(f, opt, strings.HasSuffix(strings.ToLower(path), ".gz"))
 	if err != nil {
 		f.Close()
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -105,8 +105,10 @@ func (c *csvRows) Close() error {
 }
 
 // NewCSV reads CSV rows from r (gunzipping it when it starts with gzip's
-// magic bytes); closing the Rows closes r when it is an io.Closer.
-func NewCSV(r io.Reader, opt schema.CSVOptions) (Rows, error) {
+// magic bytes, whatever its name); closing the Rows closes r when it is an io.Closer.
+func NewCSV(r io.Reader, opt schema.CSVOptions) (Rows, error) { return newCSV(r, opt, false) }
+
+func newCSV(r io.Reader, opt schema.CSVOptions, mustGzip bool) (Rows, error) {
 	out := &csvRows{}
 	if c, ok := r.(io.Closer); ok {
 		out.closers = append(out.closers, c)
@@ -120,6 +122,8 @@ func NewCSV(r io.Reader, opt schema.CSVOptions) (Rows, error) {
 		}
 		out.closers = append([]io.Closer{z}, out.closers...)
 		in = z
+	} else if mustGzip {
+		return nil, fmt.Errorf("the name ends in .gz but the file is not gzip (rename it, or compress it)")
 	}
 	rows, err := schema.NewCSVRows(in, opt)
 	if err != nil {

@@ -89,21 +89,28 @@ func Open(ctx context.Context, spec string) (Rows, error) {
 // Redact returns a spec with any password (in the URL's user information
 // or a password= parameter) replaced by xxxxx.
 func Redact(spec string) string {
-	if Scheme(spec) == "file" && !strings.HasPrefix(spec, "file://") {
-		return spec
-	}
 	u, err := url.Parse(spec)
 	if err != nil {
+		if Scheme(spec) == "file" && !strings.Contains(spec, "@") {
+			return spec // a path
+		}
 		// Do not echo what we cannot parse: it may hold a password.
 		return Scheme(spec) + "://(unparsable URL, redacted)"
 	}
 	q := u.Query()
+	hasPW := false
 	for k := range q {
 		if strings.EqualFold(k, "password") {
 			q.Set(k, "xxxxx")
+			hasPW = true
 		}
 	}
-	u.RawQuery = q.Encode()
+	if _, ok := u.User.Password(); !ok && !hasPW {
+		return spec
+	}
+	if hasPW {
+		u.RawQuery = q.Encode()
+	}
 	return u.Redacted()
 }
 

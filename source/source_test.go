@@ -140,7 +140,7 @@ func TestRedact(t *testing.T) {
 		"postgres://u:pw@h:5432/db?table=t":         "postgres://u:xxxxx@h:5432/db?table=t",
 		"postgres://u@h/db?password=pw&table=t":     "postgres://u@h/db?password=xxxxx&table=t",
 		"data/x.csv":                                "data/x.csv",
-		"postgres://u:p%40ss@h/db?query=SELECT%201": "postgres://u:xxxxx@h/db?query=SELECT+1",
+		"postgres://u:p%40ss@h/db?query=SELECT%201": "postgres://u:xxxxx@h/db?query=SELECT%201",
 	} {
 		if got := source.Redact(in); got != want {
 			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
@@ -171,4 +171,22 @@ func TestGzip(t *testing.T) {
 			t.Errorf("%s: differs", name)
 		}
 	}
+}
+
+// TestGzipNameNotGzip: a .gz file that is not gzip is refused saying so.
+func TestGzipNameNotGzip(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "x.csv.gz")
+	os.WriteFile(p, []byte("a,b\n1,2\n"), 0o600)
+	_, err := source.Open(context.Background(), p)
+	if err == nil || !strings.Contains(err.Error(), "not gzip") {
+		t.Errorf("%v", err)
+	}
+	// Options after '#': the delimiter given.
+	p2 := filepath.Join(t.TempDir(), "y.csv")
+	os.WriteFile(p2, []byte("a;b,c\n1;2,3\n"), 0o600)
+	r, err := source.Open(context.Background(), p2+"#delimiter=semicolon")
+	if err != nil || strings.Join(r.Columns(), "|") != "a|b,c" {
+		t.Errorf("delimiter option: %v %v", err, r)
+	}
+	r.Close()
 }

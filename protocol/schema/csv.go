@@ -40,9 +40,6 @@ type CSVOptions struct {
 // bom is the UTF-8 byte order mark that Excel's "CSV UTF-8" writes.
 const bom = "\ufeff"
 
-// maxHeader bounds the header line the delimiter is detected from.
-const maxHeader = 1 << 20
-
 // CSVRows reads a CSV file with a header: a UTF-8 byte order mark is
 // dropped, header names are trimmed, the delimiter is detected or given,
 // quoted fields and CRLF line ends are read as RFC 4180 says. Every row
@@ -94,7 +91,7 @@ func NewCSVRows(r io.Reader, opt CSVOptions) (*CSVRows, error) {
 }
 
 // peekLine returns the first line of br without consuming it (at most
-// maxHeader bytes, or what the buffer holds).
+// what the buffer holds, 64 KiB).
 func peekLine(br *bufio.Reader) []byte {
 	for n := 4096; ; n *= 2 {
 		b, err := br.Peek(n)

@@ -2,9 +2,12 @@ package schema
 
 import (
 	"bytes"
+	"encoding/csv"
 	"errors"
 	"io"
+	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzInfer: `fedpca schema infer` reads a CSV file. Whatever it accepts is
@@ -44,6 +47,123 @@ func FuzzInfer(f *testing.F) {
 			if err != nil {
 				t.Fatalf("a row the schema was inferred from does not map: %v", err)
 			}
+		}
+	})
+}
+
+// FuzzCSVRows: any bytes as a CSV file of any dialect. The delimiter found
+// is one of the four, header names are trimmed and valid UTF-8, every row
+// has as many cells as the header, and errors are *RowErrors with a line
+// (reading goes on) or final.
+func FuzzCSVRows(f *testing.F) {
+	f.Add([]byte("\ufeff a ; b \r\n1,5;2\r\n"), byte(0))
+	f.Add([]byte("a\tb\n\"x\ty\"\t2\n"), byte(0))
+	f.Add([]byte("a,b\n\"1\n2\",3\n4\n"), byte(','))
+	f.Add([]byte("a|b|c\n1|2|3\n"), byte('|'))
+	f.Add([]byte("\"a;b\",c\n1,2\n"), byte(';'))
+	f.Fuzz(func(t *testing.T, data []byte, delim byte) {
+		rows, err := NewCSVRows(bytes.NewReader(data), CSVOptions{Delimiter: rune(delim)})
+		if err != nil {
+			return
+		}
+		switch rows.Delimiter() {
+		case ',', ';', '\t', '|':
+		default:
+			t.Fatalf("delimiter %q", rows.Delimiter())
+		}
+		for _, c := range rows.Columns() {
+			if c != strings.TrimSpace(c) || !utf8.ValidString(c) {
+				t.Fatalf("header name %q", c)
+			}
+		}
+		for {
+			rec, err := rows.Next()
+			if err == io.EOF {
+				return
+			}
+			var re *RowError
+			if errors.As(err, &re) {
+				if re.Line < 2 {
+					t.Fatalf("row error at line %d", re.Line)
+				}
+				continue
+			}
+			if err != nil {
+				t.Fatalf("final error from a bytes.Reader: %v", err)
+			}
+			if len(rec) != len(rows.Columns()) {
+				t.Fatalf("%d cells, %d columns", len(rec), len(rows.Columns()))
+			}
+		}
+	})
+}
+
+// fuzzOptSchema has every reading option: a fill, a drop, one-hot
+// categories, decimal comma, trim and ignore_case.
+const fuzzOptSchema = `{"id":"x","features":[
+ {"name":"a","center":"0.5","scale":"2","min":"-10","max":"10"},
+ {"name":"b","center":"0","scale":"1","missing":{"policy":"fill","fill":"2.5"}},
+ {"name":"c=x","column":"c","category":"x","center":"0.5","scale":"0.5"},
+ {"name":"c=y","column":"c","category":"y","center":"0.5","scale":"0.5"}],
+ "label":"l","classes":["Yes","no"],"quant_bits":8,"clip_norm":"3",
+ "missing":{"policy":"drop"},
+ "categorical":[{"column":"c","categories":["x","Y"],"missing":{"policy":"fill","fill":"x"}}],
+ "decimal_comma":true,"trim":true,"ignore_case":true}`
+
+// FuzzMissingCategorical: rows of any cells through a schema with every
+// reading option. A row either maps (one-hot cells are 0 or 1 in the
+// quantized domain, the row within the clip norm) or gives a *RowError
+// that names a column of the source or none, with the row's line; the
+// counts add up.
+func FuzzMissingCategorical(f *testing.F) {
+	f.Add("1,5", " NA ", "X", "yes")
+	f.Add("NA", "", "", "No")
+	f.Add("", "3,25", " y ", "no")
+	f.Add("1e400", "1", "z", "maybe")
+	f.Add("1,2,3", "null", "NaN", " YES ")
+	s, err := Parse([]byte(fuzzOptSchema))
+	if err != nil {
+		f.Fatal(err)
+	}
+	cols := map[string]bool{"a": true, "b": true, "c": true, "l": true, "": true}
+	f.Fuzz(func(t *testing.T, a, b, c, l string) {
+		var buf bytes.Buffer
+		w := csv.NewWriter(&buf)
+		w.Comma = ';'
+		_ = w.Write([]string{"a", "b", "c", "l"})
+		_ = w.Write([]string{a, b, c, l})
+		w.Flush()
+		rd, err := s.NewReader(&buf, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		q, k, err := rd.Next()
+		if err == io.EOF {
+			return // a record of one empty cell is a blank line
+		}
+		var re *RowError
+		switch {
+		case errors.As(err, &re):
+			if !cols[re.Column] || re.Line != 2 {
+				t.Fatalf("row error %v", re)
+			}
+			if errors.Is(err, ErrMissing) != (rd.MissingDropped() == 1) {
+				t.Fatalf("drop counted %d for %v", rd.MissingDropped(), err)
+			}
+			return
+		case err != nil:
+			t.Fatal(err)
+		}
+		if k != 0 && k != 1 {
+			t.Fatalf("class %d", k)
+		}
+		if n, _ := rd.Rows(); n != 1 {
+			t.Fatalf("rows %d", n)
+		}
+		// One-hot: (v - 0.5)/0.5 is -1 or 1 before the clip; after it the
+		// two indicators have opposite signs.
+		if (q[2] > 0) == (q[3] > 0) {
+			t.Fatalf("one-hot cells %d %d", q[2], q[3])
 		}
 	})
 }

@@ -207,7 +207,11 @@ func (s *Schema) newDecoder(header []string, useClasses bool) (*decoder, error) 
 		}
 		if p.missing != nil {
 			p.isMiss = map[string]bool{}
-			for _, v := range p.missing.Values {
+			vals := p.missing.Values
+			if len(vals) == 0 {
+				vals = DefaultMissingValues // a schema built in code
+			}
+			for _, v := range vals {
 				if s.Trim {
 					v = strings.TrimSpace(v)
 				}
@@ -345,6 +349,3 @@ func (d *decoder) commaToDot(v string) string {
 	d.comma = append(append(append(d.comma[:0], v[:i]...), '.'), v[i+1:]...)
 	return string(d.comma)
 }
-
-// labelText returns the label cell in normal form.
-func (d *decoder) labelText(rec []string) string { return d.s.normal(rec[d.label]) }

@@ -6,6 +6,8 @@ import (
 	"os"
 	"strings"
 	"testing"
+
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
 
 // TestHashUnchangedByOptions: schemas written before the reading options
@@ -164,5 +166,80 @@ func TestDetectDelimiter(t *testing.T) {
 		if got := DetectDelimiter([]byte(in)); got != want {
 			t.Errorf("%q: %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestInferOptions: infer on a spreadsheet export (BOM, ';', an id column,
+// a categorical text column, padded mixed-case labels, NA cells) with
+// exclude, categorical, trim, ignore_case and a drop policy gives clean
+// names, the category list, normalised classes, and a schema under which
+// the same file reads with the NA rows dropped.
+func TestInferOptions(t *testing.T) {
+	in := "\ufeffid ; age ;sex;outcome\n1;50;F; Yes\n2;60;m;no\n3;NA;M;YES \n4;70; f ;No\n5;40;M;no\n"
+	rows, err := NewCSVRows(strings.NewReader(in), CSVOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := InferRows(rows, InferOptions{ID: "x", Label: "outcome", Exclude: []string{"id"}, Categorical: []string{"sex"},
+		Missing: &Missing{Policy: MissingDrop}, Trim: true, IgnoreCase: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(s.FeatureNames(), ","); got != "age,sex=f,sex=m" {
+		t.Errorf("features %s", got)
+	}
+	if got := strings.Join(s.Classes, ","); got != "no,yes" {
+		t.Errorf("classes %s", got)
+	}
+	if len(s.Categorical) != 1 || strings.Join(s.Categorical[0].Categories, ",") != "f,m" {
+		t.Errorf("categorical %+v", s.Categorical)
+	}
+	if s.Features[0].Center.String() != "55" {
+		t.Errorf("age center %s (NA left out of the mean)", s.Features[0].Center)
+	}
+	back, err := Parse(s.Canonical())
+	if err != nil || back.HashHex() != s.HashHex() {
+		t.Fatalf("round trip: %v", err)
+	}
+	rows, _ = NewCSVRows(strings.NewReader(in), CSVOptions{})
+	rep, err := back.Check(rows)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Used != 4 || rep.Missing != 1 || rep.Skipped != 0 || strings.Join(rep.Ignored, ",") != "id" {
+		t.Errorf("report %+v", rep)
+	}
+	// Without the options the same file names what to do.
+	rows, _ = NewCSVRows(strings.NewReader(in), CSVOptions{})
+	_, err = InferRows(rows, InferOptions{ID: "x", Label: "outcome"})
+	if err == nil || !strings.Contains(err.Error(), `column "id"`) && !strings.Contains(err.Error(), `column "sex"`) {
+		t.Errorf("no options: %v", err)
+	}
+	rows, _ = NewCSVRows(strings.NewReader(in), CSVOptions{})
+	_, err = InferRows(rows, InferOptions{ID: "x", Label: "outcome", Exclude: []string{"id"}})
+	if err == nil || !strings.Contains(err.Error(), `line 2, column "sex"`) || !strings.Contains(err.Error(), "--categorical") {
+		t.Errorf("categorical column without the option: %v", err)
+	}
+}
+
+// TestDefaultsInCode: a schema built in code with a missing policy and no
+// values hashes as its parsed file (with the defaults written out) and
+// reads NA as missing.
+func TestDefaultsInCode(t *testing.T) {
+	s := &Schema{ID: "x", Features: []Feature{{Name: "a", Center: fixedpoint.MustDecimal("0"), Scale: fixedpoint.MustDecimal("1")}},
+		ClipNorm: fixedpoint.MustDecimal("1"), Bits: 8, Missing: &Missing{Policy: MissingDrop}}
+	back, err := Parse(s.Canonical())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if back.HashHex() != s.HashHex() || len(back.Missing.Values) != len(DefaultMissingValues) || s.Missing.Values != nil {
+		t.Errorf("defaults: %s", s.Canonical())
+	}
+	rd, err := s.NewReader(strings.NewReader("a\nNA\n"), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := rd.Next(); !errors.Is(err, ErrMissing) {
+		t.Errorf("NA: %v", err)
 	}
 }

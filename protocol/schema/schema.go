@@ -17,9 +17,16 @@
 // to them before the map (in the integer domain: quantization is monotone,
 // so clamping the quantized value is clamping the value).
 //
-// Rows are read from CSV files with a header. Reading streams: memory stays
+// The schema also says how to read a source, every option public and in
+// the hash (unset options are not written, so older schemas keep their
+// hash): a feature's source column, categorical columns one-hot encoded from
+// a public category list, missing-value policies (drop the row or fill a
+// public value), decimal commas, trimming and case-insensitive labels.
+//
+// Rows come from any Rows stream (a CSV file of any common dialect through
+// NewCSVRows; databases in package source). Reading streams: memory stays
 // constant in the number of rows. A bad cell is reported with its line number
-// and column name.
+// and column name, and what to change when an option would read it.
 //
 // Schema values are immutable after Parse and safe for concurrent use; a
 // Reader is not.
@@ -369,7 +376,12 @@ func (s *Schema) FeatureNames() []string {
 func (s *Schema) Canonical() []byte {
 	// encoding/json writes struct fields in declaration order and Decimal
 	// as its canonical text, so this is canonical as long as the struct is.
-	b, err := json.Marshal(s)
+	// The defaults of set options are written out (as Parse fills them in),
+	// so a schema built in code hashes as its parsed file does.
+	c := *s
+	c.Features, c.Categorical = slices.Clone(s.Features), slices.Clone(s.Categorical)
+	c.FillDefaults()
+	b, err := json.Marshal(&c)
 	if err != nil {
 		panic(fmt.Sprintf("schema: marshal: %v", err))
 	}

@@ -1,7 +1,9 @@
 // Package pgtest starts a real PostgreSQL server for tests: Debian's
 // postgresql binaries (initdb, pg_ctl) in a temporary directory, on a free
 // loopback port, as the unprivileged user nobody when run as root. When no
-// server can be started, Start skips the test saying why.
+// server can be started, Start skips the test saying why. FEDPCA_PG_BIN
+// names the directory of the binaries (default: PATH, then
+// /usr/lib/postgresql/*/bin, newest first).
 package pgtest
 
 import (
@@ -65,6 +67,12 @@ func (s *Server) Connect(ctx context.Context) (*pgx.Conn, error) {
 
 // findBin returns the directory of initdb and pg_ctl.
 func findBin() (string, error) {
+	if d := os.Getenv("FEDPCA_PG_BIN"); d != "" {
+		if _, err := os.Stat(filepath.Join(d, "pg_ctl")); err != nil {
+			return "", fmt.Errorf("FEDPCA_PG_BIN=%s: %w", d, err)
+		}
+		return d, nil
+	}
 	var dirs []string
 	if p, err := exec.LookPath("pg_ctl"); err == nil {
 		dirs = append(dirs, filepath.Dir(p))
