@@ -232,7 +232,7 @@ func TestProcesses(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	run := exec.CommandContext(ctx, binary, "user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy,
-		"--schema", d.schema, "--owners", strings.Join(d.owners, ","), "--analysis", "dca", "--epsilon", "1", "--plan", "servers",
+		"--schema", d.schema, "--owners", strings.Join(d.owners, ","), "--analysis", "dca", "--epsilon", "1", "--noise-plan", "servers",
 		"--tolerate", "1", "--out", out, "--publish", "--plots", filepath.Join(d.dir, "plots"))
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
@@ -285,7 +285,7 @@ func TestProcesses(t *testing.T) {
 	// An owner fetches the published result and projects its rows on it.
 	pub := filepath.Join(d.dir, "published.json")
 	if b, err := exec.Command(binary, "owner", "published", "--certs", d.certs("owner", d.owners[0]), "--proxy", d.proxy,
-		"--job", res.JobID, "--out", pub).CombinedOutput(); err != nil {
+		"--out", pub, res.JobID).CombinedOutput(); err != nil {
 		t.Fatalf("owner published: %v\n%s", err, b)
 	}
 	proj := exec.Command(binary, "owner", "project", "--result", pub, "--schema", d.schema,
