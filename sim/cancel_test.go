@@ -52,10 +52,19 @@ func TestCancelReleasesEveryReservation(t *testing.T) {
 		case <-time.After(50 * time.Millisecond):
 		}
 	}
+	// Each owner commits its reservation once the proxy acknowledged its
+	// upload (just after the proxy counts it).
 	for _, o := range owners {
-		bal, _ := cl.Owner(o.ID).Balance("wdbc")
-		if bal.Spent <= 0 {
-			t.Fatalf("%s has not committed its upload: %+v", o.ID, bal)
+		for {
+			bal, _ := cl.Owner(o.ID).Balance("wdbc")
+			if bal.Spent > 0 && bal.Reserved == 0 {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s has not committed its upload: %+v", o.ID, bal)
+			case <-time.After(20 * time.Millisecond):
+			}
 		}
 	}
 	bob, err := cl.User("bob")
