@@ -19,7 +19,7 @@ import (
 )
 
 // TestOwnerSharesForAnotherSchema: an owner that serves the job's dataset
-// under another schema (another center for one feature: another hash)
+// under another schema (declared bounds on one feature: another reading)
 // declines the job saying so, and spends no budget; an owner that uploads
 // statistics packed for another schema (130 features: two ciphertexts where
 // the job needs one) is refused naming the count. The job completes with the
@@ -35,7 +35,12 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	owners = owners[:3]
 	other := *sch
 	other.Features = slices.Clone(sch.Features)
+	// Another center alone is another map of the same reading, which owners
+	// accept (the profile job's schemas; schema.SameReading): declared
+	// bounds change how the rows read.
 	other.Features[0].Center = fixedpoint.MustDecimal("123.5")
+	lo := fixedpoint.MustDecimal("-1000")
+	other.Features[0].Min = &lo
 	owners[2].Schema = &other
 	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"alice"},
 		Identities: []string{"owner/hospital-d"}, AllowNoNoise: true, Logger: testLogger(t)})
@@ -109,7 +114,7 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("hospital-c's records: %v %v", recs, err)
 	}
-	if want := "schema hash " + sch.HashHex()[:12] + "… differs from this owner's " + other.HashHex()[:12] + "… for dataset wdbc"; recs[0].Code != "schema_mismatch" || !strings.Contains(recs[0].Reason, want) {
+	if want := "the job's schema for dataset wdbc does not read the rows as this owner's does: feature \"mean_radius\": bounds"; recs[0].Code != "schema_mismatch" || !strings.Contains(recs[0].Reason, want) {
 		t.Errorf("hospital-c's record %+v, want schema_mismatch and %q", recs[0], want)
 	}
 	bal, err := cl.Owners["hospital-c"].Balance("wdbc")
