@@ -39,9 +39,15 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 		for _, share := range shares {
 			for _, q := range quantiles {
 				var aq, ac, cl, noisy []float64
+				failed := 0
 				for range reps {
 					r, err := auto.RunAuto(ctx, sim.AutoOptions{JobOptions: sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1}, Share: share, Quantile: q})
-					check(err)
+					if err != nil {
+						// The profile refuses a noisy count too small to divide by.
+						fmt.Fprintf(os.Stderr, "%s share %g quantile %g: %v\n", name, share, q, err)
+						failed++
+						continue
+					}
 					at := 0
 					for _, b := range r.Profile.Estimate.AtNoise {
 						if b {
@@ -51,8 +57,17 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 					aq, ac = append(aq, r.Utility.CapturedVarianceRatio), append(ac, r.Utility.CorrelationRatio)
 					cl, noisy = append(cl, r.Utility.ClippedFraction), append(noisy, float64(at))
 				}
-				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | %.3f | %.3f | %.2f | %.0f of %d |\n", name, rowsOf(data), declared.D(),
-					median(dq), median(dc), share, q, median(aq), median(ac), median(cl), median(noisy), declared.D())
+				if len(aq) == 0 {
+					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | failed %d of %d | | | |\n", name, rowsOf(data), declared.D(),
+						median(dq), median(dc), share, q, failed, reps)
+					continue
+				}
+				note := ""
+				if failed > 0 {
+					note = fmt.Sprintf(" (%d of %d failed)", failed, reps)
+				}
+				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | %.3f%s | %.3f | %.2f | %.0f of %d |\n", name, rowsOf(data), declared.D(),
+					median(dq), median(dc), share, q, median(aq), note, median(ac), median(cl), median(noisy), declared.D())
 			}
 		}
 		auto.Close()
