@@ -50,11 +50,7 @@ and their noise), and prints the epsilon left for the main job at the same delta
 			if err := checkPrivacy(cmd); err != nil {
 				return err
 			}
-			owners, err := parseOwners(cmd)
-			if err != nil {
-				return err
-			}
-			declared, err := loadSchema(cmd.String("schema"))
+			owners, declared, err := jobTargets(cmd)
 			if err != nil {
 				return err
 			}

@@ -388,6 +388,19 @@ func plural(n int) string {
 	return "s"
 }
 
+// jobTargets reads what a job is asked of: --owners and --schema.
+func jobTargets(cmd *cli.Command) ([]string, *schema.Schema, error) {
+	owners, err := parseOwners(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	sch, err := loadSchema(cmd.String("schema"))
+	if err != nil {
+		return nil, nil, err
+	}
+	return owners, sch, nil
+}
+
 func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err := checkPlots(cmd, cmd.String("analysis")); err != nil {
 		return err
@@ -399,11 +412,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return fmt.Errorf("--budget-split: %w", err)
 	}
-	owners, err := parseOwners(cmd)
-	if err != nil {
-		return err
-	}
-	sch, err := loadSchema(cmd.String("schema"))
+	owners, sch, err := jobTargets(cmd)
 	if err != nil {
 		return err
 	}
