@@ -78,6 +78,17 @@ and their noise), and prints the epsilon left for the main job at the same delta
 			}
 			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms, noisy n %.0f)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile, res.Estimate.N)
 			fmt.Printf("the main job may spend epsilon %.6g at delta %g (the profile spent share %g of mu^2)\n", res.Budget.Main, res.Budget.Delta, cmd.Float64("share"))
+			at := 0
+			for _, b := range res.Estimate.AtNoise {
+				if b {
+					at++
+				}
+			}
+			if 2*at > len(res.Estimate.AtNoise) {
+				fmt.Fprintf(os.Stderr, "warning: %d of %d features' variances are below the profile's noise (%.3g of the declared half-range squared): "+
+					"at this budget and row count the profile cannot see their spreads, and the main job's PCA will be noisy; "+
+					"declare public scales if you have them, or run the main job with --standardize\n", at, len(res.Estimate.AtNoise), res.Estimate.VarNoise)
+			}
 			return nil
 		},
 	}
