@@ -19,11 +19,11 @@ import (
 //	meta/version               "2"
 //	meta/committee             committeeRecord (JSON)
 //	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
-//	jobs/<id>/ticket           jobTicket (JSON), written once at creation
+//	tickets/<id>               jobTicket (JSON), written once at creation
+//	tickets/<id>/userpk        the user's HE public key, written once at creation
 //	jobs/<id>/progress         jobProgress (JSON), rewritten at every step; its size does not grow with the owners
-//	jobs/<id>/userpk           the user's HE public key
-//	jobs/<id>/upload/<owner>   uploadRecord (JSON), one key per owner's upload
-//	jobs/<id>/decline/<owner>  declineRecord (JSON), one key per owner's decline
+//	jobs/<id>/uploads/<owner>  uploadRecord (JSON), one key per owner's upload (a bucket)
+//	jobs/<id>/declines/<owner> declineRecord (JSON), one key per owner's decline (a bucket)
 //	jobs/<id>/sum/NNNNNN       running sum (open jobs)
 //	jobs/<id>/blinded/NNNNNN   blinded sum (switching)
 //	jobs/<id>/mask/NNNNNN      masks, 8 bytes per slot (switching)
@@ -36,15 +36,19 @@ import (
 // Version 1 (no meta/version) kept a job in one jobs/<id>/record that held
 // every upload and decline, so that each upload rewrote all the earlier
 // ones; openStore rewrites such a store to version 2 once, in one
-// transaction.
+// transaction. The large values written once (the ticket names every owner,
+// the user's key) live apart from those every upload rewrites, so that no
+// page an upload dirties holds them.
 var (
 	bucketMeta    = []byte("meta")
 	bucketJobs    = []byte("jobs")
 	bucketBudgets = []byte("budgets")
 	bucketSeen    = []byte("seen")
+	bucketTickets = []byte("tickets")
+	bucketUploads = []byte("uploads")
+	bucketDecline = []byte("declines")
 	keyVersion    = []byte("version")
 	keyCommittee  = []byte("committee")
-	keyTicket     = []byte("ticket")
 	keyProgress   = []byte("progress")
 	keyUserPK     = []byte("userpk")
 	keyPublished  = []byte("published")
@@ -54,14 +58,11 @@ var (
 // storeVersion is the store format this proxy reads and writes.
 const storeVersion = 2
 
-const (
-	prefixUpload  = "upload/"
-	prefixDecline = "decline/"
-)
-
 func seqKey(prefix string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", prefix, i)) }
 
 func shareKey(point uint32, i int) []byte { return []byte(fmt.Sprintf("share/%03d/%06d", point, i)) }
+
+func userPKKey(id string) []byte { return []byte(id + "/userpk") }
 
 // committeeRecord is the outcome of the key ceremony.
 type committeeRecord struct {
@@ -166,7 +167,7 @@ type store struct{ db *bolt.DB }
 // empty store and rewriting a version 1 store to version 2.
 func openStore(db *bolt.DB) (*store, error) {
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen} {
+		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen, bucketTickets} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -210,21 +211,22 @@ func migrateV1(tx *bolt.Tx) error {
 		}
 		rec := old.jobRecord
 		rec.Uploaded, rec.Declined = len(old.Uploads), len(old.Declined)
-		if err := putJSON(b, keyTicket, rec.jobTicket); err != nil {
+		if err := putJob(tx, string(k), &rec, b.Get(keyUserPK)); err != nil {
 			return err
 		}
-		if err := putJSON(b, keyProgress, rec.jobProgress); err != nil {
-			return err
-		}
+		ups, decs := b.Bucket(bucketUploads), b.Bucket(bucketDecline)
 		for _, u := range old.Uploads {
-			if err := putJSON(b, []byte(prefixUpload+u.Owner), u); err != nil {
+			if err := putJSON(ups, []byte(u.Owner), u); err != nil {
 				return err
 			}
 		}
 		for _, d := range old.Declined {
-			if err := putJSON(b, []byte(prefixDecline+d.Owner), d); err != nil {
+			if err := putJSON(decs, []byte(d.Owner), d); err != nil {
 				return err
 			}
+		}
+		if err := b.Delete(keyUserPK); err != nil {
+			return err
 		}
 		return b.Delete(keyV1Record)
 	})
@@ -267,13 +269,13 @@ func (s *store) update(id string, prog *jobProgress, fn func(tx *bolt.Tx, b *bol
 }
 
 // view runs fn on the job's bucket in a read transaction.
-func (s *store) view(id string, fn func(b *bolt.Bucket) error) error {
+func (s *store) view(id string, fn func(tx *bolt.Tx, b *bolt.Bucket) error) error {
 	return s.db.View(func(tx *bolt.Tx) error {
 		b, err := jobBucket(tx, id)
 		if err != nil {
 			return err
 		}
-		return fn(b)
+		return fn(tx, b)
 	})
 }
 
@@ -297,9 +299,9 @@ func (s *store) jobs() ([]storedJob, error) {
 		jobs := tx.Bucket(bucketJobs)
 		return jobs.ForEachBucket(func(k []byte) error {
 			b := jobs.Bucket(k)
-			sj := storedJob{id: string(k), ticket: slices.Clone(b.Get(keyTicket)), progress: slices.Clone(b.Get(keyProgress))}
-			sj.uploads = prefixValues(b, prefixUpload)
-			sj.declines = prefixValues(b, prefixDecline)
+			sj := storedJob{id: string(k), ticket: slices.Clone(tx.Bucket(bucketTickets).Get(k)), progress: slices.Clone(b.Get(keyProgress))}
+			sj.uploads = values(b.Bucket(bucketUploads))
+			sj.declines = values(b.Bucket(bucketDecline))
 			out = append(out, sj)
 			return nil
 		})
@@ -307,11 +309,14 @@ func (s *store) jobs() ([]storedJob, error) {
 	return out, err
 }
 
-func prefixValues(b *bolt.Bucket, prefix string) [][]byte {
+// values returns a bucket's values (none when b is nil).
+func values(b *bolt.Bucket) [][]byte {
 	var out [][]byte
-	c := b.Cursor()
-	for k, v := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
-		out = append(out, slices.Clone(v))
+	if b != nil {
+		_ = b.ForEach(func(_, v []byte) error {
+			out = append(out, slices.Clone(v))
+			return nil
+		})
 	}
 	return out
 }
@@ -323,18 +328,30 @@ func hasPrefix(k []byte, prefix string) bool {
 // createJob stores a new job.
 func (s *store) createJob(id string, rec *jobRecord, userPK []byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.Bucket(bucketJobs).CreateBucket([]byte(id))
-		if err != nil {
+		if _, err := tx.Bucket(bucketJobs).CreateBucket([]byte(id)); err != nil {
 			return err
 		}
-		if err := putJSON(b, keyTicket, rec.jobTicket); err != nil {
-			return err
-		}
-		if err := putJSON(b, keyProgress, rec.jobProgress); err != nil {
-			return err
-		}
-		return b.Put(keyUserPK, userPK)
+		return putJob(tx, id, rec, userPK)
 	})
+}
+
+// putJob writes a job's ticket, user key and progress, and creates the
+// buckets of its owners' answers, in the job's existing bucket.
+func putJob(tx *bolt.Tx, id string, rec *jobRecord, userPK []byte) error {
+	b := tx.Bucket(bucketJobs).Bucket([]byte(id))
+	for _, name := range [][]byte{bucketUploads, bucketDecline} {
+		if _, err := b.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(b, keyProgress, rec.jobProgress); err != nil {
+		return err
+	}
+	tickets := tx.Bucket(bucketTickets)
+	if err := putJSON(tickets, []byte(id), rec.jobTicket); err != nil {
+		return err
+	}
+	return tickets.Put(userPKKey(id), userPK)
 }
 
 // addUpload includes an owner's upload: its record, the new running sum,
@@ -349,7 +366,7 @@ func (s *store) addUpload(id string, prog *jobProgress, u uploadRecord, sum, dig
 		if err := putSeq(b, "sum", sum); err != nil {
 			return err
 		}
-		if err := putJSON(b, []byte(prefixUpload+u.Owner), u); err != nil {
+		if err := putJSON(b.Bucket(bucketUploads), []byte(u.Owner), u); err != nil {
 			return err
 		}
 		return putBudget(tx, budget)
@@ -359,7 +376,7 @@ func (s *store) addUpload(id string, prog *jobProgress, u uploadRecord, sum, dig
 // addDecline records an owner's decline and its budget report.
 func (s *store) addDecline(id string, prog *jobProgress, d declineRecord, budget *budgetRecord) error {
 	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
-		if err := putJSON(b, []byte(prefixDecline+d.Owner), d); err != nil {
+		if err := putJSON(b.Bucket(bucketDecline), []byte(d.Owner), d); err != nil {
 			return err
 		}
 		return putBudget(tx, budget)
@@ -419,7 +436,7 @@ func (s *store) publish(id string, doc []byte) error {
 
 // published returns the user's published result document (nil when none).
 func (s *store) published(id string) (out []byte, err error) {
-	err = s.view(id, func(b *bolt.Bucket) error {
+	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		out = slices.Clone(b.Get(keyPublished))
 		return nil
 	})
@@ -428,7 +445,7 @@ func (s *store) published(id string) (out []byte, err error) {
 
 // seq reads n values stored under a prefix.
 func (s *store) seq(id, prefix string, n int) (out [][]byte, err error) {
-	err = s.view(id, func(b *bolt.Bucket) error {
+	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		out, err = getSeq(b, prefix, n)
 		return err
 	})
@@ -445,7 +462,7 @@ type switchInputs struct {
 
 func (s *store) switchInputs(id string, n int, active []uint32) (*switchInputs, error) {
 	in := &switchInputs{shares: map[uint32][][]byte{}}
-	err := s.view(id, func(b *bolt.Bucket) error {
+	err := s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		var err error
 		if in.blinded, err = getSeq(b, "blinded", n); err != nil {
 			return err
@@ -453,7 +470,7 @@ func (s *store) switchInputs(id string, n int, active []uint32) (*switchInputs, 
 		if in.masks, err = getSeq(b, "mask", n); err != nil {
 			return err
 		}
-		in.userPK = slices.Clone(b.Get(keyUserPK))
+		in.userPK = slices.Clone(tx.Bucket(bucketTickets).Get(userPKKey(id)))
 		for _, pt := range active {
 			if b.Get(shareKey(pt, 0)) == nil {
 				continue
