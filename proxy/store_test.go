@@ -280,3 +280,31 @@ func TestStoreMigratesV1(t *testing.T) {
 		t.Fatalf("a version 3 store: %v, want a refusal naming the version", err)
 	}
 }
+
+// BenchmarkStoreUpload: one upload's transaction (fsync'd) in a job that
+// already holds owners uploads (a running sum of two 1 KB ciphertexts).
+func BenchmarkStoreUpload(b *testing.B) {
+	for _, n := range []int{10, 1000, 10000} {
+		b.Run(fmt.Sprintf("owners=%d", n), func(b *testing.B) {
+			s := openTestStore(b, filepath.Join(b.TempDir(), "proxy.db"))
+			id, rec, owners := testJob(b, n)
+			if err := s.createJob(id, &rec, []byte("pk")); err != nil {
+				b.Fatal(err)
+			}
+			prog := rec.jobProgress
+			sum := randomBlobs(b, 2, 1000)
+			s.db.NoSync = true // fill the job quickly
+			for _, o := range owners {
+				upload(b, s, id, &prog, o, sum)
+			}
+			s.db.NoSync = false
+			before := s.db.Stats().TxStats
+			b.ResetTimer()
+			for i := range b.N {
+				upload(b, s, id, &prog, fmt.Sprintf("extra-%d", i), sum)
+			}
+			after := s.db.Stats().TxStats
+			b.ReportMetric(float64(after.GetPageAlloc()-before.GetPageAlloc())/float64(b.N), "page-bytes/op")
+		})
+	}
+}
