@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -252,6 +253,9 @@ func TestStoreMigratesV1(t *testing.T) {
 		if err := b.Put(keyV1Record, v); err != nil {
 			return err
 		}
+		if err := b.Put(keyUserPK, []byte("user key")); err != nil {
+			return err
+		}
 		return b.Put(seqKey("sum", 0), []byte("ciphertext"))
 	}); err != nil {
 		t.Fatal(err)
@@ -272,6 +276,17 @@ func TestStoreMigratesV1(t *testing.T) {
 	}
 	if sum, err := s.seq(id, "sum", 1); err != nil || string(sum[0]) != "ciphertext" {
 		t.Fatalf("running sum after migration: %q, %v", sum, err)
+	}
+	if err := s.db.View(func(tx *bolt.Tx) error {
+		if pk := tx.Bucket(bucketTickets).Get(userPKKey(id)); string(pk) != "user key" {
+			return fmt.Errorf("user key after migration: %q", pk)
+		}
+		if jb := tx.Bucket(bucketJobs).Bucket([]byte(id)); jb.Get(keyV1Record) != nil || jb.Get(keyUserPK) != nil {
+			return errors.New("the version 1 record and user key are still in the job's bucket")
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
 	}
 	if err := s.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyVersion, []byte("3")) }); err != nil {
 		t.Fatal(err)
