@@ -4,12 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -293,11 +291,7 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 }
 
 func (p *Proxy) saveCommittee(c *committeeRecord) error {
-	b, err := json.Marshal(c)
-	if err != nil {
-		return err
-	}
-	if err := p.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketMeta).Put(keyCommittee, b) }); err != nil {
+	if err := p.store.putCommittee(c); err != nil {
 		return err
 	}
 	p.mu.Lock()

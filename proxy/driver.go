@@ -10,7 +10,6 @@ import (
 	"sync"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -129,16 +128,9 @@ func (p *Proxy) setReason(j *jobState, reason string) {
 func (p *Proxy) fail(j *jobState, reason string) error {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	err := p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
-		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_FAILED, reason
-		b := jobBucket(tx, j.id)
-		for _, prefix := range []string{"sum/", "blinded/", "mask/", "share/"} {
-			if err := deletePrefix(b, prefix); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	err := p.commit(j, func(prog *jobProgress) {
+		prog.State, prog.Reason = fedpcav1.JobState_JOB_STATE_FAILED, reason
+	}, func(prog *jobProgress) error { return p.store.fail(j.id, prog) })
 	if err != nil {
 		p.log.Error("cannot record job failure", "job", j.id[:16], "error", err)
 		return err
@@ -152,7 +144,7 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 // or its deadline passed; it fails the job if too few uploaded by then.
 func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
 	j.mu.Lock()
-	u, d, n := len(j.rec.Uploads), len(j.rec.Declined), len(j.spec.Owners)
+	u, d, n := j.rec.Uploaded, j.rec.Declined, len(j.spec.Owners)
 	past := !time.Now().Before(j.spec.Deadline)
 	j.mu.Unlock()
 	if u+d < n && !past {
@@ -162,7 +154,7 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
 		j.mu.Lock()
 		missing := j.awaited()
 		var declined []string
-		for _, r := range j.rec.Declined {
+		for _, r := range j.declineRecords() {
 			declined = append(declined, r.Owner+" ("+r.Reason.String()+")")
 		}
 		j.mu.Unlock()
@@ -226,25 +218,17 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
-	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
-		b := jobBucket(tx, j.id)
-		if err := p.putCiphertexts(b, "blinded", blinded); err != nil {
-			return err
-		}
-		for i, m := range masks {
-			if err := b.Put(seqKey("mask", i), encodeMask(m)); err != nil {
-				return err
-			}
-		}
-		if err := deletePrefix(b, "sum/"); err != nil {
-			return err
-		}
-		rec.State, rec.Active, rec.CSPs, rec.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
-		rec.Timings.Seal = time.Since(start).Seconds()
-		rec.Timings.UploadWindow = rec.SealedAt.Sub(rec.Created).Seconds()
-		rec.Reason = "sealed with " + fmt.Sprint(len(owners)) + " owners; key switch by csp/" + strings.Join(names, ", csp/")
-		return nil
-	})
+	encMasks := make([][]byte, len(masks))
+	for i, m := range masks {
+		encMasks[i] = encodeMask(m)
+	}
+	enc := p.encode(blinded)
+	err = p.commit(j, func(prog *jobProgress) {
+		prog.State, prog.Active, prog.CSPs, prog.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
+		prog.Timings.Seal = time.Since(start).Seconds()
+		prog.Timings.UploadWindow = prog.SealedAt.Sub(j.rec.Created).Seconds()
+		prog.Reason = "sealed with " + fmt.Sprint(len(owners)) + " owners; key switch by csp/" + strings.Join(names, ", csp/")
+	}, func(prog *jobProgress) error { return p.store.seal(j.id, prog, enc, encMasks) })
 	if err != nil {
 		return err
 	}
@@ -254,47 +238,40 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	return nil
 }
 
-// switchInputs are what a key switch needs, read from the store.
-type switchInputs struct {
+// switchState is what a key switch needs, decoded.
+type switchState struct {
 	blinded []*rlwe.Ciphertext
 	masks   [][]uint64
 	userPK  []byte
 	shares  map[uint32][]*he.KeySwitchShare
 }
 
-func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchInputs, error) {
-	in := &switchInputs{shares: map[uint32][]*he.KeySwitchShare{}}
-	err := p.db.View(func(tx *bolt.Tx) error {
-		b := jobBucket(tx, j.id)
-		var err error
-		if in.blinded, err = p.getCiphertexts(b, "blinded", j.n); err != nil {
-			return err
+func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchState, error) {
+	enc, err := p.store.switchInputs(j.id, j.n, active)
+	if err != nil {
+		return nil, err
+	}
+	in := &switchState{userPK: enc.userPK, shares: map[uint32][]*he.KeySwitchShare{}}
+	if in.blinded, err = p.decode("blinded", enc.blinded); err != nil {
+		return nil, err
+	}
+	for i, v := range enc.masks {
+		m, err := decodeMask(v, p.params.Slots())
+		if err != nil {
+			return nil, fmt.Errorf("mask %d: %w", i, err)
 		}
-		for i := range j.n {
-			m, err := decodeMask(b.Get(seqKey("mask", i)), p.params.Slots())
-			if err != nil {
-				return fmt.Errorf("mask %d: %w", i, err)
+		in.masks = append(in.masks, m)
+	}
+	for pt, vs := range enc.shares {
+		ss := make([]*he.KeySwitchShare, len(vs))
+		for i, v := range vs {
+			if ss[i], err = p.params.Codecs().KeySwitchShare.Unmarshal(v); err != nil {
+				return nil, fmt.Errorf("stored share %d of member %d: %w", i, pt, err)
 			}
-			in.masks = append(in.masks, m)
 		}
-		in.userPK = slices.Clone(b.Get(keyUserPK))
-		for _, pt := range active {
-			if b.Get(shareKey(pt, 0)) == nil {
-				continue
-			}
-			var ss []*he.KeySwitchShare
-			for i := range j.n {
-				s, err := p.params.Codecs().KeySwitchShare.Unmarshal(b.Get(shareKey(pt, i)))
-				if err != nil {
-					return fmt.Errorf("stored share %d of member %d: %w", i, pt, err)
-				}
-				ss = append(ss, s)
-			}
-			in.shares[pt] = ss
-		}
-		return nil
-	})
-	return in, err
+		in.shares[pt] = ss
+	}
+	return in, nil
 }
 
 // keySwitch asks every active member that has not answered yet for its
@@ -304,10 +281,9 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	j.mu.Lock()
 	active := slices.Clone(j.rec.Active)
 	if !j.rec.Switched {
-		if err := p.update(j, func(_ *bolt.Tx, rec *jobRecord) error {
-			rec.Switched, rec.SwitchStarted = true, time.Now().UTC()
-			return nil
-		}); err != nil {
+		if err := p.commit(j, func(prog *jobProgress) {
+			prog.Switched, prog.SwitchStarted = true, time.Now().UTC()
+		}, func(prog *jobProgress) error { return p.store.setProgress(j.id, prog) }); err != nil {
 			j.mu.Unlock()
 			return err
 		}
@@ -370,20 +346,11 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
-		b := jobBucket(tx, j.id)
-		if err := p.putCiphertexts(b, "result", result); err != nil {
-			return err
-		}
-		for _, prefix := range []string{"blinded/", "mask/", "share/"} {
-			if err := deletePrefix(b, prefix); err != nil {
-				return err
-			}
-		}
-		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_DONE, "result ready for the user"
-		rec.Timings.KeySwitch = time.Since(rec.SwitchStarted).Seconds()
-		return nil
-	})
+	enc := p.encode(result)
+	err = p.commit(j, func(prog *jobProgress) {
+		prog.State, prog.Reason = fedpcav1.JobState_JOB_STATE_DONE, "result ready for the user"
+		prog.Timings.KeySwitch = time.Since(prog.SwitchStarted).Seconds()
+	}, func(prog *jobProgress) error { return p.store.finish(j.id, prog, enc) })
 	if err != nil {
 		return err
 	}
@@ -393,7 +360,7 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 }
 
 // askMember runs one member's KeySwitch stream.
-func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord, active []uint32, owners []string, in *switchInputs) ([]*he.KeySwitchShare, error) {
+func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord, active []uint32, owners []string, in *switchState) ([]*he.KeySwitchShare, error) {
 	mc, err := p.member(i)
 	if err != nil {
 		return nil, err
@@ -455,13 +422,9 @@ func memberError(id string, err error) error {
 }
 
 func (p *Proxy) storeShares(j *jobState, pt uint32, shares []*he.KeySwitchShare) error {
-	return p.db.Update(func(tx *bolt.Tx) error {
-		b := jobBucket(tx, j.id)
-		for i, s := range shares {
-			if err := b.Put(shareKey(pt, i), p.params.Codecs().KeySwitchShare.Marshal(s)); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
+	enc := make([][]byte, len(shares))
+	for i, s := range shares {
+		enc[i] = p.params.Codecs().KeySwitchShare.Marshal(s)
+	}
+	return p.store.putShares(j.id, pt, enc)
 }

@@ -26,9 +26,9 @@ func params(tb testing.TB) he.Params {
 	return p
 }
 
-// fuzzRecord returns a valid job record (a DCA job of three owners, one of
-// whom uploaded) as CreateJob and Upload store it.
-func fuzzRecord(tb testing.TB) (string, jobRecord) {
+// fuzzRecord returns a valid job (a DCA job of three owners, one of whom
+// uploaded) as CreateJob and Upload store it.
+func fuzzRecord(tb testing.TB) storedJob {
 	tb.Helper()
 	sch, err := schema.Parse([]byte(`{"id":"wdbc","features":[{"name":"a","center":"1.5","scale":"2"},{"name":"b","center":"0","scale":"0.5"}],"label":"label","classes":["x","y"]}`))
 	if err != nil {
@@ -42,9 +42,17 @@ func fuzzRecord(tb testing.TB) (string, jobRecord) {
 		HEParams: he.DefaultParamsID, HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "fuzz"}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
-	return s.ID(), jobRecord{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(),
-		State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "1 of 3 owners uploaded", Created: at, Updated: at,
-		Uploads: []uploadRecord{{Owner: "hospital-b", Digest: h("e"), At: at}}}
+	enc := func(v any) []byte {
+		b, err := json.Marshal(v)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return b
+	}
+	return storedJob{id: s.ID(),
+		ticket:   enc(jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Created: at}),
+		progress: enc(jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "1 of 3 owners uploaded", Updated: at, Uploaded: 1}),
+		uploads:  [][]byte{enc(uploadRecord{Owner: "hospital-b", Digest: h("e"), At: at})}}
 }
 
 // FuzzUploadHeader: the header of an owner's upload, and the budget report
@@ -53,8 +61,9 @@ func fuzzRecord(tb testing.TB) (string, jobRecord) {
 // report for the job's dataset.
 func FuzzUploadHeader(f *testing.F) {
 	p := params(f)
-	id, rec := fuzzRecord(f)
-	j, err := newJobState(id, rec, p.Chunks)
+	sj := fuzzRecord(f)
+	id := sj.id
+	j, err := decodeJob(sj, p.Chunks)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -97,23 +106,30 @@ func FuzzUploadHeader(f *testing.F) {
 }
 
 // FuzzStoreRecords: what the proxy reads back from its store at start (the
-// committee record, job records, masks). A torn or edited record gives an
-// error, never a panic or a job state the drivers cannot use.
+// committee record, a job's progress and upload records, masks). A torn or
+// edited record gives an error, never a panic or a job state the drivers
+// cannot use.
 func FuzzStoreRecords(f *testing.F) {
 	p := params(f)
-	id, rec := fuzzRecord(f)
-	good, _ := json.Marshal(rec)
-	if _, err := decodeJob(id, good, p.Chunks); err != nil {
-		f.Fatalf("valid job record refused: %v", err)
+	sj := fuzzRecord(f)
+	if _, err := decodeJob(sj, p.Chunks); err != nil {
+		f.Fatalf("valid job refused: %v", err)
 	}
+	good, upload := sj.progress, sj.uploads[0]
 	f.Add(uint8(1), good)
-	switching := rec
-	switching.State, switching.Active, switching.CSPs, switching.Switched = fedpcav1.JobState_JOB_STATE_SWITCHING, []uint32{1, 3}, []string{"csp-1", "csp-3"}, true
-	b, _ := json.Marshal(switching)
+	var prog jobProgress
+	if err := json.Unmarshal(good, &prog); err != nil {
+		f.Fatal(err)
+	}
+	prog.State, prog.Active, prog.CSPs, prog.Switched = fedpcav1.JobState_JOB_STATE_SWITCHING, []uint32{1, 3}, []string{"csp-1", "csp-3"}, true
+	b, _ := json.Marshal(prog)
 	f.Add(uint8(1), b)
 	f.Add(uint8(1), good[:len(good)/2])
 	f.Add(uint8(1), bytes.Replace(good, []byte(`"state":1`), []byte(`"state":7`), 1))
-	f.Add(uint8(1), bytes.Replace(good, []byte(`hospital-b`), []byte(`hospital-z`), 1))
+	f.Add(uint8(1), bytes.Replace(good, []byte(`"uploaded":1`), []byte(`"uploaded":2`), 1))
+	f.Add(uint8(3), upload)
+	f.Add(uint8(3), bytes.Replace(upload, []byte(`hospital-b`), []byte(`hospital-z`), 1))
+	f.Add(uint8(3), upload[:len(upload)/2])
 	pk := he.GenerateKeyPair(p).Public
 	pkb := p.Codecs().PublicKey.Marshal(pk)
 	cmt, _ := json.Marshal(committeeRecord{CeremonyID: "c1", Members: []Member{{"csp-1", "a:1"}, {"csp-2", "a:2"}}, Threshold: 2,
@@ -126,7 +142,7 @@ func FuzzStoreRecords(f *testing.F) {
 	f.Add(uint8(2), make([]byte, 8*p.Slots()))
 	f.Add(uint8(2), make([]byte, 8*p.Slots()-1))
 	f.Fuzz(func(t *testing.T, mode uint8, v []byte) {
-		switch mode % 3 {
+		switch mode % 4 {
 		case 0:
 			c, err := decodeCommittee(v, p)
 			if err != nil {
@@ -135,8 +151,14 @@ func FuzzStoreRecords(f *testing.F) {
 			if job.Fingerprint(c.PublicKey) != c.Fingerprint || c.Threshold < 1 || c.Threshold > len(c.Members) {
 				t.Fatalf("accepted committee record %+v", c)
 			}
-		case 1:
-			j, err := decodeJob(id, v, p.Chunks)
+		case 1, 3:
+			in := sj
+			if mode%4 == 1 {
+				in.progress = v
+			} else {
+				in.uploads = [][]byte{v}
+			}
+			j, err := decodeJob(in, p.Chunks)
 			if err != nil {
 				return
 			}
@@ -147,11 +169,11 @@ func FuzzStoreRecords(f *testing.F) {
 			_ = j.info(who)
 			_ = j.uploadedOwners()
 			j.mu.Unlock()
-			again, _ := json.Marshal(j.rec)
-			if _, err := decodeJob(id, again, p.Chunks); err != nil {
+			in.progress, _ = json.Marshal(j.rec.jobProgress)
+			if _, err := decodeJob(in, p.Chunks); err != nil {
 				t.Fatalf("a loaded record does not load again: %v", err)
 			}
-		default:
+		case 2:
 			m, err := decodeMask(v, p.Slots())
 			if err != nil {
 				return

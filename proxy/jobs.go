@@ -2,12 +2,10 @@ package proxy
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"time"
 
-	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
 
@@ -55,7 +53,7 @@ func (j *jobState) party(id transport.Identity) error {
 			return nil
 		}
 	case transport.RoleOwner:
-		if slices.Contains(j.spec.Owners, id.ID) {
+		if j.named(id.ID) {
 			return nil
 		}
 	}
@@ -127,18 +125,15 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if j, ok := p.jobs[id]; ok {
 		return j, nil // created meanwhile by a concurrent retry
 	}
-	rec := jobRecord{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(),
-		State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Created: now, Updated: now}
-	j, err := newJobState(id, rec, p.params.Chunks)
+	rec := jobRecord{
+		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Created: now},
+		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: now},
+	}
+	j, err := newJobState(id, rec, nil, nil, p.params.Chunks)
 	if err != nil {
 		return nil, err
 	}
-	if err := p.db.Update(func(tx *bolt.Tx) error {
-		if err := putRecord(tx, id, &rec); err != nil {
-			return err
-		}
-		return jobBucket(tx, id).Put(keyUserPK, req.GetUserPublicKey())
-	}); err != nil {
+	if err := p.store.createJob(id, &rec, req.GetUserPublicKey()); err != nil {
 		return nil, fmt.Errorf("store job: %w", err)
 	}
 	p.jobs[id] = j
@@ -240,26 +235,6 @@ func (p *Proxy) done() <-chan struct{} {
 	return p.ctx.Done()
 }
 
-// update applies a change to a job's record durably, then in memory, and
-// notifies; fn may also write ciphertexts in tx. j.mu must be held.
-func (p *Proxy) update(j *jobState, fn func(tx *bolt.Tx, rec *jobRecord) error) error {
-	rec := j.rec
-	rec.Uploads = slices.Clone(rec.Uploads)
-	rec.Declined = slices.Clone(rec.Declined)
-	rec.Updated = time.Now().UTC()
-	if err := p.db.Update(func(tx *bolt.Tx) error {
-		if err := fn(tx, &rec); err != nil {
-			return err
-		}
-		return putRecord(tx, j.id, &rec)
-	}); err != nil {
-		return err
-	}
-	j.rec = rec
-	j.notify()
-	return nil
-}
-
 // Decline implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fedpcav1.DeclineResponse, error) {
 	who := caller(ctx)
@@ -285,26 +260,26 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	if j.declined(who.ID) {
 		return &fedpcav1.DeclineResponse{}, nil
 	}
-	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
-		rec.Declined = append(rec.Declined, declineRecord{Owner: who.ID, Reason: reason, At: time.Now().UTC()})
-		return p.putBudget(tx, who.ID, req.GetBudget())
+	d := declineRecord{Owner: who.ID, Reason: reason, At: time.Now().UTC()}
+	err = p.commit(j, func(prog *jobProgress) { prog.Declined++ }, func(prog *jobProgress) error {
+		return p.store.addDecline(j.id, prog, d, budget(who.ID, req.GetBudget()))
 	})
 	if err != nil {
 		return nil, p.toStatus(err)
 	}
+	j.declines[who.ID] = d
 	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason.String())
 	return &fedpcav1.DeclineResponse{}, nil
 }
 
-func (p *Proxy) putBudget(tx *bolt.Tx, owner string, b *fedpcav1.BudgetReport) error {
-	if b == nil || b.GetDataset() == "" {
+// budget is an owner's budget report as stored, or nil when the report
+// names no dataset.
+func budget(owner string, b *fedpcav1.BudgetReport) *budgetRecord {
+	if b.GetDataset() == "" {
 		return nil
 	}
-	v, err := json.Marshal(budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(), RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), At: time.Now().UTC()})
-	if err != nil {
-		return err
-	}
-	return tx.Bucket(bucketBudgets).Put([]byte(owner+"/"+b.GetDataset()), v)
+	return &budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(),
+		RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), At: time.Now().UTC()}
 }
 
 // checkPublished validates a result document the user publishes for the
@@ -339,7 +314,7 @@ func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRe
 	if j.rec.State != fedpcav1.JobState_JOB_STATE_DONE {
 		return nil, p.toStatus(ErrNotDone)
 	}
-	if err := p.db.Update(func(tx *bolt.Tx) error { return jobBucket(tx, j.id).Put(keyPublished, req.GetResult()) }); err != nil {
+	if err := p.store.publish(j.id, req.GetResult()); err != nil {
 		return nil, p.toStatus(err)
 	}
 	p.log.Info("result published", "job", j.id[:16], "bytes", len(req.GetResult()))
@@ -355,11 +330,8 @@ func (p *Proxy) GetPublished(ctx context.Context, req *fedpcav1.GetPublishedRequ
 	if err := j.party(caller(ctx)); err != nil {
 		return nil, p.toStatus(err)
 	}
-	var out []byte
-	if err := p.db.View(func(tx *bolt.Tx) error {
-		out = slices.Clone(jobBucket(tx, j.id).Get(keyPublished))
-		return nil
-	}); err != nil {
+	out, err := p.store.published(j.id)
+	if err != nil {
 		return nil, p.toStatus(err)
 	}
 	if out == nil {
@@ -399,14 +371,13 @@ func (p *Proxy) CancelJob(ctx context.Context, req *fedpcav1.CancelJobRequest) (
 		return nil, p.toStatus(fmt.Errorf("%w: job %s… is %s: it was sealed and its key switch may have begun, so it can no longer be cancelled; wait for its result",
 			ErrJobClosed, j.id[:16], stateName(j.rec.State)))
 	}
-	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
-		rec.State, rec.Reason = fedpcav1.JobState_JOB_STATE_FAILED, CancelReason
-		return deletePrefix(jobBucket(tx, j.id), "sum/")
-	})
+	err = p.commit(j, func(prog *jobProgress) {
+		prog.State, prog.Reason = fedpcav1.JobState_JOB_STATE_FAILED, CancelReason
+	}, func(prog *jobProgress) error { return p.store.fail(j.id, prog) })
 	if err != nil {
 		return nil, p.toStatus(err)
 	}
 	j.sum = nil
-	p.log.Info("job cancelled by its user", "job", j.id[:16], "user", who.String(), "uploads", len(j.rec.Uploads))
+	p.log.Info("job cancelled by its user", "job", j.id[:16], "user", who.String(), "uploads", j.rec.Uploaded)
 	return &fedpcav1.CancelJobResponse{Job: j.status(false, who)}, nil
 }

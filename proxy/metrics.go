@@ -1,10 +1,7 @@
 package proxy
 
 import (
-	"encoding/json"
-
 	"github.com/prometheus/client_golang/prometheus"
-	bolt "go.etcd.io/bbolt"
 )
 
 // metrics are the proxy's own series (next to the gRPC ones).
@@ -79,16 +76,4 @@ func boolValue(b bool) float64 {
 }
 
 // budgets returns the owners' budget reports.
-func (p *Proxy) budgets() []budgetRecord {
-	var out []budgetRecord
-	_ = p.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketBudgets).ForEach(func(_, v []byte) error {
-			var b budgetRecord
-			if json.Unmarshal(v, &b) == nil {
-				out = append(out, b)
-			}
-			return nil
-		})
-	})
-	return out
-}
+func (p *Proxy) budgets() []budgetRecord { return p.store.budgets() }

@@ -41,7 +41,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
-	bolt "go.etcd.io/bbolt"
 	"golang.org/x/net/netutil"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -129,7 +128,7 @@ type Proxy struct {
 	log       hclog.Logger
 	params    he.Params
 	committee he.Committee
-	db        *bolt.DB
+	store     *store
 	hs        *health.Server
 	admit     *admission    // room to receive uploads
 	large     chan struct{} // semaphore of results being sent
@@ -287,12 +286,48 @@ func New(cfg Config) (*Proxy, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)
 	}
-	p.db = db
+	if p.store, err = openStore(db); err != nil {
+		db.Close()
+		return nil, err
+	}
 	if err := p.load(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// load reads the committee and every job at start.
+func (p *Proxy) load() error {
+	v, err := p.store.committee()
+	if err != nil {
+		return fmt.Errorf("proxy: store: %w", err)
+	}
+	if v != nil {
+		c, err := decodeCommittee(v, p.params)
+		if err != nil {
+			return err
+		}
+		if err := p.checkCommittee(c); err != nil {
+			// Owners and users would refuse it: establish the key again
+			// (adopt the members' attested key, or a new ceremony).
+			p.log.Warn("the stored committee key is not attested by every member; it will be established again", "error", err)
+		} else {
+			p.cmt = c
+		}
+	}
+	stored, err := p.store.jobs()
+	if err != nil {
+		return fmt.Errorf("proxy: store: %w", err)
+	}
+	for _, sj := range stored {
+		j, err := decodeJob(sj, p.params.Chunks)
+		if err != nil {
+			return err
+		}
+		p.jobs[j.id] = j
+	}
+	return nil
 }
 
 // Run serves until ctx is done: it runs (or checks) the key ceremony,
@@ -350,7 +385,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	transport.StopGracefully(srv, 10*time.Second)
 	p.wg.Wait()
 	p.closeMembers()
-	if cerr := p.db.Close(); err == nil {
+	if cerr := p.store.db.Close(); err == nil {
 		err = cerr
 	}
 	p.log.Info("proxy stopped")

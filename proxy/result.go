@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"slices"
 
-	bolt "go.etcd.io/bbolt"
-
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 )
 
@@ -33,18 +31,8 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 		return p.toStatus(err)
 	}
 	defer release()
-	var blobs [][]byte
-	if err := p.db.View(func(tx *bolt.Tx) error {
-		b := jobBucket(tx, j.id)
-		for i := range j.n {
-			v := b.Get(seqKey("result", i))
-			if v == nil {
-				return fmt.Errorf("result %d missing from the store", i)
-			}
-			blobs = append(blobs, slices.Clone(v))
-		}
-		return nil
-	}); err != nil {
+	blobs, err := p.store.seq(j.id, "result", j.n)
+	if err != nil {
 		return p.toStatus(err)
 	}
 	if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: &fedpcav1.ResultHeader{

@@ -199,8 +199,7 @@ func (p *Proxy) watchCommittee(ctx context.Context) {
 }
 
 // Status returns a snapshot of the proxy's public state. Each lock is held
-// only to copy a record: a job record's slices are copied on write (update),
-// so the copy stays consistent after the lock is released.
+// only to copy a job's record (and, for the owner lists, its answers).
 func (p *Proxy) Status() *Status { return p.status(true) }
 
 // status is Status, with the jobs' owner lists only when owners is set (the
@@ -217,8 +216,12 @@ func (p *Proxy) status(owners bool) *Status {
 	for _, j := range jobs {
 		j.mu.Lock()
 		rec := j.rec
+		var answered map[string]OwnerStatus
+		if owners {
+			answered = j.answered()
+		}
 		j.mu.Unlock()
-		st.Jobs = append(st.Jobs, jobStatus(j, &rec, now, owners))
+		st.Jobs = append(st.Jobs, jobStatus(j, &rec, answered, now, owners))
 	}
 	slices.SortFunc(st.Jobs, func(a, b JobStatus) int {
 		if ra, rb := stateRank(a.State), stateRank(b.State); ra != rb {
@@ -260,24 +263,30 @@ func (p *Proxy) committeeStatus(cmt *committeeRecord, health map[string]memberHe
 	return cs
 }
 
-// jobStatus builds a job's status from a copy of its record.
-func jobStatus(j *jobState, rec *jobRecord, now time.Time, owners bool) JobStatus {
+// answered returns the owners that uploaded or declined; j.mu must be held.
+func (j *jobState) answered() map[string]OwnerStatus {
+	out := make(map[string]OwnerStatus, len(j.uploads)+len(j.declines))
+	for _, u := range j.uploads {
+		out[u.Owner] = OwnerStatus{ID: u.Owner, State: OwnerUploaded, At: u.At}
+	}
+	for _, d := range j.declines {
+		out[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.Reason.Text()}
+	}
+	return out
+}
+
+// jobStatus builds a job's status from a copy of its record and of its
+// owners' answers.
+func jobStatus(j *jobState, rec *jobRecord, answered map[string]OwnerStatus, now time.Time, owners bool) JobStatus {
 	s := j.spec
 	js := JobStatus{ID: j.id, State: stateLabel(rec.State), Reason: rec.Reason, Analysis: s.Analysis, K: s.K, Dataset: s.Dataset, User: s.User,
 		Epsilon: s.Epsilon, Delta: s.Delta, NoNoise: s.NoNoise, NoisePlan: s.NoisePlan, Tolerate: s.Tolerate,
-		MinOwners: s.MinOwners, OwnersExpected: len(s.Owners), OwnersUploaded: len(rec.Uploads), OwnersDeclined: len(rec.Declined),
+		MinOwners: s.MinOwners, OwnersExpected: len(s.Owners), OwnersUploaded: rec.Uploaded, OwnersDeclined: rec.Declined,
 		Created: rec.Created, Updated: rec.Updated, Deadline: s.Deadline.UTC(),
 		AgeSeconds: now.Sub(rec.Created).Seconds(), DeadlineInSeconds: s.Deadline.Sub(now).Seconds(), CSPs: rec.CSPs,
 		Timings: Timings{UploadWindow: rec.Timings.UploadWindow, Aggregate: rec.Timings.Aggregate, Seal: rec.Timings.Seal, KeySwitch: rec.Timings.KeySwitch}}
 	if !owners {
 		return js
-	}
-	answered := make(map[string]OwnerStatus, len(rec.Uploads)+len(rec.Declined))
-	for _, u := range rec.Uploads {
-		answered[u.Owner] = OwnerStatus{ID: u.Owner, State: OwnerUploaded, At: u.At}
-	}
-	for _, d := range rec.Declined {
-		answered[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.Reason.Text()}
 	}
 	absent := OwnerWaiting
 	if rec.State != fedpcav1.JobState_JOB_STATE_OPEN {

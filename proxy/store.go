@@ -3,29 +3,27 @@ package proxy
 import (
 	"encoding/binary"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"slices"
-	"sync"
+	"strconv"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
-	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/protocol/stats"
-	"github.com/fedpca/fedpca/transport"
-	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
-// Store layout (bbolt):
+// Store layout (bbolt), format version 2:
 //
+//	meta/version               "2"
 //	meta/committee             committeeRecord (JSON)
 //	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
-//	jobs/<id>/record           jobRecord (JSON)
-//	jobs/<id>/userpk           the user's HE public key
+//	tickets/<id>               jobTicket (JSON), written once at creation
+//	tickets/<id>/userpk        the user's HE public key, written once at creation
+//	jobs/<id>/progress         jobProgress (JSON), rewritten at every step; its size does not grow with the owners
+//	jobs/<id>/uploads/<owner>  uploadRecord (JSON), one key per owner's upload (a bucket)
+//	jobs/<id>/declines/<owner> declineRecord (JSON), one key per owner's decline (a bucket)
 //	jobs/<id>/sum/NNNNNN       running sum (open jobs)
 //	jobs/<id>/blinded/NNNNNN   blinded sum (switching)
 //	jobs/<id>/mask/NNNNNN      masks, 8 bytes per slot (switching)
@@ -34,20 +32,37 @@ import (
 //	jobs/<id>/published        the user's published result document
 //	seen/<sha256>              the job (16 hex digits) of every ciphertext
 //	                           ever folded in, to refuse replays
+//
+// Version 1 (no meta/version) kept a job in one jobs/<id>/record that held
+// every upload and decline, so that each upload rewrote all the earlier
+// ones; openStore rewrites such a store to version 2 once, in one
+// transaction. The large values written once (the ticket names every owner,
+// the user's key) live apart from those every upload rewrites, so that no
+// page an upload dirties holds them.
 var (
 	bucketMeta    = []byte("meta")
 	bucketJobs    = []byte("jobs")
 	bucketBudgets = []byte("budgets")
 	bucketSeen    = []byte("seen")
+	bucketTickets = []byte("tickets")
+	bucketUploads = []byte("uploads")
+	bucketDecline = []byte("declines")
+	keyVersion    = []byte("version")
 	keyCommittee  = []byte("committee")
-	keyRecord     = []byte("record")
+	keyProgress   = []byte("progress")
 	keyUserPK     = []byte("userpk")
 	keyPublished  = []byte("published")
+	keyV1Record   = []byte("record")
 )
+
+// storeVersion is the store format this proxy reads and writes.
+const storeVersion = 2
 
 func seqKey(prefix string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", prefix, i)) }
 
 func shareKey(point uint32, i int) []byte { return []byte(fmt.Sprintf("share/%03d/%06d", point, i)) }
+
+func userPKKey(id string) []byte { return []byte(id + "/userpk") }
 
 // committeeRecord is the outcome of the key ceremony.
 type committeeRecord struct {
@@ -76,18 +91,32 @@ type declineRecord struct {
 	At     time.Time   `json:"at"`
 }
 
-// jobRecord is a job's durable state (apart from ciphertexts).
+// jobRecord is a job's durable state apart from ciphertexts and the
+// owners' answers (kept one key each): the ticket, fixed at creation, and
+// the progress, which every step rewrites.
 type jobRecord struct {
-	Spec      []byte            `json:"spec"`
-	Signature []byte            `json:"signature"`
-	UserCert  []byte            `json:"user_certificate"`
-	Schema    []byte            `json:"schema"`
-	State     fedpcav1.JobState `json:"state"`
-	Reason    string            `json:"reason"`
-	Created   time.Time         `json:"created"`
-	Updated   time.Time         `json:"updated"`
-	Uploads   []uploadRecord    `json:"uploads"`
-	Declined  []declineRecord   `json:"declined"`
+	jobTicket
+	jobProgress
+}
+
+// jobTicket is what the user submitted.
+type jobTicket struct {
+	Spec      []byte    `json:"spec"`
+	Signature []byte    `json:"signature"`
+	UserCert  []byte    `json:"user_certificate"`
+	Schema    []byte    `json:"schema"`
+	Created   time.Time `json:"created"`
+}
+
+// jobProgress is a job's state; its size is bounded by the committee's,
+// whatever the number of owners.
+type jobProgress struct {
+	State   fedpcav1.JobState `json:"state"`
+	Reason  string            `json:"reason"`
+	Updated time.Time         `json:"updated"`
+	// Uploaded and Declined count the upload and decline records.
+	Uploaded int `json:"uploaded"`
+	Declined int `json:"declined"`
 	// Set at sealing: the active members (points and IDs), and whether any
 	// member has been asked to switch (after that the budget is spent).
 	Active   []uint32  `json:"active,omitempty"`
@@ -117,235 +146,424 @@ type budgetRecord struct {
 	At          time.Time `json:"at"`
 }
 
-// jobState is a job in memory. mu guards everything below it.
-type jobState struct {
-	id     string
-	spec   *job.Spec
-	sch    *schema.Schema
-	layout stats.Layout
-	n      int // ciphertexts per vector
-
-	mu      sync.Mutex
-	rec     jobRecord
-	sum     []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
-	ticket  *fedpcav1.GetJobResponse // shared ticket response, built at the first request
-	changed chan struct{}            // closed and replaced at every change (watchers)
-	wake    chan struct{}            // wakes the driver (buffered, 1)
+// storedJob is a job as read back from the store, undecoded (decodeJob
+// checks it).
+type storedJob struct {
+	id               string
+	ticket, progress []byte
+	uploads          [][]byte
+	declines         [][]byte
 }
 
-// newJobState builds a job's state from its record, checking the record:
-// it is read back from the store at start, where a torn or edited file must
-// give an error, not a crash or a job that cannot be driven.
-func newJobState(id string, rec jobRecord, chunks func(int) int) (*jobState, error) {
-	spec, err := job.ParseSpec(rec.Spec)
-	if err != nil {
-		return nil, err
-	}
-	if spec.ID() != id {
-		return nil, fmt.Errorf("record of job %q holds the spec of job %s", id, spec.ID())
-	}
-	sch, err := schema.Parse(rec.Schema)
-	if err != nil {
-		return nil, err
-	}
-	l, err := spec.Layout(sch)
-	if err != nil {
-		return nil, err
-	}
-	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
-		return nil, fmt.Errorf("job %s: unknown state %d", id, rec.State)
-	}
-	seen := map[string]bool{}
-	for _, u := range rec.Uploads {
-		if seen[u.Owner] || !slices.Contains(spec.Owners, u.Owner) {
-			return nil, fmt.Errorf("job %s: upload record of owner %q, repeated or not in the spec", id, u.Owner)
-		}
-		seen[u.Owner] = true
-	}
-	if rec.State == fedpcav1.JobState_JOB_STATE_SWITCHING {
-		active := make([]he.Point, len(rec.Active))
-		for i, a := range rec.Active {
-			active[i] = he.Point(a)
-		}
-		if err := spec.Committee().CheckActive(active); err != nil || len(rec.CSPs) != len(rec.Active) {
-			return nil, fmt.Errorf("job %s: active members %v (%d names): %v", id, rec.Active, len(rec.CSPs), err)
-		}
-	}
-	return &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), rec: rec,
-		changed: make(chan struct{}), wake: make(chan struct{}, 1)}, nil
-}
+// store is the proxy's durable state: each of its methods is one bbolt
+// transaction, and each step of a job is one method. Ciphertexts come and
+// go encoded. A step's cost does not grow with the job's owners: an upload
+// writes its own record, the job's progress and the running sum. Safe for
+// concurrent use; callers hold the job's lock so that a job's steps are
+// ordered.
+type store struct{ db *bolt.DB }
 
-// decodeJob decodes a stored job record and builds the job's state.
-func decodeJob(id string, v []byte, chunks func(int) int) (*jobState, error) {
-	var rec jobRecord
-	if err := json.Unmarshal(v, &rec); err != nil {
-		return nil, fmt.Errorf("proxy: job %s: %w", id, err)
-	}
-	j, err := newJobState(id, rec, chunks)
-	if err != nil {
-		return nil, fmt.Errorf("proxy: job %s: %w", id, err)
-	}
-	return j, nil
-}
-
-// decodeCommittee decodes the stored outcome of the key ceremony and checks
-// that it is consistent: this node's parameter set, a valid committee key
-// whose fingerprint it records, a threshold within its members.
-func decodeCommittee(v []byte, p he.Params) (*committeeRecord, error) {
-	var c committeeRecord
-	if err := json.Unmarshal(v, &c); err != nil {
-		return nil, fmt.Errorf("proxy: committee record: %w", err)
-	}
-	if c.HEParams != p.ID() {
-		return nil, fmt.Errorf("proxy: committee record is for HE parameters %q, this node runs %s", c.HEParams, p.ID())
-	}
-	if err := (he.Committee{N: len(c.Members), Threshold: c.Threshold}).Validate(); err != nil {
-		return nil, fmt.Errorf("proxy: committee record: %w", err)
-	}
-	if _, err := p.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
-		return nil, fmt.Errorf("proxy: committee record: %w", err)
-	}
-	if job.Fingerprint(c.PublicKey) != c.Fingerprint {
-		return nil, errors.New("proxy: committee record: the key's fingerprint is not the recorded one")
-	}
-	return &c, nil
-}
-
-// notify wakes watchers and the driver; j.mu must be held.
-func (j *jobState) notify() {
-	close(j.changed)
-	j.changed = make(chan struct{})
-	select {
-	case j.wake <- struct{}{}:
-	default:
-	}
-}
-
-func (j *jobState) uploaded(owner string) (uploadRecord, bool) {
-	for _, u := range j.rec.Uploads {
-		if u.Owner == owner {
-			return u, true
-		}
-	}
-	return uploadRecord{}, false
-}
-
-func (j *jobState) declined(owner string) bool {
-	return slices.ContainsFunc(j.rec.Declined, func(d declineRecord) bool { return d.Owner == owner })
-}
-
-// awaited returns the job's owners that have neither uploaded nor declined,
-// in the spec's order. j.mu must be held.
-func (j *jobState) awaited() []string {
-	answered := make(map[string]bool, len(j.rec.Uploads)+len(j.rec.Declined))
-	for _, u := range j.rec.Uploads {
-		answered[u.Owner] = true
-	}
-	for _, d := range j.rec.Declined {
-		answered[d.Owner] = true
-	}
-	var out []string
-	for _, o := range j.spec.Owners {
-		if !answered[o] {
-			out = append(out, o)
-		}
-	}
-	return out
-}
-
-func (j *jobState) uploadedOwners() []string {
-	out := make([]string, len(j.rec.Uploads))
-	for i, u := range j.rec.Uploads {
-		out[i] = u.Owner
-	}
-	slices.Sort(out)
-	return out
-}
-
-// load reads the committee and every job at start.
-func (p *Proxy) load() error {
-	return p.db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen} {
+// openStore checks the store's format version, creating the buckets of an
+// empty store and rewriting a version 1 store to version 2.
+func openStore(db *bolt.DB) (*store, error) {
+	err := db.Update(func(tx *bolt.Tx) error {
+		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen, bucketTickets} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
 		}
-		if v := tx.Bucket(bucketMeta).Get(keyCommittee); v != nil {
-			c, err := decodeCommittee(v, p.params)
-			if err != nil {
-				return err
+		meta := tx.Bucket(bucketMeta)
+		switch v := meta.Get(keyVersion); {
+		case v == nil:
+			if err := migrateV1(tx); err != nil {
+				return fmt.Errorf("rewrite the version 1 store: %w", err)
 			}
-			if err := p.checkCommittee(c); err != nil {
-				// Owners and users would refuse it: establish the key again
-				// (adopt the members' attested key, or a new ceremony).
-				p.log.Warn("the stored committee key is not attested by every member; it will be established again", "error", err)
-			} else {
-				p.cmt = c
+		case string(v) != strconv.Itoa(storeVersion):
+			return fmt.Errorf("the store has format version %q; this proxy reads version %d only", v, storeVersion)
+		default:
+			return nil
+		}
+		return meta.Put(keyVersion, []byte(strconv.Itoa(storeVersion)))
+	})
+	if err != nil {
+		return nil, fmt.Errorf("proxy: store: %w", err)
+	}
+	return &store{db: db}, nil
+}
+
+// migrateV1 splits every version 1 job record into its ticket, its
+// progress and one record per upload and decline.
+func migrateV1(tx *bolt.Tx) error {
+	jobs := tx.Bucket(bucketJobs)
+	return jobs.ForEachBucket(func(k []byte) error {
+		b := jobs.Bucket(k)
+		v := b.Get(keyV1Record)
+		if v == nil {
+			return fmt.Errorf("job %s: no record", k)
+		}
+		var old struct {
+			jobRecord
+			Uploads  []uploadRecord  `json:"uploads"`
+			Declined []declineRecord `json:"declined"`
+		}
+		if err := json.Unmarshal(v, &old); err != nil {
+			return fmt.Errorf("job %s: %w", k, err)
+		}
+		rec := old.jobRecord
+		rec.Uploaded, rec.Declined = len(old.Uploads), len(old.Declined)
+		if err := putJob(tx, string(k), &rec, b.Get(keyUserPK)); err != nil {
+			return err
+		}
+		ups, decs := b.Bucket(bucketUploads), b.Bucket(bucketDecline)
+		for _, u := range old.Uploads {
+			if err := putJSON(ups, []byte(u.Owner), u); err != nil {
+				return err
 			}
 		}
-		jobs := tx.Bucket(bucketJobs)
-		return jobs.ForEachBucket(func(k []byte) error {
-			j, err := decodeJob(string(k), jobs.Bucket(k).Get(keyRecord), p.params.Chunks)
-			if err != nil {
+		for _, d := range old.Declined {
+			if err := putJSON(decs, []byte(d.Owner), d); err != nil {
 				return err
 			}
-			p.jobs[j.id] = j
-			return nil
-		})
+		}
+		if err := b.Delete(keyUserPK); err != nil {
+			return err
+		}
+		return b.Delete(keyV1Record)
 	})
 }
 
-// putRecord writes a job's record in tx.
-func putRecord(tx *bolt.Tx, id string, rec *jobRecord) error {
-	b, err := json.Marshal(rec)
+func putJSON(b *bolt.Bucket, k []byte, v any) error {
+	enc, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	jb, err := tx.Bucket(bucketJobs).CreateBucketIfNotExists([]byte(id))
-	if err != nil {
-		return err
-	}
-	return jb.Put(keyRecord, b)
+	return b.Put(k, enc)
 }
 
-func jobBucket(tx *bolt.Tx, id string) *bolt.Bucket { return tx.Bucket(bucketJobs).Bucket([]byte(id)) }
+func jobBucket(tx *bolt.Tx, id string) (*bolt.Bucket, error) {
+	b := tx.Bucket(bucketJobs).Bucket([]byte(id))
+	if b == nil {
+		return nil, fmt.Errorf("job %s is not in the store", id)
+	}
+	return b, nil
+}
 
-// putCiphertexts writes ciphertexts under a prefix.
-func (p *Proxy) putCiphertexts(b *bolt.Bucket, prefix string, cts []*rlwe.Ciphertext) error {
-	for i, ct := range cts {
-		if err := b.Put(seqKey(prefix, i), p.params.Codecs().Ciphertext.Marshal(ct)); err != nil {
+// update runs fn on the job's bucket in one transaction, then writes the
+// job's progress (when prog is set).
+func (s *store) update(id string, prog *jobProgress, fn func(tx *bolt.Tx, b *bolt.Bucket) error) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		b, err := jobBucket(tx, id)
+		if err != nil {
+			return err
+		}
+		if fn != nil {
+			if err := fn(tx, b); err != nil {
+				return err
+			}
+		}
+		if prog == nil {
+			return nil
+		}
+		return putJSON(b, keyProgress, prog)
+	})
+}
+
+// view runs fn on the job's bucket in a read transaction.
+func (s *store) view(id string, fn func(tx *bolt.Tx, b *bolt.Bucket) error) error {
+	return s.db.View(func(tx *bolt.Tx) error {
+		b, err := jobBucket(tx, id)
+		if err != nil {
+			return err
+		}
+		return fn(tx, b)
+	})
+}
+
+// committee returns the stored committee record (nil when none).
+func (s *store) committee() (out []byte, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		out = slices.Clone(tx.Bucket(bucketMeta).Get(keyCommittee))
+		return nil
+	})
+	return out, err
+}
+
+func (s *store) putCommittee(c *committeeRecord) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return putJSON(tx.Bucket(bucketMeta), keyCommittee, c) })
+}
+
+// jobs reads every job.
+func (s *store) jobs() ([]storedJob, error) {
+	var out []storedJob
+	err := s.db.View(func(tx *bolt.Tx) error {
+		jobs := tx.Bucket(bucketJobs)
+		return jobs.ForEachBucket(func(k []byte) error {
+			b := jobs.Bucket(k)
+			sj := storedJob{id: string(k), ticket: slices.Clone(tx.Bucket(bucketTickets).Get(k)), progress: slices.Clone(b.Get(keyProgress))}
+			sj.uploads = values(b.Bucket(bucketUploads))
+			sj.declines = values(b.Bucket(bucketDecline))
+			out = append(out, sj)
+			return nil
+		})
+	})
+	return out, err
+}
+
+// values returns a bucket's values (none when b is nil).
+func values(b *bolt.Bucket) [][]byte {
+	var out [][]byte
+	if b != nil {
+		_ = b.ForEach(func(_, v []byte) error {
+			out = append(out, slices.Clone(v))
+			return nil
+		})
+	}
+	return out
+}
+
+func hasPrefix(k []byte, prefix string) bool {
+	return len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix
+}
+
+// createJob stores a new job.
+func (s *store) createJob(id string, rec *jobRecord, userPK []byte) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		if _, err := tx.Bucket(bucketJobs).CreateBucket([]byte(id)); err != nil {
+			return err
+		}
+		return putJob(tx, id, rec, userPK)
+	})
+}
+
+// putJob writes a job's ticket, user key and progress, and creates the
+// buckets of its owners' answers, in the job's existing bucket.
+func putJob(tx *bolt.Tx, id string, rec *jobRecord, userPK []byte) error {
+	b := tx.Bucket(bucketJobs).Bucket([]byte(id))
+	for _, name := range [][]byte{bucketUploads, bucketDecline} {
+		if _, err := b.CreateBucketIfNotExists(name); err != nil {
+			return err
+		}
+	}
+	if err := putJSON(b, keyProgress, rec.jobProgress); err != nil {
+		return err
+	}
+	tickets := tx.Bucket(bucketTickets)
+	if err := putJSON(tickets, []byte(id), rec.jobTicket); err != nil {
+		return err
+	}
+	return tickets.Put(userPKKey(id), userPK)
+}
+
+// addUpload includes an owner's upload: its record, the new running sum,
+// its ciphertexts' digests (refused, with nothing written, if any was seen
+// before) and its budget report, with the job's progress, in one
+// transaction. The upload may be acknowledged once it returns nil.
+func (s *store) addUpload(id string, prog *jobProgress, u uploadRecord, sum, digests [][]byte, budget *budgetRecord) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		if err := markSeen(tx, id, digests); err != nil {
+			return err
+		}
+		if err := putSeq(b, "sum", sum); err != nil {
+			return err
+		}
+		if err := putJSON(b.Bucket(bucketUploads), []byte(u.Owner), u); err != nil {
+			return err
+		}
+		return putBudget(tx, budget)
+	})
+}
+
+// addDecline records an owner's decline and its budget report.
+func (s *store) addDecline(id string, prog *jobProgress, d declineRecord, budget *budgetRecord) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		if err := putJSON(b.Bucket(bucketDecline), []byte(d.Owner), d); err != nil {
+			return err
+		}
+		return putBudget(tx, budget)
+	})
+}
+
+// seal replaces the running sum by the blinded sum and its masks.
+func (s *store) seal(id string, prog *jobProgress, blinded, masks [][]byte) error {
+	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		if err := putSeq(b, "blinded", blinded); err != nil {
+			return err
+		}
+		if err := putSeq(b, "mask", masks); err != nil {
+			return err
+		}
+		return deletePrefix(b, "sum/")
+	})
+}
+
+// setProgress records a step that writes no ciphertexts.
+func (s *store) setProgress(id string, prog *jobProgress) error { return s.update(id, prog, nil) }
+
+// putShares stores member pt's key-switch shares.
+func (s *store) putShares(id string, pt uint32, shares [][]byte) error {
+	return s.update(id, nil, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		for i, v := range shares {
+			if err := b.Put(shareKey(pt, i), v); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// finish stores the result and frees what the key switch used.
+func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
+	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		if err := putSeq(b, "result", result); err != nil {
+			return err
+		}
+		return deletePrefixes(b, "blinded/", "mask/", "share/")
+	})
+}
+
+// fail ends a job without a release (a failure or the user's cancel) and
+// frees its ciphertexts.
+func (s *store) fail(id string, prog *jobProgress) error {
+	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		return deletePrefixes(b, "sum/", "blinded/", "mask/", "share/")
+	})
+}
+
+// publish stores the user's published result document.
+func (s *store) publish(id string, doc []byte) error {
+	return s.update(id, nil, func(_ *bolt.Tx, b *bolt.Bucket) error { return b.Put(keyPublished, doc) })
+}
+
+// published returns the user's published result document (nil when none).
+func (s *store) published(id string) (out []byte, err error) {
+	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		out = slices.Clone(b.Get(keyPublished))
+		return nil
+	})
+	return out, err
+}
+
+// seq reads n values stored under a prefix.
+func (s *store) seq(id, prefix string, n int) (out [][]byte, err error) {
+	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		out, err = getSeq(b, prefix, n)
+		return err
+	})
+	return out, err
+}
+
+// switchInputs are what a key switch needs, encoded.
+type switchInputs struct {
+	blinded [][]byte
+	masks   [][]byte
+	userPK  []byte
+	shares  map[uint32][][]byte // the members that answered
+}
+
+func (s *store) switchInputs(id string, n int, active []uint32) (*switchInputs, error) {
+	in := &switchInputs{shares: map[uint32][][]byte{}}
+	err := s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		var err error
+		if in.blinded, err = getSeq(b, "blinded", n); err != nil {
+			return err
+		}
+		if in.masks, err = getSeq(b, "mask", n); err != nil {
+			return err
+		}
+		in.userPK = slices.Clone(tx.Bucket(bucketTickets).Get(userPKKey(id)))
+		for _, pt := range active {
+			if b.Get(shareKey(pt, 0)) == nil {
+				continue
+			}
+			ss := make([][]byte, n)
+			for i := range ss {
+				if ss[i] = slices.Clone(b.Get(shareKey(pt, i))); ss[i] == nil {
+					return fmt.Errorf("share %d of member %d missing from the store", i, pt)
+				}
+			}
+			in.shares[pt] = ss
+		}
+		return nil
+	})
+	return in, err
+}
+
+// budgets returns the owners' budget reports (those that decode).
+func (s *store) budgets() []budgetRecord {
+	var out []budgetRecord
+	_ = s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketBudgets).ForEach(func(_, v []byte) error {
+			var b budgetRecord
+			if json.Unmarshal(v, &b) == nil {
+				out = append(out, b)
+			}
+			return nil
+		})
+	})
+	return out
+}
+
+func putBudget(tx *bolt.Tx, b *budgetRecord) error {
+	if b == nil {
+		return nil
+	}
+	return putJSON(tx.Bucket(bucketBudgets), []byte(b.Owner+"/"+b.Dataset), b)
+}
+
+// markSeen records the digests of an upload's ciphertexts, refusing the
+// upload if any of them was folded in before, in this job or another: an
+// encryption is fresh every time, so a ciphertext seen twice is a replay (an
+// old upload sent again to a later job, or another owner's ciphertext). The
+// same upload re-sent to the same job never gets here: it is acknowledged
+// again before it is read.
+func markSeen(tx *bolt.Tx, jobID string, digests [][]byte) error {
+	b := tx.Bucket(bucketSeen)
+	for i, d := range digests {
+		if prev := b.Get(d); prev != nil {
+			return bad("ciphertext %d was already uploaded (to job %s…): an upload is for one job, once", i, prev)
+		}
+		if err := b.Put(d, []byte(jobID[:16])); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// getCiphertexts reads n ciphertexts under a prefix (validated: the store is
-// ours, but a torn or edited file must not crash the proxy).
-func (p *Proxy) getCiphertexts(b *bolt.Bucket, prefix string, n int) ([]*rlwe.Ciphertext, error) {
-	out := make([]*rlwe.Ciphertext, n)
+func putSeq(b *bolt.Bucket, prefix string, vs [][]byte) error {
+	for i, v := range vs {
+		if err := b.Put(seqKey(prefix, i), v); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// getSeq reads n values under a prefix (copied out of the transaction).
+func getSeq(b *bolt.Bucket, prefix string, n int) ([][]byte, error) {
+	out := make([][]byte, n)
 	for i := range out {
 		v := b.Get(seqKey(prefix, i))
 		if v == nil {
 			return nil, fmt.Errorf("%s %d missing from the store", prefix, i)
 		}
-		ct, err := p.params.Codecs().Ciphertext.Unmarshal(v)
-		if err != nil {
-			return nil, fmt.Errorf("%s %d: %w", prefix, i, err)
-		}
-		out[i] = ct
+		out[i] = slices.Clone(v)
 	}
 	return out, nil
 }
 
+func deletePrefixes(b *bolt.Bucket, prefixes ...string) error {
+	for _, prefix := range prefixes {
+		if err := deletePrefix(b, prefix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 func deletePrefix(b *bolt.Bucket, prefix string) error {
 	c := b.Cursor()
-	var keys [][]byte
-	for k, _ := c.Seek([]byte(prefix)); k != nil && len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix; k, _ = c.Next() {
-		keys = append(keys, slices.Clone(k))
-	}
-	for _, k := range keys {
-		if err := b.Delete(k); err != nil {
+	for k, _ := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, _ = c.Seek([]byte(prefix)) {
+		if err := c.Delete(); err != nil {
 			return err
 		}
 	}
@@ -369,53 +587,4 @@ func decodeMask(b []byte, slots int) ([]uint64, error) {
 		m[i] = binary.LittleEndian.Uint64(b[8*i:])
 	}
 	return m, nil
-}
-
-// status converts a job to its wire status for a caller; the owner lists
-// are included only when full is set. j.mu must be held.
-func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobStatus {
-	s := &fedpcav1.JobStatus{
-		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
-		MinOwners:      int32(j.spec.MinOwners),
-		OwnersExpected: int32(len(j.spec.Owners)), OwnersUploaded: int32(len(j.rec.Uploads)), OwnersDeclined: int32(len(j.rec.Declined)),
-		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
-		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
-		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
-			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch},
-	}
-	if caller.Role == transport.RoleOwner {
-		_, s.CallerIncluded = j.uploaded(caller.ID)
-	}
-	if full {
-		s.ExpectedOwners, s.UploadedOwners = j.spec.Owners, j.uploadedOwners()
-		for _, d := range j.rec.Declined {
-			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
-		}
-	}
-	return s
-}
-
-// info is the full status with the job's ticket.
-func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
-	return &fedpcav1.JobInfo{Status: j.status(true, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
-}
-
-// ticketResponse is the job's ticket for owners with the status fields
-// fixed at creation. It names every expected owner, so at 10,000 owners it is
-// ~150 KB, and all of them fetch it within seconds: it is encoded once and
-// shared (transport.Share) for the job's life. j.mu must be held.
-func (j *jobState) ticketResponse() *fedpcav1.GetJobResponse {
-	if j.ticket == nil {
-		st := &fedpcav1.JobStatus{JobId: j.id, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
-			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(len(j.spec.Owners)), DeadlineUnix: j.spec.Deadline.Unix(),
-			CreatedUnix: j.rec.Created.Unix()}
-		j.ticket = &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature,
-			UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}}
-		transport.Share(j.ticket)
-	}
-	return j.ticket
-}
-
-func ended(s fedpcav1.JobState) bool {
-	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
 }

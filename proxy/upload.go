@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"slices"
 	"time"
-
-	bolt "go.etcd.io/bbolt"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
@@ -124,18 +121,14 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	for i, ct := range cts {
 		p.params.AddInto(ct, j.sum[i])
 	}
-	digest := hex.EncodeToString(hd.GetDigest())
-	err = p.update(j, func(tx *bolt.Tx, rec *jobRecord) error {
-		if err := markSeen(tx, j.id, seen); err != nil {
-			return err
-		}
-		if err := p.putCiphertexts(jobBucket(tx, j.id), "sum", cts); err != nil {
-			return err
-		}
-		rec.Uploads = append(rec.Uploads, uploadRecord{Owner: owner, Digest: digest, At: time.Now().UTC()})
-		rec.Reason = fmt.Sprintf("%d of %d owners uploaded", len(rec.Uploads), len(j.spec.Owners))
-		rec.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
-		return p.putBudget(tx, owner, hd.GetBudget())
+	sum := p.encode(cts)
+	u := uploadRecord{Owner: owner, Digest: hex.EncodeToString(hd.GetDigest()), At: time.Now().UTC()}
+	err = p.commit(j, func(prog *jobProgress) {
+		prog.Uploaded++
+		prog.Reason = fmt.Sprintf("%d of %d owners uploaded", prog.Uploaded, len(j.spec.Owners))
+		prog.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
+	}, func(prog *jobProgress) error {
+		return p.store.addUpload(j.id, prog, u, sum, seen, budget(owner, hd.GetBudget()))
 	})
 	if errors.Is(err, ErrBadRequest) {
 		return nil, err
@@ -143,18 +136,19 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	if err != nil {
 		return nil, fmt.Errorf("commit upload: %w", err)
 	}
+	j.uploads[owner] = u
 	j.sum = cts
 	p.m.uploadBytes.Add(float64(size))
 	p.m.phases.WithLabelValues("fold").Observe((decoding + time.Since(folding)).Seconds())
-	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", len(j.rec.Uploads), "expected", len(j.spec.Owners))
-	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(len(j.rec.Uploads))}, nil
+	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", j.rec.Uploaded, "expected", len(j.spec.Owners))
+	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(j.rec.Uploaded)}, nil
 }
 
 // checkUpload validates an upload header against the job (everything that
 // can be checked before the ciphertexts arrive). It reads only the job's
 // immutable fields.
 func (j *jobState) checkUpload(owner string, hd *fedpcav1.UploadHeader) error {
-	if !slices.Contains(j.spec.Owners, owner) {
+	if !j.named(owner) {
 		return fmt.Errorf("%w: job %s… does not name owner %s", ErrNotYours, j.id[:12], owner)
 	}
 	if len(hd.GetDigest()) != sha256.Size {
@@ -187,25 +181,6 @@ func (j *jobState) checkBudget(b *fedpcav1.BudgetReport) error {
 	return nil
 }
 
-// markSeen records the digests of an upload's ciphertexts, refusing the
-// upload if any of them was folded in before, in this job or another: an
-// encryption is fresh every time, so a ciphertext seen twice is a replay (an
-// old upload sent again to a later job, or another owner's ciphertext). The
-// same upload re-sent to the same job never gets here: it is acknowledged
-// again before it is read.
-func markSeen(tx *bolt.Tx, jobID string, digests [][]byte) error {
-	b := tx.Bucket(bucketSeen)
-	for i, d := range digests {
-		if prev := b.Get(d); prev != nil {
-			return bad("ciphertext %d was already uploaded (to job %s…): an upload is for one job, once", i, prev)
-		}
-		if err := b.Put(d, []byte(jobID[:16])); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
 // checkIncluded answers a re-sent upload (same digest: acknowledged again;
 // another: AlreadyExists) and refuses uploads to closed jobs. done reports
 // whether the caller should return resp, err.
@@ -218,7 +193,7 @@ func (p *Proxy) checkIncluded(j *jobState, owner string, digest []byte) (done bo
 func (p *Proxy) checkIncludedLocked(j *jobState, owner string, digest []byte) (bool, *fedpcav1.UploadResponse, error) {
 	if u, ok := j.uploaded(owner); ok {
 		if u.Digest == hex.EncodeToString(digest) {
-			return true, &fedpcav1.UploadResponse{JobId: j.id, AlreadyIncluded: true, UploadedOwners: uint32(len(j.rec.Uploads))}, nil
+			return true, &fedpcav1.UploadResponse{JobId: j.id, AlreadyIncluded: true, UploadedOwners: uint32(j.rec.Uploaded)}, nil
 		}
 		return true, nil, fmt.Errorf("%w (owner %s, job %s…, included %s)", ErrDuplicateUpload, owner, j.id[:12], u.At.Format(time.RFC3339))
 	}
@@ -239,15 +214,39 @@ func (p *Proxy) loadSum(j *jobState) error {
 	if j.sum != nil {
 		return nil
 	}
-	if len(j.rec.Uploads) == 0 {
+	if j.rec.Uploaded == 0 {
 		j.sum = p.params.NewCiphertexts(j.n)
 		return nil
 	}
-	return p.db.View(func(tx *bolt.Tx) error {
-		s, err := p.getCiphertexts(jobBucket(tx, j.id), "sum", j.n)
-		j.sum = s
+	enc, err := p.store.seq(j.id, "sum", j.n)
+	if err != nil {
 		return err
-	})
+	}
+	j.sum, err = p.decode("sum", enc)
+	return err
+}
+
+// encode marshals ciphertexts for the store.
+func (p *Proxy) encode(cts []*rlwe.Ciphertext) [][]byte {
+	out := make([][]byte, len(cts))
+	for i, ct := range cts {
+		out[i] = p.params.Codecs().Ciphertext.Marshal(ct)
+	}
+	return out
+}
+
+// decode unmarshals ciphertexts read from the store (validated: the store
+// is ours, but a torn or edited file must not crash the proxy).
+func (p *Proxy) decode(what string, enc [][]byte) ([]*rlwe.Ciphertext, error) {
+	out := make([]*rlwe.Ciphertext, len(enc))
+	for i, v := range enc {
+		ct, err := p.params.Codecs().Ciphertext.Unmarshal(v)
+		if err != nil {
+			return nil, fmt.Errorf("%s %d: %w", what, i, err)
+		}
+		out[i] = ct
+	}
+	return out, nil
 }
 
 func stateName(s fedpcav1.JobState) string {

@@ -1,0 +1,272 @@
+package proxy
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+)
+
+// jobState is a job in memory. The fields above mu are fixed at creation;
+// mu guards everything below it.
+type jobState struct {
+	id     string
+	spec   *job.Spec
+	sch    *schema.Schema
+	layout stats.Layout
+	n      int                 // ciphertexts per vector
+	owners map[string]struct{} // spec.Owners as a set
+
+	mu       sync.Mutex
+	rec      jobRecord
+	uploads  map[string]uploadRecord  // by owner
+	declines map[string]declineRecord // by owner
+	sum      []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
+	ticket   *fedpcav1.GetJobResponse // shared ticket response, built at the first request
+	changed  chan struct{}            // closed and replaced at every change (watchers)
+	wake     chan struct{}            // wakes the driver (buffered, 1)
+}
+
+// newJobState builds a job's state from its record and its owners'
+// answers, checking them: they are read back from the store at start, where
+// a torn or edited file must give an error, not a crash or a job that
+// cannot be driven.
+func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []declineRecord, chunks func(int) int) (*jobState, error) {
+	spec, err := job.ParseSpec(rec.Spec)
+	if err != nil {
+		return nil, err
+	}
+	if spec.ID() != id {
+		return nil, fmt.Errorf("record of job %q holds the spec of job %s", id, spec.ID())
+	}
+	sch, err := schema.Parse(rec.Schema)
+	if err != nil {
+		return nil, err
+	}
+	l, err := spec.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
+		return nil, fmt.Errorf("unknown state %d", rec.State)
+	}
+	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), owners: make(map[string]struct{}, len(spec.Owners)), rec: rec,
+		uploads: make(map[string]uploadRecord, len(uploads)), declines: make(map[string]declineRecord, len(declines)),
+		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	for _, o := range spec.Owners {
+		j.owners[o] = struct{}{}
+	}
+	for _, u := range uploads {
+		if _, dup := j.uploads[u.Owner]; dup || !j.named(u.Owner) {
+			return nil, fmt.Errorf("upload record of owner %q, repeated or not in the spec", u.Owner)
+		}
+		j.uploads[u.Owner] = u
+	}
+	for _, d := range declines {
+		if _, dup := j.declines[d.Owner]; dup || !j.named(d.Owner) {
+			return nil, fmt.Errorf("decline record of owner %q, repeated or not in the spec", d.Owner)
+		}
+		j.declines[d.Owner] = d
+	}
+	if rec.Uploaded != len(j.uploads) || rec.Declined != len(j.declines) {
+		return nil, fmt.Errorf("progress counts %d uploads and %d declines, the store holds %d and %d", rec.Uploaded, rec.Declined, len(j.uploads), len(j.declines))
+	}
+	if rec.State == fedpcav1.JobState_JOB_STATE_SWITCHING {
+		active := make([]he.Point, len(rec.Active))
+		for i, a := range rec.Active {
+			active[i] = he.Point(a)
+		}
+		if err := spec.Committee().CheckActive(active); err != nil || len(rec.CSPs) != len(rec.Active) {
+			return nil, fmt.Errorf("active members %v (%d names): %v", rec.Active, len(rec.CSPs), err)
+		}
+	}
+	return j, nil
+}
+
+// decodeJob decodes a job read back from the store and builds its state.
+func decodeJob(sj storedJob, chunks func(int) int) (*jobState, error) {
+	j, err := func() (*jobState, error) {
+		var rec jobRecord
+		if err := json.Unmarshal(sj.ticket, &rec.jobTicket); err != nil {
+			return nil, fmt.Errorf("ticket: %w", err)
+		}
+		if err := json.Unmarshal(sj.progress, &rec.jobProgress); err != nil {
+			return nil, fmt.Errorf("progress: %w", err)
+		}
+		uploads := make([]uploadRecord, len(sj.uploads))
+		for i, v := range sj.uploads {
+			if err := json.Unmarshal(v, &uploads[i]); err != nil {
+				return nil, fmt.Errorf("upload record: %w", err)
+			}
+		}
+		declines := make([]declineRecord, len(sj.declines))
+		for i, v := range sj.declines {
+			if err := json.Unmarshal(v, &declines[i]); err != nil {
+				return nil, fmt.Errorf("decline record: %w", err)
+			}
+		}
+		return newJobState(sj.id, rec, uploads, declines, chunks)
+	}()
+	if err != nil {
+		return nil, fmt.Errorf("proxy: job %s: %w", sj.id, err)
+	}
+	return j, nil
+}
+
+// decodeCommittee decodes the stored outcome of the key ceremony and checks
+// that it is consistent: this node's parameter set, a valid committee key
+// whose fingerprint it records, a threshold within its members.
+func decodeCommittee(v []byte, p he.Params) (*committeeRecord, error) {
+	var c committeeRecord
+	if err := json.Unmarshal(v, &c); err != nil {
+		return nil, fmt.Errorf("proxy: committee record: %w", err)
+	}
+	if c.HEParams != p.ID() {
+		return nil, fmt.Errorf("proxy: committee record is for HE parameters %q, this node runs %s", c.HEParams, p.ID())
+	}
+	if err := (he.Committee{N: len(c.Members), Threshold: c.Threshold}).Validate(); err != nil {
+		return nil, fmt.Errorf("proxy: committee record: %w", err)
+	}
+	if _, err := p.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
+		return nil, fmt.Errorf("proxy: committee record: %w", err)
+	}
+	if job.Fingerprint(c.PublicKey) != c.Fingerprint {
+		return nil, errors.New("proxy: committee record: the key's fingerprint is not the recorded one")
+	}
+	return &c, nil
+}
+
+// notify wakes watchers and the driver; j.mu must be held.
+func (j *jobState) notify() {
+	close(j.changed)
+	j.changed = make(chan struct{})
+	select {
+	case j.wake <- struct{}{}:
+	default:
+	}
+}
+
+// named reports whether the job's spec names the owner.
+func (j *jobState) named(owner string) bool {
+	_, ok := j.owners[owner]
+	return ok
+}
+
+// uploaded returns the owner's upload record; j.mu must be held.
+func (j *jobState) uploaded(owner string) (uploadRecord, bool) {
+	u, ok := j.uploads[owner]
+	return u, ok
+}
+
+// declined reports whether the owner declined; j.mu must be held.
+func (j *jobState) declined(owner string) bool {
+	_, ok := j.declines[owner]
+	return ok
+}
+
+// awaited returns the job's owners that have neither uploaded nor declined,
+// in the spec's order. j.mu must be held.
+func (j *jobState) awaited() []string {
+	var out []string
+	for _, o := range j.spec.Owners {
+		if _, ok := j.uploads[o]; !ok && !j.declined(o) {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// uploadedOwners returns the owners that uploaded, sorted; j.mu must be held.
+func (j *jobState) uploadedOwners() []string {
+	out := make([]string, 0, len(j.uploads))
+	for o := range j.uploads {
+		out = append(out, o)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// declineRecords returns the declines, sorted by owner; j.mu must be held.
+func (j *jobState) declineRecords() []declineRecord {
+	out := make([]declineRecord, 0, len(j.declines))
+	for _, d := range j.declines {
+		out = append(out, d)
+	}
+	slices.SortFunc(out, func(a, b declineRecord) int { return strings.Compare(a.Owner, b.Owner) })
+	return out
+}
+
+// commit makes a step of the job durable, then applies it in memory and
+// notifies: change edits a copy of the job's progress, write stores it
+// (one store transaction). On error the job is unchanged. j.mu must be held.
+func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobProgress) error) error {
+	prog := j.rec.jobProgress
+	prog.Updated = time.Now().UTC()
+	change(&prog)
+	if err := write(&prog); err != nil {
+		return err
+	}
+	j.rec.jobProgress = prog
+	j.notify()
+	return nil
+}
+
+// status converts a job to its wire status for a caller; the owner lists
+// are included only when full is set. j.mu must be held.
+func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobStatus {
+	s := &fedpcav1.JobStatus{
+		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
+		MinOwners:      int32(j.spec.MinOwners),
+		OwnersExpected: int32(len(j.spec.Owners)), OwnersUploaded: int32(j.rec.Uploaded), OwnersDeclined: int32(j.rec.Declined),
+		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
+		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
+		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
+			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch},
+	}
+	if caller.Role == transport.RoleOwner {
+		_, s.CallerIncluded = j.uploaded(caller.ID)
+	}
+	if full {
+		s.ExpectedOwners, s.UploadedOwners = j.spec.Owners, j.uploadedOwners()
+		for _, d := range j.declineRecords() {
+			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
+		}
+	}
+	return s
+}
+
+// info is the full status with the job's ticket.
+func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
+	return &fedpcav1.JobInfo{Status: j.status(true, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+}
+
+// ticketResponse is the job's ticket for owners with the status fields
+// fixed at creation. It names every expected owner, so at 10,000 owners it is
+// ~150 KB, and all of them fetch it within seconds: it is encoded once and
+// shared (transport.Share) for the job's life. j.mu must be held.
+func (j *jobState) ticketResponse() *fedpcav1.GetJobResponse {
+	if j.ticket == nil {
+		st := &fedpcav1.JobStatus{JobId: j.id, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
+			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(len(j.spec.Owners)), DeadlineUnix: j.spec.Deadline.Unix(),
+			CreatedUnix: j.rec.Created.Unix()}
+		j.ticket = &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature,
+			UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}}
+		transport.Share(j.ticket)
+	}
+	return j.ticket
+}
+
+func ended(s fedpcav1.JobState) bool {
+	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
+}
