@@ -136,14 +136,7 @@ func EpsilonFor(rho, delta float64) float64 {
 	// Bun-Steinke 2016 (Proposition 1.3): rho-zCDP implies
 	// (rho + 2 sqrt(rho log(1/delta)), delta)-DP, and the bound above is
 	// never worse; doubling guards against rounding.
-	hi := rho + 2*math.Sqrt(rho*math.Log(1/delta))
-	for !ok(hi) {
-		hi *= 2
-		if math.IsInf(hi, 1) {
-			return hi
-		}
-	}
-	_, hi = bisect(0, hi, ok)
+	_, hi := search(rho+2*math.Sqrt(rho*math.Log(1/delta)), ok)
 	return hi
 }
 
@@ -181,6 +174,19 @@ func RhoFor(eps, delta float64) (float64, error) {
 		lo = math.Nextafter(lo, 0)
 	}
 	return lo, nil
+}
+
+// search locates where above switches from false to true on (0, +Inf):
+// it doubles hi until above(hi) holds (returning +Inf twice if it never
+// does), then bisects [0, hi].
+func search(hi float64, above func(float64) bool) (float64, float64) {
+	for !above(hi) {
+		hi *= 2
+		if math.IsInf(hi, 1) {
+			return hi, hi
+		}
+	}
+	return bisect(0, hi, above)
 }
 
 // bisect narrows [lo, hi], where above(lo) is false and above(hi) is true,

@@ -90,14 +90,7 @@ func GaussEpsilon(mu, delta float64) float64 {
 	if ok(0) {
 		return 0
 	}
-	hi := 1.0
-	for !ok(hi) {
-		hi *= 2
-		if math.IsInf(hi, 1) {
-			return hi
-		}
-	}
-	_, hi = bisect(0, hi, ok)
+	_, hi := search(1, ok)
 	return hi
 }
 
@@ -114,14 +107,7 @@ func GaussMu(eps, delta float64) float64 {
 		return math.Inf(1)
 	}
 	tooMuch := func(mu float64) bool { return GaussDelta(mu, eps)*safetyFactor > delta }
-	hi := 1.0
-	for !tooMuch(hi) {
-		hi *= 2
-		if math.IsInf(hi, 1) {
-			return hi
-		}
-	}
-	lo, _ := bisect(0, hi, tooMuch)
+	lo, _ := search(1, tooMuch)
 	return lo
 }
 
