@@ -16,7 +16,7 @@ import (
 // measured against the standardised, unclipped rows: median q/q0 (k = 5)
 // over reps jobs per cell, and the fraction of rows each clips.
 func profileSuite(ctx context.Context, names []string, quantiles, shares []float64, reps int) {
-	fmt.Println("| dataset | n | d | default (free mean/std, C = 1): q/q0, clipped | profile share | quantile | auto-schema q/q0 | correlation of the release q/q0 | clipped | variances at the noise level |")
+	fmt.Println("| dataset | n | d | default (free mean/std, C = 1): q/q0, clipped | profile share | quantile | auto-schema q/q0 | clipped | variances at the noise level |")
 	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
 	for _, name := range names {
 		data, err := datasets.CSV(name)
@@ -38,7 +38,7 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 		check(err)
 		for _, share := range shares {
 			for _, q := range quantiles {
-				var aq, ac, cl, noisy []float64
+				var aq, cl, noisy []float64
 				failed := 0
 				for range reps {
 					r, err := auto.RunAuto(ctx, sim.AutoOptions{JobOptions: sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1}, Share: share, Quantile: q})
@@ -54,11 +54,11 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 							at++
 						}
 					}
-					aq, ac = append(aq, r.Utility.CapturedVarianceRatio), append(ac, r.Utility.CorrelationRatio)
+					aq = append(aq, r.Utility.CapturedVarianceRatio)
 					cl, noisy = append(cl, r.Utility.ClippedFraction), append(noisy, float64(at))
 				}
 				if len(aq) == 0 {
-					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | failed %d of %d | | | |\n", name, rowsOf(data), declared.D(),
+					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | failed %d of %d | | |\n", name, rowsOf(data), declared.D(),
 						median(dq), median(dc), share, q, failed, reps)
 					continue
 				}
@@ -66,8 +66,8 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 				if failed > 0 {
 					note = fmt.Sprintf(" (%d of %d failed)", failed, reps)
 				}
-				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | %.3f%s | %.3f | %.2f | %.0f of %d |\n", name, rowsOf(data), declared.D(),
-					median(dq), median(dc), share, q, median(aq), note, median(ac), median(cl), median(noisy), declared.D())
+				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | %.3f%s | %.2f | %.0f of %d |\n", name, rowsOf(data), declared.D(),
+					median(dq), median(dc), share, q, median(aq), note, median(cl), median(noisy), declared.D())
 			}
 		}
 		auto.Close()

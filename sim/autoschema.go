@@ -5,13 +5,15 @@ import (
 	"context"
 	"encoding/csv"
 	"fmt"
+	"errors"
+	"io"
 	"math"
 	"strconv"
 	"time"
 
 	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
 
-	"github.com/fedpca/fedpca/protocol/analysis"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -197,47 +199,21 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 		return u, err
 	}
 	n, d := x.Dims()
-	mean, std := make([]float64, d), make([]float64, d)
-	for j := range d {
-		for i := range n {
-			mean[j] += x.At(i, j)
-		}
-		mean[j] /= float64(n)
-		for i := range n {
-			t := x.At(i, j) - mean[j]
-			std[j] += t * t
-		}
-		std[j] = math.Sqrt(std[j] / float64(n))
-		if std[j] == 0 {
-			std[j] = 1
-		}
-	}
-	// Clipped rows under sch (its own map), and the standardised rows.
-	c, _ := sch.ClipNorm.Rat().Float64()
+	// The standardised rows: pooled mean and population std (measuring
+	// only).
+	std := make([]float64, d)
 	z := mat.NewDense(n, d, nil)
-	for i := range n {
-		norm := 0.0
-		for j, f := range sch.Features {
-			ctr, _ := f.Center.Rat().Float64()
-			sc, _ := f.Scale.Rat().Float64()
-			v := x.At(i, j)
-			if f.Min != nil {
-				lo, _ := f.Min.Rat().Float64()
-				v = math.Max(v, lo)
-			}
-			if f.Max != nil {
-				hi, _ := f.Max.Rat().Float64()
-				v = math.Min(v, hi)
-			}
-			t := (v - ctr) / sc
-			norm += t * t
-			z.Set(i, j, (x.At(i, j)-mean[j])/std[j])
+	for j := range d {
+		col := mat.Col(nil, j, x)
+		mean, sd := stat.PopMeanStdDev(col, nil)
+		if sd == 0 {
+			sd = 1
 		}
-		if math.Sqrt(norm) > c {
-			u.ClippedFraction++
+		std[j] = sd
+		for i, v := range col {
+			z.Set(i, j, (v-mean)/sd)
 		}
 	}
-	u.ClippedFraction /= float64(n)
 	var cov mat.SymDense
 	cov.SymOuterK(1/float64(n), z.T())
 	// A component w in sch's units is the direction (w_j std_j / scale_j)
@@ -250,58 +226,25 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 			w.Set(j, i, res.Components.W.At(j, i)*std[j]/sc)
 		}
 	}
-	q := orthonormal(w)
-	var m mat.Dense
-	m.Product(q.T(), &cov, q)
-	var eig mat.EigenSym
-	if !eig.Factorize(&cov, false) {
+	q := captured(&cov, orthonormal(w))
+	if q == nil {
 		return u, fmt.Errorf("utility: eigendecomposition failed")
 	}
-	vals := eig.Values(nil) // ascending
-	best := 0.0
-	for i := range k {
-		best += vals[d-1-i]
-	}
-	u.CapturedVarianceRatio, u.K = mat.Trace(&m)/best, k
-	if u.CorrelationRatio, err = correlationRatio(res, &cov, k, best); err != nil {
+	u.CapturedVarianceRatio, u.K = *q, min(k, 5)
+	// The rows sch clips, read through its own row map.
+	rd, err := sch.NewReader(bytes.NewReader(data), false)
+	if err != nil {
 		return u, err
 	}
-	return u, nil
-}
-
-// correlationRatio returns q/q0 on cov for the top-k eigenvectors of the
-// release's correlation matrix.
-func correlationRatio(res *job.Result, cov *mat.SymDense, k int, best float64) (float64, error) {
-	rel, err := res.Release.Release()
-	if err != nil {
-		return 0, err
-	}
-	sig := res.Privacy.SigmaTotal
-	c, err := job.Moments(rel).Covariance(analysis.Noise{R: float64(sig.R), V: float64(sig.V), N: float64(sig.N)})
-	if err != nil {
-		return 0, nil // a count the noise took to 1 or below: no measure
-	}
-	// The release's correlation, each noisy variance floored at the noise
-	// of an entry (a feature the noise took below zero still counts).
-	d := c.C.SymmetricDim()
-	sd := make([]float64, d)
-	for i := range d {
-		sd[i] = math.Sqrt(math.Max(c.C.At(i, i), c.EntryStd))
-	}
-	r := mat.NewSymDense(d, nil)
-	for i := range d {
-		for j := i; j < d; j++ {
-			r.SetSym(i, j, math.Max(-1, math.Min(1, c.C.At(i, j)/(sd[i]*sd[j]))))
+	for {
+		if _, _, err := rd.Next(); err != nil {
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			return u, err
 		}
 	}
-	var eig mat.EigenSym
-	if !eig.Factorize(r, true) {
-		return 0, fmt.Errorf("utility: eigendecomposition failed")
-	}
-	var vec mat.Dense
-	eig.VectorsTo(&vec)
-	w := mat.DenseCopyOf(vec.Slice(0, d, d-k, d))
-	var m mat.Dense
-	m.Product(w.T(), cov, w)
-	return mat.Trace(&m) / best, nil
+	rows, clipped := rd.Rows()
+	u.ClippedFraction = float64(clipped) / float64(rows)
+	return u, nil
 }

@@ -152,7 +152,7 @@ func (r *labelledRows) utility(priv, central *job.Result, seed uint64) (*Utility
 		}
 		ratio := mat.Trace(&qsq) / q0
 		u.CapturedVarianceRatio = &ratio
-		u.CapturedVarianceRatioUncentred = capturedUncentred(job.Moments(rel).R, q)
+		u.CapturedVarianceRatioUncentred = captured(job.Moments(rel).R, q)
 	}
 	if r.classes > 1 {
 		u.Classifier = "nearest class centroid, 5-fold stratified cross-validation"
@@ -246,9 +246,10 @@ func (r *labelledRows) accuracy(x *mat.Dense, seed uint64) float64 {
 	return float64(correct) / float64(n)
 }
 
-// capturedUncentred is q/q0 of the basis q (first min(5, d) columns) on the
-// uncentred second moment a.
-func capturedUncentred(a *mat.SymDense, q *mat.Dense) *float64 {
+// captured is q/q0 of the orthonormal basis q (its first min(5, d)
+// columns) on the symmetric matrix a (a second moment or a scatter): the
+// trace of q^T a q over the sum of a's top eigenvalues.
+func captured(a *mat.SymDense, q *mat.Dense) *float64 {
 	d, k := q.Dims()
 	k = min(k, 5, d)
 	qk := q.Slice(0, d, 0, k)
@@ -282,9 +283,8 @@ func capturedUncentred(a *mat.SymDense, q *mat.Dense) *float64 {
 // job. The noise is a seeded float Gaussian: this is a measuring stick,
 // never the privacy path.
 func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) (uncentred, centred float64) {
-	_, d := s.rows.z.Dims()
-	var a mat.SymDense
-	a.SymOuterK(1, s.rows.z.T())
+	a, _, sc := s.rows.moments()
+	d := a.SymmetricDim()
 	rng := rand.New(rand.NewPCG(seed, 0x616e616c797a65))
 	noisy := mat.NewSymDense(d, nil)
 	for i := range d {
@@ -292,45 +292,46 @@ func (s *Simulator) AnalyzeGauss(sigma float64, seed uint64) (uncentred, centred
 			noisy.SetSym(i, j, a.At(i, j)+sigma*rng.NormFloat64())
 		}
 	}
-	var eig mat.EigenSym
-	if !eig.Factorize(noisy, true) {
+	top := topK(noisy, 5)
+	if top == nil {
 		return math.NaN(), math.NaN()
 	}
-	vals := eig.Values(nil)
-	var vecs mat.Dense
-	eig.VectorsTo(&vecs)
-	// Columns by descending eigenvalue.
-	order := make([]int, d)
-	for i := range order {
-		order[i] = i
-	}
-	sort.Slice(order, func(x, y int) bool { return vals[order[x]] > vals[order[y]] })
-	k := min(5, d)
-	top := mat.NewDense(d, k, nil)
-	for c := range k {
-		for r := range d {
-			top.Set(r, c, vecs.At(r, order[c]))
-		}
-	}
-	q := capturedUncentred(&a, top)
-	if q == nil {
+	q, qc := captured(a, top), captured(sc, top)
+	if q == nil || qc == nil {
 		return math.NaN(), math.NaN()
-	}
-	// S = A - n m m^T with m the rows' mean.
-	n, _ := s.rows.z.Dims()
-	m := make([]float64, d)
-	for i := range n {
-		for j := range d {
-			m[j] += s.rows.z.At(i, j) / float64(n)
-		}
-	}
-	sc := mat.NewSymDense(d, nil)
-	sc.SymRankOne(&a, -float64(n), mat.NewVecDense(d, m))
-	qc := capturedUncentred(sc, top)
-	if qc == nil {
-		return *q, math.NaN()
 	}
 	return *q, *qc
+}
+
+// moments returns the rows' second moment A = Z^T Z, their sum v and the
+// centred scatter A - v v^T / n.
+func (r *labelledRows) moments() (a *mat.SymDense, v []float64, centred *mat.SymDense) {
+	n, d := r.z.Dims()
+	a = mat.NewSymDense(d, nil)
+	a.SymOuterK(1, r.z.T())
+	v = make([]float64, d)
+	for i := range n {
+		for j := range d {
+			v[j] += r.z.At(i, j)
+		}
+	}
+	centred = mat.NewSymDense(d, nil)
+	centred.SymRankOne(a, -1/float64(n), mat.NewVecDense(d, v))
+	return a, v, centred
+}
+
+// topK returns the eigenvectors of m's k largest eigenvalues (at most d),
+// nil if the decomposition fails.
+func topK(m *mat.SymDense, k int) *mat.Dense {
+	d := m.SymmetricDim()
+	k = min(k, d)
+	var eig mat.EigenSym
+	if !eig.Factorize(m, true) {
+		return nil
+	}
+	var vecs mat.Dense
+	eig.VectorsTo(&vecs) // ascending
+	return mat.DenseCopyOf(vecs.Slice(0, d, d-k, d))
 }
 
 // Paired is what PairedGauss measured: per draw, q/q0 of Analyze Gauss and
@@ -354,18 +355,8 @@ type Paired struct {
 // protocol/job's noise tests), so this measures the calibration and the
 // analysis, not the transport.
 func (s *Simulator) PairedGauss(sigmaAG, sigmaR, sigmaV, sigmaN float64, k int, seeds int) Paired {
+	a, v, centred := s.rows.moments()
 	n, d := s.rows.z.Dims()
-	var a mat.SymDense
-	a.SymOuterK(1, s.rows.z.T())
-	v := make([]float64, d)
-	for i := range n {
-		for j := range d {
-			v[j] += s.rows.z.At(i, j)
-		}
-	}
-	centred := mat.NewSymDense(d, nil)
-	centred.SymRankOne(&a, -1/float64(n), mat.NewVecDense(d, v))
-	k = min(k, d)
 	var out Paired
 	for seed := range seeds {
 		rng := rand.New(rand.NewPCG(uint64(seed), 0x706169726564))
@@ -375,19 +366,10 @@ func (s *Simulator) PairedGauss(sigmaAG, sigmaR, sigmaV, sigmaN float64, k int, 
 				e.SetSym(i, j, rng.NormFloat64())
 			}
 		}
-		top := func(m *mat.SymDense) *mat.Dense {
-			var eig mat.EigenSym
-			if !eig.Factorize(m, true) {
-				return nil
-			}
-			var vecs mat.Dense
-			eig.VectorsTo(&vecs) // ascending
-			return mat.DenseCopyOf(vecs.Slice(0, d, d-k, d))
-		}
 		noisyA := mat.NewSymDense(d, nil)
-		noisyA.AddSym(&a, scaled(e, sigmaAG))
+		noisyA.AddSym(a, scaled(e, sigmaAG))
 		noisyR := mat.NewSymDense(d, nil)
-		noisyR.AddSym(&a, scaled(e, sigmaR))
+		noisyR.AddSym(a, scaled(e, sigmaR))
 		nv := make([]float64, d)
 		for j := range d {
 			nv[j] = v[j] + sigmaV*rng.NormFloat64()
@@ -397,13 +379,13 @@ func (s *Simulator) PairedGauss(sigmaAG, sigmaR, sigmaV, sigmaN float64, k int, 
 		if err != nil {
 			continue
 		}
-		w := top(sc.ShrinkCentring(sigmaV * sigmaV).ST)
-		wa := top(noisyA)
+		w := topK(sc.ShrinkCentring(sigmaV*sigmaV).ST, k)
+		wa := topK(noisyA, k)
 		if w == nil || wa == nil {
 			continue
 		}
-		qa, qo := capturedUncentred(&a, wa), capturedUncentred(&a, w)
-		ca, co := capturedUncentred(centred, wa), capturedUncentred(centred, w)
+		qa, qo := captured(a, wa), captured(a, w)
+		ca, co := captured(centred, wa), captured(centred, w)
 		if qa == nil || qo == nil || ca == nil || co == nil {
 			continue
 		}

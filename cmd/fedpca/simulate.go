@@ -320,8 +320,7 @@ func runAuto(ctx context.Context, cmd *cli.Command, sm *sim.Simulator, opts sim.
 		rep.Schema.ClipNorm, rep.Profile.Quantile, 100*rep.Utility.ClippedFraction)
 	fmt.Printf("total privacy of the 3 jobs: epsilon %.4f at delta %g (mu %.4f, rho %.5f)\n",
 		float64(rep.Total.Epsilon), rep.Total.Delta, float64(rep.Total.Mu), float64(rep.Total.Rho))
-	fmt.Printf("utility against the standardised, unclipped rows: q/q0 %.4f (k = %d); of the release's correlation matrix %.4f\n",
-		rep.Utility.CapturedVarianceRatio, rep.Utility.K, rep.Utility.CorrelationRatio)
+	fmt.Printf("utility against the standardised, unclipped rows: q/q0 %.4f (k = %d)\n", rep.Utility.CapturedVarianceRatio, rep.Utility.K)
 	if path := cmd.String("json"); path != "" {
 		if err := writeJSON(path, rep); err != nil {
 			return err
