@@ -71,7 +71,7 @@ func TestDCASweep(t *testing.T) {
 					score[key] = make([]float64, len(epsilons))
 				}
 				for ei, eps := range epsilons {
-					cal, err := dp.Calibrate(eps, delta, sp.s, sch.Bound(), 16, l.Dims())
+					cal, err := dp.Calibrate(eps, delta, sp.s, l, sch.Bound(), 16)
 					if err != nil {
 						t.Fatal(err)
 					}

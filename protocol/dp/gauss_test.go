@@ -5,6 +5,8 @@ import (
 	"math"
 	"os"
 	"testing"
+
+	"github.com/fedpca/fedpca/protocol/stats"
 )
 
 // analyticGaussian is testdata/analytic_gaussian.json: values of Google's
@@ -133,23 +135,23 @@ func TestProfileMeetsTarget(t *testing.T) {
 	const g = 16
 	for _, eps := range []float64{0.1, 0.5, 1, 2, 5} {
 		for _, delta := range []float64{1e-5, 1e-6, 1e-9} {
-			for _, dims := range [][3]int{{1275, 50, 1}, {307720, 785 * 10, 10}} {
-				c, err := Calibrate(eps, delta, DefaultSplit, 1<<g, g, dims)
+			for _, l := range []stats.Layout{{D: 50, K: 1}, {D: 784, K: 10}} {
+				c, err := Calibrate(eps, delta, DefaultSplit, l, 1<<g, g)
 				if err != nil {
 					t.Fatal(err)
 				}
 				blocks := c.central(c.Variance)
 				got, mu, corr := Profile(blocks, delta)
 				if got > eps || got < GaussEpsilon(mu, delta) {
-					t.Errorf("eps %g delta %g dims %v: reports %.12g (continuous %.12g, correction %.3g)", eps, delta, dims, got, GaussEpsilon(mu, delta), 2*corr.Eta)
+					t.Errorf("eps %g delta %g dims %v: reports %.12g (continuous %.12g, correction %.3g)", eps, delta, l.Dims(), got, GaussEpsilon(mu, delta), 2*corr.Eta)
 				}
 				if eps-got > 1e-6*eps+2*corr.Eta+1e-9 {
-					t.Errorf("eps %g delta %g dims %v: reports %.12g, more noise than needed", eps, delta, dims, got)
+					t.Errorf("eps %g delta %g dims %v: reports %.12g, more noise than needed", eps, delta, l.Dims(), got)
 				}
 			}
 		}
 	}
-	c, err := Calibrate(1, 1e-6, Split{R: 0.95, V: 0.04, N: 0.01}, 1<<g, g, [3]int{1275, 50, 1})
+	c, err := Calibrate(1, 1e-6, Split{R: 0.95, V: 0.04, N: 0.01}, stats.Layout{D: 50, K: 1}, 1<<g, g)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -174,8 +174,9 @@ type Calibration struct {
 func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 
 // Calibrate computes the central noise for (epsilon, delta) with the budget
-// split, for rows clipped to B in integer units at scale 2^bits, for blocks
-// of the given numbers of coordinates.
+// split, for rows clipped to B in integer units at scale 2^bits, for the
+// blocks and sensitivities of a layout of any kind (stats.Layout.Sensitivity):
+// an empty block must get no share of the budget.
 //
 // The release is one Gaussian mechanism (see GaussDelta): the split gives
 // block b the share Split_b of mu^2, i.e. variance Sensitivity_b^2 /
@@ -187,25 +188,11 @@ func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 // meets (epsilon, delta) with the correction included; a sum of shares with
 // at least this total variance does too, up to its own (KLS) term, which the
 // report computes.
-func Calibrate(epsilon, delta float64, split Split, bound int64, bits uint, dims [3]int) (Calibration, error) {
+func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint) (Calibration, error) {
 	if bound < 1 || bits > 30 {
 		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
 	}
-	bb := new(big.Int).SetInt64(bound)
-	return calibrate(epsilon, delta, split, [3]*big.Int{new(big.Int).Mul(bb, bb), bb, new(big.Int).Lsh(big.NewInt(1), bits)}, bits, dims)
-}
-
-// CalibrateLayout is Calibrate for the blocks and sensitivities of a layout
-// of any kind (stats.Layout.Sensitivity): an empty block must get no share
-// of the budget.
-func CalibrateLayout(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint) (Calibration, error) {
-	if bound < 1 || bits > 30 {
-		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
-	}
-	return calibrate(epsilon, delta, split, l.Sensitivity(bound, bits), bits, l.Dims())
-}
-
-func calibrate(epsilon, delta float64, split Split, sens [3]*big.Int, bits uint, dims [3]int) (Calibration, error) {
+	sens, dims := l.Sensitivity(bound, bits), l.Dims()
 	if err := split.Validate(); err != nil {
 		return Calibration{}, err
 	}

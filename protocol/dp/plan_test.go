@@ -26,7 +26,7 @@ func TestSplitValidate(t *testing.T) {
 func TestCalibrate(t *testing.T) {
 	const g = 16
 	b := int64(1) << g
-	c, err := Calibrate(1, 1e-6, DefaultSplit, b, g, [3]int{1275, 50, 1})
+	c, err := Calibrate(1, 1e-6, DefaultSplit, stats.Layout{D: 50, K: 1}, b, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,16 +54,16 @@ func TestCalibrate(t *testing.T) {
 	if got, want := c.SigmaData(stats.BlockR), 1/(math.Sqrt(DefaultSplit.R)*c.Mu); math.Abs(got-want) > 1e-9*want {
 		t.Errorf("sigma_R %v, want %v", got, want)
 	}
-	if _, err := Calibrate(0, 1e-6, DefaultSplit, b, g, [3]int{1, 1, 1}); err == nil || !strings.Contains(err.Error(), "epsilon") {
+	if _, err := Calibrate(0, 1e-6, DefaultSplit, stats.Layout{D: 1, K: 1}, b, g); err == nil || !strings.Contains(err.Error(), "epsilon") {
 		t.Errorf("epsilon 0: %v", err)
 	}
-	if _, err := Calibrate(1, 1e-6, Split{0.5, 0.5, 0}, b, g, [3]int{1, 1, 1}); err == nil || !strings.Contains(err.Error(), "split gives block n no share") {
+	if _, err := Calibrate(1, 1e-6, Split{0.5, 0.5, 0}, stats.Layout{D: 1, K: 1}, b, g); err == nil || !strings.Contains(err.Error(), "split gives block n no share") {
 		t.Errorf("a block without budget: %v", err)
 	}
 	// A histogram has only the n block: the whole budget goes there, and a
 	// share for an empty block is refused.
 	l, _ := stats.NewLayoutOf(stats.Histogram, 30, 9)
-	c, err = CalibrateLayout(1, 1e-6, Split{N: 1}, l, b, g)
+	c, err = Calibrate(1, 1e-6, Split{N: 1}, l, b, g)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCalibrate(t *testing.T) {
 	if got, want := c.SigmaData(stats.BlockN), 1/GaussMu(1, 1e-6); got < want || got > want*1.01 {
 		t.Errorf("histogram count sigma %v, want within 1%% above 1/mu = %v", got, want)
 	}
-	if _, err := CalibrateLayout(1, 1e-6, Split{R: 0.5, N: 0.5}, l, b, g); err == nil || !strings.Contains(err.Error(), "block R is empty") {
+	if _, err := Calibrate(1, 1e-6, Split{R: 0.5, N: 0.5}, l, b, g); err == nil || !strings.Contains(err.Error(), "block R is empty") {
 		t.Errorf("a share for an empty block: %v", err)
 	}
 	// Moments rows lie in the box: the diagonal's sensitivity is 2^g B, not B^2.
@@ -205,7 +205,7 @@ func TestPlanValidate(t *testing.T) {
 }
 
 func TestCollusionTable(t *testing.T) {
-	c, err := Calibrate(1, 1e-6, DefaultSplit, 1<<16, 16, [3]int{55, 20, 2})
+	c, err := Calibrate(1, 1e-6, DefaultSplit, stats.Layout{D: 10, K: 2}, 1<<16, 16)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -333,7 +333,7 @@ func (s *Spec) Calibration(sch *schema.Schema) (dp.Calibration, error) {
 	if err != nil {
 		return dp.Calibration{}, err
 	}
-	return dp.CalibrateLayout(s.Epsilon, s.Delta, s.Split, l, sch.Bound(), sch.Bits)
+	return dp.Calibrate(s.Epsilon, s.Delta, s.Split, l, sch.Bound(), sch.Bits)
 }
 
 // Check validates the spec against the schema the owners serve and the HE

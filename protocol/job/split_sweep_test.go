@@ -106,7 +106,7 @@ func TestSplitSweep(t *testing.T) {
 		delta := DefaultDelta
 		for si, sp := range splits {
 			for ei, eps := range epsilons {
-				cal, err := dp.Calibrate(eps, delta, sp.s, ds.schema.Bound(), 16, l.Dims())
+				cal, err := dp.Calibrate(eps, delta, sp.s, l, ds.schema.Bound(), 16)
 				if err != nil {
 					t.Fatal(err)
 				}
