@@ -96,9 +96,9 @@ func Total(delta float64, mus ...float64) (mu, epsilon float64) {
 	return mu, dp.GaussEpsilon(mu, delta)
 }
 
-// decimal returns x to 6 significant digits as an exact decimal.
-func decimal(x float64) (fixedpoint.Decimal, error) {
-	return fixedpoint.ParseDecimal(strconv.FormatFloat(x, 'g', 6, 64))
+// decimal returns x to the given significant digits as an exact decimal.
+func decimal(x float64, digits int) (fixedpoint.Decimal, error) {
+	return fixedpoint.ParseDecimal(strconv.FormatFloat(x, 'g', digits, 64))
 }
 
 // exact returns a rational with a finite decimal expansion (half a sum or
@@ -135,7 +135,7 @@ func BoundsSchema(declared *schema.Schema) (*schema.Schema, error) {
 		s.Features[i].Center, s.Features[i].Scale = c, sc
 	}
 	var err error
-	if s.ClipNorm, err = fixedpoint.ParseDecimal(strconv.FormatFloat(math.Ceil(math.Sqrt(float64(s.D()))*1000)/1000, 'f', -1, 64)); err != nil {
+	if s.ClipNorm, err = fixedpoint.FromFloat(math.Ceil(math.Sqrt(float64(s.D()))*1000) / 1000); err != nil {
 		return nil, err
 	}
 	if err := s.Validate(); err != nil {
@@ -203,11 +203,11 @@ func (e *Estimate) Schema(declared *schema.Schema, clip fixedpoint.Decimal) (*sc
 	s := *declared
 	s.Features = append([]schema.Feature(nil), declared.Features...)
 	for j := range s.Features {
-		c, err := decimal(e.Mean[j])
+		c, err := decimal(e.Mean[j], 6)
 		if err != nil {
 			return nil, err
 		}
-		sc, err := decimal(e.Std[j])
+		sc, err := decimal(e.Std[j], 6)
 		if err != nil {
 			return nil, err
 		}
@@ -226,8 +226,7 @@ func (e *Estimate) Schema(declared *schema.Schema, clip fixedpoint.Decimal) (*sc
 func Edges(d int) []fixedpoint.Decimal {
 	var out []fixedpoint.Decimal
 	for i := -12; i <= 8; i++ {
-		x := math.Sqrt(float64(d)) * math.Exp2(float64(i)/4)
-		e, err := fixedpoint.ParseDecimal(strconv.FormatFloat(x, 'g', 4, 64))
+		e, err := decimal(math.Sqrt(float64(d))*math.Exp2(float64(i)/4), 4)
 		if err != nil {
 			panic(err)
 		}
