@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"context"
-	"encoding/csv"
 	"errors"
 	"fmt"
 	"io"
@@ -72,32 +71,39 @@ func DeclareBounds(data []byte, id, label string, widen float64) (*schema.Schema
 
 // rawRows returns the rows' feature values as read (data units, no map).
 func rawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) {
-	cr := csv.NewReader(bytes.NewReader(data))
-	header, err := cr.Read()
+	rows, err := schema.NewCSVRows(bytes.NewReader(data), schema.CSVOptions{})
 	if err != nil {
 		return nil, err
 	}
 	col := map[string]int{}
-	for i, h := range header {
+	for i, h := range rows.Columns() {
 		col[h] = i
 	}
 	var vals []float64
-	n := 0
 	for {
-		rec, err := cr.Read()
-		if err != nil {
+		rec, err := rows.Next()
+		if errors.Is(err, io.EOF) {
 			break
 		}
+		if err != nil {
+			return nil, err
+		}
 		for _, f := range sch.Features {
-			v, err := strconv.ParseFloat(rec[col[f.Name]], 64)
+			c, ok := col[f.Name]
+			if !ok {
+				return nil, fmt.Errorf("column %q missing", f.Name)
+			}
+			v, err := fixedpoint.ParseFloat(rec[c])
 			if err != nil {
-				return nil, fmt.Errorf("row %d, %s: %w", n+2, f.Name, err)
+				return nil, fmt.Errorf("line %d, column %q: %w", rows.Line(), f.Name, err)
 			}
 			vals = append(vals, v)
 		}
-		n++
 	}
-	return mat.NewDense(n, sch.D(), vals), nil
+	if len(vals) == 0 {
+		return nil, errors.New("no rows")
+	}
+	return mat.NewDense(len(vals)/sch.D(), sch.D(), vals), nil
 }
 
 // AutoOptions describe an auto-schema run: a profile, then the main job
