@@ -295,13 +295,17 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return permanent{fmt.Errorf("read sealed job: %w", err)}
 	}
+	// The members still to ask, listed before any goroutine writes in.shares.
+	var missing []uint32
+	for _, pt := range active {
+		if in.shares[pt] == nil {
+			missing = append(missing, pt)
+		}
+	}
 	var mu sync.Mutex
 	var errs []error
 	var wg sync.WaitGroup
-	for _, pt := range active {
-		if in.shares[pt] != nil {
-			continue
-		}
+	for _, pt := range missing {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
