@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -16,8 +17,8 @@ import (
 // measured against the standardised, unclipped rows: median q/q0 (k = 5)
 // over reps jobs per cell, and the fraction of rows each clips.
 func profileSuite(ctx context.Context, names []string, quantiles, shares []float64, reps int) {
-	fmt.Println("| dataset | n | d | default (free mean/std, C = 1): q/q0, clipped | profile share | quantile | auto-schema q/q0 | clipped | variances at the noise level |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("| dataset | n | d | default (free mean/std, C = 1): q/q0, clipped | profile share | quantile | auto-schema q/q0 | clipped | variances at the noise level | public scales, private C: q/q0, clipped |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
 	for _, name := range names {
 		data, err := datasets.CSV(name)
 		check(err)
@@ -31,15 +32,19 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 			check(err)
 			dq, dc = append(dq, u.CapturedVarianceRatio), append(dc, u.ClippedFraction)
 		}
-		def.Close()
 		declared, err := sim.DeclareBounds(data, name, "label", sim.DefaultWiden)
 		check(err)
 		auto, err := sim.NewSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Schema: declared, Owners: 3, Seed: 1})
 		check(err)
 		for _, share := range shares {
 			for _, q := range quantiles {
-				var aq, cl, noisy []float64
+				var aq, cl, noisy, kq, kc, qs []float64
 				failed := 0
+				for range reps {
+					r, err := def.RunAuto(ctx, sim.AutoOptions{JobOptions: sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1}, Share: share, Quantile: q, KeepScales: true})
+					check(err)
+					kq, kc = append(kq, r.Utility.CapturedVarianceRatio), append(kc, r.Utility.ClippedFraction)
+				}
 				for range reps {
 					r, err := auto.RunAuto(ctx, sim.AutoOptions{JobOptions: sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1}, Share: share, Quantile: q})
 					if err != nil {
@@ -54,25 +59,42 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 							at++
 						}
 					}
-					aq = append(aq, r.Utility.CapturedVarianceRatio)
+					aq, qs = append(aq, r.Utility.CapturedVarianceRatio), append(qs, r.Profile.Quantile)
 					cl, noisy = append(cl, r.Utility.ClippedFraction), append(noisy, float64(at))
 				}
 				if len(aq) == 0 {
-					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | failed %d of %d | | |\n", name, rowsOf(data), declared.D(),
-						median(dq), median(dc), share, q, failed, reps)
+					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %s | failed %d of %d | | | %.3f, %.2f |\n", name, rowsOf(data), declared.D(),
+						median(dq), median(dc), share, quantileText(q, nil), failed, reps, median(kq), median(kc))
 					continue
 				}
 				note := ""
 				if failed > 0 {
 					note = fmt.Sprintf(" (%d of %d failed)", failed, reps)
 				}
-				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %g | %.3f%s | %.2f | %.0f of %d |\n", name, rowsOf(data), declared.D(),
-					median(dq), median(dc), share, q, median(aq), note, median(cl), median(noisy), declared.D())
+				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %s | %.3f%s | %.2f | %.0f of %d | %.3f, %.2f |\n", name, rowsOf(data), declared.D(),
+					median(dq), median(dc), share, quantileText(q, qs), median(aq), note, median(cl), median(noisy), declared.D(), median(kq), median(kc))
 			}
 		}
 		auto.Close()
+		def.Close()
 	}
 	fmt.Fprintln(os.Stderr, "medians over", reps, "jobs per cell")
+}
+
+// quantileText names a quantile cell: q, or "auto (the ones chosen)".
+func quantileText(q float64, chosen []float64) string {
+	if q != 0 {
+		return fmt.Sprint(q)
+	}
+	seen := map[float64]bool{}
+	var out []string
+	for _, c := range chosen {
+		if !seen[c] {
+			seen[c] = true
+			out = append(out, fmt.Sprint(c))
+		}
+	}
+	return "auto (" + strings.Join(out, ", ") + ")"
 }
 
 func rowsOf(data []byte) int {

@@ -112,6 +112,9 @@ type AutoOptions struct {
 	JobOptions
 	// Share, MomentsShare and Quantile are the profile's (zero: defaults).
 	Share, MomentsShare, Quantile float64
+	// KeepScales takes the simulation's schema's centers and scales as
+	// public (user.ProfileRequest.KeepScales): the profile chooses only C.
+	KeepScales bool
 }
 
 // AutoReport is what an auto-schema run measured.
@@ -119,11 +122,20 @@ type AutoReport struct {
 	Profile *user.ProfileResult `json:"profile"`
 	Schema  *schema.Schema      `json:"schema"`
 	Main    *Report             `json:"main"`
-	// Total is the privacy spent by the three jobs, composed as every
+	// Total is the privacy spent by the jobs (two or three), composed as every
 	// owner's ledger does (rho adds) and as Gaussian DP (mu^2 adds).
 	Total TotalPrivacy `json:"total_privacy"`
 	// Utility is measured against the standardised, unclipped rows.
 	Utility StandardUtility `json:"utility"`
+}
+
+// Jobs returns how many jobs the run composed: the profile's rounds and
+// the main job.
+func (r *AutoReport) Jobs() int {
+	if r.Profile.Moments == nil {
+		return 2
+	}
+	return 3
 }
 
 // TotalPrivacy is the composition of a run's jobs.
@@ -153,7 +165,7 @@ type StandardUtility struct {
 }
 
 // RunAuto runs the profile and the main job on the simulation, whose
-// schema must declare bounds (DeclareBounds).
+// schema must declare bounds (DeclareBounds), unless o.KeepScales.
 func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, error) {
 	if o.Analysis == "" {
 		o.Analysis = job.PCA
@@ -163,7 +175,7 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 		delta = job.DefaultDelta
 	}
 	prof, err := s.user.Profile(ctx, user.ProfileRequest{Declared: s.sch, Epsilon: o.Epsilon, Delta: delta,
-		Share: o.Share, MomentsShare: o.MomentsShare, Quantile: o.Quantile, Plan: o.Plan, Tolerate: o.Tolerate,
+		Share: o.Share, MomentsShare: o.MomentsShare, Quantile: o.Quantile, KeepScales: o.KeepScales, Plan: o.Plan, Tolerate: o.Tolerate,
 		Owners: s.owners, MinOwners: o.MinOwners, Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}, o.Progress)
 	if err != nil {
 		return nil, err
@@ -172,14 +184,17 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 	main.Schema, main.Epsilon, main.Delta = prof.Schema, prof.Budget.Main, delta
 	// The profile's scales are noisy: the main PCA standardises by the
 	// release's own diagonal (free), so they matter only for the clipping
-	// and the balance of the noise.
-	main.Standardize = o.Analysis == job.PCA
+	// and the balance of the noise. Public scales are taken as they are.
+	main.Standardize = o.Analysis == job.PCA && !o.KeepScales
 	rep, err := s.Run(ctx, main)
 	if err != nil {
 		return nil, err
 	}
 	out := &AutoReport{Profile: prof, Schema: prof.Schema, Main: rep}
-	rho := float64(prof.Moments.Privacy.Rho + prof.Norms.Privacy.Rho + rep.Result.Privacy.Rho)
+	rho := float64(prof.Norms.Privacy.Rho + rep.Result.Privacy.Rho)
+	if prof.Moments != nil {
+		rho += float64(prof.Moments.Privacy.Rho)
+	}
 	mu := math.Sqrt(2 * rho)
 	out.Total = TotalPrivacy{Rho: dp.Float(rho), Mu: dp.Float(mu), Epsilon: dp.Float(dp.GaussEpsilon(mu, delta)), Delta: delta}
 	if out.Utility, err = s.StandardUtility(rep.Result, prof.Schema); err != nil {

@@ -21,9 +21,14 @@ type ProfileRequest struct {
 	// Epsilon and Delta are the total budget of the profile and the main
 	// job that will use its schema; Share of it (of mu^2) goes to the
 	// profile, MomentsShare of that to the first round; C is set at
-	// Quantile of the row norms. Zero values take the profile defaults.
+	// Quantile of the row norms. Zero values take the profile defaults (for
+	// Quantile: profile.AutoQuantile, from the noisy row count).
 	Epsilon, Delta                float64
 	Share, MomentsShare, Quantile float64
+	// KeepScales says the declared schema's centers and scales are public:
+	// the profile is the norms round alone (no bounds needed), spending the
+	// whole Share, and chooses only C.
+	KeepScales bool
 	// The jobs' noise plan, owners and deadline, as in Request.
 	Plan         string
 	Tolerate     int
@@ -38,10 +43,10 @@ type ProfileRequest struct {
 type ProfileResult struct {
 	Schema   *schema.Schema       `json:"-"`
 	Budget   profile.Budget       `json:"budget"`
-	Estimate *profile.Estimate    `json:"estimate"`
+	Estimate *profile.Estimate    `json:"estimate,omitempty"` // nil with KeepScales
 	Edges    []fixedpoint.Decimal `json:"norm_edges"`
-	Quantile float64              `json:"quantile"`
-	Moments  *job.Result          `json:"moments"`
+	Quantile float64              `json:"quantile"` // the one C was set at
+	Moments  *job.Result          `json:"moments,omitempty"`
 	Norms    *job.Result          `json:"norms"`
 }
 
@@ -52,11 +57,10 @@ func (r *ProfileRequest) defaults() {
 	if r.Share == 0 {
 		r.Share = profile.DefaultShare
 	}
-	if r.MomentsShare == 0 {
+	if r.KeepScales {
+		r.MomentsShare = 0
+	} else if r.MomentsShare == 0 {
 		r.MomentsShare = profile.DefaultMomentsShare
-	}
-	if r.Quantile == 0 {
-		r.Quantile = profile.DefaultQuantile
 	}
 }
 
@@ -65,10 +69,6 @@ func (r *ProfileRequest) defaults() {
 func (c *Client) Profile(ctx context.Context, r ProfileRequest, progress func(*fedpcav1.JobStatus)) (*ProfileResult, error) {
 	r.defaults()
 	b, err := profile.Split(r.Epsilon, r.Delta, r.Share, r.MomentsShare)
-	if err != nil {
-		return nil, err
-	}
-	bounds, err := profile.BoundsSchema(r.Declared)
 	if err != nil {
 		return nil, err
 	}
@@ -91,33 +91,53 @@ func (c *Client) Profile(ctx context.Context, r ProfileRequest, progress func(*f
 		}
 		return c.Fetch(ctx, spec, sch)
 	}
-	if out.Moments, err = run(job.MomentsJob, bounds, b.Moments, nil); err != nil {
-		return nil, err
-	}
-	rel, err := out.Moments.Release.Release()
-	if err != nil {
-		return nil, err
-	}
-	sigma := out.Moments.Privacy.SigmaTotal
-	if out.Estimate, err = profile.FromMoments(bounds, rel, float64(sigma.R), float64(sigma.V)); err != nil {
-		return nil, err
-	}
 	out.Edges = profile.Edges(r.Declared.D())
-	normsSchema, err := out.Estimate.Schema(r.Declared, out.Edges[len(out.Edges)-1])
+	// withScales returns the schema the norms round and the main job run
+	// under: the declared one, or the moments' estimates, with clip norm c.
+	withScales := func(c fixedpoint.Decimal) (*schema.Schema, error) {
+		if out.Estimate == nil {
+			s := *r.Declared
+			s.ClipNorm = c
+			return &s, s.Validate()
+		}
+		return out.Estimate.Schema(r.Declared, c)
+	}
+	if !r.KeepScales {
+		bounds, err := profile.BoundsSchema(r.Declared)
+		if err != nil {
+			return nil, err
+		}
+		if out.Moments, err = run(job.MomentsJob, bounds, b.Moments, nil); err != nil {
+			return nil, err
+		}
+		rel, err := out.Moments.Release.Release()
+		if err != nil {
+			return nil, err
+		}
+		sigma := out.Moments.Privacy.SigmaTotal
+		if out.Estimate, err = profile.FromMoments(bounds, rel, float64(sigma.R), float64(sigma.V)); err != nil {
+			return nil, err
+		}
+	}
+	normsSchema, err := withScales(out.Edges[len(out.Edges)-1])
 	if err != nil {
 		return nil, err
 	}
 	if out.Norms, err = run(job.NormsJob, normsSchema, b.Norms, out.Edges); err != nil {
 		return nil, err
 	}
-	if rel, err = out.Norms.Release.Release(); err != nil {
-		return nil, err
-	}
-	clip, err := profile.ClipAt(out.Edges, rel, r.Quantile)
+	rel, err := out.Norms.Release.Release()
 	if err != nil {
 		return nil, err
 	}
-	if out.Schema, err = out.Estimate.Schema(r.Declared, clip); err != nil {
+	if out.Quantile == 0 {
+		out.Quantile = profile.AutoQuantile(profile.NoisyCount(rel), b.Mu, r.Declared.D())
+	}
+	clip, err := profile.ClipAt(out.Edges, rel, out.Quantile)
+	if err != nil {
+		return nil, err
+	}
+	if out.Schema, err = withScales(clip); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -27,6 +27,8 @@ histogram of the row norms. Writes OUT/schema.json (centers, scales, C at --quan
 of the norms; bounds, label and classes kept: owners serving the declared schema
 take part under it) and OUT/profile.json (what each round released, the estimates
 and their noise), and prints the epsilon left for the main job at the same delta.
+With --keep-scales the schema's centers and scales are public already: no bounds
+are needed and one job, the norms histogram, spends the whole --share to choose C.
 
   fedpca user profile --certs certs/user-alice --keys keys --proxy localhost:7000 \
     --schema wdbc.bounds.json --owners hospital-a,hospital-b --epsilon 1 --out profile/
@@ -39,7 +41,8 @@ and their noise), and prints the epsilon left for the main job at the same delta
 			floatFlag("delta", job.DefaultDelta, "the total budget: delta, in (0, 1)"),
 			floatFlag("share", profile.DefaultShare, "the profile's share of the total (of mu^2)"),
 			floatFlag("moments-share", profile.DefaultMomentsShare, "the first round's share of the profile's"),
-			floatFlag("quantile", profile.DefaultQuantile, "C is set at this quantile of the row norms"),
+			floatFlag("quantile", 0, "C is set at this quantile of the row norms (0: 0.05 or 0.5 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
+			boolFlag("keep-scales", "the schema's centers and scales are public (a registry, a public reference sample): no bounds needed, the norms round alone takes --share and chooses only C"),
 			noisePlanFlag(),
 			intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
 			&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long each round accepts uploads", Sources: env("deadline")},
@@ -61,7 +64,7 @@ and their noise), and prints the epsilon left for the main job at the same delta
 			defer c.Close()
 			res, err := c.Profile(ctx, user.ProfileRequest{Declared: declared, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 				Share: cmd.Float64("share"), MomentsShare: cmd.Float64("moments-share"), Quantile: cmd.Float64("quantile"),
-				Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
+				KeepScales: cmd.Bool("keep-scales"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
 				Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}, nil)
 			if err != nil {
 				return err
@@ -76,8 +79,11 @@ and their noise), and prints the epsilon left for the main job at the same delta
 			if err := writeJSON(filepath.Join(out, "profile.json"), res); err != nil {
 				return err
 			}
-			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms, noisy n %.0f)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile, res.Estimate.N)
+			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile)
 			fmt.Printf("the main job may spend epsilon %.6g at delta %g (the profile spent share %g of mu^2)\n", res.Budget.Main, res.Budget.Delta, cmd.Float64("share"))
+			if res.Estimate == nil {
+				return nil
+			}
 			at := 0
 			for _, b := range res.Estimate.AtNoise {
 				if b {

@@ -52,3 +52,17 @@ func TestSimulateAutoSchema(t *testing.T) {
 		t.Fatalf("report: %+v", rep)
 	}
 }
+
+// TestSimulateKeepScales: with public scales the profile is the norms round
+// alone, and the two jobs compose to the budget asked for.
+func TestSimulateKeepScales(t *testing.T) {
+	out, err := fedpca(t, t.TempDir(), "simulate", "--dataset", "wine", "--owners", "2", "--auto-schema", "--keep-scales", "--epsilon", "1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, want := range []string{"profile: the norms round alone", "total privacy of the 2 jobs: epsilon 1.0000 at delta 1e-06", "(quantile 0.05 of the noisy norm histogram)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -54,7 +54,8 @@ func simulateFlags() []cli.Flag {
 		boolFlag("standardize", "pca: the components of the release's correlation matrix (free post-processing; implied by --auto-schema)"),
 		boolFlag("auto-schema", "choose the schema privately: owners serve declared bounds (the observed range widened by a quarter on each side), a profile job picks centers, scales and C, then the main job runs under it, all within --epsilon"),
 		floatFlag("profile-share", profile.DefaultShare, "with --auto-schema: the profile's share of the total budget (of mu^2)"),
-		floatFlag("quantile", profile.DefaultQuantile, "with --auto-schema: C is set at this quantile of the row norms"),
+		floatFlag("quantile", 0, "with --auto-schema: C is set at this quantile of the row norms (0: 0.05 or 0.5 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
+		boolFlag("keep-scales", "with --auto-schema: take the pooled mean and std as public centers and scales (standing in for a registry's) and choose only C privately"),
 	}
 }
 
@@ -156,7 +157,7 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 		t = cmd.Int("csp-nodes")
 	}
 	var declared *schema.Schema
-	if cmd.Bool("auto-schema") {
+	if cmd.Bool("auto-schema") && !cmd.Bool("keep-scales") {
 		if declared, err = sim.DeclareBounds(data, name, cmd.String("label"), sim.DefaultWiden); err != nil {
 			return nil, "", err
 		}
@@ -307,19 +308,23 @@ reproduced with the command it prints.
 // the schema it chose, and reports the total privacy spent and the utility
 // against the standardised, unclipped rows.
 func runAuto(ctx context.Context, cmd *cli.Command, sm *sim.Simulator, opts sim.JobOptions, p *progress) error {
-	rep, err := sm.RunAuto(ctx, sim.AutoOptions{JobOptions: opts, Share: cmd.Float64("profile-share"), Quantile: cmd.Float64("quantile")})
+	rep, err := sm.RunAuto(ctx, sim.AutoOptions{JobOptions: opts, Share: cmd.Float64("profile-share"), Quantile: cmd.Float64("quantile"),
+		KeepScales: cmd.Bool("keep-scales")})
 	p.done()
 	if err != nil {
 		return err
 	}
 	rep.Main.WriteText(os.Stdout, cmd.Bool("components"))
-	e := rep.Profile.Estimate
-	fmt.Printf("\nprofile: noisy n %.1f, mean noise %.3g and variance noise %.3g of the declared half-range, %d of %d variances at the noise level\n",
-		e.N, e.MeanNoise, e.VarNoise, count(e.AtNoise), len(e.AtNoise))
+	if e := rep.Profile.Estimate; e != nil {
+		fmt.Printf("\nprofile: noisy n %.1f, mean noise %.3g and variance noise %.3g of the declared half-range, %d of %d variances at the noise level\n",
+			e.N, e.MeanNoise, e.VarNoise, count(e.AtNoise), len(e.AtNoise))
+	} else {
+		fmt.Printf("\nprofile: the norms round alone (public centers and scales)\n")
+	}
 	fmt.Printf("chosen schema: C = %s (quantile %g of the noisy norm histogram), clips %.1f%% of the rows\n",
 		rep.Schema.ClipNorm, rep.Profile.Quantile, 100*rep.Utility.ClippedFraction)
-	fmt.Printf("total privacy of the 3 jobs: epsilon %.4f at delta %g (mu %.4f, rho %.5f)\n",
-		float64(rep.Total.Epsilon), rep.Total.Delta, float64(rep.Total.Mu), float64(rep.Total.Rho))
+	fmt.Printf("total privacy of the %d jobs: epsilon %.4f at delta %g (mu %.4f, rho %.5f)\n",
+		rep.Jobs(), float64(rep.Total.Epsilon), rep.Total.Delta, float64(rep.Total.Mu), float64(rep.Total.Rho))
 	fmt.Printf("utility against the standardised, unclipped rows: q/q0 %.4f (k = %d)\n", rep.Utility.CapturedVarianceRatio, rep.Utility.K)
 	if path := cmd.String("json"); path != "" {
 		if err := writeJSON(path, rep); err != nil {

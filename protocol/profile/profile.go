@@ -20,6 +20,13 @@
 // (rho = mu^2/2 adds in every owner's ledger). Budget gives each round its
 // share of mu_total^2 for a total (epsilon, delta).
 //
+// When the centers and scales are public already (a registry, a public
+// reference sample), only C is unknown: the profile is the norms round
+// alone, under the declared schema, with the whole share (Split with a
+// moments share of 0). That is the better choice wherever such scales
+// exist: with a few hundred rows the moments round cannot see the
+// features' spreads (docs/BENCHMARKS.md, profile section).
+//
 // Floats are fine here: this post-processes noisy releases into public
 // parameters; nothing in it touches rows or draws noise.
 package profile
@@ -44,8 +51,12 @@ const (
 	DefaultShare = 0.1
 	// DefaultMomentsShare is the moments round's share of the profile's.
 	DefaultMomentsShare = 0.5
-	// DefaultQuantile is the quantile of the row norms C is set at.
-	DefaultQuantile = 0.5
+	// SmallQuantile and LargeQuantile are the quantiles of the row norms C
+	// is set at by default (AutoQuantile), with few or many rows for the
+	// budget; AutoThreshold separates the two.
+	SmallQuantile = 0.05
+	LargeQuantile = 0.5
+	AutoThreshold = 100
 )
 
 // The budget splits of the rounds (dp.DefaultSplitFor).
@@ -63,13 +74,15 @@ type Budget struct {
 }
 
 // Split divides (epsilon, delta) by exact Gaussian-DP composition: the
-// profile gets share of mu^2, the moments round momentsShare of that.
+// profile gets share of mu^2, the moments round momentsShare of that. A
+// momentsShare of 0 means no moments round (the schema's centers and scales
+// are public, see package doc): the norms round takes the whole share.
 func Split(epsilon, delta, share, momentsShare float64) (Budget, error) {
 	switch {
 	case !(share > 0 && share < 1):
 		return Budget{}, fmt.Errorf("profile: share %v must be in (0, 1)", share)
-	case !(momentsShare > 0 && momentsShare < 1):
-		return Budget{}, fmt.Errorf("profile: moments share %v must be in (0, 1)", momentsShare)
+	case !(momentsShare >= 0 && momentsShare < 1):
+		return Budget{}, fmt.Errorf("profile: moments share %v must be in [0, 1)", momentsShare)
 	}
 	mu := dp.GaussMu(epsilon, delta)
 	if !(mu > 0) || math.IsInf(mu, 0) {
@@ -79,7 +92,9 @@ func Split(epsilon, delta, share, momentsShare float64) (Budget, error) {
 		MuMoments: mu * math.Sqrt(share*momentsShare),
 		MuNorms:   mu * math.Sqrt(share*(1-momentsShare)),
 		Mu:        mu * math.Sqrt(1-share)}
-	b.Moments = dp.GaussEpsilon(b.MuMoments, delta)
+	if b.MuMoments > 0 {
+		b.Moments = dp.GaussEpsilon(b.MuMoments, delta)
+	}
 	b.Norms = dp.GaussEpsilon(b.MuNorms, delta)
 	b.Main = dp.GaussEpsilon(b.Mu, delta)
 	return b, nil
@@ -235,6 +250,35 @@ func Edges(d int) []fixedpoint.Decimal {
 	return out
 }
 
+// AutoQuantile returns the default quantile of the row norms C is set at,
+// from the noisy row count n, the main job's Gaussian-DP mu and d. Clipping
+// trades bias for noise: R's noise scales with C^2, and a row contributes
+// min(norm^2, C^2) to the signal, so the signal-to-noise ratio is largest
+// when every row is clipped (C below every norm: each row counts C^2, the
+// PCA of the rows scaled to one norm) and falls as C rises; the bias of
+// clipping falls as C rises. Which wins depends on r = n mu / sqrt(d), the
+// rows per unit of the noise's spectral scale: below AutoThreshold the noise
+// dominates and C goes low (SmallQuantile: nearly every row clipped), above
+// it the bias does (LargeQuantile). Measured on the bundled datasets in
+// docs/BENCHMARKS.md (profile section).
+func AutoQuantile(n, mu float64, d int) float64 {
+	if n*mu/math.Sqrt(float64(d)) < AutoThreshold {
+		return SmallQuantile
+	}
+	return LargeQuantile
+}
+
+// NoisyCount returns the total of a histogram release's noisy counts,
+// negative counts taken as 0.
+func NoisyCount(rel *stats.Release) float64 {
+	_, _, n := rel.Float()
+	total := 0.0
+	for _, c := range n {
+		total += math.Max(c, 0)
+	}
+	return total
+}
+
 // ClipAt returns C at quantile q of the row norms from a norms release: the
 // upper edge of the first bucket where the cumulative noisy count (negative
 // counts taken as 0) reaches q of the total; the last edge when the
@@ -247,11 +291,7 @@ func ClipAt(edges []fixedpoint.Decimal, rel *stats.Release, q float64) (fixedpoi
 		return fixedpoint.Decimal{}, fmt.Errorf("profile: quantile %v must be in (0, 1]", q)
 	}
 	_, _, n := rel.Float()
-	total := 0.0
-	for _, c := range n {
-		total += math.Max(c, 0)
-	}
-	cum := 0.0
+	total, cum := NoisyCount(rel), 0.0
 	for i, c := range n[:len(edges)] {
 		cum += math.Max(c, 0)
 		if total > 0 && cum >= q*total {

@@ -22,9 +22,30 @@ func TestSplitComposesToTotal(t *testing.T) {
 	if !(b.Moments < b.Main && b.Norms < b.Main && b.Main < 1) {
 		t.Fatalf("budget %+v", b)
 	}
-	for _, bad := range [][2]float64{{0, 0.5}, {1, 0.5}, {0.1, 0}, {0.1, 1}} {
+	// With public scales the norms round takes the whole share.
+	n, err := Split(1, 1e-6, 0.1, 0)
+	if err != nil || n.MuMoments != 0 || n.Moments != 0 || math.Abs(n.MuNorms-math.Sqrt(b.MuMoments*b.MuMoments+b.MuNorms*b.MuNorms)) > 1e-12 || n.Main != b.Main {
+		t.Fatalf("norms only: %+v (%v)", n, err)
+	}
+	for _, bad := range [][2]float64{{0, 0.5}, {1, 0.5}, {0.1, -0.1}, {0.1, 1}} {
 		if _, err := Split(1, 1e-6, bad[0], bad[1]); err == nil {
 			t.Errorf("shares %v accepted", bad)
+		}
+	}
+}
+
+// TestAutoQuantile: the regime follows n mu / sqrt(d) (the bundled
+// datasets at epsilon 1 fall on both sides: wdbc, 569 rows and 30
+// features, about 23; letter, 20,000 and 16, about 1,100).
+func TestAutoQuantile(t *testing.T) {
+	mu := dp.GaussMu(1, 1e-6) * math.Sqrt(1-DefaultShare)
+	for _, c := range []struct {
+		n    float64
+		d    int
+		want float64
+	}{{569, 30, SmallQuantile}, {20000, 16, LargeQuantile}, {AutoThreshold * math.Sqrt(30) / mu * 1.01, 30, LargeQuantile}, {AutoThreshold * math.Sqrt(30) / mu * 0.99, 30, SmallQuantile}} {
+		if got := AutoQuantile(c.n, mu, c.d); got != c.want {
+			t.Errorf("n %v, d %d: quantile %v, want %v", c.n, c.d, got, c.want)
 		}
 	}
 }
@@ -62,6 +83,9 @@ func TestClipAt(t *testing.T) {
 	rel, err := stats.Unpack(l, 4, []int64{10 << 4, -3 << 4, 60 << 4, 30 << 4})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if got := NoisyCount(rel); got != 100 {
+		t.Errorf("noisy count %v, want 100 (the negative count taken as 0)", got)
 	}
 	for q, want := range map[float64]string{0.05: "1", 0.5: "4", 0.7: "4", 1: "4"} {
 		c, err := ClipAt(edges, rel, q)
