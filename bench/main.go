@@ -8,7 +8,7 @@
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
 //	go run ./bench -suite load     [-owners 1000]
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
-//	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0,0.5] [-shares 0.1]
+//	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0,0.5] [-shares 0]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -39,7 +39,7 @@ import (
 func main() {
 	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load or sources")
 	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
-	shares := flag.String("shares", "0.1", "the profile's shares of the budget (suite profile)")
+	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")

@@ -8,6 +8,7 @@ import (
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/profile"
 	"github.com/fedpca/fedpca/sim"
 )
 
@@ -63,22 +64,30 @@ func profileSuite(ctx context.Context, names []string, quantiles, shares []float
 					cl, noisy = append(cl, r.Utility.ClippedFraction), append(noisy, float64(at))
 				}
 				if len(aq) == 0 {
-					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %s | failed %d of %d | | | %.3f, %.2f |\n", name, rowsOf(data), declared.D(),
-						median(dq), median(dc), share, quantileText(q, nil), failed, reps, median(kq), median(kc))
+					fmt.Printf("| %s | %d | %d | %.3f, %.2f | %s | %s | failed %d of %d | | | %.3f, %.2f |\n", name, rowsOf(data), declared.D(),
+						median(dq), median(dc), shareText(share), quantileText(q, nil), failed, reps, median(kq), median(kc))
 					continue
 				}
 				note := ""
 				if failed > 0 {
 					note = fmt.Sprintf(" (%d of %d failed)", failed, reps)
 				}
-				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %g | %s | %.3f%s | %.2f | %.0f of %d | %.3f, %.2f |\n", name, rowsOf(data), declared.D(),
-					median(dq), median(dc), share, quantileText(q, qs), median(aq), note, median(cl), median(noisy), declared.D(), median(kq), median(kc))
+				fmt.Printf("| %s | %d | %d | %.3f, %.2f | %s | %s | %.3f%s | %.2f | %.0f of %d | %.3f, %.2f |\n", name, rowsOf(data), declared.D(),
+					median(dq), median(dc), shareText(share), quantileText(q, qs), median(aq), note, median(cl), median(noisy), declared.D(), median(kq), median(kc))
 			}
 		}
 		auto.Close()
 		def.Close()
 	}
 	fmt.Fprintln(os.Stderr, "medians over", reps, "jobs per cell")
+}
+
+// shareText names a share cell.
+func shareText(share float64) string {
+	if share == 0 {
+		return fmt.Sprintf("default (%g; %g with public scales)", profile.DefaultShare, profile.DefaultNormsShare)
+	}
+	return fmt.Sprint(share)
 }
 
 // quantileText names a quantile cell: q, or "auto (the ones chosen)".

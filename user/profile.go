@@ -43,6 +43,7 @@ type ProfileRequest struct {
 type ProfileResult struct {
 	Schema   *schema.Schema       `json:"-"`
 	Budget   profile.Budget       `json:"budget"`
+	Share    float64              `json:"share"`              // the profile's share of mu^2
 	Estimate *profile.Estimate    `json:"estimate,omitempty"` // nil with KeepScales
 	Edges    []fixedpoint.Decimal `json:"norm_edges"`
 	Quantile float64              `json:"quantile"` // the one C was set at
@@ -54,7 +55,11 @@ func (r *ProfileRequest) defaults() {
 	if r.Delta == 0 {
 		r.Delta = job.DefaultDelta
 	}
-	if r.Share == 0 {
+	switch {
+	case r.Share != 0:
+	case r.KeepScales:
+		r.Share = profile.DefaultNormsShare
+	default:
 		r.Share = profile.DefaultShare
 	}
 	if r.KeepScales {
@@ -72,7 +77,7 @@ func (c *Client) Profile(ctx context.Context, r ProfileRequest, progress func(*f
 	if err != nil {
 		return nil, err
 	}
-	out := &ProfileResult{Budget: b, Quantile: r.Quantile}
+	out := &ProfileResult{Budget: b, Share: r.Share, Quantile: r.Quantile}
 	run := func(name string, sch *schema.Schema, eps float64, edges []fixedpoint.Decimal) (*job.Result, error) {
 		spec, err := c.Spec(ctx, Request{Schema: sch, Analysis: name, Epsilon: eps, Delta: r.Delta, Plan: r.Plan, Tolerate: r.Tolerate,
 			Owners: r.Owners, MinOwners: r.MinOwners, Deadline: r.Deadline, MaxOwnerRows: r.MaxOwnerRows, NormEdges: edges})

@@ -39,7 +39,7 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			intFlag("min-owners", 0, "uploads needed (0: all owners)"),
 			floatFlag("epsilon", 1, "the total budget of the profile and the main job: epsilon"),
 			floatFlag("delta", job.DefaultDelta, "the total budget: delta, in (0, 1)"),
-			floatFlag("share", profile.DefaultShare, "the profile's share of the total (of mu^2)"),
+			floatFlag("share", 0, "the profile's share of the total (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
 			floatFlag("moments-share", profile.DefaultMomentsShare, "the first round's share of the profile's"),
 			floatFlag("quantile", 0, "C is set at this quantile of the row norms (0: 0.05 or 0.5 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
 			boolFlag("keep-scales", "the schema's centers and scales are public (a registry, a public reference sample): no bounds needed, the norms round alone takes --share and chooses only C"),
@@ -80,7 +80,7 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 				return err
 			}
 			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile)
-			fmt.Printf("the main job may spend epsilon %.6g at delta %g (the profile spent share %g of mu^2)\n", res.Budget.Main, res.Budget.Delta, cmd.Float64("share"))
+			fmt.Printf("the main job may spend epsilon %.6g at delta %g (the profile spent share %g of mu^2)\n", res.Budget.Main, res.Budget.Delta, res.Share)
 			if res.Estimate == nil {
 				return nil
 			}

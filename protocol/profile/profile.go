@@ -47,8 +47,12 @@ import (
 // Defaults, chosen by the measurements in docs/BENCHMARKS.md (profile
 // section).
 const (
-	// DefaultShare is the profile's share of the total mu^2 (rho).
-	DefaultShare = 0.1
+	// DefaultShare is the profile's share of the total mu^2 (rho);
+	// DefaultNormsShare its share when the norms round is alone (public
+	// scales): a histogram's counts have sensitivity 1, so little budget
+	// places C well enough.
+	DefaultShare      = 0.1
+	DefaultNormsShare = 0.02
 	// DefaultMomentsShare is the moments round's share of the profile's.
 	DefaultMomentsShare = 0.5
 	// SmallQuantile and LargeQuantile are the quantiles of the row norms C
@@ -268,13 +272,14 @@ func AutoQuantile(n, mu float64, d int) float64 {
 	return LargeQuantile
 }
 
-// NoisyCount returns the total of a histogram release's noisy counts,
-// negative counts taken as 0.
+// NoisyCount returns the total of a histogram release's noisy counts: an
+// unbiased estimate of the row count (the noise of the buckets adds up, it
+// is not clipped).
 func NoisyCount(rel *stats.Release) float64 {
 	_, _, n := rel.Float()
 	total := 0.0
 	for _, c := range n {
-		total += math.Max(c, 0)
+		total += c
 	}
 	return total
 }
@@ -291,7 +296,11 @@ func ClipAt(edges []fixedpoint.Decimal, rel *stats.Release, q float64) (fixedpoi
 		return fixedpoint.Decimal{}, fmt.Errorf("profile: quantile %v must be in (0, 1]", q)
 	}
 	_, _, n := rel.Float()
-	total, cum := NoisyCount(rel), 0.0
+	total := 0.0
+	for _, c := range n {
+		total += math.Max(c, 0)
+	}
+	cum := 0.0
 	for i, c := range n[:len(edges)] {
 		cum += math.Max(c, 0)
 		if total > 0 && cum >= q*total {
