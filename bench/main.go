@@ -4,7 +4,7 @@
 // owners run in farm processes.
 //
 //	go run ./bench -suite owners   [-owners 10,100,1000,10000] [-reps 3]
-//	go run ./bench -suite dims     [-dims 8,50,100,784] [-reps 3]
+//	go run ./bench -suite dims     [-dims 8,50,100,784] [-owners 10] [-reps 3]
 //	go run ./bench -suite utility  [-reps 5] [-datasets wdbc,wine,...]
 //	go run ./bench -suite load     [-owners 1000]
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
@@ -75,8 +75,12 @@ func main() {
 		bin := buildBinary()
 		fmt.Println("| d | ciphertexts | owner share (median) | proxy aggregate | upload window | seal | key switch | user decrypt+analysis | total | central non-private | overhead | proxy peak RSS | bytes owner / proxy / csp / user (sent) |")
 		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+		n := 10
+		if isSet("owners") {
+			n = ints(*owners)[0]
+		}
 		for _, d := range ints(*dims) {
-			r := runScale(ctx, bin, 10, 2000, d, *reps, raw)
+			r := runScale(ctx, bin, n, max(2000, 10*n), d, *reps, raw)
 			r.print(strconv.Itoa(d), 0)
 		}
 	case "utility":
