@@ -41,7 +41,7 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			floatFlag("delta", job.DefaultDelta, "the total budget: delta, in (0, 1)"),
 			floatFlag("share", 0, "the profile's share of the total (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
 			floatFlag("moments-share", profile.DefaultMomentsShare, "the first round's share of the profile's"),
-			floatFlag("quantile", 0, "C is set at this quantile of the row norms (0: 0.05 or 0.5 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
+			floatFlag("quantile", 0, "C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
 			boolFlag("keep-scales", "the schema's centers and scales are public (a registry, a public reference sample): no bounds needed, the norms round alone takes --share and chooses only C"),
 			noisePlanFlag(),
 			intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),

@@ -53,7 +53,7 @@ func simulateFlags() []cli.Flag {
 		boolFlag("standardize", "pca: the components of the release's correlation matrix (free post-processing; implied by --auto-schema)"),
 		boolFlag("auto-schema", "choose the schema privately: owners serve declared bounds (the observed range widened by a quarter on each side), a profile job picks centers, scales and C, then the main job runs under it, all within --epsilon"),
 		floatFlag("profile-share", 0, "with --auto-schema: the profile's share of the total budget (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
-		floatFlag("quantile", 0, "with --auto-schema: C is set at this quantile of the row norms (0: 0.05 or 0.5 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
+		floatFlag("quantile", 0, "with --auto-schema: C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
 		boolFlag("keep-scales", "with --auto-schema: take the pooled mean and std as public centers and scales (standing in for a registry's) and choose only C privately"),
 	}
 }

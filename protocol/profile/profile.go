@@ -55,12 +55,14 @@ const (
 	DefaultNormsShare = 0.02
 	// DefaultMomentsShare is the moments round's share of the profile's.
 	DefaultMomentsShare = 0.5
-	// SmallQuantile and LargeQuantile are the quantiles of the row norms C
-	// is set at by default (AutoQuantile), with few or many rows for the
-	// budget; AutoThreshold separates the two.
-	SmallQuantile = 0.05
-	LargeQuantile = 0.5
-	AutoThreshold = 100
+	// SmallQuantile, MiddleQuantile and LargeQuantile are the quantiles of
+	// the row norms C is set at by default (AutoQuantile): with few rows
+	// for the budget, more, and many; the thresholds separate them.
+	SmallQuantile   = 0.05
+	MiddleQuantile  = 0.5
+	LargeQuantile   = 0.9
+	SmallThreshold  = 100
+	MiddleThreshold = 1000
 )
 
 // The budget splits of the rounds (dp.DefaultSplitFor).
@@ -261,13 +263,17 @@ func Edges(d int) []fixedpoint.Decimal {
 // when every row is clipped (C below every norm: each row counts C^2, the
 // PCA of the rows scaled to one norm) and falls as C rises; the bias of
 // clipping falls as C rises. Which wins depends on r = n mu / sqrt(d), the
-// rows per unit of the noise's spectral scale: below AutoThreshold the noise
-// dominates and C goes low (SmallQuantile: nearly every row clipped), above
-// it the bias does (LargeQuantile). Measured on the bundled datasets in
+// rows per unit of the noise's spectral scale: below SmallThreshold the
+// noise dominates and C goes low (SmallQuantile: nearly every row
+// clipped), above MiddleThreshold the bias does (LargeQuantile), in
+// between the median. Measured on the bundled datasets in
 // docs/BENCHMARKS.md (profile section).
 func AutoQuantile(n, mu float64, d int) float64 {
-	if n*mu/math.Sqrt(float64(d)) < AutoThreshold {
+	switch r := n * mu / math.Sqrt(float64(d)); {
+	case r < SmallThreshold:
 		return SmallQuantile
+	case r < MiddleThreshold:
+		return MiddleQuantile
 	}
 	return LargeQuantile
 }

@@ -35,15 +35,19 @@ func TestSplitComposesToTotal(t *testing.T) {
 }
 
 // TestAutoQuantile: the regime follows n mu / sqrt(d) (the bundled
-// datasets at epsilon 1 fall on both sides: wdbc, 569 rows and 30
-// features, about 23; letter, 20,000 and 16, about 1,100).
+// datasets at epsilon 1 fall in all three: wdbc, 569 rows and 30 features,
+// about 23; satellite, 6,435 and 36, about 240; letter, 20,000 and 16,
+// about 1,100).
 func TestAutoQuantile(t *testing.T) {
 	mu := dp.GaussMu(1, 1e-6) * math.Sqrt(1-DefaultShare)
+	at := func(r float64, d int) float64 { return r * math.Sqrt(float64(d)) / mu }
 	for _, c := range []struct {
 		n    float64
 		d    int
 		want float64
-	}{{569, 30, SmallQuantile}, {20000, 16, LargeQuantile}, {AutoThreshold * math.Sqrt(30) / mu * 1.01, 30, LargeQuantile}, {AutoThreshold * math.Sqrt(30) / mu * 0.99, 30, SmallQuantile}} {
+	}{{569, 30, SmallQuantile}, {6435, 36, MiddleQuantile}, {20000, 16, LargeQuantile},
+		{at(SmallThreshold*0.99, 30), 30, SmallQuantile}, {at(SmallThreshold*1.01, 30), 30, MiddleQuantile},
+		{at(MiddleThreshold*0.99, 30), 30, MiddleQuantile}, {at(MiddleThreshold*1.01, 30), 30, LargeQuantile}} {
 		if got := AutoQuantile(c.n, mu, c.d); got != c.want {
 			t.Errorf("n %v, d %d: quantile %v, want %v", c.n, c.d, got, c.want)
 		}
