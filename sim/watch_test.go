@@ -246,5 +246,7 @@ func TestWatchStreamsEndWithoutLeaks(t *testing.T) {
 	}
 	before := settle()
 	round()
-	waitFor(ctx, t, "the goroutines to settle", func() bool { return settle() <= before })
+	sctx, stop := context.WithTimeout(ctx, 30*time.Second)
+	defer stop()
+	waitFor(sctx, t, "the goroutines to settle", func() bool { return settle() <= before })
 }
