@@ -76,15 +76,22 @@ func (w *watchState) learn(sts []*fedpcav1.JobStatus, snapshot bool) {
 	}
 }
 
+// setUp records whether the watch is up; a watch lost asks for a poll.
 func (w *watchState) setUp(up bool) {
 	w.mu.Lock()
-	defer w.mu.Unlock()
+	lost := w.up && !up
 	w.up = up
-	if !up {
-		select {
-		case w.kick <- struct{}{}:
-		default:
-		}
+	w.mu.Unlock()
+	if lost {
+		w.pollNow()
+	}
+}
+
+// pollNow asks the run loop to poll now.
+func (w *watchState) pollNow() {
+	select {
+	case w.kick <- struct{}{}:
+	default:
 	}
 }
 
@@ -109,6 +116,7 @@ func (o *Owner) watch(ctx context.Context, wg *sync.WaitGroup) {
 		case codes.ResourceExhausted, codes.Unimplemented, codes.PermissionDenied, codes.Unauthenticated:
 			pause = refused.Next()
 			pause += time.Duration(rand.Int64N(int64(pause))) // spread owners refused together
+			o.watching.pollNow()
 			o.log.Info("the proxy does not serve this owner a job watch now; polling", "poll", o.cfg.PollInterval, "retry_in", pause.Round(time.Second), "error", transport.Message(err))
 		default:
 			o.log.Debug("job watch interrupted; reconnecting", "retry_in", pause, "error", err)
