@@ -11,6 +11,7 @@ type metrics struct {
 	uploadBytes   prometheus.Counter
 	uploadSeconds prometheus.Histogram
 	declines      prometheus.Counter
+	watching      prometheus.Gauge
 }
 
 func (o *Owner) registerMetrics(reg *prometheus.Registry) {
@@ -25,8 +26,10 @@ func (o *Owner) registerMetrics(reg *prometheus.Registry) {
 			Help: "Time of an acknowledged upload, from its header to the acknowledgement (admission wait included).", Buckets: prometheus.ExponentialBuckets(0.001, 3, 12)}),
 		declines: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedpca_owner_jobs_declined_total",
 			Help: "Jobs this owner declined (policy, schema, budget)."}),
+		watching: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fedpca_owner_watching",
+			Help: "1 while the proxy's watch of this owner's jobs is up; 0 while the owner polls."}),
 	}
-	reg.MustRegister(o.m.shares, o.m.uploads, o.m.uploadBytes, o.m.uploadSeconds, o.m.declines, &budgetCollector{o: o})
+	reg.MustRegister(o.m.shares, o.m.uploads, o.m.uploadBytes, o.m.uploadSeconds, o.m.declines, o.m.watching, &budgetCollector{o: o})
 }
 
 var budgetDesc = prometheus.NewDesc("fedpca_owner_budget_rho", "Privacy budget of each dataset (zCDP rho): budget, spent, reserved, remaining.",

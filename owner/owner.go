@@ -1,6 +1,7 @@
 // Package owner is a data owner's daemon: it serves one or more datasets
 // (a source of rows and its schema: a CSV file or a PostgreSQL table or
-// query, see package source), polls the proxy for jobs that name it, checks
+// query, see package source), watches the proxy for jobs that name it
+// (polling when the proxy serves it no watch; see watch.go), checks
 // each against its policy and its privacy ledger, computes and encrypts its
 // local statistics (with its DP noise share when the plan asks for one) and
 // uploads them once, with retries.
@@ -185,7 +186,10 @@ type Config struct {
 	// been idle that long (deployments with many owners and long poll
 	// intervals, where connected owners would cost the proxy memory).
 	IdleTimeout time.Duration
-	// PollInterval is how often the owner asks for jobs (default 2 s).
+	// PollInterval is how often the owner asks for jobs when the proxy
+	// serves it no watch, and how often it retries, from memory, what
+	// failed about the jobs its watch told of (default 10 s: the watch
+	// announces a job within milliseconds).
 	PollInterval time.Duration
 	Logger       hclog.Logger
 	Params       *he.Params
@@ -202,11 +206,13 @@ type Owner struct {
 	health   *health.Server
 	m        *metrics
 	polled   bool // a poll has succeeded (only Run's goroutine uses it)
+	watching *watchState
 
 	mu     sync.Mutex
 	conn   *grpc.ClientConn
 	proxy  fedpcav1.ProxyServiceClient
 	busy   map[string]bool
+	again  map[string]func()        // what to run once a busy job's handler returns
 	shares map[string]time.Duration // job -> time to compute and encrypt the share
 	cpk    *rlwe.PublicKey          // the committee key, cached by fingerprint
 	cpkFP  string
@@ -237,7 +243,7 @@ func New(cfg Config) (*Owner, error) {
 		return nil, errors.New("owner: no datasets")
 	}
 	if cfg.PollInterval <= 0 {
-		cfg.PollInterval = 2 * time.Second
+		cfg.PollInterval = 10 * time.Second
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
@@ -248,7 +254,7 @@ func New(cfg Config) (*Owner, error) {
 	if cfg.Dialer.Metrics == nil {
 		cfg.Dialer.Metrics = cfg.Metrics
 	}
-	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, shares: map[string]time.Duration{}, health: health.NewServer()}
+	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, again: map[string]func(){}, watching: newWatchState(), shares: map[string]time.Duration{}, health: health.NewServer()}
 	var err error
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -353,11 +359,12 @@ type LedgerEntry = entry
 // Ledger returns a dataset's ledger entries.
 func (o *Owner) Ledger(dataset string) ([]LedgerEntry, error) { return o.ledger.Entries(dataset) }
 
-// Run polls the proxy and handles jobs until ctx is done.
+// Run watches (or polls) the proxy and handles jobs until ctx is done.
 func (o *Owner) Run(ctx context.Context) error {
 	d := o.cfg.Dialer
+	d.Options = append(slices.Clone(d.Options), transport.WatchKeepalive())
 	if o.cfg.IdleTimeout > 0 {
-		d.Options = append(slices.Clone(d.Options), grpc.WithIdleTimeout(o.cfg.IdleTimeout))
+		d.Options = append(d.Options, grpc.WithIdleTimeout(o.cfg.IdleTimeout))
 	}
 	conn, err := d.Dial(o.cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
@@ -386,12 +393,28 @@ func (o *Owner) Run(ctx context.Context) error {
 			}
 		}()
 	}
-	var wg sync.WaitGroup
+	var wg sync.WaitGroup // the jobs being handled
+	wctx, stopWatch := context.WithCancel(ctx)
+	watched := make(chan struct{})
+	go func() { defer close(watched); o.watch(wctx, &wg) }()
+	stop := func() {
+		stopWatch()
+		<-watched
+		wg.Wait()
+	}
 	tick := time.NewTicker(o.cfg.PollInterval)
 	defer tick.Stop()
 	for {
-		if err := o.poll(ctx, &wg); err != nil {
-			wg.Wait()
+		// While the watch is up, the open jobs it told of are gone over
+		// again from memory; otherwise the owner polls.
+		var err error
+		if sts, ok := o.watching.jobs(); ok {
+			o.dispatch(ctx, &wg, sts, true)
+		} else {
+			err = o.poll(ctx, &wg)
+		}
+		if err != nil {
+			stop()
 			if srv != nil {
 				o.health.Shutdown()
 				srv.Stop()
@@ -402,7 +425,7 @@ func (o *Owner) Run(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			wg.Wait()
+			stop()
 			if srv != nil {
 				o.health.Shutdown()
 				transport.StopGracefully(srv, 10*time.Second)
@@ -411,14 +434,13 @@ func (o *Owner) Run(ctx context.Context) error {
 			o.log.Info("owner stopped")
 			return o.db.Close()
 		case <-tick.C:
+		case <-o.watching.kick:
 		}
 	}
 }
 
 // poll lists the open jobs that name this owner (brief statuses) and
-// handles each in its own goroutine (at most one at a time per job); jobs
-// this owner has a pending part in that are no longer open are looked up
-// one by one so that their end can be settled.
+// dispatches them.
 func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) error {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
@@ -436,41 +458,21 @@ func (o *Owner) poll(ctx context.Context, wg *sync.WaitGroup) error {
 		return nil
 	}
 	o.polled = true
-	listed := map[string]bool{}
+	sts := make([]*fedpcav1.JobStatus, 0, len(resp.GetJobs()))
 	for _, info := range resp.GetJobs() {
-		st := info.GetStatus()
-		if !job.ValidJobID(st.GetJobId()) {
-			o.log.Warn("the proxy lists a job with a malformed ID; ignored", "job", fmt.Sprintf("%.80q", st.GetJobId()))
-			continue
-		}
-		listed[st.GetJobId()] = true
-		o.spawn(ctx, wg, st.GetJobId(), func() { o.handle(ctx, st) })
+		sts = append(sts, info.GetStatus())
 	}
-	for _, id := range o.pending() {
-		if !listed[id] {
-			o.spawn(ctx, wg, id, func() {
-				cctx, cancel := context.WithTimeout(ctx, callTimeout)
-				r, err := o.proxy.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Brief: true})
-				cancel()
-				if err != nil {
-					o.log.Warn("cannot look up job", "job", id[:16], "error", transport.Message(err))
-					return
-				}
-				if r.GetJob().GetStatus().GetJobId() != id {
-					o.log.Warn("the proxy answered for another job; ignored", "job", id[:16])
-					return
-				}
-				o.handle(ctx, r.GetJob().GetStatus())
-			})
-		}
-	}
+	o.dispatch(ctx, wg, o.validJobs(sts), true)
 	return nil
 }
 
-// spawn runs fn for a job unless the job is already being handled.
+// spawn runs fn for a job in its own goroutine, one at a time per job: if
+// the job is being handled, fn runs after (the latest such fn only), so
+// that news of a job that arrives while it is handled is not lost.
 func (o *Owner) spawn(ctx context.Context, wg *sync.WaitGroup, id string, fn func()) {
 	o.mu.Lock()
 	if o.busy[id] {
+		o.again[id] = fn
 		o.mu.Unlock()
 		return
 	}
@@ -479,9 +481,20 @@ func (o *Owner) spawn(ctx context.Context, wg *sync.WaitGroup, id string, fn fun
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		defer func() { o.mu.Lock(); delete(o.busy, id); o.mu.Unlock() }()
-		if ctx.Err() == nil {
+		for fn != nil && ctx.Err() == nil {
 			fn()
+			o.mu.Lock()
+			fn = o.again[id]
+			delete(o.again, id)
+			if fn == nil {
+				delete(o.busy, id)
+			}
+			o.mu.Unlock()
+		}
+		if fn != nil {
+			o.mu.Lock()
+			delete(o.busy, id)
+			o.mu.Unlock()
 		}
 	}()
 }

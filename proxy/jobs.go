@@ -133,10 +133,17 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if err != nil {
 		return nil, err
 	}
-	if err := p.store.createJob(id, &rec, req.GetUserPublicKey()); err != nil {
-		return nil, fmt.Errorf("store job: %w", err)
+	err = p.hub.sequence(j, func(seq uint64) error {
+		rec.Seq, j.rec.Seq = seq, seq
+		if err := p.store.createJob(id, &rec, req.GetUserPublicKey()); err != nil {
+			return fmt.Errorf("store job: %w", err)
+		}
+		p.jobs[id] = j
+		return nil
+	})
+	if err != nil {
+		return nil, err
 	}
-	p.jobs[id] = j
 	if p.ctx != nil {
 		p.startDriver(j)
 	}

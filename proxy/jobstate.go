@@ -209,17 +209,28 @@ func (j *jobState) declineRecords() []declineRecord {
 
 // commit makes a step of the job durable, then applies it in memory and
 // notifies: change edits a copy of the job's progress, write stores it
-// (one store transaction). On error the job is unchanged. j.mu must be held.
+// (one store transaction). A change of state is also numbered and announced
+// to the owners' watches (watchHub.sequence). On error the job is
+// unchanged. j.mu must be held.
 func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobProgress) error) error {
 	prog := j.rec.jobProgress
 	prog.Updated = time.Now().UTC()
 	change(&prog)
-	if err := write(&prog); err != nil {
-		return err
+	apply := func() error {
+		if err := write(&prog); err != nil {
+			return err
+		}
+		j.rec.jobProgress = prog
+		j.notify()
+		return nil
 	}
-	j.rec.jobProgress = prog
-	j.notify()
-	return nil
+	if prog.State == j.rec.State {
+		return apply()
+	}
+	return p.hub.sequence(j, func(seq uint64) error {
+		prog.Seq = seq
+		return apply()
+	})
 }
 
 // status converts a job to its wire status for a caller; the owner lists

@@ -10,6 +10,7 @@ type metrics struct {
 	uploadBytes prometheus.Counter
 	phases      *prometheus.HistogramVec
 	asks        *prometheus.CounterVec
+	watches     *prometheus.CounterVec
 }
 
 func (p *Proxy) registerMetrics(reg *prometheus.Registry) {
@@ -23,8 +24,12 @@ func (p *Proxy) registerMetrics(reg *prometheus.Registry) {
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 11)}, []string{"phase"}),
 		asks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_key_switch_requests_total",
 			Help: "Key-switch requests to committee members, by member and outcome."}, []string{"member", "result"}),
+		watches: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_owner_watches_total",
+			Help: "Owners' job watches: opened, refused (beyond the limit: the owner polls) and lagged (resynchronised after its queue filled)."}, []string{"event"}),
 	}
-	reg.MustRegister(p.m.uploads, p.m.uploadBytes, p.m.phases, p.m.asks, &stateCollector{p: p})
+	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fedpca_proxy_owner_watch_streams",
+		Help: "Owners' job watches open now."}, func() float64 { return float64(p.hub.streams()) })
+	reg.MustRegister(p.m.uploads, p.m.uploadBytes, p.m.phases, p.m.asks, p.m.watches, streams, &stateCollector{p: p})
 }
 
 // stateCollector reports, at scrape time, jobs by state, the owners'

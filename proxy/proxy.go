@@ -94,6 +94,11 @@ type Config struct {
 	// costs about 60 KB (TLS and HTTP/2 buffers), so with many owners this,
 	// with the owners' idle timeout, bounds the proxy's memory.
 	MaxConnections int
+	// MaxWatchers bounds the owners' job watches (WatchOwnerJobs) open at
+	// once (default 4,096; at most half of MaxConnections when that is
+	// set, so that owners beyond it still get connections to poll): beyond
+	// it a watch is refused with ResourceExhausted and the owner polls.
+	MaxWatchers int
 	// SwitchTimeout is how long a sealed job may wait for the committee
 	// before it fails (default 24 h).
 	SwitchTimeout time.Duration
@@ -131,6 +136,7 @@ type Proxy struct {
 	store     *store
 	hs        *health.Server
 	admit     *admission    // room to receive uploads
+	hub       *watchHub     // numbers the jobs' changes, feeds owners' watches
 	large     chan struct{} // semaphore of results being sent
 	m         *metrics
 
@@ -250,6 +256,12 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.MaxWaiting <= 0 {
 		cfg.MaxWaiting = 1024
 	}
+	if cfg.MaxWatchers <= 0 {
+		cfg.MaxWatchers = 4096
+	}
+	if cfg.MaxConnections > 0 {
+		cfg.MaxWatchers = max(1, min(cfg.MaxWatchers, cfg.MaxConnections/2))
+	}
 	if cfg.SwitchTimeout <= 0 {
 		cfg.SwitchTimeout = 24 * time.Hour
 	}
@@ -290,6 +302,7 @@ func New(cfg Config) (*Proxy, error) {
 		db.Close()
 		return nil, err
 	}
+	p.hub = newWatchHub(cfg.MaxWatchers, p.store.epoch)
 	if err := p.load(); err != nil {
 		db.Close()
 		return nil, err
@@ -326,6 +339,7 @@ func (p *Proxy) load() error {
 			return err
 		}
 		p.jobs[j.id] = j
+		p.hub.seq = max(p.hub.seq, j.rec.Seq)
 	}
 	return nil
 }

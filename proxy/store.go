@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
@@ -17,6 +18,7 @@ import (
 // Store layout (bbolt), format version 2:
 //
 //	meta/version               "2"
+//	meta/epoch                 random hex, made once: names this store in owners' watch cursors
 //	meta/committee             committeeRecord (JSON)
 //	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
 //	tickets/<id>               jobTicket (JSON), written once at creation
@@ -48,6 +50,7 @@ var (
 	bucketUploads = []byte("uploads")
 	bucketDecline = []byte("declines")
 	keyVersion    = []byte("version")
+	keyEpoch      = []byte("epoch")
 	keyCommittee  = []byte("committee")
 	keyProgress   = []byte("progress")
 	keyUserPK     = []byte("userpk")
@@ -127,6 +130,9 @@ type jobProgress struct {
 	// proxy's measured phases (seconds).
 	SwitchStarted time.Time `json:"switch_started"`
 	Timings       timings   `json:"timings"`
+	// Seq is the proxy's sequence number of the job's last change of state
+	// (its creation included): owners' watches resume after it (watch.go).
+	Seq uint64 `json:"seq,omitempty"`
 }
 
 type timings struct {
@@ -161,11 +167,17 @@ type storedJob struct {
 // writes its own record, the job's progress and the running sum. Safe for
 // concurrent use; callers hold the job's lock so that a job's steps are
 // ordered.
-type store struct{ db *bolt.DB }
+type store struct {
+	db *bolt.DB
+	// epoch names this store (meta/epoch) in the owners' watch cursors: a
+	// cursor of another store, or of a store made again, is not resumed.
+	epoch string
+}
 
 // openStore checks the store's format version, creating the buckets of an
 // empty store and rewriting a version 1 store to version 2.
 func openStore(db *bolt.DB) (*store, error) {
+	s := &store{db: db}
 	err := db.Update(func(tx *bolt.Tx) error {
 		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen, bucketTickets} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
@@ -173,6 +185,12 @@ func openStore(db *bolt.DB) (*store, error) {
 			}
 		}
 		meta := tx.Bucket(bucketMeta)
+		if s.epoch = string(meta.Get(keyEpoch)); s.epoch == "" {
+			s.epoch = rand.Text()[:16]
+			if err := meta.Put(keyEpoch, []byte(s.epoch)); err != nil {
+				return err
+			}
+		}
 		switch v := meta.Get(keyVersion); {
 		case v == nil:
 			if err := migrateV1(tx); err != nil {
@@ -188,7 +206,7 @@ func openStore(db *bolt.DB) (*store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("proxy: store: %w", err)
 	}
-	return &store{db: db}, nil
+	return s, nil
 }
 
 // migrateV1 splits every version 1 job record into its ticket, its

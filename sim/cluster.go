@@ -83,9 +83,11 @@ type Config struct {
 	ProxyProcess bool
 	OwnerFarms   int
 	// ProxyMemoryLimit, if set, is the proxy process's GOMEMLIMIT;
-	// ProxyMaxConnections its --max-connections.
+	// ProxyMaxConnections its --max-connections and ProxyMaxWatchers its
+	// --max-watchers (0: the proxy's defaults).
 	ProxyMemoryLimit    string
 	ProxyMaxConnections int
+	ProxyMaxWatchers    int
 	// Network carries every connection of the in-process nodes (default:
 	// one without faults); the chaos driver injects faults through it.
 	Network *Network
@@ -453,7 +455,7 @@ func (c *Cluster) StartProxy() error {
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
 		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
 		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
-		MaxConnections: c.cfg.ProxyMaxConnections, SwitchTimeout: c.cfg.SwitchTimeout, ServerOptions: c.cfg.ProxyServerOptions})
+		MaxConnections: c.cfg.ProxyMaxConnections, MaxWatchers: c.cfg.ProxyMaxWatchers, SwitchTimeout: c.cfg.SwitchTimeout, ServerOptions: c.cfg.ProxyServerOptions})
 	if err != nil {
 		return err
 	}

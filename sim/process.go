@@ -145,6 +145,9 @@ func (c *Cluster) startProxyProcess() error {
 	if c.cfg.ProxyMaxConnections > 0 {
 		args = append(args, "--max-connections", strconv.Itoa(c.cfg.ProxyMaxConnections))
 	}
+	if c.cfg.ProxyMaxWatchers > 0 {
+		args = append(args, "--max-watchers", strconv.Itoa(c.cfg.ProxyMaxWatchers))
+	}
 	c.mu.Lock()
 	for i, b := range c.bridges {
 		args = append(args, "--csp", cspID(i)+"="+b.addr())

@@ -201,17 +201,15 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		sm.ownerRows = max(sm.ownerRows, int64(bytes.Count(p, []byte("\n"))), 1) // at least its rows
 		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
 	}
-	// Many owners poll less often (at most about 500 polls a second); beyond
-	// 1,000 owners the proxy serves at most 1,000 connections at a time and
-	// owners drop idle connections, as a deployment of that size would be
-	// configured: the proxy's memory then does not depend on the number of
-	// owners.
+	// Owners learn of jobs through the proxy's watch; those it refuses a
+	// watch poll, at most about 500 polls a second in all. Beyond 1,000
+	// owners the proxy serves at most 1,000 connections at a time (half of
+	// them watches) and owners drop idle connections, as a deployment of
+	// that size would be configured: the proxy's memory then does not
+	// depend on the number of owners.
 	poll, idle, maxConns := s.Poll, time.Duration(0), 0
 	if poll <= 0 {
-		poll = 50 * time.Millisecond
-		if s.Owners > 100 {
-			poll = max(time.Second, time.Duration(s.Owners)*2*time.Millisecond)
-		}
+		poll = max(time.Second, time.Duration(s.Owners)*2*time.Millisecond)
 	}
 	if s.Owners > 1000 {
 		// More owners than connections: each gives its connection back

@@ -24,17 +24,18 @@ import (
 // method name. Methods not in the table are denied to everyone.
 var Authorization = map[string][]string{
 	// Owners and users talk to the proxy.
-	fedpcav1.ProxyService_GetCommittee_FullMethodName:  {RoleOwner, RoleUser},
-	fedpcav1.ProxyService_CreateJob_FullMethodName:     {RoleUser},
-	fedpcav1.ProxyService_GetJob_FullMethodName:        {RoleOwner, RoleUser},
-	fedpcav1.ProxyService_ListJobs_FullMethodName:      {RoleOwner, RoleUser},
-	fedpcav1.ProxyService_WatchJob_FullMethodName:      {RoleOwner, RoleUser},
-	fedpcav1.ProxyService_Upload_FullMethodName:        {RoleOwner},
-	fedpcav1.ProxyService_Decline_FullMethodName:       {RoleOwner},
-	fedpcav1.ProxyService_FetchResult_FullMethodName:   {RoleUser},
-	fedpcav1.ProxyService_PublishResult_FullMethodName: {RoleUser},
-	fedpcav1.ProxyService_GetPublished_FullMethodName:  {RoleOwner, RoleUser},
-	fedpcav1.ProxyService_CancelJob_FullMethodName:     {RoleUser},
+	fedpcav1.ProxyService_GetCommittee_FullMethodName:   {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_CreateJob_FullMethodName:      {RoleUser},
+	fedpcav1.ProxyService_GetJob_FullMethodName:         {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_ListJobs_FullMethodName:       {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_WatchJob_FullMethodName:       {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_WatchOwnerJobs_FullMethodName: {RoleOwner},
+	fedpcav1.ProxyService_Upload_FullMethodName:         {RoleOwner},
+	fedpcav1.ProxyService_Decline_FullMethodName:        {RoleOwner},
+	fedpcav1.ProxyService_FetchResult_FullMethodName:    {RoleUser},
+	fedpcav1.ProxyService_PublishResult_FullMethodName:  {RoleUser},
+	fedpcav1.ProxyService_GetPublished_FullMethodName:   {RoleOwner, RoleUser},
+	fedpcav1.ProxyService_CancelJob_FullMethodName:      {RoleUser},
 	// Only the proxy talks to CSP members.
 	fedpcav1.CspService_GetStatus_FullMethodName:     {RoleProxy},
 	fedpcav1.CspService_KeyGen_FullMethodName:        {RoleProxy},
@@ -94,6 +95,18 @@ func authorize(ctx context.Context, method string, insecure bool) (context.Conte
 // closes it if the ping is not answered within 10 s.
 var serverKeepalive = keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
 
+// watchKeepalive is the client's side, for clients holding a long watch
+// (owners): a proxy that vanished is noticed within about 40 s even while
+// nothing is sent on the watch. Servers accept pings that often
+// (watchEnforcement; gRPC's default refuses pings closer than 5 minutes).
+var (
+	watchKeepalive   = keepalive.ClientParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}
+	watchEnforcement = keepalive.EnforcementPolicy{MinTime: 20 * time.Second}
+)
+
+// WatchKeepalive is the dial option of a client that holds long watches.
+func WatchKeepalive() grpc.DialOption { return grpc.WithKeepaliveParams(watchKeepalive) }
+
 // ServerOptions returns the interceptors every fedpca server uses, outermost
 // first: recovery (a panic becomes Internal and is logged), authorization
 // (the caller's identity goes into the context), logging (method, caller,
@@ -116,6 +129,7 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 		// down, a cable cut) is noticed within about 40 s: its streams
 		// end, and an upload it was sending gives its room back.
 		grpc.KeepaliveParams(serverKeepalive),
+		grpc.KeepaliveEnforcementPolicy(watchEnforcement),
 		grpc.ChainUnaryInterceptor(
 			func(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (resp any, err error) {
 				defer recoverTo(log, info.FullMethod, &err)

@@ -237,6 +237,7 @@ func proxyCommand() *cli.Command {
 				intFlag("upload-memory", 64, "MiB of ciphertexts received at once (bounds memory; about 85 uploads of one 393 KB ciphertext)"),
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 60 KB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
+				intFlag("max-watchers", 4096, "owners' job watches served at once (at most half of --max-connections); owners beyond it poll"),
 				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for clients with a certificate from the deployment's CA"),
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 			),
@@ -274,7 +275,7 @@ func proxyCommand() *cli.Command {
 					return err
 				}
 				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml, StatusListener: sl,
-					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), UploadMemory: int64(cmd.Int("upload-memory")) << 20, MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"),
+					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), UploadMemory: int64(cmd.Int("upload-memory")) << 20, MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"), MaxWatchers: cmd.Int("max-watchers"),
 					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
 				if err != nil {
 					return err
@@ -323,7 +324,7 @@ and uploads its encrypted statistics once. Its ledger (in --state) decides the b
 				strsFlag("committee", "pin the committee: take part only under a key attested by exactly these CSP member IDs (default: any committee of the deployment's CSPs that attested it)"),
 				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
-				&cli.DurationFlag{Name: "poll", Value: 2 * time.Second, Usage: "how often to ask the proxy for jobs", Sources: env("poll")},
+				&cli.DurationFlag{Name: "poll", Value: 10 * time.Second, Usage: "how often to ask the proxy for jobs when it serves this owner no watch", Sources: env("poll")},
 				&cli.DurationFlag{Name: "idle-timeout", Value: 0, Usage: "close the connection to the proxy after this long without calls (with many owners and long polls; 0: keep it)", Sources: env("idle-timeout")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {

@@ -45,7 +45,7 @@ func simulateFlags() []cli.Flag {
 		strFlag("out", "", "directory for the result's files, as user run writes them (result.json, components.csv/.npy, ...)"),
 		plotsFlag(),
 		boolFlag("components", "print the components"),
-		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval (0: 50 ms, longer with many owners)", Sources: env("poll")},
+		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval when the proxy serves them no watch (0: 1 s, longer with many owners)", Sources: env("poll")},
 		strFlag("log-level", "off", "log level of the simulated nodes"),
 		boolFlag("proxy-process", "run the proxy as a separate process (with --transport tcp), to measure its peak memory"),
 		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),

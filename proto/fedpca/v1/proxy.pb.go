@@ -1194,6 +1194,118 @@ func (x *WatchJobResponse) GetJob() *JobStatus {
 	return nil
 }
 
+type WatchOwnerJobsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// cursor is the last cursor received on an earlier stream (empty at the
+	// owner's start). It is opaque to the owner.
+	Cursor        string `protobuf:"bytes,1,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOwnerJobsRequest) Reset() {
+	*x = WatchOwnerJobsRequest{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOwnerJobsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOwnerJobsRequest) ProtoMessage() {}
+
+func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOwnerJobsRequest.ProtoReflect.Descriptor instead.
+func (*WatchOwnerJobsRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
+}
+
+func (x *WatchOwnerJobsRequest) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+type WatchOwnerJobsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// jobs are brief statuses (no owner lists) of jobs that name the caller,
+	// each at least as recent as the change that put it here.
+	Jobs []*JobStatus `protobuf:"bytes,1,rep,name=jobs,proto3" json:"jobs,omitempty"`
+	// cursor, when set, resumes the watch after this message.
+	Cursor string `protobuf:"bytes,2,opt,name=cursor,proto3" json:"cursor,omitempty"`
+	// snapshot is set on the messages of a snapshot: together (up to the
+	// first message with a cursor) they list every open job that names the
+	// caller; a job the owner has a part in that is not listed has ended.
+	Snapshot      bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WatchOwnerJobsResponse) Reset() {
+	*x = WatchOwnerJobsResponse{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WatchOwnerJobsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WatchOwnerJobsResponse) ProtoMessage() {}
+
+func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WatchOwnerJobsResponse.ProtoReflect.Descriptor instead.
+func (*WatchOwnerJobsResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *WatchOwnerJobsResponse) GetJobs() []*JobStatus {
+	if x != nil {
+		return x.Jobs
+	}
+	return nil
+}
+
+func (x *WatchOwnerJobsResponse) GetCursor() string {
+	if x != nil {
+		return x.Cursor
+	}
+	return ""
+}
+
+func (x *WatchOwnerJobsResponse) GetSnapshot() bool {
+	if x != nil {
+		return x.Snapshot
+	}
+	return false
+}
+
 type UploadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -1207,7 +1319,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1219,7 +1331,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1232,7 +1344,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -1291,7 +1403,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1303,7 +1415,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1316,7 +1428,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UploadHeader) GetJobId() string {
@@ -1362,7 +1474,7 @@ type BudgetReport struct {
 
 func (x *BudgetReport) Reset() {
 	*x = BudgetReport{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1486,7 @@ func (x *BudgetReport) String() string {
 func (*BudgetReport) ProtoMessage() {}
 
 func (x *BudgetReport) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1499,7 @@ func (x *BudgetReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetReport.ProtoReflect.Descriptor instead.
 func (*BudgetReport) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *BudgetReport) GetDataset() string {
@@ -1440,7 +1552,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1452,7 +1564,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1465,7 +1577,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UploadResponse) GetJobId() string {
@@ -1507,7 +1619,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1519,7 +1631,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1532,7 +1644,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *DeclineRequest) GetJobId() string {
@@ -1564,7 +1676,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1576,7 +1688,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1589,7 +1701,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
 }
 
 type FetchResultRequest struct {
@@ -1601,7 +1713,7 @@ type FetchResultRequest struct {
 
 func (x *FetchResultRequest) Reset() {
 	*x = FetchResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1613,7 +1725,7 @@ func (x *FetchResultRequest) String() string {
 func (*FetchResultRequest) ProtoMessage() {}
 
 func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1626,7 +1738,7 @@ func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
 func (*FetchResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *FetchResultRequest) GetJobId() string {
@@ -1649,7 +1761,7 @@ type FetchResultResponse struct {
 
 func (x *FetchResultResponse) Reset() {
 	*x = FetchResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1661,7 +1773,7 @@ func (x *FetchResultResponse) String() string {
 func (*FetchResultResponse) ProtoMessage() {}
 
 func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1674,7 +1786,7 @@ func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
 func (*FetchResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FetchResultResponse) GetMsg() isFetchResultResponse_Msg {
@@ -1732,7 +1844,7 @@ type ResultHeader struct {
 
 func (x *ResultHeader) Reset() {
 	*x = ResultHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1744,7 +1856,7 @@ func (x *ResultHeader) String() string {
 func (*ResultHeader) ProtoMessage() {}
 
 func (x *ResultHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1757,7 +1869,7 @@ func (x *ResultHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHeader.ProtoReflect.Descriptor instead.
 func (*ResultHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *ResultHeader) GetJobId() string {
@@ -1799,7 +1911,7 @@ type PublishResultRequest struct {
 
 func (x *PublishResultRequest) Reset() {
 	*x = PublishResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1811,7 +1923,7 @@ func (x *PublishResultRequest) String() string {
 func (*PublishResultRequest) ProtoMessage() {}
 
 func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1824,7 +1936,7 @@ func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *PublishResultRequest) GetJobId() string {
@@ -1849,7 +1961,7 @@ type PublishResultResponse struct {
 
 func (x *PublishResultResponse) Reset() {
 	*x = PublishResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1861,7 +1973,7 @@ func (x *PublishResultResponse) String() string {
 func (*PublishResultResponse) ProtoMessage() {}
 
 func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1874,7 +1986,7 @@ func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
 }
 
 type GetPublishedRequest struct {
@@ -1886,7 +1998,7 @@ type GetPublishedRequest struct {
 
 func (x *GetPublishedRequest) Reset() {
 	*x = GetPublishedRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1898,7 +2010,7 @@ func (x *GetPublishedRequest) String() string {
 func (*GetPublishedRequest) ProtoMessage() {}
 
 func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1911,7 +2023,7 @@ func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishedRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetPublishedRequest) GetJobId() string {
@@ -1930,7 +2042,7 @@ type GetPublishedResponse struct {
 
 func (x *GetPublishedResponse) Reset() {
 	*x = GetPublishedResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1942,7 +2054,7 @@ func (x *GetPublishedResponse) String() string {
 func (*GetPublishedResponse) ProtoMessage() {}
 
 func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1955,7 +2067,7 @@ func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishedResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetPublishedResponse) GetResult() []byte {
@@ -1974,7 +2086,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1986,7 +2098,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1999,7 +2111,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -2018,7 +2130,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2030,7 +2142,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2043,7 +2155,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelJobResponse) GetJob() *JobStatus {
@@ -2134,7 +2246,13 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\":\n" +
 	"\x10WatchJobResponse\x12&\n" +
-	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"k\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"/\n" +
+	"\x15WatchOwnerJobsRequest\x12\x16\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\"v\n" +
+	"\x16WatchOwnerJobsResponse\x12(\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x14.fedpca.v1.JobStatusR\x04jobs\x12\x16\n" +
+	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1a\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\"k\n" +
 	"\rUploadRequest\x121\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.fedpca.v1.UploadHeaderH\x00R\x06header\x12 \n" +
 	"\n" +
@@ -2203,13 +2321,14 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x1fDECLINE_REASON_USER_NOT_ALLOWED\x10\x04\x12\x1e\n" +
 	"\x1aDECLINE_REASON_INVALID_JOB\x10\x05\x12 \n" +
 	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
-	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a2\xb4\x06\n" +
+	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a2\x8d\a\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
 	"\x06GetJob\x12\x18.fedpca.v1.GetJobRequest\x1a\x19.fedpca.v1.GetJobResponse\x12C\n" +
 	"\bListJobs\x12\x1a.fedpca.v1.ListJobsRequest\x1a\x1b.fedpca.v1.ListJobsResponse\x12E\n" +
-	"\bWatchJob\x12\x1a.fedpca.v1.WatchJobRequest\x1a\x1b.fedpca.v1.WatchJobResponse0\x01\x12A\n" +
+	"\bWatchJob\x12\x1a.fedpca.v1.WatchJobRequest\x1a\x1b.fedpca.v1.WatchJobResponse0\x01\x12W\n" +
+	"\x0eWatchOwnerJobs\x12 .fedpca.v1.WatchOwnerJobsRequest\x1a!.fedpca.v1.WatchOwnerJobsResponse0\x01\x12A\n" +
 	"\x06Upload\x12\x18.fedpca.v1.UploadRequest\x1a\x19.fedpca.v1.UploadResponse(\x010\x01\x12@\n" +
 	"\aDecline\x12\x19.fedpca.v1.DeclineRequest\x1a\x1a.fedpca.v1.DeclineResponse\x12N\n" +
 	"\vFetchResult\x12\x1d.fedpca.v1.FetchResultRequest\x1a\x1e.fedpca.v1.FetchResultResponse0\x01\x12R\n" +
@@ -2230,45 +2349,47 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 }
 
 var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
-	(JobState)(0),                 // 0: fedpca.v1.JobState
-	(DeclineReason)(0),            // 1: fedpca.v1.DeclineReason
-	(*GetCommitteeRequest)(nil),   // 2: fedpca.v1.GetCommitteeRequest
-	(*GetCommitteeResponse)(nil),  // 3: fedpca.v1.GetCommitteeResponse
-	(*CommitteeMember)(nil),       // 4: fedpca.v1.CommitteeMember
-	(*CreateJobRequest)(nil),      // 5: fedpca.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),     // 6: fedpca.v1.CreateJobResponse
-	(*JobStatus)(nil),             // 7: fedpca.v1.JobStatus
-	(*PhaseTimings)(nil),          // 8: fedpca.v1.PhaseTimings
-	(*DeclinedOwner)(nil),         // 9: fedpca.v1.DeclinedOwner
-	(*GetJobRequest)(nil),         // 10: fedpca.v1.GetJobRequest
-	(*GetJobResponse)(nil),        // 11: fedpca.v1.GetJobResponse
-	(*ListJobsRequest)(nil),       // 12: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),      // 13: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),               // 14: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),       // 15: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),      // 16: fedpca.v1.WatchJobResponse
-	(*UploadRequest)(nil),         // 17: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),          // 18: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),          // 19: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),        // 20: fedpca.v1.UploadResponse
-	(*DeclineRequest)(nil),        // 21: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),       // 22: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),    // 23: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),   // 24: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),          // 25: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),  // 26: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil), // 27: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),   // 28: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),  // 29: fedpca.v1.GetPublishedResponse
-	(*CancelJobRequest)(nil),      // 30: fedpca.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),     // 31: fedpca.v1.CancelJobResponse
-	(*KeyAttestation)(nil),        // 32: fedpca.v1.KeyAttestation
+	(JobState)(0),                  // 0: fedpca.v1.JobState
+	(DeclineReason)(0),             // 1: fedpca.v1.DeclineReason
+	(*GetCommitteeRequest)(nil),    // 2: fedpca.v1.GetCommitteeRequest
+	(*GetCommitteeResponse)(nil),   // 3: fedpca.v1.GetCommitteeResponse
+	(*CommitteeMember)(nil),        // 4: fedpca.v1.CommitteeMember
+	(*CreateJobRequest)(nil),       // 5: fedpca.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),      // 6: fedpca.v1.CreateJobResponse
+	(*JobStatus)(nil),              // 7: fedpca.v1.JobStatus
+	(*PhaseTimings)(nil),           // 8: fedpca.v1.PhaseTimings
+	(*DeclinedOwner)(nil),          // 9: fedpca.v1.DeclinedOwner
+	(*GetJobRequest)(nil),          // 10: fedpca.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 11: fedpca.v1.GetJobResponse
+	(*ListJobsRequest)(nil),        // 12: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 13: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),                // 14: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),        // 15: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),       // 16: fedpca.v1.WatchJobResponse
+	(*WatchOwnerJobsRequest)(nil),  // 17: fedpca.v1.WatchOwnerJobsRequest
+	(*WatchOwnerJobsResponse)(nil), // 18: fedpca.v1.WatchOwnerJobsResponse
+	(*UploadRequest)(nil),          // 19: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),           // 20: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),           // 21: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),         // 22: fedpca.v1.UploadResponse
+	(*DeclineRequest)(nil),         // 23: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),        // 24: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),     // 25: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),    // 26: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),           // 27: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),   // 28: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil),  // 29: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),    // 30: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),   // 31: fedpca.v1.GetPublishedResponse
+	(*CancelJobRequest)(nil),       // 32: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 33: fedpca.v1.CancelJobResponse
+	(*KeyAttestation)(nil),         // 34: fedpca.v1.KeyAttestation
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	32, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	34, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
 	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
 	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
@@ -2278,39 +2399,42 @@ var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	14, // 8: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
 	7,  // 9: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
 	7,  // 10: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	18, // 11: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	19, // 12: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 13: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	19, // 14: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	25, // 15: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 16: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 17: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 18: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 19: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	12, // 20: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	15, // 21: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	17, // 22: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	21, // 23: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	23, // 24: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	26, // 25: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	28, // 26: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	30, // 27: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 28: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 29: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 30: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	13, // 31: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	16, // 32: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	20, // 33: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	22, // 34: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	24, // 35: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	27, // 36: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	29, // 37: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	31, // 38: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	28, // [28:39] is the sub-list for method output_type
-	17, // [17:28] is the sub-list for method input_type
-	17, // [17:17] is the sub-list for extension type_name
-	17, // [17:17] is the sub-list for extension extendee
-	0,  // [0:17] is the sub-list for field type_name
+	7,  // 11: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
+	20, // 12: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	21, // 13: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	1,  // 14: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	21, // 15: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	27, // 16: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	7,  // 17: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	2,  // 18: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 19: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 20: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	12, // 21: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	15, // 22: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	17, // 23: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	19, // 24: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	23, // 25: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	25, // 26: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	28, // 27: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	30, // 28: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	32, // 29: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	3,  // 30: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 31: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 32: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	13, // 33: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	16, // 34: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	18, // 35: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	22, // 36: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	24, // 37: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	26, // 38: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	29, // 39: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	31, // 40: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	33, // 41: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	30, // [30:42] is the sub-list for method output_type
+	18, // [18:30] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2319,11 +2443,11 @@ func file_fedpca_v1_proxy_proto_init() {
 		return
 	}
 	file_fedpca_v1_csp_proto_init()
-	file_fedpca_v1_proxy_proto_msgTypes[15].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[17].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[22].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[24].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
 	}
@@ -2333,7 +2457,7 @@ func file_fedpca_v1_proxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   30,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,25 +19,26 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProxyService_GetCommittee_FullMethodName  = "/fedpca.v1.ProxyService/GetCommittee"
-	ProxyService_CreateJob_FullMethodName     = "/fedpca.v1.ProxyService/CreateJob"
-	ProxyService_GetJob_FullMethodName        = "/fedpca.v1.ProxyService/GetJob"
-	ProxyService_ListJobs_FullMethodName      = "/fedpca.v1.ProxyService/ListJobs"
-	ProxyService_WatchJob_FullMethodName      = "/fedpca.v1.ProxyService/WatchJob"
-	ProxyService_Upload_FullMethodName        = "/fedpca.v1.ProxyService/Upload"
-	ProxyService_Decline_FullMethodName       = "/fedpca.v1.ProxyService/Decline"
-	ProxyService_FetchResult_FullMethodName   = "/fedpca.v1.ProxyService/FetchResult"
-	ProxyService_PublishResult_FullMethodName = "/fedpca.v1.ProxyService/PublishResult"
-	ProxyService_GetPublished_FullMethodName  = "/fedpca.v1.ProxyService/GetPublished"
-	ProxyService_CancelJob_FullMethodName     = "/fedpca.v1.ProxyService/CancelJob"
+	ProxyService_GetCommittee_FullMethodName   = "/fedpca.v1.ProxyService/GetCommittee"
+	ProxyService_CreateJob_FullMethodName      = "/fedpca.v1.ProxyService/CreateJob"
+	ProxyService_GetJob_FullMethodName         = "/fedpca.v1.ProxyService/GetJob"
+	ProxyService_ListJobs_FullMethodName       = "/fedpca.v1.ProxyService/ListJobs"
+	ProxyService_WatchJob_FullMethodName       = "/fedpca.v1.ProxyService/WatchJob"
+	ProxyService_WatchOwnerJobs_FullMethodName = "/fedpca.v1.ProxyService/WatchOwnerJobs"
+	ProxyService_Upload_FullMethodName         = "/fedpca.v1.ProxyService/Upload"
+	ProxyService_Decline_FullMethodName        = "/fedpca.v1.ProxyService/Decline"
+	ProxyService_FetchResult_FullMethodName    = "/fedpca.v1.ProxyService/FetchResult"
+	ProxyService_PublishResult_FullMethodName  = "/fedpca.v1.ProxyService/PublishResult"
+	ProxyService_GetPublished_FullMethodName   = "/fedpca.v1.ProxyService/GetPublished"
+	ProxyService_CancelJob_FullMethodName      = "/fedpca.v1.ProxyService/CancelJob"
 )
 
 // ProxyServiceClient is the client API for ProxyService service.
 //
 // For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
 //
-// ProxyService is served by the proxy. Owners poll it for jobs and upload
-// their encrypted statistics; users create jobs, follow them and fetch their
+// ProxyService is served by the proxy. Owners watch it (or poll it) for
+// jobs and upload their encrypted statistics; users create jobs, follow them and fetch their
 // results. Every call is authorised by the caller's certificate role (see
 // transport.Authorization).
 type ProxyServiceClient interface {
@@ -52,6 +53,15 @@ type ProxyServiceClient interface {
 	ListJobs(ctx context.Context, in *ListJobsRequest, opts ...grpc.CallOption) (*ListJobsResponse, error)
 	// WatchJob streams a job's status every time it changes, until it ends.
 	WatchJob(ctx context.Context, in *WatchJobRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchJobResponse], error)
+	// WatchOwnerJobs streams, to the calling owner, the jobs that name it: a
+	// job as soon as it is created, and again when it is sealed and when it
+	// ends. The owner sends only the cursor of its last stream, and the proxy
+	// resumes after it (even across its own restarts); without a cursor, or
+	// with one the proxy cannot resume from, it sends a snapshot of the open
+	// jobs that name the owner first. The proxy serves a bounded number of
+	// these streams; beyond it the call fails with ResourceExhausted and the
+	// owner polls ListJobs instead.
+	WatchOwnerJobs(ctx context.Context, in *WatchOwnerJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOwnerJobsResponse], error)
 	// Upload receives an owner's encrypted statistics. The owner sends the
 	// header and waits: the proxy answers admitted when it has room for the
 	// upload (so that waiting owners hold no ciphertexts in its memory), then
@@ -142,9 +152,28 @@ func (c *proxyServiceClient) WatchJob(ctx context.Context, in *WatchJobRequest, 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProxyService_WatchJobClient = grpc.ServerStreamingClient[WatchJobResponse]
 
+func (c *proxyServiceClient) WatchOwnerJobs(ctx context.Context, in *WatchOwnerJobsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchOwnerJobsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[1], ProxyService_WatchOwnerJobs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[WatchOwnerJobsRequest, WatchOwnerJobsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_WatchOwnerJobsClient = grpc.ServerStreamingClient[WatchOwnerJobsResponse]
+
 func (c *proxyServiceClient) Upload(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[UploadRequest, UploadResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[1], ProxyService_Upload_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[2], ProxyService_Upload_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,7 +196,7 @@ func (c *proxyServiceClient) Decline(ctx context.Context, in *DeclineRequest, op
 
 func (c *proxyServiceClient) FetchResult(ctx context.Context, in *FetchResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResultResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
-	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[2], ProxyService_FetchResult_FullMethodName, cOpts...)
+	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[3], ProxyService_FetchResult_FullMethodName, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -218,8 +247,8 @@ func (c *proxyServiceClient) CancelJob(ctx context.Context, in *CancelJobRequest
 // All implementations must embed UnimplementedProxyServiceServer
 // for forward compatibility.
 //
-// ProxyService is served by the proxy. Owners poll it for jobs and upload
-// their encrypted statistics; users create jobs, follow them and fetch their
+// ProxyService is served by the proxy. Owners watch it (or poll it) for
+// jobs and upload their encrypted statistics; users create jobs, follow them and fetch their
 // results. Every call is authorised by the caller's certificate role (see
 // transport.Authorization).
 type ProxyServiceServer interface {
@@ -234,6 +263,15 @@ type ProxyServiceServer interface {
 	ListJobs(context.Context, *ListJobsRequest) (*ListJobsResponse, error)
 	// WatchJob streams a job's status every time it changes, until it ends.
 	WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error
+	// WatchOwnerJobs streams, to the calling owner, the jobs that name it: a
+	// job as soon as it is created, and again when it is sealed and when it
+	// ends. The owner sends only the cursor of its last stream, and the proxy
+	// resumes after it (even across its own restarts); without a cursor, or
+	// with one the proxy cannot resume from, it sends a snapshot of the open
+	// jobs that name the owner first. The proxy serves a bounded number of
+	// these streams; beyond it the call fails with ResourceExhausted and the
+	// owner polls ListJobs instead.
+	WatchOwnerJobs(*WatchOwnerJobsRequest, grpc.ServerStreamingServer[WatchOwnerJobsResponse]) error
 	// Upload receives an owner's encrypted statistics. The owner sends the
 	// header and waits: the proxy answers admitted when it has room for the
 	// upload (so that waiting owners hold no ciphertexts in its memory), then
@@ -279,6 +317,9 @@ func (UnimplementedProxyServiceServer) ListJobs(context.Context, *ListJobsReques
 }
 func (UnimplementedProxyServiceServer) WatchJob(*WatchJobRequest, grpc.ServerStreamingServer[WatchJobResponse]) error {
 	return status.Error(codes.Unimplemented, "method WatchJob not implemented")
+}
+func (UnimplementedProxyServiceServer) WatchOwnerJobs(*WatchOwnerJobsRequest, grpc.ServerStreamingServer[WatchOwnerJobsResponse]) error {
+	return status.Error(codes.Unimplemented, "method WatchOwnerJobs not implemented")
 }
 func (UnimplementedProxyServiceServer) Upload(grpc.BidiStreamingServer[UploadRequest, UploadResponse]) error {
 	return status.Error(codes.Unimplemented, "method Upload not implemented")
@@ -401,6 +442,17 @@ func _ProxyService_WatchJob_Handler(srv interface{}, stream grpc.ServerStream) e
 
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type ProxyService_WatchJobServer = grpc.ServerStreamingServer[WatchJobResponse]
+
+func _ProxyService_WatchOwnerJobs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(WatchOwnerJobsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProxyServiceServer).WatchOwnerJobs(m, &grpc.GenericServerStream[WatchOwnerJobsRequest, WatchOwnerJobsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_WatchOwnerJobsServer = grpc.ServerStreamingServer[WatchOwnerJobsResponse]
 
 func _ProxyService_Upload_Handler(srv interface{}, stream grpc.ServerStream) error {
 	return srv.(ProxyServiceServer).Upload(&grpc.GenericServerStream[UploadRequest, UploadResponse]{ServerStream: stream})
@@ -536,6 +588,11 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchJob",
 			Handler:       _ProxyService_WatchJob_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "WatchOwnerJobs",
+			Handler:       _ProxyService_WatchOwnerJobs_Handler,
 			ServerStreams: true,
 		},
 		{
