@@ -238,7 +238,7 @@ func FuzzCheckNoiseParties(f *testing.F) {
 // each round-trips through its name; nothing else is, so no free text or
 // number from an owner can be stored or shown.
 func FuzzDecline(f *testing.F) {
-	for _, v := range []int32{0, 1, 2, 7, 8, -1, 1 << 30} {
+	for _, v := range []int32{0, 1, 2, 7, 8, 9, -1, 1 << 30} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v int32) {
