@@ -85,7 +85,7 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DiscriminantSplit,
 		MinOwners: 1,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000, MaxOwnerRows: 10_000,
+		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 1, CommitteeThreshold: 1,
 		CommitteeKey: h("c"), User: alice.Identity.String(), UserKey: h("d"), Nonce: "fuzz"}
 	owners := []string{"hospital-a", "hospital-b"}

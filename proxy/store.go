@@ -101,10 +101,10 @@ type jobRecord struct {
 
 // jobTicket is what the user submitted.
 type jobTicket struct {
-	Spec      []byte    `json:"spec"`
-	Signature []byte    `json:"signature"`
-	UserCert  []byte    `json:"user_certificate"`
-	Schema    []byte    `json:"schema"`
+	Spec      []byte `json:"spec"`
+	Signature []byte `json:"signature"`
+	UserCert  []byte `json:"user_certificate"`
+	Schema    []byte `json:"schema"`
 	// Owners is the job's owner list, which the spec commits to by its
 	// root: the proxy keeps it for the committee, the user and its own
 	// bookkeeping; owners get their inclusion proofs from it.

@@ -27,7 +27,7 @@ func fuzzSpec() *Spec {
 		Version: Version, Dataset: "wdbc", SchemaHash: h("a"), Analysis: DCA, K: 2,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Tolerate: 1, Split: dp.DefaultSplit,
 		MinOwners: 2,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
+		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
 		HEParams: "bgv-logn13-t60-q61x45x40", HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "0123456789abcdef",
 	}
