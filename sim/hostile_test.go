@@ -296,7 +296,7 @@ func TestHostileJobs(t *testing.T) {
 		wantCode(t, tc.what, err, tc.code, tc.msg)
 	}
 	// Reads by outsiders.
-	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical()}); err != nil {
+	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical(), Owners: []string{"hospital-a"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = malloryPX.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
