@@ -58,7 +58,7 @@ func ticketJob(tb testing.TB, n, d int) (*jobState, []string) {
 	}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
 	rec := jobRecord{
-		jobTicket: jobTicket{Spec: s.Canonical(), Signature: sig, UserCert: alice.Leaf.Raw, Schema: sch.Canonical(), Owners: owners, Created: at},
+		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: sig, UserCert: alice.Leaf.Raw, Schema: sch.Canonical(), Owners: owners, Created: at},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: at},
 	}
 	j, err := newJobState(s.ID(), rec, nil, nil, func(int) int { return 1 })
