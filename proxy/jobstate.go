@@ -250,9 +250,11 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 	return s
 }
 
-// info is the full status with the job's ticket.
+// info is the status with the job's ticket: with the owner lists for the
+// user, with their counts only for an owner (which gets no list: what it
+// receives does not grow with the owners).
 func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
-	return &fedpcav1.JobInfo{Status: j.status(true, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+	return &fedpcav1.JobInfo{Status: j.status(caller.Role != transport.RoleOwner, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
 }
 
 // ticketResponse is an owner's ticket: the job's ticket, with the status

@@ -414,6 +414,25 @@ func TestHostileOwnerList(t *testing.T) {
 	}
 	_, err = e.owners["outsider"].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID(), Ticket: true})
 	wantCode(t, "a ticket for an owner the list does not name", err, codes.PermissionDenied, "neither the user nor an owner")
+	// An owner's full status and listing count the owners without naming
+	// them; the user's name them.
+	full, err := e.owners["hospital-a"].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.owners["hospital-a"].ListJobs(ctx, &fedpcav1.ListJobsRequest{})
+	if err != nil || len(list.GetJobs()) != 1 {
+		t.Fatalf("an owner's listing: %v", err)
+	}
+	for _, st := range []*fedpcav1.JobStatus{full.GetJob().GetStatus(), list.GetJobs()[0].GetStatus()} {
+		if len(st.GetExpectedOwners()) != 0 || st.GetOwnersExpected() != 2 {
+			t.Fatalf("an owner's status names %v, counts %d", st.GetExpectedOwners(), st.GetOwnersExpected())
+		}
+	}
+	mine, err := e.u.Proxy().GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	if err != nil || strings.Join(mine.GetJob().GetStatus().GetExpectedOwners(), ",") != strings.Join(names, ",") {
+		t.Fatalf("the user's status: %v, %v", mine.GetJob().GetStatus().GetExpectedOwners(), err)
+	}
 }
 
 // TestHostileKeySwitch: a member switches only specs signed by their user,
