@@ -331,12 +331,12 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 
 // checkTicket decides, without calling anyone, whether this owner may take
 // part in job id as its ticket describes it: a well-formed spec whose hash
-// is the ID, for a dataset this owner serves, whose signed owner list names
-// this owner (by the inclusion proof that comes with the ticket), with its schema or one that
+// is the ID, for a dataset this owner serves, with its schema or one that
 // reads the rows the same way (the job's schema may choose other centers,
 // scales and clip norm: the profile job's output; see
-// schema.SameReading), signed by the user the spec names, allowed by the
-// policy, and valid for the schema and parameters. It returns the schema to
+// schema.SameReading), signed by the user the spec names, whose signed
+// owner list names this owner (by the inclusion proof that comes with the
+// ticket), allowed by the policy, and valid for the schema and parameters. It returns the schema to
 // read the rows with. Otherwise the refusal says why not (ds is set when the
 // dataset is one of this owner's, for the budget report of the decline).
 func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Spec, ds *Dataset, sch *schema.Schema, r *refusal) {
