@@ -18,9 +18,11 @@ import (
 
 // FuzzKeySwitchHeader: the header of a key-switch request, everything a
 // member checks before it computes shares (the signed spec, the user's
-// certificate and key, the schema, the active set, the included owners, the
-// ciphertext count). Whatever is accepted was signed by the user the spec
-// names, switches to the key the spec names, for this member's committee.
+// certificate and key, the schema, the active set, the job's owner list
+// and the included owners, the ciphertext count). Whatever is accepted was
+// signed by the user the spec names, switches to the key the spec names,
+// for this member's committee, and includes only owners of the list the
+// spec commits to.
 func FuzzKeySwitchHeader(f *testing.F) {
 	p, err := he.NewDefaultParams()
 	if err != nil {
@@ -39,10 +41,14 @@ func FuzzKeySwitchHeader(f *testing.F) {
 	}
 	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.PCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit,
-		Owners: []string{"hospital-a", "hospital-b", "hospital-c"}, MinOwners: 2,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
+		MinOwners: 2,
+		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: job.Fingerprint(cpk), User: alice.Identity.String(), UserKey: job.Fingerprint(userPK), Nonce: "fuzz"}
+	all := []string{"hospital-a", "hospital-b", "hospital-c"}
+	if err := spec.SetOwners(all); err != nil {
+		f.Fatal(err)
+	}
 	if err := spec.Check(sch, p); err != nil {
 		f.Fatal(err)
 	}
@@ -52,21 +58,24 @@ func FuzzKeySwitchHeader(f *testing.F) {
 	st := &secretFile{Fingerprint: job.Fingerprint(cpk), Secret: he.SecretState{Point: 1, N: 3, Threshold: 2}}
 	id, canon, sc := spec.ID(), spec.Canonical(), sch.Canonical()
 	valid := &fedpcav1.KeySwitchHeader{JobId: id, Spec: canon, Signature: sig, UserCertificate: alice.Leaf.Raw, UserPublicKey: userPK,
-		Schema: sc, Active: []uint32{1, 2}, Owners: []string{"hospital-a", "hospital-c"}, Ciphertexts: 1}
+		Schema: sc, Active: []uint32{1, 2}, Owners: []string{"hospital-a", "hospital-c"}, Ciphertexts: 1, JobOwners: all}
 	if _, err := c.checkHeader(valid, st); err != nil {
 		f.Fatalf("valid header refused: %v", err)
 	}
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", uint32(1))  // valid
-	f.Add(id, canon, eveSig, eve.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", uint32(1)) // wrong role
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(1), sc, []byte{1, 2}, "hospital-a,hospital-c", uint32(1))  // another key
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(2), sc, []byte{1, 2}, "hospital-a,hospital-c", uint32(1))  // truncated key
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{2, 3}, "hospital-a,hospital-c", uint32(1))
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 1}, "hospital-a,hospital-c", uint32(1))
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-a", uint32(1))
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", uint32(2))
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), bytes.Replace(sc, []byte(`"0.5"`), []byte(`"0.25"`), 1), []byte{1, 2}, "hospital-a,hospital-c", uint32(1))
-	f.Add(strings.Repeat("0", 64), canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", uint32(1))
-	f.Fuzz(func(t *testing.T, jobID string, specB, sig, cert []byte, key uint8, schemaB, active []byte, owners string, n uint32) {
+	list := strings.Join(all, ",")
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                               // valid
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-z", list+",hospital-z", uint32(1))                 // an owner added
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-z", "hospital-a,hospital-b,hospital-z", uint32(1)) // replaced
+	f.Add(id, canon, eveSig, eve.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                              // wrong role
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(1), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                               // another key
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(2), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                               // truncated key
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{2, 3}, "hospital-a,hospital-c", list, uint32(1))
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 1}, "hospital-a,hospital-c", list, uint32(1))
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-a", list, uint32(1))
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(2))
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), bytes.Replace(sc, []byte(`"0.5"`), []byte(`"0.25"`), 1), []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))
+	f.Add(strings.Repeat("0", 64), canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))
+	f.Fuzz(func(t *testing.T, jobID string, specB, sig, cert []byte, key uint8, schemaB, active []byte, owners, jobOwners string, n uint32) {
 		pk := userPK
 		switch key % 3 {
 		case 1:
@@ -75,7 +84,7 @@ func FuzzKeySwitchHeader(f *testing.F) {
 			pk = userPK[:len(userPK)/2]
 		}
 		hd := &fedpcav1.KeySwitchHeader{JobId: jobID, Spec: specB, Signature: sig, UserCertificate: cert, UserPublicKey: pk,
-			Schema: schemaB, Owners: strings.Split(owners, ","), Ciphertexts: n}
+			Schema: schemaB, Owners: strings.Split(owners, ","), Ciphertexts: n, JobOwners: strings.Split(jobOwners, ",")}
 		for _, a := range active {
 			hd.Active = append(hd.Active, uint32(a))
 		}
@@ -90,7 +99,10 @@ func FuzzKeySwitchHeader(f *testing.F) {
 		if err := transport.VerifyTicket(self, s, sig, cert); err != nil {
 			t.Fatalf("accepted a ticket that does not verify: %v", err)
 		}
-		if err := s.CheckIncluded(chk.owners); err != nil || chk.n != int(n) || !bytes.Equal(chk.sch.Canonical(), schemaB) && chk.sch.HashHex() != s.SchemaHash {
+		if jobOwners != list {
+			t.Fatalf("accepted the owner list %q, the spec commits to %q", jobOwners, list)
+		}
+		if err := s.CheckIncluded(all, chk.owners); err != nil || chk.n != int(n) || !bytes.Equal(chk.sch.Canonical(), schemaB) && chk.sch.HashHex() != s.SchemaHash {
 			t.Fatalf("accepted owners %v, %d ciphertexts: %v", chk.owners, n, err)
 		}
 	})

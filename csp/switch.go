@@ -99,7 +99,7 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 		return nil, invalid("active set %v does not include this member (%d)", active, st.Secret.Point)
 	}
 	owners := h.GetOwners()
-	if err := spec.CheckIncluded(owners); err != nil {
+	if err := spec.CheckIncluded(h.GetJobOwners(), owners); err != nil {
 		return nil, invalid("%v", err)
 	}
 	l, err := spec.Layout(sch)
@@ -130,6 +130,10 @@ func headerDigest(hd *fedpcav1.KeySwitchHeader) hash.Hash {
 		hashField(h, []byte(fmt.Sprint(a)))
 	}
 	for _, o := range hd.GetOwners() {
+		hashField(h, []byte(o))
+	}
+	hashField(h, []byte(fmt.Sprintf("job_owners %d", len(hd.GetJobOwners()))))
+	for _, o := range hd.GetJobOwners() {
 		hashField(h, []byte(o))
 	}
 	return h

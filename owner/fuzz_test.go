@@ -46,14 +46,32 @@ type ticketCase struct {
 	spec   []byte
 	sig    []byte
 	cert   []byte
+	proof  *fedpcav1.OwnerProof
 	code   job.Decline
 	reason string
+}
+
+// ticket is the proxy's answer to an owner's ticket request.
+func (tc ticketCase) ticket() *fedpcav1.GetJobResponse {
+	return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert}, OwnerProof: tc.proof}
+}
+
+// proofOf is the inclusion proof the proxy gives owner i of a list.
+func proofOf(tb testing.TB, owners []string, i int) *fedpcav1.OwnerProof {
+	t, err := job.NewOwnerTree(owners)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	p := t.Proof(i)
+	return &fedpcav1.OwnerProof{Index: uint32(p.Index), Path: p.Path}
 }
 
 // ticketCases returns an owner serving wdbc and tickets for it: a valid
 // one, one for another schema of the same dataset ID, one signed with a
 // certificate of the wrong role, one whose ID is not its spec's hash, one of
-// another dataset.
+// another dataset, and the lies of a proxy about the owner list: the proof
+// of another owner, a proof from a list other than the signed one, no
+// proof, a job whose list does not name this owner (hospital-a).
 func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	p, err := he.NewDefaultParams()
 	if err != nil {
@@ -66,34 +84,50 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	h := func(c string) string { return strings.Repeat(c, 64) }
 	spec := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DiscriminantSplit,
-		Owners: []string{"hospital-a", "hospital-b"}, MinOwners: 1,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000, MaxOwnerRows: 10_000,
+		MinOwners: 1,
+		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 1, CommitteeThreshold: 1,
 		CommitteeKey: h("c"), User: alice.Identity.String(), UserKey: h("d"), Nonce: "fuzz"}
+	owners := []string{"hospital-a", "hospital-b"}
+	if err := spec.SetOwners(owners); err != nil {
+		tb.Fatal(err)
+	}
 	sig, _ := spec.Sign(alice.Signer())
 	other := *spec
 	other.SchemaHash = h("e") // another schema for the same dataset ID
 	otherSig, _ := other.Sign(alice.Signer())
 	wrongRole, _ := spec.Sign(proxyAsUser.Signer())
 	mnist := bytes.Replace(spec.Canonical(), []byte(`"wdbc"`), []byte(`"mnist"`), 1)
+	mine := proofOf(tb, owners, 0)
+	notMine := *spec
+	if err := notMine.SetOwners([]string{"hospital-b", "hospital-c"}); err != nil {
+		tb.Fatal(err)
+	}
+	notMineSig, _ := notMine.Sign(alice.Signer())
 	return o, []ticketCase{
-		{"valid", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, 0, ""},
-		{"another schema", other.ID(), other.Canonical(), otherSig, alice.Leaf.Raw, job.DeclineSchemaMismatch, "schema hash eeeeeeeeeeee… differs from this owner's " + sch.HashHex()[:12] + "… for dataset wdbc"},
-		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, job.DeclineInvalidJob, "signed by proxy/alice, which is not a user"},
-		{"ID of another spec", other.ID(), spec.Canonical(), sig, alice.Leaf.Raw, job.DeclineInvalidJob, "the job ID is not the hash of its spec"},
-		{"another dataset", job.Fingerprint(mnist), mnist, sig, alice.Leaf.Raw, job.DeclineSchemaMismatch, `does not serve dataset "mnist"`},
-		{"signature of another spec", spec.ID(), spec.Canonical(), otherSig, alice.Leaf.Raw, job.DeclineInvalidJob, "signature does not verify"},
+		{"valid", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, mine, 0, ""},
+		{"another schema", other.ID(), other.Canonical(), otherSig, alice.Leaf.Raw, mine, job.DeclineSchemaMismatch, "schema hash eeeeeeeeeeee… differs from this owner's " + sch.HashHex()[:12] + "… for dataset wdbc"},
+		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, mine, job.DeclineInvalidJob, "signed by proxy/alice, which is not a user"},
+		{"ID of another spec", other.ID(), spec.Canonical(), sig, alice.Leaf.Raw, mine, job.DeclineInvalidJob, "the job ID is not the hash of its spec"},
+		{"another dataset", job.Fingerprint(mnist), mnist, sig, alice.Leaf.Raw, mine, job.DeclineSchemaMismatch, `does not serve dataset "mnist"`},
+		{"signature of another spec", spec.ID(), spec.Canonical(), otherSig, alice.Leaf.Raw, mine, job.DeclineInvalidJob, "signature does not verify"},
+		{"the proof of another owner", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, proofOf(tb, owners, 1), job.DeclineNotNamed, "hospital-a is not leaf 1"},
+		{"a proof from another list", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, proofOf(tb, []string{"hospital-a", "hospital-z"}, 0), job.DeclineNotNamed, "hospital-a is not leaf 0"},
+		{"no proof", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, nil, job.DeclineNotNamed, "fewer hashes than the tree is deep"},
+		{"a job that does not name this owner", notMine.ID(), notMine.Canonical(), notMineSig, alice.Leaf.Raw, proofOf(tb, []string{"hospital-b", "hospital-c"}, 0), job.DeclineNotNamed, "hospital-a is not leaf 0"},
 	}
 }
 
 // TestCheckTicket: an owner declines, with the right public code and the
 // detail in its own record, a job for another schema of its dataset, a
 // ticket signed with a certificate of the wrong role or for another spec,
-// an ID that is not the spec's.
+// an ID that is not the spec's; and, with the public code not_named, a job
+// whose signed owner list does not name it as far as the proxy's proof
+// shows (another owner's proof, a proof from another list, none).
 func TestCheckTicket(t *testing.T) {
 	o, cases := ticketCases(t, t.TempDir())
 	for _, tc := range cases {
-		s, _, _, r := o.checkTicket(tc.id, &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert})
+		s, _, _, r := o.checkTicket(tc.id, tc.ticket())
 		if (s != nil) != (tc.reason == "") || (r != nil && (r.code != tc.code || !strings.Contains(r.detail, tc.reason))) {
 			t.Errorf("%s: took part %v, refusal %+v, want %s %q", tc.what, s != nil, r, tc.code, tc.reason)
 		}
@@ -103,11 +137,16 @@ func TestCheckTicket(t *testing.T) {
 func FuzzTicket(f *testing.F) {
 	o, cases := ticketCases(f, f.TempDir())
 	for _, tc := range cases {
-		f.Add(tc.id, tc.spec, tc.sig, tc.cert)
+		f.Add(tc.id, tc.spec, tc.sig, tc.cert, tc.proof.GetIndex(), bytes.Join(tc.proof.GetPath(), nil))
 	}
-	f.Add("short", cases[0].spec, cases[0].sig, cases[0].cert)
-	f.Fuzz(func(t *testing.T, id string, specB, sig, cert []byte) {
-		s, ds, _, r := o.checkTicket(id, &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert})
+	f.Add("short", cases[0].spec, cases[0].sig, cases[0].cert, uint32(0), []byte{})
+	f.Fuzz(func(t *testing.T, id string, specB, sig, cert []byte, index uint32, path []byte) {
+		proof := &fedpcav1.OwnerProof{Index: index}
+		for len(path) > 0 {
+			n := min(len(path), 32)
+			proof.Path, path = append(proof.Path, path[:n]), path[n:]
+		}
+		s, ds, _, r := o.checkTicket(id, &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Spec: specB, Signature: sig, UserCertificate: cert}, OwnerProof: proof})
 		if s == nil {
 			if r == nil || r.detail == "" {
 				t.Fatal("declined without a reason")
@@ -122,6 +161,9 @@ func FuzzTicket(f *testing.F) {
 		}
 		if err := transport.VerifyTicket(o.cfg.Dialer.Creds, s, sig, cert); err != nil {
 			t.Fatalf("took part in a job not signed by its user: %v", err)
+		}
+		if err := s.CheckMember(o.cfg.ID, job.OwnerProof{Index: int(index), Path: proof.Path}); err != nil {
+			t.Fatalf("took part in a job whose owner list does not name it: %v", err)
 		}
 	})
 }

@@ -187,7 +187,7 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 			o.log.Warn("cannot fetch the job's ticket; will retry", "job", id[:16], "error", status.Convert(err).Message())
 			return
 		}
-		o.takePart(ctx, st, r.GetJob())
+		o.takePart(ctx, st, r)
 	case note == nil:
 		// Ended before this owner took part, or while it was down between
 		// reserving budget and storing its upload: nothing was sent, so
@@ -218,12 +218,12 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	}
 }
 
-// takePart decides about a new job (st is its status, info its ticket)
-// and, if the owner takes part, reserves budget, computes, stores and
-// uploads its share. Whether it takes part never depends on its rows.
-func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedpcav1.JobInfo) {
+// takePart decides about a new job (st is its status, t its ticket) and,
+// if the owner takes part, reserves budget, computes, stores and uploads
+// its share. Whether it takes part never depends on its rows.
+func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav1.GetJobResponse) {
 	id := st.GetJobId()
-	spec, ds, sch, r := o.checkTicket(id, info)
+	spec, ds, sch, r := o.checkTicket(id, t)
 	if r != nil {
 		dataset := ""
 		if ds != nil {
@@ -334,11 +334,13 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, info *fedp
 // is the ID, for a dataset this owner serves, with its schema or one that
 // reads the rows the same way (the job's schema may choose other centers,
 // scales and clip norm: the profile job's output; see
-// schema.SameReading), signed by the user the spec names, allowed by the
-// policy, and valid for the schema and parameters. It returns the schema to
+// schema.SameReading), signed by the user the spec names, whose signed
+// owner list names this owner (by the inclusion proof that comes with the
+// ticket), allowed by the policy, and valid for the schema and parameters. It returns the schema to
 // read the rows with. Otherwise the refusal says why not (ds is set when the
 // dataset is one of this owner's, for the budget report of the decline).
-func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, ds *Dataset, sch *schema.Schema, r *refusal) {
+func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Spec, ds *Dataset, sch *schema.Schema, r *refusal) {
+	info := t.GetJob()
 	spec, err := job.ParseSpec(info.GetSpec())
 	if err != nil {
 		return nil, nil, nil, refuse(job.DeclineInvalidJob, "malformed job spec: %v", err)
@@ -366,6 +368,10 @@ func (o *Owner) checkTicket(id string, info *fedpcav1.JobInfo) (spec *job.Spec, 
 	}
 	if err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate()); err != nil {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job is not properly signed: %v", err)
+	}
+	proof := job.OwnerProof{Index: int(t.GetOwnerProof().GetIndex()), Path: t.GetOwnerProof().GetPath()}
+	if err := spec.CheckMember(o.cfg.ID, proof); err != nil {
+		return nil, ds, nil, refuse(job.DeclineNotNamed, "%v", err)
 	}
 	if err := userOK(o.cfg.Policy, spec.User); err != nil {
 		return nil, ds, nil, refuse(job.DeclineUserNotAllowed, "%v", err)

@@ -144,7 +144,7 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 // or its deadline passed; it fails the job if too few uploaded by then.
 func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
 	j.mu.Lock()
-	u, d, n := j.rec.Uploaded, j.rec.Declined, len(j.spec.Owners)
+	u, d, n := j.rec.Uploaded, j.rec.Declined, j.spec.NumOwners
 	past := !time.Now().Before(j.spec.Deadline)
 	j.mu.Unlock()
 	if u+d < n && !past {
@@ -376,7 +376,8 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 		return nil, memberError(mc.ID, err)
 	}
 	hd := &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
-		UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n)}
+		UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n),
+		JobOwners: j.owners.Owners()}
 	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
 		return nil, memberError(mc.ID, recvErr(stream, err))
 	}

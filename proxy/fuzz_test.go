@@ -37,10 +37,14 @@ func fuzzRecord(tb testing.TB) storedJob {
 	h := func(c string) string { return strings.Repeat(c, 64) }
 	s := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit,
-		Owners: []string{"hospital-a", "hospital-b", "hospital-c"}, MinOwners: 2,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
+		MinOwners: 2,
+		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
 		HEParams: he.DefaultParamsID, HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "fuzz"}
+	owners := []string{"hospital-a", "hospital-b", "hospital-c"}
+	if err := s.SetOwners(owners); err != nil {
+		tb.Fatal(err)
+	}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
 	enc := func(v any) []byte {
 		b, err := json.Marshal(v)
@@ -50,7 +54,7 @@ func fuzzRecord(tb testing.TB) storedJob {
 		return b
 	}
 	return storedJob{id: s.ID(),
-		ticket:   enc(jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Created: at}),
+		ticket:   enc(jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Owners: owners, Created: at}),
 		progress: enc(jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "1 of 3 owners uploaded", Updated: at, Uploaded: 1}),
 		uploads:  [][]byte{enc(uploadRecord{Owner: "hospital-b", Digest: h("e"), At: at})}}
 }
@@ -95,7 +99,7 @@ func FuzzUploadHeader(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !slices.Contains(j.spec.Owners, owner) || int(n) != j.n || len(digest) != sha256.Size {
+		if !slices.Contains(j.owners.Owners(), owner) || int(n) != j.n || len(digest) != sha256.Size {
 			t.Fatalf("accepted owner %q, %d ciphertexts, digest of %d bytes", owner, n, len(digest))
 		}
 		if dataset != "" && (dataset != j.spec.Dataset || !(budget >= 0 && spent >= 0 && reserved >= 0) ||
@@ -106,7 +110,8 @@ func FuzzUploadHeader(f *testing.F) {
 }
 
 // FuzzStoreRecords: what the proxy reads back from its store at start (the
-// committee record, a job's progress and upload records, masks). A torn or
+// committee record, a job's ticket with its owner list, progress and upload
+// records, masks). A torn or
 // edited record gives an error, never a panic or a job state the drivers
 // cannot use.
 func FuzzStoreRecords(f *testing.F) {
@@ -141,8 +146,13 @@ func FuzzStoreRecords(f *testing.F) {
 	f.Add(uint8(0), bytes.Replace(cmt, []byte(`"threshold":2`), []byte(`"threshold":3`), 1))
 	f.Add(uint8(2), make([]byte, 8*p.Slots()))
 	f.Add(uint8(2), make([]byte, 8*p.Slots()-1))
+	ticket := sj.ticket
+	f.Add(uint8(4), ticket)
+	f.Add(uint8(4), bytes.Replace(ticket, []byte(`"hospital-c"]`), []byte(`"hospital-c","hospital-z"]`), 1))
+	f.Add(uint8(4), bytes.Replace(ticket, []byte(`"hospital-c"]`), []byte(`"hospital-z"]`), 1))
+	f.Add(uint8(4), bytes.Replace(ticket, []byte(`"owners":[`), []byte(`"owners":["hospital-0",`), 1))
 	f.Fuzz(func(t *testing.T, mode uint8, v []byte) {
-		switch mode % 4 {
+		switch mode % 5 {
 		case 0:
 			c, err := decodeCommittee(v, p)
 			if err != nil {
@@ -151,12 +161,15 @@ func FuzzStoreRecords(f *testing.F) {
 			if job.Fingerprint(c.PublicKey) != c.Fingerprint || c.Threshold < 1 || c.Threshold > len(c.Members) {
 				t.Fatalf("accepted committee record %+v", c)
 			}
-		case 1, 3:
+		case 1, 3, 4:
 			in := sj
-			if mode%4 == 1 {
+			switch mode % 5 {
+			case 1:
 				in.progress = v
-			} else {
+			case 3:
 				in.uploads = [][]byte{v}
+			case 4:
+				in.ticket = v
 			}
 			j, err := decodeJob(in, p.Chunks)
 			if err != nil {
@@ -164,10 +177,21 @@ func FuzzStoreRecords(f *testing.F) {
 			}
 			// What the proxy does with a loaded job must work.
 			j.mu.Lock()
-			who := transport.Identity{Role: transport.RoleOwner, ID: j.spec.Owners[0]}
+			if err := j.spec.CheckOwners(j.owners.Owners()); err != nil {
+				t.Fatalf("loaded a job whose owner list is not its spec's: %v", err)
+			}
+			who := transport.Identity{Role: transport.RoleOwner, ID: j.owners.Owners()[0]}
 			_ = j.status(true, who)
 			_ = j.info(who)
 			_ = j.uploadedOwners()
+			r, err := j.ticketResponse(who.ID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pr := r.GetOwnerProof()
+			if err := j.spec.CheckMember(who.ID, job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
+				t.Fatalf("the ticket's proof: %v", err)
+			}
 			j.mu.Unlock()
 			in.progress, _ = json.Marshal(j.rec.jobProgress)
 			if _, err := decodeJob(in, p.Chunks); err != nil {

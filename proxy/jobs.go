@@ -100,6 +100,9 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if err := spec.Check(sch, p.params); err != nil {
 		return nil, bad("%v", err)
 	}
+	if err := spec.CheckOwners(req.GetOwners()); err != nil {
+		return nil, bad("%v", err)
+	}
 	// The same signed spec again, with the same key and schema, is the same
 	// job (a retry whose first answer was lost), whatever the time: checks
 	// that depend on the clock (the deadline) or on the committee were made
@@ -126,7 +129,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		return j, nil // created meanwhile by a concurrent retry
 	}
 	rec := jobRecord{
-		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Created: now},
+		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Owners: req.GetOwners(), Created: now},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: now},
 	}
 	j, err := newJobState(id, rec, nil, nil, p.params.Chunks)
@@ -148,7 +151,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		p.startDriver(j)
 	}
 	p.log.Info("job created", "job", id[:16], "user", spec.User, "dataset", spec.Dataset, "analysis", spec.Analysis,
-		"owners", len(spec.Owners), "min_owners", spec.MinOwners, "plan", spec.NoisePlan, "no_noise", spec.NoNoise, "deadline", spec.Deadline.Format(time.RFC3339))
+		"owners", spec.NumOwners, "min_owners", spec.MinOwners, "plan", spec.NoisePlan, "no_noise", spec.NoNoise, "deadline", spec.Deadline.Format(time.RFC3339))
 	return j, nil
 }
 
@@ -165,7 +168,11 @@ func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpc
 	defer j.mu.Unlock()
 	switch {
 	case req.GetTicket():
-		return j.ticketResponse(), nil
+		r, err := j.ticketResponse(caller(ctx).ID)
+		if err != nil {
+			return nil, p.toStatus(err)
+		}
+		return r, nil
 	case req.GetBrief():
 		return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: j.status(false, caller(ctx))}}, nil
 	}

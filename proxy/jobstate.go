@@ -25,15 +25,15 @@ type jobState struct {
 	spec   *job.Spec
 	sch    *schema.Schema
 	layout stats.Layout
-	n      int                 // ciphertexts per vector
-	owners map[string]struct{} // spec.Owners as a set
+	n      int            // ciphertexts per vector
+	owners *job.OwnerTree // the owner list the spec commits to
 
 	mu       sync.Mutex
 	rec      jobRecord
 	uploads  map[string]uploadRecord  // by owner
 	declines map[string]declineRecord // by owner
 	sum      []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
-	ticket   *fedpcav1.GetJobResponse // shared ticket response, built at the first request
+	ticket   *fedpcav1.JobInfo        // shared ticket, built at the first request
 	changed  chan struct{}            // closed and replaced at every change (watchers)
 	wake     chan struct{}            // wakes the driver (buffered, 1)
 }
@@ -58,15 +58,19 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 	if err != nil {
 		return nil, err
 	}
+	owners, err := job.NewOwnerTree(rec.Owners)
+	if err != nil {
+		return nil, err
+	}
+	if len(rec.Owners) != spec.NumOwners || owners.Root() != spec.OwnersRoot {
+		return nil, fmt.Errorf("record of job %q holds an owner list that is not the spec's", id)
+	}
 	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
 		return nil, fmt.Errorf("unknown state %d", rec.State)
 	}
-	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), owners: make(map[string]struct{}, len(spec.Owners)), rec: rec,
+	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), owners: owners, rec: rec,
 		uploads: make(map[string]uploadRecord, len(uploads)), declines: make(map[string]declineRecord, len(declines)),
 		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
-	for _, o := range spec.Owners {
-		j.owners[o] = struct{}{}
-	}
 	for _, u := range uploads {
 		if _, dup := j.uploads[u.Owner]; dup || !j.named(u.Owner) {
 			return nil, fmt.Errorf("upload record of owner %q, repeated or not in the spec", u.Owner)
@@ -159,7 +163,7 @@ func (j *jobState) notify() {
 
 // named reports whether the job's spec names the owner.
 func (j *jobState) named(owner string) bool {
-	_, ok := j.owners[owner]
+	_, ok := j.owners.Index(owner)
 	return ok
 }
 
@@ -179,7 +183,7 @@ func (j *jobState) declined(owner string) bool {
 // in the spec's order. j.mu must be held.
 func (j *jobState) awaited() []string {
 	var out []string
-	for _, o := range j.spec.Owners {
+	for _, o := range j.owners.Owners() {
 		if _, ok := j.uploads[o]; !ok && !j.declined(o) {
 			out = append(out, o)
 		}
@@ -239,7 +243,7 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 	s := &fedpcav1.JobStatus{
 		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
 		MinOwners:      int32(j.spec.MinOwners),
-		OwnersExpected: int32(len(j.spec.Owners)), OwnersUploaded: int32(j.rec.Uploaded), OwnersDeclined: int32(j.rec.Declined),
+		OwnersExpected: int32(j.spec.NumOwners), OwnersUploaded: int32(j.rec.Uploaded), OwnersDeclined: int32(j.rec.Declined),
 		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
 		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
 		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
@@ -249,7 +253,7 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 		_, s.CallerIncluded = j.uploaded(caller.ID)
 	}
 	if full {
-		s.ExpectedOwners, s.UploadedOwners = j.spec.Owners, j.uploadedOwners()
+		s.ExpectedOwners, s.UploadedOwners = j.owners.Owners(), j.uploadedOwners()
 		for _, d := range j.declineRecords() {
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
@@ -257,25 +261,33 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 	return s
 }
 
-// info is the full status with the job's ticket.
+// info is the status with the job's ticket: with the owner lists for the
+// user, with their counts only for an owner (which gets no list: what it
+// receives does not grow with the owners).
 func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
-	return &fedpcav1.JobInfo{Status: j.status(true, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+	return &fedpcav1.JobInfo{Status: j.status(caller.Role != transport.RoleOwner, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
 }
 
-// ticketResponse is the job's ticket for owners with the status fields
-// fixed at creation. It names every expected owner, so at 10,000 owners it is
-// ~150 KB, and all of them fetch it within seconds: it is encoded once and
-// shared (transport.Share) for the job's life. j.mu must be held.
-func (j *jobState) ticketResponse() *fedpcav1.GetJobResponse {
+// ticketResponse is an owner's ticket: the job's ticket, with the status
+// fields fixed at creation, and the owner's inclusion proof. The ticket
+// (spec, signature, certificate, schema: a few KiB however many owners the
+// job has) is fetched by every owner within seconds, so it is encoded once
+// and shared (transport.Share); only the proof, at most
+// job.MaxProofHashes hashes, is encoded per owner. j.mu must be held.
+func (j *jobState) ticketResponse(owner string) (*fedpcav1.GetJobResponse, error) {
+	i, ok := j.owners.Index(owner)
+	if !ok {
+		return nil, fmt.Errorf("%w: the job does not name owner %s", ErrNotYours, owner)
+	}
 	if j.ticket == nil {
 		st := &fedpcav1.JobStatus{JobId: j.id, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
-			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(len(j.spec.Owners)), DeadlineUnix: j.spec.Deadline.Unix(),
+			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(j.spec.NumOwners), DeadlineUnix: j.spec.Deadline.Unix(),
 			CreatedUnix: j.rec.Created.Unix()}
-		j.ticket = &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature,
-			UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}}
+		j.ticket = &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
 		transport.Share(j.ticket)
 	}
-	return j.ticket
+	p := j.owners.Proof(i)
+	return &fedpcav1.GetJobResponse{Job: j.ticket, OwnerProof: &fedpcav1.OwnerProof{Index: uint32(p.Index), Path: p.Path}}, nil
 }
 
 func ended(s fedpcav1.JobState) bool {

@@ -281,7 +281,7 @@ func jobStatus(j *jobState, rec *jobRecord, answered map[string]OwnerStatus, now
 	s := j.spec
 	js := JobStatus{ID: j.id, State: stateLabel(rec.State), Reason: rec.Reason, Analysis: s.Analysis, K: s.K, Dataset: s.Dataset, User: s.User,
 		Epsilon: s.Epsilon, Delta: s.Delta, NoNoise: s.NoNoise, NoisePlan: s.NoisePlan, Tolerate: s.Tolerate,
-		MinOwners: s.MinOwners, OwnersExpected: len(s.Owners), OwnersUploaded: rec.Uploaded, OwnersDeclined: rec.Declined,
+		MinOwners: s.MinOwners, OwnersExpected: s.NumOwners, OwnersUploaded: rec.Uploaded, OwnersDeclined: rec.Declined,
 		Created: rec.Created, Updated: rec.Updated, Deadline: s.Deadline.UTC(),
 		AgeSeconds: now.Sub(rec.Created).Seconds(), DeadlineInSeconds: s.Deadline.Sub(now).Seconds(), CSPs: rec.CSPs,
 		Timings: Timings{UploadWindow: rec.Timings.UploadWindow, Aggregate: rec.Timings.Aggregate, Seal: rec.Timings.Seal, KeySwitch: rec.Timings.KeySwitch}}
@@ -292,8 +292,8 @@ func jobStatus(j *jobState, rec *jobRecord, answered map[string]OwnerStatus, now
 	if rec.State != fedpcav1.JobState_JOB_STATE_OPEN {
 		absent = OwnerMissing
 	}
-	js.Owners = make([]OwnerStatus, 0, len(s.Owners))
-	for _, o := range s.Owners {
+	js.Owners = make([]OwnerStatus, 0, s.NumOwners)
+	for _, o := range j.owners.Owners() {
 		ost, ok := answered[o]
 		if !ok {
 			ost = OwnerStatus{ID: o, State: absent}

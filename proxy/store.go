@@ -104,11 +104,15 @@ type jobRecord struct {
 
 // jobTicket is what the user submitted.
 type jobTicket struct {
-	Spec      []byte    `json:"spec"`
-	Signature []byte    `json:"signature"`
-	UserCert  []byte    `json:"user_certificate"`
-	Schema    []byte    `json:"schema"`
-	Created   time.Time `json:"created"`
+	Spec      []byte `json:"spec"`
+	Signature []byte `json:"signature"`
+	UserCert  []byte `json:"user_certificate"`
+	Schema    []byte `json:"schema"`
+	// Owners is the job's owner list, which the spec commits to by its
+	// root: the proxy keeps it for the committee, the user and its own
+	// bookkeeping; owners get their inclusion proofs from it.
+	Owners  []string  `json:"owners"`
+	Created time.Time `json:"created"`
 }
 
 // jobProgress is a job's state; its size is bounded by the committee's,

@@ -34,13 +34,16 @@ func testJob(tb testing.TB, n int) (string, jobRecord, []string) {
 	}
 	h := func(c string) string { return strings.Repeat(c, 64) }
 	s := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.DCA, K: 1,
-		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit, Owners: owners, MinOwners: 1,
+		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit, MinOwners: 1,
 		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000 * int64(n), MaxOwnerRows: 30_000,
 		HEParams: he.DefaultParamsID, HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "store"}
+	if err := s.SetOwners(owners); err != nil {
+		tb.Fatal(err)
+	}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
 	return s.ID(), jobRecord{
-		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Created: at},
+		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Owners: owners, Created: at},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: at},
 	}, owners
 }
@@ -229,7 +232,7 @@ func TestStoreMigratesV1(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "proxy.db")
 	id, rec, owners := testJob(t, 3)
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
-	old := map[string]any{"spec": rec.Spec, "signature": rec.Signature, "schema": rec.Schema, "state": 1, "reason": "1 of 3 owners uploaded",
+	old := map[string]any{"spec": rec.Spec, "signature": rec.Signature, "schema": rec.Schema, "owners": rec.Owners, "state": 1, "reason": "1 of 3 owners uploaded",
 		"created": at, "updated": at,
 		"uploads":  []uploadRecord{{Owner: owners[1], Digest: strings.Repeat("e", 64), At: at}},
 		"declined": []declineRecord{{Owner: owners[2], Reason: job.DeclineBudget, At: at}}}

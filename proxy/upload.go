@@ -125,7 +125,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	u := uploadRecord{Owner: owner, Digest: hex.EncodeToString(hd.GetDigest()), At: time.Now().UTC()}
 	err = p.commit(j, func(prog *jobProgress) {
 		prog.Uploaded++
-		prog.Reason = fmt.Sprintf("%d of %d owners uploaded", prog.Uploaded, len(j.spec.Owners))
+		prog.Reason = fmt.Sprintf("%d of %d owners uploaded", prog.Uploaded, j.spec.NumOwners)
 		prog.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
 	}, func(prog *jobProgress) error {
 		return p.store.addUpload(j.id, prog, u, sum, seen, budget(owner, hd.GetBudget()))
@@ -140,7 +140,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	j.sum = cts
 	p.m.uploadBytes.Add(float64(size))
 	p.m.phases.WithLabelValues("fold").Observe((decoding + time.Since(folding)).Seconds())
-	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", j.rec.Uploaded, "expected", len(j.spec.Owners))
+	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", j.rec.Uploaded, "expected", j.spec.NumOwners)
 	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(j.rec.Uploaded)}, nil
 }
 

@@ -296,7 +296,7 @@ func TestHostileJobs(t *testing.T) {
 		wantCode(t, tc.what, err, tc.code, tc.msg)
 	}
 	// Reads by outsiders.
-	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical()}); err != nil {
+	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical(), Owners: []string{"hospital-a"}}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = malloryPX.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
@@ -352,6 +352,89 @@ func keySwitch(ctx context.Context, c fedpcav1.CspServiceClient, hd *fedpcav1.Ke
 	return out, nil
 }
 
+// TestHostileOwnerList: the proxy takes a job only with the owner list its
+// spec commits to (not with an owner added, removed or replaced, nor out of
+// order); it gives each named owner, with the ticket and without the list,
+// a proof of its own ID that verifies against the signed root, and no
+// ticket to an owner the list does not name.
+func TestHostileOwnerList(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	e := newHostileEnv(t, ctx)
+	names := []string{"hospital-a", "hospital-b"}
+	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names, Deadline: time.Now().Add(time.Minute)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sig, err := spec.Sign(e.cl.Creds("user/alice").Signer())
+	if err != nil {
+		t.Fatal(err)
+	}
+	kp, _ := user.LoadKeys(e.cl.cfg.Dir+"/state/user-alice", e.params)
+	create := func(owners []string) error {
+		_, err := e.u.Proxy().CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: spec.Canonical(), Signature: sig,
+			UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public), Schema: e.sch.Canonical(), Owners: owners})
+		return err
+	}
+	for _, c := range []struct {
+		what   string
+		owners []string
+		msg    string
+	}{
+		{"an owner added", []string{"hospital-a", "hospital-b", "hospital-z"}, "3 owners, the spec commits to 2"},
+		{"an owner removed", []string{"hospital-a"}, "1 owners, the spec commits to 2"},
+		{"an owner replaced", []string{"hospital-a", "hospital-z"}, "not the spec's owners_root"},
+		{"out of order", []string{"hospital-b", "hospital-a"}, "sorted"},
+		{"no list", nil, "0 owners"},
+	} {
+		wantCode(t, c.what, create(c.owners), codes.InvalidArgument, c.msg)
+	}
+	if err := create(names); err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range names {
+		r, err := e.owners[o].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID(), Ticket: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := job.ParseSpec(r.GetJob().GetSpec())
+		if err != nil || got.ID() != spec.ID() {
+			t.Fatalf("%s's ticket: %v", o, err)
+		}
+		p := r.GetOwnerProof()
+		if err := got.CheckMember(o, job.OwnerProof{Index: int(p.GetIndex()), Path: p.GetPath()}); err != nil {
+			t.Fatalf("%s's proof: %v", o, err)
+		}
+		if other := names[1-int(p.GetIndex())]; got.CheckMember(other, job.OwnerProof{Index: int(p.GetIndex()), Path: p.GetPath()}) == nil {
+			t.Fatalf("%s's proof verifies for %s", o, other)
+		}
+		if len(r.GetJob().GetStatus().GetExpectedOwners()) != 0 || bytes.Contains(r.GetJob().GetSpec(), []byte(names[1-int(p.GetIndex())])) {
+			t.Fatalf("%s's ticket names the other owner", o)
+		}
+	}
+	_, err = e.owners["outsider"].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID(), Ticket: true})
+	wantCode(t, "a ticket for an owner the list does not name", err, codes.PermissionDenied, "neither the user nor an owner")
+	// An owner's full status and listing count the owners without naming
+	// them; the user's name them.
+	full, err := e.owners["hospital-a"].GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	list, err := e.owners["hospital-a"].ListJobs(ctx, &fedpcav1.ListJobsRequest{})
+	if err != nil || len(list.GetJobs()) != 1 {
+		t.Fatalf("an owner's listing: %v", err)
+	}
+	for _, st := range []*fedpcav1.JobStatus{full.GetJob().GetStatus(), list.GetJobs()[0].GetStatus()} {
+		if len(st.GetExpectedOwners()) != 0 || st.GetOwnersExpected() != 2 {
+			t.Fatalf("an owner's status names %v, counts %d", st.GetExpectedOwners(), st.GetOwnersExpected())
+		}
+	}
+	mine, err := e.u.Proxy().GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
+	if err != nil || strings.Join(mine.GetJob().GetStatus().GetExpectedOwners(), ",") != strings.Join(names, ",") {
+		t.Fatalf("the user's status: %v, %v", mine.GetJob().GetStatus().GetExpectedOwners(), err)
+	}
+}
+
 // TestHostileKeySwitch: a member switches only specs signed by their user,
 // only to the key the spec names, and at most once per job (a replay gets the
 // same shares, another request is refused).
@@ -381,7 +464,8 @@ func TestHostileKeySwitch(t *testing.T) {
 	good := func() *fedpcav1.KeySwitchHeader {
 		return &fedpcav1.KeySwitchHeader{JobId: spec.ID(), Spec: info.GetJob().GetSpec(), Signature: info.GetJob().GetSignature(),
 			UserCertificate: info.GetJob().GetUserCertificate(), UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public),
-			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: []string{"hospital-a", "hospital-b"}, Ciphertexts: 1}
+			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: []string{"hospital-a", "hospital-b"}, Ciphertexts: 1,
+			JobOwners: []string{"hospital-a", "hospital-b"}}
 	}
 	mallory := e.cl.Creds("user/mallory")
 	forged := good()
@@ -402,6 +486,14 @@ func TestHostileKeySwitch(t *testing.T) {
 	strangers.Owners = []string{"hospital-a", "hospital-z"}
 	_, err = keySwitch(ctx, member, strangers, cts)
 	wantCode(t, "owners not in the spec", err, codes.InvalidArgument, "hospital-z")
+	extra := good()
+	extra.JobOwners, extra.Owners = []string{"hospital-a", "hospital-b", "hospital-z"}, []string{"hospital-a", "hospital-z"}
+	_, err = keySwitch(ctx, member, extra, cts)
+	wantCode(t, "an owner list with an extra owner", err, codes.InvalidArgument, "3 owners, the spec commits to 2")
+	swapped := good()
+	swapped.JobOwners, swapped.Owners = []string{"hospital-a", "hospital-z"}, []string{"hospital-a", "hospital-z"}
+	_, err = keySwitch(ctx, member, swapped, cts)
+	wantCode(t, "an owner list that is not the spec's", err, codes.InvalidArgument, "is not the spec's owners_root")
 
 	first, err := keySwitch(ctx, member, good(), cts)
 	if err != nil {

@@ -6,7 +6,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
 // A unary handler's response is marshalled by gRPC into a buffer of its own
@@ -14,7 +16,11 @@ import (
 // read it. A thousand owners fetching the 384 KiB committee key at once would
 // hold a thousand copies in the proxy. A response passed through Share is
 // encoded once: every server built with ServerOptions sends those same bytes
-// (read-only) for every call that returns that very pointer.
+// (read-only) for every call that returns that very pointer. A response
+// built for one call may also hold a shared message as one of its own
+// (top-level) fields: that field is sent from the shared encoding and only
+// the rest is marshalled, so that a large common part goes out once however
+// many callers get it with a small part of their own.
 var shared sync.Map // proto.Message (pointer) -> []byte
 
 // Share encodes m once for every response that returns it. m must not be
@@ -33,12 +39,41 @@ func Unshare(m proto.Message) { shared.Delete(m) }
 type sharingCodec struct{ encoding.CodecV2 }
 
 func (c sharingCodec) Marshal(v any) (mem.BufferSlice, error) {
-	if m, ok := v.(proto.Message); ok {
-		if b, ok := shared.Load(m); ok {
-			return mem.BufferSlice{mem.SliceBuffer(b.([]byte))}, nil
-		}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return c.CodecV2.Marshal(v)
 	}
-	return c.CodecV2.Marshal(v)
+	if b, ok := shared.Load(m); ok {
+		return mem.BufferSlice{mem.SliceBuffer(b.([]byte))}, nil
+	}
+	// The top-level message fields that are shared are sent as their
+	// encodings; the other fields, copied (without their data) into a
+	// message of the same type, are marshalled after them. The receiver
+	// parses the concatenation as one message (protobuf merges fields in any
+	// order).
+	r := m.ProtoReflect()
+	var out mem.BufferSlice
+	rest := r.New()
+	r.Range(func(fd protoreflect.FieldDescriptor, v protoreflect.Value) bool {
+		if fd.Kind() == protoreflect.MessageKind && fd.Cardinality() != protoreflect.Repeated {
+			if b, ok := shared.Load(v.Message().Interface()); ok {
+				enc := b.([]byte)
+				tag := protowire.AppendVarint(protowire.AppendTag(nil, fd.Number(), protowire.BytesType), uint64(len(enc)))
+				out = append(out, mem.SliceBuffer(tag), mem.SliceBuffer(enc))
+				return true
+			}
+		}
+		rest.Set(fd, v)
+		return true
+	})
+	if out == nil {
+		return c.CodecV2.Marshal(v)
+	}
+	b, err := proto.Marshal(rest.Interface())
+	if err != nil {
+		return nil, err
+	}
+	return append(out, mem.SliceBuffer(b)), nil
 }
 
 func sharingCodecOption() grpc.ServerOption {

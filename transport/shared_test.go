@@ -15,7 +15,13 @@ import (
 
 type committeeServer struct {
 	fedpcav1.UnimplementedProxyServiceServer
-	resp *fedpcav1.GetCommitteeResponse
+	resp   *fedpcav1.GetCommitteeResponse
+	ticket *fedpcav1.JobInfo
+}
+
+// GetJob answers the shared ticket with a proof of the caller's own.
+func (s *committeeServer) GetJob(_ context.Context, req *fedpcav1.GetJobRequest) (*fedpcav1.GetJobResponse, error) {
+	return &fedpcav1.GetJobResponse{Job: s.ticket, OwnerProof: &fedpcav1.OwnerProof{Index: uint32(len(req.GetJobId())), Path: [][]byte{[]byte(req.GetJobId())}}}, nil
 }
 
 func (s *committeeServer) GetCommittee(context.Context, *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
@@ -58,5 +64,48 @@ func TestShare(t *testing.T) {
 	Unshare(resp)
 	if r := get(); r.GetPublicKeyFingerprint() != "changed" {
 		t.Fatalf("after Unshare got %q, want the message marshalled anew", r.GetPublicKeyFingerprint())
+	}
+}
+
+// TestShareEmbedded: a response built for one call that holds a shared
+// message as a field is sent with that field's shared encoding and its own
+// other fields.
+func TestShareEmbedded(t *testing.T) {
+	creds := pki(t, "proxy/p", "owner/o1")
+	lis := bufconn.Listen(1 << 20)
+	srv := grpc.NewServer(ServerOptions(creds["proxy/p"], false, hclog.NewNullLogger(), nil)...)
+	ticket := &fedpcav1.JobInfo{Spec: []byte("shared spec"), Schema: make([]byte, 100<<10), Status: &fedpcav1.JobStatus{JobId: "j"}}
+	fedpcav1.RegisterProxyServiceServer(srv, &committeeServer{ticket: ticket})
+	go srv.Serve(lis)
+	defer srv.Stop()
+	d := Dialer{Creds: creds["owner/o1"], Options: []grpc.DialOption{grpc.WithContextDialer(func(ctx context.Context, _ string) (net.Conn, error) { return lis.DialContext(ctx) })}}
+	conn, err := d.Dial("passthrough:///bufnet", Identity{Role: RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	get := func(id string) *fedpcav1.GetJobResponse {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		r, err := fedpcav1.NewProxyServiceClient(conn).GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return r
+	}
+	Share(ticket)
+	ticket.Spec = []byte("changed")
+	for _, id := range []string{"a", "bcd"} {
+		r := get(id)
+		if string(r.GetJob().GetSpec()) != "shared spec" || len(r.GetJob().GetSchema()) != 100<<10 || r.GetJob().GetStatus().GetJobId() != "j" {
+			t.Fatalf("got spec %q and %d schema bytes, want the shared encoding", r.GetJob().GetSpec(), len(r.GetJob().GetSchema()))
+		}
+		if p := r.GetOwnerProof(); p.GetIndex() != uint32(len(id)) || len(p.GetPath()) != 1 || string(p.GetPath()[0]) != id {
+			t.Fatalf("call %q got its own part as %v", id, p)
+		}
+	}
+	Unshare(ticket)
+	if r := get("a"); string(r.GetJob().GetSpec()) != "changed" || r.GetOwnerProof().GetIndex() != 1 {
+		t.Fatalf("after Unshare got %q, want the message marshalled anew", r.GetJob().GetSpec())
 	}
 }

@@ -143,6 +143,9 @@ type Client struct {
 
 	mu  sync.Mutex
 	cmt *fedpcav1.GetCommitteeResponse // cached; refreshed when a job is refused for it
+	// owners are the owner lists of the specs this client built, by their
+	// Merkle root (the spec commits to its list; Submit sends the list).
+	owners map[string][]string
 }
 
 // NewClient dials the proxy (lazily: errors show on the first call). The HE
@@ -255,13 +258,16 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	s := &job.Spec{
 		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K, NormEdges: r.NormEdges, Standardize: r.Standardize,
 		Epsilon: r.Epsilon, Delta: delta, NoNoise: r.NoNoise, NoisePlan: plan, Tolerate: r.Tolerate, Split: split,
-		Owners: owners, MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second),
+		MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second),
 		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),
 		CommitteeKey: cmt.GetPublicKeyFingerprint(), User: c.cfg.Dialer.Identity().String(),
 		UserKey: job.Fingerprint(c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public)), Nonce: nonce,
 	}
 	if r.NoNoise {
 		s.Epsilon = 0
+	}
+	if err := s.SetOwners(owners); err != nil {
+		return nil, err
 	}
 	perOwner := r.MaxOwnerRows
 	if perOwner == 0 && len(owners) > 0 {
@@ -279,11 +285,24 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	if err := s.Check(r.Schema, c.params); err != nil {
 		return nil, err
 	}
+	c.mu.Lock()
+	if c.owners == nil {
+		c.owners = map[string][]string{}
+	}
+	c.owners[s.OwnersRoot] = owners
+	c.mu.Unlock()
 	return s, nil
 }
 
-// Submit signs a spec and registers the job.
+// Submit signs a spec and registers the job, with the owner list the spec
+// commits to (that of a spec this client built with Spec).
 func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*fedpcav1.JobStatus, error) {
+	c.mu.Lock()
+	owners, ok := c.owners[s.OwnersRoot]
+	c.mu.Unlock()
+	if !ok {
+		return nil, fmt.Errorf("submit job %s: this client did not build the spec, so it does not know the owner list it commits to", short(s.ID()))
+	}
 	var sig []byte
 	if c.cfg.Dialer.Creds != nil {
 		var err error
@@ -292,7 +311,7 @@ func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*
 		}
 	}
 	req := &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
-		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical()}
+		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), Owners: owners}
 	var resp *fedpcav1.CreateJobResponse
 	err := c.call(ctx, "create job "+s.ID()[:12]+"… on the proxy", callTimeout, func(ctx context.Context) (err error) {
 		resp, err = c.proxy.CreateJob(ctx, req)
@@ -407,7 +426,16 @@ func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema
 	if hd.GetJobId() != s.ID() {
 		return nil, fmt.Errorf("fetch result: header for job %q, want %s", hd.GetJobId(), s.ID())
 	}
-	if err := s.CheckNoiseParties(hd.GetOwners(), hd.GetCspMembers()); err != nil {
+	// The job's owner list, which the check below holds against the root
+	// the user signed.
+	var full *fedpcav1.GetJobResponse
+	if err := c.call(ctx, "get job "+short(s.ID()), callTimeout, func(ctx context.Context) (err error) {
+		full, err = c.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: s.ID()})
+		return err
+	}); err != nil {
+		return nil, err
+	}
+	if err := s.CheckNoiseParties(full.GetJob().GetStatus().GetExpectedOwners(), hd.GetOwners(), hd.GetCspMembers()); err != nil {
 		return nil, fmt.Errorf("fetch result: %w", err)
 	}
 	start := time.Now()

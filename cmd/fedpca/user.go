@@ -190,7 +190,7 @@ job was created with.
 				if err := checkPlots(cmd, spec.Analysis); err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, len(spec.Owners), spec.Deadline.Format(time.RFC3339))
+				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
 				return waitAndWrite(ctx, cmd, c, spec, sch, time.Now())
 			},
 		}, {
@@ -443,7 +443,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if _, err := c.Submit(ctx, spec, sch); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, len(spec.Owners), spec.Deadline.Format(time.RFC3339))
+	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
 	return waitAndWrite(ctx, cmd, c, spec, sch, start)
 }
 
@@ -455,7 +455,7 @@ func waitAndWrite(ctx context.Context, cmd *cli.Command, c *user.Client, spec *j
 	// On a terminal a bar; otherwise (logs) one line per change.
 	var bar *progress
 	if !cmd.Bool("quiet") {
-		bar = newProgress(len(spec.Owners), "uploads")
+		bar = newProgress(spec.NumOwners, "uploads")
 	}
 	lines := !cmd.Bool("quiet") && !stderrIsTerminal()
 	var last string

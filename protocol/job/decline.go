@@ -36,6 +36,10 @@ const (
 	// DeclineUnavailable: the owner cannot take part for a reason of its own
 	// (its data source cannot be opened, a local failure).
 	DeclineUnavailable Decline = 7
+	// DeclineNotNamed: the job does not name this owner, as far as it can
+	// tell: the proxy gave it no inclusion proof of its ID that verifies
+	// against the owner list the user signed (Spec.CheckMember).
+	DeclineNotNamed Decline = 8
 )
 
 var declines = map[Decline]struct{ name, text string }{
@@ -46,6 +50,7 @@ var declines = map[Decline]struct{ name, text string }{
 	DeclineInvalidJob:     {"invalid_job", "the job fails the owner's checks (spec, signature, parameters or overflow bound)"},
 	DeclineCommitteeKey:   {"committee_key", "the job's committee key is not attested by every committee member"},
 	DeclineUnavailable:    {"unavailable", "the owner cannot take part for a local reason (its operator's log says which)"},
+	DeclineNotNamed:       {"not_named", "the job's signed owner list does not name this owner (no valid inclusion proof)"},
 }
 
 // ParseDecline checks a decline code received from another party.
@@ -70,7 +75,7 @@ func ParseDeclineName(name string) (Decline, error) {
 // Declines returns every code, in order.
 func Declines() []Decline {
 	out := make([]Decline, 0, len(declines))
-	for d := DeclinePolicy; d <= DeclineUnavailable; d++ {
+	for d := DeclinePolicy; d <= DeclineNotNamed; d++ {
 		out = append(out, d)
 	}
 	return out

@@ -166,13 +166,22 @@ func newSpec(sch *schema.Schema, p he.Params, analysisName string, owners int, c
 	if noNoise {
 		s.NoNoise, s.Epsilon = true, 0
 	}
-	for i := range owners {
-		s.Owners = append(s.Owners, fmt.Sprintf("owner-%03d", i))
+	if err := s.SetOwners(ownerNames(owners)); err != nil {
+		panic(err)
 	}
 	if err := s.SetOwnerRows(20_000 / int64(max(owners, 1))); err != nil {
 		panic(err)
 	}
 	return s
+}
+
+// ownerNames are the IDs of newSpec's owners.
+func ownerNames(n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("owner-%03d", i)
+	}
+	return out
 }
 
 func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Result, []int64, []int64) {
@@ -246,11 +255,15 @@ func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Res
 	if err != nil {
 		t.Fatal(err)
 	}
-	pr, err := PrivacyReport(s, sch, s.Owners[:uploaded], cspNames)
+	included := ownerNames(s.NumOwners)[:uploaded]
+	if err := s.CheckNoiseParties(ownerNames(s.NumOwners), included, cspNames); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := PrivacyReport(s, sch, included, cspNames)
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := Analyze(s, sch, rel, s.Owners[:uploaded], pr, p.ID())
+	res, err := Analyze(s, sch, rel, included, pr, p.ID())
 	if err != nil {
 		t.Fatal(err)
 	}

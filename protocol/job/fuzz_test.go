@@ -16,18 +16,25 @@ import (
 	"github.com/fedpca/fedpca/protocol/stats"
 )
 
+// fuzzOwners are fuzzSpec's owners.
+var fuzzOwners = []string{"hospital-a", "hospital-b", "hospital-c"}
+
 // fuzzSpec is a valid spec built from constants (no HE keys needed: the
 // fingerprints are only hex strings to the decoder).
 func fuzzSpec() *Spec {
 	h := func(c string) string { return strings.Repeat(c, 64) }
-	return &Spec{
+	s := &Spec{
 		Version: Version, Dataset: "wdbc", SchemaHash: h("a"), Analysis: DCA, K: 2,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Tolerate: 1, Split: dp.DefaultSplit,
-		Owners: []string{"hospital-a", "hospital-b", "hospital-c"}, MinOwners: 2,
-		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
+		MinOwners: 2,
+		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
 		HEParams: "bgv-logn13-t60-q61x45x40", HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "0123456789abcdef",
 	}
+	if err := s.SetOwners(fuzzOwners); err != nil {
+		panic(err)
+	}
+	return s
 }
 
 func FuzzParseSpec(f *testing.F) {
@@ -37,8 +44,9 @@ func FuzzParseSpec(f *testing.F) {
 	noNoise.NoNoise, noNoise.Epsilon = true, 0
 	f.Add(noNoise.Canonical())
 	f.Add(good[:len(good)/2])
-	f.Add(bytes.Replace(good, []byte(`"version":1`), []byte(`"version":2`), 1))
-	f.Add(bytes.Replace(good, []byte(`"owners":["hospital-a",`), []byte(`"owners":["hospital-b",`), 1))
+	f.Add(bytes.Replace(good, []byte(`"version":2`), []byte(`"version":1`), 1))
+	f.Add(bytes.Replace(good, []byte(`"num_owners":3`), []byte(`"num_owners":4`), 1))
+	f.Add(bytes.Replace(good, []byte(`"owners_root":"`), []byte(`"owners_root":"0`), 1))
 	f.Add(bytes.Replace(good, []byte(`"committee_threshold":2`), []byte(`"committee_threshold":4`), 1))
 	f.Add([]byte(`{"version":1}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
@@ -59,7 +67,8 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("job ID %q", s.ID())
 		}
 		// What the daemons do next with an accepted spec must not panic.
-		_ = s.CheckIncluded(s.Owners)
+		_ = s.CheckIncluded(fuzzOwners, fuzzOwners)
+		_ = s.CheckMember(fuzzOwners[0], OwnerProof{})
 		_ = s.Plan().Validate()
 	})
 }
@@ -186,16 +195,19 @@ func TestParseResult(t *testing.T) {
 
 func FuzzCheckNoiseParties(f *testing.F) {
 	s := fuzzSpec()
-	f.Add("hospital-a,hospital-b", "csp-1,csp-2")
-	f.Add("hospital-a,hospital-b,hospital-c", "csp-1,csp-3")
-	f.Add("hospital-a", "csp-1,csp-2")
-	f.Add("hospital-a,hospital-a", "csp-1,csp-2")
-	f.Add("hospital-a,hospital-z", "csp-1,csp-2")
-	f.Add("hospital-a,hospital-b", "csp-1,csp-1")
-	f.Add("hospital-a,hospital-b", "csp-1,")
-	f.Fuzz(func(t *testing.T, owners, csps string) {
-		os, cs := strings.Split(owners, ","), strings.Split(csps, ",")
-		err := s.CheckNoiseParties(os, cs)
+	list := strings.Join(fuzzOwners, ",")
+	f.Add(list, "hospital-a,hospital-b", "csp-1,csp-2")
+	f.Add(list, "hospital-a,hospital-b,hospital-c", "csp-1,csp-3")
+	f.Add(list, "hospital-a", "csp-1,csp-2")
+	f.Add(list, "hospital-a,hospital-a", "csp-1,csp-2")
+	f.Add(list, "hospital-a,hospital-z", "csp-1,csp-2")
+	f.Add(list, "hospital-a,hospital-b", "csp-1,csp-1")
+	f.Add(list, "hospital-a,hospital-b", "csp-1,")
+	f.Add(list+",hospital-z", "hospital-a,hospital-z", "csp-1,csp-2")
+	f.Add("hospital-a,hospital-b,hospital-z", "hospital-a,hospital-z", "csp-1,csp-2")
+	f.Fuzz(func(t *testing.T, owners, included, csps string) {
+		all, os, cs := strings.Split(owners, ","), strings.Split(included, ","), strings.Split(csps, ",")
+		err := s.CheckNoiseParties(all, os, cs)
 		if err != nil {
 			return
 		}
@@ -206,8 +218,11 @@ func FuzzCheckNoiseParties(f *testing.F) {
 		if len(slices.Compact(sorted)) != len(os) {
 			t.Fatal("accepted a repeated owner")
 		}
+		if !slices.Equal(all, fuzzOwners) {
+			t.Fatalf("accepted the owner list %q, the spec commits to %q", all, fuzzOwners)
+		}
 		for _, o := range os {
-			if !slices.Contains(s.Owners, o) {
+			if !slices.Contains(fuzzOwners, o) {
 				t.Fatalf("accepted owner %q", o)
 			}
 		}
@@ -223,7 +238,7 @@ func FuzzCheckNoiseParties(f *testing.F) {
 // each round-trips through its name; nothing else is, so no free text or
 // number from an owner can be stored or shown.
 func FuzzDecline(f *testing.F) {
-	for _, v := range []int32{0, 1, 2, 7, 8, -1, 1 << 30} {
+	for _, v := range []int32{0, 1, 2, 7, 8, 9, -1, 1 << 30} {
 		f.Add(v)
 	}
 	f.Fuzz(func(t *testing.T, v int32) {

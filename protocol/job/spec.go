@@ -48,8 +48,9 @@ var Analyses = []string{PCA, DCA, LDA, Scatter, MomentsJob, NormsJob}
 // MaxNormEdges bounds the buckets of a norms job.
 const MaxNormEdges = 256
 
-// Version is the spec format version.
-const Version = 1
+// Version is the spec format version. Version 2 commits to the owner list
+// (num_owners, owners_root) instead of naming the owners.
+const Version = 2
 
 // DefaultDelta is used when a spec leaves delta at 0.
 const DefaultDelta = 1e-6
@@ -86,17 +87,20 @@ type Spec struct {
 	NoisePlan string   `json:"noise_plan"`
 	Tolerate  int      `json:"tolerate"`
 	Split     dp.Split `json:"split"`
-	// Owners are the owners asked to take part (their IDs, sorted): the
-	// planned owners of the noise plan. MinOwners is how many uploads the job
-	// needs; it is sealed when all owners uploaded, or at the deadline if at
-	// least MinOwners did.
-	Owners    []string  `json:"owners"`
-	MinOwners int       `json:"min_owners"`
-	Deadline  time.Time `json:"deadline"`
+	// NumOwners owners are asked to take part: the planned owners of the
+	// noise plan. The spec commits to their sorted IDs by OwnersRoot, the
+	// hex Merkle root of the list (see OwnerTree), without naming them, so
+	// that what an owner receives does not grow with the owners. MinOwners
+	// is how many uploads the job needs; it is sealed when all owners
+	// uploaded, or at the deadline if at least MinOwners did.
+	NumOwners  int       `json:"num_owners"`
+	OwnersRoot string    `json:"owners_root"`
+	MinOwners  int       `json:"min_owners"`
+	Deadline   time.Time `json:"deadline"`
 	// MaxOwnerRows is the public per-owner row cap: an owner uses its first
 	// MaxOwnerRows readable rows and drops the rest (counting them in its
 	// own log), so that no owner ever declines because of its row count.
-	// MaxRows = len(Owners) * MaxOwnerRows is the bound on the total rows
+	// MaxRows = NumOwners * MaxOwnerRows is the bound on the total rows
 	// that the overflow check assumes; both are stated so that every party
 	// checks the same proof.
 	MaxRows      int64 `json:"max_rows"`
@@ -152,19 +156,57 @@ func ValidID(s string) bool { return ident.MatchString(s) }
 // use.
 func ValidJobID(s string) bool { return hexHash.MatchString(s) }
 
-// CheckIncluded checks the owners said to be included in a job's sum (by the
-// proxy, to a committee member or to the user): at least min_owners of them,
-// each one of the spec's owners, none twice.
-func (s *Spec) CheckIncluded(owners []string) error {
-	if len(owners) < s.MinOwners || len(owners) > len(s.Owners) {
-		return fmt.Errorf("owners: %d included, the spec needs %d to %d", len(owners), s.MinOwners, len(s.Owners))
+// SetOwners commits the spec to an owner list (CheckOwnerList): its number
+// and Merkle root.
+func (s *Spec) SetOwners(owners []string) error {
+	t, err := NewOwnerTree(owners)
+	if err != nil {
+		return fmt.Errorf("job spec: %w", err)
 	}
-	seen := make(map[string]bool, len(owners))
-	for _, o := range owners {
+	s.NumOwners, s.OwnersRoot = len(owners), t.Root()
+	return nil
+}
+
+// CheckOwners checks an owner list received for the job (by the proxy from
+// the user, by a committee member or the user from the proxy): a valid list
+// of NumOwners owners whose root is OwnersRoot.
+func (s *Spec) CheckOwners(owners []string) error {
+	if len(owners) != s.NumOwners {
+		return fmt.Errorf("owners: %d owners, the spec commits to %d", len(owners), s.NumOwners)
+	}
+	t, err := NewOwnerTree(owners)
+	if err != nil {
+		return err
+	}
+	if t.Root() != s.OwnersRoot {
+		return fmt.Errorf("owners: the list's root %s… is not the spec's owners_root %s…", t.Root()[:12], s.OwnersRoot[:12])
+	}
+	return nil
+}
+
+// CheckMember checks an owner's inclusion proof against the spec's owners
+// root: what an owner checks to know that the job names it.
+func (s *Spec) CheckMember(owner string, p OwnerProof) error {
+	return VerifyOwnerProof(s.OwnersRoot, s.NumOwners, owner, p)
+}
+
+// CheckIncluded checks the owners said to be included in a job's sum (by the
+// proxy, to a committee member or to the user) against the job's owner list,
+// itself checked against the spec (CheckOwners): at least min_owners of
+// them, each one of the job's owners, none twice.
+func (s *Spec) CheckIncluded(owners, included []string) error {
+	if err := s.CheckOwners(owners); err != nil {
+		return err
+	}
+	if len(included) < s.MinOwners || len(included) > s.NumOwners {
+		return fmt.Errorf("owners: %d included, the spec needs %d to %d", len(included), s.MinOwners, s.NumOwners)
+	}
+	seen := make(map[string]bool, len(included))
+	for _, o := range included {
 		if seen[o] {
 			return fmt.Errorf("owners: %q is included twice", o)
 		}
-		if _, found := slices.BinarySearch(s.Owners, o); !found {
+		if _, found := slices.BinarySearch(owners, o); !found {
 			return fmt.Errorf("owners: %q is not one of the spec's owners", o)
 		}
 		seen[o] = true
@@ -173,11 +215,11 @@ func (s *Spec) CheckIncluded(owners []string) error {
 }
 
 // CheckNoiseParties checks what the proxy tells the user about a result: the
-// included owners (CheckIncluded) and the committee members that switched it
+// job's owners and those included (CheckIncluded) and the committee members that switched it
 // (exactly the spec's threshold of them, valid and distinct IDs). The
 // privacy accounting of the release is computed from these names.
-func (s *Spec) CheckNoiseParties(owners, csps []string) error {
-	if err := s.CheckIncluded(owners); err != nil {
+func (s *Spec) CheckNoiseParties(owners, included, csps []string) error {
+	if err := s.CheckIncluded(owners, included); err != nil {
 		return err
 	}
 	if len(csps) != s.CommitteeThreshold {
@@ -239,22 +281,14 @@ func (s *Spec) Validate() error {
 			return bad("split", "%v", err)
 		}
 	}
-	if len(s.Owners) == 0 || len(s.Owners) > MaxOwners {
-		return bad("owners", "%d owners, want 1 to %d", len(s.Owners), MaxOwners)
+	if s.NumOwners < 1 || s.NumOwners > MaxOwners {
+		return bad("num_owners", "%d owners, want 1 to %d", s.NumOwners, MaxOwners)
 	}
-	if !slices.IsSorted(s.Owners) {
-		return bad("owners", "must be sorted")
+	if !hexHash.MatchString(s.OwnersRoot) {
+		return bad("owners_root", "want 64 lower-case hex digits")
 	}
-	for i, o := range s.Owners {
-		if !ValidID(o) {
-			return bad("owners", "%q is not a valid id", o)
-		}
-		if i > 0 && s.Owners[i-1] == o {
-			return bad("owners", "%q appears twice", o)
-		}
-	}
-	if s.MinOwners < 1 || s.MinOwners > len(s.Owners) {
-		return bad("min_owners", "%d must be between 1 and %d", s.MinOwners, len(s.Owners))
+	if s.MinOwners < 1 || s.MinOwners > s.NumOwners {
+		return bad("min_owners", "%d must be between 1 and %d", s.MinOwners, s.NumOwners)
 	}
 	if s.Deadline.IsZero() {
 		return bad("deadline", "missing")
@@ -262,8 +296,8 @@ func (s *Spec) Validate() error {
 	if s.MaxOwnerRows < 1 {
 		return bad("max_owner_rows", "%d must be positive", s.MaxOwnerRows)
 	}
-	if total, ok := TotalRows(len(s.Owners), s.MaxOwnerRows); !ok || s.MaxRows != total {
-		return bad("max_rows", "%d must be the %d owners times max_owner_rows %d", s.MaxRows, len(s.Owners), s.MaxOwnerRows)
+	if total, ok := TotalRows(s.NumOwners, s.MaxOwnerRows); !ok || s.MaxRows != total {
+		return bad("max_rows", "%d must be the %d owners times max_owner_rows %d", s.MaxRows, s.NumOwners, s.MaxOwnerRows)
 	}
 	if s.HEParams == "" || !hexHash.MatchString(s.HEParamsHash) {
 		return bad("he_params", "missing parameter set or fingerprint")
@@ -296,7 +330,7 @@ func (s *Spec) Validate() error {
 // the CSP noise parties are the Threshold members that take part in the
 // switch.
 func (s *Spec) Plan() dp.Plan {
-	return dp.Plan{Kind: s.NoisePlan, Tolerate: s.Tolerate, Owners: len(s.Owners), CSPs: s.CommitteeThreshold}
+	return dp.Plan{Kind: s.NoisePlan, Tolerate: s.Tolerate, Owners: s.NumOwners, CSPs: s.CommitteeThreshold}
 }
 
 // Committee returns the committee shape.
@@ -397,7 +431,7 @@ func (s *Spec) checkOverflow(sch *schema.Schema, cal dp.Calibration, p he.Params
 		total := new(big.Int).Mul(big.NewInt(s.MaxRows), perRow[blk])
 		if total.Cmp(room[blk]) > 0 {
 			return fmt.Errorf("job spec: max_rows %d (%d owners x max_owner_rows %d) may overflow the plaintext range in block %s: max_rows x %s + 12 sigma exceeds (T-3)/2 = %d; lower max_owner_rows (at most %d here), quant_bits or the noise",
-				s.MaxRows, len(s.Owners), s.MaxOwnerRows, blk, perRow[blk], p.MaxAbs(), s.largestOwnerRows(room, perRow))
+				s.MaxRows, s.NumOwners, s.MaxOwnerRows, blk, perRow[blk], p.MaxAbs(), s.largestOwnerRows(room, perRow))
 		}
 	}
 	return nil
@@ -412,7 +446,7 @@ func (s *Spec) overflowRoom(sch *schema.Schema, cal dp.Calibration, p he.Params)
 	maxWeight := new(big.Rat)
 	if !cal.NoiseOff() {
 		plan := s.Plan()
-		for m := s.MinOwners; m <= len(s.Owners); m++ {
+		for m := s.MinOwners; m <= s.NumOwners; m++ {
 			w := new(big.Rat).Mul(plan.OwnerWeight(), big.NewRat(int64(m), 1))
 			feasible := true
 			for _, r := range []dp.Role{dp.RoleProxy, dp.RoleCSP} {
@@ -456,7 +490,7 @@ func (s *Spec) largestOwnerRows(room, perRow [3]*big.Int) int64 {
 			return 0
 		}
 		n := new(big.Int).Quo(room[blk], perRow[blk])
-		n.Quo(n, big.NewInt(int64(len(s.Owners))))
+		n.Quo(n, big.NewInt(int64(s.NumOwners)))
 		if n.IsInt64() && n.Int64() < best {
 			best = n.Int64()
 		}
@@ -469,7 +503,7 @@ func (s *Spec) largestOwnerRows(room, perRow [3]*big.Int) int64 {
 // function of the public parameters, which a user may take as the job's
 // max_owner_rows. It is 0 when not even one row per owner fits.
 func (s *Spec) LargestOwnerRows(sch *schema.Schema, p he.Params) (int64, error) {
-	if len(s.Owners) == 0 {
+	if s.NumOwners == 0 {
 		return 0, fmt.Errorf("job spec: no owners")
 	}
 	cal, err := s.Calibration(sch)
@@ -482,9 +516,9 @@ func (s *Spec) LargestOwnerRows(sch *schema.Schema, p he.Params) (int64, error) 
 
 // SetOwnerRows sets max_owner_rows and the total max_rows it implies.
 func (s *Spec) SetOwnerRows(perOwner int64) error {
-	total, ok := TotalRows(len(s.Owners), perOwner)
+	total, ok := TotalRows(s.NumOwners, perOwner)
 	if !ok {
-		return fmt.Errorf("job spec: %d owners x max_owner_rows %d overflows", len(s.Owners), perOwner)
+		return fmt.Errorf("job spec: %d owners x max_owner_rows %d overflows", s.NumOwners, perOwner)
 	}
 	s.MaxOwnerRows, s.MaxRows = perOwner, total
 	return nil
@@ -516,5 +550,6 @@ func ParseSpec(b []byte) (*Spec, error) {
 	return &s, nil
 }
 
-// MaxSpecBytes bounds an encoded spec (owners' IDs dominate).
-const MaxSpecBytes = 8 << 20
+// MaxSpecBytes bounds an encoded spec (its norm edges dominate; the owners
+// are not named).
+const MaxSpecBytes = 64 << 10

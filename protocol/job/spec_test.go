@@ -47,7 +47,10 @@ func TestProjectCSV(t *testing.T) {
 	c := he.Committee{N: 1, Threshold: 1}
 	members, cpk := ceremony(t, p, c)
 	s := newSpec(ds.schema, p, DCA, 2, c, cpk, user, true)
-	s.Owners, s.MinOwners = []string{"a"}, 1
+	s.MinOwners = 1
+	if err := s.SetOwners(ownerNames(1)); err != nil {
+		t.Fatal(err)
+	}
 	if err := s.SetOwnerRows(20_000); err != nil {
 		t.Fatal(err)
 	}

@@ -1090,8 +1090,11 @@ type KeySwitchHeader struct {
 	Active []uint32 `protobuf:"varint,7,rep,packed,name=active,proto3" json:"active,omitempty"`
 	// owners are the owners whose uploads are in the sum (they size the
 	// member's noise top-up).
-	Owners        []string `protobuf:"bytes,8,rep,name=owners,proto3" json:"owners,omitempty"`
-	Ciphertexts   uint32   `protobuf:"varint,9,opt,name=ciphertexts,proto3" json:"ciphertexts,omitempty"`
+	Owners      []string `protobuf:"bytes,8,rep,name=owners,proto3" json:"owners,omitempty"`
+	Ciphertexts uint32   `protobuf:"varint,9,opt,name=ciphertexts,proto3" json:"ciphertexts,omitempty"`
+	// job_owners is the job's whole owner list, which the member checks
+	// against the spec's owners_root before checking owners against it.
+	JobOwners     []string `protobuf:"bytes,10,rep,name=job_owners,json=jobOwners,proto3" json:"job_owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1187,6 +1190,13 @@ func (x *KeySwitchHeader) GetCiphertexts() uint32 {
 		return x.Ciphertexts
 	}
 	return 0
+}
+
+func (x *KeySwitchHeader) GetJobOwners() []string {
+	if x != nil {
+		return x.JobOwners
+	}
+	return nil
 }
 
 type KeySwitchResponse struct {
@@ -1317,7 +1327,7 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\n" +
 	"ciphertext\x18\x02 \x01(\fH\x00R\n" +
 	"ciphertextB\x05\n" +
-	"\x03msg\"\x97\x02\n" +
+	"\x03msg\"\xb6\x02\n" +
 	"\x0fKeySwitchHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\fR\x04spec\x12\x1c\n" +
@@ -1327,7 +1337,10 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\x06schema\x18\x06 \x01(\fR\x06schema\x12\x16\n" +
 	"\x06active\x18\a \x03(\rR\x06active\x12\x16\n" +
 	"\x06owners\x18\b \x03(\tR\x06owners\x12 \n" +
-	"\vciphertexts\x18\t \x01(\rR\vciphertexts\")\n" +
+	"\vciphertexts\x18\t \x01(\rR\vciphertexts\x12\x1d\n" +
+	"\n" +
+	"job_owners\x18\n" +
+	" \x03(\tR\tjobOwners\")\n" +
 	"\x11KeySwitchResponse\x12\x14\n" +
 	"\x05share\x18\x01 \x01(\fR\x05share2\xc3\x03\n" +
 	"\n" +

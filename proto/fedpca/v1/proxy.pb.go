@@ -103,6 +103,9 @@ const (
 	DeclineReason_DECLINE_REASON_COMMITTEE_KEY DeclineReason = 6
 	// A local reason of the owner's (its data source cannot be opened).
 	DeclineReason_DECLINE_REASON_UNAVAILABLE DeclineReason = 7
+	// The job's signed owner list does not name this owner (no inclusion
+	// proof of its ID verifies against the spec's owners_root).
+	DeclineReason_DECLINE_REASON_NOT_NAMED DeclineReason = 8
 )
 
 // Enum value maps for DeclineReason.
@@ -116,6 +119,7 @@ var (
 		5: "DECLINE_REASON_INVALID_JOB",
 		6: "DECLINE_REASON_COMMITTEE_KEY",
 		7: "DECLINE_REASON_UNAVAILABLE",
+		8: "DECLINE_REASON_NOT_NAMED",
 	}
 	DeclineReason_value = map[string]int32{
 		"DECLINE_REASON_UNSPECIFIED":      0,
@@ -126,6 +130,7 @@ var (
 		"DECLINE_REASON_INVALID_JOB":      5,
 		"DECLINE_REASON_COMMITTEE_KEY":    6,
 		"DECLINE_REASON_UNAVAILABLE":      7,
+		"DECLINE_REASON_NOT_NAMED":        8,
 	}
 )
 
@@ -380,7 +385,10 @@ type CreateJobRequest struct {
 	UserPublicKey []byte `protobuf:"bytes,3,opt,name=user_public_key,json=userPublicKey,proto3" json:"user_public_key,omitempty"`
 	// schema is the canonical JSON schema of the dataset; the spec holds its
 	// hash.
-	Schema        []byte `protobuf:"bytes,4,opt,name=schema,proto3" json:"schema,omitempty"`
+	Schema []byte `protobuf:"bytes,4,opt,name=schema,proto3" json:"schema,omitempty"`
+	// owners is the job's owner list (sorted IDs): the spec commits to it by
+	// its num_owners and owners_root, which the proxy checks it against.
+	Owners        []string `protobuf:"bytes,5,rep,name=owners,proto3" json:"owners,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -439,6 +447,13 @@ func (x *CreateJobRequest) GetUserPublicKey() []byte {
 func (x *CreateJobRequest) GetSchema() []byte {
 	if x != nil {
 		return x.Schema
+	}
+	return nil
+}
+
+func (x *CreateJobRequest) GetOwners() []string {
+	if x != nil {
+		return x.Owners
 	}
 	return nil
 }
@@ -827,7 +842,8 @@ type GetJobRequest struct {
 	// ticket returns what an owner needs to check the job (spec, signature,
 	// user certificate, schema) with only the status fields fixed at the
 	// job's creation: the same bytes for every owner, which the proxy encodes
-	// once however many owners fetch them at once. Overrides brief.
+	// once however many owners fetch them at once, and the calling owner's
+	// inclusion proof. Overrides brief.
 	Ticket        bool `protobuf:"varint,3,opt,name=ticket,proto3" json:"ticket,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -885,8 +901,11 @@ func (x *GetJobRequest) GetTicket() bool {
 }
 
 type GetJobResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Job           *JobInfo               `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *JobInfo               `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// owner_proof, in an owner's ticket, proves that the owner list the spec
+	// commits to names the calling owner.
+	OwnerProof    *OwnerProof `protobuf:"bytes,2,opt,name=owner_proof,json=ownerProof,proto3" json:"owner_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -928,6 +947,71 @@ func (x *GetJobResponse) GetJob() *JobInfo {
 	return nil
 }
 
+func (x *GetJobResponse) GetOwnerProof() *OwnerProof {
+	if x != nil {
+		return x.OwnerProof
+	}
+	return nil
+}
+
+// OwnerProof is a Merkle inclusion proof (RFC 9162, SHA-256) of one owner
+// ID in the sorted owner list whose root and size the spec holds
+// (owners_root, num_owners): at most 17 hashes for 100,000 owners, so an
+// owner's ticket does not grow with the owners.
+type OwnerProof struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// index is the owner's position in the sorted list.
+	Index uint32 `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	// path are the sibling hashes from the leaf up, 32 bytes each.
+	Path          [][]byte `protobuf:"bytes,2,rep,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerProof) Reset() {
+	*x = OwnerProof{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerProof) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerProof) ProtoMessage() {}
+
+func (x *OwnerProof) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerProof.ProtoReflect.Descriptor instead.
+func (*OwnerProof) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *OwnerProof) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *OwnerProof) GetPath() [][]byte {
+	if x != nil {
+		return x.Path
+	}
+	return nil
+}
+
 type ListJobsRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// include_ended also lists done and failed jobs.
@@ -941,7 +1025,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -953,7 +1037,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -966,7 +1050,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListJobsRequest) GetIncludeEnded() bool {
@@ -992,7 +1076,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1088,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1101,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobInfo {
@@ -1043,7 +1127,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1139,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1152,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *JobInfo) GetStatus() *JobStatus {
@@ -1115,7 +1199,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1127,7 +1211,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1140,7 +1224,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1159,7 +1243,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1255,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1268,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchJobResponse) GetJob() *JobStatus {
@@ -1205,7 +1289,7 @@ type WatchOwnerJobsRequest struct {
 
 func (x *WatchOwnerJobsRequest) Reset() {
 	*x = WatchOwnerJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1217,7 +1301,7 @@ func (x *WatchOwnerJobsRequest) String() string {
 func (*WatchOwnerJobsRequest) ProtoMessage() {}
 
 func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1230,7 +1314,7 @@ func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOwnerJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOwnerJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchOwnerJobsRequest) GetCursor() string {
@@ -1257,7 +1341,7 @@ type WatchOwnerJobsResponse struct {
 
 func (x *WatchOwnerJobsResponse) Reset() {
 	*x = WatchOwnerJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1269,7 +1353,7 @@ func (x *WatchOwnerJobsResponse) String() string {
 func (*WatchOwnerJobsResponse) ProtoMessage() {}
 
 func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1282,7 +1366,7 @@ func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOwnerJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchOwnerJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchOwnerJobsResponse) GetJobs() []*JobStatus {
@@ -1319,7 +1403,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1331,7 +1415,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1344,7 +1428,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -1403,7 +1487,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1415,7 +1499,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1428,7 +1512,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UploadHeader) GetJobId() string {
@@ -1474,7 +1558,7 @@ type BudgetReport struct {
 
 func (x *BudgetReport) Reset() {
 	*x = BudgetReport{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1486,7 +1570,7 @@ func (x *BudgetReport) String() string {
 func (*BudgetReport) ProtoMessage() {}
 
 func (x *BudgetReport) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1499,7 +1583,7 @@ func (x *BudgetReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetReport.ProtoReflect.Descriptor instead.
 func (*BudgetReport) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *BudgetReport) GetDataset() string {
@@ -1552,7 +1636,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1564,7 +1648,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1577,7 +1661,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *UploadResponse) GetJobId() string {
@@ -1619,7 +1703,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1631,7 +1715,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1644,7 +1728,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *DeclineRequest) GetJobId() string {
@@ -1676,7 +1760,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1688,7 +1772,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1701,7 +1785,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
 }
 
 type FetchResultRequest struct {
@@ -1713,7 +1797,7 @@ type FetchResultRequest struct {
 
 func (x *FetchResultRequest) Reset() {
 	*x = FetchResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1725,7 +1809,7 @@ func (x *FetchResultRequest) String() string {
 func (*FetchResultRequest) ProtoMessage() {}
 
 func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1738,7 +1822,7 @@ func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
 func (*FetchResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *FetchResultRequest) GetJobId() string {
@@ -1761,7 +1845,7 @@ type FetchResultResponse struct {
 
 func (x *FetchResultResponse) Reset() {
 	*x = FetchResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1773,7 +1857,7 @@ func (x *FetchResultResponse) String() string {
 func (*FetchResultResponse) ProtoMessage() {}
 
 func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1786,7 +1870,7 @@ func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
 func (*FetchResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *FetchResultResponse) GetMsg() isFetchResultResponse_Msg {
@@ -1844,7 +1928,7 @@ type ResultHeader struct {
 
 func (x *ResultHeader) Reset() {
 	*x = ResultHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1856,7 +1940,7 @@ func (x *ResultHeader) String() string {
 func (*ResultHeader) ProtoMessage() {}
 
 func (x *ResultHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1869,7 +1953,7 @@ func (x *ResultHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHeader.ProtoReflect.Descriptor instead.
 func (*ResultHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ResultHeader) GetJobId() string {
@@ -1911,7 +1995,7 @@ type PublishResultRequest struct {
 
 func (x *PublishResultRequest) Reset() {
 	*x = PublishResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1923,7 +2007,7 @@ func (x *PublishResultRequest) String() string {
 func (*PublishResultRequest) ProtoMessage() {}
 
 func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1936,7 +2020,7 @@ func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *PublishResultRequest) GetJobId() string {
@@ -1961,7 +2045,7 @@ type PublishResultResponse struct {
 
 func (x *PublishResultResponse) Reset() {
 	*x = PublishResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1973,7 +2057,7 @@ func (x *PublishResultResponse) String() string {
 func (*PublishResultResponse) ProtoMessage() {}
 
 func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1986,7 +2070,7 @@ func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
 }
 
 type GetPublishedRequest struct {
@@ -1998,7 +2082,7 @@ type GetPublishedRequest struct {
 
 func (x *GetPublishedRequest) Reset() {
 	*x = GetPublishedRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2010,7 +2094,7 @@ func (x *GetPublishedRequest) String() string {
 func (*GetPublishedRequest) ProtoMessage() {}
 
 func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2023,7 +2107,7 @@ func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishedRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetPublishedRequest) GetJobId() string {
@@ -2042,7 +2126,7 @@ type GetPublishedResponse struct {
 
 func (x *GetPublishedResponse) Reset() {
 	*x = GetPublishedResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2054,7 +2138,7 @@ func (x *GetPublishedResponse) String() string {
 func (*GetPublishedResponse) ProtoMessage() {}
 
 func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2067,7 +2151,7 @@ func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishedResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetPublishedResponse) GetResult() []byte {
@@ -2086,7 +2170,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2098,7 +2182,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2111,7 +2195,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -2130,7 +2214,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2142,7 +2226,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2155,7 +2239,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *CancelJobResponse) GetJob() *JobStatus {
@@ -2186,12 +2270,13 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0fCommitteeMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\x12\x18\n" +
-	"\ahealthy\x18\x03 \x01(\bR\ahealthy\"\x84\x01\n" +
+	"\ahealthy\x18\x03 \x01(\bR\ahealthy\"\x9c\x01\n" +
 	"\x10CreateJobRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\fR\x04spec\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\fR\tsignature\x12&\n" +
 	"\x0fuser_public_key\x18\x03 \x01(\fR\ruserPublicKey\x12\x16\n" +
-	"\x06schema\x18\x04 \x01(\fR\x06schema\";\n" +
+	"\x06schema\x18\x04 \x01(\fR\x06schema\x12\x16\n" +
+	"\x06owners\x18\x05 \x03(\tR\x06owners\";\n" +
 	"\x11CreateJobResponse\x12&\n" +
 	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\xe2\x05\n" +
 	"\tJobStatus\x12\x15\n" +
@@ -2229,9 +2314,15 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05brief\x18\x02 \x01(\bR\x05brief\x12\x16\n" +
-	"\x06ticket\x18\x03 \x01(\bR\x06ticket\"6\n" +
+	"\x06ticket\x18\x03 \x01(\bR\x06ticket\"n\n" +
 	"\x0eGetJobResponse\x12$\n" +
-	"\x03job\x18\x01 \x01(\v2\x12.fedpca.v1.JobInfoR\x03job\"L\n" +
+	"\x03job\x18\x01 \x01(\v2\x12.fedpca.v1.JobInfoR\x03job\x126\n" +
+	"\vowner_proof\x18\x02 \x01(\v2\x15.fedpca.v1.OwnerProofR\n" +
+	"ownerProof\"6\n" +
+	"\n" +
+	"OwnerProof\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\rR\x05index\x12\x12\n" +
+	"\x04path\x18\x02 \x03(\fR\x04path\"L\n" +
 	"\x0fListJobsRequest\x12#\n" +
 	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\x12\x14\n" +
 	"\x05brief\x18\x02 \x01(\bR\x05brief\":\n" +
@@ -2312,7 +2403,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x04*\x90\x02\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\xae\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
@@ -2321,7 +2412,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x1fDECLINE_REASON_USER_NOT_ALLOWED\x10\x04\x12\x1e\n" +
 	"\x1aDECLINE_REASON_INVALID_JOB\x10\x05\x12 \n" +
 	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
-	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a2\x8d\a\n" +
+	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a\x12\x1c\n" +
+	"\x18DECLINE_REASON_NOT_NAMED\x10\b2\x8d\a\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
@@ -2349,7 +2441,7 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 }
 
 var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                  // 0: fedpca.v1.JobState
 	(DeclineReason)(0),             // 1: fedpca.v1.DeclineReason
@@ -2363,78 +2455,80 @@ var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(*DeclinedOwner)(nil),          // 9: fedpca.v1.DeclinedOwner
 	(*GetJobRequest)(nil),          // 10: fedpca.v1.GetJobRequest
 	(*GetJobResponse)(nil),         // 11: fedpca.v1.GetJobResponse
-	(*ListJobsRequest)(nil),        // 12: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 13: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),                // 14: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),        // 15: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),       // 16: fedpca.v1.WatchJobResponse
-	(*WatchOwnerJobsRequest)(nil),  // 17: fedpca.v1.WatchOwnerJobsRequest
-	(*WatchOwnerJobsResponse)(nil), // 18: fedpca.v1.WatchOwnerJobsResponse
-	(*UploadRequest)(nil),          // 19: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),           // 20: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),           // 21: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),         // 22: fedpca.v1.UploadResponse
-	(*DeclineRequest)(nil),         // 23: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),        // 24: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),     // 25: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),    // 26: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),           // 27: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),   // 28: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil),  // 29: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),    // 30: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),   // 31: fedpca.v1.GetPublishedResponse
-	(*CancelJobRequest)(nil),       // 32: fedpca.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 33: fedpca.v1.CancelJobResponse
-	(*KeyAttestation)(nil),         // 34: fedpca.v1.KeyAttestation
+	(*OwnerProof)(nil),             // 12: fedpca.v1.OwnerProof
+	(*ListJobsRequest)(nil),        // 13: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 14: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),                // 15: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),        // 16: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),       // 17: fedpca.v1.WatchJobResponse
+	(*WatchOwnerJobsRequest)(nil),  // 18: fedpca.v1.WatchOwnerJobsRequest
+	(*WatchOwnerJobsResponse)(nil), // 19: fedpca.v1.WatchOwnerJobsResponse
+	(*UploadRequest)(nil),          // 20: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),           // 21: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),           // 22: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),         // 23: fedpca.v1.UploadResponse
+	(*DeclineRequest)(nil),         // 24: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),        // 25: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),     // 26: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),    // 27: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),           // 28: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),   // 29: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil),  // 30: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),    // 31: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),   // 32: fedpca.v1.GetPublishedResponse
+	(*CancelJobRequest)(nil),       // 33: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 34: fedpca.v1.CancelJobResponse
+	(*KeyAttestation)(nil),         // 35: fedpca.v1.KeyAttestation
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	34, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	35, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
 	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
 	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
 	8,  // 5: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
 	1,  // 6: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
-	14, // 7: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
-	14, // 8: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
-	7,  // 9: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
-	7,  // 10: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	7,  // 11: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
-	20, // 12: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	21, // 13: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 14: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	21, // 15: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	27, // 16: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 17: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 18: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 19: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 20: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	12, // 21: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	15, // 22: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	17, // 23: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	19, // 24: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	23, // 25: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	25, // 26: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	28, // 27: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	30, // 28: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	32, // 29: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 30: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 31: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 32: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	13, // 33: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	16, // 34: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	18, // 35: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	22, // 36: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	24, // 37: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	26, // 38: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	29, // 39: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	31, // 40: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	33, // 41: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	30, // [30:42] is the sub-list for method output_type
-	18, // [18:30] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	15, // 7: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
+	12, // 8: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	15, // 9: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
+	7,  // 10: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
+	7,  // 11: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
+	7,  // 12: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
+	21, // 13: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	22, // 14: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	1,  // 15: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	22, // 16: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	28, // 17: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	7,  // 18: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	2,  // 19: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 20: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 21: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	13, // 22: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	16, // 23: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	18, // 24: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	20, // 25: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	24, // 26: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	26, // 27: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	29, // 28: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	31, // 29: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	33, // 30: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	3,  // 31: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 32: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 33: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	14, // 34: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	17, // 35: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	19, // 36: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	23, // 37: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	25, // 38: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	27, // 39: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	30, // 40: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	32, // 41: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	34, // 42: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	31, // [31:43] is the sub-list for method output_type
+	19, // [19:31] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2443,11 +2537,11 @@ func file_fedpca_v1_proxy_proto_init() {
 		return
 	}
 	file_fedpca_v1_csp_proto_init()
-	file_fedpca_v1_proxy_proto_msgTypes[17].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[18].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[24].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[25].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
 	}
@@ -2457,7 +2551,7 @@ func file_fedpca_v1_proxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   32,
+			NumMessages:   33,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
