@@ -3,6 +3,8 @@ package proxy
 import (
 	"errors"
 	"testing"
+
+	"github.com/fedpca/fedpca/protocol/job"
 )
 
 // TestWatchHub: the hub refuses a watch beyond its limit, announces a
@@ -12,7 +14,11 @@ import (
 // resumes from its own cursors only.
 func TestWatchHub(t *testing.T) {
 	h := newWatchHub(2, "EPOCH")
-	j := &jobState{owners: map[string]struct{}{"a": {}}}
+	tree, err := job.NewOwnerTree([]string{"a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	j := &jobState{owners: tree}
 	w, last, err := h.subscribe("a")
 	if err != nil || last != 0 {
 		t.Fatalf("subscribe: %v, after %d", err, last)
