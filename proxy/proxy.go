@@ -51,6 +51,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -335,6 +336,9 @@ func (p *Proxy) load() error {
 	}
 	for _, sj := range stored {
 		j, err := decodeJob(sj, p.params.Chunks)
+		if errors.Is(err, job.ErrSpecVersion) {
+			return fmt.Errorf("%w; finish the store's jobs with the release that made them, or start this proxy on a new store (move the old one aside)", err)
+		}
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"math/big"
@@ -233,12 +234,16 @@ func (s *Spec) CheckNoiseParties(owners, included, csps []string) error {
 
 // Validate checks the spec on its own (Check adds the checks against the
 // schema and parameters). Errors name the field.
+// ErrSpecVersion marks a spec of another format version (a job made by
+// another release).
+var ErrSpecVersion = errors.New("a spec of another release")
+
 func (s *Spec) Validate() error {
 	bad := func(field string, format string, args ...any) error {
 		return fmt.Errorf("job spec: %s: %s", field, fmt.Sprintf(format, args...))
 	}
 	if s.Version != Version {
-		return bad("version", "%d, want %d", s.Version, Version)
+		return fmt.Errorf("job spec: version: %d, want %d: %w", s.Version, Version, ErrSpecVersion)
 	}
 	if !ValidID(s.Dataset) {
 		return bad("dataset", "%q is not a valid id", s.Dataset)

@@ -2,6 +2,7 @@ package job
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"math"
 	"strconv"
@@ -103,5 +104,18 @@ func TestQuality(t *testing.T) {
 	res.Privacy.NoNoise = true
 	if quality(res, 4, 1) != nil {
 		t.Error("a result without noise has a quality")
+	}
+}
+
+// TestSpecVersion: a spec of another release is refused with
+// ErrSpecVersion, which the proxy turns into advice at start.
+func TestSpecVersion(t *testing.T) {
+	s := fuzzSpec()
+	if err := s.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	s.Version = 1
+	if err := s.Validate(); !errors.Is(err, ErrSpecVersion) {
+		t.Fatalf("version 1: %v", err)
 	}
 }
