@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/bits"
 )
 
 // MaxBits is the largest number of fractional bits a schema may ask for.
@@ -28,6 +29,27 @@ type Quantizer struct {
 	a, b, d *big.Int
 	bPow    [pow10Cache]*big.Int // b * 10^p
 	dPow    [pow10Cache]*big.Int // d * 10^p
+	// fast[k] holds the fast path's constants for plain decimals with k
+	// fraction digits (see quantizeFast).
+	fast [maxFastFrac + 1]fastTerm
+}
+
+// maxFastFrac is the most fraction digits (and significant digits) a cell
+// may have for the fast path: 10^19 < 2^64.
+const maxFastFrac = 19
+
+// fastTerm holds, for cells X / 10^k with k fraction digits, the integers of
+//
+//	2^g (X/10^k - C/10^kc) / (S/10^ks) = (X mulX - c) f / den
+//
+// with K = max(k, kc), mulX = 10^(K-k), c = C 10^(K-kc), and f / den =
+// 2^g 10^(ks-K) / S reduced to lowest terms. ok is false when one of them
+// does not fit its word; such cells take the exact path.
+type fastTerm struct {
+	ok     bool
+	mulX   uint64
+	c      int64
+	f, den uint64
 }
 
 // Scratch holds the big-integer temporaries of Quantize so that the hot path
@@ -58,7 +80,152 @@ func NewQuantizer(center, scale Decimal, bits uint) (*Quantizer, error) {
 		q.bPow[p] = new(big.Int).Mul(q.b, t)
 		q.dPow[p] = new(big.Int).Mul(q.d, t)
 	}
+	q.initFast(center, scale)
 	return q, nil
+}
+
+// initFast precomputes the fast path's constants; a constant that does not
+// fit its word leaves its entry off (every cell with that many fraction
+// digits takes the exact path).
+func (q *Quantizer) initFast(center, scale Decimal) {
+	split := func(d Decimal) (m *big.Int, k int) { // d = m / 10^k, k >= 0
+		m = new(big.Int)
+		if d.Sign() == 0 {
+			return m, 0
+		}
+		m.Set(d.mant)
+		if d.neg {
+			m.Neg(m)
+		}
+		if d.exp >= 0 {
+			return m.Mul(m, pow10(d.exp)), 0
+		}
+		return m, -d.exp
+	}
+	cm, kc := split(center)
+	sm, ks := split(scale)
+	for k := range q.fast {
+		kk := max(k, kc)
+		mulX := pow10(kk - k)
+		c := new(big.Int).Mul(cm, pow10(kk-kc))
+		f := new(big.Int).Lsh(big.NewInt(1), q.bits)
+		den := new(big.Int).Set(sm)
+		if e := ks - kk; e >= 0 {
+			f.Mul(f, pow10(e))
+		} else {
+			den.Mul(den, pow10(-e))
+		}
+		g := new(big.Int).GCD(nil, nil, f, den)
+		f.Quo(f, g)
+		den.Quo(den, g)
+		if !mulX.IsUint64() || !c.IsInt64() || !f.IsUint64() || !den.IsUint64() {
+			continue
+		}
+		q.fast[k] = fastTerm{ok: true, mulX: mulX.Uint64(), c: c.Int64(), f: f.Uint64(), den: den.Uint64()}
+	}
+}
+
+// parsePlain reads a plain decimal: an optional sign, digits with at most
+// one '.', at least one digit, at most maxFastFrac significant digits and
+// fraction digits, nothing else (no blanks, no exponent). The value is
+// (-1)^neg x / 10^k. ok is false for anything else, which the exact parser
+// then reads or rejects.
+func parsePlain(s string) (neg bool, x uint64, k int, ok bool) {
+	i := 0
+	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
+		neg = s[0] == '-'
+		i++
+	}
+	digits, sig := 0, 0
+	dot := -1
+	for ; i < len(s); i++ {
+		c := s[i]
+		if c == '.' {
+			if dot >= 0 {
+				return false, 0, 0, false
+			}
+			dot = i
+			continue
+		}
+		if c < '0' || c > '9' {
+			return false, 0, 0, false
+		}
+		digits++
+		if x != 0 || c != '0' {
+			sig++
+			if sig > maxFastFrac {
+				return false, 0, 0, false
+			}
+			x = x*10 + uint64(c-'0')
+		}
+		if dot >= 0 {
+			k++
+		}
+	}
+	if digits == 0 || k > maxFastFrac {
+		return false, 0, 0, false
+	}
+	return neg, x, k, true
+}
+
+// quantizeFast computes Quantize for plain decimals in 64- and 128-bit
+// integers. It returns ok = false, and the caller takes the exact path,
+// when the text is not a plain decimal (parsePlain) or a number does not
+// fit its word: the fast path never guesses. When ok, the result is the
+// exact path's: both compute round-half-away-from-zero of the same
+// rational (X mulX - c) f / den = 2^g (x - center) / scale, the fast path
+// as a 128-bit quotient and remainder (bits.Div64, exact).
+func (q *Quantizer) quantizeFast(s string) (int64, bool) {
+	neg, x, k, ok := parsePlain(s)
+	if !ok {
+		return 0, false
+	}
+	t := &q.fast[k]
+	if !t.ok {
+		return 0, false
+	}
+	// a = (-1)^neg x mulX, |a| < 2^63.
+	hi, a := bits.Mul64(x, t.mulX)
+	if hi != 0 || a >= 1<<63 {
+		return 0, false
+	}
+	// N = a - c as sign and magnitude; |a|, |c| < 2^63 so |N| < 2^64.
+	var nneg bool
+	var n uint64
+	c := t.c
+	if neg {
+		// N = -(a + c)
+		if c >= 0 {
+			nneg, n = true, a+uint64(c)
+		} else if uc := uint64(-c); a >= uc {
+			nneg, n = true, a-uc
+		} else {
+			n = uc - a
+		}
+	} else {
+		if c <= 0 {
+			n = a + uint64(-c)
+		} else if uc := uint64(c); a >= uc {
+			n = a - uc
+		} else {
+			nneg, n = true, uc-a
+		}
+	}
+	hi, lo := bits.Mul64(n, t.f)
+	if hi >= t.den {
+		return 0, false // quotient >= 2^64: out of range, the exact path says so
+	}
+	quo, rem := bits.Div64(hi, lo, t.den)
+	if rem >= t.den-rem { // 2 rem >= den: round half away from zero
+		quo++
+	}
+	if quo >= uint64(MaxAbs) {
+		return 0, false
+	}
+	if nneg {
+		return -int64(quo), true
+	}
+	return int64(quo), true
 }
 
 // Bits returns g.
@@ -67,7 +234,21 @@ func (q *Quantizer) Bits() uint { return q.bits }
 // Quantize parses the decimal text x and returns round(2^g (x - center)/scale),
 // rounding halves away from zero. It fails on text that is not a decimal and
 // on results with |q| >= 2^53 (ErrRange).
+//
+// Plain decimals with at most 19 significant digits take a fast path in
+// 64- and 128-bit integers; everything else (exponents, blanks, long
+// mantissas, constants too wide for a word, errors) takes QuantizeExact.
+// Both give the same integer (see quantizeFast).
 func (q *Quantizer) Quantize(x string, sc *Scratch) (int64, error) {
+	if v, ok := q.quantizeFast(x); ok {
+		return v, nil
+	}
+	return q.QuantizeExact(x, sc)
+}
+
+// QuantizeExact is Quantize in big-integer arithmetic for every input: the
+// reference that the fast path is tested against, and its fallback.
+func (q *Quantizer) QuantizeExact(x string, sc *Scratch) (int64, error) {
 	p, err := parseParts(x)
 	if err != nil {
 		return 0, err
