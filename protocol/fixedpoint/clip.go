@@ -71,6 +71,7 @@ type Clipper struct {
 	b2    uint128
 	b2big big.Int
 	ent   []entry
+	heap  []entry
 	tmp   big.Int
 	n2    big.Int
 }
@@ -104,7 +105,23 @@ func (c *Clipper) Bound() int64 { return c.b }
 // The scaled entries are round(|q_i| f / 2^64) with f = floor(2^64 B/||q||),
 // corrected by the undo and fill passes described in the package
 // documentation; each ends within 1 of q_i B/||q||.
+//
+// Clip gives exactly the integers of ClipExact, faster: f in 128-bit
+// integers when ||q||^2 < 2^64 (big integers otherwise), and the passes
+// over a heap of the round-ups and the few entries the fill can still move
+// instead of a sort of the whole row.
 func (c *Clipper) Clip(q []int64) (bool, error) {
+	return c.clip(q, true)
+}
+
+// ClipExact is Clip with f in big integers and the passes over the whole
+// row sorted by fractional part, as the package documentation states them:
+// the reference that Clip is tested against.
+func (c *Clipper) ClipExact(q []int64) (bool, error) {
+	return c.clip(q, false)
+}
+
+func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 	if len(q) > MaxDim {
 		return false, fmt.Errorf("row of %d values exceeds %d", len(q), MaxDim)
 	}
@@ -118,11 +135,17 @@ func (c *Clipper) Clip(q []int64) (bool, error) {
 		return false, nil
 	}
 	// f = floor(2^64 B / ||q||) = isqrt(floor(2^128 B^2 / ||q||^2)) < 2^64.
-	n2.big(&c.n2)
-	c.tmp.Lsh(&c.b2big, 128)
-	c.tmp.Quo(&c.tmp, &c.n2)
-	c.tmp.Sqrt(&c.tmp)
-	f := c.tmp.Uint64()
+	f, ok := uint64(0), false
+	if fast {
+		f, ok = c.scaleFast(n2)
+	}
+	if !ok {
+		n2.big(&c.n2)
+		c.tmp.Lsh(&c.b2big, 128)
+		c.tmp.Quo(&c.tmp, &c.n2)
+		c.tmp.Sqrt(&c.tmp)
+		f = c.tmp.Uint64()
+	}
 
 	// Round to nearest, remembering each entry's floor and fractional part.
 	c.ent = c.ent[:0]
@@ -138,16 +161,41 @@ func (c *Clipper) Clip(q []int64) (bool, error) {
 		}
 		q[i] = int64(hi) // magnitudes until the signs go back at the end
 	}
+	n := norm2(q)
+	if fast {
+		n = c.passesFast(q, n)
+	} else {
+		n = c.passesSorted(q, n)
+	}
+	for _, e := range c.ent {
+		if e.neg {
+			q[e.i] = -q[e.i]
+		}
+	}
+	if n.cmp(c.b2) > 0 || norm2(q).cmp(c.b2) > 0 {
+		// Unreachable: floor rounding is inside the ball.
+		return true, fmt.Errorf("clip: norm above bound after rounding")
+	}
+	return true, nil
+}
+
+// less orders entries by fractional part, then index.
+func (a entry) less(b entry) bool {
+	return a.frac < b.frac || (a.frac == b.frac && a.i < b.i)
+}
+
+// passesSorted runs the undo and fill passes over the row sorted by
+// fractional part and returns the new squared norm.
+func (c *Clipper) passesSorted(q []int64, n uint128) uint128 {
 	slices.SortFunc(c.ent, func(a, b entry) int { // by fractional part, ascending
 		switch {
-		case a.frac < b.frac:
+		case a.less(b):
 			return -1
-		case a.frac > b.frac:
+		case b.less(a):
 			return 1
 		}
-		return a.i - b.i
+		return 0
 	})
-	n := norm2(q)
 	// Undo the least deserved round-ups while the row is outside the ball:
 	// |x|^2 - (|x|-1)^2 = 2|x| - 1.
 	for _, e := range c.ent {
@@ -175,14 +223,134 @@ func (c *Clipper) Clip(q []int64) (bool, error) {
 			}
 		}
 	}
-	for _, e := range c.ent {
-		if e.neg {
-			q[e.i] = -q[e.i]
+	return n
+}
+
+// passesFast runs the same passes as passesSorted, with the same result,
+// without sorting the row:
+//
+//   - undo touches only round-ups (entries above their floor), in ascending
+//     order, until the row is inside the ball: a min-heap of the round-ups
+//     gives them in that order;
+//   - fill moves an entry only if its cost 2|x|+1 is at most the slack
+//     B^2 - ||q||^2, and the slack only shrinks as the pass goes on, so the
+//     entries whose cost exceeds the slack at its start never move, and
+//     once the slack is below the smallest cost left nothing moves again:
+//     a max-heap of the others gives them in descending order until then.
+func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
+	h := c.heap[:0]
+	if n.cmp(c.b2) > 0 {
+		for _, e := range c.ent {
+			if uint64(q[e.i]) > e.floor {
+				h = append(h, e)
+			}
+		}
+		heapify(h, entry.less)
+		for len(h) > 0 && n.cmp(c.b2) > 0 {
+			e := h[0]
+			x := q[e.i]
+			n = n.sub(uint128{lo: uint64(2*x - 1)})
+			q[e.i]--
+			h = pop(h, entry.less)
 		}
 	}
-	if norm2(q).cmp(c.b2) > 0 {
-		// Unreachable: floor rounding is inside the ball.
-		return true, fmt.Errorf("clip: norm above bound after rounding")
+	slack := c.b2.sub(n)
+	h = h[:0]
+	minCost := uint64(1<<64 - 1)
+	for _, e := range c.ent {
+		if x := q[e.i]; e.frac != 0 && uint64(x) == e.floor && (uint128{lo: uint64(2*x + 1)}).cmp(slack) <= 0 {
+			h = append(h, e)
+			minCost = min(minCost, uint64(2*x+1))
+		}
 	}
-	return true, nil
+	greater := func(a, b entry) bool { return b.less(a) }
+	heapify(h, greater)
+	for len(h) > 0 && (uint128{lo: minCost}).cmp(slack) <= 0 {
+		e := h[0]
+		x := q[e.i]
+		if cost := (uint128{lo: uint64(2*x + 1)}); cost.cmp(slack) <= 0 {
+			q[e.i]++
+			n = n.add(cost)
+			slack = slack.sub(cost)
+		}
+		h = pop(h, greater)
+	}
+	c.heap = h
+	return n
+}
+
+func heapify(h []entry, less func(a, b entry) bool) {
+	for k := len(h)/2 - 1; k >= 0; k-- {
+		siftDown(h, k, less)
+	}
+}
+
+// pop removes the top of the heap.
+func pop(h []entry, less func(a, b entry) bool) []entry {
+	h[0] = h[len(h)-1]
+	h = h[:len(h)-1]
+	siftDown(h, 0, less)
+	return h
+}
+
+// siftDown restores the heap order below position k.
+func siftDown(h []entry, k int, less func(a, b entry) bool) {
+	for {
+		m := k
+		if l := 2*k + 1; l < len(h) && less(h[l], h[m]) {
+			m = l
+		}
+		if r := 2*k + 2; r < len(h) && less(h[r], h[m]) {
+			m = r
+		}
+		if m == k {
+			return
+		}
+		h[k], h[m] = h[m], h[k]
+		k = m
+	}
+}
+
+// scaleFast computes f = floor(sqrt(floor(2^128 B^2 / n2))) in 64- and
+// 128-bit integers when n2 < 2^64 (ok is false otherwise). Since B^2 < n2,
+// u = floor(2^128 B^2 / n2) < 2^128 comes from a four-word long division by
+// one word (bits.Div64), and its integer square root from Newton's
+// iteration started above the root, which decreases to floor(sqrt(u))
+// exactly (each step's quotient u / x <= sqrt(u) < 2^64 fits a word).
+func (c *Clipper) scaleFast(n2 uint128) (uint64, bool) {
+	if n2.hi != 0 {
+		return 0, false
+	}
+	d := n2.lo
+	// Numerator words, most significant first: b2.hi, b2.lo, 0, 0; the top
+	// two quotient words are zero because B^2 < n2 (b2.hi == 0 < d and
+	// b2.lo < d when n2 fits a word).
+	if c.b2.hi != 0 {
+		return 0, false
+	}
+	r := c.b2.lo
+	uhi, r := bits.Div64(r, 0, d)
+	ulo, _ := bits.Div64(r, 0, d)
+	if uhi == 0 && ulo == 0 {
+		return 0, true
+	}
+	// Start at 2^ceil(bitlen/2) >= sqrt(u); it must fit a word.
+	l := 128 - bits.LeadingZeros64(uhi)
+	if uhi == 0 {
+		l = 64 - bits.LeadingZeros64(ulo)
+	}
+	s := uint((l + 1) / 2)
+	if s >= 64 {
+		return 0, false
+	}
+	x := uint64(1) << s
+	for {
+		// y = (x + u/x) / 2, with u/x < 2^64 because x >= sqrt(u).
+		qq, _ := bits.Div64(uhi, ulo, x)
+		y := (x >> 1) + (qq >> 1) + (x & qq & 1)
+		if y >= x {
+			return x, true
+		}
+		x = y
+	}
 }

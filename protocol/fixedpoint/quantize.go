@@ -184,40 +184,41 @@ func (q *Quantizer) quantizeFast(s string) (int64, bool) {
 	if !t.ok {
 		return 0, false
 	}
-	// a = (-1)^neg x mulX, |a| < 2^63.
-	hi, a := bits.Mul64(x, t.mulX)
-	if hi != 0 || a >= 1<<63 {
-		return 0, false
+	// N = (-1)^neg x mulX - c, as sign and 128-bit magnitude.
+	ahi, alo := bits.Mul64(x, t.mulX)
+	a := uint128{ahi, alo}
+	cneg := t.c < 0 // c = (-1)^cneg |c|; uint64(-MinInt64) is 2^63, right
+	cm := uint128{lo: uint64(t.c)}
+	if cneg {
+		cm.lo = uint64(-t.c)
 	}
-	// N = a - c as sign and magnitude; |a|, |c| < 2^63 so |N| < 2^64.
-	var nneg bool
-	var n uint64
-	c := t.c
-	if neg {
-		// N = -(a + c)
-		if c >= 0 {
-			nneg, n = true, a+uint64(c)
-		} else if uc := uint64(-c); a >= uc {
-			nneg, n = true, a-uc
-		} else {
-			n = uc - a
+	var n uint128
+	nneg := neg
+	if neg != cneg {
+		// Same signs in a - c: magnitudes add.
+		n = a.add(cm)
+		if n.cmp(a) < 0 {
+			return 0, false // carry out of 128 bits
 		}
+	} else if a.cmp(cm) >= 0 {
+		n = a.sub(cm)
 	} else {
-		if c <= 0 {
-			n = a + uint64(-c)
-		} else if uc := uint64(c); a >= uc {
-			n = a - uc
-		} else {
-			nneg, n = true, uc-a
-		}
+		n, nneg = cm.sub(a), !neg
 	}
-	hi, lo := bits.Mul64(n, t.f)
-	if hi >= t.den {
+	// num = |N| f < 2^192; the quotient fits a word only if the top word
+	// is zero and the middle one is below den.
+	h1, lo := bits.Mul64(n.lo, t.f)
+	h2, m := bits.Mul64(n.hi, t.f)
+	hi, carry := bits.Add64(h1, m, 0)
+	if h2 != 0 || carry != 0 || hi >= t.den {
 		return 0, false // quotient >= 2^64: out of range, the exact path says so
 	}
 	quo, rem := bits.Div64(hi, lo, t.den)
+	if quo >= uint64(MaxAbs) {
+		return 0, false
+	}
 	if rem >= t.den-rem { // 2 rem >= den: round half away from zero
-		quo++
+		quo++ // cannot wrap: quo < 2^53
 	}
 	if quo >= uint64(MaxAbs) {
 		return 0, false
