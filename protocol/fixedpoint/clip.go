@@ -245,13 +245,13 @@ func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
 				h = append(h, e)
 			}
 		}
-		heapify(h, entry.less)
+		heapify(h, false)
 		for len(h) > 0 && n.cmp(c.b2) > 0 {
 			e := h[0]
 			x := q[e.i]
 			n = n.sub(uint128{lo: uint64(2*x - 1)})
 			q[e.i]--
-			h = pop(h, entry.less)
+			h = pop(h, false)
 		}
 	}
 	slack := c.b2.sub(n)
@@ -263,8 +263,7 @@ func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
 			minCost = min(minCost, uint64(2*x+1))
 		}
 	}
-	greater := func(a, b entry) bool { return b.less(a) }
-	heapify(h, greater)
+	heapify(h, true)
 	for len(h) > 0 && (uint128{lo: minCost}).cmp(slack) <= 0 {
 		e := h[0]
 		x := q[e.i]
@@ -273,34 +272,52 @@ func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
 			n = n.add(cost)
 			slack = slack.sub(cost)
 		}
-		h = pop(h, greater)
+		h = pop(h, true)
 	}
 	c.heap = h
 	return n
 }
 
-func heapify(h []entry, less func(a, b entry) bool) {
+// heapify orders h as a min-heap (or a max-heap) by entry.less.
+func heapify(h []entry, maxHeap bool) {
 	for k := len(h)/2 - 1; k >= 0; k-- {
-		siftDown(h, k, less)
+		siftDown(h, k, maxHeap)
 	}
 }
 
 // pop removes the top of the heap.
-func pop(h []entry, less func(a, b entry) bool) []entry {
+func pop(h []entry, maxHeap bool) []entry {
 	h[0] = h[len(h)-1]
 	h = h[:len(h)-1]
-	siftDown(h, 0, less)
+	siftDown(h, 0, maxHeap)
 	return h
 }
 
-// siftDown restores the heap order below position k.
-func siftDown(h []entry, k int, less func(a, b entry) bool) {
+// siftDown restores the heap order below position k. (Two loops, so that
+// the comparisons inline.)
+func siftDown(h []entry, k int, maxHeap bool) {
+	if maxHeap {
+		for {
+			m := k
+			if l := 2*k + 1; l < len(h) && h[m].less(h[l]) {
+				m = l
+			}
+			if r := 2*k + 2; r < len(h) && h[m].less(h[r]) {
+				m = r
+			}
+			if m == k {
+				return
+			}
+			h[k], h[m] = h[m], h[k]
+			k = m
+		}
+	}
 	for {
 		m := k
-		if l := 2*k + 1; l < len(h) && less(h[l], h[m]) {
+		if l := 2*k + 1; l < len(h) && h[l].less(h[m]) {
 			m = l
 		}
-		if r := 2*k + 2; r < len(h) && less(h[r], h[m]) {
+		if r := 2*k + 2; r < len(h) && h[r].less(h[m]) {
 			m = r
 		}
 		if m == k {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
+	"math/bits"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -241,6 +242,27 @@ func BenchmarkClipFast(b *testing.B) {
 					}
 				}
 			})
+		}
+	}
+}
+
+// div by the reciprocal is bits.Div64, including at the edges.
+func TestFastDivMatchesDiv64(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	dens := []uint64{1, 2, 3, 5, 10, 1<<63 - 1, 1 << 63, 1<<64 - 1, 48679961163652585}
+	for range 2000 {
+		dens = append(dens, rng.Uint64()>>rng.IntN(64)|1)
+	}
+	for _, den := range dens {
+		term := newFastTerm(1, 0, 1, den)
+		for _, hi := range []uint64{0, den - 1, rng.Uint64N(den)} {
+			for _, lo := range []uint64{0, 1, 1<<64 - 1, rng.Uint64()} {
+				q, r := term.div(hi, lo)
+				wq, wr := bits.Div64(hi, lo, den)
+				if q != wq || r != wr {
+					t.Fatalf("(%d, %d) / %d: %d r %d, want %d r %d", hi, lo, den, q, r, wq, wr)
+				}
+			}
 		}
 	}
 }

@@ -50,6 +50,46 @@ type fastTerm struct {
 	mulX   uint64
 	c      int64
 	f, den uint64
+	// den << shift has its top bit set; inv is its reciprocal
+	// floor((2^128 - 1) / (den << shift)) - 2^64, for div.
+	shift uint
+	inv   uint64
+}
+
+// newFastTerm returns the term with its reciprocal.
+func newFastTerm(mulX uint64, c int64, f, den uint64) fastTerm {
+	s := uint(bits.LeadingZeros64(den))
+	dn := den << s
+	inv, _ := bits.Div64(^dn, ^uint64(0), dn)
+	return fastTerm{ok: true, mulX: mulX, c: c, f: f, den: den, shift: s, inv: inv}
+}
+
+// div returns the quotient and remainder of (hi 2^64 + lo) / den for
+// hi < den, as bits.Div64 does, with two multiplications by the
+// precomputed reciprocal instead of a hardware division (Möller and
+// Granlund, "Improved division by invariant integers", IEEE Trans.
+// Computers 60(2), 2011, algorithm 4; exact for every input).
+func (t *fastTerm) div(hi, lo uint64) (quo, rem uint64) {
+	d := t.den << t.shift
+	if t.shift != 0 {
+		hi = hi<<t.shift | lo>>(64-t.shift)
+		lo <<= t.shift
+	}
+	q1, q0 := bits.Mul64(t.inv, hi)
+	var c uint64
+	q0, c = bits.Add64(q0, lo, 0)
+	q1, _ = bits.Add64(q1, hi, c)
+	q1++
+	r := lo - q1*d
+	if r > q0 {
+		q1--
+		r += d
+	}
+	if r >= d {
+		q1++
+		r -= d
+	}
+	return q1, r >> t.shift
 }
 
 // Scratch holds the big-integer temporaries of Quantize so that the hot path
@@ -121,7 +161,7 @@ func (q *Quantizer) initFast(center, scale Decimal) {
 		if !mulX.IsUint64() || !c.IsInt64() || !f.IsUint64() || !den.IsUint64() {
 			continue
 		}
-		q.fast[k] = fastTerm{ok: true, mulX: mulX.Uint64(), c: c.Int64(), f: f.Uint64(), den: den.Uint64()}
+		q.fast[k] = newFastTerm(mulX.Uint64(), c.Int64(), f.Uint64(), den.Uint64())
 	}
 }
 
@@ -174,7 +214,7 @@ func parsePlain(s string) (neg bool, x uint64, k int, ok bool) {
 // fit its word: the fast path never guesses. When ok, the result is the
 // exact path's: both compute round-half-away-from-zero of the same
 // rational (X mulX - c) f / den = 2^g (x - center) / scale, the fast path
-// as a 128-bit quotient and remainder (bits.Div64, exact).
+// as a 128-bit quotient and remainder (fastTerm.div, exact).
 func (q *Quantizer) quantizeFast(s string) (int64, bool) {
 	neg, x, k, ok := parsePlain(s)
 	if !ok {
@@ -213,7 +253,7 @@ func (q *Quantizer) quantizeFast(s string) (int64, bool) {
 	if h2 != 0 || carry != 0 || hi >= t.den {
 		return 0, false // quotient >= 2^64: out of range, the exact path says so
 	}
-	quo, rem := bits.Div64(hi, lo, t.den)
+	quo, rem := t.div(hi, lo)
 	if quo >= uint64(MaxAbs) {
 		return 0, false
 	}
