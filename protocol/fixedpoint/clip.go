@@ -230,52 +230,90 @@ func (c *Clipper) passesSorted(q []int64, n uint128) uint128 {
 // without sorting the row:
 //
 //   - undo touches only round-ups (entries above their floor), in ascending
-//     order, until the row is inside the ball: a min-heap of the round-ups
-//     gives them in that order;
+//     order, until the row is inside the ball;
 //   - fill moves an entry only if its cost 2|x|+1 is at most the slack
-//     B^2 - ||q||^2, and the slack only shrinks as the pass goes on, so the
-//     entries whose cost exceeds the slack at its start never move, and
-//     once the slack is below the smallest cost left nothing moves again:
-//     a max-heap of the others gives them in descending order until then.
+//     B^2 - ||q||^2, and the slack only shrinks as the pass goes on, so an
+//     entry whose cost exceeds the slack never moves afterwards: the pass
+//     is "take the largest entry whose cost fits, until none fits", and the
+//     entries that no longer fit are dropped after each move.
+//
+// Both take the next entry by a linear scan (a few moves per row are the
+// rule) and switch to a heap after linearRounds moves.
 func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
-	h := c.heap[:0]
+	set := c.heap[:0]
 	if n.cmp(c.b2) > 0 {
 		for _, e := range c.ent {
 			if uint64(q[e.i]) > e.floor {
-				h = append(h, e)
+				set = append(set, e)
 			}
 		}
-		heapify(h, false)
-		for len(h) > 0 && n.cmp(c.b2) > 0 {
-			e := h[0]
+		for round := 0; len(set) > 0 && n.cmp(c.b2) > 0; round++ {
+			var e entry
+			if round < linearRounds {
+				e, set = takeBest(set, false)
+			} else {
+				if round == linearRounds {
+					heapify(set, false)
+				}
+				e = set[0]
+				set = pop(set, false)
+			}
 			x := q[e.i]
 			n = n.sub(uint128{lo: uint64(2*x - 1)})
 			q[e.i]--
-			h = pop(h, false)
 		}
 	}
 	slack := c.b2.sub(n)
-	h = h[:0]
-	minCost := uint64(1<<64 - 1)
+	fits := func(x int64) bool { return (uint128{lo: uint64(2*x + 1)}).cmp(slack) <= 0 }
+	set = set[:0]
 	for _, e := range c.ent {
-		if x := q[e.i]; e.frac != 0 && uint64(x) == e.floor && (uint128{lo: uint64(2*x + 1)}).cmp(slack) <= 0 {
-			h = append(h, e)
-			minCost = min(minCost, uint64(2*x+1))
+		if x := q[e.i]; e.frac != 0 && uint64(x) == e.floor && fits(x) {
+			set = append(set, e)
 		}
 	}
-	heapify(h, true)
-	for len(h) > 0 && (uint128{lo: minCost}).cmp(slack) <= 0 {
-		e := h[0]
+	for round := 0; len(set) > 0; round++ {
+		var e entry
+		if round < linearRounds {
+			e, set = takeBest(set, true)
+		} else {
+			if round == linearRounds {
+				heapify(set, true)
+			}
+			e = set[0]
+			set = pop(set, true)
+		}
 		x := q[e.i]
-		if cost := (uint128{lo: uint64(2*x + 1)}); cost.cmp(slack) <= 0 {
-			q[e.i]++
-			n = n.add(cost)
-			slack = slack.sub(cost)
+		if !fits(x) {
+			continue // only after the switch to the heap: a heap is not filtered
 		}
-		h = pop(h, true)
+		cost := uint128{lo: uint64(2*x + 1)}
+		q[e.i]++
+		n = n.add(cost)
+		slack = slack.sub(cost)
+		if round < linearRounds-1 {
+			set = slices.DeleteFunc(set, func(e entry) bool { return !fits(q[e.i]) })
+		}
 	}
-	c.heap = h
+	c.heap = set
 	return n
+}
+
+// linearRounds is how many moves a pass makes by linear scans before it
+// orders its entries as a heap.
+const linearRounds = 8
+
+// takeBest removes and returns the smallest entry of set (the largest with
+// largest).
+func takeBest(set []entry, largest bool) (entry, []entry) {
+	b := 0
+	for k := 1; k < len(set); k++ {
+		if set[k].less(set[b]) != largest {
+			b = k
+		}
+	}
+	e := set[b]
+	set[b] = set[len(set)-1]
+	return e, set[:len(set)-1]
 }
 
 // heapify orders h as a min-heap (or a max-heap) by entry.less.

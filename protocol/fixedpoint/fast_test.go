@@ -169,6 +169,14 @@ func TestClipMatchesExact(t *testing.T) {
 				}
 			}
 			clipBoth(t, c, row)
+			// Many small entries next to a large one: tens of undo and
+			// fill moves, past the linear scans into the heaps.
+			small := make([]int64, 50+rng.IntN(400))
+			for i := range small {
+				small[i] = 1 + rng.Int64N(3)
+			}
+			small[0] = 3*b + rng.Int64N(b+1)
+			clipBoth(t, c, small)
 			// At the boundary: a row of norm exactly B, and one just above.
 			if d == 1 {
 				clipBoth(t, c, []int64{b})
