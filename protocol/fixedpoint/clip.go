@@ -148,22 +148,25 @@ func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 	}
 
 	// Round to nearest, remembering each entry's floor and fractional part.
-	c.ent = c.ent[:0]
+	if cap(c.ent) < len(q) {
+		c.ent = make([]entry, len(q))
+	}
+	c.ent = c.ent[:len(q)]
 	for i, x := range q {
 		u := uint64(x)
 		if x < 0 {
 			u = uint64(-x)
 		}
 		hi, lo := bits.Mul64(u, f)
-		c.ent = append(c.ent, entry{i: i, floor: hi, frac: lo, neg: x < 0})
+		c.ent[i] = entry{i: i, floor: hi, frac: lo, neg: x < 0}
 		if lo >= 1<<63 {
 			hi++
 		}
 		q[i] = int64(hi) // magnitudes until the signs go back at the end
 	}
 	n := norm2(q)
-	if fast {
-		n = c.passesFast(q, n)
+	if fast && n.hi == 0 && c.b2.hi == 0 {
+		n.lo = c.passesFast(q, n.lo, c.b2.lo)
 	} else {
 		n = c.passesSorted(q, n)
 	}
@@ -227,7 +230,8 @@ func (c *Clipper) passesSorted(q []int64, n uint128) uint128 {
 }
 
 // passesFast runs the same passes as passesSorted, with the same result,
-// without sorting the row:
+// without sorting the row, in 64-bit integers (the caller checks that B^2
+// and ||q||^2 fit a word):
 //
 //   - undo touches only round-ups (entries above their floor), in ascending
 //     order, until the row is inside the ball;
@@ -237,17 +241,18 @@ func (c *Clipper) passesSorted(q []int64, n uint128) uint128 {
 //     is "take the largest entry whose cost fits, until none fits", and the
 //     entries that no longer fit are dropped after each move.
 //
-// Both take the next entry by a linear scan (a few moves per row are the
-// rule) and switch to a heap after linearRounds moves.
-func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
+// Moving an entry between floor and floor+1 costs 2 floor + 1 either way.
+// Both passes take the next entry by a linear scan (a few moves per row
+// are the rule) and switch to a heap after linearRounds moves.
+func (c *Clipper) passesFast(q []int64, n, b2 uint64) uint64 {
 	set := c.heap[:0]
-	if n.cmp(c.b2) > 0 {
+	if n > b2 {
 		for _, e := range c.ent {
 			if uint64(q[e.i]) > e.floor {
 				set = append(set, e)
 			}
 		}
-		for round := 0; len(set) > 0 && n.cmp(c.b2) > 0; round++ {
+		for round := 0; len(set) > 0 && n > b2; round++ {
 			var e entry
 			if round < linearRounds {
 				e, set = takeBest(set, false)
@@ -258,16 +263,14 @@ func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
 				e = set[0]
 				set = pop(set, false)
 			}
-			x := q[e.i]
-			n = n.sub(uint128{lo: uint64(2*x - 1)})
+			n -= 2*e.floor + 1
 			q[e.i]--
 		}
 	}
-	slack := c.b2.sub(n)
-	fits := func(x int64) bool { return (uint128{lo: uint64(2*x + 1)}).cmp(slack) <= 0 }
+	slack := b2 - n
 	set = set[:0]
 	for _, e := range c.ent {
-		if x := q[e.i]; e.frac != 0 && uint64(x) == e.floor && fits(x) {
+		if e.frac != 0 && uint64(q[e.i]) == e.floor && 2*e.floor+1 <= slack {
 			set = append(set, e)
 		}
 	}
@@ -282,16 +285,22 @@ func (c *Clipper) passesFast(q []int64, n uint128) uint128 {
 			e = set[0]
 			set = pop(set, true)
 		}
-		x := q[e.i]
-		if !fits(x) {
+		cost := 2*e.floor + 1
+		if cost > slack {
 			continue // only after the switch to the heap: a heap is not filtered
 		}
-		cost := uint128{lo: uint64(2*x + 1)}
 		q[e.i]++
-		n = n.add(cost)
-		slack = slack.sub(cost)
+		n += cost
+		slack -= cost
 		if round < linearRounds-1 {
-			set = slices.DeleteFunc(set, func(e entry) bool { return !fits(q[e.i]) })
+			k := 0
+			for _, f := range set {
+				if 2*f.floor+1 <= slack {
+					set[k] = f
+					k++
+				}
+			}
+			set = set[:k]
 		}
 	}
 	c.heap = set
