@@ -176,33 +176,46 @@ func parsePlain(s string) (neg bool, x uint64, k int, ok bool) {
 		neg = s[0] == '-'
 		i++
 	}
-	digits, sig := 0, 0
-	dot := -1
+	start := i
+	for i < len(s) && s[i] == '0' { // leading zeros are not significant
+		i++
+	}
+	sig := i
 	for ; i < len(s); i++ {
-		c := s[i]
-		if c == '.' {
-			if dot >= 0 {
-				return false, 0, 0, false
-			}
-			dot = i
-			continue
+		c := s[i] - '0'
+		if c > 9 {
+			break
 		}
-		if c < '0' || c > '9' {
+		x = x*10 + uint64(c)
+	}
+	ints := i - sig // significant integer digits
+	digits := i - start
+	if i < len(s) {
+		if s[i] != '.' {
 			return false, 0, 0, false
 		}
-		digits++
-		if x != 0 || c != '0' {
-			sig++
-			if sig > maxFastFrac {
+		i++
+		frac := i
+		if ints == 0 {
+			for i < len(s) && s[i] == '0' {
+				i++
+			}
+		}
+		fsig := i
+		for ; i < len(s); i++ {
+			c := s[i] - '0'
+			if c > 9 {
 				return false, 0, 0, false
 			}
-			x = x*10 + uint64(c-'0')
+			x = x*10 + uint64(c)
 		}
-		if dot >= 0 {
-			k++
-		}
+		k = i - frac
+		digits += k
+		ints += i - fsig
 	}
-	if digits == 0 || k > maxFastFrac {
+	// ints now counts the significant digits, all accumulated in x: at most
+	// 19 of them cannot overflow 64 bits.
+	if digits == 0 || ints > maxFastFrac || k > maxFastFrac {
 		return false, 0, 0, false
 	}
 	return neg, x, k, true
