@@ -38,6 +38,12 @@
 // (Merge, for rows mapped on several cores) therefore give exactly the
 // integers of one accumulator given the rows one by one.
 //
+// AddBatch sums a block of m rows' products in float64 when m B^2 <= 2^53
+// (B <= 2^26.5; every product and partial sum is then an integer of
+// magnitude at most 2^53, which float64 represents exactly, so no
+// operation rounds) and converts the block's exact integer sums to int64:
+// float64 multiplication runs about twice as fast as int64's here.
+//
 // Accumulator is not safe for concurrent use. Layout and Release are plain
 // values.
 package stats
@@ -240,6 +246,8 @@ type Accumulator struct {
 	v       []int64
 	counts  []int64
 	rows    int64
+	// scratch of the float64 blocks of AddBatch
+	fr, fq []float64
 }
 
 // NewAccumulator returns an empty accumulator for rows inside the ball of
@@ -296,9 +304,12 @@ func (a *Accumulator) Add(q []int64, k int) error {
 // rows (row t is rows[t d : (t+1) d], of class classes[t]). It checks
 // every row as Add does and adds none when it refuses one. The result is
 // the same integers as adding the rows one by one: for the full layout,
-// the triangle of R is updated in blocks that stay in the cache while the
-// batch's rows stream past (integer addition, in any order, without
-// overflow: see the package documentation).
+// the batch's q q^T is summed in float64 where that is exact (see
+// floatChunk: no operation can round while B^2 times the rows of a block
+// is at most 2^53) and in int64 otherwise, four rows per pass over a block
+// of the triangle that stays in the cache, and added to R in int64
+// (integer addition, in any order, without overflow: see the package
+// documentation).
 func (a *Accumulator) AddBatch(rows []int64, classes []int) error {
 	d := a.l.D
 	if len(rows) != len(classes)*d {
@@ -406,25 +417,112 @@ func (a *Accumulator) addScatterRows(q []int64, i0, i1, off int) {
 // half of a first-level data cache.
 const blockEntries = 2048
 
-// addScatterBatch adds the n rows' q q^T to R block by block: a block of
-// consecutive triangle rows stays in the cache while every row of the
-// batch is added to it.
+// addScatterBatch adds the n rows' q q^T to R, in float64 blocks when
+// that is exact (see floatChunk), in int64 otherwise.
 func (a *Accumulator) addScatterBatch(rows []int64, n int) {
 	d := a.l.D
+	per := a.floatChunk()
+	if per == 0 {
+		forBlocks(d, func(i0, i1, off int) {
+			t := 0
+			for ; t+4 <= n; t += 4 {
+				a.addScatter4(rows[t*d:(t+4)*d], i0, i1, off)
+			}
+			for ; t < n; t++ {
+				a.addScatterRows(rows[t*d:(t+1)*d], i0, i1, off)
+			}
+		})
+		return
+	}
+	if len(a.fr) != len(a.r) {
+		a.fr = make([]float64, len(a.r))
+	}
+	for t0 := 0; t0 < n; t0 += per {
+		t1 := min(n, t0+per)
+		a.fq = a.fq[:0]
+		for _, x := range rows[t0*d : t1*d] {
+			a.fq = append(a.fq, float64(x))
+		}
+		clear(a.fr)
+		m := t1 - t0
+		forBlocks(d, func(i0, i1, off int) {
+			t := 0
+			for ; t+4 <= m; t += 4 {
+				scatterFloat4(a.fr, a.fq[t*d:(t+4)*d], d, i0, i1, off)
+			}
+			for ; t < m; t++ {
+				scatterFloat1(a.fr, a.fq[t*d:(t+1)*d], i0, i1, off)
+			}
+		})
+		for k, x := range a.fr {
+			a.r[k] += int64(x)
+		}
+	}
+}
+
+// floatChunk returns how many rows a float64 block of R may sum exactly,
+// 0 when none may (then R is summed in int64).
+//
+// Exactness: every row is inside the ball, so |q_i| <= B and each product
+// |q_i q_j| <= B^2. A float64 holds every integer of magnitude at most
+// 2^53 exactly, and the sum or product of two such integers is rounded
+// only if the exact result exceeds 2^53 in magnitude. In a block of m rows,
+// every value the loop forms (a product, a partial sum of products, an
+// entry of the block) is a sum of at most m products, so of magnitude at
+// most m B^2; with m B^2 <= 2^53 no operation rounds, and each entry of
+// the block is the exact integer sum, which converts to int64 exactly and
+// is added to R (whose int64 bound is the package's).
+func (a *Accumulator) floatChunk() int {
+	b2 := a.b2[1] // B^2 < 2^63: NewAccumulator
+	if a.b2[0] != 0 || b2 > 1<<53 {
+		return 0
+	}
+	return int(min((1<<53)/b2, 256))
+}
+
+// forBlocks calls fn for runs [i0, i1) of consecutive rows of the
+// triangle of R (starting at offset off) of about blockEntries entries: a
+// block stays in the cache while the rows of a batch are added to it.
+func forBlocks(d int, fn func(i0, i1, off int)) {
 	for i0, off := 0, 0; i0 < d; {
 		i1, size := i0, 0
 		for i1 < d && (size == 0 || size+d-i1 <= blockEntries) {
 			size += d - i1
 			i1++
 		}
-		t := 0
-		for ; t+4 <= n; t += 4 {
-			a.addScatter4(rows[t*d:(t+4)*d], i0, i1, off)
-		}
-		for ; t < n; t++ {
-			a.addScatterRows(rows[t*d:(t+1)*d], i0, i1, off)
-		}
+		fn(i0, i1, off)
 		i0, off = i1, off+size
+	}
+}
+
+// scatterFloat1 is scatterFloat4 for one row.
+func scatterFloat1(r, q []float64, i0, i1, off int) {
+	d := len(q)
+	for i := i0; i < i1; i++ {
+		row := r[off : off+d-i]
+		off += d - i
+		a0 := q[i]
+		t0 := q[i:]
+		t0 = t0[:len(row)]
+		for j := range row {
+			row[j] += a0 * t0[j]
+		}
+	}
+}
+
+// scatterFloat4 adds four rows' q q^T (q holds them one after the other)
+// to rows [i0, i1) of a float64 triangle r starting at offset off.
+func scatterFloat4(r, q []float64, d, i0, i1, off int) {
+	q0, q1, q2, q3 := q[:d], q[d:2*d], q[2*d:3*d], q[3*d:4*d]
+	for i := i0; i < i1; i++ {
+		row := r[off : off+d-i]
+		off += d - i
+		a0, a1, a2, a3 := q0[i], q1[i], q2[i], q3[i]
+		t0, t1, t2, t3 := q0[i:], q1[i:], q2[i:], q3[i:]
+		t0, t1, t2, t3 = t0[:len(row)], t1[:len(row)], t2[:len(row)], t3[:len(row)]
+		for j := range row {
+			row[j] += a0*t0[j] + a1*t1[j] + a2*t2[j] + a3*t3[j]
+		}
 	}
 }
 

@@ -277,3 +277,39 @@ func BenchmarkAccumulateBatch(b *testing.B) {
 		})
 	}
 }
+
+// At the edge of the float64 blocks: B^2 just below 2^53 (blocks of one
+// row, every product near 2^53), B^2 = 2^52 (blocks of two rows reaching
+// 2^53), and B^2 just above 2^53 (int64 only). Rows on the sphere make the
+// products as large as they can be.
+func TestAddBatchFloatEdge(t *testing.T) {
+	for _, b := range []int64{1 << 26, 94906265, 94906266, 1 << 30} {
+		for _, d := range []int{1, 2, 5} {
+			l, _ := NewLayout(d, 1)
+			one, _ := NewAccumulator(l, b, 0)
+			batch, _ := NewAccumulator(l, b, 0)
+			n := int(min(one.MaxRows(), 257))
+			rows := make([]int64, n*d)
+			for r := range n {
+				rows[r*d+r%d] = b
+				if r%3 == 0 {
+					rows[r*d+r%d] = -b
+				}
+			}
+			for r := range n {
+				if err := one.Add(rows[r*d:(r+1)*d], 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := batch.AddBatch(rows, make([]int, n)); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(one.Pack(), batch.Pack()) {
+				t.Fatalf("B=%d d=%d: AddBatch differs from Add", b, d)
+			}
+		}
+	}
+	if (&Accumulator{b2: [2]uint64{0, 94906265 * 94906265}}).floatChunk() != 1 || (&Accumulator{b2: [2]uint64{0, 94906266 * 94906266}}).floatChunk() != 0 {
+		t.Error("floatChunk does not switch at B^2 = 2^53")
+	}
+}
