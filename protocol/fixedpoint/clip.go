@@ -152,6 +152,7 @@ func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 		c.ent = make([]entry, len(q))
 	}
 	c.ent = c.ent[:len(q)]
+	var n uint128 // of the rounded row
 	for i, x := range q {
 		u := uint64(x)
 		if x < 0 {
@@ -163,8 +164,8 @@ func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 			hi++
 		}
 		q[i] = int64(hi) // magnitudes until the signs go back at the end
+		n = n.add(square(int64(hi)))
 	}
-	n := norm2(q)
 	if fast && n.hi == 0 && c.b2.hi == 0 {
 		n.lo = c.passesFast(q, n.lo, c.b2.lo)
 	} else {
@@ -175,7 +176,7 @@ func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 			q[e.i] = -q[e.i]
 		}
 	}
-	if n.cmp(c.b2) > 0 || norm2(q).cmp(c.b2) > 0 {
+	if n.cmp(c.b2) > 0 || (!fast && norm2(q).cmp(c.b2) > 0) {
 		// Unreachable: floor rounding is inside the ball.
 		return true, fmt.Errorf("clip: norm above bound after rounding")
 	}
@@ -277,7 +278,26 @@ func (c *Clipper) passesFast(q []int64, n, b2 uint64) uint64 {
 	for round := 0; len(set) > 0; round++ {
 		var e entry
 		if round < linearRounds {
-			e, set = takeBest(set, true)
+			// One scan drops the entries that no longer fit and finds the
+			// largest of the others.
+			k, best := 0, -1
+			for _, f := range set {
+				if 2*f.floor+1 > slack {
+					continue
+				}
+				set[k] = f
+				if best < 0 || set[best].less(f) {
+					best = k
+				}
+				k++
+			}
+			set = set[:k]
+			if best < 0 {
+				break
+			}
+			e = set[best]
+			set[best] = set[k-1]
+			set = set[:k-1]
 		} else {
 			if round == linearRounds {
 				heapify(set, true)
@@ -292,16 +312,6 @@ func (c *Clipper) passesFast(q []int64, n, b2 uint64) uint64 {
 		q[e.i]++
 		n += cost
 		slack -= cost
-		if round < linearRounds-1 {
-			k := 0
-			for _, f := range set {
-				if 2*f.floor+1 <= slack {
-					set[k] = f
-					k++
-				}
-			}
-			set = set[:k]
-		}
 	}
 	c.heap = set
 	return n
