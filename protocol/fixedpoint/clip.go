@@ -43,12 +43,15 @@ func (a uint128) big(dst *big.Int) *big.Int {
 }
 
 func square(x int64) uint128 {
-	u := uint64(x)
-	if x < 0 {
-		u = uint64(-x)
-	}
+	u := absU(x)
 	hi, lo := bits.Mul64(u, u)
 	return uint128{hi, lo}
+}
+
+// absU returns |x| without a branch.
+func absU(x int64) uint64 {
+	m := x >> 63
+	return uint64((x ^ m) - m)
 }
 
 // Norm2 returns ||q||^2 as a 128-bit value. Every |q_i| must be below 2^53 and
@@ -82,7 +85,7 @@ type entry struct {
 	i     int
 	floor uint64
 	frac  uint64
-	neg   bool
+	sign  int64 // -1 for a negative entry, 0 otherwise
 }
 
 // NewClipper returns a clipper to radius b >= 1.
@@ -153,16 +156,12 @@ func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 	}
 	c.ent = c.ent[:len(q)]
 	var n uint128 // of the rounded row
+	// Signs are random: no branches on them or on the rounding (mispredicted
+	// branches would cost more than the arithmetic).
 	for i, x := range q {
-		u := uint64(x)
-		if x < 0 {
-			u = uint64(-x)
-		}
-		hi, lo := bits.Mul64(u, f)
-		c.ent[i] = entry{i: i, floor: hi, frac: lo, neg: x < 0}
-		if lo >= 1<<63 {
-			hi++
-		}
+		hi, lo := bits.Mul64(absU(x), f)
+		c.ent[i] = entry{i: i, floor: hi, frac: lo, sign: x >> 63}
+		hi += lo >> 63   // round half up
 		q[i] = int64(hi) // magnitudes until the signs go back at the end
 		n = n.add(square(int64(hi)))
 	}
@@ -172,9 +171,7 @@ func (c *Clipper) clip(q []int64, fast bool) (bool, error) {
 		n = c.passesSorted(q, n)
 	}
 	for _, e := range c.ent {
-		if e.neg {
-			q[e.i] = -q[e.i]
-		}
+		q[e.i] = (q[e.i] ^ e.sign) - e.sign
 	}
 	if n.cmp(c.b2) > 0 || (!fast && norm2(q).cmp(c.b2) > 0) {
 		// Unreachable: floor rounding is inside the ball.
@@ -247,12 +244,18 @@ func (c *Clipper) passesSorted(q []int64, n uint128) uint128 {
 // are the rule) and switch to a heap after linearRounds moves.
 func (c *Clipper) passesFast(q []int64, n, b2 uint64) uint64 {
 	set := c.heap[:0]
+	if cap(set) < len(c.ent) {
+		set = make([]entry, 0, len(c.ent))
+	}
 	if n > b2 {
+		// The round-ups, without a branch: the entries with frac >= 2^63.
+		set = set[:len(c.ent)]
+		k := 0
 		for _, e := range c.ent {
-			if uint64(q[e.i]) > e.floor {
-				set = append(set, e)
-			}
+			set[k] = e
+			k += int(e.frac >> 63)
 		}
+		set = set[:k]
 		for round := 0; len(set) > 0 && n > b2; round++ {
 			var e entry
 			if round < linearRounds {
@@ -269,12 +272,18 @@ func (c *Clipper) passesFast(q []int64, n, b2 uint64) uint64 {
 		}
 	}
 	slack := b2 - n
-	set = set[:0]
+	// The entries at their floor with frac != 0 and a cost that fits,
+	// without a branch.
+	set = set[:len(c.ent)]
+	k := 0
 	for _, e := range c.ent {
-		if e.frac != 0 && uint64(q[e.i]) == e.floor && 2*e.floor+1 <= slack {
-			set = append(set, e)
-		}
+		set[k] = e
+		up := uint64(q[e.i]) - e.floor               // 0 or 1
+		nonzero := (e.frac | -e.frac) >> 63          // frac != 0
+		_, over := bits.Sub64(slack, 2*e.floor+1, 0) // cost > slack
+		k += int((1 - up) & nonzero & (1 - over))
 	}
+	set = set[:k]
 	for round := 0; len(set) > 0; round++ {
 		var e entry
 		if round < linearRounds {

@@ -81,11 +81,12 @@ func (t *fastTerm) div(hi, lo uint64) (quo, rem uint64) {
 	q1, _ = bits.Add64(q1, hi, c)
 	q1++
 	r := lo - q1*d
-	if r > q0 {
-		q1--
-		r += d
-	}
-	if r >= d {
+	// if r > q0 { q1--; r += d }, unpredictable, with a mask
+	_, gt := bits.Sub64(q0, r, 0)
+	m := -gt
+	q1 += m
+	r += m & d
+	if r >= d { // rare
 		q1++
 		r -= d
 	}
@@ -171,11 +172,11 @@ func (q *Quantizer) initFast(center, scale Decimal) {
 // (-1)^neg x / 10^k. ok is false for anything else, which the exact parser
 // then reads or rejects.
 func parsePlain(s string) (neg bool, x uint64, k int, ok bool) {
-	i := 0
-	if len(s) > 0 && (s[0] == '-' || s[0] == '+') {
-		neg = s[0] == '-'
-		i++
+	if len(s) == 0 {
+		return false, 0, 0, false
 	}
+	neg = s[0] == '-'
+	i := int(b2u(neg) | b2u(s[0] == '+')) // a sign, without a branch
 	start := i
 	for i < len(s) && s[i] == '0' { // leading zeros are not significant
 		i++
@@ -237,27 +238,23 @@ func (q *Quantizer) quantizeFast(s string) (int64, bool) {
 	if !t.ok {
 		return 0, false
 	}
-	// N = (-1)^neg x mulX - c, as sign and 128-bit magnitude.
+	// N = (-1)^neg x mulX - c in 128-bit two's complement, without a branch
+	// on the signs (they are random, and mispredicted branches would cost
+	// more than the arithmetic): |x mulX| < 2^126 (checked) and |c| <= 2^63,
+	// so |N| < 2^127 fits.
 	ahi, alo := bits.Mul64(x, t.mulX)
-	a := uint128{ahi, alo}
-	cneg := t.c < 0 // c = (-1)^cneg |c|; uint64(-MinInt64) is 2^63, right
-	cm := uint128{lo: uint64(t.c)}
-	if cneg {
-		cm.lo = uint64(-t.c)
+	if ahi >= 1<<62 {
+		return 0, false
 	}
-	var n uint128
-	nneg := neg
-	if neg != cneg {
-		// Same signs in a - c: magnitudes add.
-		n = a.add(cm)
-		if n.cmp(a) < 0 {
-			return 0, false // carry out of 128 bits
-		}
-	} else if a.cmp(cm) >= 0 {
-		n = a.sub(cm)
-	} else {
-		n, nneg = cm.sub(a), !neg
-	}
+	sm := -b2u(neg) // all ones for a negative cell
+	alo, b := bits.Sub64(alo^sm, sm, 0)
+	ahi, _ = bits.Sub64(ahi^sm, sm, b) // (-1)^neg x mulX
+	nlo, b := bits.Sub64(alo, uint64(t.c), 0)
+	nhi, _ := bits.Sub64(ahi, uint64(t.c>>63), b) // minus c, sign-extended
+	nm := uint64(int64(nhi) >> 63)                // all ones when N < 0
+	nlo, b = bits.Sub64(nlo^nm, nm, 0)
+	nhi, _ = bits.Sub64(nhi^nm, nm, b) // |N|
+	n := uint128{nhi, nlo}
 	// num = |N| f < 2^192; the quotient fits a word only if the top word
 	// is zero and the middle one is below den.
 	h1, lo := bits.Mul64(n.lo, t.f)
@@ -270,16 +267,22 @@ func (q *Quantizer) quantizeFast(s string) (int64, bool) {
 	if quo >= uint64(MaxAbs) {
 		return 0, false
 	}
-	if rem >= t.den-rem { // 2 rem >= den: round half away from zero
-		quo++ // cannot wrap: quo < 2^53
-	}
+	// Round half away from zero: up when 2 rem >= den (quo < 2^53 cannot
+	// wrap), then the sign of N.
+	_, below := bits.Sub64(rem, t.den-rem, 0)
+	quo += 1 - below
 	if quo >= uint64(MaxAbs) {
 		return 0, false
 	}
-	if nneg {
-		return -int64(quo), true
+	return (int64(quo) ^ int64(nm)) - int64(nm), true
+}
+
+// b2u is 1 for true and 0 for false (the compiler makes it a flag move).
+func b2u(b bool) uint64 {
+	if b {
+		return 1
 	}
-	return int64(quo), true
+	return 0
 }
 
 // Bits returns g.
