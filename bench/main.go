@@ -9,6 +9,7 @@
 //	go run ./bench -suite load     [-owners 1000]
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
 //	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0,0.5] [-shares 0]
+//	go run ./bench -suite pipeline [-rows 200000] [-dims 100] [-reps 5] [-python python3,/usr/bin/python3]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -37,7 +38,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load or sources")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, sources or pipeline")
 	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
 	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
@@ -52,6 +53,7 @@ func main() {
 	rowsFlag := flag.String("rows", "10000,100000,1000000", "row counts (suite sources)")
 	srcFlag := flag.String("source", "", "source spec (suite sources-child)")
 	schemaFlag := flag.String("schema", "", "schema file (suite sources-child)")
+	pythonFlag := flag.String("python", "python3,/usr/bin/python3", "interpreters to try for numpy and scikit-learn (suite pipeline)")
 	flag.Parse()
 	ctx := context.Background()
 	var raw io.Writer = io.Discard
@@ -100,6 +102,17 @@ func main() {
 		sources(ctx, ints(*rowsFlag), d)
 	case "sources-child":
 		sourcesChild(ctx, *srcFlag, *schemaFlag)
+	case "pipeline":
+		n, d := 200000, 100
+		if isSet("rows") {
+			n = ints(*rowsFlag)[0]
+		}
+		if isSet("dims") {
+			d = ints(*dims)[0]
+		}
+		pipeline(ctx, n, d, *reps, strings.Split(*pythonFlag, ","))
+	case "pipeline-child":
+		pipelineChild(ctx, *srcFlag, *schemaFlag, *reps)
 	case "probe":
 		probe(ctx, ints(*owners)[0])
 	default:

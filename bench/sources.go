@@ -103,17 +103,7 @@ func sourcesChild(ctx context.Context, spec, schemaPath string) {
 	js := &job.Spec{Analysis: job.DCA, MaxRows: 1 << 40, MaxOwnerRows: 1 << 40}
 	_, rep, err := job.ReadRows(js, sch, rows)
 	check(err)
-	// VmHWM, the peak RSS of this process's own address space (getrusage's
-	// maxrss would include the parent's RSS at the fork).
-	st, err := os.ReadFile("/proc/self/status")
-	check(err)
-	var hwm int64
-	for _, l := range strings.Split(string(st), "\n") {
-		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmHWM:" {
-			_, err = fmt.Sscan(f[1], &hwm)
-			check(err)
-		}
-	}
+	hwm := peakRSSKiB()
 	fmt.Println(rep.Rows, hwm)
 }
 

@@ -38,6 +38,32 @@
 // be a sensible measurement and would otherwise make the squared norm
 // overflow 128 bits for very wide rows.
 //
+// Fast paths. The exact computations above are the specification; the hot
+// functions reach the same integers faster where the numbers fit machine
+// words, and fall back to them otherwise:
+//
+//   - Quantize reads a plain decimal (sign, digits, one point, at most 19
+//     significant and 19 fraction digits; no blanks, no exponent) as X/10^k
+//     and computes round((X mulX - c) f / den), the same rational as
+//     2^g (x - center)/scale with constants precomputed per k from the
+//     exact center and scale (reduced to lowest terms), in 128- and
+//     192-bit integers and one division by a precomputed reciprocal
+//     (Möller-Granlund). Any other text, and any constant or intermediate
+//     that does not fit its word, takes QuantizeExact (big integers), which
+//     also produces every error. Same rational, same rounding rule: the
+//     same integer.
+//   - Clip computes f in 128-bit integers (Newton's integer square root
+//     from above) when ||q||^2 < 2^64, and runs the undo and fill passes
+//     without sorting the row: undo only touches round-ups, in ascending
+//     order of fractional part; fill can only move entries whose cost fits
+//     the slack, which only shrinks, so it repeatedly takes the largest
+//     fitting entry and drops those that no longer fit. ClipExact (big
+//     integers, the whole row sorted) is the reference.
+//
+// Neither uses floating point. TestQuantizeFastMatchesExact,
+// TestClipMatchesExact and the fuzz targets FuzzQuantizeFast and FuzzClip
+// compare the fast paths with the exact ones.
+//
 // All functions are pure; the types are immutable after construction and safe
 // for concurrent use unless stated otherwise.
 package fixedpoint

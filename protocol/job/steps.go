@@ -1,10 +1,10 @@
 package job
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"math/big"
+	"runtime"
 	"slices"
 
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -69,63 +69,11 @@ func ReadStatistics(s *Spec, sch *schema.Schema, csv io.Reader) (*stats.Accumula
 // most that many per owner); both are counted in the report. An error means
 // the source itself does not fit the schema (its columns) or cannot be
 // read. Rows that the schema's missing policy drops are counted apart.
+//
+// The rows are mapped and accumulated on GOMAXPROCS goroutines (see
+// pipeline.go); the result is the same integers as a single reader's.
 func ReadRows(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accumulator, ReadReport, error) {
-	var rep ReadReport
-	l, err := s.Layout(sch)
-	if err != nil {
-		return nil, rep, err
-	}
-	acc, err := stats.NewAccumulator(l, sch.Bound(), sch.Bits)
-	if err != nil {
-		return nil, rep, err
-	}
-	rd, err := sch.NewRowReader(rows, l.K > 1 && l.Kind == stats.Full)
-	if err != nil {
-		return nil, rep, err
-	}
-	var bucket func([]int64) int
-	if l.Kind == stats.Histogram {
-		bucket = NormBuckets(s.NormEdges, sch.Bits)
-	}
-	for {
-		if acc.Rows() >= s.MaxOwnerRows {
-			n, err := rd.Skip()
-			rep.Dropped += n
-			if err != nil {
-				return nil, rep, err
-			}
-			break
-		}
-		q, k, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if errors.Is(err, schema.ErrMissing) {
-			continue
-		}
-		var re *schema.RowError
-		if errors.As(err, &re) {
-			rep.Skipped++
-			if len(rep.Examples) < maxExamples {
-				rep.Examples = append(rep.Examples, re.Error())
-			}
-			continue
-		}
-		if err != nil {
-			return nil, rep, err
-		}
-		if bucket != nil {
-			k = bucket(q)
-		}
-		if err := acc.Add(q, k); err != nil {
-			return nil, rep, err
-		}
-	}
-	rep.Rows = acc.Rows()
-	_, rep.Clipped = rd.Rows()
-	rep.Clamped = rd.Clamped()
-	rep.Missing, rep.Filled = rd.MissingDropped(), rd.Filled()
-	return acc, rep, nil
+	return ReadRowsWorkers(s, sch, rows, runtime.GOMAXPROCS(0))
 }
 
 // NormBuckets returns the bucket map of a norms job: the number of edges

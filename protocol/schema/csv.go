@@ -44,10 +44,23 @@ const bom = "\ufeff"
 // dropped, header names are trimmed, the delimiter is detected or given,
 // quoted fields and CRLF line ends are read as RFC 4180 says. Every row
 // must have as many fields as the header. Not safe for concurrent use.
+//
+// Lines without a double quote are split directly (one string per row, as
+// encoding/csv makes, cells sliced out of it); from the first line with a
+// quote on, or a line longer than the buffer, encoding/csv reads the rest
+// of the file. Both read quote-free lines alike (a trailing "\r\n" or, at
+// the end of the file, "\r" is dropped; empty lines are skipped), which
+// FuzzCSVRowsFastPath checks against encoding/csv alone.
 type CSVRows struct {
 	csv    *csv.Reader
+	br     *bufio.Reader
 	header []string
 	line   int
+	rec    []string
+	// slow is set once encoding/csv reads the rest; its line numbers then
+	// start after base lines.
+	slow bool
+	base int
 }
 
 // NewCSVRows reads the header of a CSV file.
@@ -87,7 +100,15 @@ func NewCSVRows(r io.Reader, opt CSVOptions) (*CSVRows, error) {
 		}
 		h[i] = strings.TrimSpace(c)
 	}
-	return &CSVRows{csv: cr, header: h, line: 1}, nil
+	// cr read the header straight from br (csv.NewReader keeps a
+	// *bufio.Reader of at least its size), so br is at the line after it:
+	// the header started at line, after any empty lines, and spans one
+	// more for each line break inside its quoted names.
+	line, _ := cr.FieldPos(0)
+	for _, c := range header {
+		line += strings.Count(c, "\n")
+	}
+	return &CSVRows{csv: cr, br: br, header: h, line: line}, nil
 }
 
 // peekLine returns the first line of br without consuming it (at most
@@ -152,6 +173,12 @@ func (c *CSVRows) Delimiter() rune { return c.csv.Comma }
 
 // Next returns the next row's fields.
 func (c *CSVRows) Next() ([]string, error) {
+	if !c.slow {
+		rec, err := c.nextPlain()
+		if err != nil || rec != nil {
+			return rec, err
+		}
+	}
 	rec, err := c.csv.Read()
 	if err == io.EOF {
 		return nil, io.EOF
@@ -162,12 +189,73 @@ func (c *CSVRows) Next() ([]string, error) {
 		if c.line == 0 {
 			c.line = pe.Line
 		}
+		c.line += c.base
 		return nil, &RowError{Line: c.line, Err: fmt.Errorf("%v (quote fields that hold the delimiter or a quote, and double the quotes inside)", pe.Err)}
 	}
 	if err != nil {
 		return nil, fmt.Errorf("after line %d: %w", c.line, err)
 	}
 	c.line, _ = c.csv.FieldPos(0)
+	c.line += c.base
+	return c.check(rec)
+}
+
+// nextPlain reads the next non-empty line if it has no double quote and
+// splits it at the delimiter. Otherwise it hands the line and the rest of
+// the file to encoding/csv (c.slow) and returns nil.
+func (c *CSVRows) nextPlain() ([]string, error) {
+	for {
+		b, err := c.br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull || bytes.IndexByte(b, '"') >= 0 {
+			// Hand over: encoding/csv reads this line again, then the rest.
+			rest := io.MultiReader(bytes.NewReader(bytes.Clone(b)), c.br)
+			comma := c.csv.Comma
+			c.csv = csv.NewReader(rest)
+			c.csv.Comma, c.csv.ReuseRecord, c.csv.FieldsPerRecord = comma, true, -1
+			c.slow, c.base = true, c.line
+			return nil, nil
+		}
+		if len(b) == 0 && err == io.EOF {
+			return nil, io.EOF
+		}
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("after line %d: %w", c.line, err)
+		}
+		c.line++
+		// As encoding/csv: drop "\n" or "\r\n"; at the end of the file a
+		// trailing "\r"; skip what is then empty.
+		n := len(b)
+		switch {
+		case n >= 2 && b[n-2] == '\r' && b[n-1] == '\n':
+			b = b[:n-2]
+		case n >= 1 && b[n-1] == '\n':
+			b = b[:n-1]
+		case n >= 1 && b[n-1] == '\r' && err == io.EOF:
+			b = b[:n-1]
+		}
+		if len(b) == 0 {
+			if err == io.EOF {
+				return nil, io.EOF
+			}
+			continue
+		}
+		line := string(b)
+		rec := c.rec[:0]
+		for {
+			i := strings.IndexByte(line, byte(c.csv.Comma)) // an ASCII delimiter: NewCSVRows
+			if i < 0 {
+				break
+			}
+			rec = append(rec, line[:i])
+			line = line[i+1:]
+		}
+		c.rec = append(rec, line)
+		return c.check(c.rec)
+	}
+}
+
+// check refuses a row whose number of fields is not the header's.
+func (c *CSVRows) check(rec []string) ([]string, error) {
 	if len(rec) != len(c.header) {
 		return nil, &RowError{Line: c.line, Err: fmt.Errorf("wrong number of fields: the row has %d, the header %d", len(rec), len(c.header))}
 	}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"encoding/csv"
 	"errors"
+	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -164,6 +166,58 @@ func FuzzMissingCategorical(f *testing.F) {
 		// two indicators have opposite signs.
 		if (q[2] > 0) == (q[3] > 0) {
 			t.Fatalf("one-hot cells %d %d", q[2], q[3])
+		}
+	})
+}
+
+// csvReference reads like CSVRows with encoding/csv alone (as CSVRows did
+// before its quote-free fast path): the records, their lines and errors.
+func csvReference(data []byte, delim rune) []string {
+	rows, err := NewCSVRows(bytes.NewReader(data), CSVOptions{Delimiter: delim})
+	if err != nil {
+		return []string{"header: " + err.Error()}
+	}
+	rows.slow = true // encoding/csv from the first row on
+	return csvTrace(rows)
+}
+
+func csvTrace(rows *CSVRows) []string {
+	var out []string
+	for {
+		rec, err := rows.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			out = append(out, "error: "+err.Error())
+			var re *RowError
+			if !errors.As(err, &re) {
+				return out
+			}
+			continue
+		}
+		out = append(out, fmt.Sprintf("line %d: %q", rows.Line(), rec))
+	}
+}
+
+// FuzzCSVRowsFastPath: the quote-free fast path reads every file exactly
+// as encoding/csv does: the same records, lines and errors.
+func FuzzCSVRowsFastPath(f *testing.F) {
+	for _, s := range []string{
+		"a,b\n1,2\n3,4\n", "a,b\r\n1,2\r\n\r\n3,4\r", "a,b\n1,2\n\n\n3\n4,5,6\n", "a,b\n1,\"2\n3\",x\n5,6\n",
+		"a,b\n1,2\r\r\n3,4", "\"a\nb\",c\n1,2\n3,4\n", "a;b\n1,5;2\n\"x\";y\n", "a,b\n1,2\n3,\"4\n", "a,b\n1\r2,3\n",
+		"a,b\n" + strings.Repeat("x", 70000) + ",1\n2,3\n", "a,b\n\r\n\r", "a\tb\n1\t2\n\"q\"\"\"\t3\n4\t5\n",
+	} {
+		f.Add([]byte(s), byte(0))
+	}
+	f.Fuzz(func(t *testing.T, data []byte, delim byte) {
+		rows, err := NewCSVRows(bytes.NewReader(data), CSVOptions{Delimiter: rune(delim)})
+		if err != nil {
+			return
+		}
+		got, want := csvTrace(rows), csvReference(data, rune(delim))
+		if !slices.Equal(got, want) {
+			t.Fatalf("%q:\nfast path %q\nencoding/csv %q", data, got, want)
 		}
 	})
 }

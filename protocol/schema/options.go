@@ -329,6 +329,9 @@ func (d *decoder) decode(rec []string) ([]string, error) {
 // isDefaultMissing says whether a cell looks missing (to say so in errors
 // when the schema has no policy).
 func isDefaultMissing(v string) bool {
+	if v != "" && (v[0] >= '0' && v[0] <= '9' || v[0] == '-' || v[0] == '+' || v[0] == '.') {
+		return false // a number: no default missing value starts so
+	}
 	v = strings.TrimSpace(v)
 	for _, m := range DefaultMissingValues {
 		if v == m {

@@ -243,3 +243,21 @@ func TestDefaultsInCode(t *testing.T) {
 		t.Errorf("NA: %v", err)
 	}
 }
+
+// isDefaultMissing answers false at once for a cell that starts like a
+// number; that is right only while no default missing value does.
+func TestDefaultMissingValuesDoNotStartLikeNumbers(t *testing.T) {
+	for _, v := range DefaultMissingValues {
+		if v != "" && strings.ContainsRune("0123456789+-.", rune(v[0])) {
+			t.Errorf("default missing value %q starts like a number", v)
+		}
+		if !isDefaultMissing(v) || !isDefaultMissing(" "+v+" ") {
+			t.Errorf("%q is not recognised", v)
+		}
+	}
+	for _, v := range []string{"0", "-1", "+2", ".5", "1e3"} {
+		if isDefaultMissing(v) {
+			t.Errorf("%q read as missing", v)
+		}
+	}
+}

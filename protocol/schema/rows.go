@@ -41,6 +41,7 @@ type Mapper struct {
 	index   map[string]int // feature name -> position
 	clamped int64
 	lo, hi  []int64 // per-feature range after the map, when tracked
+	exact   bool    // big-integer quantization and the sorted clip only
 }
 
 // bounds are a feature's declared [min, max] in integer units.
@@ -138,8 +139,13 @@ func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
 	if len(cells) != len(m.quant) || len(dst) != len(m.quant) {
 		return false, fmt.Errorf("row has %d values, schema %s has %d features", len(cells), m.s.ID, len(m.quant))
 	}
+	quantize := (*fixedpoint.Quantizer).Quantize
+	clip := (*fixedpoint.Clipper).Clip
+	if m.exact {
+		quantize, clip = (*fixedpoint.Quantizer).QuantizeExact, (*fixedpoint.Clipper).ClipExact
+	}
 	for i, c := range cells {
-		v, err := m.quant[i].Quantize(c, &m.scratch)
+		v, err := quantize(m.quant[i], c, &m.scratch)
 		if err != nil {
 			return false, &RowError{Column: m.s.Features[i].SourceColumn(), Err: err}
 		}
@@ -154,22 +160,117 @@ func (m *Mapper) Map(cells []string, dst []int64) (clipped bool, err error) {
 			m.lo[i], m.hi[i] = min(m.lo[i], v), max(m.hi[i], v)
 		}
 	}
-	return m.clip.Clip(dst)
+	return clip(m.clip, dst)
+}
+
+// clone returns a mapper for another goroutine: the same map, its own
+// scratch space, counters at zero, no range tracking.
+func (m *Mapper) clone() *Mapper {
+	c := *m
+	c.clip, _ = fixedpoint.NewClipper(m.clip.Bound()) // the bound was valid for m
+	c.scratch = fixedpoint.Scratch{}
+	c.clamped, c.lo, c.hi = 0, nil, nil
+	return &c
 }
 
 // Clamped returns how many values Map has clamped to a declared bound so far.
 func (m *Mapper) Clamped() int64 { return m.clamped }
 
+// RowMap maps one source row at a time: the schema's reading options
+// (columns, categories, missing values, decimal commas), the class, and the
+// row map (quantize, clamp, clip). A Reader holds one; code that maps rows
+// on several goroutines gives each its own (Clone). Not safe for concurrent
+// use.
+type RowMap struct {
+	m          *Mapper
+	dec        *decoder
+	useClasses bool
+}
+
+// NewRowMap prepares to map rows with the given columns (a source's
+// Columns); see NewRowReader.
+func (s *Schema) NewRowMap(columns []string, useClasses bool) (*RowMap, error) {
+	m, err := s.NewMapper()
+	if err != nil {
+		return nil, err
+	}
+	if useClasses && len(s.Classes) == 0 {
+		return nil, fmt.Errorf("schema %s has no classes", s.ID)
+	}
+	dec, err := s.newDecoder(columns, useClasses)
+	if err != nil {
+		return nil, err
+	}
+	return &RowMap{m: m, dec: dec, useClasses: useClasses}, nil
+}
+
+// Clone returns a row map for another goroutine: the same map, its own
+// scratch space, its counters at zero.
+func (rm *RowMap) Clone() *RowMap {
+	dec := *rm.dec
+	dec.comma, dec.filled, dec.dropped = nil, 0, 0
+	dec.cellText = make([]string, len(rm.dec.cellText))
+	return &RowMap{m: rm.m.clone(), dec: &dec, useClasses: rm.useClasses}
+}
+
+// Exact makes the map use only the big-integer paths of package
+// fixedpoint (QuantizeExact, ClipExact): the reference that the fast paths
+// are tested against. The integers are the same either way.
+func (rm *RowMap) Exact() { rm.m.exact = true }
+
+// Map maps the cells of one row (a source's record, in its column order)
+// into dst (length D) and returns its class (0 without classes) and whether
+// the clip scaled it. A row that cannot be read gives a *RowError naming
+// the line and column (wrapping ErrMissing for a row a drop missing-value
+// policy leaves out); dst is then unspecified.
+func (rm *RowMap) Map(rec []string, line int, dst []int64) (class int, clipped bool, err error) {
+	if rm.useClasses {
+		if class, err = rm.m.Class(rec[rm.dec.label]); err != nil {
+			return 0, false, &RowError{Line: line, Column: rm.m.s.Label, Err: err}
+		}
+	}
+	cells, err := rm.dec.decode(rec)
+	if err != nil {
+		var re *RowError
+		if errors.As(err, &re) {
+			re.Line = line
+			return 0, false, re
+		}
+		return 0, false, &RowError{Line: line, Err: err}
+	}
+	clipped, err = rm.m.Map(cells, dst)
+	if err != nil {
+		var re *RowError
+		if errors.As(err, &re) {
+			re.Line = line
+			if errors.Is(re.Err, fixedpoint.ErrSyntax) && !rm.m.s.DecimalComma && strings.Contains(cells[rm.m.index[re.Column]], ",") {
+				re.Err = fmt.Errorf("%w (a decimal comma? set \"decimal_comma\": true in the schema, and use ';' or tab as the delimiter)", re.Err)
+			}
+			return 0, false, re
+		}
+		return 0, false, &RowError{Line: line, Err: err}
+	}
+	return class, clipped, nil
+}
+
+// Clamped returns how many values were clamped to a declared bound so far.
+func (rm *RowMap) Clamped() int64 { return rm.m.Clamped() }
+
+// Filled returns how many rows had a missing value filled in so far.
+func (rm *RowMap) Filled() int64 { return rm.dec.filled }
+
+// MissingDropped returns how many rows a drop missing-value policy left
+// out so far.
+func (rm *RowMap) MissingDropped() int64 { return rm.dec.dropped }
+
 // Reader streams the rows of a source through the schema's options and
 // row map. Not safe for concurrent use.
 type Reader struct {
-	m          *Mapper
-	src        Rows
-	dec        *decoder
-	useClasses bool
-	row        []int64
-	rows       int64
-	clipped    int64
+	*RowMap
+	src     Rows
+	row     []int64
+	rows    int64
+	clipped int64
 }
 
 // NewReader reads the header of a CSV file (any dialect NewCSVRows reads,
@@ -187,18 +288,11 @@ func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
 // column), and the label column when useClasses is set; other columns are
 // ignored. Without useClasses every row is of class 0.
 func (s *Schema) NewRowReader(src Rows, useClasses bool) (*Reader, error) {
-	m, err := s.NewMapper()
+	rm, err := s.NewRowMap(src.Columns(), useClasses)
 	if err != nil {
 		return nil, err
 	}
-	if useClasses && len(s.Classes) == 0 {
-		return nil, fmt.Errorf("schema %s has no classes", s.ID)
-	}
-	dec, err := s.newDecoder(src.Columns(), useClasses)
-	if err != nil {
-		return nil, err
-	}
-	return &Reader{m: m, src: src, dec: dec, useClasses: useClasses, row: make([]int64, len(s.Features))}, nil
+	return &Reader{RowMap: rm, src: src, row: make([]int64, len(s.Features))}, nil
 }
 
 // Next returns the next row, quantized and clipped, and its class. The slice
@@ -212,33 +306,9 @@ func (rd *Reader) Next() ([]int64, int, error) {
 	if err != nil {
 		return nil, 0, err
 	}
-	line := rd.src.Line()
-	class := 0
-	if rd.useClasses {
-		if class, err = rd.m.Class(rec[rd.dec.label]); err != nil {
-			return nil, 0, &RowError{Line: line, Column: rd.m.s.Label, Err: err}
-		}
-	}
-	cells, err := rd.dec.decode(rec)
+	class, clipped, err := rd.Map(rec, rd.src.Line(), rd.row)
 	if err != nil {
-		var re *RowError
-		if errors.As(err, &re) {
-			re.Line = line
-			return nil, 0, re
-		}
-		return nil, 0, &RowError{Line: line, Err: err}
-	}
-	clipped, err := rd.m.Map(cells, rd.row)
-	if err != nil {
-		var re *RowError
-		if errors.As(err, &re) {
-			re.Line = line
-			if errors.Is(re.Err, fixedpoint.ErrSyntax) && !rd.m.s.DecimalComma && strings.Contains(cells[rd.m.index[re.Column]], ",") {
-				re.Err = fmt.Errorf("%w (a decimal comma? set \"decimal_comma\": true in the schema, and use ';' or tab as the delimiter)", re.Err)
-			}
-			return nil, 0, re
-		}
-		return nil, 0, &RowError{Line: line, Err: err}
+		return nil, 0, err
 	}
 	rd.rows++
 	if clipped {
@@ -268,16 +338,6 @@ func (rd *Reader) Skip() (int64, error) {
 // Rows returns how many rows were read so far, and how many of them were
 // clipped.
 func (rd *Reader) Rows() (rows, clipped int64) { return rd.rows, rd.clipped }
-
-// Clamped returns how many values were clamped to a declared bound so far.
-func (rd *Reader) Clamped() int64 { return rd.m.Clamped() }
-
-// Filled returns how many rows had a missing value filled in so far.
-func (rd *Reader) Filled() int64 { return rd.dec.filled }
-
-// MissingDropped returns how many rows a drop missing-value policy left
-// out so far.
-func (rd *Reader) MissingDropped() int64 { return rd.dec.dropped }
 
 // TrackRange makes the reader keep each feature's smallest and largest
 // value after the map (clamped, before the row clip), for Range.

@@ -30,6 +30,20 @@
 // (d(d+1)/2 per row) loop then runs at full speed. A row beyond that count is
 // refused with ErrTooManyRows, never wrapped.
 //
+// Order does not matter: every partial sum of an entry, in any order and
+// in any grouping, is a sum of a subset of at most MaxRows terms each at
+// most max(B^2, 2^g) in absolute value, so it is below 2^63 and no
+// intermediate wraps. Rows added in batches (AddBatch, whose R update is
+// blocked for the cache) or spread over several accumulators and merged
+// (Merge, for rows mapped on several cores) therefore give exactly the
+// integers of one accumulator given the rows one by one.
+//
+// AddBatch sums a block of m rows' products in float64 when m B^2 <= 2^53
+// (B <= 2^26.5; every product and partial sum is then an integer of
+// magnitude at most 2^53, which float64 represents exactly, so no
+// operation rounds) and converts the block's exact integer sums to int64:
+// float64 multiplication runs about twice as fast as int64's here.
+//
 // Accumulator is not safe for concurrent use. Layout and Release are plain
 // values.
 package stats
@@ -232,6 +246,8 @@ type Accumulator struct {
 	v       []int64
 	counts  []int64
 	rows    int64
+	// scratch of the float64 blocks of AddBatch
+	fr, fq []float64
 }
 
 // NewAccumulator returns an empty accumulator for rows inside the ball of
@@ -271,15 +287,59 @@ func (a *Accumulator) MaxRows() int64 { return a.maxRows }
 // (or, for moments, the box) and rows beyond MaxRows, and leaves the
 // statistics unchanged when it does.
 func (a *Accumulator) Add(q []int64, k int) error {
+	if a.rows >= a.maxRows {
+		return fmt.Errorf("row %d: %w (at most %d)", a.rows+1, ErrTooManyRows, a.maxRows)
+	}
+	if err := a.check(q, k); err != nil {
+		return err
+	}
+	if a.l.Kind == Full {
+		a.addScatter(q)
+	}
+	a.addRest(q, k)
+	return nil
+}
+
+// AddBatch adds len(classes) clipped rows given one after the other in
+// rows (row t is rows[t d : (t+1) d], of class classes[t]). It checks
+// every row as Add does and adds none when it refuses one. The result is
+// the same integers as adding the rows one by one: for the full layout,
+// the batch's q q^T is summed in float64 where that is exact (see
+// floatChunk: no operation can round while B^2 times the rows of a block
+// is at most 2^53) and in int64 otherwise, four rows per pass over a block
+// of the triangle that stays in the cache, and added to R in int64
+// (integer addition, in any order, without overflow: see the package
+// documentation).
+func (a *Accumulator) AddBatch(rows []int64, classes []int) error {
+	d := a.l.D
+	if len(rows) != len(classes)*d {
+		return fmt.Errorf("batch has %d values for %d rows of %d", len(rows), len(classes), d)
+	}
+	if int64(len(classes)) > a.maxRows-a.rows {
+		return fmt.Errorf("row %d: %w (at most %d)", a.maxRows+1, ErrTooManyRows, a.maxRows)
+	}
+	for t, k := range classes {
+		if err := a.check(rows[t*d:(t+1)*d], k); err != nil {
+			return fmt.Errorf("batch row %d: %w", t, err)
+		}
+	}
+	if a.l.Kind == Full {
+		a.addScatterBatch(rows, len(classes))
+	}
+	for t, k := range classes {
+		a.addRest(rows[t*d:(t+1)*d], k)
+	}
+	return nil
+}
+
+// check refuses what Add refuses, except the row count.
+func (a *Accumulator) check(q []int64, k int) error {
 	d := a.l.D
 	if len(q) != d {
 		return fmt.Errorf("row has %d values, want %d", len(q), d)
 	}
 	if k < 0 || k >= a.l.K {
 		return fmt.Errorf("class %d out of range [0, %d)", k, a.l.K)
-	}
-	if a.rows >= a.maxRows {
-		return fmt.Errorf("row %d: %w (at most %d)", a.rows+1, ErrTooManyRows, a.maxRows)
 	}
 	var hi, lo uint64
 	for _, x := range q {
@@ -298,38 +358,47 @@ func (a *Accumulator) Add(q []int64, k int) error {
 	if hi > a.b2[0] || (hi == a.b2[0] && lo > a.b2[1]) {
 		return ErrNotClipped
 	}
-	switch a.l.Kind {
-	case Histogram:
-		a.counts[k]++
-		a.rows++
-		return nil
-	case Moments:
+	if a.l.Kind == Moments {
 		box := int64(1) << a.bits
 		for _, x := range q {
 			if x > box || x < -box {
 				return ErrOutsideBox
 			}
 		}
+	}
+	return nil
+}
+
+// addRest adds a checked row to everything but the full R: the moments
+// diagonal, v and the count.
+func (a *Accumulator) addRest(q []int64, k int) {
+	a.rows++
+	if a.l.Kind == Histogram {
+		a.counts[k]++
+		return
+	}
+	if a.l.Kind == Moments {
 		for i, x := range q {
 			a.r[i] += x * x
 		}
-	default:
-		a.addScatter(q)
 	}
-	v := a.v[k*d : (k+1)*d]
+	v := a.v[k*a.l.D : (k+1)*a.l.D]
 	for i, x := range q {
 		v[i] += x
 	}
 	a.counts[k]++
-	a.rows++
-	return nil
 }
 
 // addScatter adds q q^T to the upper triangle of R.
 func (a *Accumulator) addScatter(q []int64) {
+	a.addScatterRows(q, 0, a.l.D, 0)
+}
+
+// addScatterRows adds q q^T to rows [i0, i1) of the upper triangle of R,
+// which start at offset off.
+func (a *Accumulator) addScatterRows(q []int64, i0, i1, off int) {
 	d := a.l.D
-	off := 0
-	for i := range d {
+	for i := i0; i < i1; i++ {
 		row := a.r[off : off+d-i]
 		off += d - i
 		qi := q[i]
@@ -342,6 +411,162 @@ func (a *Accumulator) addScatter(q []int64) {
 			row[j] += qi * x
 		}
 	}
+}
+
+// blockEntries is how many entries of R (int64) a block holds: 16 KiB,
+// half of a first-level data cache.
+const blockEntries = 2048
+
+// addScatterBatch adds the n rows' q q^T to R, in float64 blocks when
+// that is exact (see floatChunk), in int64 otherwise.
+func (a *Accumulator) addScatterBatch(rows []int64, n int) {
+	d := a.l.D
+	per := a.floatChunk()
+	if per == 0 {
+		forBlocks(d, func(i0, i1, off int) {
+			t := 0
+			for ; t+4 <= n; t += 4 {
+				a.addScatter4(rows[t*d:(t+4)*d], i0, i1, off)
+			}
+			for ; t < n; t++ {
+				a.addScatterRows(rows[t*d:(t+1)*d], i0, i1, off)
+			}
+		})
+		return
+	}
+	if len(a.fr) != len(a.r) {
+		a.fr = make([]float64, len(a.r))
+	}
+	for t0 := 0; t0 < n; t0 += per {
+		t1 := min(n, t0+per)
+		a.fq = a.fq[:0]
+		for _, x := range rows[t0*d : t1*d] {
+			a.fq = append(a.fq, float64(x))
+		}
+		clear(a.fr)
+		m := t1 - t0
+		forBlocks(d, func(i0, i1, off int) {
+			t := 0
+			for ; t+4 <= m; t += 4 {
+				scatterFloat4(a.fr, a.fq[t*d:(t+4)*d], d, i0, i1, off)
+			}
+			for ; t < m; t++ {
+				scatterFloat1(a.fr, a.fq[t*d:(t+1)*d], i0, i1, off)
+			}
+		})
+		for k, x := range a.fr {
+			a.r[k] += int64(x)
+		}
+	}
+}
+
+// floatChunk returns how many rows a float64 block of R may sum exactly,
+// 0 when none may (then R is summed in int64).
+//
+// Exactness: every row is inside the ball, so |q_i| <= B and each product
+// |q_i q_j| <= B^2. A float64 holds every integer of magnitude at most
+// 2^53 exactly, and the sum or product of two such integers is rounded
+// only if the exact result exceeds 2^53 in magnitude. In a block of m rows,
+// every value the loop forms (a product, a partial sum of products, an
+// entry of the block) is a sum of at most m products, so of magnitude at
+// most m B^2; with m B^2 <= 2^53 no operation rounds, and each entry of
+// the block is the exact integer sum, which converts to int64 exactly and
+// is added to R (whose int64 bound is the package's).
+func (a *Accumulator) floatChunk() int {
+	b2 := a.b2[1] // B^2 < 2^63: NewAccumulator
+	if a.b2[0] != 0 || b2 > 1<<53 {
+		return 0
+	}
+	return int(min((1<<53)/b2, 256))
+}
+
+// forBlocks calls fn for runs [i0, i1) of consecutive rows of the
+// triangle of R (starting at offset off) of about blockEntries entries: a
+// block stays in the cache while the rows of a batch are added to it.
+func forBlocks(d int, fn func(i0, i1, off int)) {
+	for i0, off := 0, 0; i0 < d; {
+		i1, size := i0, 0
+		for i1 < d && (size == 0 || size+d-i1 <= blockEntries) {
+			size += d - i1
+			i1++
+		}
+		fn(i0, i1, off)
+		i0, off = i1, off+size
+	}
+}
+
+// scatterFloat1 is scatterFloat4 for one row.
+func scatterFloat1(r, q []float64, i0, i1, off int) {
+	d := len(q)
+	for i := i0; i < i1; i++ {
+		row := r[off : off+d-i]
+		off += d - i
+		a0 := q[i]
+		t0 := q[i:]
+		t0 = t0[:len(row)]
+		for j := range row {
+			row[j] += a0 * t0[j]
+		}
+	}
+}
+
+// scatterFloat4 adds four rows' q q^T (q holds them one after the other)
+// to rows [i0, i1) of a float64 triangle r starting at offset off.
+func scatterFloat4(r, q []float64, d, i0, i1, off int) {
+	q0, q1, q2, q3 := q[:d], q[d:2*d], q[2*d:3*d], q[3*d:4*d]
+	for i := i0; i < i1; i++ {
+		row := r[off : off+d-i]
+		off += d - i
+		a0, a1, a2, a3 := q0[i], q1[i], q2[i], q3[i]
+		t0, t1, t2, t3 := q0[i:], q1[i:], q2[i:], q3[i:]
+		t0, t1, t2, t3 = t0[:len(row)], t1[:len(row)], t2[:len(row)], t3[:len(row)]
+		for j := range row {
+			row[j] += a0*t0[j] + a1*t1[j] + a2*t2[j] + a3*t3[j]
+		}
+	}
+}
+
+// addScatter4 is addScatterRows for four rows at once (q holds them one
+// after the other): each entry of R is loaded and stored once for four
+// products.
+func (a *Accumulator) addScatter4(q []int64, i0, i1, off int) {
+	d := a.l.D
+	q0, q1, q2, q3 := q[:d], q[d:2*d], q[2*d:3*d], q[3*d:4*d]
+	for i := i0; i < i1; i++ {
+		row := a.r[off : off+d-i]
+		off += d - i
+		a0, a1, a2, a3 := q0[i], q1[i], q2[i], q3[i]
+		t0, t1, t2, t3 := q0[i:], q1[i:], q2[i:], q3[i:]
+		t0, t1, t2, t3 = t0[:len(row)], t1[:len(row)], t2[:len(row)], t3[:len(row)]
+		for j := range row {
+			row[j] += a0*t0[j] + a1*t1[j] + a2*t2[j] + a3*t3[j]
+		}
+	}
+}
+
+// Merge adds the statistics of b (same layout, bound and bits) to a, as if
+// a had been given b's rows too. It refuses (and changes nothing) when the
+// rows together exceed MaxRows; below that no sum can overflow, so the
+// result is the same integers as one accumulator given every row, in any
+// order.
+func (a *Accumulator) Merge(b *Accumulator) error {
+	if a.l != b.l || a.b != b.b || a.bits != b.bits {
+		return fmt.Errorf("merge: accumulators differ (layout, bound or bits)")
+	}
+	if b.rows > a.maxRows-a.rows {
+		return fmt.Errorf("merge of %d and %d rows: %w (at most %d)", a.rows, b.rows, ErrTooManyRows, a.maxRows)
+	}
+	for i, x := range b.r {
+		a.r[i] += x
+	}
+	for i, x := range b.v {
+		a.v[i] += x
+	}
+	for i, x := range b.counts {
+		a.counts[i] += x
+	}
+	a.rows += b.rows
+	return nil
 }
 
 // Pack returns the packed statistics [R | v | n] with n_k = 2^g count_k.

@@ -2,8 +2,10 @@ package stats
 
 import (
 	"errors"
+	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -171,5 +173,143 @@ func BenchmarkAccumulate(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// randomBallRows returns n rows inside the ball of radius b, with classes.
+func randomBallRows(rng *rand.Rand, n, d, k int, b int64) ([]int64, []int) {
+	rows := make([]int64, n*d)
+	classes := make([]int, n)
+	lim := max(1, b/int64(d))
+	for t := range n {
+		for i := range d {
+			rows[t*d+i] = rng.Int64N(2*lim+1) - lim
+		}
+		classes[t] = rng.IntN(k)
+	}
+	return rows, classes
+}
+
+func TestAddBatchAndMergeMatchAdd(t *testing.T) {
+	rng := rand.New(rand.NewPCG(9, 9))
+	for _, kind := range []Kind{Full, Moments, Histogram} {
+		for _, d := range []int{1, 7, 100, 300} {
+			k := 3
+			if kind == Moments {
+				k = 1
+			}
+			l, err := NewLayoutOf(kind, d, k)
+			if err != nil {
+				t.Fatal(err)
+			}
+			const b, g = 1 << 16, 16
+			rows, classes := randomBallRows(rng, 257, d, k, b)
+			one, _ := NewAccumulator(l, b, g)
+			for i, c := range classes {
+				if err := one.Add(rows[i*d:(i+1)*d], c); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// The same rows in uneven batches over three accumulators, merged.
+			parts := make([]*Accumulator, 3)
+			for i := range parts {
+				parts[i], _ = NewAccumulator(l, b, g)
+			}
+			for lo, p := 0, 0; lo < len(classes); p++ {
+				hi := min(len(classes), lo+1+rng.IntN(60))
+				if err := parts[p%3].AddBatch(rows[lo*d:hi*d], classes[lo:hi]); err != nil {
+					t.Fatal(err)
+				}
+				lo = hi
+			}
+			for _, p := range parts[1:] {
+				if err := parts[0].Merge(p); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if !slices.Equal(one.Pack(), parts[0].Pack()) || one.Rows() != parts[0].Rows() {
+				t.Fatalf("%s d=%d: batched and merged statistics differ from Add", kind, d)
+			}
+		}
+	}
+}
+
+func TestAddBatchRefusesWholeBatch(t *testing.T) {
+	l, _ := NewLayout(2, 1)
+	acc, _ := NewAccumulator(l, 10, 0)
+	if err := acc.AddBatch([]int64{1, 1, 10, 10}, []int{0, 0}); !errors.Is(err, ErrNotClipped) {
+		t.Fatalf("got %v", err)
+	}
+	if acc.Rows() != 0 || slices.ContainsFunc(acc.Pack(), func(x int64) bool { return x != 0 }) {
+		t.Fatal("a refused batch changed the statistics")
+	}
+	other, _ := NewAccumulator(l, 11, 0)
+	if err := acc.Merge(other); err == nil {
+		t.Fatal("merged accumulators of different bounds")
+	}
+}
+
+func BenchmarkAccumulateBatch(b *testing.B) {
+	for _, d := range []int{100, 784} {
+		l, _ := NewLayout(d, 1)
+		rng := rand.New(rand.NewPCG(1, 1))
+		const n = 256
+		rows, classes := randomBallRows(rng, n, d, 1, 1<<16)
+		b.Run(fmt.Sprintf("d=%d/rows", d), func(b *testing.B) {
+			acc, _ := NewAccumulator(l, 1<<16, 16)
+			for b.Loop() {
+				for i, c := range classes {
+					if err := acc.Add(rows[i*d:(i+1)*d], c); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+		})
+		b.Run(fmt.Sprintf("d=%d/batch", d), func(b *testing.B) {
+			acc, _ := NewAccumulator(l, 1<<16, 16)
+			for b.Loop() {
+				if err := acc.AddBatch(rows, classes); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*n), "ns/row")
+		})
+	}
+}
+
+// At the edge of the float64 blocks: B^2 just below 2^53 (blocks of one
+// row, every product near 2^53), B^2 = 2^52 (blocks of two rows reaching
+// 2^53), and B^2 just above 2^53 (int64 only). Rows on the sphere make the
+// products as large as they can be.
+func TestAddBatchFloatEdge(t *testing.T) {
+	for _, b := range []int64{1 << 26, 94906265, 94906266, 1 << 30} {
+		for _, d := range []int{1, 2, 5} {
+			l, _ := NewLayout(d, 1)
+			one, _ := NewAccumulator(l, b, 0)
+			batch, _ := NewAccumulator(l, b, 0)
+			n := int(min(one.MaxRows(), 257))
+			rows := make([]int64, n*d)
+			for r := range n {
+				rows[r*d+r%d] = b
+				if r%3 == 0 {
+					rows[r*d+r%d] = -b
+				}
+			}
+			for r := range n {
+				if err := one.Add(rows[r*d:(r+1)*d], 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := batch.AddBatch(rows, make([]int, n)); err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(one.Pack(), batch.Pack()) {
+				t.Fatalf("B=%d d=%d: AddBatch differs from Add", b, d)
+			}
+		}
+	}
+	if (&Accumulator{b2: [2]uint64{0, 94906265 * 94906265}}).floatChunk() != 1 || (&Accumulator{b2: [2]uint64{0, 94906266 * 94906266}}).floatChunk() != 0 {
+		t.Error("floatChunk does not switch at B^2 = 2^53")
 	}
 }
