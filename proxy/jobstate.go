@@ -36,6 +36,12 @@ type jobState struct {
 	ticket   *fedpcav1.JobInfo        // shared ticket, built at the first request
 	changed  chan struct{}            // closed and replaced at every change (watchers)
 	wake     chan struct{}            // wakes the driver (buffered, 1)
+
+	// pending are the validated uploads waiting to be folded into the sum
+	// (foldPending), guarded by pmu alone so that uploads queue while a
+	// batch is written under mu.
+	pmu     sync.Mutex
+	pending []*fold
 }
 
 // newJobState builds a job's state from its record and its owners'

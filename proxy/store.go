@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
@@ -376,24 +377,52 @@ func putJob(tx *bolt.Tx, id string, rec *jobRecord, userPK []byte) error {
 	return tickets.Put(userPKKey(id), userPK)
 }
 
-// addUpload includes an owner's upload: its record, the new running sum,
+// addUpload includes one owner's upload: its record, the new running sum,
 // its ciphertexts' digests (refused, with nothing written, if any was seen
 // before) and its budget report, with the job's progress, in one
 // transaction. The upload may be acknowledged once it returns nil.
 func (s *store) addUpload(id string, prog *jobProgress, u uploadRecord, sum, digests [][]byte, budget *budgetRecord) error {
-	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
-		if err := markSeen(tx, id, digests); err != nil {
+	return s.addUploads(id, prog, func(tx uploadTx) error {
+		if err := tx.markSeen(digests); err != nil {
 			return err
 		}
-		if err := putSeq(b, "sum", sum); err != nil {
+		if err := tx.put(u, budget); err != nil {
 			return err
 		}
-		if err := putJSON(b.Bucket(bucketUploads), []byte(u.Owner), u); err != nil {
-			return err
-		}
-		return putBudget(tx, budget)
+		return tx.putSum(sum)
 	})
 }
+
+// addUploads includes a batch of uploads in one transaction: fn records
+// each (uploadTx) and the new running sum, and may change prog (written
+// after it). Nothing is written if fn fails.
+func (s *store) addUploads(id string, prog *jobProgress, fn func(uploadTx) error) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		return fn(uploadTx{tx: tx, b: b, id: id})
+	})
+}
+
+// uploadTx is the write transaction of a batch of uploads to one job.
+type uploadTx struct {
+	tx *bolt.Tx
+	b  *bolt.Bucket
+	id string
+}
+
+// markSeen records an upload's ciphertext digests, refusing (with nothing
+// written) any seen before, in this job or another.
+func (t uploadTx) markSeen(digests [][]byte) error { return markSeen(t.tx, t.id, digests) }
+
+// put records an owner's inclusion and its budget report.
+func (t uploadTx) put(u uploadRecord, budget *budgetRecord) error {
+	if err := putJSON(t.b.Bucket(bucketUploads), []byte(u.Owner), u); err != nil {
+		return err
+	}
+	return putBudget(t.tx, budget)
+}
+
+// putSum replaces the job's running sum.
+func (t uploadTx) putSum(sum [][]byte) error { return putSeq(t.b, "sum", sum) }
 
 // addDecline records an owner's decline and its budget report.
 func (s *store) addDecline(id string, prog *jobProgress, d declineRecord, budget *budgetRecord) error {
@@ -544,6 +573,13 @@ func markSeen(tx *bolt.Tx, jobID string, digests [][]byte) error {
 		if prev := b.Get(d); prev != nil {
 			return bad("ciphertext %d was already uploaded (to job %s…): an upload is for one job, once", i, prev)
 		}
+		for _, e := range digests[:i] {
+			if bytes.Equal(e, d) {
+				return bad("ciphertext %d repeats an earlier one of the same upload", i)
+			}
+		}
+	}
+	for _, d := range digests {
 		if err := b.Put(d, []byte(jobID[:16])); err != nil {
 			return err
 		}

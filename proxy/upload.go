@@ -108,41 +108,165 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		return nil, bad("digest: the ciphertexts' SHA-256 is not the header's digest")
 	}
 
+	f := &fold{owner: owner, digest: hd.GetDigest(), cts: cts, seen: seen, budget: budget(owner, hd.GetBudget()), decoding: decoding, size: size}
+	j.pmu.Lock()
+	j.pending = append(j.pending, f)
+	j.pmu.Unlock()
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if done, resp, err := p.checkIncludedLocked(j, owner, hd.GetDigest()); done {
-		return resp, err
+	if !f.done {
+		p.foldPending(j)
+	}
+	return f.resp, f.err
+}
+
+// fold is a validated upload waiting to be folded into its job's running
+// sum, and then its answer.
+type fold struct {
+	owner    string
+	digest   []byte
+	cts      []*rlwe.Ciphertext
+	seen     [][]byte // each ciphertext's SHA-256
+	budget   *budgetRecord
+	decoding time.Duration
+	size     int
+	done     bool
+	resp     *fedpcav1.UploadResponse
+	err      error
+	record   uploadRecord
+	included bool
+}
+
+func (f *fold) answer(resp *fedpcav1.UploadResponse, err error) {
+	f.resp, f.err, f.done = resp, err, true
+}
+
+// foldPending folds every upload waiting for the job into its running sum
+// in one store transaction (group commit): uploads that arrive while a
+// transaction is being written queue up and go together into the next,
+// so the sum is written and the store synced once per batch, not once per
+// upload. Each upload is checked on its own (already included, closed job,
+// a ciphertext seen before) and refused alone; the others are
+// acknowledged once the transaction is durable. j.mu must be held.
+func (p *Proxy) foldPending(j *jobState) {
+	j.pmu.Lock()
+	batch := j.pending
+	j.pending = nil
+	j.pmu.Unlock()
+	var in []*fold
+	owners := map[string]*fold{}
+	for _, f := range batch {
+		if done, resp, err := p.checkIncludedLocked(j, f.owner, f.digest); done {
+			f.answer(resp, err)
+			continue
+		}
+		if _, dup := owners[f.owner]; dup {
+			// The same owner twice in one batch: answered as a re-sent
+			// upload once the first is in (or refused if it differs).
+			f.record.Owner = ""
+			in = append(in, f)
+			continue
+		}
+		owners[f.owner] = f
+		f.record = uploadRecord{Owner: f.owner, Digest: hex.EncodeToString(f.digest), At: time.Now().UTC()}
+		in = append(in, f)
+	}
+	if len(in) == 0 {
+		return
+	}
+	fail := func(err error) {
+		for _, f := range in {
+			if !f.done {
+				f.answer(nil, err)
+			}
+		}
 	}
 	folding := time.Now()
 	if err := p.loadSum(j); err != nil {
-		return nil, err
+		fail(err)
+		return
 	}
-	// cts becomes the new sum: cts[i] += sum[i].
-	for i, ct := range cts {
-		p.params.AddInto(ct, j.sum[i])
-	}
-	sum := p.encode(cts)
-	u := uploadRecord{Owner: owner, Digest: hex.EncodeToString(hd.GetDigest()), At: time.Now().UTC()}
-	err = p.commit(j, func(prog *jobProgress) {
-		prog.Uploaded++
-		prog.Reason = fmt.Sprintf("%d of %d owners uploaded", prog.Uploaded, j.spec.NumOwners)
-		prog.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
-	}, func(prog *jobProgress) error {
-		return p.store.addUpload(j.id, prog, u, sum, seen, budget(owner, hd.GetBudget()))
+	var sum []*rlwe.Ciphertext
+	var decoding time.Duration
+	err := p.commit(j, func(prog *jobProgress) {}, func(prog *jobProgress) error {
+		return p.store.addUploads(j.id, prog, func(tx uploadTx) error {
+			// sum starts as a copy of the job's sum; each upload whose
+			// ciphertexts were never seen is added to it and recorded.
+			sum = nil
+			decoding = 0
+			for _, f := range in {
+				f.included = false
+				if f.record.Owner == "" {
+					continue
+				}
+				if err := tx.markSeen(f.seen); err != nil {
+					f.answer(nil, err)
+					continue
+				}
+				if err := tx.put(f.record, f.budget); err != nil {
+					return err
+				}
+				if sum == nil {
+					sum = make([]*rlwe.Ciphertext, j.n)
+					for i := range sum {
+						sum[i] = j.sum[i].CopyNew()
+					}
+				}
+				for i, ct := range f.cts {
+					p.params.AddInto(sum[i], ct)
+				}
+				f.included = true
+				decoding += f.decoding
+				prog.Uploaded++
+			}
+			if sum == nil {
+				return errNothingToFold
+			}
+			prog.Reason = fmt.Sprintf("%d of %d owners uploaded", prog.Uploaded, j.spec.NumOwners)
+			prog.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
+			return tx.putSum(p.encode(sum))
+		})
 	})
-	if errors.Is(err, ErrBadRequest) {
-		return nil, err
+	if errors.Is(err, errNothingToFold) {
+		err = nil // every upload of the batch was refused on its own
+	} else if err != nil {
+		if !errors.Is(err, ErrBadRequest) {
+			err = fmt.Errorf("commit upload: %w", err)
+		}
+		for _, f := range in {
+			f.included = false
+		}
+		fail(err)
+		return
 	}
-	if err != nil {
-		return nil, fmt.Errorf("commit upload: %w", err)
+	if sum != nil {
+		j.sum = sum
 	}
-	j.uploads[owner] = u
-	j.sum = cts
-	p.m.uploadBytes.Add(float64(size))
+	for _, f := range in {
+		if !f.included {
+			continue
+		}
+		j.uploads[f.owner] = f.record
+		p.m.uploadBytes.Add(float64(f.size))
+		p.log.Info("upload included", "job", j.id[:16], "owner", f.owner, "ciphertexts", j.n, "uploaded", j.rec.Uploaded, "expected", j.spec.NumOwners)
+		f.answer(&fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(j.rec.Uploaded)}, nil)
+	}
 	p.m.phases.WithLabelValues("fold").Observe((decoding + time.Since(folding)).Seconds())
-	p.log.Info("upload included", "job", j.id[:16], "owner", owner, "ciphertexts", j.n, "uploaded", j.rec.Uploaded, "expected", j.spec.NumOwners)
-	return &fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(j.rec.Uploaded)}, nil
+	// The same owner's second upload of the batch, now that the first is in.
+	for _, f := range in {
+		if !f.done {
+			if done, resp, err := p.checkIncludedLocked(j, f.owner, f.digest); done {
+				f.answer(resp, err)
+			} else {
+				f.answer(nil, fmt.Errorf("commit upload: owner %s's upload was not folded", f.owner))
+			}
+		}
+	}
 }
+
+// errNothingToFold ends a batch's transaction when every upload in it was
+// refused: nothing is written.
+var errNothingToFold = errors.New("no upload to fold")
 
 // checkUpload validates an upload header against the job (everything that
 // can be checked before the ciphertexts arrive). It reads only the job's
