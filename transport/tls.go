@@ -148,6 +148,13 @@ func (c *Credentials) ClientTLS(expect Identity) *tls.Config {
 		// Verification is done by VerifyConnection below, against our CA and
 		// the expected SPIFFE ID rather than a host name.
 		InsecureSkipVerify: true, //nolint:gosec
+		// Reconnections (an owner that drops idle connections and polls, a
+		// restarted peer) resume the TLS 1.3 session: a PSK with a fresh
+		// ephemeral key exchange, no certificate signature or chain to
+		// verify again on either side (VerifyConnection still sees the
+		// certificates of the first handshake). The cache is this
+		// connection's alone: Dial builds a config per target.
+		ClientSessionCache: tls.NewLRUClientSessionCache(4),
 		VerifyConnection: func(cs tls.ConnectionState) error {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("server presented no certificate")
