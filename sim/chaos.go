@@ -24,6 +24,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/sim/faultnet"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -117,12 +118,12 @@ type event struct {
 
 type stepPlan struct {
 	jobs   []jobPlan
-	rates  Rates
+	rates  faultnet.Rates
 	events []event
 }
 
 // EpisodeSeed is the seed of episode e of a run.
-func EpisodeSeed(seed uint64, e int) uint64 { return mix(seed ^ mix(uint64(e)+1)) }
+func EpisodeSeed(seed uint64, e int) uint64 { return faultnet.Mix(seed ^ faultnet.Mix(uint64(e)+1)) }
 
 func planEpisode(cfg ChaosConfig, e int) (episodePlan, *rand.Rand) {
 	seed := EpisodeSeed(cfg.Seed, e)
@@ -140,14 +141,14 @@ func planEpisode(cfg ChaosConfig, e int) (episodePlan, *rand.Rand) {
 	}
 	// Drawn apart from rng, so that the draws above and the steps' stay
 	// what they were for a seed.
-	p.CeremonyFaults = mix(seed^0xce7e)&1 == 1
+	p.CeremonyFaults = faultnet.Mix(seed^0xce7e)&1 == 1
 	return p, rng
 }
 
 // Message fault rates of a step.
 var (
-	lightRates = Rates{DropRequest: 0.02, DropResponse: 0.02, Duplicate: 0.03, Delay: 0.05, MaxDelay: 100 * time.Millisecond}
-	heavyRates = Rates{DropRequest: 0.06, DropResponse: 0.06, Duplicate: 0.06, Delay: 0.1, MaxDelay: 300 * time.Millisecond}
+	lightRates = faultnet.Rates{DropRequest: 0.02, DropResponse: 0.02, Duplicate: 0.03, Delay: 0.05, MaxDelay: 100 * time.Millisecond}
+	heavyRates = faultnet.Rates{DropRequest: 0.06, DropResponse: 0.06, Duplicate: 0.06, Delay: 0.1, MaxDelay: 300 * time.Millisecond}
 )
 
 func planStep(rng *rand.Rand, ep episodePlan, step int, disk bool, remaining int) stepPlan {
@@ -228,7 +229,7 @@ func planStep(rng *rand.Rand, ep episodePlan, step int, disk bool, remaining int
 	// One step in six fills the proxy's disk for a while (when it can be
 	// filled), drawn apart from rng so that the rest of a seed's plan does
 	// not depend on it.
-	if h := mix(ep.Seed ^ mix(uint64(step)+0xd15c)); disk && h%6 == 0 {
+	if h := faultnet.Mix(ep.Seed ^ faultnet.Mix(uint64(step)+0xd15c)); disk && h%6 == 0 {
 		s.events = append(s.events, event{kind: FaultDiskFull, when: trigger{kind: "time", after: time.Duration(h>>8%600) * time.Millisecond},
 			down: time.Duration(200+h>>20%1800) * time.Millisecond})
 	}
@@ -333,7 +334,7 @@ type episode struct {
 	plan    episodePlan
 	rep     *ChaosReport
 	cl      *Cluster
-	net     *Network
+	net     *faultnet.Network
 	sch     *schema.Schema
 	parts   [][]byte
 	owners  []string
@@ -370,7 +371,7 @@ func runEpisode(ctx context.Context, cfg ChaosConfig, plan episodePlan, rng *ran
 		return err
 	}
 	ep := &episode{cfg: cfg, plan: plan, rep: rep, sch: sch, parts: parts, budgets: map[string]float64{}, acks: map[string]map[string]bool{},
-		net: NewNetwork(plan.Seed)}
+		net: faultnet.NewNetwork(plan.Seed)}
 	var owners []OwnerConfig
 	for i, p := range parts {
 		id := ownerName(i)
@@ -423,7 +424,7 @@ func runEpisode(ctx context.Context, cfg ChaosConfig, plan episodePlan, rng *ran
 	defer ep.obsConn.Close()
 	ep.obs = fedpcav1.NewProxyServiceClient(ep.obsConn)
 
-	ep.net.SetEpoch(0, Rates{})
+	ep.net.SetEpoch(0, faultnet.Rates{})
 	transportName := "memory"
 	if plan.TCP {
 		transportName = "tcp"
@@ -524,7 +525,7 @@ func (ep *episode) runStep(ctx context.Context, sp stepPlan) {
 	wg.Wait()
 	ev.Wait()
 	// Quiet: no more faults while the outcome is read.
-	ep.net.SetRates(Rates{})
+	ep.net.SetRates(faultnet.Rates{})
 	ep.net.HealAll()
 	for _, jr := range runs {
 		ep.finish(sctx, jr)
@@ -537,7 +538,7 @@ func (ep *episode) runStep(ctx context.Context, sp stepPlan) {
 	if faults == "" {
 		faults = "none"
 	}
-	if sp.rates != (Rates{}) {
+	if sp.rates != (faultnet.Rates{}) {
 		faults += fmt.Sprintf(" + messages(drop %.0f%%+%.0f%%, dup %.0f%%, delay %.0f%%)", 100*sp.rates.DropRequest, 100*sp.rates.DropResponse,
 			100*sp.rates.Duplicate, 100*sp.rates.Delay)
 	}
@@ -613,7 +614,7 @@ func (ep *episode) jobStatus(ctx context.Context, id string, brief bool) (*fedpc
 // was never created) first.
 func (ep *episode) waitTrigger(ctx context.Context, tr trigger, jr *jobRun, stepStart time.Time) bool {
 	if tr.kind == "time" {
-		return sleepCtx(ctx, time.Until(stepStart.Add(tr.after))) == nil
+		return faultnet.Sleep(ctx, time.Until(stepStart.Add(tr.after))) == nil
 	}
 	select {
 	case <-jr.idReady:
@@ -635,7 +636,7 @@ func (ep *episode) waitTrigger(ctx context.Context, tr trigger, jr *jobRun, step
 				return true
 			}
 		}
-		_ = sleepCtx(ctx, 5*time.Millisecond)
+		_ = faultnet.Sleep(ctx, 5*time.Millisecond)
 	}
 	return false
 }

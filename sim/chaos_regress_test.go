@@ -9,6 +9,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/sim/faultnet"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -57,10 +58,10 @@ func TestCeremonyUnderDuplicates(t *testing.T) {
 	sch, owners := wdbcOwners(t, true)
 	owners = owners[:2]
 	for _, cc := range []struct{ n, t int }{{1, 1}, {3, 2}} {
-		net := NewNetwork(1)
-		net.SetEpoch(0, Rates{Duplicate: 1})
+		net := faultnet.NewNetwork(1)
+		net.SetEpoch(0, faultnet.Rates{Duplicate: 1})
 		_, u := startWithUser(ctx, t, Config{Dir: t.TempDir(), CSPs: cc.n, Threshold: cc.t, Owners: owners, AllowNoNoise: true, Network: net})
-		net.SetEpoch(1, Rates{})
+		net.SetEpoch(1, faultnet.Rates{})
 		if !exactNoiseOffJob(ctx, t, u, sch, owners) {
 			t.Errorf("committee %d-of-%d, ceremony under duplicates (%v): the release is not the exact sum", cc.t, cc.n, net.Counts())
 		}
@@ -145,13 +146,13 @@ func TestCeremonyUnderLoss(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, true)
 	owners = owners[:2]
-	net := NewNetwork(7)
-	net.SetEpoch(0, Rates{DropRequest: 0.15, DropResponse: 0.15})
+	net := faultnet.NewNetwork(7)
+	net.SetEpoch(0, faultnet.Rates{DropRequest: 0.15, DropResponse: 0.15})
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
 	defer scancel()
 	_, u := startWithUser(sctx, t, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: owners, AllowNoNoise: true, Network: net})
 	t.Logf("ceremony done with %v", net.Counts())
-	net.SetEpoch(1, Rates{})
+	net.SetEpoch(1, faultnet.Rates{})
 	if !exactNoiseOffJob(ctx, t, u, sch, owners) {
 		t.Fatal("the release is not the exact sum")
 	}

@@ -32,6 +32,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
+	"github.com/fedpca/fedpca/sim/faultnet"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -90,7 +91,7 @@ type Config struct {
 	ProxyMaxWatchers    int
 	// Network carries every connection of the in-process nodes (default:
 	// one without faults); the chaos driver injects faults through it.
-	Network *Network
+	Network *faultnet.Network
 	// SwitchTimeout is the proxy's (see proxy.Config; default 24 h).
 	SwitchTimeout time.Duration
 	// ProxyServerOptions are added to the in-process proxy's gRPC server
@@ -115,10 +116,10 @@ type Cluster struct {
 	CSPAddrs  []string
 	proxyProc *child
 	farms     []*child
-	net       *Network
+	net       *faultnet.Network
 	addrs     map[string]string // node -> TCP address, kept across restarts
 	ownerCfg  map[string]OwnerConfig
-	bridges   []*bridge // proxy process -> committee members
+	bridges   []*faultnet.Bridge // proxy process -> committee members
 	// proxyMetrics is the in-process proxy's registry; proxyMetricsAddr
 	// the /metrics address of a proxy process.
 	proxyMetrics     *transport.Metrics
@@ -150,7 +151,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Network == nil {
-		cfg.Network = NewNetwork(0)
+		cfg.Network = faultnet.NewNetwork(0)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, creds: map[string]*transport.Credentials{}, listeners: map[string]*bufconn.Listener{},
 		nodes: map[string]*node{}, Owners: map[string]*owner.Owner{}, net: cfg.Network, addrs: map[string]string{}, ownerCfg: map[string]OwnerConfig{}}
@@ -273,7 +274,7 @@ func (c *Cluster) listen(id transport.Identity) (net.Listener, string, error) {
 		c.mu.Unlock()
 		l, addr = bl, "passthrough:///"+id.ID
 	}
-	c.net.register(addr, node)
+	c.net.Register(addr, node)
 	return c.net.Listen(node, l), addr, nil
 }
 
@@ -415,7 +416,7 @@ func (c *Cluster) Owner(id string) *owner.Owner {
 }
 
 // Network returns the network the nodes talk through.
-func (c *Cluster) Network() *Network { return c.net }
+func (c *Cluster) Network() *faultnet.Network { return c.net }
 
 // StartCSP starts (or restarts) member i with its state directory.
 func (c *Cluster) StartCSP(i int) error {
@@ -566,7 +567,7 @@ func (c *Cluster) Stop() {
 	c.bridges = nil
 	c.mu.Unlock()
 	for _, b := range bridges {
-		b.close()
+		b.Close()
 	}
 	c.mu.Lock()
 	var names []string

@@ -11,13 +11,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
-	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 // hostileEnv is a cluster with one CSP, a user and owners driven by hand.
