@@ -214,7 +214,7 @@ func memberClients(t *testing.T, cl *Cluster) []fedpcav1.CspServiceClient {
 	}
 	members := make([]fedpcav1.CspServiceClient, len(cl.CSPAddrs))
 	for i := range members {
-		conn, err := pd.Dial(cl.CSPAddrs[i], transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
+		conn, err := pd.Dial(cl.CSPAddrs[i], transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -205,7 +205,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // Params returns the HE parameters.
 func (c *Cluster) Params() he.Params { return c.params }
 
-func cspID(i int) string { return fmt.Sprintf("csp-%d", i+1) }
+func CSPID(i int) string { return fmt.Sprintf("csp-%d", i+1) }
 
 func (c *Cluster) makeCerts() error {
 	if c.cfg.Insecure {
@@ -217,7 +217,7 @@ func (c *Cluster) makeCerts() error {
 	}
 	ids := []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, probe}
 	for i := range c.cfg.CSPs {
-		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
+		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)})
 	}
 	for _, o := range c.cfg.Owners {
 		ids = append(ids, transport.Identity{Role: transport.RoleOwner, ID: o.ID})
@@ -281,12 +281,12 @@ func (c *Cluster) listen(id transport.Identity) (net.Listener, string, error) {
 // dialer returns the dialer of a node: its connections go through the
 // network, with its faults.
 func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
-	return c.dialerAs(id, id.Short(), true)
+	return c.DialerAs(id, id.Short(), true)
 }
 
-// dialerAs returns a dialer with a node's credentials whose connections
+// DialerAs returns a dialer with a node's credentials whose connections
 // count as those of the named node, with or without message faults.
-func (c *Cluster) dialerAs(id transport.Identity, node string, faults bool) transport.Dialer {
+func (c *Cluster) DialerAs(id transport.Identity, node string, faults bool) transport.Dialer {
 	d := transport.Dialer{Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Self: id}
 	raw := func(ctx context.Context, addr string) (net.Conn, error) {
 		var nd net.Dialer
@@ -385,7 +385,7 @@ func (c *Cluster) RestartProxy() error {
 }
 
 // CrashCSP crashes member i.
-func (c *Cluster) CrashCSP(i int) error { return c.crash("csp/" + cspID(i)) }
+func (c *Cluster) CrashCSP(i int) error { return c.crash("csp/" + CSPID(i)) }
 
 // CrashOwner crashes an owner.
 func (c *Cluster) CrashOwner(id string) error { return c.crash("owner/" + id) }
@@ -420,7 +420,7 @@ func (c *Cluster) Network() *faultnet.Network { return c.net }
 
 // StartCSP starts (or restarts) member i with its state directory.
 func (c *Cluster) StartCSP(i int) error {
-	id := transport.Identity{Role: transport.RoleCSP, ID: cspID(i)}
+	id := transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)}
 	l, addr, err := c.listen(id)
 	if err != nil {
 		return err
@@ -439,7 +439,7 @@ func (c *Cluster) StartCSP(i int) error {
 }
 
 // StopCSP stops member i.
-func (c *Cluster) StopCSP(i int) error { return c.stopNode("csp/" + cspID(i)) }
+func (c *Cluster) StopCSP(i int) error { return c.stopNode("csp/" + CSPID(i)) }
 
 // StartProxy starts (or restarts) the proxy with its state directory.
 func (c *Cluster) StartProxy() error {
@@ -450,7 +450,7 @@ func (c *Cluster) StartProxy() error {
 	}
 	members := make([]proxy.Member, c.cfg.CSPs)
 	for i := range members {
-		members[i] = proxy.Member{ID: cspID(i), Addr: c.CSPAddrs[i]}
+		members[i] = proxy.Member{ID: CSPID(i), Addr: c.CSPAddrs[i]}
 	}
 	m := transport.NewMetrics()
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
@@ -525,7 +525,7 @@ var probe = transport.Identity{Role: transport.RoleUser, ID: "sim-probe"}
 func (c *Cluster) WaitCommittee(ctx context.Context) error {
 	var client fedpcav1.ProxyServiceClient
 	if c.Proxy == nil {
-		conn, err := c.dialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		conn, err := c.DialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			return err
 		}

@@ -150,7 +150,7 @@ func (c *Cluster) startProxyProcess() error {
 	}
 	c.mu.Lock()
 	for i, b := range c.bridges {
-		args = append(args, "--csp", cspID(i)+"="+b.Addr())
+		args = append(args, "--csp", CSPID(i)+"="+b.Addr())
 	}
 	c.mu.Unlock()
 	if c.cfg.SwitchTimeout > 0 {
@@ -181,7 +181,7 @@ func (c *Cluster) bridgeCommittee(from string) error {
 		return nil
 	}
 	for i := range c.CSPAddrs {
-		b, err := c.net.NewBridge(from, "csp/"+cspID(i), func() string {
+		b, err := c.net.NewBridge(from, "csp/"+CSPID(i), func() string {
 			c.mu.Lock()
 			defer c.mu.Unlock()
 			return c.CSPAddrs[i]

@@ -17,6 +17,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/sim/chaos"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -267,7 +268,7 @@ reproduced with the command it prints.
 			boolFlag("quiet", "no line per job"),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			cfg := sim.ChaosConfig{Seed: cmd.Uint64("seed"), Jobs: cmd.Int("jobs"), JobsPerEpisode: cmd.Int("jobs-per-episode"),
+			cfg := chaos.Config{Seed: cmd.Uint64("seed"), Jobs: cmd.Int("jobs"), JobsPerEpisode: cmd.Int("jobs-per-episode"),
 				Episodes: cmd.IntSlice("episode"), Parallel: cmd.Int("parallel"), Dir: cmd.String("dir"), Progress: os.Stdout}
 			if cmd.Bool("quiet") {
 				cfg.Progress = nil
@@ -282,7 +283,7 @@ reproduced with the command it prints.
 				}
 				cfg.Binary = bin
 			}
-			rep, err := sim.RunChaos(ctx, cfg)
+			rep, err := chaos.Run(ctx, cfg)
 			if rep != nil {
 				fmt.Println()
 				rep.WriteText(os.Stdout)
