@@ -4,10 +4,13 @@
 // simulate` and `fedpca demo` use it, so what they measure is what the
 // daemons do.
 //
-// Every connection goes through a Network, a seeded fault injector (drop,
-// delay and duplicate messages, partition nodes, crash them); RunChaos
-// (`fedpca simulate chaos`, `make chaos`) runs many jobs under random faults
-// from a seed and checks the system's invariants after every one.
+// Every connection goes through a faultnet.Network, a seeded fault injector
+// (drop, delay and duplicate messages, partition nodes, crash them); package
+// sim/chaos (`fedpca simulate chaos`, `make chaos`) runs many jobs under
+// random faults from a seed and checks the system's invariants after every
+// one. Package sim/procs runs the proxy or farms of owners as processes
+// (Config.Processes). The cluster measures its nodes from their Prometheus
+// metrics, never from their logs.
 package sim
 
 import (
@@ -53,6 +56,14 @@ type OwnerConfig struct {
 	Policy         owner.Policy
 }
 
+// budget is the owner's budget, 100 and 1e-6 unless set.
+func (oc OwnerConfig) budget() (float64, float64) {
+	if oc.Epsilon == 0 {
+		return 100, 1e-6
+	}
+	return oc.Epsilon, oc.Delta
+}
+
 // Config configures a cluster.
 type Config struct {
 	// Dir holds the certificates and every node's state.
@@ -76,17 +87,15 @@ type Config struct {
 	IdleTimeout   time.Duration
 	Logger        hclog.Logger
 	Params        *he.Params
-	// Binary is the fedpca executable, for nodes run as processes:
 	// ProxyProcess runs the proxy as a separate process (its peak memory is
-	// then measurable) and OwnerFarms > 0 runs the owners in that many child
-	// processes. Both need TCP.
-	Binary       string
+	// then measurable) and OwnerFarms > 0 runs the owners in that many
+	// farms, each a process: Processes starts them (package sim/procs).
+	// Both need TCP.
+	Processes    Launcher
 	ProxyProcess bool
 	OwnerFarms   int
-	// ProxyMemoryLimit, if set, is the proxy process's GOMEMLIMIT;
-	// ProxyMaxConnections its --max-connections and ProxyMaxWatchers its
-	// --max-watchers (0: the proxy's defaults).
-	ProxyMemoryLimit    string
+	// ProxyMaxConnections and ProxyMaxWatchers are the proxy's limits (see
+	// proxy.Config; 0: its defaults).
 	ProxyMaxConnections int
 	ProxyMaxWatchers    int
 	// Network carries every connection of the in-process nodes (default:
@@ -106,24 +115,24 @@ type Cluster struct {
 	log    hclog.Logger
 	creds  map[string]*transport.Credentials // by "role/id"
 
+	// Everything below is written under mu and read through the accessors
+	// (Proxy, ProxyAddr, CSP, CSPAddr, Owner), which take it.
 	mu        sync.Mutex
 	listeners map[string]*bufconn.Listener // bufconn address -> listener
 	nodes     map[string]*node
-	Owners    map[string]*owner.Owner
-	Proxy     *proxy.Proxy
-	CSPs      []*csp.CSP
-	ProxyAddr string
-	CSPAddrs  []string
-	proxyProc *child
-	farms     []*child
+	owners    map[string]*owner.Owner
+	proxy     *proxy.Proxy
+	csps      []*csp.CSP
+	proxyAddr string
+	cspAddrs  []string
+	ext       external
 	net       *faultnet.Network
 	addrs     map[string]string // node -> TCP address, kept across restarts
 	ownerCfg  map[string]OwnerConfig
-	bridges   []*faultnet.Bridge // proxy process -> committee members
-	// proxyMetrics is the in-process proxy's registry; proxyMetricsAddr
-	// the /metrics address of a proxy process.
-	proxyMetrics     *transport.Metrics
-	proxyMetricsAddr string
+	// proxyMetrics is the in-process proxy's registry, ownerMetrics the
+	// in-process owners'.
+	proxyMetrics *transport.Metrics
+	ownerMetrics map[string]*transport.Metrics
 }
 
 type node struct {
@@ -154,7 +163,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Network = faultnet.NewNetwork(0)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, creds: map[string]*transport.Credentials{}, listeners: map[string]*bufconn.Listener{},
-		nodes: map[string]*node{}, Owners: map[string]*owner.Owner{}, net: cfg.Network, addrs: map[string]string{}, ownerCfg: map[string]OwnerConfig{}}
+		nodes: map[string]*node{}, owners: map[string]*owner.Owner{}, ownerMetrics: map[string]*transport.Metrics{}, net: cfg.Network, addrs: map[string]string{}, ownerCfg: map[string]OwnerConfig{}}
 	var err error
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -163,8 +172,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	for i := range cfg.CSPs {
-		c.CSPAddrs = append(c.CSPAddrs, "")
-		c.CSPs = append(c.CSPs, nil)
+		c.cspAddrs = append(c.cspAddrs, "")
+		c.csps = append(c.csps, nil)
 		if err := c.StartCSP(i); err != nil {
 			c.Stop()
 			return nil, err
@@ -367,7 +376,7 @@ func (c *Cluster) crash(name string) error {
 // CrashProxy crashes the proxy: SIGKILL when it runs as a process.
 func (c *Cluster) CrashProxy() error {
 	c.mu.Lock()
-	proc := c.proxyProc
+	proc := c.ext.proxy
 	c.mu.Unlock()
 	if proc != nil {
 		return c.KillProxy()
@@ -405,14 +414,35 @@ func (c *Cluster) RestartOwner(id string) error {
 func (c *Cluster) CSP(i int) *csp.CSP {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.CSPs[i]
+	return c.csps[i]
+}
+
+// CSPAddr returns the address of member i.
+func (c *Cluster) CSPAddr(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cspAddrs[i]
+}
+
+// Proxy returns the in-process proxy (nil when it runs as a process).
+func (c *Cluster) Proxy() *proxy.Proxy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxy
+}
+
+// ProxyAddr returns the proxy's address.
+func (c *Cluster) ProxyAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxyAddr
 }
 
 // Owner returns an owner (the running instance, or the last one).
 func (c *Cluster) Owner(id string) *owner.Owner {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.Owners[id]
+	return c.owners[id]
 }
 
 // Network returns the network the nodes talk through.
@@ -432,7 +462,7 @@ func (c *Cluster) StartCSP(i int) error {
 		return err
 	}
 	c.mu.Lock()
-	c.CSPs[i], c.CSPAddrs[i] = m, addr
+	c.csps[i], c.cspAddrs[i] = m, addr
 	c.mu.Unlock()
 	c.run(id.Short(), m.Run)
 	return nil
@@ -450,7 +480,7 @@ func (c *Cluster) StartProxy() error {
 	}
 	members := make([]proxy.Member, c.cfg.CSPs)
 	for i := range members {
-		members[i] = proxy.Member{ID: CSPID(i), Addr: c.CSPAddrs[i]}
+		members[i] = proxy.Member{ID: CSPID(i), Addr: c.CSPAddr(i)}
 	}
 	m := transport.NewMetrics()
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
@@ -461,7 +491,7 @@ func (c *Cluster) StartProxy() error {
 		return err
 	}
 	c.mu.Lock()
-	c.Proxy, c.ProxyAddr, c.proxyMetrics = p, addr, m
+	c.proxy, c.proxyAddr, c.proxyMetrics = p, addr, m
 	c.mu.Unlock()
 	c.run("proxy/proxy", p.Run)
 	return nil
@@ -473,9 +503,7 @@ func (c *Cluster) StopProxy() error { return c.stopNode("proxy/proxy") }
 // StartOwner starts (or restarts) an owner.
 func (c *Cluster) StartOwner(oc OwnerConfig) error {
 	id := transport.Identity{Role: transport.RoleOwner, ID: oc.ID}
-	if oc.Epsilon == 0 {
-		oc.Epsilon, oc.Delta = 100, 1e-6
-	}
+	oc.Epsilon, oc.Delta = oc.budget()
 	data, open := oc.CSV, oc.Open
 	if open == nil && oc.Source == "" {
 		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }
@@ -484,7 +512,8 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 	c.ownerCfg[oc.ID] = oc
 	c.mu.Unlock()
 	c.net.Up(id.Short())
-	o, err := owner.New(owner.Config{ID: oc.ID, Dialer: c.dialer(id), ProxyAddr: c.ProxyAddr,
+	m := transport.NewMetrics()
+	o, err := owner.New(owner.Config{ID: oc.ID, Dialer: c.dialer(id), ProxyAddr: c.ProxyAddr(), Metrics: m,
 		Store: filepath.Join(c.cfg.Dir, "state", "owner-"+oc.ID), Policy: oc.Policy,
 		Datasets: []*owner.Dataset{{Schema: oc.Schema, Epsilon: oc.Epsilon, Delta: oc.Delta,
 			Open: open, Source: oc.Source}},
@@ -493,7 +522,7 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 		return err
 	}
 	c.mu.Lock()
-	c.Owners[oc.ID] = o
+	c.owners[oc.ID], c.ownerMetrics[oc.ID] = o, m
 	c.mu.Unlock()
 	c.run(id.Short(), o.Run)
 	return nil
@@ -514,7 +543,7 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr, Keys: kp, Logger: c.log.Named("user"), Params: &c.params})
+	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr(), Keys: kp, Logger: c.log.Named("user"), Params: &c.params})
 }
 
 // probe is the identity the cluster uses to ask a proxy process whether the
@@ -524,8 +553,9 @@ var probe = transport.Identity{Role: transport.RoleUser, ID: "sim-probe"}
 // WaitCommittee waits until the proxy publishes the committee key.
 func (c *Cluster) WaitCommittee(ctx context.Context) error {
 	var client fedpcav1.ProxyServiceClient
-	if c.Proxy == nil {
-		conn, err := c.DialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	p := c.Proxy()
+	if p == nil {
+		conn, err := c.DialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			return err
 		}
@@ -533,7 +563,7 @@ func (c *Cluster) WaitCommittee(ctx context.Context) error {
 		client = fedpcav1.NewProxyServiceClient(conn)
 	}
 	for {
-		if c.Proxy != nil && c.Proxy.CommitteeReady() {
+		if p != nil && p.CommitteeReady() {
 			return nil
 		}
 		if client != nil {
@@ -554,21 +584,7 @@ func (c *Cluster) WaitCommittee(ctx context.Context) error {
 
 // Stop stops every node.
 func (c *Cluster) Stop() {
-	c.mu.Lock()
-	farms, proc := c.farms, c.proxyProc
-	c.farms, c.proxyProc = nil, nil
-	c.mu.Unlock()
-	for _, f := range farms {
-		f.stop()
-	}
-	proc.stop()
-	c.mu.Lock()
-	bridges := c.bridges
-	c.bridges = nil
-	c.mu.Unlock()
-	for _, b := range bridges {
-		b.Close()
-	}
+	c.stopExternal()
 	c.mu.Lock()
 	var names []string
 	for n := range c.nodes {

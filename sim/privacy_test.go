@@ -163,7 +163,7 @@ func TestNothingLeavesOwnerButCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv := httptest.NewServer(cl.Proxy.StatusHandler())
+	srv := httptest.NewServer(cl.Proxy().StatusHandler())
 	defer srv.Close()
 	var pages bytes.Buffer
 	for _, p := range []string{"/", "/status.json", "/jobs/" + spec.ID()} {

@@ -87,7 +87,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +210,7 @@ func TestWatchStreamsEndWithoutLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		t.Fatal(err)
 	}

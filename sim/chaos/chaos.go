@@ -39,9 +39,9 @@ type Config struct {
 	Jobs, JobsPerEpisode int
 	// Episodes, if set, runs only these episodes (to reproduce one).
 	Episodes []int
-	// Binary is the fedpca executable: with it, every fourth episode runs
-	// the proxy as a separate process over TCP, crashed with SIGKILL.
-	Binary string
+	// Processes, if set, runs the proxy of every fourth episode as a
+	// separate process over TCP (package sim/procs), crashed with SIGKILL.
+	Processes sim.Launcher
 	// Parallel runs that many episodes at once (default 1). The machine's
 	// load changes timings, not what is checked.
 	Parallel int
@@ -216,15 +216,11 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 	if plan.CeremonyFaults {
 		ep.net.SetEpoch(1<<32, heavyRates)
 	}
-	binary := ""
-	if plan.Process {
-		binary = cfg.Binary
-	}
 	sctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	cl, err := sim.Start(sctx, sim.Config{Dir: dir, CSPs: plan.CSPs, Threshold: plan.T, Owners: owners, Users: []string{"analyst"}, TCP: plan.TCP,
 		AllowNoNoise: true, PollInterval: 50 * time.Millisecond, RetryInterval: 100 * time.Millisecond, Logger: cfg.Logger.With("episode", plan.Index),
-		Network: ep.net, SwitchTimeout: chaosSwitchTimeout, Binary: binary, ProxyProcess: plan.Process})
+		Network: ep.net, SwitchTimeout: chaosSwitchTimeout, Processes: cfg.Processes, ProxyProcess: plan.Process})
 	if err != nil {
 		return err
 	}
@@ -235,7 +231,7 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 	}
 	defer ep.user.Close()
 	uid := transport.Identity{Role: transport.RoleUser, ID: "analyst"}
-	if ep.obsConn, err = cl.DialerAs(uid, "observer", false).Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy}); err != nil {
+	if ep.obsConn, err = cl.DialerAs(uid, "observer", false).Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy}); err != nil {
 		return err
 	}
 	defer ep.obsConn.Close()

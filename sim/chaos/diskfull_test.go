@@ -72,7 +72,7 @@ func TestProxyDiskFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			t.Fatal(err)
 		}

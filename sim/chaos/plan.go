@@ -70,7 +70,7 @@ func planEpisode(cfg Config, e int) (episodePlan, *rand.Rand) {
 		p.CSPs, p.T = 3, 2
 	}
 	p.TCP = rng.Float64() < 0.25
-	if cfg.Binary != "" && e%4 == 3 {
+	if cfg.Processes != nil && e%4 == 3 {
 		p.TCP, p.Process = true, true
 	}
 	if rng.IntN(2) == 0 {
