@@ -10,6 +10,8 @@
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
 //	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0,0.5] [-shares 0]
 //	go run ./bench -suite pipeline [-rows 200000] [-dims 100] [-reps 5] [-python python3,/usr/bin/python3]
+//	go run ./bench -suite split-sweep
+//	go run ./bench -suite dca-sweep
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -39,7 +41,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, sources or pipeline")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, sources, pipeline, split-sweep or dca-sweep")
 	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
 	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
@@ -103,6 +105,10 @@ func main() {
 		sources(ctx, ints(*rowsFlag), d)
 	case "sources-child":
 		sourcesChild(ctx, *srcFlag, *schemaFlag)
+	case "split-sweep":
+		splitSweep()
+	case "dca-sweep":
+		dcaSweep()
 	case "pipeline":
 		n, d := 200000, 100
 		if isSet("rows") {
