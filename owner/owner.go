@@ -208,13 +208,13 @@ type Owner struct {
 	polled   bool // a poll has succeeded (only Run's goroutine uses it)
 	watching *watchState
 
-	mu     sync.Mutex
-	conn   *grpc.ClientConn
-	proxy  fedpcav1.ProxyServiceClient
-	busy   map[string]bool
-	again  map[string]func()        // what to run once a busy job's handler returns
-	cpk    *rlwe.PublicKey          // the committee key, cached by fingerprint
-	cpkFP  string
+	mu    sync.Mutex
+	conn  *grpc.ClientConn
+	proxy fedpcav1.ProxyServiceClient
+	busy  map[string]bool
+	again map[string]func() // what to run once a busy job's handler returns
+	cpk   *rlwe.PublicKey   // the committee key, cached by fingerprint
+	cpkFP string
 }
 
 var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
