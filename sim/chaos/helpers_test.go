@@ -2,14 +2,12 @@ package chaos
 
 import (
 	"bytes"
-	"context"
 	"testing"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/sim"
-	"github.com/fedpca/fedpca/user"
 )
 
 // wdbcOwners returns sim.WDBCOwners' schema and owners.
@@ -35,22 +33,4 @@ type testWriter struct{ t *testing.T }
 func (w testWriter) Write(p []byte) (int, error) {
 	w.t.Log(string(bytes.TrimRight(p, "\n")))
 	return len(p), nil
-}
-
-// startUser starts a cluster and a client for one of its users; both stop
-// when the test ends.
-func startUser(ctx context.Context, t *testing.T, cfg sim.Config, name string) (*sim.Cluster, *user.Client) {
-	t.Helper()
-	cfg.Users = append(cfg.Users, name)
-	cl, err := sim.Start(ctx, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(cl.Stop)
-	u, err := cl.User(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { u.Close() })
-	return cl, u
 }
