@@ -10,6 +10,8 @@
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
 //	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0,0.5] [-shares 0]
 //	go run ./bench -suite pipeline [-rows 200000] [-dims 100] [-reps 5] [-python python3,/usr/bin/python3]
+//	go run ./bench -suite split-sweep
+//	go run ./bench -suite dca-sweep
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main
@@ -35,10 +37,11 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/sim/procs"
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, sources or pipeline")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, sources, pipeline, split-sweep or dca-sweep")
 	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
 	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
@@ -102,6 +105,10 @@ func main() {
 		sources(ctx, ints(*rowsFlag), d)
 	case "sources-child":
 		sourcesChild(ctx, *srcFlag, *schemaFlag)
+	case "split-sweep":
+		splitSweep()
+	case "dca-sweep":
+		dcaSweep()
 	case "pipeline":
 		n, d := 200000, 100
 		if isSet("rows") {
@@ -155,6 +162,12 @@ func buildBinary() string {
 	return bin
 }
 
+// newLauncher runs nodes as processes of bin, the proxy with
+// BENCH_PROXY_GOMEMLIMIT as its GOMEMLIMIT if set.
+func newLauncher(bin string) *procs.Launcher {
+	return &procs.Launcher{Binary: bin, ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")}
+}
+
 type scaleResult struct {
 	reports []*sim.Report
 	peakRSS int64
@@ -166,9 +179,10 @@ type scaleResult struct {
 // on synthetic data.
 func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io.Writer) *scaleResult {
 	start := time.Now()
+	launcher := newLauncher(bin)
 	s, err := sim.NewSimulator(ctx, sim.Simulation{Data: sim.Synthetic(rows, d, 5, 1), Name: fmt.Sprintf("synthetic-d%d", d), Label: "label",
-		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Binary: bin, ProxyProcess: true,
-		OwnerFarms: (owners + 2499) / 2500, ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
+		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Processes: launcher, ProxyProcess: true,
+		OwnerFarms: (owners + 2499) / 2500})
 	check(err)
 	defer s.Close()
 	r := &scaleResult{setup: time.Since(start)}
@@ -180,7 +194,7 @@ func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(raw, "%s\n", b)
 	}
-	r.peakRSS, err = s.Cluster().ProxyPeakRSS()
+	r.peakRSS, err = launcher.ProxyPeakRSS()
 	check(err)
 	r.cts = (d*(d+1)/2 + d + 1 + 8191) / 8192
 	return r
@@ -378,10 +392,9 @@ func meanStd(v []float64) (float64, float64) {
 // every second, and prints the peak samples and the heap profile taken at the
 // highest heap (suite probe).
 func probe(ctx context.Context, owners int) {
-	bin := buildBinary()
+	launcher := newLauncher(buildBinary())
 	s, err := sim.NewSimulator(ctx, sim.Simulation{Data: sim.Synthetic(max(2000, 10*owners), 50, 5, 1), Name: "probe", Label: "label",
-		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Binary: bin, ProxyProcess: true, OwnerFarms: (owners + 2499) / 2500,
-		ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
+		Owners: owners, How: "iid", Seed: 1, CSPs: 3, Threshold: 2, TCP: true, Processes: launcher, ProxyProcess: true, OwnerFarms: (owners + 2499) / 2500})
 	check(err)
 	defer s.Close()
 	addr := "http://" + s.Cluster().ProxyMetricsAddr()
@@ -423,7 +436,7 @@ func probe(ctx context.Context, owners int) {
 	close(done)
 	check(err)
 	fmt.Println(<-sampled)
-	peakRSS, _ := s.Cluster().ProxyPeakRSS()
+	peakRSS, _ := launcher.ProxyPeakRSS()
 	fmt.Println("peak RSS", peakRSS>>20, "MiB")
 }
 
@@ -448,12 +461,11 @@ func metricValue(metrics, name string) float64 {
 }
 
 // load measures owners uploading at once to one proxy process over loopback
-// TCP with mutual TLS (sim.RunLoad) and prints the upload figures of
+// TCP with mutual TLS (procs.RunLoad) and prints the upload figures of
 // docs/RELIABILITY.md; it fails unless every upload was acknowledged and is
 // in the job's result.
 func load(ctx context.Context, owners int, raw io.Writer) {
-	rep, err := sim.RunLoad(ctx, sim.LoadConfig{Owners: owners, Rows: 10, D: 50, Binary: buildBinary(), Seed: 1,
-		ProxyMemoryLimit: os.Getenv("BENCH_PROXY_GOMEMLIMIT")})
+	rep, err := procs.RunLoad(ctx, procs.LoadConfig{Owners: owners, Rows: 10, D: 50, Launcher: newLauncher(buildBinary()), Seed: 1})
 	if rep != nil {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(raw, "%s\n", b)

@@ -208,14 +208,13 @@ type Owner struct {
 	polled   bool // a poll has succeeded (only Run's goroutine uses it)
 	watching *watchState
 
-	mu     sync.Mutex
-	conn   *grpc.ClientConn
-	proxy  fedpcav1.ProxyServiceClient
-	busy   map[string]bool
-	again  map[string]func()        // what to run once a busy job's handler returns
-	shares map[string]time.Duration // job -> time to compute and encrypt the share
-	cpk    *rlwe.PublicKey          // the committee key, cached by fingerprint
-	cpkFP  string
+	mu    sync.Mutex
+	conn  *grpc.ClientConn
+	proxy fedpcav1.ProxyServiceClient
+	busy  map[string]bool
+	again map[string]func() // what to run once a busy job's handler returns
+	cpk   *rlwe.PublicKey   // the committee key, cached by fingerprint
+	cpkFP string
 }
 
 var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
@@ -254,7 +253,7 @@ func New(cfg Config) (*Owner, error) {
 	if cfg.Dialer.Metrics == nil {
 		cfg.Dialer.Metrics = cfg.Metrics
 	}
-	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, again: map[string]func(){}, watching: newWatchState(), shares: map[string]time.Duration{}, health: health.NewServer()}
+	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, again: map[string]func(){}, watching: newWatchState(), health: health.NewServer()}
 	var err error
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -340,15 +339,6 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicK
 }
 
 var errWrongCommittee = errors.New("committee key refused")
-
-// ShareTime returns how long computing and encrypting this owner's share of
-// a job took (reading the rows included), if it computed one in this run.
-func (o *Owner) ShareTime(jobID string) (time.Duration, bool) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	d, ok := o.shares[jobID]
-	return d, ok
-}
 
 // Balance returns a dataset's privacy budget balance.
 func (o *Owner) Balance(dataset string) (Balance, error) { return o.ledger.Balance(dataset) }

@@ -2,6 +2,8 @@
 # protocol/ is pure: no gRPC, no hclog, no networking, no clock, no role package,
 # no database driver or data source (those are in source/).
 # The role packages (owner, proxy, csp, user) never import each other.
+# sim/faultnet imports nothing of fedpca; sim (the cluster harness) never
+# imports its clients sim/chaos and sim/procs.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mod=$(go list -m)
@@ -46,5 +48,25 @@ for r in $roles; do
       done
     done
   done
+done
+# The fault network knows nothing of fedpca.
+for dep in $(go list -deps ./sim/faultnet); do
+  if [[ "$dep" == "$mod/"* ]] && [ "$dep" != "$mod/sim/faultnet" ]; then
+    echo "import boundary: sim/faultnet depends on $dep"; fail=1
+  fi
+done
+
+# The cluster harness never depends on the chaos suite or the process
+# launcher (they import it).
+for dep in $(go list -deps ./sim); do
+  case "$dep" in
+    "$mod/sim/chaos"|"$mod/sim/chaos/"*|"$mod/sim/procs"|"$mod/sim/procs/"*)
+      echo "import boundary: sim depends on $dep"; fail=1;;
+  esac
+done
+for dep in $(go list -deps ./sim/chaos); do
+  case "$dep" in
+    "$mod/sim/procs"|"$mod/cmd/"*|"$mod/bench"*) echo "import boundary: sim/chaos depends on $dep"; fail=1;;
+  esac
 done
 exit $fail

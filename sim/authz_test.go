@@ -43,8 +43,8 @@ func TestAuthorizationRealDaemons(t *testing.T) {
 		id    transport.Identity
 		descs []grpc.ServiceDesc
 	}{
-		{cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy, ID: "proxy"}, []grpc.ServiceDesc{fedpcav1.ProxyService_ServiceDesc, healthpb.Health_ServiceDesc}},
-		{cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP, ID: "csp-1"}, []grpc.ServiceDesc{fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc}},
+		{cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy, ID: "proxy"}, []grpc.ServiceDesc{fedpcav1.ProxyService_ServiceDesc, healthpb.Health_ServiceDesc}},
+		{cl.CSPAddr(0), transport.Identity{Role: transport.RoleCSP, ID: "csp-1"}, []grpc.ServiceDesc{fedpcav1.CspService_ServiceDesc, healthpb.Health_ServiceDesc}},
 	}
 	callers := []string{"proxy/proxy", "csp/csp-1", "owner/o1", "user/alice"}
 	calls := 0

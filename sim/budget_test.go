@@ -85,7 +85,7 @@ func TestBudgetExhausted(t *testing.T) {
 	if took != 2 || declined != 3 {
 		t.Fatalf("%s took part in %d jobs and declined %d; want 2 and 3", owners[0].ID, took, declined)
 	}
-	bal, err := cl.Owners[owners[0].ID].Balance("wdbc")
+	bal, err := cl.Owner(owners[0].ID).Balance("wdbc")
 	if err != nil {
 		t.Fatal(err)
 	}

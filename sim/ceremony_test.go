@@ -212,9 +212,9 @@ func memberClients(t *testing.T, cl *Cluster) []fedpcav1.CspServiceClient {
 	if err != nil {
 		t.Fatal(err)
 	}
-	members := make([]fedpcav1.CspServiceClient, len(cl.CSPAddrs))
+	members := make([]fedpcav1.CspServiceClient, cl.cfg.CSPs)
 	for i := range members {
-		conn, err := pd.Dial(cl.CSPAddrs[i], transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
+		conn, err := pd.Dial(cl.CSPAddr(i), transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,10 +4,13 @@
 // simulate` and `fedpca demo` use it, so what they measure is what the
 // daemons do.
 //
-// Every connection goes through a Network, a seeded fault injector (drop,
-// delay and duplicate messages, partition nodes, crash them); RunChaos
-// (`fedpca simulate chaos`, `make chaos`) runs many jobs under random faults
-// from a seed and checks the system's invariants after every one.
+// Every connection goes through a faultnet.Network, a seeded fault injector
+// (drop, delay and duplicate messages, partition nodes, crash them); package
+// sim/chaos (`fedpca simulate chaos`, `make chaos`) runs many jobs under
+// random faults from a seed and checks the system's invariants after every
+// one. Package sim/procs runs the proxy or farms of owners as processes
+// (Config.Processes). The cluster measures its nodes from their Prometheus
+// metrics, never from their logs.
 package sim
 
 import (
@@ -32,6 +35,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
+	"github.com/fedpca/fedpca/sim/faultnet"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -50,6 +54,14 @@ type OwnerConfig struct {
 	// Epsilon and Delta are its budget for the dataset (default 100, 1e-6).
 	Epsilon, Delta float64
 	Policy         owner.Policy
+}
+
+// budget is the owner's budget, 100 and 1e-6 unless set.
+func (oc OwnerConfig) budget() (float64, float64) {
+	if oc.Epsilon == 0 {
+		return 100, 1e-6
+	}
+	return oc.Epsilon, oc.Delta
 }
 
 // Config configures a cluster.
@@ -75,22 +87,20 @@ type Config struct {
 	IdleTimeout   time.Duration
 	Logger        hclog.Logger
 	Params        *he.Params
-	// Binary is the fedpca executable, for nodes run as processes:
 	// ProxyProcess runs the proxy as a separate process (its peak memory is
-	// then measurable) and OwnerFarms > 0 runs the owners in that many child
-	// processes. Both need TCP.
-	Binary       string
+	// then measurable) and OwnerFarms > 0 runs the owners in that many
+	// farms, each a process: Processes starts them (package sim/procs).
+	// Both need TCP.
+	Processes    Launcher
 	ProxyProcess bool
 	OwnerFarms   int
-	// ProxyMemoryLimit, if set, is the proxy process's GOMEMLIMIT;
-	// ProxyMaxConnections its --max-connections and ProxyMaxWatchers its
-	// --max-watchers (0: the proxy's defaults).
-	ProxyMemoryLimit    string
+	// ProxyMaxConnections and ProxyMaxWatchers are the proxy's limits (see
+	// proxy.Config; 0: its defaults).
 	ProxyMaxConnections int
 	ProxyMaxWatchers    int
 	// Network carries every connection of the in-process nodes (default:
 	// one without faults); the chaos driver injects faults through it.
-	Network *Network
+	Network *faultnet.Network
 	// SwitchTimeout is the proxy's (see proxy.Config; default 24 h).
 	SwitchTimeout time.Duration
 	// ProxyServerOptions are added to the in-process proxy's gRPC server
@@ -105,24 +115,24 @@ type Cluster struct {
 	log    hclog.Logger
 	creds  map[string]*transport.Credentials // by "role/id"
 
+	// Everything below is written under mu and read through the accessors
+	// (Proxy, ProxyAddr, CSP, CSPAddr, Owner), which take it.
 	mu        sync.Mutex
 	listeners map[string]*bufconn.Listener // bufconn address -> listener
 	nodes     map[string]*node
-	Owners    map[string]*owner.Owner
-	Proxy     *proxy.Proxy
-	CSPs      []*csp.CSP
-	ProxyAddr string
-	CSPAddrs  []string
-	proxyProc *child
-	farms     []*child
-	net       *Network
+	owners    map[string]*owner.Owner
+	proxy     *proxy.Proxy
+	csps      []*csp.CSP
+	proxyAddr string
+	cspAddrs  []string
+	ext       external
+	net       *faultnet.Network
 	addrs     map[string]string // node -> TCP address, kept across restarts
 	ownerCfg  map[string]OwnerConfig
-	bridges   []*bridge // proxy process -> committee members
-	// proxyMetrics is the in-process proxy's registry; proxyMetricsAddr
-	// the /metrics address of a proxy process.
-	proxyMetrics     *transport.Metrics
-	proxyMetricsAddr string
+	// proxyMetrics is the in-process proxy's registry, ownerMetrics the
+	// in-process owners'.
+	proxyMetrics *transport.Metrics
+	ownerMetrics map[string]*transport.Metrics
 }
 
 type node struct {
@@ -150,10 +160,10 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		cfg.Logger = hclog.NewNullLogger()
 	}
 	if cfg.Network == nil {
-		cfg.Network = NewNetwork(0)
+		cfg.Network = faultnet.NewNetwork(0)
 	}
 	c := &Cluster{cfg: cfg, log: cfg.Logger, creds: map[string]*transport.Credentials{}, listeners: map[string]*bufconn.Listener{},
-		nodes: map[string]*node{}, Owners: map[string]*owner.Owner{}, net: cfg.Network, addrs: map[string]string{}, ownerCfg: map[string]OwnerConfig{}}
+		nodes: map[string]*node{}, owners: map[string]*owner.Owner{}, ownerMetrics: map[string]*transport.Metrics{}, net: cfg.Network, addrs: map[string]string{}, ownerCfg: map[string]OwnerConfig{}}
 	var err error
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -162,8 +172,8 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 		return nil, err
 	}
 	for i := range cfg.CSPs {
-		c.CSPAddrs = append(c.CSPAddrs, "")
-		c.CSPs = append(c.CSPs, nil)
+		c.cspAddrs = append(c.cspAddrs, "")
+		c.csps = append(c.csps, nil)
 		if err := c.StartCSP(i); err != nil {
 			c.Stop()
 			return nil, err
@@ -204,7 +214,7 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 // Params returns the HE parameters.
 func (c *Cluster) Params() he.Params { return c.params }
 
-func cspID(i int) string { return fmt.Sprintf("csp-%d", i+1) }
+func CSPID(i int) string { return fmt.Sprintf("csp-%d", i+1) }
 
 func (c *Cluster) makeCerts() error {
 	if c.cfg.Insecure {
@@ -216,7 +226,7 @@ func (c *Cluster) makeCerts() error {
 	}
 	ids := []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, probe}
 	for i := range c.cfg.CSPs {
-		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: cspID(i)})
+		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)})
 	}
 	for _, o := range c.cfg.Owners {
 		ids = append(ids, transport.Identity{Role: transport.RoleOwner, ID: o.ID})
@@ -273,19 +283,19 @@ func (c *Cluster) listen(id transport.Identity) (net.Listener, string, error) {
 		c.mu.Unlock()
 		l, addr = bl, "passthrough:///"+id.ID
 	}
-	c.net.register(addr, node)
+	c.net.Register(addr, node)
 	return c.net.Listen(node, l), addr, nil
 }
 
 // dialer returns the dialer of a node: its connections go through the
 // network, with its faults.
 func (c *Cluster) dialer(id transport.Identity) transport.Dialer {
-	return c.dialerAs(id, id.Short(), true)
+	return c.DialerAs(id, id.Short(), true)
 }
 
-// dialerAs returns a dialer with a node's credentials whose connections
+// DialerAs returns a dialer with a node's credentials whose connections
 // count as those of the named node, with or without message faults.
-func (c *Cluster) dialerAs(id transport.Identity, node string, faults bool) transport.Dialer {
+func (c *Cluster) DialerAs(id transport.Identity, node string, faults bool) transport.Dialer {
 	d := transport.Dialer{Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Self: id}
 	raw := func(ctx context.Context, addr string) (net.Conn, error) {
 		var nd net.Dialer
@@ -312,194 +322,43 @@ func (c *Cluster) dialerAs(id transport.Identity, node string, faults bool) tran
 	return d
 }
 
-// run starts a role's Run in a goroutine under its own cancel function.
-func (c *Cluster) run(name string, fn func(context.Context) error) {
-	ctx, cancel := context.WithCancel(context.Background())
-	n := &node{cancel: cancel, done: make(chan error, 1)}
-	c.mu.Lock()
-	c.nodes[name] = n
-	c.mu.Unlock()
-	go func() { n.done <- fn(ctx) }()
-}
-
-// take removes a node from the running ones (nil if it is not running).
-func (c *Cluster) take(name string) *node {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	n := c.nodes[name]
-	delete(c.nodes, name)
-	return n
-}
-
-// stopNode stops a node gracefully and waits for it.
-func (c *Cluster) stopNode(name string) error {
-	n := c.take(name)
-	if n == nil {
-		return nil
-	}
-	n.cancel()
-	return <-n.done
-}
-
-// crash stops an in-process node as abruptly as one process allows: its
-// listener and every connection it holds are closed at once, so nothing it
-// does from then on reaches anyone (responses in flight are lost); then its
-// Run is cancelled without waiting for anything to drain, and awaited only
-// because its state files must be closed before a restart opens them. A
-// transaction already running may still commit, as it would have had the
-// crash come a moment later; none can be acknowledged.
-func (c *Cluster) crash(name string) error {
-	c.net.Crash(name)
-	n := c.take(name)
-	if n == nil {
-		return nil
-	}
-	n.cancel()
-	select {
-	case <-n.done:
-		return nil
-	case <-time.After(time.Minute):
-		return fmt.Errorf("sim: %s did not stop within a minute of its crash", name)
-	}
-}
-
-// CrashProxy crashes the proxy: SIGKILL when it runs as a process.
-func (c *Cluster) CrashProxy() error {
-	c.mu.Lock()
-	proc := c.proxyProc
-	c.mu.Unlock()
-	if proc != nil {
-		return c.KillProxy()
-	}
-	return c.crash("proxy/proxy")
-}
-
-// RestartProxy starts the proxy again (as a process if it ran as one), at
-// its former address and with its state.
-func (c *Cluster) RestartProxy() error {
-	if c.cfg.ProxyProcess {
-		return c.startProxyProcess()
-	}
-	return c.StartProxy()
-}
-
-// CrashCSP crashes member i.
-func (c *Cluster) CrashCSP(i int) error { return c.crash("csp/" + cspID(i)) }
-
-// CrashOwner crashes an owner.
-func (c *Cluster) CrashOwner(id string) error { return c.crash("owner/" + id) }
-
-// RestartOwner starts a stopped or crashed owner again with its state.
-func (c *Cluster) RestartOwner(id string) error {
-	c.mu.Lock()
-	oc, ok := c.ownerCfg[id]
-	c.mu.Unlock()
-	if !ok {
-		return fmt.Errorf("sim: no owner %q", id)
-	}
-	return c.StartOwner(oc)
-}
-
 // CSP returns member i (the running instance).
 func (c *Cluster) CSP(i int) *csp.CSP {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.CSPs[i]
+	return c.csps[i]
+}
+
+// CSPAddr returns the address of member i.
+func (c *Cluster) CSPAddr(i int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.cspAddrs[i]
+}
+
+// Proxy returns the in-process proxy (nil when it runs as a process).
+func (c *Cluster) Proxy() *proxy.Proxy {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxy
+}
+
+// ProxyAddr returns the proxy's address.
+func (c *Cluster) ProxyAddr() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.proxyAddr
 }
 
 // Owner returns an owner (the running instance, or the last one).
 func (c *Cluster) Owner(id string) *owner.Owner {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.Owners[id]
+	return c.owners[id]
 }
 
 // Network returns the network the nodes talk through.
-func (c *Cluster) Network() *Network { return c.net }
-
-// StartCSP starts (or restarts) member i with its state directory.
-func (c *Cluster) StartCSP(i int) error {
-	id := transport.Identity{Role: transport.RoleCSP, ID: cspID(i)}
-	l, addr, err := c.listen(id)
-	if err != nil {
-		return err
-	}
-	m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure,
-		Store: filepath.Join(c.cfg.Dir, "state", id.ID), AllowNoNoise: c.cfg.AllowNoNoise,
-		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params})
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.CSPs[i], c.CSPAddrs[i] = m, addr
-	c.mu.Unlock()
-	c.run(id.Short(), m.Run)
-	return nil
-}
-
-// StopCSP stops member i.
-func (c *Cluster) StopCSP(i int) error { return c.stopNode("csp/" + cspID(i)) }
-
-// StartProxy starts (or restarts) the proxy with its state directory.
-func (c *Cluster) StartProxy() error {
-	id := transport.Identity{Role: transport.RoleProxy, ID: "proxy"}
-	l, addr, err := c.listen(id)
-	if err != nil {
-		return err
-	}
-	members := make([]proxy.Member, c.cfg.CSPs)
-	for i := range members {
-		members[i] = proxy.Member{ID: cspID(i), Addr: c.CSPAddrs[i]}
-	}
-	m := transport.NewMetrics()
-	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
-		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
-		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
-		MaxConnections: c.cfg.ProxyMaxConnections, MaxWatchers: c.cfg.ProxyMaxWatchers, SwitchTimeout: c.cfg.SwitchTimeout, ServerOptions: c.cfg.ProxyServerOptions})
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.Proxy, c.ProxyAddr, c.proxyMetrics = p, addr, m
-	c.mu.Unlock()
-	c.run("proxy/proxy", p.Run)
-	return nil
-}
-
-// StopProxy stops the proxy gracefully.
-func (c *Cluster) StopProxy() error { return c.stopNode("proxy/proxy") }
-
-// StartOwner starts (or restarts) an owner.
-func (c *Cluster) StartOwner(oc OwnerConfig) error {
-	id := transport.Identity{Role: transport.RoleOwner, ID: oc.ID}
-	if oc.Epsilon == 0 {
-		oc.Epsilon, oc.Delta = 100, 1e-6
-	}
-	data, open := oc.CSV, oc.Open
-	if open == nil && oc.Source == "" {
-		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }
-	}
-	c.mu.Lock()
-	c.ownerCfg[oc.ID] = oc
-	c.mu.Unlock()
-	c.net.Up(id.Short())
-	o, err := owner.New(owner.Config{ID: oc.ID, Dialer: c.dialer(id), ProxyAddr: c.ProxyAddr,
-		Store: filepath.Join(c.cfg.Dir, "state", "owner-"+oc.ID), Policy: oc.Policy,
-		Datasets: []*owner.Dataset{{Schema: oc.Schema, Epsilon: oc.Epsilon, Delta: oc.Delta,
-			Open: open, Source: oc.Source}},
-		PollInterval: c.cfg.PollInterval, IdleTimeout: c.cfg.IdleTimeout, Logger: c.log.Named("owner").With("id", oc.ID), Params: &c.params})
-	if err != nil {
-		return err
-	}
-	c.mu.Lock()
-	c.Owners[oc.ID] = o
-	c.mu.Unlock()
-	c.run(id.Short(), o.Run)
-	return nil
-}
-
-// StopOwner stops an owner.
-func (c *Cluster) StopOwner(id string) error { return c.stopNode("owner/" + id) }
+func (c *Cluster) Network() *faultnet.Network { return c.net }
 
 // User returns a client for a user (its HE keys are made in its directory
 // on first use).
@@ -513,7 +372,7 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr, Keys: kp, Logger: c.log.Named("user"), Params: &c.params})
+	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr(), Keys: kp, Logger: c.log.Named("user"), Params: &c.params})
 }
 
 // probe is the identity the cluster uses to ask a proxy process whether the
@@ -523,8 +382,9 @@ var probe = transport.Identity{Role: transport.RoleUser, ID: "sim-probe"}
 // WaitCommittee waits until the proxy publishes the committee key.
 func (c *Cluster) WaitCommittee(ctx context.Context) error {
 	var client fedpcav1.ProxyServiceClient
-	if c.Proxy == nil {
-		conn, err := c.dialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	p := c.Proxy()
+	if p == nil {
+		conn, err := c.DialerAs(probe, probe.Short(), false).Dial(c.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			return err
 		}
@@ -532,7 +392,7 @@ func (c *Cluster) WaitCommittee(ctx context.Context) error {
 		client = fedpcav1.NewProxyServiceClient(conn)
 	}
 	for {
-		if c.Proxy != nil && c.Proxy.CommitteeReady() {
+		if p != nil && p.CommitteeReady() {
 			return nil
 		}
 		if client != nil {
@@ -553,21 +413,7 @@ func (c *Cluster) WaitCommittee(ctx context.Context) error {
 
 // Stop stops every node.
 func (c *Cluster) Stop() {
-	c.mu.Lock()
-	farms, proc := c.farms, c.proxyProc
-	c.farms, c.proxyProc = nil, nil
-	c.mu.Unlock()
-	for _, f := range farms {
-		f.stop()
-	}
-	proc.stop()
-	c.mu.Lock()
-	bridges := c.bridges
-	c.bridges = nil
-	c.mu.Unlock()
-	for _, b := range bridges {
-		b.close()
-	}
+	c.stopExternal()
 	c.mu.Lock()
 	var names []string
 	for n := range c.nodes {

@@ -18,27 +18,12 @@ import (
 	"github.com/fedpca/fedpca/user"
 )
 
-// wdbcOwners returns the wdbc schema (pooled standardisation, clip 1, g =
-// 22 for the golden comparison) and 5 owners with iid slices.
+// wdbcOwners returns sim.WDBCOwners' schema and owners.
 func wdbcOwners(t *testing.T, noNoise bool) (*schema.Schema, []OwnerConfig) {
 	t.Helper()
-	data, err := datasets.CSV("wdbc")
+	sch, owners, err := WDBCOwners(noNoise)
 	if err != nil {
 		t.Fatal(err)
-	}
-	sch, err := schema.Infer(bytes.NewReader(data), "wdbc", "label")
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch.Bits = 22
-	parts, err := Split(data, "label", 5, "iid", 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var owners []OwnerConfig
-	for i, p := range parts {
-		owners = append(owners, OwnerConfig{ID: fmt.Sprintf("hospital-%c", 'a'+i), Schema: sch, CSV: p,
-			Policy: OwnerPolicy(noNoise)})
 	}
 	return sch, owners
 }

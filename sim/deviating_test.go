@@ -95,7 +95,7 @@ func TestDeviatingProxySwapsCommitteeKey(t *testing.T) {
 			proxyCreds = cl.Creds("proxy/proxy")
 			// The user, shown the honest key, creates a job; the owners are
 			// shown the proxy's key.
-			ids := ownerIDs(owners)
+			ids := IDs(owners)
 			_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, Epsilon: 1, Owners: ids, Deadline: time.Now().Add(time.Minute)})
 			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) {
 				t.Fatalf("job %s (%s): uploaded %v, declined %v", st.GetState(), st.GetReason(), st.GetUploadedOwners(), st.GetDeclinedOwners())
@@ -152,7 +152,7 @@ func TestCeremonyRefusesSubstitutedKey(t *testing.T) {
 	members := memberClients(t, cl)
 	refs := make([]*fedpcav1.MemberRef, len(members))
 	for i := range refs {
-		refs[i] = &fedpcav1.MemberRef{Id: cspID(i), Point: uint32(i + 1)}
+		refs[i] = &fedpcav1.MemberRef{Id: CSPID(i), Point: uint32(i + 1)}
 	}
 	// A new ceremony (the members have switched nothing yet).
 	const cid = "substitute"

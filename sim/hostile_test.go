@@ -11,13 +11,14 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
-	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 // hostileEnv is a cluster with one CSP, a user and owners driven by hand.
@@ -49,7 +50,7 @@ func newHostileEnv(t *testing.T, ctx context.Context) *hostileEnv {
 	}
 	for _, id := range ids {
 		d, _ := cl.Dialer(id)
-		conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -266,11 +267,11 @@ func TestHostileJobs(t *testing.T) {
 	pk := e.params.Codecs().PublicKey.Marshal(kp.Public)
 	otherPK := e.params.Codecs().PublicKey.Marshal(he.GenerateKeyPair(e.params).Public)
 	ud, _ := e.cl.Dialer("user/alice")
-	conn, _ := ud.Dial(e.cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	conn, _ := ud.Dial(e.cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	defer conn.Close()
 	alicePX := fedpcav1.NewProxyServiceClient(conn)
 	md, _ := e.cl.Dialer("user/mallory")
-	mconn, _ := md.Dial(e.cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	mconn, _ := md.Dial(e.cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	defer mconn.Close()
 	malloryPX := fedpcav1.NewProxyServiceClient(mconn)
 	canon := spec.Canonical()
@@ -455,7 +456,7 @@ func TestHostileKeySwitch(t *testing.T) {
 	}
 	kp, _ := user.LoadKeys(e.cl.cfg.Dir+"/state/user-alice", e.params)
 	pd, _ := e.cl.Dialer("proxy/proxy")
-	conn, _ := pd.Dial(e.cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
+	conn, _ := pd.Dial(e.cl.CSPAddr(0), transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
 	defer conn.Close()
 	member := fedpcav1.NewCspServiceClient(conn)
 	enc, _ := he.NewEncryptor(e.params, e.cpk)
@@ -509,7 +510,7 @@ func TestHostileKeySwitch(t *testing.T) {
 	wantCode(t, "second, different request", err, codes.FailedPrecondition, "already switched")
 	// Owners and users may not call a member at all.
 	od, _ := e.cl.Dialer("owner/hospital-a")
-	oconn, _ := od.Dial(e.cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP})
+	oconn, _ := od.Dial(e.cl.CSPAddr(0), transport.Identity{Role: transport.RoleCSP})
 	defer oconn.Close()
 	_, err = keySwitch(ctx, fedpcav1.NewCspServiceClient(oconn), good(), cts)
 	wantCode(t, "owner calls a member", err, codes.PermissionDenied, "owner/hospital-a may not call")

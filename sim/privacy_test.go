@@ -137,7 +137,7 @@ func TestNothingLeavesOwnerButCodes(t *testing.T) {
 	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, JSONFormat: true, Output: logs})
 	dir := t.TempDir()
 	cl, u := startUser(ctx, t, Config{Dir: dir, CSPs: 3, Threshold: 2, Owners: owners, AllowNoNoise: true, Logger: log}, "alice")
-	spec, full := submitWait(ctx, t, u, sch, user.Request{Analysis: job.DCA, NoNoise: true, Owners: ownerIDs(owners), MinOwners: 2})
+	spec, full := submitWait(ctx, t, u, sch, user.Request{Analysis: job.DCA, NoNoise: true, Owners: IDs(owners), MinOwners: 2})
 	var seen bytes.Buffer // everything the user receives
 	seen.WriteString(prototext.Format(full))
 	st := full
@@ -163,7 +163,7 @@ func TestNothingLeavesOwnerButCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	srv := httptest.NewServer(cl.Proxy.StatusHandler())
+	srv := httptest.NewServer(cl.Proxy().StatusHandler())
 	defer srv.Close()
 	var pages bytes.Buffer
 	for _, p := range []string{"/", "/status.json", "/jobs/" + spec.ID()} {
@@ -259,7 +259,7 @@ func TestOwnerCapsDelta(t *testing.T) {
 	owners = owners[:2]
 	owners[1].Policy.MaxDelta = 1e-7
 	_, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Logger: testLogger(t)}, "alice")
-	ids := ownerIDs(owners)
+	ids := IDs(owners)
 	for _, tc := range []struct {
 		delta    float64
 		uploaded string
@@ -278,13 +278,4 @@ func TestOwnerCapsDelta(t *testing.T) {
 			}
 		}
 	}
-}
-
-// ownerIDs returns the owners' IDs.
-func ownerIDs(owners []OwnerConfig) []string {
-	ids := make([]string, len(owners))
-	for i, o := range owners {
-		ids[i] = o.ID
-	}
-	return ids
 }

@@ -33,7 +33,7 @@ func finishExact(ctx context.Context, t *testing.T, u *user.Client, spec *job.Sp
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := exactSum(spec, sch, parts)
+	want, err := ExactSum(spec, sch, parts)
 	if err != nil {
 		t.Fatal(err)
 	}

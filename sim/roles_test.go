@@ -56,7 +56,7 @@ func TestCertificatesOfTheWrongRole(t *testing.T) {
 
 	// An owner that reaches a committee member where it expects the proxy.
 	od, _ := cl.Dialer("owner/hospital-a")
-	conn, err := od.Dial(cl.CSPAddrs[0], transport.Identity{Role: transport.RoleProxy})
+	conn, err := od.Dial(cl.CSPAddr(0), transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +73,7 @@ func TestCertificatesOfTheWrongRole(t *testing.T) {
 	outsider := cl.Creds("owner/outsider")
 	kp, _ := user.LoadKeys(filepath.Join(cl.cfg.Dir, "state", "user-alice"), p)
 	pd, _ := cl.Dialer("proxy/proxy")
-	mconn, err := pd.Dial(cl.CSPAddrs[0], transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
+	mconn, err := pd.Dial(cl.CSPAddr(0), transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -46,12 +46,11 @@ type Simulation struct {
 	Dir    string
 	Poll   time.Duration
 	Logger hclog.Logger
-	// Binary, ProxyProcess and OwnerFarms run nodes as processes (see
+	// Processes, ProxyProcess and OwnerFarms run nodes as processes (see
 	// Config).
-	Binary           string
-	ProxyProcess     bool
-	OwnerFarms       int
-	ProxyMemoryLimit string
+	Processes    Launcher
+	ProxyProcess bool
+	OwnerFarms   int
 }
 
 // JobOptions describe one simulated job.
@@ -220,8 +219,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	}
 	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
 		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, IdleTimeout: idle, RetryInterval: 100 * time.Millisecond,
-		Logger: s.Logger, Binary: s.Binary, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMemoryLimit: s.ProxyMemoryLimit,
-		ProxyMaxConnections: maxConns})
+		Logger: s.Logger, Processes: s.Processes, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMaxConnections: maxConns})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err
@@ -278,6 +276,10 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		sch = o.Schema
 	}
 	before := s.traffic()
+	sharesBefore, err := s.cl.OwnerShares()
+	if err != nil {
+		return nil, err
+	}
 	req := user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
 		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
 		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize}
@@ -307,10 +309,11 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	for r, a := range after {
 		rep.Bytes[r] = Traffic{Sent: a.Sent - before[r].Sent, Received: a.Received - before[r].Received}
 	}
-	var shares []float64
-	for _, d := range s.cl.ShareTimes(spec.ID()) {
-		shares = append(shares, d.Seconds())
+	sharesAfter, err := s.cl.OwnerShares()
+	if err != nil {
+		return nil, err
 	}
+	shares := sharesAfter.Since(sharesBefore)
 	sort.Float64s(shares)
 	pt := st.GetTimings()
 	rep.Timings = Timings{Aggregate: pt.GetAggregateSeconds(), UploadWindow: pt.GetUploadWindowSeconds(), Seal: pt.GetSealSeconds(),
@@ -340,11 +343,16 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	return rep, nil
 }
 
-// fetch downloads the result (measuring decryption and analysis apart).
+// fetch downloads the result, then decrypts and analyses it, timing the
+// second part apart.
 func (s *Simulator) fetch(ctx context.Context, spec *job.Spec, sch *schema.Schema) (*job.Result, time.Duration, error) {
-	var analysis time.Duration
-	res, err := s.user.FetchTimed(ctx, spec, sch, &analysis)
-	return res, analysis, err
+	sealed, err := s.user.Download(ctx, spec, sch)
+	if err != nil {
+		return nil, 0, err
+	}
+	start := time.Now()
+	res, err := s.user.Open(sealed)
+	return res, time.Since(start), err
 }
 
 // central computes the non-private result of the same analysis on all the

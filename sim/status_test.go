@@ -47,7 +47,7 @@ func TestStatusPage(t *testing.T) {
 	}
 	id := spec.ID()
 
-	srv := httptest.NewServer(cl.Proxy.StatusHandler())
+	srv := httptest.NewServer(cl.Proxy().StatusHandler())
 	defer srv.Close()
 	get := func(path string) string {
 		t.Helper()

@@ -421,3 +421,23 @@ func scaled(e *mat.SymDense, s float64) *mat.SymDense {
 	out.ScaleSym(s, e)
 	return out
 }
+
+// Rows are a dataset's rows through a schema's map, with their classes: what
+// the utility measures use (experiments in bench/).
+type Rows struct{ r *labelledRows }
+
+// MapRows reads a CSV file's rows through a schema's map.
+func MapRows(sch *schema.Schema, data []byte) (*Rows, error) {
+	r, err := mapRows(sch, data)
+	if err != nil {
+		return nil, err
+	}
+	return &Rows{r: r}, nil
+}
+
+// Accuracy is the nearest-class-centroid accuracy (5-fold stratified
+// cross-validation from seed) of the rows projected on components: (z -
+// mean) W.
+func (r *Rows) Accuracy(mean []float64, w *mat.Dense, seed uint64) float64 {
+	return r.r.accuracy(r.r.project(mean, w), seed)
+}

@@ -60,7 +60,7 @@ func TestOwnersLearnOfJobsByWatch(t *testing.T) {
 	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, AllowNoNoise: true, PollInterval: time.Hour}, "alice")
 	waitFor(ctx, t, "the owners' watches", func() bool { return proxyMetric(t, cl, "fedpca_proxy_owner_watch_streams", "") == 3 })
 	for range 2 {
-		_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: ownerIDs(owners)})
+		_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: IDs(owners)})
 		if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE || len(st.GetUploadedOwners()) != 3 {
 			t.Fatalf("job %s with %v uploaded: %s", st.GetState(), st.GetUploadedOwners(), st.GetReason())
 		}
@@ -87,7 +87,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,7 +121,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 
 	// A job naming hospital-z stays open after the three running owners
 	// uploaded: they learned of it by their watches.
-	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: append(ownerIDs(owners), "hospital-z"),
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: append(IDs(owners), "hospital-z"),
 		Deadline: time.Now().Add(5 * time.Minute)})
 	if err != nil {
 		t.Fatal(err)
@@ -172,7 +172,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	}
 
 	// The running owners' watches came back: they take part in a new job.
-	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: ownerIDs(owners)})
+	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: IDs(owners)})
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE || len(st.GetUploadedOwners()) != 3 {
 		t.Fatalf("job after the restart: %s with %v uploaded: %s", st.GetState(), st.GetUploadedOwners(), st.GetReason())
 	}
@@ -192,7 +192,7 @@ func TestWatchCapFallsBackToPolling(t *testing.T) {
 	if n := proxyMetric(t, cl, "fedpca_proxy_owner_watch_streams", ""); n != 1 {
 		t.Fatalf("%v watches open, want 1", n)
 	}
-	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: ownerIDs(owners)})
+	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: IDs(owners)})
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE || len(st.GetUploadedOwners()) != 2 {
 		t.Fatalf("job %s with %v uploaded: %s", st.GetState(), st.GetUploadedOwners(), st.GetReason())
 	}
@@ -210,7 +210,7 @@ func TestWatchStreamsEndWithoutLeaks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -65,7 +65,7 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 
 	// hospital-d uploads statistics packed for a schema of 130 features.
 	dd, _ := cl.Dialer("owner/hospital-d")
-	conn, err := dd.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+	conn, err := dd.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -110,14 +110,14 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 		t.Errorf("hospital-c declined with %s, want schema mismatch", reason)
 	}
 	// The detail stays in hospital-c's own record.
-	recs, err := cl.Owners["hospital-c"].JobRecords()
+	recs, err := cl.Owner("hospital-c").JobRecords()
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("hospital-c's records: %v %v", recs, err)
 	}
 	if want := "the job's schema for dataset wdbc does not read the rows as this owner's does: feature \"mean_radius\": bounds"; recs[0].Code != "schema_mismatch" || !strings.Contains(recs[0].Reason, want) {
 		t.Errorf("hospital-c's record %+v, want schema_mismatch and %q", recs[0], want)
 	}
-	bal, err := cl.Owners["hospital-c"].Balance("wdbc")
+	bal, err := cl.Owner("hospital-c").Balance("wdbc")
 	if err != nil || bal.Spent != 0 || bal.Reserved != 0 {
 		t.Errorf("hospital-c's ledger after declining: %+v %v", bal, err)
 	}

@@ -399,14 +399,27 @@ func ended(s fedpcav1.JobState) bool {
 func short(id string) string { return id[:min(len(id), 12)] + "…" }
 
 // Fetch downloads the result of a done job, decrypts it and runs the job's
-// analysis.
+// analysis: Download, then Open.
 func (c *Client) Fetch(ctx context.Context, s *job.Spec, sch *schema.Schema) (*job.Result, error) {
-	return c.FetchTimed(ctx, s, sch, nil)
+	sr, err := c.Download(ctx, s, sch)
+	if err != nil {
+		return nil, err
+	}
+	return c.Open(sr)
 }
 
-// FetchTimed is Fetch that also reports, in *analysis, the time spent
-// decrypting and analysing (apart from the download).
-func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema, analysis *time.Duration) (*job.Result, error) {
+// Sealed is a done job's result as downloaded and checked, still encrypted
+// to the user's key.
+type Sealed struct {
+	spec   *job.Spec
+	sch    *schema.Schema
+	header *fedpcav1.ResultHeader
+	cts    []*rlwe.Ciphertext
+}
+
+// Download downloads the result of a done job and checks its noise parties
+// against the job the user signed, without decrypting it.
+func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) (*Sealed, error) {
 	if c.cfg.Keys.Secret == nil {
 		return nil, errNoKeys
 	}
@@ -438,8 +451,17 @@ func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema
 	if err := s.CheckNoiseParties(full.GetJob().GetStatus().GetExpectedOwners(), hd.GetOwners(), hd.GetCspMembers()); err != nil {
 		return nil, fmt.Errorf("fetch result: %w", err)
 	}
-	start := time.Now()
-	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, cts)
+	return &Sealed{spec: s, sch: sch, header: hd, cts: cts}, nil
+}
+
+// Open decrypts a downloaded result and runs the job's analysis (no
+// network).
+func (c *Client) Open(r *Sealed) (*job.Result, error) {
+	if c.cfg.Keys.Secret == nil {
+		return nil, errNoKeys
+	}
+	s, sch, hd := r.spec, r.sch, r.header
+	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, r.cts)
 	if err != nil {
 		return nil, err
 	}
@@ -447,11 +469,7 @@ func (c *Client) FetchTimed(ctx context.Context, s *job.Spec, sch *schema.Schema
 	if err != nil {
 		return nil, err
 	}
-	res, err := job.Analyze(s, sch, rel, hd.GetOwners(), pr, c.params.ID())
-	if analysis != nil {
-		*analysis = time.Since(start)
-	}
-	return res, err
+	return job.Analyze(s, sch, rel, hd.GetOwners(), pr, c.params.ID())
 }
 
 // download reads a result stream: its header and n ciphertexts.

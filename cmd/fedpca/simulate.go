@@ -17,6 +17,8 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/sim/chaos"
+	"github.com/fedpca/fedpca/sim/procs"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -74,20 +76,20 @@ standardise with the pooled mean and population std, clip rows to norm 1.
     --csp-nodes 3 --csp-threshold 2 --partition dirichlet=0.5`,
 		Flags: simulateFlags(),
 		Commands: []*cli.Command{chaosCommand(), {
-			Name:   "farm",
-			Usage:  "run many owners in this process (started by simulate --owner-farms)",
+			Name:   "node",
+			Usage:  "run a simulated node (the proxy or a farm of owners) from its configuration (started by --proxy-process, --owner-farms and chaos)",
 			Hidden: true,
-			Flags:  []cli.Flag{reqStr("config", "farm configuration (JSON)")},
+			Flags:  []cli.Flag{reqStr("config", "node configuration (JSON, procs.NodeConfig)")},
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				b, err := os.ReadFile(cmd.String("config"))
 				if err != nil {
 					return err
 				}
-				var fc sim.FarmConfig
-				if err := json.Unmarshal(b, &fc); err != nil {
+				var nc procs.NodeConfig
+				if err := json.Unmarshal(b, &nc); err != nil {
 					return err
 				}
-				return sim.RunFarm(ctx, fc, os.Stderr)
+				return procs.RunNode(ctx, nc, os.Stderr)
 			},
 		}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -166,9 +168,11 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
 		ProxyProcess: cmd.Bool("proxy-process"), OwnerFarms: cmd.Int("owner-farms")}
 	if s.ProxyProcess || s.OwnerFarms > 0 {
-		if s.Binary, err = os.Executable(); err != nil {
+		bin, err := os.Executable()
+		if err != nil {
 			return nil, "", err
 		}
+		s.Processes = &procs.Launcher{Binary: bin}
 	}
 	if tr := cmd.String("transport"); tr != "memory" && tr != "tcp" {
 		return nil, "", fmt.Errorf("--transport %q: want memory or tcp", tr)
@@ -267,7 +271,7 @@ reproduced with the command it prints.
 			boolFlag("quiet", "no line per job"),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
-			cfg := sim.ChaosConfig{Seed: cmd.Uint64("seed"), Jobs: cmd.Int("jobs"), JobsPerEpisode: cmd.Int("jobs-per-episode"),
+			cfg := chaos.Config{Seed: cmd.Uint64("seed"), Jobs: cmd.Int("jobs"), JobsPerEpisode: cmd.Int("jobs-per-episode"),
 				Episodes: cmd.IntSlice("episode"), Parallel: cmd.Int("parallel"), Dir: cmd.String("dir"), Progress: os.Stdout}
 			if cmd.Bool("quiet") {
 				cfg.Progress = nil
@@ -280,9 +284,9 @@ reproduced with the command it prints.
 				if err != nil {
 					return err
 				}
-				cfg.Binary = bin
+				cfg.Processes = &procs.Launcher{Binary: bin}
 			}
-			rep, err := sim.RunChaos(ctx, cfg)
+			rep, err := chaos.Run(ctx, cfg)
 			if rep != nil {
 				fmt.Println()
 				rep.WriteText(os.Stdout)

@@ -57,7 +57,7 @@ type Split struct {
 // centres S_T on a James-Stein-shrunk mean (analysis.Scatters.ShrinkCentring),
 // which keeps the noise on v from entering S_T in full.
 //
-// Measured (protocol/job TestSplitSweep, FEDPCA_SPLIT_SWEEP=1, 2026-11-24):
+// Measured (go run ./bench -suite split-sweep, 2026-11-24):
 // PCA captured variance q/q0 (k = 5, true centred scatter) averaged over the
 // ten shared datasets with a reference, epsilon 0.5/1/2 at delta 1e-6, 30
 // seeds each, central noise, exact Gaussian calibration, shrunk centring:
@@ -84,7 +84,7 @@ var DefaultSplit = Split{R: 0.98, V: 0.015, N: 0.005}
 // DiscriminantSplit is the default for DCA and LDA, which need the class
 // sums and counts (v_k, n_k) far more than PCA does.
 //
-// Measured (sim TestDCASweep, FEDPCA_DCA_SWEEP=1): change of the 5-fold
+// Measured (go run ./bench -suite dca-sweep): change of the 5-fold
 // cross-validated nearest-centroid accuracy on the DCA projections against
 // non-private DCA, averaged over the ten shared datasets, epsilon 0.5/1/2 at
 // delta = 1/N, 8 seeds, central noise, regulariser with the full noise

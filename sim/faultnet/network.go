@@ -1,22 +1,15 @@
-package sim
+package faultnet
 
 import (
 	"context"
 	"encoding/binary"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"net"
 	"sort"
 	"strings"
 	"sync"
 	"time"
-
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/emptypb"
 )
 
 // Network is the simulator's fault injector, in the manner of etcd's bridge
@@ -125,8 +118,8 @@ func (n *Network) Counts() map[string]int64 {
 	return out
 }
 
-// register names the node that serves at a dial address.
-func (n *Network) register(addr, node string) {
+// Register names the node that serves at a dial address.
+func (n *Network) Register(addr, node string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.names[addr] = node
@@ -152,8 +145,8 @@ type fault struct {
 	at    int // message index at which a stream breaks
 }
 
-// mix is splitmix64's finaliser.
-func mix(x uint64) uint64 {
+// Mix is splitmix64's finaliser.
+func Mix(x uint64) uint64 {
 	x += 0x9e3779b97f4a7c15
 	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9
 	x = (x ^ (x >> 27)) * 0x94d049bb133111eb
@@ -177,9 +170,9 @@ func (n *Network) decide(from, to, method string) fault {
 	binary.LittleEndian.PutUint64(b[16:], i)
 	h.Write(b[:])
 	h.Write([]byte(key))
-	x := mix(h.Sum64())
+	x := Mix(h.Sum64())
 	u, r := unit(x), n.rates
-	y := mix(x)
+	y := Mix(x)
 	f := fault{at: int(y % 3)}
 	switch {
 	case u < r.DropRequest:
@@ -194,268 +187,9 @@ func (n *Network) decide(from, to, method string) fault {
 		if maxDelay <= 0 {
 			maxDelay = 200 * time.Millisecond
 		}
-		f.delay = time.Duration(unit(mix(y)) * float64(maxDelay))
+		f.delay = time.Duration(unit(Mix(y)) * float64(maxDelay))
 	}
 	return f
-}
-
-func lost(what string) error {
-	return status.Errorf(codes.Unavailable, "sim: %s lost (fault injection)", what)
-}
-
-func sleepCtx(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return status.FromContextError(ctx.Err()).Err()
-	case <-t.C:
-		return nil
-	}
-}
-
-// detached returns a context for a duplicate call: the values of ctx
-// (metadata), not its cancellation, and a minute to run.
-func detached(ctx context.Context) (context.Context, context.CancelFunc) {
-	return context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
-}
-
-// DialOptions are the interceptors of a node's client connections.
-func (n *Network) DialOptions(from string) []grpc.DialOption {
-	return []grpc.DialOption{
-		grpc.WithChainUnaryInterceptor(n.unary(from)),
-		grpc.WithChainStreamInterceptor(n.stream(from)),
-	}
-}
-
-func (n *Network) unary(from string) grpc.UnaryClientInterceptor {
-	return func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-		f := n.decide(from, n.nodeAt(cc.Target()), method)
-		if f.kind != "" {
-			n.Count(f.kind)
-		}
-		switch f.kind {
-		case FaultDelay:
-			if err := sleepCtx(ctx, f.delay); err != nil {
-				return err
-			}
-		case FaultDropRequest:
-			return lost("request")
-		case FaultDropResponse:
-			if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
-				return err
-			}
-			return lost("response")
-		case FaultDuplicate:
-			// The copy goes before the call, or (a retransmission) after
-			// it: the server sees the request twice, in either order.
-			fresh := reply.(proto.Message).ProtoReflect().New().Interface() // before the call writes reply
-			dup := func() {
-				dctx, cancel := detached(ctx)
-				defer cancel()
-				_ = invoker(dctx, method, req, fresh, cc, opts...)
-			}
-			if f.at%2 == 0 {
-				go dup()
-			} else {
-				defer func() { go dup() }()
-			}
-		}
-		if err := invoker(ctx, method, req, reply, cc, opts...); err != nil {
-			return err
-		}
-		n.deliver(from, method, reply)
-		return nil
-	}
-}
-
-func (n *Network) stream(from string) grpc.StreamClientInterceptor {
-	return func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-		f := n.decide(from, n.nodeAt(cc.Target()), method)
-		if f.kind == FaultDelay {
-			n.Count(f.kind)
-			if err := sleepCtx(ctx, f.delay); err != nil {
-				return nil, err
-			}
-		}
-		sctx, cancel := context.WithCancel(ctx)
-		s, err := streamer(sctx, desc, cc, method, opts...)
-		if err != nil {
-			cancel()
-			return nil, err
-		}
-		fs := &faultStream{ClientStream: s, n: n, f: f, cancel: cancel, from: from, method: method}
-		if f.kind == FaultDuplicate {
-			n.Count(f.kind)
-			// The copy runs alongside the call, or after it ended.
-			start := make(chan struct{})
-			if f.at%2 == 0 {
-				close(start)
-			} else {
-				go func() { <-sctx.Done(); close(start) }()
-			}
-			fs.shadow = newShadow(ctx, start, desc, cc, method, streamer, opts)
-		}
-		return fs, nil
-	}
-}
-
-// faultStream is a client stream that may break (a request or response
-// lost) or have a shadow (a duplicate of the whole call).
-type faultStream struct {
-	grpc.ClientStream
-	n      *Network
-	f      fault
-	cancel context.CancelFunc
-	shadow *shadow
-	from   string
-	method string
-
-	mu           sync.Mutex
-	sent, recvd  int
-	broken       bool
-	brokenReason string
-}
-
-func (s *faultStream) breakNow(what string) error {
-	s.mu.Lock()
-	if !s.broken {
-		s.broken, s.brokenReason = true, what
-		s.n.Count(s.f.kind)
-	}
-	s.mu.Unlock()
-	s.cancel()
-	return lost(what)
-}
-
-func (s *faultStream) isBroken() (bool, string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.broken, s.brokenReason
-}
-
-// next returns a message counter's value and increments it.
-func (s *faultStream) next(counter *int) int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	i := *counter
-	*counter++
-	return i
-}
-
-func (s *faultStream) SendMsg(m any) error {
-	if b, what := s.isBroken(); b {
-		return lost(what)
-	}
-	if i := s.next(&s.sent); s.f.kind == FaultDropRequest && i == s.f.at {
-		return s.breakNow("request")
-	}
-	if s.shadow != nil {
-		s.shadow.send(m)
-	}
-	return s.ClientStream.SendMsg(m)
-}
-
-func (s *faultStream) CloseSend() error {
-	if s.shadow != nil {
-		s.shadow.closeSend()
-	}
-	return s.ClientStream.CloseSend()
-}
-
-func (s *faultStream) RecvMsg(m any) error {
-	if b, what := s.isBroken(); b {
-		return lost(what)
-	}
-	err := s.ClientStream.RecvMsg(m)
-	if err != nil {
-		s.cancel()
-		return err
-	}
-	if i := s.next(&s.recvd); s.f.kind == FaultDropResponse && i == s.f.at {
-		return s.breakNow("response")
-	}
-	s.n.deliver(s.from, s.method, m)
-	return nil
-}
-
-// shadow replays a stream's requests on a second stream of the same method
-// (its responses are read and discarded), as a duplicated call would.
-type shadow struct {
-	mu     sync.Mutex
-	cond   *sync.Cond
-	queue  []any
-	closed bool
-}
-
-func newShadow(ctx context.Context, start <-chan struct{}, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts []grpc.CallOption) *shadow {
-	sh := &shadow{}
-	sh.cond = sync.NewCond(&sh.mu)
-	go func() {
-		<-start
-		dctx, cancel := detached(ctx)
-		defer cancel()
-		s, err := streamer(dctx, desc, cc, method, opts...)
-		if err != nil {
-			sh.drop()
-			return
-		}
-		go func() {
-			for {
-				if err := s.RecvMsg(new(emptypb.Empty)); err != nil {
-					return
-				}
-			}
-		}()
-		for {
-			sh.mu.Lock()
-			for len(sh.queue) == 0 && !sh.closed {
-				sh.cond.Wait()
-			}
-			if len(sh.queue) == 0 {
-				sh.mu.Unlock()
-				_ = s.CloseSend()
-				<-dctx.Done()
-				return
-			}
-			m := sh.queue[0]
-			sh.queue = sh.queue[1:]
-			sh.mu.Unlock()
-			if m == nil || s.SendMsg(m) != nil {
-				sh.drop()
-				return
-			}
-		}
-	}()
-	return sh
-}
-
-// send queues a copy of a request (the caller may reuse its buffers).
-func (sh *shadow) send(m any) {
-	pm, ok := m.(proto.Message)
-	if !ok {
-		return
-	}
-	c := proto.Clone(pm)
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	if !sh.closed {
-		sh.queue = append(sh.queue, c)
-		sh.cond.Signal()
-	}
-}
-
-func (sh *shadow) closeSend() {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.closed = true
-	sh.cond.Signal()
-}
-
-func (sh *shadow) drop() {
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	sh.closed, sh.queue = true, nil
 }
 
 // gate is the partition state of a pair of nodes.
@@ -564,7 +298,7 @@ func (n *Network) track(node string, c net.Conn, g *gate) (*netConn, error) {
 	defer n.mu.Unlock()
 	if n.down[node] {
 		c.Close()
-		return nil, fmt.Errorf("sim: node %s is down", node)
+		return nil, fmt.Errorf("faultnet: node %s is down", node)
 	}
 	if n.conns[node] == nil {
 		n.conns[node] = map[*netConn]struct{}{}
@@ -606,7 +340,7 @@ func (n *Network) Dial(ctx context.Context, from, addr string, dial func(context
 	down := n.down[to]
 	n.mu.Unlock()
 	if down {
-		return nil, fmt.Errorf("sim: connection to %s refused: node down", to)
+		return nil, fmt.Errorf("faultnet: connection to %s refused: node down", to)
 	}
 	c, err := dial(ctx, addr)
 	if err != nil {
@@ -684,54 +418,3 @@ func FaultCounts(m map[string]int64) string {
 	}
 	return strings.Join(parts, ", ")
 }
-
-// bridge forwards TCP connections to a target address through the network
-// (for a node run as a process, whose own connections the network cannot
-// wrap): the pair (from, to) can then be partitioned.
-type bridge struct {
-	l        net.Listener
-	n        *Network
-	from, to string
-	target   func() string
-	wg       sync.WaitGroup
-}
-
-func (n *Network) newBridge(from, to string, target func() string) (*bridge, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return nil, err
-	}
-	b := &bridge{l: l, n: n, from: from, to: to, target: target}
-	b.wg.Add(1)
-	go b.serve()
-	return b, nil
-}
-
-func (b *bridge) addr() string { return b.l.Addr().String() }
-
-func (b *bridge) serve() {
-	defer b.wg.Done()
-	var d net.Dialer
-	for {
-		in, err := b.l.Accept()
-		if err != nil {
-			return
-		}
-		go func() {
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			out, err := b.n.Dial(ctx, b.from, b.target(), func(ctx context.Context, addr string) (net.Conn, error) {
-				return d.DialContext(ctx, "tcp", addr)
-			})
-			if err != nil {
-				in.Close()
-				return
-			}
-			go func() { _, _ = io.Copy(out, in); out.Close() }()
-			_, _ = io.Copy(in, out)
-			in.Close()
-		}()
-	}
-}
-
-func (b *bridge) close() { b.l.Close(); b.wg.Wait() }

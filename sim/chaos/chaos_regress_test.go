@@ -1,4 +1,4 @@
-package sim
+package chaos
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/sim/faultnet"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -24,7 +26,7 @@ func TestCreateJobRetryAfterDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	sch, owners := wdbcOwners(t, true)
-	_, u := startWithUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:2], AllowNoNoise: true})
+	_, u := startWithUser(ctx, t, sim.Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:2], AllowNoNoise: true})
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID, "hospital-x"},
 		MinOwners: 2, Deadline: time.Now().Add(2 * time.Second)})
 	if err != nil {
@@ -57,10 +59,10 @@ func TestCeremonyUnderDuplicates(t *testing.T) {
 	sch, owners := wdbcOwners(t, true)
 	owners = owners[:2]
 	for _, cc := range []struct{ n, t int }{{1, 1}, {3, 2}} {
-		net := NewNetwork(1)
-		net.SetEpoch(0, Rates{Duplicate: 1})
-		_, u := startWithUser(ctx, t, Config{Dir: t.TempDir(), CSPs: cc.n, Threshold: cc.t, Owners: owners, AllowNoNoise: true, Network: net})
-		net.SetEpoch(1, Rates{})
+		net := faultnet.NewNetwork(1)
+		net.SetEpoch(0, faultnet.Rates{Duplicate: 1})
+		_, u := startWithUser(ctx, t, sim.Config{Dir: t.TempDir(), CSPs: cc.n, Threshold: cc.t, Owners: owners, AllowNoNoise: true, Network: net})
+		net.SetEpoch(1, faultnet.Rates{})
 		if !exactNoiseOffJob(ctx, t, u, sch, owners) {
 			t.Errorf("committee %d-of-%d, ceremony under duplicates (%v): the release is not the exact sum", cc.t, cc.n, net.Counts())
 		}
@@ -69,7 +71,7 @@ func TestCeremonyUnderDuplicates(t *testing.T) {
 
 // exactNoiseOffJob runs a noise-off PCA job of the owners and reports
 // whether its release is the exact sum of their statistics.
-func exactNoiseOffJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schema, owners []OwnerConfig) bool {
+func exactNoiseOffJob(ctx context.Context, t *testing.T, u *user.Client, sch *schema.Schema, owners []sim.OwnerConfig) bool {
 	t.Helper()
 	var ids []string
 	for _, o := range owners {
@@ -102,13 +104,13 @@ func doneResult(ctx context.Context, t *testing.T, u *user.Client, spec *job.Spe
 
 // isExactSum reports whether a noise-off release is the exact sum of the
 // owners' statistics.
-func isExactSum(t *testing.T, res *job.Result, spec *job.Spec, sch *schema.Schema, owners []OwnerConfig) bool {
+func isExactSum(t *testing.T, res *job.Result, spec *job.Spec, sch *schema.Schema, owners []sim.OwnerConfig) bool {
 	t.Helper()
 	var rows [][]byte
 	for _, o := range owners {
 		rows = append(rows, o.CSV)
 	}
-	want, err := exactSum(spec, sch, rows)
+	want, err := sim.ExactSum(spec, sch, rows)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,10 +119,10 @@ func isExactSum(t *testing.T, res *job.Result, spec *job.Spec, sch *schema.Schem
 
 // startWithUser starts a cluster with a user "alice" (stopped at the end
 // of the test) and returns the user's client.
-func startWithUser(ctx context.Context, t *testing.T, cfg Config) (*Cluster, *user.Client) {
+func startWithUser(ctx context.Context, t *testing.T, cfg sim.Config) (*sim.Cluster, *user.Client) {
 	t.Helper()
 	cfg.Users, cfg.Logger = append(cfg.Users, "alice"), testLogger(t)
-	cl, err := Start(ctx, cfg)
+	cl, err := sim.Start(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,13 +147,13 @@ func TestCeremonyUnderLoss(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, true)
 	owners = owners[:2]
-	net := NewNetwork(7)
-	net.SetEpoch(0, Rates{DropRequest: 0.15, DropResponse: 0.15})
+	net := faultnet.NewNetwork(7)
+	net.SetEpoch(0, faultnet.Rates{DropRequest: 0.15, DropResponse: 0.15})
 	sctx, scancel := context.WithTimeout(ctx, time.Minute)
 	defer scancel()
-	_, u := startWithUser(sctx, t, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: owners, AllowNoNoise: true, Network: net})
+	_, u := startWithUser(sctx, t, sim.Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: owners, AllowNoNoise: true, Network: net})
 	t.Logf("ceremony done with %v", net.Counts())
-	net.SetEpoch(1, Rates{})
+	net.SetEpoch(1, faultnet.Rates{})
 	if !exactNoiseOffJob(ctx, t, u, sch, owners) {
 		t.Fatal("the release is not the exact sum")
 	}

@@ -1,4 +1,4 @@
-package sim
+package chaos
 
 import (
 	"bytes"
@@ -17,7 +17,7 @@ func TestChaosShort(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	var progress bytes.Buffer
-	rep, err := RunChaos(ctx, ChaosConfig{Seed: 20261123, Jobs: 12, JobsPerEpisode: 6, Parallel: 2, Dir: t.TempDir(), Progress: &progress, Logger: testLogger(t)})
+	rep, err := Run(ctx, Config{Seed: 20261123, Jobs: 12, JobsPerEpisode: 6, Parallel: 2, Dir: t.TempDir(), Progress: &progress, Logger: testLogger(t)})
 	t.Log("\n" + progress.String())
 	if rep != nil {
 		var out bytes.Buffer

@@ -1,7 +1,6 @@
-package sim
+package chaos
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"math"
@@ -14,8 +13,8 @@ import (
 	"github.com/fedpca/fedpca/owner"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
-	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/sim"
 )
 
 // The invariants the chaos suite checks after every job.
@@ -52,8 +51,8 @@ type Violation struct {
 	Detail      string `json:"detail"`
 }
 
-// ChaosReport is the outcome of a chaos run.
-type ChaosReport struct {
+// Report is the outcome of a chaos run.
+type Report struct {
 	Seed           uint64           `json:"seed"`
 	JobsPerEpisode int              `json:"jobs_per_episode"`
 	Episodes       int              `json:"episodes"`
@@ -70,8 +69,8 @@ type ChaosReport struct {
 	mu sync.Mutex
 }
 
-func newChaosReport(seed uint64, jpe int) *ChaosReport {
-	r := &ChaosReport{Seed: seed, JobsPerEpisode: jpe, FailReasons: map[string]int{}, Faults: map[string]int64{}}
+func newChaosReport(seed uint64, jpe int) *Report {
+	r := &Report{Seed: seed, JobsPerEpisode: jpe, FailReasons: map[string]int{}, Faults: map[string]int64{}}
 	for _, n := range invariantOrder {
 		r.Invariants = append(r.Invariants, &Invariant{Name: n})
 	}
@@ -79,10 +78,10 @@ func newChaosReport(seed uint64, jpe int) *ChaosReport {
 }
 
 // OK reports whether no invariant was violated.
-func (r *ChaosReport) OK() bool { return len(r.Violations) == 0 }
+func (r *Report) OK() bool { return len(r.Violations) == 0 }
 
 // add records checks of an invariant and its violations.
-func (r *ChaosReport) add(name string, checks int, violations []string, ep *episode, jobID string) {
+func (r *Report) add(name string, checks int, violations []string, ep *episode, jobID string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for _, inv := range r.Invariants {
@@ -97,7 +96,7 @@ func (r *ChaosReport) add(name string, checks int, violations []string, ep *epis
 }
 
 // verify records one check: ok, or a violation described by the format.
-func (r *ChaosReport) verify(name string, ok bool, ep *episode, jobID, format string, args ...any) {
+func (r *Report) verify(name string, ok bool, ep *episode, jobID, format string, args ...any) {
 	var v []string
 	if !ok {
 		v = []string{fmt.Sprintf(format, args...)}
@@ -105,7 +104,7 @@ func (r *ChaosReport) verify(name string, ok bool, ep *episode, jobID, format st
 	r.add(name, 1, v, ep, jobID)
 }
 
-func (r *ChaosReport) job(jr *jobRun) {
+func (r *Report) job(jr *jobRun) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Jobs++
@@ -120,13 +119,13 @@ func (r *ChaosReport) job(jr *jobRun) {
 	}
 }
 
-func (r *ChaosReport) episode() {
+func (r *Report) episode() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.Episodes++
 }
 
-func (r *ChaosReport) addFaults(m map[string]int64) {
+func (r *Report) addFaults(m map[string]int64) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	for k, v := range m {
@@ -136,7 +135,7 @@ func (r *ChaosReport) addFaults(m map[string]int64) {
 
 // WriteText prints the report: jobs, faults by kind, the invariants with
 // their checks and violations, and how to reproduce each violation.
-func (r *ChaosReport) WriteText(w io.Writer) {
+func (r *Report) WriteText(w io.Writer) {
 	fmt.Fprintf(w, "chaos: seed %d, %d jobs in %d episodes of %d, %.0f s\n", r.Seed, r.Jobs, r.Episodes, r.JobsPerEpisode, r.Wall)
 	fmt.Fprintf(w, "jobs: %d done, %d failed with a stated reason, %d not created\n", r.Done, r.Failed, r.NotCreated)
 	reasons := make([]string, 0, len(r.FailReasons))
@@ -250,13 +249,13 @@ func (ep *episode) checkJob(jr *jobRun) {
 	for i := range ep.plan.CSPs {
 		recs, err := ep.cl.CSP(i).Audit()
 		if err != nil {
-			r.verify(InvSwitch, false, ep, id, "%s audit: %v", cspID(i), err)
+			r.verify(InvSwitch, false, ep, id, "%s audit: %v", sim.CSPID(i), err)
 			continue
 		}
 		for _, rec := range recs {
 			if rec.JobID == id {
-				r.verify(InvSwitch, rec.Owners == len(uploaded) && slices.Contains(st.GetCspMembers(), cspID(i)), ep, id,
-					"%s switched it for %d owners (active %v); the job included %d, its members are %v", cspID(i), rec.Owners, rec.Active, len(uploaded), st.GetCspMembers())
+				r.verify(InvSwitch, rec.Owners == len(uploaded) && slices.Contains(st.GetCspMembers(), sim.CSPID(i)), ep, id,
+					"%s switched it for %d owners (active %v); the job included %d, its members are %v", sim.CSPID(i), rec.Owners, rec.Active, len(uploaded), st.GetCspMembers())
 			}
 		}
 	}
@@ -276,27 +275,7 @@ func (ep *episode) exactSum(spec *job.Spec, owners []string) ([]int64, error) {
 		}
 		rows = append(rows, ep.parts[i])
 	}
-	return exactSum(spec, ep.sch, rows)
-}
-
-// exactSum is the integer sum of the statistics of several owners' rows
-// (CSV) for a job: what a noise-off release must be.
-func exactSum(spec *job.Spec, sch *schema.Schema, rows [][]byte) ([]int64, error) {
-	var sum []int64
-	for _, csv := range rows {
-		acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
-		if err != nil {
-			return nil, err
-		}
-		v := acc.Pack()
-		if sum == nil {
-			sum = make([]int64, len(v))
-		}
-		for k := range v {
-			sum[k] += v[k]
-		}
-	}
-	return sum, nil
+	return sim.ExactSum(spec, ep.sch, rows)
 }
 
 // checkRelease compares the release with the exact sum of the included

@@ -1,4 +1,4 @@
-package sim
+package chaos
 
 import (
 	"context"
@@ -13,6 +13,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -57,7 +58,7 @@ func TestProxyDiskFull(t *testing.T) {
 	for _, o := range owners {
 		ids, identities = append(ids, o.ID), append(identities, "owner/"+o.ID)
 	}
-	cl, u := startWithUser(ctx, t, Config{Dir: dir, CSPs: 1, Identities: identities, AllowNoNoise: true})
+	cl, u := startWithUser(ctx, t, sim.Config{Dir: dir, CSPs: 1, Identities: identities, AllowNoNoise: true})
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: ids,
 		Deadline: time.Now().Add(2 * time.Minute)})
 	if err != nil {
@@ -71,7 +72,7 @@ func TestProxyDiskFull(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -146,7 +147,7 @@ func TestProxyDiskFull(t *testing.T) {
 }
 
 // handShare computes an owner's upload for a job, as the owner daemon does.
-func handShare(t *testing.T, ctx context.Context, cl *Cluster, pc fedpcav1.ProxyServiceClient, spec *job.Spec, o OwnerConfig) ([][]byte, *fedpcav1.UploadHeader) {
+func handShare(t *testing.T, ctx context.Context, cl *sim.Cluster, pc fedpcav1.ProxyServiceClient, spec *job.Spec, o sim.OwnerConfig) ([][]byte, *fedpcav1.UploadHeader) {
 	t.Helper()
 	p := cl.Params()
 	var cmt *fedpcav1.GetCommitteeResponse
@@ -160,7 +161,7 @@ func handShare(t *testing.T, ctx context.Context, cl *Cluster, pc fedpcav1.Proxy
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := OwnerUpload(spec, o.Schema, p, cpk, o.CSV)
+	up, err := sim.OwnerUpload(spec, o.Schema, p, cpk, o.CSV)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,8 @@
-package sim
+package procs
 
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
 	"errors"
 	"fmt"
 	"os"
@@ -20,51 +19,21 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
-	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
-
-// Upload is an owner's upload for a job: its encrypted statistics, as the
-// owner daemon computes them, and the header that announces them.
-type Upload struct {
-	Header *fedpcav1.UploadHeader
-	Blobs  [][]byte
-}
-
-// OwnerUpload computes the upload of an owner holding the rows csv for a
-// job (no noise share: the owners' plans add theirs in the owner daemon).
-func OwnerUpload(spec *job.Spec, sch *schema.Schema, p he.Params, cpk *rlwe.PublicKey, csv []byte) (Upload, error) {
-	acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
-	if err != nil {
-		return Upload{}, err
-	}
-	cts, err := job.OwnerCiphertexts(spec, sch, p, cpk, acc, nil)
-	if err != nil {
-		return Upload{}, err
-	}
-	h := sha256.New()
-	up := Upload{}
-	for _, ct := range cts {
-		b := p.Codecs().Ciphertext.Marshal(ct)
-		h.Write(b)
-		up.Blobs = append(up.Blobs, b)
-	}
-	up.Header = &fedpcav1.UploadHeader{JobId: spec.ID(), Ciphertexts: uint32(len(cts)), Digest: h.Sum(nil)}
-	return up, nil
-}
 
 // LoadConfig describes a load test: Owners owners with Rows rows each of d
 // = D synthetic features upload at the same moment to one proxy process.
 type LoadConfig struct {
 	Owners, Rows, D int
-	Binary          string // the fedpca executable (the proxy runs as a process)
-	// ProxyMemoryLimit is the proxy's GOMEMLIMIT ("" for none).
-	ProxyMemoryLimit string
-	Seed             uint64
-	Logger           hclog.Logger
+	// Launcher runs the proxy as a process.
+	Launcher *Launcher
+	Seed     uint64
+	Logger   hclog.Logger
 }
 
 // LoadReport is what a load test measured. Latencies run from the moment
@@ -103,8 +72,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
-	data := Synthetic(cfg.Owners*cfg.Rows, cfg.D, 5, cfg.Seed)
-	parts, err := Split(data, "label", cfg.Owners, "iid", cfg.Seed)
+	data := sim.Synthetic(cfg.Owners*cfg.Rows, cfg.D, 5, cfg.Seed)
+	parts, err := sim.Split(data, "label", cfg.Owners, "iid", cfg.Seed)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +92,8 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		ids[i] = fmt.Sprintf("owner-%05d", i+1)
 		idents[i] = "owner/" + ids[i]
 	}
-	cl, err := Start(ctx, Config{Dir: dir, CSPs: 3, Threshold: 2, Users: []string{"analyst"}, Identities: idents, TCP: true,
-		Binary: cfg.Binary, ProxyProcess: true, ProxyMemoryLimit: cfg.ProxyMemoryLimit, Logger: cfg.Logger})
+	cl, err := sim.Start(ctx, sim.Config{Dir: dir, CSPs: 3, Threshold: 2, Users: []string{"analyst"}, Identities: idents, TCP: true,
+		Processes: cfg.Launcher, ProxyProcess: true, Logger: cfg.Logger})
 	if err != nil {
 		return nil, err
 	}
@@ -158,7 +127,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 			}
 		}
 	}()
-	ups := make([]Upload, cfg.Owners)
+	ups := make([]sim.Upload, cfg.Owners)
 	var cpk *rlwe.PublicKey
 	var cpkOnce sync.Once
 	p := cl.Params()
@@ -167,7 +136,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		if err != nil {
 			return err
 		}
-		conn, err := d.Dial(cl.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
+		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			return err
 		}
@@ -193,7 +162,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		return nil, errors.New("load: no committee key")
 	}
 	err = parallel(ctx, cfg.Owners, func(_ context.Context, i int) (err error) {
-		ups[i], err = OwnerUpload(spec, sch, p, cpk, parts[i])
+		ups[i], err = sim.OwnerUpload(spec, sch, p, cpk, parts[i])
 		return err
 	})
 	if err != nil {
@@ -202,7 +171,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	rep := &LoadReport{Owners: cfg.Owners, Prepare: time.Since(prepStart).Seconds()}
 
 	// Release every upload at once.
-	cpu0, err := cl.ProxyCPUSeconds()
+	cpu0, err := cfg.Launcher.ProxyCPUSeconds()
 	if err != nil {
 		return nil, err
 	}
@@ -237,12 +206,12 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	close(release)
 	wg.Wait()
 	rep.Window = time.Since(released).Seconds()
-	cpu1, err := cl.ProxyCPUSeconds()
+	cpu1, err := cfg.Launcher.ProxyCPUSeconds()
 	if err != nil {
 		return nil, err
 	}
 	rep.ProxyCPU = cpu1 - cpu0
-	if rep.ProxyPeakRSS, err = cl.ProxyPeakRSS(); err != nil {
+	if rep.ProxyPeakRSS, err = cfg.Launcher.ProxyPeakRSS(); err != nil {
 		return nil, err
 	}
 	slices.Sort(latency)
@@ -267,7 +236,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 // uploadLikeAnOwner uploads until acknowledged, as the owner daemon does:
 // transient errors are retried after the proxy's retry hint or a jittered
 // backoff, until the deadline. It counts busy answers and other retries.
-func uploadLikeAnOwner(ctx context.Context, c fedpcav1.ProxyServiceClient, up Upload, deadline time.Time) (busy, retries int, err error) {
+func uploadLikeAnOwner(ctx context.Context, c fedpcav1.ProxyServiceClient, up sim.Upload, deadline time.Time) (busy, retries int, err error) {
 	b := transport.Backoff{Initial: time.Second, Max: 30 * time.Second}
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()

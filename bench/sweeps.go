@@ -1,0 +1,291 @@
+package main
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"sort"
+	"strings"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/datasets"
+	"github.com/fedpca/fedpca/protocol/analysis"
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/sim"
+)
+
+// The two budget-split experiments that chose dp.DefaultSplit and
+// dp.DefaultSplitFor(DCA): central noise only, on every shared dataset,
+// reproducible noise (a SHA-256 counter stream; production noise comes from
+// crypto/rand). They print tables and assert nothing.
+
+// splitSweep measures PCA utility (q/q0, k = 5) for budget splits between
+// the R, v and n blocks at the central noise level (suite split-sweep,
+// about a minute).
+func splitSweep() {
+	type split struct {
+		name string
+		s    dp.Split
+	}
+	var splits []split
+	for _, r := range []float64{0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995} {
+		for _, vn := range []float64{0.5, 0.8, 0.95} { // share of the rest going to v
+			rest := 1 - r
+			splits = append(splits, split{fmt.Sprintf("R%.2f/v%.3f/n%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
+		}
+	}
+	names := []string{"wdbc", "wine", "digits", "iris", "sonar", "glass", "satellite", "australian", "german_numeric", "letter"}
+	const seeds = 30
+	epsilons := []float64{0.5, 1, 2}
+	// mean q/q0 per split, per epsilon, averaged over datasets and seeds.
+	score := make([][]float64, len(splits))
+	perDataset := map[string][]float64{}
+	for i := range score {
+		score[i] = make([]float64, len(epsilons))
+	}
+	for _, name := range names {
+		ds := loadSchema(name, 16)
+		spec := &job.Spec{Analysis: job.PCA, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}
+		acc, _, err := job.ReadStatistics(spec, ds.schema, bytes.NewReader(ds.csv))
+		if err != nil {
+			check(err)
+		}
+		l := acc.Layout()
+		clean := acc.Pack()
+		rel, _ := stats.Unpack(l, 16, clean)
+		trueSc, err := job.Moments(rel).Scatters()
+		if err != nil {
+			check(err)
+		}
+		k := min(5, l.D)
+		delta := job.DefaultDelta
+		for si, sp := range splits {
+			for ei, eps := range epsilons {
+				cal, err := dp.Calibrate(eps, delta, sp.s, l, ds.schema.Bound(), 16)
+				if err != nil {
+					check(err)
+				}
+				sum := 0.0
+				for seed := range seeds {
+					rnd := &counterStream{seed: sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d/%d", name, si, ei, seed))}
+					noise, err := cal.NoiseVector(l, big.NewRat(1, 1), rnd, 1)
+					if err != nil {
+						check(err)
+					}
+					vec := append([]int64(nil), clean...)
+					for i := range vec {
+						vec[i] += noise[i]
+					}
+					nrel, _ := stats.Unpack(l, 16, vec)
+					sc, err := job.Moments(nrel).Scatters()
+					if err != nil {
+						check(err)
+					}
+					sv := cal.SigmaData(stats.BlockV)
+					comp, err := sc.ShrinkCentring(float64(l.K) * sv * sv).PCA(k)
+					if err != nil {
+						check(err)
+					}
+					sum += capturedVariance(trueSc.ST, comp.W)
+				}
+				q := sum / seeds
+				score[si][ei] += q / float64(len(names))
+				perDataset[name] = append(perDataset[name], q)
+			}
+		}
+	}
+	best := 0
+	avg := func(i int) float64 {
+		s := 0.0
+		for _, v := range score[i] {
+			s += v
+		}
+		return s / float64(len(epsilons))
+	}
+	fmt.Printf("%-26s %s  mean\n", "split", strings.Repeat(" ", 0)+fmt.Sprint(epsilons))
+	for i, sp := range splits {
+		if avg(i) > avg(best) {
+			best = i
+		}
+		fmt.Printf("%-26s", sp.name)
+		for _, v := range score[i] {
+			fmt.Printf(" %.4f", v)
+		}
+		fmt.Printf("  %.4f\n", avg(i))
+	}
+	fmt.Printf("best: %s\n", splits[best].name)
+	for _, name := range names {
+		fmt.Printf("%-15s", name)
+		for i := range splits {
+			if i%3 == 1 { // v share 0.8 of the rest
+				v := perDataset[name][i*len(epsilons)+1] // epsilon 1
+				fmt.Printf(" %.4f", v)
+			}
+		}
+		fmt.Println()
+	}
+	if math.IsNaN(avg(best)) {
+		check(errors.New("NaN utility"))
+	}
+}
+
+// dcaSweep measures DCA utility (nearest-centroid accuracy on the
+// projections, 5-fold CV) for budget splits and regulariser multipliers at
+// the central noise level (suite dca-sweep).
+func dcaSweep() {
+	type split struct {
+		name string
+		s    dp.Split
+	}
+	var splits []split
+	for _, r := range []float64{0.1, 0.2, 0.3, 0.4, 0.95} {
+		for _, vn := range []float64{0.7, 0.8, 0.9} {
+			rest := 1 - r
+			splits = append(splits, split{fmt.Sprintf("%.2f/%.3f/%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
+		}
+	}
+	mults := []float64{1, 2}
+	epsilons := []float64{0.5, 1, 2}
+	const seeds = 8
+	names := []string{"wdbc", "wine", "digits", "iris", "sonar", "glass", "satellite", "australian", "german_numeric", "letter"}
+	score := map[string][]float64{} // split/mult -> per-epsilon mean accuracy gap
+	for _, name := range names {
+		data, err := datasets.CSV(name)
+		check(err)
+		sch, err := schema.Infer(bytes.NewReader(data), name, "label")
+		if err != nil {
+			check(err)
+		}
+		spec := &job.Spec{Analysis: job.DCA, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}
+		acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(data))
+		if err != nil {
+			check(err)
+		}
+		l := acc.Layout()
+		clean := acc.Pack()
+		rows, err := sim.MapRows(sch, data)
+		if err != nil {
+			check(err)
+		}
+		crel, _ := stats.Unpack(l, 16, clean)
+		central, _, err := analysis.SolveWithRetry(job.DCA, job.Moments(crel), analysis.Options{})
+		if err != nil {
+			check(err)
+		}
+		base := rows.Accuracy(central.Mean, central.W, 1)
+		delta := 1 / float64(acc.Rows())
+		for _, sp := range splits {
+			for _, m := range mults {
+				key := fmt.Sprintf("%s x%.2f", sp.name, m)
+				if score[key] == nil {
+					score[key] = make([]float64, len(epsilons))
+				}
+				for ei, eps := range epsilons {
+					cal, err := dp.Calibrate(eps, delta, sp.s, l, sch.Bound(), 16)
+					if err != nil {
+						check(err)
+					}
+					sum := 0.0
+					for seed := range seeds {
+						seedBytes := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%v/%d", name, key, eps, seed))
+						noise, err := cal.NoiseVector(l, big.NewRat(1, 1), &counterStream{seed: seedBytes}, 1)
+						if err != nil {
+							check(err)
+						}
+						vec := append([]int64(nil), clean...)
+						for i := range vec {
+							vec[i] += noise[i]
+						}
+						rel, _ := stats.Unpack(l, 16, vec)
+						c, _, err := analysis.SolveWithRetry(job.DCA, job.Moments(rel), analysis.Options{Regularizer: analysis.Regularizer{NoiseStd: m * cal.SigmaData(stats.BlockR)}})
+						if err != nil {
+							check(err)
+						}
+						sum += rows.Accuracy(c.Mean, c.W, 1) - base
+					}
+					score[key][ei] += sum / seeds / float64(len(names))
+				}
+			}
+		}
+	}
+	fmt.Printf("%-26s %v  mean accuracy change vs non-private DCA (10 datasets, %d seeds)\n", "split x noise-margin", epsilons, seeds)
+	for _, sp := range splits {
+		for _, m := range mults {
+			key := fmt.Sprintf("%s x%.2f", sp.name, m)
+			mean := 0.0
+			var cells []string
+			for _, v := range score[key] {
+				cells = append(cells, fmt.Sprintf("%+.4f", v))
+				mean += v / float64(len(epsilons))
+			}
+			fmt.Printf("%-26s %s  %+.4f\n", key, strings.Join(cells, " "), mean)
+		}
+	}
+}
+
+// sweepDataset is a bundled dataset and its inferred schema.
+type sweepDataset struct {
+	csv    []byte
+	schema *schema.Schema
+}
+
+func loadSchema(name string, bits uint) sweepDataset {
+	raw, err := datasets.CSV(name)
+	check(err)
+	sch, err := schema.Infer(bytes.NewReader(raw), name, "label")
+	check(err)
+	sch.Bits = bits
+	return sweepDataset{csv: raw, schema: sch}
+}
+
+// counterStream is a deterministic byte stream (SHA-256 in counter mode) for
+// reproducible experiments.
+type counterStream struct {
+	seed [32]byte
+	ctr  uint64
+	buf  []byte
+}
+
+func (c *counterStream) Read(p []byte) (int, error) {
+	n := 0
+	for n < len(p) {
+		if len(c.buf) == 0 {
+			var b [40]byte
+			copy(b[:], c.seed[:])
+			binary.LittleEndian.PutUint64(b[32:], c.ctr)
+			c.ctr++
+			h := sha256.Sum256(b[:])
+			c.buf = h[:]
+		}
+		k := copy(p[n:], c.buf)
+		c.buf = c.buf[k:]
+		n += k
+	}
+	return n, nil
+}
+
+// capturedVariance is q/q0: the variance of the true scatter s captured by the
+// top-k components w, relative to the best possible (its top-k eigenvalues).
+func capturedVariance(s *mat.SymDense, w *mat.Dense) float64 {
+	_, k := w.Dims()
+	var eig mat.EigenSym
+	eig.Factorize(s, false)
+	vals := eig.Values(nil)
+	sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
+	q0 := 0.0
+	for _, v := range vals[:k] {
+		q0 += v
+	}
+	var sw, wsw mat.Dense
+	sw.Mul(s, w)
+	wsw.Mul(w.T(), &sw)
+	return mat.Trace(&wsw) / q0
+}

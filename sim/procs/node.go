@@ -1,0 +1,170 @@
+package procs
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/proxy"
+	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// RunNode runs a child's node until ctx is done, logging JSON lines to log:
+// the child's side of Launcher (`fedpca simulate node`).
+func RunNode(ctx context.Context, cfg NodeConfig, log io.Writer) error {
+	ml, err := net.Listen("tcp", cfg.MetricsListen)
+	if err != nil {
+		return err
+	}
+	switch {
+	case cfg.Proxy != nil && cfg.Farm == nil:
+		return runProxy(ctx, *cfg.Proxy, ml, log)
+	case cfg.Farm != nil && cfg.Proxy == nil:
+		return runFarm(ctx, *cfg.Farm, ml, log)
+	}
+	ml.Close()
+	return errors.New("procs: a node config names exactly one of proxy and farm")
+}
+
+func credentials(n sim.Node) (*transport.Credentials, error) {
+	if n.Insecure {
+		return nil, nil
+	}
+	return transport.LoadCredentials(n.Certs)
+}
+
+func runProxy(ctx context.Context, n sim.ProxyNode, ml net.Listener, log io.Writer) error {
+	logger := hclog.New(&hclog.LoggerOptions{Name: "proxy", Level: hclog.Info, JSONFormat: true, Output: log})
+	creds, err := credentials(n.Node)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", n.Listen)
+	if err != nil {
+		return err
+	}
+	p, err := proxy.New(proxy.Config{ID: n.ID, Listener: l, Creds: creds, Insecure: n.Insecure, Store: n.State, MetricsListener: ml,
+		Committee: n.Committee, Threshold: n.Threshold, AllowNoNoise: n.AllowNoNoise, MaxConnections: n.MaxConnections,
+		MaxWatchers: n.MaxWatchers, SwitchTimeout: n.SwitchTimeout, Logger: logger})
+	if err != nil {
+		return err
+	}
+	return p.Run(ctx)
+}
+
+// runFarm runs a farm's owners. Its /metrics serves every owner's fedpca_
+// series with the label owner, and the process's own.
+func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) error {
+	logger := hclog.New(&hclog.LoggerOptions{Name: "farm", Level: hclog.Info, JSONFormat: true, Output: log})
+	params, err := he.NewDefaultParams() // one parameter set for every owner of the farm
+	if err != nil {
+		return err
+	}
+	farm := farmGatherer{owners: map[string]prometheus.Gatherer{}, self: prometheus.NewRegistry()}
+	farm.self.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	var owners []*owner.Owner
+	for _, fo := range f.Owners {
+		b, err := os.ReadFile(fo.Schema)
+		if err != nil {
+			return err
+		}
+		sch, err := schema.Parse(b)
+		if err != nil {
+			return err
+		}
+		id := transport.Identity{Role: transport.RoleOwner, ID: fo.ID}
+		d := transport.Dialer{Insecure: f.Insecure, Self: id}
+		if !f.Insecure {
+			if d.Creds, err = transport.LoadCredentials(filepath.Join(f.Certs, "owner-"+fo.ID)); err != nil {
+				return err
+			}
+		}
+		m := transport.NewMetrics()
+		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: f.Proxy, Store: filepath.Join(f.State, "owner-"+fo.ID),
+			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}}, Metrics: m,
+			Policy: sim.OwnerPolicy(fo.AllowNoNoise), PollInterval: f.Poll, IdleTimeout: f.Idle, Logger: logger.With("id", fo.ID), Params: &params})
+		if err != nil {
+			return err
+		}
+		farm.owners[fo.ID] = m.Registry
+		owners = append(owners, o)
+	}
+	srv := &http.Server{Handler: promhttp.HandlerFor(farm, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(ml) }()
+	defer srv.Close()
+	var wg sync.WaitGroup
+	errs := make(chan error, len(owners))
+	for _, o := range owners {
+		wg.Add(1)
+		go func() { defer wg.Done(); errs <- o.Run(ctx) }()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil && !errors.Is(err, context.Canceled) {
+			return err
+		}
+	}
+	return nil
+}
+
+// farmGatherer gathers the farm process's own series and every owner's
+// fedpca_ series, each labelled with its owner.
+type farmGatherer struct {
+	owners map[string]prometheus.Gatherer
+	self   *prometheus.Registry
+}
+
+func (g farmGatherer) Gather() ([]*dto.MetricFamily, error) {
+	out, err := g.self.Gather()
+	if err != nil {
+		return nil, err
+	}
+	byName := map[string]*dto.MetricFamily{}
+	ids := make([]string, 0, len(g.owners))
+	for id := range g.owners {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		mfs, err := g.owners[id].Gather()
+		if err != nil {
+			return nil, err
+		}
+		for _, mf := range mfs {
+			if len(mf.GetName()) < 7 || mf.GetName()[:7] != "fedpca_" {
+				continue
+			}
+			f := byName[mf.GetName()]
+			if f == nil {
+				f = &dto.MetricFamily{Name: mf.Name, Help: mf.Help, Type: mf.Type}
+				byName[mf.GetName()] = f
+				out = append(out, f)
+			}
+			for _, m := range mf.GetMetric() {
+				m = proto.Clone(m).(*dto.Metric)
+				m.Label = append(m.Label, &dto.LabelPair{Name: proto.String("owner"), Value: proto.String(id)})
+				f.Metric = append(f.Metric, m)
+			}
+		}
+	}
+	return out, nil
+}
