@@ -96,7 +96,7 @@ type CSP struct {
 	switches uint64
 	// switching serialises key switches per job; memberMu serialises the use
 	// of the member's key material (lattigo objects are not concurrent-safe).
-	switching sync.Map
+	switching jobLocks
 	memberMu  sync.Mutex
 }
 

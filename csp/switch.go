@@ -139,9 +139,49 @@ func headerDigest(hd *fedpcav1.KeySwitchHeader) hash.Hash {
 	return h
 }
 
-func (c *CSP) jobLock(id string) *sync.Mutex {
-	m, _ := c.switching.LoadOrStore(id, &sync.Mutex{})
-	return m.(*sync.Mutex)
+// jobLocks serialises the key switches of each job. A job's lock lives
+// while a switch of that job holds or waits for it, and is deleted when the
+// last one leaves: a member that switches job after job keeps no state per
+// job. The zero value is ready; safe for concurrent use.
+type jobLocks struct {
+	mu    sync.Mutex
+	locks map[string]*jobLock
+}
+
+type jobLock struct {
+	sync.Mutex
+	users int // switches holding or waiting for it; guarded by jobLocks.mu
+}
+
+// lock waits for the job's lock and returns its release.
+func (l *jobLocks) lock(id string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*jobLock{}
+	}
+	m := l.locks[id]
+	if m == nil {
+		m = &jobLock{}
+		l.locks[id] = m
+	}
+	m.users++
+	l.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		l.mu.Lock()
+		if m.users--; m.users == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// len is the number of jobs with a switch in progress or waiting.
+func (l *jobLocks) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.locks)
 }
 
 // KeySwitch implements fedpcav1.CspServiceServer.
@@ -169,9 +209,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		c.m.switches.WithLabelValues("refused").Inc()
 		return err
 	}
-	lock := c.jobLock(hd.GetJobId())
-	lock.Lock()
-	defer lock.Unlock()
+	defer c.switching.lock(hd.GetJobId())()
 
 	h := headerDigest(hd)
 	cts := make([]*rlwe.Ciphertext, chk.n)

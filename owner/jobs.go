@@ -320,7 +320,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		return
 	}
 	o.mu.Lock()
-	o.shares[id] = compute
+	o.shares.add(id, compute)
 	o.mu.Unlock()
 	o.m.shares.Observe(compute.Seconds())
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped,

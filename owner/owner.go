@@ -213,7 +213,7 @@ type Owner struct {
 	proxy  fedpcav1.ProxyServiceClient
 	busy   map[string]bool
 	again  map[string]func()        // what to run once a busy job's handler returns
-	shares map[string]time.Duration // job -> time to compute and encrypt the share
+	shares recentTimes // job -> time to compute and encrypt the share, for the last jobs
 	cpk    *rlwe.PublicKey          // the committee key, cached by fingerprint
 	cpkFP  string
 }
@@ -254,7 +254,7 @@ func New(cfg Config) (*Owner, error) {
 	if cfg.Dialer.Metrics == nil {
 		cfg.Dialer.Metrics = cfg.Metrics
 	}
-	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, again: map[string]func(){}, watching: newWatchState(), shares: map[string]time.Duration{}, health: health.NewServer()}
+	o := &Owner{cfg: cfg, log: cfg.Logger, datasets: map[string]*Dataset{}, busy: map[string]bool{}, again: map[string]func(){}, watching: newWatchState(), health: health.NewServer()}
 	var err error
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -342,12 +342,39 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicK
 var errWrongCommittee = errors.New("committee key refused")
 
 // ShareTime returns how long computing and encrypting this owner's share of
-// a job took (reading the rows included), if it computed one in this run.
+// a job took (reading the rows included), if it computed one in this run
+// among its last sharesKept jobs (the histogram
+// fedpca_owner_share_seconds has them all).
 func (o *Owner) ShareTime(jobID string) (time.Duration, bool) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	d, ok := o.shares[jobID]
+	d, ok := o.shares.times[jobID]
 	return d, ok
+}
+
+// sharesKept bounds the share times an owner keeps: a daemon that runs for
+// years does not grow with the jobs it has done.
+const sharesKept = 256
+
+// recentTimes holds the times of the last sharesKept jobs; the zero value is
+// ready. Not safe for concurrent use.
+type recentTimes struct {
+	times map[string]time.Duration
+	order []string // the jobs in times, oldest first
+}
+
+func (r *recentTimes) add(id string, d time.Duration) {
+	if r.times == nil {
+		r.times = map[string]time.Duration{}
+	}
+	if _, ok := r.times[id]; !ok {
+		if len(r.order) == sharesKept {
+			delete(r.times, r.order[0])
+			r.order = append(r.order[:0], r.order[1:]...)
+		}
+		r.order = append(r.order, id)
+	}
+	r.times[id] = d
 }
 
 // Balance returns a dataset's privacy budget balance.
