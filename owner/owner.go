@@ -212,9 +212,9 @@ type Owner struct {
 	conn   *grpc.ClientConn
 	proxy  fedpcav1.ProxyServiceClient
 	busy   map[string]bool
-	again  map[string]func()        // what to run once a busy job's handler returns
-	shares recentTimes // job -> time to compute and encrypt the share, for the last jobs
-	cpk    *rlwe.PublicKey          // the committee key, cached by fingerprint
+	again  map[string]func() // what to run once a busy job's handler returns
+	shares recentTimes       // job -> time to compute and encrypt the share, for the last jobs
+	cpk    *rlwe.PublicKey   // the committee key, cached by fingerprint
 	cpkFP  string
 }
 
