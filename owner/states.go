@@ -44,7 +44,9 @@ func (p Part) Final() bool { return len(partSteps[p]) == 0 }
 
 // CanBecome reports whether a record in part p may be written as part to in
 // one step: the transitions the owner's store allows.
-func (p Part) CanBecome(to Part) bool { return to.Known() && (p == to || slices.Contains(partSteps[p], to)) }
+func (p Part) CanBecome(to Part) bool {
+	return to.Known() && (p == to || slices.Contains(partSteps[p], to))
+}
 
 // Reaches reports whether a record in part p may be in part to after any
 // number of steps (p itself included): what a record read before a crash may
