@@ -395,7 +395,7 @@ func (o *Owner) Run(ctx context.Context) error {
 	}
 	conn, err := d.Dial(o.cfg.ProxyAddr, transport.Identity{Role: transport.RoleProxy})
 	if err != nil {
-		return fmt.Errorf("owner: %w", err)
+		return errors.Join(fmt.Errorf("owner: %w", err), o.db.Close())
 	}
 	o.mu.Lock()
 	o.conn, o.proxy = conn, fedpcav1.NewProxyServiceClient(conn)
