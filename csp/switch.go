@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -375,11 +376,33 @@ func (c *CSP) storeShares(rec *switchRecord, shares [][]byte) error {
 }
 
 // Audit returns the audit records of every switch, oldest first.
-func (c *CSP) Audit() ([]SwitchRecord, error) {
+func (c *CSP) Audit() ([]SwitchRecord, error) { return audit(c.db) }
+
+// ReadAudit returns the audit records of every switch a stopped member made,
+// oldest first, read from its state directory (read-only; a member that
+// runs holds its store: transport.ErrStoreLocked). A directory without a
+// store has no records.
+func ReadAudit(store string) ([]SwitchRecord, error) {
+	db, err := transport.ReadStore(store, dbFileName)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("csp: %w", err)
+	}
+	defer db.Close()
+	return audit(db)
+}
+
+func audit(db *bolt.DB) ([]SwitchRecord, error) {
 	var out []switchRecord
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSwitches).ForEachBucket(func(k []byte) error {
-			r, err := decodeSwitchRecord(string(k), tx.Bucket(bucketSwitches).Bucket(k).Get(recordKey))
+	err := db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSwitches)
+		if b == nil {
+			return nil
+		}
+		return b.ForEachBucket(func(k []byte) error {
+			r, err := decodeSwitchRecord(string(k), b.Bucket(k).Get(recordKey))
 			if err != nil {
 				return err
 			}
