@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	bolt "go.etcd.io/bbolt"
+	berrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fedpca/fedpca/transport"
 )
@@ -19,7 +20,7 @@ func TestRunClosesStoreWhenDialFails(t *testing.T) {
 	if err := o.Run(context.Background()); err == nil {
 		t.Fatal("Run dialed without an identity")
 	}
-	if err := o.db.View(func(*bolt.Tx) error { return nil }); !errors.Is(err, bolt.ErrDatabaseNotOpen) {
+	if err := o.db.View(func(*bolt.Tx) error { return nil }); !errors.Is(err, berrors.ErrDatabaseNotOpen) {
 		t.Fatalf("store after Run failed to dial: %v, want closed", err)
 	}
 }
