@@ -16,6 +16,10 @@ test: ## run every test with the race detector, then the race-excluded heavy tes
 	$(GO) test -race -timeout 60m $(PKGS)
 	$(GO) test -count 1 -run 'TestNoiseMargin10k' ./protocol/he
 
+.PHONY: test-short
+test-short: ## the fast tier: every package's unit tests with -short (no race detector; under 2 minutes on 2 cores)
+	$(GO) test -short -timeout 10m $(PKGS)
+
 .PHONY: check
 check: ## gofmt, go vet, staticcheck, import boundaries, regenerated protos, docs/CLI.md fresh, go mod tidy clean
 	./scripts/check.sh

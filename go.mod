@@ -14,6 +14,7 @@ require (
 	github.com/tuneinsight/lattigo/v5 v5.0.7
 	github.com/urfave/cli/v3 v3.6.2
 	go.etcd.io/bbolt v1.4.3
+	go.uber.org/goleak v1.3.0
 	golang.org/x/net v0.60.0
 	golang.org/x/sync v0.23.0
 	gonum.org/v1/gonum v0.17.0

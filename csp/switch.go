@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"hash"
 	"io"
+	"os"
 	"slices"
 	"sync"
 	"time"
@@ -139,9 +140,49 @@ func headerDigest(hd *fedpcav1.KeySwitchHeader) hash.Hash {
 	return h
 }
 
-func (c *CSP) jobLock(id string) *sync.Mutex {
-	m, _ := c.switching.LoadOrStore(id, &sync.Mutex{})
-	return m.(*sync.Mutex)
+// jobLocks serialises the key switches of each job. A job's lock lives
+// while a switch of that job holds or waits for it, and is deleted when the
+// last one leaves: a member that switches job after job keeps no state per
+// job. The zero value is ready; safe for concurrent use.
+type jobLocks struct {
+	mu    sync.Mutex
+	locks map[string]*jobLock
+}
+
+type jobLock struct {
+	sync.Mutex
+	users int // switches holding or waiting for it; guarded by jobLocks.mu
+}
+
+// lock waits for the job's lock and returns its release.
+func (l *jobLocks) lock(id string) (unlock func()) {
+	l.mu.Lock()
+	if l.locks == nil {
+		l.locks = map[string]*jobLock{}
+	}
+	m := l.locks[id]
+	if m == nil {
+		m = &jobLock{}
+		l.locks[id] = m
+	}
+	m.users++
+	l.mu.Unlock()
+	m.Lock()
+	return func() {
+		m.Unlock()
+		l.mu.Lock()
+		if m.users--; m.users == 0 {
+			delete(l.locks, id)
+		}
+		l.mu.Unlock()
+	}
+}
+
+// len is the number of jobs with a switch in progress or waiting.
+func (l *jobLocks) len() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.locks)
 }
 
 // KeySwitch implements fedpcav1.CspServiceServer.
@@ -169,9 +210,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		c.m.switches.WithLabelValues("refused").Inc()
 		return err
 	}
-	lock := c.jobLock(hd.GetJobId())
-	lock.Lock()
-	defer lock.Unlock()
+	defer c.switching.lock(hd.GetJobId())()
 
 	h := headerDigest(hd)
 	cts := make([]*rlwe.Ciphertext, chk.n)
@@ -337,11 +376,33 @@ func (c *CSP) storeShares(rec *switchRecord, shares [][]byte) error {
 }
 
 // Audit returns the audit records of every switch, oldest first.
-func (c *CSP) Audit() ([]SwitchRecord, error) {
+func (c *CSP) Audit() ([]SwitchRecord, error) { return audit(c.db) }
+
+// ReadAudit returns the audit records of every switch a stopped member made,
+// oldest first, read from its state directory (read-only; a member that
+// runs holds its store: transport.ErrStoreLocked). A directory without a
+// store has no records.
+func ReadAudit(store string) ([]SwitchRecord, error) {
+	db, err := transport.ReadStore(store, dbFileName)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("csp: %w", err)
+	}
+	defer db.Close()
+	return audit(db)
+}
+
+func audit(db *bolt.DB) ([]SwitchRecord, error) {
 	var out []switchRecord
-	err := c.db.View(func(tx *bolt.Tx) error {
-		return tx.Bucket(bucketSwitches).ForEachBucket(func(k []byte) error {
-			r, err := decodeSwitchRecord(string(k), tx.Bucket(bucketSwitches).Bucket(k).Get(recordKey))
+	err := db.View(func(tx *bolt.Tx) error {
+		b := tx.Bucket(bucketSwitches)
+		if b == nil {
+			return nil
+		}
+		return b.ForEachBucket(func(k []byte) error {
+			r, err := decodeSwitchRecord(string(k), b.Bucket(k).Get(recordKey))
 			if err != nil {
 				return err
 			}

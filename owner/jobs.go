@@ -21,19 +21,8 @@ import (
 	"github.com/fedpca/fedpca/transport"
 )
 
-// Parts: what this owner did about a job (JobRecord.State).
-const (
-	PartDeclined  = "declined"
-	PartUploading = "uploading" // reserved, upload stored, not acknowledged yet
-	PartUploaded  = "uploaded"  // acknowledged, budget committed
-	PartReleased  = "released"  // reservation returned, nothing included
-	PartRefunded  = "refunded"  // included, but the job failed before any key switch
-	PartSkipped   = "skipped"   // the job had ended before this owner saw it
-	PartCompleted = "completed" // included, and the job ended (budget spent)
-)
-
 type jobNote struct {
-	State   string `json:"state"`
+	State   Part   `json:"state"`
 	Dataset string `json:"dataset"`
 	// Code is the decline code sent to the proxy (job.Decline's name);
 	// Reason the local detail, which never leaves the owner.
@@ -52,7 +41,7 @@ var bucketUploads = []byte("uploads") // job/NNNNNN -> stored ciphertext bytes
 // JobRecord is what this owner did about a job.
 type JobRecord struct {
 	Job     string `json:"job"`
-	State   string `json:"state"` // one of the Part constants
+	State   Part   `json:"state"`
 	Dataset string `json:"dataset,omitempty"`
 	// Code is the decline code the proxy was told (declined jobs only);
 	// Reason is the local detail.
@@ -105,9 +94,7 @@ func (o *Owner) decodeNote(v []byte) (*jobNote, error) {
 	if err := json.Unmarshal(v, &n); err != nil {
 		return nil, fmt.Errorf("job note: %w", err)
 	}
-	switch n.State {
-	case PartDeclined, PartUploading, PartUploaded, PartReleased, PartRefunded, PartSkipped, PartCompleted:
-	default:
+	if !n.State.Known() {
 		return nil, fmt.Errorf("job note: unknown state %q", n.State)
 	}
 	if n.Blobs < 0 || n.Blobs > o.params.Chunks(stats.MaxLen) {
@@ -116,7 +103,18 @@ func (o *Owner) decodeNote(v []byte) (*jobNote, error) {
 	return &n, nil
 }
 
+// putNote writes a job's note, refusing a transition its part does not
+// allow (Part.CanBecome).
 func putNote(tx *bolt.Tx, id string, n jobNote) error {
+	var from jobNote
+	if v := tx.Bucket(bucketJobs).Get([]byte(id)); v != nil {
+		if err := json.Unmarshal(v, &from); err != nil {
+			return fmt.Errorf("job %s: its note: %w", id, err)
+		}
+	}
+	if err := checkPart(id, from.State, n.State); err != nil {
+		return err
+	}
 	n.At = time.Now().UTC()
 	v, err := json.Marshal(n)
 	if err != nil {

@@ -5,25 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 
 	"github.com/fedpca/fedpca/protocol/dp"
-)
-
-// Ledger entry states (PROTOCOL.md section 8).
-const (
-	// Reserved: the job's rho is set aside before the owner computes its
-	// share; it counts against the budget.
-	Reserved = "reserved"
-	// Committed: the upload was acknowledged; the rho is spent.
-	Committed = "committed"
-	// Released: the reservation was returned (nothing was uploaded).
-	Released = "released"
-	// Refunded: the job failed before any key switch, so nothing was ever
-	// released from the data.
-	Refunded = "refunded"
 )
 
 // ErrBudget reports a job that the dataset's remaining budget cannot pay.
@@ -167,8 +154,9 @@ func put(b *bolt.Bucket, e entry) error {
 	return b.Put([]byte(e.Job), v)
 }
 
-// transition moves a job's entry from one of the given states to another.
-func (l *ledger) transition(dataset, jobID, to string, from ...string) error {
+// transition moves a job's entry to another state, if its state allows it
+// (ledgerSteps); an entry already there is left alone.
+func (l *ledger) transition(dataset, jobID, to string) error {
 	return l.db.Update(func(tx *bolt.Tx) error {
 		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
 		if b == nil {
@@ -185,11 +173,7 @@ func (l *ledger) transition(dataset, jobID, to string, from ...string) error {
 		if e.State == to {
 			return nil
 		}
-		ok := false
-		for _, f := range from {
-			ok = ok || e.State == f
-		}
-		if !ok {
+		if !slices.Contains(ledgerSteps[e.State], to) {
 			return fmt.Errorf("ledger %s: job %s is %s, cannot become %s: %w", dataset, jobID, e.State, to, errTransition)
 		}
 		e.State, e.At = to, time.Now().UTC()
@@ -199,18 +183,18 @@ func (l *ledger) transition(dataset, jobID, to string, from ...string) error {
 
 // Commit marks a reservation spent (the upload was acknowledged).
 func (l *ledger) Commit(dataset, jobID string) error {
-	return l.transition(dataset, jobID, Committed, Reserved)
+	return l.transition(dataset, jobID, Committed)
 }
 
 // Release returns a reservation that was never uploaded.
 func (l *ledger) Release(dataset, jobID string) error {
-	return l.transition(dataset, jobID, Released, Reserved)
+	return l.transition(dataset, jobID, Released)
 }
 
 // ReleaseIfReserved releases a job's reservation if it has one (no entry,
 // or an entry in another state, is left alone).
 func (l *ledger) ReleaseIfReserved(dataset, jobID string) error {
-	err := l.transition(dataset, jobID, Released, Reserved)
+	err := l.transition(dataset, jobID, Released)
 	if errors.Is(err, errNoEntry) || errors.Is(err, errTransition) {
 		return nil
 	}
@@ -219,7 +203,7 @@ func (l *ledger) ReleaseIfReserved(dataset, jobID string) error {
 
 // Refund returns a committed job that failed before any key switch.
 func (l *ledger) Refund(dataset, jobID string) error {
-	return l.transition(dataset, jobID, Refunded, Committed, Reserved)
+	return l.transition(dataset, jobID, Refunded)
 }
 
 // Entries returns a dataset's entries.

@@ -231,6 +231,9 @@ func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobPr
 			return err
 		}
 		j.rec.jobProgress = prog
+		if ended(prog.State) {
+			j.unshareTicket()
+		}
 		j.notify()
 		return nil
 	}
@@ -278,8 +281,10 @@ func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
 // fields fixed at creation, and the owner's inclusion proof. The ticket
 // (spec, signature, certificate, schema: a few KiB however many owners the
 // job has) is fetched by every owner within seconds, so it is encoded once
-// and shared (transport.Share); only the proof, at most
-// job.MaxProofHashes hashes, is encoded per owner. j.mu must be held.
+// and shared (transport.Share) while the job runs; only the proof, at most
+// job.MaxProofHashes hashes, is encoded per owner. An ended job's ticket is
+// not shared (few owners ask for it then), so that the process keeps no
+// encoding per finished job. j.mu must be held.
 func (j *jobState) ticketResponse(owner string) (*fedpcav1.GetJobResponse, error) {
 	i, ok := j.owners.Index(owner)
 	if !ok {
@@ -290,10 +295,21 @@ func (j *jobState) ticketResponse(owner string) (*fedpcav1.GetJobResponse, error
 			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(j.spec.NumOwners), DeadlineUnix: j.spec.Deadline.Unix(),
 			CreatedUnix: j.rec.Created.Unix()}
 		j.ticket = &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
-		transport.Share(j.ticket)
+		if !ended(j.rec.State) {
+			transport.Share(j.ticket)
+		}
 	}
 	p := j.owners.Proof(i)
 	return &fedpcav1.GetJobResponse{Job: j.ticket, OwnerProof: &fedpcav1.OwnerProof{Index: uint32(p.Index), Path: p.Path}}, nil
+}
+
+// unshareTicket forgets the ticket's shared encoding when the job ends
+// (responses being sent keep their bytes). j.mu must be held.
+func (j *jobState) unshareTicket() {
+	if j.ticket != nil {
+		transport.Unshare(j.ticket)
+		j.ticket = nil
+	}
 }
 
 func ended(s fedpcav1.JobState) bool {

@@ -134,3 +134,34 @@ func BenchmarkTicket(b *testing.B) {
 		})
 	}
 }
+
+// TestTicketUnsharedWhenJobEnds: a job's shared ticket is released when the
+// job ends (a daemon that finished a thousand jobs keeps no encoding for
+// them), and an ended job's ticket is served without being shared again.
+func TestTicketUnsharedWhenJobEnds(t *testing.T) {
+	j, owners := ticketJob(t, 4, 3)
+	before := transport.SharedLen()
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if _, err := j.ticketResponse(owners[0]); err != nil {
+		t.Fatal(err)
+	}
+	if got := transport.SharedLen(); got != before+1 {
+		t.Fatalf("open job: %d shared encodings, want %d", got, before+1)
+	}
+	p := &Proxy{hub: newWatchHub(1, "test")}
+	done := func(prog *jobProgress) { prog.State = fedpcav1.JobState_JOB_STATE_DONE }
+	if err := p.commit(j, done, func(*jobProgress) error { return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if got := transport.SharedLen(); got != before {
+		t.Fatalf("ended job: %d shared encodings, want %d", got, before)
+	}
+	r, err := j.ticketResponse(owners[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.GetJob().GetStatus().GetJobId() != j.id || transport.SharedLen() != before {
+		t.Fatalf("ended job's ticket: job %q, %d shared encodings, want %q and %d", r.GetJob().GetStatus().GetJobId(), transport.SharedLen(), j.id, before)
+	}
+}

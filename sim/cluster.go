@@ -19,7 +19,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -366,7 +365,7 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 	uid := transport.Identity{Role: transport.RoleUser, ID: id}
 	dir := filepath.Join(c.cfg.Dir, "state", "user-"+id)
 	kp, err := user.LoadKeys(dir, c.params)
-	if errors.Is(err, os.ErrNotExist) || (err != nil && strings.Contains(err.Error(), "keygen")) {
+	if errors.Is(err, user.ErrNoKeys) {
 		kp, err = user.GenerateKeys(dir, c.params)
 	}
 	if err != nil {

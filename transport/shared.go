@@ -79,3 +79,11 @@ func (c sharingCodec) Marshal(v any) (mem.BufferSlice, error) {
 func sharingCodecOption() grpc.ServerOption {
 	return grpc.ForceServerCodecV2(sharingCodec{encoding.GetCodecV2("proto")})
 }
+
+// SharedLen is the number of messages whose encodings are shared: what a
+// long-running daemon must not let grow with the jobs it has finished.
+func SharedLen() int {
+	n := 0
+	shared.Range(func(any, any) bool { n++; return true })
+	return n
+}

@@ -29,8 +29,23 @@ func OpenStore(dir, file string) (*bolt.DB, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("state directory: %w", err)
 	}
+	return openStore(filepath.Join(dir, file), false)
+}
+
+// ReadStore opens a node's store in dir read-only, for a command that reads
+// a stopped node's state (the store is locked while the node runs:
+// ErrStoreLocked). A missing store is an error wrapping os.ErrNotExist;
+// nothing is created.
+func ReadStore(dir, file string) (*bolt.DB, error) {
 	path := filepath.Join(dir, file)
-	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: storeLockWait})
+	if _, err := os.Stat(path); err != nil {
+		return nil, fmt.Errorf("open store: %w", err)
+	}
+	return openStore(path, true)
+}
+
+func openStore(path string, readOnly bool) (*bolt.DB, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{Timeout: storeLockWait, ReadOnly: readOnly})
 	if errors.Is(err, berrors.ErrTimeout) {
 		return nil, fmt.Errorf("%w at %s: stop it first, or give this node its own --state directory", ErrStoreLocked, path)
 	}

@@ -82,7 +82,7 @@ func (c *Client) Ticket(ctx context.Context, id string) (*job.Spec, *schema.Sche
 		return nil, nil, fmt.Errorf("job %s: the proxy sent another schema than the spec's", short(id))
 	}
 	if c.cfg.Keys.Public == nil {
-		return nil, nil, errNoKeys
+		return nil, nil, ErrNoKeys
 	}
 	if fp := job.Fingerprint(c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public)); fp != spec.UserKey {
 		return nil, nil, fmt.Errorf("job %s is for the HE key %s…, not this key directory's %s…: use the --keys it was created with", short(id), spec.UserKey[:min(12, len(spec.UserKey))], fp[:12])

@@ -1,9 +1,3 @@
-// Package user is the data user's side of fedpca: its HE key pair, job
-// creation (build the spec, sign its ID with the user's certificate key,
-// register it with the proxy), waiting with progress, fetching the result
-// under its own key, decrypting and analysing it, and writing the result
-// document, the components as CSV and as NumPy arrays, and the noisy
-// release. Re-analysing a saved result costs no privacy (Reanalyze).
 package user
 
 import (
@@ -58,7 +52,16 @@ func GenerateKeys(dir string, p he.Params) (he.KeyPair, error) {
 	return kp, nil
 }
 
-// LoadKeys reads a key pair written by GenerateKeys.
+// noKeys wraps a key file that cannot be read: a missing one is ErrNoKeys.
+func noKeys(err error) error {
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: %w", ErrNoKeys, err)
+	}
+	return fmt.Errorf("HE keys: %w", err)
+}
+
+// LoadKeys reads a key pair written by GenerateKeys; a key directory without
+// them gives ErrNoKeys.
 func LoadKeys(dir string, p he.Params) (he.KeyPair, error) {
 	skPath := filepath.Join(dir, SecretKeyFile)
 	if fi, err := os.Stat(skPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
@@ -66,7 +69,7 @@ func LoadKeys(dir string, p he.Params) (he.KeyPair, error) {
 	}
 	skb, err := os.ReadFile(skPath)
 	if err != nil {
-		return he.KeyPair{}, fmt.Errorf("HE keys: %w (run `fedpca user keygen` first)", err)
+		return he.KeyPair{}, noKeys(err)
 	}
 	sk, err := p.Codecs().SecretKey.Unmarshal(skb)
 	if err != nil {
@@ -74,7 +77,7 @@ func LoadKeys(dir string, p he.Params) (he.KeyPair, error) {
 	}
 	pkb, err := os.ReadFile(filepath.Join(dir, PublicKeyFile))
 	if err != nil {
-		return he.KeyPair{}, fmt.Errorf("HE keys: %w", err)
+		return he.KeyPair{}, noKeys(err)
 	}
 	pk, err := p.Codecs().PublicKey.Unmarshal(pkb)
 	if err != nil {
@@ -174,7 +177,9 @@ func NewClient(cfg Config) (*Client, error) {
 	return c, nil
 }
 
-var errNoKeys = errors.New("user: no HE key pair (run fedpca user keygen, and give its directory with --keys)")
+// ErrNoKeys: the client has no HE key pair, or its key directory holds
+// none (LoadKeys wraps it with the file it missed).
+var ErrNoKeys = errors.New("user: no HE key pair (run fedpca user keygen, and give its directory with --keys)")
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
@@ -200,7 +205,7 @@ func (c *Client) call(ctx context.Context, what string, timeout time.Duration, f
 // publishes.
 func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	if c.cfg.Keys.Public == nil {
-		return nil, errNoKeys
+		return nil, ErrNoKeys
 	}
 	c.mu.Lock()
 	cmt := c.cmt
@@ -421,7 +426,7 @@ type Sealed struct {
 // against the job the user signed, without decrypting it.
 func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) (*Sealed, error) {
 	if c.cfg.Keys.Secret == nil {
-		return nil, errNoKeys
+		return nil, ErrNoKeys
 	}
 	l, err := s.Layout(sch)
 	if err != nil {
@@ -458,7 +463,7 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 // network).
 func (c *Client) Open(r *Sealed) (*job.Result, error) {
 	if c.cfg.Keys.Secret == nil {
-		return nil, errNoKeys
+		return nil, ErrNoKeys
 	}
 	s, sch, hd := r.spec, r.sch, r.header
 	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, r.cts)

@@ -51,15 +51,11 @@ func ProjectCSV(res *Result, sch *schema.Schema, in io.Reader, out io.Writer, ea
 	z := make([]float64, d)
 	rec := make([]string, len(header))
 	n := 0
-	for {
-		q, class, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for row, err := range rd.All() {
 		if err != nil {
 			return n, err
 		}
-		for i, x := range q {
+		for i, x := range row.Values {
 			z[i] = float64(x) * scale
 		}
 		coords, label := c.Project(z), ""
@@ -67,7 +63,7 @@ func ProjectCSV(res *Result, sch *schema.Schema, in io.Reader, out io.Writer, ea
 			rec[j] = strconv.FormatFloat(v, 'g', -1, 64)
 		}
 		if withLabel {
-			label = sch.Classes[class]
+			label = sch.Classes[row.Class]
 			rec[k] = label
 		}
 		if each != nil {

@@ -3,7 +3,6 @@ package schema
 import (
 	"errors"
 	"fmt"
-	"io"
 	"math"
 	"strings"
 )
@@ -58,11 +57,7 @@ func (s *Schema) Check(src Rows) (*CheckReport, error) {
 			rep.Ignored = append(rep.Ignored, c)
 		}
 	}
-	for {
-		_, _, err := rd.Next()
-		if err == io.EOF {
-			break
-		}
+	for _, err := range rd.All() {
 		if err == nil {
 			rep.Rows++
 			continue

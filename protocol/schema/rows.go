@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"math"
 	"strings"
 
@@ -315,6 +316,31 @@ func (rd *Reader) Next() ([]int64, int, error) {
 		rd.clipped++
 	}
 	return rd.row, class, nil
+}
+
+// Row is a row as Reader.All yields it: quantized and clipped, and its class.
+type Row struct {
+	Values []int64 // reused by the following row
+	Class  int
+}
+
+// All iterates over the remaining rows (Next until io.EOF, which is not
+// yielded). A row that cannot be read is yielded as its error (a *RowError)
+// and the iteration goes on with the next row; any other error is yielded
+// last.
+func (rd *Reader) All() iter.Seq2[Row, error] {
+	return func(yield func(Row, error) bool) {
+		for {
+			v, class, err := rd.Next()
+			if err == io.EOF {
+				return
+			}
+			var re *RowError
+			if !yield(Row{Values: v, Class: class}, err) || (err != nil && !errors.As(err, &re)) {
+				return
+			}
+		}
+	}
 }
 
 // Skip reads the remaining rows without mapping them and returns how many

@@ -224,7 +224,7 @@ func (ep *episode) checkJob(jr *jobRun) {
 			continue
 		}
 		for _, rec := range recs {
-			if rec.Job == id && slices.Contains([]string{owner.PartUploaded, owner.PartCompleted, owner.PartRefunded}, rec.State) && !slices.Contains(acked, o) {
+			if rec.Job == id && slices.Contains([]owner.Part{owner.PartUploaded, owner.PartCompleted, owner.PartRefunded}, rec.State) && !slices.Contains(acked, o) {
 				acked = append(acked, o)
 			}
 		}

@@ -232,20 +232,6 @@ func (ep *episode) crashCSP(ctx context.Context, e event, pause func()) {
 	}
 }
 
-// ledger successor states: what an entry may become.
-var ledgerNext = map[string][]string{
-	owner.Reserved:  {owner.Reserved, owner.Committed, owner.Released, owner.Refunded},
-	owner.Committed: {owner.Committed, owner.Refunded},
-	owner.Released:  {owner.Released},
-	owner.Refunded:  {owner.Refunded},
-}
-
-// partNext: what an owner's part in a job may become (the others are final).
-var partNext = map[string][]string{
-	owner.PartUploading: {owner.PartUploading, owner.PartUploaded, owner.PartReleased, owner.PartCompleted, owner.PartRefunded},
-	owner.PartUploaded:  {owner.PartUploaded, owner.PartCompleted, owner.PartRefunded},
-}
-
 func (ep *episode) crashOwner(e event, pause func()) {
 	id := ownerName(e.target)
 	o := ep.cl.Owner(id)
@@ -273,7 +259,7 @@ func (ep *episode) crashOwner(e event, pause func()) {
 	ep.restartChecked(1 + len(ledgerBefore) + len(recsBefore))
 	for _, b := range ledgerBefore {
 		i := slices.IndexFunc(ledgerAfter, func(a owner.LedgerEntry) bool { return a.Job == b.Job })
-		if i < 0 || !slices.Contains(ledgerNext[b.State], ledgerAfter[i].State) || ledgerAfter[i].Rho != b.Rho {
+		if i < 0 || !owner.LedgerReaches(b.State, ledgerAfter[i].State) || ledgerAfter[i].Rho != b.Rho {
 			got := "missing"
 			if i >= 0 {
 				got = ledgerAfter[i].State
@@ -283,12 +269,8 @@ func (ep *episode) crashOwner(e event, pause func()) {
 	}
 	for _, b := range recsBefore {
 		i := slices.IndexFunc(recsAfter, func(a owner.JobRecord) bool { return a.Job == b.Job })
-		next, ok := partNext[b.State]
-		if !ok {
-			next = []string{b.State}
-		}
-		if i < 0 || !slices.Contains(next, recsAfter[i].State) {
-			got := "missing"
+		if i < 0 || !b.State.Reaches(recsAfter[i].State) {
+			got := owner.Part("missing")
 			if i >= 0 {
 				got = recsAfter[i].State
 			}
