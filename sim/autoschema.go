@@ -257,11 +257,8 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 	if err != nil {
 		return u, err
 	}
-	for {
-		if _, _, err := rd.Next(); err != nil {
-			if errors.Is(err, io.EOF) {
-				break
-			}
+	for _, err := range rd.All() {
+		if err != nil {
 			return u, err
 		}
 	}

@@ -3,7 +3,6 @@ package sim
 import (
 	"bytes"
 	"errors"
-	"io"
 	"math"
 	"math/rand/v2"
 	"sort"
@@ -65,19 +64,15 @@ func mapRows(sch *schema.Schema, data []byte) (*labelledRows, error) {
 	scale := math.Ldexp(1, -int(sch.Bits))
 	var vals []float64
 	var y []int
-	for {
-		q, k, err := rd.Next()
-		if errors.Is(err, io.EOF) {
-			break
-		}
+	for row, err := range rd.All() {
 		if err != nil {
 			return nil, err
 		}
 		if len(vals)+d <= maxUtilityValues {
-			for _, x := range q {
+			for _, x := range row.Values {
 				vals = append(vals, float64(x)*scale)
 			}
-			y = append(y, k)
+			y = append(y, row.Class)
 		}
 	}
 	if len(y) == 0 {
