@@ -1,12 +1,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
@@ -16,7 +14,6 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/source"
 )
 
@@ -46,19 +43,9 @@ func pipeline(ctx context.Context, n, d, reps int, pythons []string) {
 	dir, err := os.MkdirTemp("", "fedpca-bench-pipeline-")
 	check(err)
 	defer os.RemoveAll(dir)
-	data := sim.Synthetic(n, d, 3, 1)
-	sample := data
-	if i := nthLine(data, 10001); i > 0 {
-		sample = data[:i]
-	}
-	sch, err := schema.Infer(bytes.NewReader(sample), "synthetic", "label")
-	check(err)
-	schPath := filepath.Join(dir, "schema.json")
-	check(os.WriteFile(schPath, sch.Canonical(), 0o644))
-	csvPath := filepath.Join(dir, "rows.csv")
-	check(os.WriteFile(csvPath, data, 0o644))
+	data, schPath, csvPath := writeSynthetic(dir, n, d)
 	size := len(data)
-	data, sample = nil, nil
+	data = nil // the child reads the file
 
 	self, err := os.Executable()
 	check(err)

@@ -37,17 +37,7 @@ func sources(ctx context.Context, counts []int, d int) {
 	check(err)
 	fmt.Printf("| source | rows | d | read time | rows/s | owner peak RSS |\n|---|---|---|---|---|---|\n")
 	for _, n := range counts {
-		data := sim.Synthetic(n, d, 3, 1)
-		sample := data
-		if i := nthLine(data, 10001); i > 0 {
-			sample = data[:i]
-		}
-		sch, err := schema.Infer(bytes.NewReader(sample), "synthetic", "label")
-		check(err)
-		schPath := filepath.Join(dir, "schema.json")
-		check(os.WriteFile(schPath, sch.Canonical(), 0o644))
-		csvPath := filepath.Join(dir, fmt.Sprintf("rows-%d.csv", n))
-		check(os.WriteFile(csvPath, data, 0o644))
+		data, schPath, csvPath := writeSynthetic(dir, n, d)
 		var z bytes.Buffer
 		w := gzip.NewWriter(&z)
 		_, _ = w.Write(data)
@@ -118,4 +108,22 @@ func nthLine(b []byte, n int) int {
 		off += i + 1
 	}
 	return off
+}
+
+// writeSynthetic writes n synthetic rows of d features (sim.Synthetic) as
+// dir/rows-n.csv and the schema inferred from their first 10,000 rows (public
+// for the benchmark) as dir/schema.json.
+func writeSynthetic(dir string, n, d int) (data []byte, schPath, csvPath string) {
+	data = sim.Synthetic(n, d, 3, 1)
+	sample := data
+	if i := nthLine(data, 10001); i > 0 {
+		sample = data[:i]
+	}
+	sch, err := schema.Infer(bytes.NewReader(sample), "synthetic", "label")
+	check(err)
+	schPath = filepath.Join(dir, "schema.json")
+	check(os.WriteFile(schPath, sch.Canonical(), 0o644))
+	csvPath = filepath.Join(dir, fmt.Sprintf("rows-%d.csv", n))
+	check(os.WriteFile(csvPath, data, 0o644))
+	return data, schPath, csvPath
 }

@@ -121,7 +121,7 @@ func (o *Owner) watch(ctx context.Context, wg *sync.WaitGroup) {
 		default:
 			o.log.Debug("job watch interrupted; reconnecting", "retry_in", pause, "error", err)
 		}
-		if sleep(ctx, pause) != nil {
+		if transport.Sleep(ctx, pause) != nil {
 			return
 		}
 	}
@@ -218,13 +218,3 @@ func isEnded(s fedpcav1.JobState) bool {
 	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
 }
 
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}

@@ -47,7 +47,7 @@ func (b *Backoff) Next() time.Duration {
 // [delay, 2 delay), so that owners told the same thing come back spread
 // over the time the server expects to need; otherwise as Wait. It returns
 // ctx's error if ctx ends first.
-func (b *Backoff) WaitFor(ctx context.Context, err error) error { return sleep(ctx, b.Pause(err)) }
+func (b *Backoff) WaitFor(ctx context.Context, err error) error { return Sleep(ctx, b.Pause(err)) }
 
 // Pause is the pause WaitFor makes after err.
 func (b *Backoff) Pause(err error) time.Duration {
@@ -87,9 +87,10 @@ func WithRetryDelay(st *status.Status, d time.Duration) *status.Status {
 func (b *Backoff) Reset() { b.n = 0 }
 
 // Wait pauses for Next, or returns ctx's error if ctx ends first.
-func (b *Backoff) Wait(ctx context.Context) error { return sleep(ctx, b.Next()) }
+func (b *Backoff) Wait(ctx context.Context) error { return Sleep(ctx, b.Next()) }
 
-func sleep(ctx context.Context, d time.Duration) error {
+// Sleep pauses for d, or returns ctx's error if ctx ends first.
+func Sleep(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
