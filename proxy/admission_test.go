@@ -3,6 +3,7 @@ package proxy
 import (
 	"context"
 	"errors"
+	"math"
 	"testing"
 	"time"
 
@@ -63,5 +64,22 @@ func TestAdmission(t *testing.T) {
 	r()
 	if a.queued.Load() != 0 {
 		t.Fatalf("queued %d after every release", a.queued.Load())
+	}
+}
+
+// TestWatchersFitMemoryLimit: the default number of watches fits the
+// memory limit (4,096 without one), and what it allows fits the limit.
+func TestWatchersFitMemoryLimit(t *testing.T) {
+	for _, c := range []struct {
+		limit    int64
+		min, max int
+	}{{math.MaxInt64, 4096, 4096}, {256 << 20, 1000, 2000}, {1 << 30, 4096, 4096}, {100 << 20, 64, 64}} {
+		n := defaultWatchers(64<<20, c.limit)
+		if n < c.min || n > c.max {
+			t.Errorf("limit %d MiB: %d watches, want %d to %d", c.limit>>20, n, c.min, c.max)
+		}
+		if need := memoryNeed(Config{UploadMemory: 64 << 20, MaxWatchers: n}); n > 64 && need > c.limit {
+			t.Errorf("limit %d MiB: %d watches need %d MiB", c.limit>>20, n, need>>20)
+		}
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"runtime/debug"
 	"sync"
 	"syscall"
 	"time"
@@ -65,9 +66,11 @@ type Config struct {
 	// with the owners' idle timeout, bounds the proxy's memory.
 	MaxConnections int
 	// MaxWatchers bounds the owners' job watches (WatchOwnerJobs) open at
-	// once (default 4,096; at most half of MaxConnections when that is
-	// set, so that owners beyond it still get connections to poll): beyond
-	// it a watch is refused with ResourceExhausted and the owner polls.
+	// once (default 4,096, or fewer when the memory limit GOMEMLIMIT has
+	// room for fewer at about 70 KB each; at most half of MaxConnections
+	// when that is set, so that owners beyond it still get connections to
+	// poll): beyond it a watch is refused with ResourceExhausted and the
+	// owner polls.
 	MaxWatchers int
 	// SwitchTimeout is how long a sealed job may wait for the committee
 	// before it fails (default 24 h).
@@ -227,7 +230,7 @@ func New(cfg Config) (*Proxy, error) {
 		cfg.MaxWaiting = 1024
 	}
 	if cfg.MaxWatchers <= 0 {
-		cfg.MaxWatchers = 4096
+		cfg.MaxWatchers = defaultWatchers(cfg.UploadMemory, debug.SetMemoryLimit(-1))
 	}
 	if cfg.MaxConnections > 0 {
 		cfg.MaxWatchers = max(1, min(cfg.MaxWatchers, cfg.MaxConnections/2))
@@ -273,6 +276,11 @@ func New(cfg Config) (*Proxy, error) {
 		return nil, err
 	}
 	p.hub = newWatchHub(cfg.MaxWatchers, p.store.epoch)
+	if need, limit := memoryNeed(cfg), debug.SetMemoryLimit(-1); need > limit {
+		p.log.Warn("the memory limit (GOMEMLIMIT) is below what the configured watches and uploads may hold: "+
+			"with that many owners connected the garbage collector would run without pause; raise GOMEMLIMIT or lower --max-watchers",
+			"limit_mib", limit>>20, "need_mib", need>>20, "max_watchers", cfg.MaxWatchers, "upload_memory_mib", cfg.UploadMemory>>20)
+	}
 	if err := p.load(); err != nil {
 		db.Close()
 		return nil, err
@@ -315,6 +323,30 @@ func (p *Proxy) load() error {
 		p.hub.seq = max(p.hub.seq, j.rec.Seq)
 	}
 	return nil
+}
+
+// watchConnBytes is what a watching owner's connection holds in the proxy,
+// measured at 10,000 watches (docs/SCALING.md): its HTTP/2 transport and
+// buffers, TLS state, the peer's certificate and four goroutines.
+const watchConnBytes = 70 << 10
+
+// baseBytes is a proxy's memory with no owner connected (measured: about
+// 50 MiB with the committee's connections).
+const baseBytes = 64 << 20
+
+// defaultWatchers is the default MaxWatchers: 4,096, or as many as the
+// memory limit (GOMEMLIMIT) leaves room for next to the uploads (at least
+// 64): a limit below the live heap makes the collector run without pause
+// (docs/SCALING.md).
+func defaultWatchers(uploadMemory, limit int64) int {
+	room := (limit - memoryNeed(Config{UploadMemory: uploadMemory})) / watchConnBytes
+	return int(max(64, min(4096, room)))
+}
+
+// memoryNeed is what a proxy configured so may hold at its busiest: every
+// watch open and every upload's memory in use.
+func memoryNeed(cfg Config) int64 {
+	return baseBytes + int64(cfg.MaxWatchers)*watchConnBytes + cfg.UploadMemory
 }
 
 // Run serves until ctx is done: it runs (or checks) the key ceremony,

@@ -227,7 +227,7 @@ func proxyCommand() *cli.Command {
 				intFlag("upload-memory", 64, "MiB of ciphertexts received at once (bounds memory; about 85 uploads of one 393 KB ciphertext)"),
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 60 KB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
-				intFlag("max-watchers", 4096, "owners' job watches served at once (at most half of --max-connections); owners beyond it poll"),
+				intFlag("max-watchers", 0, "owners' job watches served at once (0: 4,096, or as many as GOMEMLIMIT leaves room for at about 70 KB each; at most half of --max-connections); owners beyond it poll"),
 				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for clients with a certificate from the deployment's CA"),
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 			),
