@@ -217,4 +217,3 @@ func (o *Owner) lookUp(ctx context.Context, id string) {
 func isEnded(s fedpcav1.JobState) bool {
 	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
 }
-
