@@ -339,8 +339,34 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 }
 
 // Submit signs a spec and registers the job, with the owner list the spec
-// commits to (that of a spec this client built with Spec).
+// commits to (that of a spec this client built with Spec). It retries
+// until the job's deadline and no longer: then the job could take no
+// upload, and the error says the deadline passed (transport.DeadlineError).
 func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*fedpcav1.JobStatus, error) {
+	req, err := c.CreateRequest(s, sch)
+	if err != nil {
+		return nil, err
+	}
+	var resp *fedpcav1.CreateJobResponse
+	// Retried until the job's own deadline, not past it: a job created
+	// after its deadline could take no upload (docs/PROTOCOL.md, 3).
+	err = c.callBefore(ctx, "create job "+short(s.ID())+" on the proxy", s.Deadline, "job "+short(s.ID()), func(ctx context.Context) (err error) {
+		resp, err = c.proxy.CreateJob(ctx, req)
+		return err
+	})
+	if err != nil {
+		c.mu.Lock()
+		c.cmt = nil // the committee may have changed: ask again next time
+		c.mu.Unlock()
+		return nil, err
+	}
+	return resp.GetJob(), nil
+}
+
+// CreateRequest is the signed request that creates a job (Submit sends
+// it), with the owner list the spec commits to (that of a spec this client
+// built with Spec).
+func (c *Client) CreateRequest(s *job.Spec, sch *schema.Schema) (*fedpcav1.CreateJobRequest, error) {
 	c.mu.Lock()
 	owners, ok := c.owners[s.OwnersRoot]
 	c.mu.Unlock()
@@ -354,22 +380,8 @@ func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*
 			return nil, err
 		}
 	}
-	req := &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
-		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), Owners: owners}
-	var resp *fedpcav1.CreateJobResponse
-	// Retried until the job's own deadline, not past it: a job created
-	// after its deadline could take no upload (docs/PROTOCOL.md, 3).
-	err := c.callBefore(ctx, "create job "+short(s.ID())+" on the proxy", s.Deadline, "job "+short(s.ID()), func(ctx context.Context) (err error) {
-		resp, err = c.proxy.CreateJob(ctx, req)
-		return err
-	})
-	if err != nil {
-		c.mu.Lock()
-		c.cmt = nil // the committee may have changed: ask again next time
-		c.mu.Unlock()
-		return nil, err
-	}
-	return resp.GetJob(), nil
+	return &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
+		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), Owners: owners}, nil
 }
 
 // Wait follows a job until it ends, calling progress at every change. Each
