@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -25,13 +26,10 @@ func Load(ctx context.Context, n int, d time.Duration) (stop func()) {
 					x ^= x << 17
 				}
 			}
-			sink(x)
+			burnt.Add(x) // keeps the work from being optimised away
 		}()
 	}
 	return func() { cancel(); wg.Wait() }
 }
 
-var sinkMu sync.Mutex
-var sinkV uint64
-
-func sink(x uint64) { sinkMu.Lock(); sinkV ^= x; sinkMu.Unlock() }
+var burnt atomic.Uint64
