@@ -67,8 +67,9 @@ metrics-check: ## curl every daemon's /metrics during and after a real job and c
 
 SEED ?= 1
 CHAOS_JOBS ?= 200
+CHAOS_LOAD ?= 0
 
 .PHONY: chaos
-chaos: ## CHAOS_JOBS simulated jobs (default 200) under random faults from SEED; prints the invariants, fails on any violation
+chaos: ## CHAOS_JOBS simulated jobs (default 200) under random faults from SEED, CHAOS_LOAD cores kept busy; prints the invariants, fails on any violation
 	@mkdir -p out
-	$(GO) run ./cmd/fedpca simulate chaos --seed $(SEED) --jobs $(CHAOS_JOBS) --json out/chaos-report.json
+	$(GO) run ./cmd/fedpca simulate chaos --seed $(SEED) --jobs $(CHAOS_JOBS) --load-cores $(CHAOS_LOAD) --load-for 30m --json out/chaos-report.json

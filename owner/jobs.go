@@ -410,61 +410,71 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	})
 	// Retry transient failures with exponential backoff and full jitter
 	// (so that thousands of owners told the proxy is busy spread out), until
-	// the job's deadline; an owner that gives up tries again at its next
-	// poll.
+	// the job's deadline, not past it; an owner that gives up tries again at
+	// its next poll.
 	deadline := time.Unix(st.GetDeadlineUnix(), 0)
-	backoff := transport.Backoff{Initial: time.Second, Max: 30 * time.Second}
 	first := time.Now()
-	for attempt := 1; ctx.Err() == nil && time.Now().Before(deadline); attempt++ {
-		sent := time.Now()
-		resp, err := o.send(ctx, id, note.Dataset, blobs, deadline)
-		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
-		if err == nil {
-			o.m.uploadSeconds.Observe(time.Since(sent).Seconds())
-			for _, b := range blobs {
-				o.m.uploadBytes.Add(float64(len(b)))
-			}
-			// ms: from the first attempt to the acknowledgement (waits for
-			// a busy proxy included); rpc_ms: the acknowledged attempt.
-			o.log.Info("upload acknowledged", "job", id[:16], "again", resp.GetAlreadyIncluded(), "uploaded_owners", resp.GetUploadedOwners(),
-				"attempts", attempt, "ms", msSince(first), "rpc_ms", msSince(sent))
-			o.settleUploaded(id, note.Dataset)
-			return
-		}
-		switch {
-		case status.Code(err) == codes.AlreadyExists:
-			// Another upload of ours is in the sum (the store was lost after
-			// an acknowledged upload): the budget was spent.
-			o.log.Error("the proxy holds another upload from this owner", "job", id[:16], "error", status.Convert(err).Message())
-			o.settleUploaded(id, note.Dataset)
-			return
-		case retryable(err):
+	attempts := 0
+	var resp *fedpcav1.UploadResponse
+	err := transport.Retry(ctx, transport.Call{What: "upload to job " + id[:16], Timeout: uploadTimeout, Backoff: uploadPause,
+		Deadline: deadline, Serves: "job " + id[:16], Peer: "the proxy", Retryable: retryable,
+		OnRetry: func(attempt int, err error) {
 			if status.Code(err) != codes.ResourceExhausted {
 				o.log.Warn("upload failed; retrying", "job", id[:16], "attempt", attempt, "error", status.Convert(err).Message())
 			}
-			_ = backoff.WaitFor(ctx, err) // the proxy's hint when it is busy
-		default:
-			o.settleNotIncluded(id, note.Dataset, "upload refused: "+status.Convert(err).Message())
-			return
+		}}, func(ctx context.Context) (err error) {
+		attempts++
+		sent := time.Now()
+		resp, err = o.send(ctx, id, note.Dataset, blobs)
+		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
+		if err == nil {
+			o.m.uploadSeconds.Observe(time.Since(sent).Seconds())
+			// ms: from the first attempt to the acknowledgement (waits for
+			// a busy proxy included); rpc_ms: the acknowledged attempt.
+			o.log.Info("upload acknowledged", "job", id[:16], "again", resp.GetAlreadyIncluded(), "uploaded_owners", resp.GetUploadedOwners(),
+				"attempts", attempts, "ms", msSince(first), "rpc_ms", msSince(sent))
 		}
+		return err
+	})
+	switch {
+	case err == nil:
+		for _, b := range blobs {
+			o.m.uploadBytes.Add(float64(len(b)))
+		}
+		o.settleUploaded(id, note.Dataset)
+	case status.Code(err) == codes.AlreadyExists:
+		// Another upload of ours is in the sum (the store was lost after
+		// an acknowledged upload): the budget was spent.
+		o.log.Error("the proxy holds another upload from this owner", "job", id[:16], "error", transport.Message(err))
+		o.settleUploaded(id, note.Dataset)
+	case ctx.Err() != nil || retryable(err):
+		// Stopping, or the deadline came first: the next poll settles
+		// the part once the job has closed.
+		o.log.Warn("upload not acknowledged", "job", id[:16], "error", err)
+	default:
+		o.settleNotIncluded(id, note.Dataset, "upload refused: "+transport.Message(err))
 	}
 }
 
+// An upload's attempt lasts at most uploadTimeout (waiting for admission
+// among thousands of owners included), and no longer than the job's
+// deadline (transport.Retry). After a failed attempt the owner pauses
+// uploadPause (full jitter, at most 1 s) or the proxy's retry hint when it
+// is busy; an attempt waits for the connection to the proxy, whose own
+// reconnect backoff (10 s at most: thousands of owners) then bounds the
+// recovery (docs/RELIABILITY.md, "Recovery after an outage").
+const uploadTimeout = 10 * time.Minute
+
+var uploadPause = transport.Backoff{Initial: 250 * time.Millisecond, Max: time.Second}
+
 // send runs an upload: the header; when the proxy admits it, one ciphertext
-// per message; then the acknowledgement.
-// An attempt lasts at most 10 minutes (waiting for admission among
-// thousands of owners included), and no longer than the job's deadline. It
-// waits for the connection to the proxy to be ready rather than failing at
-// once while the connection backs off (the proxy restarting): the retries
-// in resume then do not stack on the connection's own backoff.
-func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte, deadline time.Time) (*fedpcav1.UploadResponse, error) {
-	if limit := time.Now().Add(10 * time.Minute); limit.Before(deadline) {
-		deadline = limit
-	}
-	cctx, cancel := context.WithDeadline(ctx, deadline)
-	defer cancel()
+// per message; then the acknowledgement. It waits for the connection to the
+// proxy to be ready rather than failing at once while the connection backs
+// off (the proxy restarting): the retries in resume then do not stack on
+// the connection's own backoff.
+func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte) (*fedpcav1.UploadResponse, error) {
 	hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: digest(blobs), Budget: o.budgetReport(dataset)}
-	return transport.Upload(cctx, o.proxy, hd, blobs, grpc.WaitForReady(true))
+	return transport.Upload(ctx, o.proxy, hd, blobs, grpc.WaitForReady(true))
 }
 
 // msSince is the time since t in milliseconds, for log fields.

@@ -24,19 +24,34 @@ type Dialer struct {
 	Options []grpc.DialOption
 	// Metrics, when set, count the payload bytes of the connections.
 	Metrics *Metrics
+	// ReconnectMaxDelay caps the pause between reconnect attempts
+	// (default DefaultReconnectMaxDelay). A user, one client that waits on
+	// its job, sets it lower (user.ReconnectMaxDelay) to be back within a
+	// second of an outage's end; owners keep the default, so that
+	// thousands of them do not come back to a restarted proxy at once.
+	ReconnectMaxDelay time.Duration
 }
+
+// DefaultReconnectMaxDelay is the longest pause between reconnect attempts
+// unless a Dialer sets its own.
+const DefaultReconnectMaxDelay = 10 * time.Second
 
 // Dial returns a connection to target whose server must have the expected
 // identity (role, and ID when set). Connections are lazy: errors show up on
 // the first call.
 func (d Dialer) Dial(target string, server Identity) (*grpc.ClientConn, error) {
+	maxDelay := d.ReconnectMaxDelay
+	if maxDelay <= 0 {
+		maxDelay = DefaultReconnectMaxDelay
+	}
 	opts := []grpc.DialOption{grpc.WithDefaultCallOptions(
 		grpc.MaxCallRecvMsgSize(MaxMessageBytes), grpc.MaxCallSendMsgSize(MaxMessageBytes)),
 		// Reconnect attempts back off from 250 ms (x1.6, 20% jitter) to at
-		// most 10 s, not gRPC's 1 s to 2 min: a restarted proxy or member
-		// has its clients back within a fraction of a second (a refused
-		// connection costs little), and after a long outage within 10 s.
-		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: 250 * time.Millisecond, Multiplier: 1.6, Jitter: 0.2, MaxDelay: 10 * time.Second},
+		// most ReconnectMaxDelay (10 s), not gRPC's 1 s to 2 min: a
+		// restarted proxy or member has its clients back within a fraction
+		// of a second (a refused connection costs little), and after a
+		// long outage within 12 s (docs/RELIABILITY.md, "Recovery").
+		grpc.WithConnectParams(grpc.ConnectParams{Backoff: backoff.Config{BaseDelay: min(250*time.Millisecond, maxDelay), Multiplier: 1.6, Jitter: 0.2, MaxDelay: maxDelay},
 			MinConnectTimeout: 20 * time.Second})}
 	if d.Insecure {
 		if err := d.Self.Validate(); err != nil {

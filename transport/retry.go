@@ -108,8 +108,16 @@ type Call struct {
 	// Timeout is the deadline of each attempt (every client call has one).
 	Timeout time.Duration
 	Backoff Backoff
-	// Attempts bounds the attempts (0: until ctx ends).
+	// Attempts bounds the attempts (0: until ctx ends or Deadline).
 	Attempts int
+	// Deadline, if set, is the deadline of the work the call serves (a
+	// job's upload deadline): no attempt lasts and no pause ends past it,
+	// and once it can no longer be met Retry fails at once with a
+	// DeadlineError. Serves names that work in the error ("job c0d6…";
+	// empty: the call's own patience), Peer the other end ("the proxy").
+	Deadline time.Time
+	Serves   string
+	Peer     string
 	// Retryable says which errors may go away (default Transient). Only
 	// idempotent calls should be retried.
 	Retryable func(error) bool
@@ -117,10 +125,79 @@ type Call struct {
 	OnRetry func(attempt int, err error)
 }
 
+// ErrDeadlinePassed is what a DeadlineError is (errors.Is).
+var ErrDeadlinePassed = errors.New("deadline passed")
+
+// DeadlineError is Retry's error when the deadline of the work a call
+// serves passed, or would pass before another attempt could start. Its
+// text says so in plain words; status.Code sees the last attempt's status
+// (codes.DeadlineExceeded when no attempt was made).
+type DeadlineError struct {
+	Call     Call
+	Attempts int
+	Took     time.Duration
+	Last     error // the last attempt's error; nil if none was made
+}
+
+func (e *DeadlineError) Error() string {
+	c := e.Call
+	peer := c.Peer
+	if peer == "" {
+		peer = "the peer"
+	}
+	what := "gave up at its deadline " + clock(c.Deadline)
+	if c.Serves != "" {
+		what = c.Serves + "'s deadline " + clock(c.Deadline) + " passed"
+	}
+	if e.Last == nil {
+		return fmt.Sprintf("%s: %s before the call could be made: nothing was sent", c.What, what)
+	}
+	return fmt.Sprintf("%s: %s while %s %s (%d attempts in %s; last error: %s)", c.What, what, peer, outage(e.Last), e.Attempts,
+		e.Took.Round(time.Millisecond), Message(e.Last))
+}
+
+// Is makes errors.Is(err, ErrDeadlinePassed) true.
+func (e *DeadlineError) Is(target error) bool { return target == ErrDeadlinePassed }
+
+// Unwrap returns the last attempt's error.
+func (e *DeadlineError) Unwrap() error { return e.Last }
+
+// GRPCStatus keeps the last attempt's status code under the plain text.
+func (e *DeadlineError) GRPCStatus() *status.Status {
+	if e.Last == nil {
+		return status.New(codes.DeadlineExceeded, e.Error())
+	}
+	return status.New(status.Code(e.Last), e.Error())
+}
+
+// clock formats a deadline for people: the time of day in UTC, with the
+// date when it is not today's.
+func clock(t time.Time) string {
+	t = t.UTC()
+	if t.Format(time.DateOnly) == time.Now().UTC().Format(time.DateOnly) {
+		return t.Format("15:04:05 UTC")
+	}
+	return t.Format("2006-01-02 15:04:05 UTC")
+}
+
+// outage says in words what a transient error means about the peer.
+func outage(err error) string {
+	switch {
+	case errors.Is(err, context.DeadlineExceeded) || status.Code(err) == codes.DeadlineExceeded:
+		return "did not answer in time"
+	case status.Code(err) == codes.ResourceExhausted:
+		return "was busy or out of space"
+	case status.Code(err) == codes.Unavailable:
+		return "was unreachable"
+	}
+	return "kept failing"
+}
+
 // Retry runs fn, each attempt under its own deadline, until it succeeds,
-// fails with an error that is not retryable, has used its attempts, or ctx
-// ends. The error it returns names the call, keeps the last error's gRPC
-// status (status.Code works on it) and says what to do about it.
+// fails with an error that is not retryable, has used its attempts, ctx
+// ends, or the call's Deadline can no longer be met. The error it returns
+// names the call, keeps the last error's gRPC status (status.Code works on
+// it) and says what to do about it.
 func Retry(ctx context.Context, c Call, fn func(context.Context) error) error {
 	if c.Timeout <= 0 {
 		return fmt.Errorf("%s: no deadline set (a bug: every client call needs one)", c.What)
@@ -130,9 +207,19 @@ func Retry(ctx context.Context, c Call, fn func(context.Context) error) error {
 		retryable = Transient
 	}
 	start := time.Now()
+	var err error
 	for attempt := 1; ; attempt++ {
-		actx, cancel := context.WithTimeout(ctx, c.Timeout)
-		err := fn(actx)
+		end := time.Now().Add(c.Timeout)
+		if !c.Deadline.IsZero() {
+			if !time.Now().Before(c.Deadline) {
+				return &DeadlineError{Call: c, Attempts: attempt - 1, Took: time.Since(start), Last: err}
+			}
+			if c.Deadline.Before(end) {
+				end = c.Deadline
+			}
+		}
+		actx, cancel := context.WithDeadline(ctx, end)
+		err = fn(actx)
 		cancel()
 		if err == nil {
 			return nil
@@ -146,10 +233,15 @@ func Retry(ctx context.Context, c Call, fn func(context.Context) error) error {
 		if c.Attempts > 0 && attempt >= c.Attempts {
 			return fmt.Errorf("%s: %w (gave up after %d attempts in %s)%s", c.What, Plain(err), attempt, since(start), Advice(err))
 		}
+		pause := c.Backoff.Pause(err)
+		if !c.Deadline.IsZero() && !time.Now().Add(pause).Before(c.Deadline) {
+			// The next attempt would start at or past the deadline.
+			return &DeadlineError{Call: c, Attempts: attempt, Took: time.Since(start), Last: err}
+		}
 		if c.OnRetry != nil {
 			c.OnRetry(attempt, err)
 		}
-		if werr := c.Backoff.WaitFor(ctx, err); werr != nil {
+		if werr := Sleep(ctx, pause); werr != nil {
 			return fmt.Errorf("%s: %w (stopped after %d attempts in %s: %v)", c.What, werr, attempt, since(start), Message(err))
 		}
 	}

@@ -144,3 +144,92 @@ func TestRetryDelay(t *testing.T) {
 		t.Fatalf("without a hint the backoff applies: %s", d)
 	}
 }
+
+// TestRetryDeadline: a call serving work with a deadline never runs an
+// attempt or takes a pause past it, and when the deadline can no longer be
+// met says so in plain words, keeping the last error's status.
+func TestRetryDeadline(t *testing.T) {
+	ctx := context.Background()
+	unreachable := status.Error(codes.Unavailable, `connection error: desc = "transport: Error while dialing: dial tcp 127.0.0.1:7443: connect: connection refused"`)
+
+	// The proxy unreachable until the deadline: every attempt ends by it,
+	// and the error is the plain one.
+	deadline := time.Now().Add(150 * time.Millisecond)
+	c := Call{What: "create job c0d6788f5f11… on the proxy", Timeout: time.Minute, Backoff: Backoff{Initial: time.Millisecond, Max: 20 * time.Millisecond},
+		Deadline: deadline, Serves: "job c0d6788f5f11…", Peer: "the proxy"}
+	n := 0
+	err := Retry(ctx, c, func(ctx context.Context) error {
+		n++
+		if d, ok := ctx.Deadline(); !ok || d.After(deadline) {
+			t.Fatalf("attempt %d: deadline %v past the job's %v", n, d, deadline)
+		}
+		return unreachable
+	})
+	var de *DeadlineError
+	if !errors.As(err, &de) || !errors.Is(err, ErrDeadlinePassed) || de.Attempts != n || n < 2 {
+		t.Fatalf("%d attempts: %v", n, err)
+	}
+	if status.Code(err) != codes.Unavailable || !errors.Is(err, unreachable) {
+		t.Errorf("the last error's status is lost: %v (code %s)", err, status.Code(err))
+	}
+	want := "create job c0d6788f5f11… on the proxy: job c0d6788f5f11…'s deadline " + deadline.UTC().Format("15:04:05") +
+		" UTC passed while the proxy was unreachable ("
+	if got := err.Error(); !strings.HasPrefix(got, want) || !strings.HasSuffix(got, "last error: Error while dialing: dial tcp 127.0.0.1:7443: connect: connection refused)") ||
+		strings.Contains(got, "rpc error") || strings.Contains(got, "in the past") {
+		t.Errorf("error text %q, want %q...", got, want)
+	}
+
+	// A pause that would end past the deadline is not taken: the call fails
+	// at once, after one attempt, well before the deadline.
+	n = 0
+	start := time.Now()
+	err = Retry(ctx, Call{What: "upload", Timeout: time.Minute, Deadline: time.Now().Add(time.Hour), Serves: "job x"}, func(context.Context) error {
+		n++
+		return WithRetryDelay(status.New(codes.ResourceExhausted, "busy"), 2*time.Hour).Err()
+	})
+	if n != 1 || !errors.Is(err, ErrDeadlinePassed) || status.Code(err) != codes.ResourceExhausted || time.Since(start) > time.Minute ||
+		!strings.Contains(err.Error(), "while the peer was busy") {
+		t.Fatalf("pause past the deadline: %d attempts in %s, %v", n, time.Since(start), err)
+	}
+
+	// An attempt that hangs is cut at the deadline, and nothing follows it.
+	n = 0
+	err = Retry(ctx, Call{What: "create job", Timeout: time.Minute, Deadline: time.Now().Add(30 * time.Millisecond), Serves: "job y"}, func(ctx context.Context) error {
+		n++
+		<-ctx.Done()
+		return status.FromContextError(ctx.Err()).Err()
+	})
+	if n != 1 || status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "job y's deadline") ||
+		!strings.Contains(err.Error(), "did not answer in time") {
+		t.Fatalf("hanging attempt: %d attempts, %v", n, err)
+	}
+
+	// A deadline already passed: nothing is sent.
+	err = Retry(ctx, Call{What: "create job", Timeout: time.Minute, Deadline: time.Now().Add(-time.Second), Serves: "job z"}, func(context.Context) error {
+		t.Fatal("an attempt after the deadline")
+		return nil
+	})
+	if !errors.Is(err, ErrDeadlinePassed) || status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("passed deadline: %v", err)
+	}
+
+	// The outage ends before the deadline: the call succeeds; refusals are
+	// still returned as they are.
+	n = 0
+	err = Retry(ctx, Call{What: "create job", Timeout: time.Minute, Backoff: Backoff{Initial: time.Millisecond, Max: 2 * time.Millisecond},
+		Deadline: time.Now().Add(time.Minute)}, func(context.Context) error {
+		if n++; n < 5 {
+			return unreachable
+		}
+		return nil
+	})
+	if err != nil || n != 5 {
+		t.Fatalf("recovery: %d attempts, %v", n, err)
+	}
+	err = Retry(ctx, Call{What: "create job", Timeout: time.Minute, Deadline: time.Now().Add(time.Minute)}, func(context.Context) error {
+		return status.Error(codes.InvalidArgument, "epsilon: must be positive")
+	})
+	if errors.Is(err, ErrDeadlinePassed) || status.Code(err) != codes.InvalidArgument {
+		t.Fatalf("refusal: %v", err)
+	}
+}

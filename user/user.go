@@ -126,15 +126,32 @@ type Config struct {
 // Every call to the proxy has a deadline, and the idempotent ones (all of
 // them: a job is named by its signed spec, so creating it again returns the
 // same job) are retried with backoff and jitter while the proxy is
-// unreachable, restarting or busy (transport.Retry).
+// unreachable, restarting or busy (transport.Retry): until the deadline of
+// the job the call serves (creating it), or callAttempts times.
+//
+// Recovery: the first attempt after an outage of the proxy (or of the
+// network to it) starts within 1 s of the outage's end, however long it
+// lasted: the connection is retried at least every 480 ms
+// (ReconnectMaxDelay, plus gRPC's 20% jitter) and a failed call at least
+// every 500 ms (callBackoff). docs/RELIABILITY.md, "Recovery after an
+// outage".
 const (
 	callTimeout  = 30 * time.Second
 	fetchTimeout = 5 * time.Minute // a result of many ciphertexts
 	// watchTimeout renews a watch: a stream cut off silently (a lost
 	// connection) is noticed within it.
 	watchTimeout = time.Minute
-	callAttempts = 10
+	// callAttempts bounds the retries of a call that serves no deadline:
+	// about 15 s of an unreachable proxy at callBackoff's pauses.
+	callAttempts = 60
+	// ReconnectMaxDelay caps the user's pause between reconnect attempts
+	// (transport.Dialer; NewClient sets it unless the Dialer has its own).
+	ReconnectMaxDelay = 400 * time.Millisecond
 )
+
+// callBackoff is the pause after a failed call (full jitter, at most
+// 500 ms): one user retrying twice a second costs the proxy nothing.
+var callBackoff = transport.Backoff{Initial: 100 * time.Millisecond, Max: 500 * time.Millisecond}
 
 // Client talks to the proxy for a user. Safe for concurrent use.
 type Client struct {
@@ -164,6 +181,9 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
+	if cfg.Dialer.ReconnectMaxDelay == 0 {
+		cfg.Dialer.ReconnectMaxDelay = ReconnectMaxDelay
+	}
 	c := &Client{cfg: cfg, log: cfg.Logger}
 	var err error
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
@@ -188,17 +208,29 @@ func (c *Client) Close() error { return c.conn.Close() }
 func (c *Client) Proxy() fedpcav1.ProxyServiceClient { return c.proxy }
 
 // call runs an idempotent call to the proxy with a deadline per attempt and
-// retries (see callTimeout).
+// at most callAttempts attempts.
 func (c *Client) call(ctx context.Context, what string, timeout time.Duration, fn func(context.Context) error) error {
-	return transport.Retry(ctx, transport.Call{What: what, Timeout: timeout, Attempts: callAttempts,
-		OnRetry: func(attempt int, err error) {
-			if msg := transport.Message(err); strings.Contains(msg, "ceremony has not finished") {
-				// A deployment just started: expected, not a failure.
-				c.log.Info("waiting for the committee's key ceremony to finish", "attempt", attempt)
-			} else {
-				c.log.Warn("proxy call failed; retrying", "call", what, "attempt", attempt, "error", msg)
-			}
-		}}, fn)
+	return c.retry(ctx, transport.Call{What: what, Timeout: timeout, Attempts: callAttempts}, fn)
+}
+
+// callBefore runs an idempotent call that serves work with a deadline (a
+// job's creation): its attempts stop before the deadline, and when it can
+// no longer be met the error says so (transport.DeadlineError).
+func (c *Client) callBefore(ctx context.Context, what string, deadline time.Time, serves string, fn func(context.Context) error) error {
+	return c.retry(ctx, transport.Call{What: what, Timeout: callTimeout, Deadline: deadline, Serves: serves}, fn)
+}
+
+func (c *Client) retry(ctx context.Context, call transport.Call, fn func(context.Context) error) error {
+	call.Peer, call.Backoff = "the proxy", callBackoff
+	call.OnRetry = func(attempt int, err error) {
+		if msg := transport.Message(err); strings.Contains(msg, "ceremony has not finished") {
+			// A deployment just started: expected, not a failure.
+			c.log.Info("waiting for the committee's key ceremony to finish", "attempt", attempt)
+		} else {
+			c.log.Warn("proxy call failed; retrying", "call", call.What, "attempt", attempt, "error", msg)
+		}
+	}
+	return transport.Retry(ctx, call, fn)
 }
 
 // Spec builds the job spec for a request against the committee the proxy
@@ -211,10 +243,17 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	cmt := c.cmt
 	c.mu.Unlock()
 	if cmt == nil {
-		err := c.call(ctx, "get the committee from the proxy", callTimeout, func(ctx context.Context) (err error) {
+		get := func(ctx context.Context) (err error) {
 			cmt, err = c.proxy.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
 			return err
-		})
+		}
+		what := "get the committee from the proxy"
+		var err error
+		if r.Deadline.IsZero() {
+			err = c.call(ctx, what, callTimeout, get)
+		} else {
+			err = c.callBefore(ctx, what, r.Deadline, "the job", get)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -300,8 +339,34 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 }
 
 // Submit signs a spec and registers the job, with the owner list the spec
-// commits to (that of a spec this client built with Spec).
+// commits to (that of a spec this client built with Spec). It retries
+// until the job's deadline and no longer: then the job could take no
+// upload, and the error says the deadline passed (transport.DeadlineError).
 func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*fedpcav1.JobStatus, error) {
+	req, err := c.CreateRequest(s, sch)
+	if err != nil {
+		return nil, err
+	}
+	var resp *fedpcav1.CreateJobResponse
+	// Retried until the job's own deadline, not past it: a job created
+	// after its deadline could take no upload (docs/PROTOCOL.md, 3).
+	err = c.callBefore(ctx, "create job "+short(s.ID())+" on the proxy", s.Deadline, "job "+short(s.ID()), func(ctx context.Context) (err error) {
+		resp, err = c.proxy.CreateJob(ctx, req)
+		return err
+	})
+	if err != nil {
+		c.mu.Lock()
+		c.cmt = nil // the committee may have changed: ask again next time
+		c.mu.Unlock()
+		return nil, err
+	}
+	return resp.GetJob(), nil
+}
+
+// CreateRequest is the signed request that creates a job (Submit sends
+// it), with the owner list the spec commits to (that of a spec this client
+// built with Spec).
+func (c *Client) CreateRequest(s *job.Spec, sch *schema.Schema) (*fedpcav1.CreateJobRequest, error) {
 	c.mu.Lock()
 	owners, ok := c.owners[s.OwnersRoot]
 	c.mu.Unlock()
@@ -315,27 +380,17 @@ func (c *Client) Submit(ctx context.Context, s *job.Spec, sch *schema.Schema) (*
 			return nil, err
 		}
 	}
-	req := &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
-		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), Owners: owners}
-	var resp *fedpcav1.CreateJobResponse
-	err := c.call(ctx, "create job "+s.ID()[:12]+"… on the proxy", callTimeout, func(ctx context.Context) (err error) {
-		resp, err = c.proxy.CreateJob(ctx, req)
-		return err
-	})
-	if err != nil {
-		c.mu.Lock()
-		c.cmt = nil // the committee may have changed: ask again next time
-		c.mu.Unlock()
-		return nil, err
-	}
-	return resp.GetJob(), nil
+	return &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
+		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), Owners: owners}, nil
 }
 
 // Wait follows a job until it ends, calling progress at every change. Each
 // watch lasts at most watchTimeout and is then renewed; while the proxy is
-// unreachable or restarting, Wait reconnects with backoff until ctx ends.
+// unreachable or restarting, Wait reconnects with callBackoff until ctx
+// ends (a job ends after its upload deadline, by the committee's key
+// switch: the caller's ctx, not the job's deadline, bounds the wait).
 func (c *Client) Wait(ctx context.Context, id string, progress func(*fedpcav1.JobStatus)) (*fedpcav1.JobStatus, error) {
-	b := transport.Backoff{Initial: 200 * time.Millisecond, Max: 5 * time.Second}
+	b := callBackoff
 	for {
 		last, err := c.watch(ctx, id, progress)
 		if last != nil && ended(last.GetState()) {
@@ -423,7 +478,8 @@ type Sealed struct {
 }
 
 // Download downloads the result of a done job and checks its noise parties
-// against the job the user signed, without decrypting it.
+// against the job the user signed, without decrypting it. The job is done,
+// so no job deadline applies: ctx and callAttempts bound the retries.
 func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) (*Sealed, error) {
 	if c.cfg.Keys.Secret == nil {
 		return nil, ErrNoKeys

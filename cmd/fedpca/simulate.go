@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v3"
@@ -265,6 +266,8 @@ reproduced with the command it prints.
 			intFlag("parallel", 2, "episodes run at once"),
 			&cli.IntSliceFlag{Name: "episode", Usage: "run only this episode (repeat; reproduces a violation)"},
 			boolFlag("no-processes", "never run the proxy as a separate process"),
+			intFlag("load-cores", 0, "keep this many cores busy during the run (the suite must pass on a loaded machine)"),
+			&cli.DurationFlag{Name: "load-for", Value: 30 * time.Minute, Usage: "stop the --load-cores load after this long", Sources: env("load-for")},
 			strFlag("dir", "", "keep the deployments (certificates, state, logs) here"),
 			strFlag("json", "", "write the JSON report to this file"),
 			strFlag("log-level", "off", "log level of the simulated nodes (to stderr)"),
@@ -272,7 +275,8 @@ reproduced with the command it prints.
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			cfg := chaos.Config{Seed: cmd.Uint64("seed"), Jobs: cmd.Int("jobs"), JobsPerEpisode: cmd.Int("jobs-per-episode"),
-				Episodes: cmd.IntSlice("episode"), Parallel: cmd.Int("parallel"), Dir: cmd.String("dir"), Progress: os.Stdout}
+				Episodes: cmd.IntSlice("episode"), Parallel: cmd.Int("parallel"), Dir: cmd.String("dir"), Progress: os.Stdout,
+				LoadCores: cmd.Int("load-cores"), LoadFor: cmd.Duration("load-for")}
 			if cmd.Bool("quiet") {
 				cfg.Progress = nil
 			}

@@ -45,6 +45,11 @@ type Config struct {
 	// Parallel runs that many episodes at once (default 1). The machine's
 	// load changes timings, not what is checked.
 	Parallel int
+	// LoadCores keeps that many cores busy during the run, for at most
+	// LoadFor (default 30 minutes): the suite must pass on a loaded
+	// machine (Load).
+	LoadCores int
+	LoadFor   time.Duration
 	// Dir holds the deployments (default: a temporary directory, removed).
 	Dir    string
 	Logger hclog.Logger
@@ -105,6 +110,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	rep := newChaosReport(cfg.Seed, cfg.JobsPerEpisode)
+	if cfg.LoadCores > 0 {
+		if cfg.LoadFor <= 0 {
+			cfg.LoadFor = 30 * time.Minute
+		}
+		stop := Load(ctx, cfg.LoadCores, cfg.LoadFor)
+		defer stop()
+	}
 	start := time.Now()
 	todo := make(chan int, len(episodes))
 	for _, e := range episodes {
