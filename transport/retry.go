@@ -271,6 +271,31 @@ func Transient(err error) bool {
 // client's side (our VerifyConnection's error follows it).
 const handshakeFailed = "authentication handshake failed: "
 
+// identityFailures are what follows handshakeFailed when the handshake
+// failed because of a certificate: our VerifyConnection's errors (tls.go)
+// and the TLS alerts and x509 errors of a peer or chain we or it refuse.
+// Anything else there (a connection reset or closed mid-handshake, a
+// timeout: a peer restarting) is a transient network error.
+var identityFailures = []string{"server certificate: ", "server is ", "server presented no certificate",
+	"x509: ", "tls: bad certificate", "tls: unknown certificate", "tls: certificate required",
+	"tls: failed to verify", "tls: unsupported certificate", "tls: certificate expired", "tls: certificate revoked"}
+
+// handshakeIdentityError reports whether msg is a TLS handshake refused over
+// a certificate.
+func handshakeIdentityError(msg string) bool {
+	i := strings.Index(msg, handshakeFailed)
+	if i < 0 {
+		return false
+	}
+	rest := msg[i+len(handshakeFailed):]
+	for _, f := range identityFailures {
+		if strings.Contains(rest, f) {
+			return true
+		}
+	}
+	return false
+}
+
 // IdentityError reports whether a call failed because of who is at the other
 // end or who the caller is: the server's certificate names another role or
 // ID than expected (a wrong address), fails verification, or the server
@@ -288,7 +313,7 @@ func IdentityError(err error) bool {
 	case codes.Unauthenticated, codes.PermissionDenied:
 		return true
 	case codes.Unavailable:
-		return strings.Contains(st.Message(), handshakeFailed)
+		return handshakeIdentityError(st.Message())
 	}
 	return false
 }

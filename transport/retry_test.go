@@ -233,3 +233,27 @@ func TestRetryDeadline(t *testing.T) {
 		t.Fatalf("refusal: %v", err)
 	}
 }
+
+// TestHandshakeResetIsTransient: a TLS handshake cut by the network (the
+// peer killed or restarting mid-handshake) is retried, not taken for an
+// identity error; a handshake refused over a certificate is not retried.
+// Regression: chaos seed 1 under load, episode 19, the user's watch gave up
+// on "authentication handshake failed: read tcp ...: connection reset by
+// peer" after a SIGKILL of the proxy.
+func TestHandshakeResetIsTransient(t *testing.T) {
+	wrap := func(detail string) error {
+		return status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: `+detail+`"`)
+	}
+	for _, detail := range []string{"read tcp 127.0.0.1:56978->127.0.0.1:39817: read: connection reset by peer", "EOF",
+		"write tcp 127.0.0.1:1->127.0.0.1:2: write: broken pipe", "context deadline exceeded"} {
+		if err := wrap(detail); IdentityError(err) || !Transient(err) {
+			t.Errorf("%q: identity %v, transient %v; want a transient network error", detail, IdentityError(err), Transient(err))
+		}
+	}
+	for _, detail := range []string{"server is csp/csp-1, expected proxy/*", "server certificate: x509: certificate signed by unknown authority",
+		"remote error: tls: bad certificate", "remote error: tls: certificate required", "server presented no certificate"} {
+		if err := wrap(detail); !IdentityError(err) || Transient(err) {
+			t.Errorf("%q: identity %v, transient %v; want an identity error", detail, IdentityError(err), Transient(err))
+		}
+	}
+}
