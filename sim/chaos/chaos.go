@@ -290,7 +290,7 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 	lastAnalysis := ""
 	for done := 0; done < cfg.JobsPerEpisode; {
 		sp := planStep(rng, plan, ep.step, ep.proxyDisk != "", cfg.JobsPerEpisode-done)
-		if plan.Deviation != "" && ep.devJob == nil && (plan.Deviation == DevSwapKey || cfg.JobsPerEpisode-done == 1) {
+		if plan.Deviation != "" && ep.devJob == nil && (plan.Deviation == DevSwapKey || cfg.JobsPerEpisode-done <= len(sp.jobs)) {
 			// The deviating job runs alone and without faults: what is
 			// checked is the deviation's outcome.
 			sp.jobs, sp.rates, sp.events, sp.deviate = sp.jobs[:1], faultnet.Rates{}, nil, true

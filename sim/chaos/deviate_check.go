@@ -47,6 +47,7 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 			"swapped keys served %d; job %s (%s), uploaded %v, %d of %d owners declined committee_key", o.served, st.GetState(), st.GetReason(),
 			st.GetUploadedOwners(), declined, len(ep.owners))
 	case DevReplay:
+		r.verify(InvUser, jr.userErr == nil, ep, id, "%v", jr.userErr)
 		if st.GetSwitched() || done {
 			r.verify(InvDevReplay, o.replayChecks > 0, ep, id, "the job was switched but nothing was replayed")
 		}
@@ -58,6 +59,7 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 		}
 	case DevDouble, DevDrop:
 		if !done || jr.result == nil {
+			r.verify(InvDevSum, !done || jr.userErr != nil, ep, id, "the job is done, the user has no result and no error")
 			return
 		}
 		if o.applied == 0 || !slices.Contains(included, o.target) {
@@ -79,7 +81,13 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 		}
 		ep.verifyAltered(jr, exact, o)
 	case DevResubmit:
-		if !done || jr.result == nil {
+		if done && jr.result == nil {
+			// The user's analysis of the old sum may fail (a noisy sum
+			// under a noise-off spec): then with a stated reason.
+			r.verify(InvDevSum, jr.userErr != nil && jr.userErr.Error() != "", ep, id, "the job is done, the user has no result and no error")
+			return
+		}
+		if !done {
 			return
 		}
 		ep.mu.Lock()
