@@ -51,7 +51,7 @@ type Config struct {
 	LoadCores int
 	LoadFor   time.Duration
 	// Deviations, if set, gives episode e the deviating proxy
-	// Deviations[e % len] (AllDeviations); otherwise one episode in three,
+	// Deviations[e % len] (AllDeviations); otherwise one episode in two,
 	// drawn from the seed, has one.
 	Deviations []string
 	// Dir holds the deployments (default: a temporary directory, removed).

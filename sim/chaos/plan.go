@@ -85,12 +85,12 @@ func planEpisode(cfg Config, e int) (episodePlan, *rand.Rand) {
 	// Drawn apart from rng, so that the draws above and the steps' stay
 	// what they were for a seed.
 	p.CeremonyFaults = faultnet.Mix(seed^0xce7e)&1 == 1
-	// One episode in three has a deviating proxy (an in-process one).
+	// One episode in two has a deviating proxy (an in-process one).
 	switch h := faultnet.Mix(seed ^ 0xde71a7e); {
 	case p.Process:
 	case len(cfg.Deviations) > 0:
 		p.Deviation = cfg.Deviations[e%len(cfg.Deviations)]
-	case h%3 == 0:
+	case h%2 == 0:
 		p.Deviation = AllDeviations[h>>8%uint64(len(AllDeviations))]
 	}
 	return p, rng
