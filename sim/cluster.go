@@ -92,6 +92,9 @@ type Config struct {
 	// ProxyServerOptions are added to the in-process proxy's gRPC server
 	// (a deviating proxy's interceptor).
 	ProxyServerOptions []grpc.ServerOption
+	// ProxyDialOptions are added to the in-process proxy's connections to
+	// the members (a deviating proxy's client interceptor).
+	ProxyDialOptions []grpc.DialOption
 }
 
 // Cluster is a running deployment.

@@ -140,8 +140,10 @@ func (c *Cluster) StartProxy() error {
 		members[i] = proxy.Member{ID: CSPID(i), Addr: c.CSPAddr(i)}
 	}
 	m := transport.NewMetrics()
+	d := c.dialer(id)
+	d.Options = append(d.Options, c.cfg.ProxyDialOptions...)
 	p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: c.creds[id.Short()], Insecure: c.cfg.Insecure, Metrics: m,
-		Dialer: c.dialer(id), Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
+		Dialer: d, Store: filepath.Join(c.cfg.Dir, "state", "proxy"), Committee: members, Threshold: c.cfg.Threshold,
 		AllowNoNoise: c.cfg.AllowNoNoise, RetryInterval: c.cfg.RetryInterval, Logger: c.log.Named("proxy"), Params: &c.params,
 		MaxConnections: c.cfg.ProxyMaxConnections, MaxWatchers: c.cfg.ProxyMaxWatchers, SwitchTimeout: c.cfg.SwitchTimeout, ServerOptions: c.cfg.ProxyServerOptions})
 	if err != nil {

@@ -50,6 +50,10 @@ type Config struct {
 	// machine (Load).
 	LoadCores int
 	LoadFor   time.Duration
+	// Deviations, if set, gives episode e the deviating proxy
+	// Deviations[e % len] (AllDeviations); otherwise one episode in two,
+	// drawn from the seed, has one.
+	Deviations []string
 	// Dir holds the deployments (default: a temporary directory, removed).
 	Dir    string
 	Logger hclog.Logger
@@ -183,6 +187,12 @@ type episode struct {
 	faults  []string                   // this step's faults
 	restart []string                   // this step's restart-consistency violations
 	rchecks int                        // and the comparisons made
+
+	// dev is the deviating proxy's test double (nil: an honest proxy),
+	// devJob the job it deviates in and switched the requests members got.
+	dev    *deviant
+	devJob *jobRun
+	runs   map[string]*jobRun // by job ID, every job of the episode
 }
 
 func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Rand, dir string, rep *Report) error {
@@ -200,7 +210,13 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 		return err
 	}
 	ep := &episode{cfg: cfg, plan: plan, rep: rep, sch: sch, parts: parts, budgets: map[string]float64{}, acks: map[string]map[string]bool{},
-		net: faultnet.NewNetwork(plan.Seed)}
+		net: faultnet.NewNetwork(plan.Seed), runs: map[string]*jobRun{}}
+	var serverOpts []grpc.ServerOption
+	var dialOpts []grpc.DialOption
+	if plan.Deviation != "" {
+		ep.dev = newDeviant(plan.Deviation)
+		serverOpts, dialOpts = ep.dev.serverOptions(), ep.dev.dialOptions()
+	}
 	var owners []sim.OwnerConfig
 	for i, p := range parts {
 		id := ownerName(i)
@@ -232,11 +248,16 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 	defer cancel()
 	cl, err := sim.Start(sctx, sim.Config{Dir: dir, CSPs: plan.CSPs, Threshold: plan.T, Owners: owners, Users: []string{"analyst"}, TCP: plan.TCP,
 		AllowNoNoise: true, PollInterval: 50 * time.Millisecond, RetryInterval: 100 * time.Millisecond, Logger: cfg.Logger.With("episode", plan.Index),
-		Network: ep.net, SwitchTimeout: chaosSwitchTimeout, Processes: cfg.Processes, ProxyProcess: plan.Process})
+		Network: ep.net, SwitchTimeout: chaosSwitchTimeout, Processes: cfg.Processes, ProxyProcess: plan.Process,
+		ProxyServerOptions: serverOpts, ProxyDialOptions: dialOpts})
 	if err != nil {
 		return err
 	}
 	ep.cl = cl
+	if ep.dev != nil {
+		p := cl.Params()
+		ep.dev.params = &p
+	}
 	defer cl.Stop()
 	if ep.user, err = cl.User("analyst"); err != nil {
 		return err
@@ -261,10 +282,25 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 		transportName += ", key ceremony under message faults"
 	}
 	transportName += diskNote
+	if plan.Deviation != "" {
+		transportName += ", deviating proxy: " + plan.Deviation
+	}
 	fmt.Fprintf(cfg.Progress, "episode %d (seed %d): %s, %d owners, committee %d-of-%d, %s\n",
 		plan.Index, plan.Seed, plan.Dataset, plan.Owners, plan.T, plan.CSPs, transportName)
+	lastAnalysis := ""
 	for done := 0; done < cfg.JobsPerEpisode; {
 		sp := planStep(rng, plan, ep.step, ep.proxyDisk != "", cfg.JobsPerEpisode-done)
+		if plan.Deviation != "" && ep.devJob == nil && (plan.Deviation == DevSwapKey || cfg.JobsPerEpisode-done <= len(sp.jobs)) {
+			// The deviating job runs alone and without faults: what is
+			// checked is the deviation's outcome.
+			sp.jobs, sp.rates, sp.events, sp.deviate = sp.jobs[:1], faultnet.Rates{}, nil, true
+			if plan.Deviation == DevResubmit && lastAnalysis != "" {
+				// Sent an earlier sum of the same analysis; noise-off,
+				// the release is that sum itself.
+				sp.jobs[0].NoNoise, sp.jobs[0].Analysis = true, lastAnalysis
+			}
+		}
+		lastAnalysis = sp.jobs[len(sp.jobs)-1].Analysis
 		ep.runStep(ctx, sp)
 		done += len(sp.jobs)
 		ep.step++
@@ -317,6 +353,8 @@ type jobRun struct {
 	status  *fedpcav1.JobStatus // final, from the observer
 	start   time.Time
 	took    time.Duration
+	// deviant: the proxy deviates in this job.
+	deviant bool
 }
 
 func (jr *jobRun) id() string {
@@ -337,7 +375,10 @@ func (ep *episode) runStep(ctx context.Context, sp stepPlan) {
 	runs := make([]*jobRun, len(sp.jobs))
 	var wg sync.WaitGroup
 	for i, jp := range sp.jobs {
-		runs[i] = &jobRun{plan: jp, idReady: make(chan struct{})}
+		runs[i] = &jobRun{plan: jp, idReady: make(chan struct{}), deviant: sp.deviate}
+		if sp.deviate {
+			ep.devJob = runs[i]
+		}
 		wg.Add(1)
 		go func() { defer wg.Done(); ep.runJob(sctx, runs[i]) }()
 	}
@@ -349,6 +390,9 @@ func (ep *episode) runStep(ctx context.Context, sp stepPlan) {
 	}
 	wg.Wait()
 	ev.Wait()
+	if sp.deviate {
+		defer ep.dev.end()
+	}
 	// Quiet: no more faults while the outcome is read.
 	ep.net.SetRates(faultnet.Rates{})
 	ep.net.HealAll()
@@ -406,6 +450,12 @@ func (ep *episode) runJob(ctx context.Context, jr *jobRun) {
 		return
 	}
 	jr.spec = spec
+	if jr.deviant {
+		ep.dev.setJob(spec.ID())
+	}
+	ep.mu.Lock()
+	ep.runs[spec.ID()] = jr
+	ep.mu.Unlock()
 	close(jr.idReady)
 	if _, err := ep.user.Submit(ctx, spec, ep.sch); err != nil {
 		jr.userErr = err

@@ -31,9 +31,16 @@ const (
 	InvCharged = "budget charged exactly for included uploads; reservations released"
 	InvSettled = "owners settle every ended job"
 	InvRestart = "state consistent after restart (proxy, member, owner)"
+
+	// The deviating proxy's (deviate.go).
+	InvDevKey    = "deviating proxy: owners refuse a committee key not attested by every member; the job fails"
+	InvDevSum    = "deviating proxy: an altered sum releases exactly the alteration, with at least the honest parties' noise"
+	InvDevReplay = "deviating proxy: a replayed switch gets the same shares, an altered or second one is refused"
+	InvDevStatus = "deviating proxy: a status lie yields no wrong release; the real result is fetched after"
 )
 
-var invariantOrder = []string{InvEnds, InvUser, InvAcked, InvOnce, InvExact, InvEigen, InvNoise, InvSwitch, InvBudget, InvCharged, InvSettled, InvRestart}
+var invariantOrder = []string{InvEnds, InvUser, InvAcked, InvOnce, InvExact, InvEigen, InvNoise, InvSwitch, InvBudget, InvCharged, InvSettled, InvRestart,
+	InvDevKey, InvDevSum, InvDevReplay, InvDevStatus}
 
 // Invariant is one invariant's tally.
 type Invariant struct {
@@ -196,7 +203,14 @@ func (ep *episode) check(runs []*jobRun) {
 
 func (ep *episode) checkJob(jr *jobRun) {
 	r, id, st := ep.rep, jr.id(), jr.status
-	r.verify(InvUser, jr.userErr == nil, ep, id, "%v", jr.userErr)
+	lie := jr.deviant && (ep.plan.Deviation == DevLieDone || ep.plan.Deviation == DevLieFail)
+	if lie {
+		ep.checkLie(jr)
+	} else if !jr.deviant {
+		// (A deviation may make the user's call fail, with a stated
+		// reason: checkDeviant.)
+		r.verify(InvUser, jr.userErr == nil, ep, id, "%v", jr.userErr)
+	}
 	if id == "" {
 		return
 	}
@@ -209,7 +223,7 @@ func (ep *episode) checkJob(jr *jobRun) {
 		r.verify(InvEnds, strings.TrimSpace(st.GetReason()) != "", ep, id, "failed without a reason")
 	}
 	done := st.GetState() == fedpcav1.JobState_JOB_STATE_DONE
-	if done {
+	if done && !jr.deviant {
 		r.verify(InvUser, jr.result != nil, ep, id, "the job is done but the user has no result")
 	}
 	uploaded := st.GetUploadedOwners()
@@ -259,6 +273,10 @@ func (ep *episode) checkJob(jr *jobRun) {
 			}
 		}
 	}
+	if jr.deviant && !lie {
+		ep.checkDeviant(jr, set)
+		return
+	}
 	if jr.result != nil {
 		ep.checkRelease(jr, set)
 	}
@@ -289,37 +307,47 @@ func (ep *episode) checkRelease(jr *jobRun, owners []string) {
 		r.verify(InvExact, false, ep, id, "exact sum: %v", err)
 		return
 	}
-	rel := res.Release
-	got := slices.Concat(rel.R, rel.V, rel.N)
-	if len(got) != len(exact) {
-		r.verify(InvExact, false, ep, id, "release of %d values, the exact sum has %d", len(got), len(exact))
+	if spec.NoNoise {
+		ok, why := ep.matches(res.Release, exact, spec, nil)
+		r.verify(InvExact, ok, ep, id, "%s of %v", why, owners)
+		if ok || !strings.HasPrefix(why, "release of") {
+			ep.checkEigen(jr, owners, exact)
+		}
 		return
 	}
-	if spec.NoNoise {
+	ok, why := ep.matches(res.Release, exact, spec, res)
+	r.verify(InvNoise, ok, ep, id, "%s (plan %s, owners %v)", why, spec.NoisePlan, owners)
+}
+
+// matches compares a release with an exact sum: equal when noise is nil;
+// otherwise the noise's mean square, in units of noise's stated level, must
+// be about 1 (chi-square over the release; [0.1, 10] leaves a negligible
+// chance of a false alarm at these sizes and catches missing noise or a
+// mask left in).
+func (ep *episode) matches(rel *job.ReleaseDoc, exact []int64, spec *job.Spec, noise *job.Result) (bool, string) {
+	got := slices.Concat(rel.R, rel.V, rel.N)
+	if len(got) != len(exact) {
+		return false, fmt.Sprintf("release of %d values, the exact sum has %d", len(got), len(exact))
+	}
+	if noise == nil {
 		diff := 0
 		for k := range got {
 			if got[k] != exact[k] {
 				diff++
 			}
 		}
-		r.verify(InvExact, diff == 0, ep, id, "%d of %d values differ from the exact sum of %v", diff, len(got), owners)
-		ep.checkEigen(jr, owners, exact)
-		return
+		return diff == 0, fmt.Sprintf("%d of %d values differ from the exact sum", diff, len(got))
 	}
-	// Noisy: the noise's mean square, in units of the stated noise level,
-	// must be about 1 (chi-square over the release; [0.1, 10] leaves a
-	// negligible chance of a false alarm at these sizes and catches missing
-	// noise or a mask left in).
 	l, _ := spec.Layout(ep.sch)
 	scale := math.Ldexp(1, int(ep.sch.Bits))
 	sigma := func(k int) float64 {
 		switch {
 		case k < l.RLen():
-			return float64(res.Privacy.SigmaTotal.R) * scale * scale
+			return float64(noise.Privacy.SigmaTotal.R) * scale * scale
 		case k < l.RLen()+l.VLen():
-			return float64(res.Privacy.SigmaTotal.V) * scale
+			return float64(noise.Privacy.SigmaTotal.V) * scale
 		}
-		return float64(res.Privacy.SigmaTotal.N) * scale
+		return float64(noise.Privacy.SigmaTotal.N) * scale
 	}
 	var ms float64
 	for k := range got {
@@ -327,7 +355,7 @@ func (ep *episode) checkRelease(jr *jobRun, owners []string) {
 		ms += z * z
 	}
 	ms /= float64(len(got))
-	r.verify(InvNoise, ms > 0.1 && ms < 10, ep, id, "noise mean square %.3g times the stated level (plan %s, owners %v)", ms, spec.NoisePlan, owners)
+	return ms > 0.1 && ms < 10, fmt.Sprintf("noise mean square %.3g times the stated level", ms)
 }
 
 // checkEigen compares a noise-off result's eigenvalues with reference.json

@@ -29,6 +29,10 @@ type episodePlan struct {
 	Tight int
 	// CeremonyFaults runs the key ceremony under message faults.
 	CeremonyFaults bool
+	// Deviation, if set, is how the proxy deviates in one job of the
+	// episode (deviate.go): in the first job for DevSwapKey (owners have
+	// not cached the committee key yet), in the last for the others.
+	Deviation string
 }
 
 type jobPlan struct {
@@ -57,6 +61,8 @@ type stepPlan struct {
 	jobs   []jobPlan
 	rates  faultnet.Rates
 	events []event
+	// deviate: the proxy deviates in the step's job.
+	deviate bool
 }
 
 // EpisodeSeed is the seed of episode e of a run.
@@ -79,6 +85,14 @@ func planEpisode(cfg Config, e int) (episodePlan, *rand.Rand) {
 	// Drawn apart from rng, so that the draws above and the steps' stay
 	// what they were for a seed.
 	p.CeremonyFaults = faultnet.Mix(seed^0xce7e)&1 == 1
+	// One episode in two has a deviating proxy (an in-process one).
+	switch h := faultnet.Mix(seed ^ 0xde71a7e); {
+	case p.Process:
+	case len(cfg.Deviations) > 0:
+		p.Deviation = cfg.Deviations[e%len(cfg.Deviations)]
+	case h%2 == 0:
+		p.Deviation = AllDeviations[h>>8%uint64(len(AllDeviations))]
+	}
 	return p, rng
 }
 

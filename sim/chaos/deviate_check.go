@@ -1,0 +1,127 @@
+package chaos
+
+import (
+	"context"
+	"slices"
+	"time"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+)
+
+// checkLie: the user's watch was lied to. Whatever the user made of it, no
+// wrong release: a result it fetched is checked as any (the exact sum or
+// the stated noise, the included owners), and once the job really is done
+// the user fetches its real result.
+func (ep *episode) checkLie(jr *jobRun) {
+	r, id, st, o := ep.rep, jr.id(), jr.status, ep.dev.outcome()
+	if id == "" {
+		r.verify(InvDevStatus, false, ep, id, "the job was not created: %v", jr.userErr)
+		return
+	}
+	r.verify(InvDevStatus, o.served > 0, ep, id, "no lie was told")
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_DONE && jr.result == nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		res, err := ep.user.Fetch(ctx, jr.spec, ep.sch)
+		r.verify(InvDevStatus, err == nil, ep, id, "after the lie (user: %v), the done job's result: %v", jr.userErr, err)
+		jr.result = res
+	}
+}
+
+// checkDeviant checks the job the proxy deviated in (other than by lying):
+// what the honest parties detected, or that the release is exactly what the
+// deviation made of the sum, with the noise of the honest parties.
+func (ep *episode) checkDeviant(jr *jobRun, included []string) {
+	r, id, st, o := ep.rep, jr.id(), jr.status, ep.dev.outcome()
+	done := st.GetState() == fedpcav1.JobState_JOB_STATE_DONE
+	switch o.kind {
+	case DevSwapKey:
+		declined := 0
+		for _, d := range st.GetDeclinedOwners() {
+			if d.GetReason() == fedpcav1.DeclineReason_DECLINE_REASON_COMMITTEE_KEY {
+				declined++
+			}
+		}
+		r.verify(InvDevKey, o.served > 0 && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && st.GetReason() != "" && len(st.GetUploadedOwners()) == 0 &&
+			jr.result == nil && declined == len(ep.owners), ep, id,
+			"swapped keys served %d; job %s (%s), uploaded %v, %d of %d owners declined committee_key", o.served, st.GetState(), st.GetReason(),
+			st.GetUploadedOwners(), declined, len(ep.owners))
+	case DevReplay:
+		r.verify(InvUser, jr.userErr == nil, ep, id, "%v", jr.userErr)
+		if st.GetSwitched() || done {
+			r.verify(InvDevReplay, o.replayChecks > 0, ep, id, "the job was switched but nothing was replayed")
+		}
+		if o.replayChecks > 0 {
+			r.add(InvDevReplay, o.replayChecks, o.replays, ep, id)
+		}
+		if jr.result != nil {
+			ep.checkRelease(jr, included)
+		}
+	case DevDouble, DevDrop:
+		if !done || jr.result == nil {
+			r.verify(InvDevSum, !done || jr.userErr != nil, ep, id, "the job is done, the user has no result and no error")
+			return
+		}
+		if o.applied == 0 || !slices.Contains(included, o.target) {
+			r.verify(InvDevSum, false, ep, id, "the job is done but the sum was not altered (target %q, included %v)", o.target, included)
+			return
+		}
+		exact, err1 := ep.exactSum(jr.spec, included)
+		own, err2 := ep.exactSum(jr.spec, []string{o.target})
+		if err1 != nil || err2 != nil {
+			r.verify(InvDevSum, false, ep, id, "exact sums: %v %v", err1, err2)
+			return
+		}
+		sign := int64(1)
+		if o.kind == DevDrop {
+			sign = -1
+		}
+		for k := range exact {
+			exact[k] += sign * own[k]
+		}
+		ep.verifyAltered(jr, exact, o)
+	case DevResubmit:
+		if done && jr.result == nil {
+			// The user's analysis of the old sum may fail (a noisy sum
+			// under a noise-off spec): then with a stated reason.
+			r.verify(InvDevSum, jr.userErr != nil && jr.userErr.Error() != "", ep, id, "the job is done, the user has no result and no error")
+			return
+		}
+		if !done {
+			return
+		}
+		ep.mu.Lock()
+		old := ep.runs[o.from]
+		ep.mu.Unlock()
+		if o.applied == 0 || old == nil || old.status == nil {
+			// No earlier sum of the job's analysis to resubmit: the
+			// proxy was honest.
+			ep.checkRelease(jr, included)
+			return
+		}
+		exact, err := ep.exactSum(old.spec, old.status.GetUploadedOwners())
+		if err != nil {
+			r.verify(InvDevSum, false, ep, id, "exact sum: %v", err)
+			return
+		}
+		var noise = old.result
+		if old.spec.NoNoise {
+			noise = nil
+		} else if noise == nil {
+			return // the earlier job's noise level is unknown
+		}
+		ok, why := ep.matches(jr.result.Release, exact, jr.spec, noise)
+		r.verify(InvDevSum, ok, ep, id, "%s: resubmitted sum of job %s… (owners %v)", why, o.from[:12], old.status.GetUploadedOwners())
+	}
+}
+
+// verifyAltered: the release is the altered exact sum, without noise
+// exactly, with noise at least at the honest parties' level.
+func (ep *episode) verifyAltered(jr *jobRun, exact []int64, o outcome) {
+	noise := jr.result
+	if jr.spec.NoNoise {
+		noise = nil
+	}
+	ok, why := ep.matches(jr.result.Release, exact, jr.spec, noise)
+	ep.rep.verify(InvDevSum, ok, ep, jr.id(), "%s (%s of %s, plan %s)", why, o.kind, o.target, jr.spec.NoisePlan)
+}
