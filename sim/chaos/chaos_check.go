@@ -34,7 +34,7 @@ const (
 
 	// The deviating proxy's (deviate.go).
 	InvDevKey    = "deviating proxy: owners refuse a committee key not attested by every member; the job fails"
-	InvDevSum    = "deviating proxy: an altered sum releases exactly the alteration, with at least the honest parties' noise"
+	InvDevSum    = "deviating proxy: an altered sum releases nothing more: an earlier job's sum unblinds to noise, a changed upload shows exactly"
 	InvDevReplay = "deviating proxy: a replayed switch gets the same shares, an altered or second one is refused"
 	InvDevStatus = "deviating proxy: a status lie yields no wrong release; the real result is fetched after"
 )
