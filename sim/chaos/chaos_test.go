@@ -14,19 +14,7 @@ func TestChaosShort(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos: skipped with -short")
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
-	var progress bytes.Buffer
-	rep, err := Run(ctx, Config{Seed: 20261123, Jobs: 12, JobsPerEpisode: 6, Parallel: 2, Dir: t.TempDir(), Progress: &progress, Logger: testLogger(t)})
-	t.Log("\n" + progress.String())
-	if rep != nil {
-		var out bytes.Buffer
-		rep.WriteText(&out)
-		t.Log("\n" + out.String())
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
+	rep := runLogged(t, Config{Seed: 20261123, Jobs: 12, JobsPerEpisode: 6, Parallel: 2})
 	if rep.Jobs != 12 || !rep.OK() {
 		t.Fatalf("%d jobs, %d violations", rep.Jobs, len(rep.Violations))
 	}
@@ -37,4 +25,25 @@ func TestChaosShort(t *testing.T) {
 	if faults == 0 {
 		t.Fatal("no faults injected")
 	}
+}
+
+// runLogged runs the suite with cfg in a fresh directory, logs its progress
+// and report, and fails the test if it could not run.
+func runLogged(t *testing.T, cfg Config) *Report {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var progress bytes.Buffer
+	cfg.Dir, cfg.Progress, cfg.Logger = t.TempDir(), &progress, testLogger(t)
+	rep, err := Run(ctx, cfg)
+	t.Log("\n" + progress.String())
+	if rep != nil {
+		var out bytes.Buffer
+		rep.WriteText(&out)
+		t.Log("\n" + out.String())
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rep
 }
