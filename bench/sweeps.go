@@ -8,10 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/big"
-	"sort"
 	"strings"
-
-	"gonum.org/v1/gonum/mat"
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/analysis"
@@ -94,7 +91,11 @@ func splitSweep() {
 					if err != nil {
 						check(err)
 					}
-					sum += capturedVariance(trueSc.ST, comp.W)
+					q, ok := sim.CapturedVariance(trueSc.ST, comp.W)
+					if !ok {
+						check(fmt.Errorf("eigendecomposition of the true scatter failed"))
+					}
+					sum += q
 				}
 				q := sum / seeds
 				score[si][ei] += q / float64(len(names))
@@ -270,22 +271,4 @@ func (c *counterStream) Read(p []byte) (int, error) {
 		n += k
 	}
 	return n, nil
-}
-
-// capturedVariance is q/q0: the variance of the true scatter s captured by the
-// top-k components w, relative to the best possible (its top-k eigenvalues).
-func capturedVariance(s *mat.SymDense, w *mat.Dense) float64 {
-	_, k := w.Dims()
-	var eig mat.EigenSym
-	eig.Factorize(s, false)
-	vals := eig.Values(nil)
-	sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
-	q0 := 0.0
-	for _, v := range vals[:k] {
-		q0 += v
-	}
-	var sw, wsw mat.Dense
-	sw.Mul(s, w)
-	wsw.Mul(w.T(), &sw)
-	return mat.Trace(&wsw) / q0
 }

@@ -218,14 +218,17 @@ func (j *jobState) declineRecords() []declineRecord {
 }
 
 // commit makes a step of the job durable, then applies it in memory and
-// notifies: change edits a copy of the job's progress, write stores it
+// notifies: change (if any) edits a copy of the job's progress, write
+// stores it (and may edit it too)
 // (one store transaction). A change of state is also numbered and announced
 // to the owners' watches (watchHub.sequence). On error the job is
 // unchanged. j.mu must be held.
 func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobProgress) error) error {
 	prog := j.rec.jobProgress
 	prog.Updated = time.Now().UTC()
-	change(&prog)
+	if change != nil {
+		change(&prog)
+	}
 	apply := func() error {
 		if err := write(&prog); err != nil {
 			return err

@@ -134,6 +134,7 @@ type fold struct {
 	resp     *fedpcav1.UploadResponse
 	err      error
 	record   uploadRecord
+	dup      bool // another upload of the same owner is in the batch
 	included bool
 }
 
@@ -163,7 +164,7 @@ func (p *Proxy) foldPending(j *jobState) {
 		if _, dup := owners[f.owner]; dup {
 			// The same owner twice in one batch: answered as a re-sent
 			// upload once the first is in (or refused if it differs).
-			f.record.Owner = ""
+			f.dup = true
 			in = append(in, f)
 			continue
 		}
@@ -188,7 +189,7 @@ func (p *Proxy) foldPending(j *jobState) {
 	}
 	var sum []*rlwe.Ciphertext
 	var decoding time.Duration
-	err := p.commit(j, func(prog *jobProgress) {}, func(prog *jobProgress) error {
+	err := p.commit(j, nil, func(prog *jobProgress) error {
 		return p.store.addUploads(j.id, prog, func(tx uploadTx) error {
 			// sum starts as a copy of the job's sum; each upload whose
 			// ciphertexts were never seen is added to it and recorded.
@@ -196,7 +197,7 @@ func (p *Proxy) foldPending(j *jobState) {
 			decoding = 0
 			for _, f := range in {
 				f.included = false
-				if f.record.Owner == "" {
+				if f.dup {
 					continue
 				}
 				if err := tx.markSeen(f.seen); err != nil {

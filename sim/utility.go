@@ -247,10 +247,22 @@ func (r *labelledRows) accuracy(x *mat.Dense, seed uint64) float64 {
 func captured(a *mat.SymDense, q *mat.Dense) *float64 {
 	d, k := q.Dims()
 	k = min(k, 5, d)
-	qk := q.Slice(0, d, 0, k)
+	r, ok := CapturedVariance(a, q.Slice(0, d, 0, k))
+	if !ok {
+		return nil
+	}
+	return &r
+}
+
+// CapturedVariance is q/q0 of components w (orthonormal columns) on the
+// symmetric matrix a (a second moment or a scatter): the trace of w^T a w
+// over the sum of a's top k eigenvalues, k the columns of w; ok is false
+// when a cannot be factorised.
+func CapturedVariance(a *mat.SymDense, w mat.Matrix) (q float64, ok bool) {
+	_, k := w.Dims()
 	var eig mat.EigenSym
 	if !eig.Factorize(a, false) {
-		return nil
+		return 0, false
 	}
 	vals := eig.Values(nil)
 	sort.Sort(sort.Reverse(sort.Float64Slice(vals)))
@@ -258,11 +270,10 @@ func captured(a *mat.SymDense, q *mat.Dense) *float64 {
 	for _, v := range vals[:k] {
 		q0 += v
 	}
-	var aq, qaq mat.Dense
-	aq.Mul(a, qk)
-	qaq.Mul(qk.T(), &aq)
-	r := mat.Trace(&qaq) / q0
-	return &r
+	var aw, waw mat.Dense
+	aw.Mul(a, w)
+	waw.Mul(w.T(), &aw)
+	return mat.Trace(&waw) / q0, true
 }
 
 // AnalyzeGauss is the central baseline of the utility benchmark: Analyze

@@ -95,6 +95,8 @@ func TestNoSilentSubstitution(t *testing.T) {
 		{userRun("--owners", "hospital-a", "--analysis", "dca", "-k", "5"), "-k 5: dca on 2 classes gives at most 1 component"},
 		{userRun("--owners", "hospital-a", "--budget-split", "0.5/0.5"), "--budget-split"},
 		{[]string{"simulate", "--dataset", "wine", "--delta", "0"}, "--delta 0"},
+		{[]string{"simulate", "--dataset", "wine", "--keep-scales"}, "--keep-scales needs --auto-schema"},
+		{[]string{"simulate", "--dataset", "wine", "--quantile", "0.5"}, "--quantile needs --auto-schema"},
 	} {
 		out, err := fedpca(t, dir, tc.args...)
 		if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "proxy call failed") {

@@ -94,6 +94,13 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 			},
 		}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
+			if !cmd.Bool("auto-schema") {
+				for _, f := range []string{"profile-share", "quantile", "keep-scales"} {
+					if cmd.IsSet(f) {
+						return fmt.Errorf("--%s needs --auto-schema (it sets the profile job, which only --auto-schema runs)", f)
+					}
+				}
+			}
 			opts, err := jobOptions(cmd)
 			if err != nil {
 				return err

@@ -154,19 +154,14 @@ which every JOB argument accepts (any unique prefix of 4 digits or more is enoug
 
   fedpca user status --certs certs/user-alice --proxy localhost:7000 3f2a9c1e`,
 			Flags: userConnFlags(false),
-			Action: func(ctx context.Context, cmd *cli.Command) error {
-				c, id, err := userJob(ctx, cmd)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
+			Action: onJob(func(ctx context.Context, cmd *cli.Command, c *user.Client, id string) error {
 				info, err := c.Job(ctx, id)
 				if err != nil {
 					return err
 				}
 				printStatus(info.GetStatus())
 				return nil
-			},
+			}),
 		}, {
 			Name:      "fetch",
 			Usage:     "re-attach to a job: wait for it, decrypt and analyse the result, write the outputs as user run does",
@@ -177,12 +172,7 @@ job was created with.
 
   fedpca user fetch --certs certs/user-alice --keys keys --proxy localhost:7000 --out out/ 3f2a9c1e`,
 			Flags: append(append(userConnFlags(true), resultFlags()...), logFlags()...),
-			Action: func(ctx context.Context, cmd *cli.Command) error {
-				c, id, err := userJob(ctx, cmd)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
+			Action: onJob(func(ctx context.Context, cmd *cli.Command, c *user.Client, id string) error {
 				spec, sch, err := c.Ticket(ctx, id)
 				if err != nil {
 					return err
@@ -192,7 +182,7 @@ job was created with.
 				}
 				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
 				return waitAndWrite(ctx, cmd, c, spec, sch, time.Now())
-			},
+			}),
 		}, {
 			Name:      "cancel",
 			Usage:     "cancel an open job: it ends without a release and every owner returns its reserved budget",
@@ -202,20 +192,15 @@ and the budget is spent. JOB is the job's ID or a unique prefix of it.
 
   fedpca user cancel --certs certs/user-alice --proxy localhost:7000 3f2a9c1e`,
 			Flags: userConnFlags(false),
-			Action: func(ctx context.Context, cmd *cli.Command) error {
-				c, id, err := userJob(ctx, cmd)
-				if err != nil {
-					return err
-				}
-				defer c.Close()
+			Action: onJob(func(ctx context.Context, cmd *cli.Command, c *user.Client, id string) error {
 				st, err := c.Cancel(ctx, id)
 				if err != nil {
 					return err
 				}
-				fmt.Printf("job %s cancelled (%s, %d of %d owners had uploaded): nothing is released, and every owner returns its reservation or refunds its upload when it next polls\n",
+				fmt.Printf("job %s cancelled (%s, %d of %d owners had uploaded): nothing is released, and every owner returns its reservation or refunds its upload when it learns of the end\n",
 					id[:16], stateText(st.GetState()), st.GetOwnersUploaded(), st.GetOwnersExpected())
 				return nil
-			},
+			}),
 		}, analyzeCommand()},
 	}
 }
@@ -246,6 +231,19 @@ func userClient(cmd *cli.Command) (*user.Client, error) {
 
 // userJob connects and resolves the command's one JOB argument (a unique
 // prefix of one of this user's jobs).
+// onJob is the action of a command on one job (user status, fetch, cancel):
+// it connects, resolves the job argument and runs fn.
+func onJob(fn func(ctx context.Context, cmd *cli.Command, c *user.Client, id string) error) cli.ActionFunc {
+	return func(ctx context.Context, cmd *cli.Command) error {
+		c, id, err := userJob(ctx, cmd)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		return fn(ctx, cmd, c, id)
+	}
+}
+
 func userJob(ctx context.Context, cmd *cli.Command) (*user.Client, string, error) {
 	switch cmd.Args().Len() {
 	case 0:
