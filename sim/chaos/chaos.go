@@ -16,10 +16,12 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/owner"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/sim"
@@ -294,10 +296,20 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 			// The deviating job runs alone and without faults: what is
 			// checked is the deviation's outcome.
 			sp.jobs, sp.rates, sp.events, sp.deviate = sp.jobs[:1], faultnet.Rates{}, nil, true
-			if plan.Deviation == DevResubmit && lastAnalysis != "" {
-				// Sent an earlier sum of the same analysis; noise-off,
-				// the release is that sum itself.
-				sp.jobs[0].NoNoise, sp.jobs[0].Analysis = true, lastAnalysis
+			switch j := &sp.jobs[0]; plan.Deviation {
+			case DevResubmit:
+				if lastAnalysis != "" {
+					// Sent an earlier sum of the same analysis; noise-off,
+					// the release is that sum itself.
+					j.NoNoise, j.Analysis = true, lastAnalysis
+				}
+			case DevDouble:
+				// Noise-off: the release is the doubled sum exactly.
+				j.NoNoise = true
+			case DevDrop:
+				// With the owners' noise: what the dropped owner added
+				// is gone, the others' must stay (the noise floor).
+				j.NoNoise, j.Plan = false, []string{dp.PlanOwners, dp.PlanAll}[rng.IntN(2)]
 			}
 		}
 		lastAnalysis = sp.jobs[len(sp.jobs)-1].Analysis
@@ -474,9 +486,9 @@ func (ep *episode) runJob(ctx context.Context, jr *jobRun) {
 }
 
 // jobStatus reads a job's full status from the observer (which meets no
-// faults, only the proxy's crashes).
+// faults, only the proxy's crashes, and is told no lies).
 func (ep *episode) jobStatus(ctx context.Context, id string, brief bool) (*fedpcav1.JobStatus, error) {
-	cctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	cctx, cancel := context.WithTimeout(metadata.AppendToOutgoingContext(ctx, observerKey, "1"), 2*time.Second)
 	defer cancel()
 	r, err := ep.obs.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Brief: brief})
 	if err != nil {

@@ -37,10 +37,11 @@ const (
 	InvDevSum    = "deviating proxy: an altered sum releases nothing more: an earlier job's sum unblinds to noise, a changed upload shows exactly"
 	InvDevReplay = "deviating proxy: a replayed switch gets the same shares, an altered or second one is refused"
 	InvDevStatus = "deviating proxy: a status lie yields no wrong release; the real result is fetched after"
+	InvDevNoise  = "deviating proxy: under the owners and all plans the honest owners' noise stays in the release"
 )
 
 var invariantOrder = []string{InvEnds, InvUser, InvAcked, InvOnce, InvExact, InvEigen, InvNoise, InvSwitch, InvBudget, InvCharged, InvSettled, InvRestart,
-	InvDevKey, InvDevSum, InvDevReplay, InvDevStatus}
+	InvDevKey, InvDevSum, InvDevReplay, InvDevStatus, InvDevNoise}
 
 // Invariant is one invariant's tally.
 type Invariant struct {
@@ -338,7 +339,24 @@ func (ep *episode) matches(rel *job.ReleaseDoc, exact []int64, spec *job.Spec, n
 		}
 		return diff == 0, fmt.Sprintf("%d of %d values differ from the exact sum", diff, len(got))
 	}
-	l, _ := spec.Layout(ep.sch)
+	ms, err := ep.noiseMS(rel, exact, spec, noise)
+	if err != nil {
+		return false, err.Error()
+	}
+	return ms > 0.1 && ms < 10, fmt.Sprintf("noise mean square %.3g times the stated level", ms)
+}
+
+// noiseMS is the mean square of the release's difference from the exact
+// sum, each value in units of its block's stated noise (SigmaTotal).
+func (ep *episode) noiseMS(rel *job.ReleaseDoc, exact []int64, spec *job.Spec, noise *job.Result) (float64, error) {
+	got := slices.Concat(rel.R, rel.V, rel.N)
+	if len(got) != len(exact) || len(got) == 0 {
+		return 0, fmt.Errorf("release of %d values, the exact sum has %d", len(got), len(exact))
+	}
+	l, err := spec.Layout(ep.sch)
+	if err != nil {
+		return 0, err
+	}
 	scale := math.Ldexp(1, int(ep.sch.Bits))
 	sigma := func(k int) float64 {
 		switch {
@@ -354,8 +372,7 @@ func (ep *episode) matches(rel *job.ReleaseDoc, exact []int64, spec *job.Spec, n
 		z := float64(got[k]-exact[k]) / sigma(k)
 		ms += z * z
 	}
-	ms /= float64(len(got))
-	return ms > 0.1 && ms < 10, fmt.Sprintf("noise mean square %.3g times the stated level", ms)
+	return ms / float64(len(got)), nil
 }
 
 // checkEigen compares a noise-off result's eigenvalues with reference.json

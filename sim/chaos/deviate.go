@@ -3,12 +3,15 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"crypto/sha256"
 	"errors"
+	"hash"
 	"io"
 	"slices"
 	"sync"
 
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/metadata"
 	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -30,12 +33,8 @@ const (
 	DevLieFail  = "lie_failed"    // the user's watch told the job failed
 )
 
-// AllDeviations lists the deviations scheduled, in the order of the test
-// schedule. DevDouble and DevDrop are left out for now: the release of a
-// sum altered by an owner's captured upload does not yet match the altered
-// exact sum (noise mean square ~1e17 of the stated level), and whether the
-// double or the check is at fault is not settled (issue 19).
-var AllDeviations = []string{DevSwapKey, DevResubmit, DevReplay, DevLieDone, DevLieFail}
+// AllDeviations lists the deviations, in the order of the test schedule.
+var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevResubmit, DevReplay, DevLieDone, DevLieFail}
 
 // deviant is the deviating proxy's test double for one episode. Until job
 // is set it is honest; it deviates in that job only.
@@ -44,13 +43,15 @@ type deviant struct {
 	params *he.Params
 
 	mu       sync.Mutex
-	job      string // the job it deviates in
-	ended    bool   // that job ended: no more key swaps
-	evilKey  []byte // swap_key: the proxy's own key
-	served   int    // swapped keys or lies served
-	uploads  map[string][][]byte
+	job      string                // the job it deviates in
+	ended    bool                  // that job ended: no more key swaps
+	evilKey  []byte                // swap_key: the proxy's own key
+	served   int                   // swapped keys or lies served
+	uploads  map[string][][]byte   // double/drop: the target's upload
+	upMu     sync.Mutex            // double/drop: the job's uploads pass one at a time
 	sums     map[string]*switchReq // job -> the request the members got
 	target   string                // double/drop: the owner
+	carrier  string                // double/drop: the owner whose upload carried the target's
 	from     string                // resubmit: the job whose sum was sent
 	applied  int                   // ciphertexts altered
 	replays  []string              // replay: what went wrong
@@ -99,29 +100,47 @@ func (d *deviant) deviating(id string) bool {
 	return d.job != "" && d.job == id
 }
 
-// unary swaps the committee key shown to owners while the job runs.
+// unary swaps the committee key shown to owners while the job runs, and
+// lies in the job's status to the user.
 func (d *deviant) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
 	resp, err := handler(ctx, req)
-	if err != nil || d.kind != DevSwapKey || info.FullMethod != fedpcav1.ProxyService_GetCommittee_FullMethodName {
+	if err != nil {
 		return resp, err
 	}
+	switch {
+	case d.kind == DevSwapKey && info.FullMethod == fedpcav1.ProxyService_GetCommittee_FullMethodName:
+		return d.swapKey(ctx, resp.(*fedpcav1.GetCommitteeResponse)), nil
+	case (d.kind == DevLieDone || d.kind == DevLieFail) && info.FullMethod == fedpcav1.ProxyService_GetJob_FullMethodName:
+		r := resp.(*fedpcav1.GetJobResponse)
+		if md, _ := metadata.FromIncomingContext(ctx); len(md.Get(observerKey)) > 0 || !d.deviating(r.GetJob().GetStatus().GetJobId()) {
+			return resp, nil
+		}
+		lie := proto.Clone(r).(*fedpcav1.GetJobResponse)
+		lie.Job.Status = d.lie(r.GetJob().GetStatus())
+		return lie, nil
+	}
+	return resp, nil
+}
+
+// swapKey shows an owner the proxy's own key while the job runs.
+func (d *deviant) swapKey(ctx context.Context, resp *fedpcav1.GetCommitteeResponse) *fedpcav1.GetCommitteeResponse {
 	who, werr := transport.CallerIdentity(ctx)
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	if werr != nil || who.Role != transport.RoleOwner || d.job == "" || d.ended || d.params == nil {
-		return resp, nil
+		return resp
 	}
 	if d.evilKey == nil {
 		d.evilKey = d.params.Codecs().PublicKey.Marshal(he.GenerateKeyPair(*d.params).Public)
 	}
-	swapped := proto.Clone(resp.(*fedpcav1.GetCommitteeResponse)).(*fedpcav1.GetCommitteeResponse)
+	swapped := proto.Clone(resp).(*fedpcav1.GetCommitteeResponse)
 	swapped.PublicKey, swapped.PublicKeyFingerprint = d.evilKey, job.Fingerprint(d.evilKey)
 	d.served++
-	return swapped, nil
+	return swapped
 }
 
-// stream records the owners' uploads to the job and lies in the user's
-// watch of it.
+// stream lets the deviating job's uploads through one at a time, altering
+// one of them (double/drop), and lies in the user's watch of the job.
 func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	switch {
 	case info.FullMethod == fedpcav1.ProxyService_Upload_FullMethodName && (d.kind == DevDouble || d.kind == DevDrop):
@@ -129,44 +148,118 @@ func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 		if err != nil {
 			return handler(srv, ss)
 		}
-		rs := &recordStream{ServerStream: ss}
-		if err := handler(srv, rs); err != nil {
-			return err
-		}
-		if d.deviating(rs.job) && rs.n > 0 && len(rs.cts) == rs.n {
-			d.mu.Lock()
-			if d.uploads[who.ID] == nil {
-				d.uploads[who.ID] = rs.cts
-			}
-			d.mu.Unlock()
-		}
-		return nil
+		us := &uploadStream{ServerStream: ss, d: d, owner: who.ID}
+		err = handler(srv, us)
+		us.done(err)
+		return err
 	case info.FullMethod == fedpcav1.ProxyService_WatchJob_FullMethodName && (d.kind == DevLieDone || d.kind == DevLieFail):
 		return handler(srv, &lyingStream{ServerStream: ss, d: d})
 	}
 	return handler(srv, ss)
 }
 
-// recordStream keeps a copy of an upload.
-type recordStream struct {
+// uploadStream is an owner's upload as the proxy's handler reads it. In the
+// deviating job the first complete upload is recorded (the target's); the
+// next owner's (the carrier's) reaches the proxy with the target's
+// ciphertexts added to (double) or subtracted from (drop) its own and the
+// header's digest recomputed, so the proxy's honest code folds a sum that
+// counts the target twice, or not at all while naming it. The job's
+// uploads pass one at a time, so that target and carrier are the first two.
+type uploadStream struct {
 	grpc.ServerStream
-	job string
-	n   int
-	cts [][]byte
+	d      *deviant
+	owner  string
+	header *fedpcav1.UploadHeader
+	cts    [][]byte  // as the owner sent them
+	with   [][]byte  // the target's upload, when this one carries it
+	digest hash.Hash // of what the proxy receives, when altered
+	locked bool
 }
 
-func (s *recordStream) RecvMsg(m any) error {
-	if err := s.ServerStream.RecvMsg(m); err != nil {
+func (s *uploadStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if errors.Is(err, io.EOF) && s.with != nil {
+		// The proxy compares the header it holds with what it received
+		// once the stream ends.
+		s.header.Digest = s.digest.Sum(nil)
+	}
+	if err != nil {
 		return err
 	}
-	if r, ok := m.(*fedpcav1.UploadRequest); ok {
-		if h := r.GetHeader(); h != nil {
-			s.job, s.n, s.cts = h.GetJobId(), int(h.GetCiphertexts()), nil
-		} else if c := r.GetCiphertext(); c != nil {
-			s.cts = append(s.cts, bytes.Clone(c))
+	r, ok := m.(*fedpcav1.UploadRequest)
+	if !ok {
+		return nil
+	}
+	if h := r.GetHeader(); h != nil {
+		s.header = h
+		if !s.locked && s.d.deviating(h.GetJobId()) {
+			s.d.upMu.Lock()
+			s.locked = true
+			s.with = s.d.carry(s.owner, int(h.GetCiphertexts()))
+			s.digest = sha256.New()
 		}
+		return nil
+	}
+	c := r.GetCiphertext()
+	if c == nil || !s.locked {
+		return nil
+	}
+	s.cts = append(s.cts, bytes.Clone(c))
+	if i := len(s.cts) - 1; s.with != nil && i < len(s.with) {
+		c = s.d.combine(c, s.with[i])
+		r.Msg = &fedpcav1.UploadRequest_Ciphertext{Ciphertext: c}
+		s.digest.Write(c)
 	}
 	return nil
+}
+
+// carry returns the target's upload when the owner's is to carry it.
+func (d *deviant) carry(owner string, n int) [][]byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.target == "" || d.target == owner || d.carrier != "" || len(d.uploads[d.target]) != n {
+		return nil
+	}
+	d.carrier = owner
+	return d.uploads[d.target]
+}
+
+// combine is the carrier's ciphertext with the target's added or
+// subtracted.
+func (d *deviant) combine(ct, target []byte) []byte {
+	codec := d.params.Codecs().Ciphertext
+	sum, err1 := codec.Unmarshal(ct)
+	own, err2 := codec.Unmarshal(target)
+	if err1 != nil || err2 != nil {
+		return ct
+	}
+	if d.kind == DevDouble {
+		d.params.AddInto(sum, own)
+	} else {
+		rq := d.params.RingQ().AtLevel(d.params.Level())
+		rq.Sub(sum.Value[0], own.Value[0], sum.Value[0])
+		rq.Sub(sum.Value[1], own.Value[1], sum.Value[1])
+	}
+	return codec.Marshal(sum)
+}
+
+// done records what the upload was once the proxy answered it.
+func (s *uploadStream) done(err error) {
+	if !s.locked {
+		return
+	}
+	defer s.d.upMu.Unlock()
+	d, n := s.d, int(s.header.GetCiphertexts())
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	switch {
+	case s.with != nil && err == nil && len(s.cts) == n:
+		d.applied = n
+	case s.with != nil:
+		d.carrier = "" // refused or cut: the next upload carries it
+	case err == nil && len(s.cts) == n && d.target == "":
+		d.target, d.uploads[s.owner] = s.owner, s.cts
+	}
 }
 
 // lyingStream tells the user's watch a false state of the job.
@@ -180,19 +273,32 @@ func (s *lyingStream) SendMsg(m any) error {
 	if !ok || !s.d.deviating(r.GetJob().GetJobId()) {
 		return s.ServerStream.SendMsg(m)
 	}
-	lie := proto.Clone(r).(*fedpcav1.WatchJobResponse)
-	st := lie.GetJob()
-	if s.d.kind == DevLieDone {
+	return s.ServerStream.SendMsg(&fedpcav1.WatchJobResponse{Job: s.d.lie(r.GetJob())})
+}
+
+// observerKey marks the harness's own status calls (gRPC metadata): the
+// double lies to the user, not to the harness that checks what it did.
+const observerKey = "x-chaos-observer"
+
+// lie is the false state the double tells of its job while it runs (once
+// the job has ended it tells the truth: a proxy that lies for ever denies
+// service, which no protocol prevents).
+func (d *deviant) lie(st *fedpcav1.JobStatus) *fedpcav1.JobStatus {
+	if ended(st.GetState()) {
+		return st
+	}
+	st = proto.Clone(st).(*fedpcav1.JobStatus)
+	if d.kind == DevLieDone {
 		st.State = fedpcav1.JobState_JOB_STATE_DONE
 		st.UploadedOwners = slices.Clone(st.GetExpectedOwners())
 		st.OwnersUploaded = st.GetOwnersExpected()
 	} else {
 		st.State, st.Reason = fedpcav1.JobState_JOB_STATE_FAILED, "the committee is unreachable"
 	}
-	s.d.mu.Lock()
-	s.d.served++
-	s.d.mu.Unlock()
-	return s.ServerStream.SendMsg(lie)
+	d.mu.Lock()
+	d.served++
+	d.mu.Unlock()
+	return st
 }
 
 // switchStream alters or replays the proxy's key-switch requests to the
@@ -269,33 +375,6 @@ func (d *deviant) alter(h *fedpcav1.KeySwitchHeader, i int, ct []byte) []byte {
 			d.applied++
 			return r.cts[i]
 		}
-	case DevDouble, DevDrop:
-		if d.target == "" {
-			for _, o := range h.GetOwners() {
-				if len(d.uploads[o]) == int(h.GetCiphertexts()) {
-					d.target = o
-					break
-				}
-			}
-		}
-		up := d.uploads[d.target]
-		if i >= len(up) {
-			return ct
-		}
-		sum, err1 := d.params.Codecs().Ciphertext.Unmarshal(ct)
-		own, err2 := d.params.Codecs().Ciphertext.Unmarshal(up[i])
-		if err1 != nil || err2 != nil {
-			return ct
-		}
-		if d.kind == DevDouble {
-			d.params.AddInto(sum, own)
-		} else {
-			rq := d.params.RingQ().AtLevel(d.params.Level())
-			rq.Sub(sum.Value[0], own.Value[0], sum.Value[0])
-			rq.Sub(sum.Value[1], own.Value[1], sum.Value[1])
-		}
-		d.applied++
-		return d.params.Codecs().Ciphertext.Marshal(sum)
 	}
 	return ct
 }
@@ -403,16 +482,16 @@ func specAnalysis(h *fedpcav1.KeySwitchHeader) string {
 
 // outcome is what the double did in its job.
 type outcome struct {
-	kind         string
-	served       int
-	target, from string
-	applied      int
-	replays      []string
-	replayChecks int
+	kind                  string
+	served                int
+	target, carrier, from string
+	applied               int
+	replays               []string
+	replayChecks          int
 }
 
 func (d *deviant) outcome() outcome {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return outcome{kind: d.kind, served: d.served, target: d.target, from: d.from, applied: d.applied, replays: d.replays, replayChecks: d.rchecks}
+	return outcome{kind: d.kind, served: d.served, target: d.target, carrier: d.carrier, from: d.from, applied: d.applied, replays: d.replays, replayChecks: d.rchecks}
 }

@@ -3,9 +3,11 @@ package chaos
 import (
 	"context"
 	"slices"
+	"strings"
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 )
 
 // checkLie: the user's watch was lied to. Whatever the user made of it, no
@@ -56,14 +58,25 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 		}
 		if jr.result != nil {
 			ep.checkRelease(jr, included)
+			if exact, err := ep.exactSum(jr.spec, included); err == nil {
+				ep.checkFloor(jr, exact, included)
+			}
 		}
 	case DevDouble, DevDrop:
 		if !done || jr.result == nil {
 			r.verify(InvDevSum, !done || jr.userErr != nil, ep, id, "the job is done, the user has no result and no error")
 			return
 		}
-		if o.applied == 0 || !slices.Contains(included, o.target) {
-			r.verify(InvDevSum, false, ep, id, "the job is done but the sum was not altered (target %q, included %v)", o.target, included)
+		if o.applied == 0 {
+			// Every owner's upload but one carried the target's: with
+			// two or more (the job runs alone, without faults) the double
+			// must have deviated.
+			r.verify(InvDevSum, len(included) < 2, ep, id, "%d owners uploaded but no upload carried another's (target %q)", len(included), o.target)
+			ep.checkRelease(jr, included)
+			return
+		}
+		if !slices.Contains(included, o.target) || !slices.Contains(included, o.carrier) {
+			r.verify(InvDevSum, false, ep, id, "the altered sum names %v, not the target %s and the carrier %s", included, o.target, o.carrier)
 			return
 		}
 		exact, err1 := ep.exactSum(jr.spec, included)
@@ -72,14 +85,15 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 			r.verify(InvDevSum, false, ep, id, "exact sums: %v %v", err1, err2)
 			return
 		}
-		sign := int64(1)
+		sign, honest := int64(1), included
 		if o.kind == DevDrop {
-			sign = -1
+			sign, honest = -1, slices.DeleteFunc(slices.Clone(included), func(x string) bool { return x == o.target })
 		}
 		for k := range exact {
 			exact[k] += sign * own[k]
 		}
 		ep.verifyAltered(jr, exact, o)
+		ep.checkFloor(jr, exact, honest)
 	case DevResubmit:
 		if done && jr.result == nil {
 			// The user's analysis of the old sum may fail (a noisy sum
@@ -128,5 +142,29 @@ func (ep *episode) verifyAltered(jr *jobRun, exact []int64, o outcome) {
 		noise = nil
 	}
 	ok, why := ep.matches(jr.result.Release, exact, jr.spec, noise)
-	ep.rep.verify(InvDevSum, ok, ep, jr.id(), "%s (%s of %s, plan %s)", why, o.kind, o.target, jr.spec.NoisePlan)
+	ep.rep.verify(InvDevSum, ok, ep, jr.id(), "%s (%s of %s into %s, plan %s)", why, o.kind, o.target, o.carrier, jr.spec.NoisePlan)
+}
+
+// checkFloor: under the owners and all plans, the noise in the release
+// around the sum the proxy made is at least what the honest owners still in
+// it added (PROTOCOL.md 10: their noise is a floor no server can remove).
+// The mean square of the noise, in units of the stated variance, is an
+// average over every released value (hundreds), so half the floor is far
+// outside its spread.
+func (ep *episode) checkFloor(jr *jobRun, exact []int64, honest []string) {
+	spec, res := jr.spec, jr.result
+	if spec.NoNoise || (spec.NoisePlan != dp.PlanOwners && spec.NoisePlan != dp.PlanAll) {
+		return
+	}
+	var floor, total float64
+	for _, sh := range res.Privacy.Shares {
+		total += sh.Value
+		if o, ok := strings.CutPrefix(sh.Party, "owner/"); ok && slices.Contains(honest, o) {
+			floor += sh.Value
+		}
+	}
+	ms, err := ep.noiseMS(res.Release, exact, spec, res)
+	ok := err == nil && total > 0 && ms >= 0.5*floor/total
+	ep.rep.verify(InvDevNoise, ok, ep, jr.id(), "noise mean square %.3g of the stated level; the %d honest owners' shares alone are %.3g of it (%v)",
+		ms, len(honest), floor/max(total, 1e-300), err)
 }
