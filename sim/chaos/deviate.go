@@ -139,8 +139,8 @@ func (d *deviant) swapKey(ctx context.Context, resp *fedpcav1.GetCommitteeRespon
 	return swapped
 }
 
-// stream lets the deviating job's uploads through one at a time, altering
-// one of them (double/drop), and lies in the user's watch of the job.
+// stream alters one of the deviating job's uploads (double/drop) and lies
+// in the user's watch of the job.
 func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	switch {
 	case info.FullMethod == fedpcav1.ProxyService_Upload_FullMethodName && (d.kind == DevDouble || d.kind == DevDrop):
@@ -163,8 +163,9 @@ func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 // next owner's (the carrier's) reaches the proxy with the target's
 // ciphertexts added to (double) or subtracted from (drop) its own and the
 // header's digest recomputed, so the proxy's honest code folds a sum that
-// counts the target twice, or not at all while naming it. The job's
-// uploads pass one at a time, so that target and carrier are the first two.
+// counts the target twice, or not at all while naming it. Until then the
+// job's uploads pass one at a time, so that target and carrier are the
+// first two.
 type uploadStream struct {
 	grpc.ServerStream
 	d      *deviant
@@ -192,8 +193,12 @@ func (s *uploadStream) RecvMsg(m any) error {
 	}
 	if h := r.GetHeader(); h != nil {
 		s.header = h
-		if !s.locked && s.d.deviating(h.GetJobId()) {
+		if !s.locked && s.d.deviating(h.GetJobId()) && s.d.pending() {
 			s.d.upMu.Lock()
+			if !s.d.pending() {
+				s.d.upMu.Unlock() // the upload it waited for carried the target's
+				return nil
+			}
 			s.locked = true
 			s.with = s.d.carry(s.owner, int(h.GetCiphertexts()))
 			s.digest = sha256.New()
@@ -211,6 +216,13 @@ func (s *uploadStream) RecvMsg(m any) error {
 		s.digest.Write(c)
 	}
 	return nil
+}
+
+// pending: the double has not yet altered an upload.
+func (d *deviant) pending() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.applied == 0
 }
 
 // carry returns the target's upload when the owner's is to carry it.
