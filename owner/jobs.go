@@ -15,10 +15,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 type jobNote struct {
@@ -214,6 +216,9 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	case note.State == PartUploaded && ended:
 		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
 	}
+	if ended {
+		o.prepare(ctx) // for the next job, now that this one no longer needs the CPU
+	}
 }
 
 // takePart decides about a new job (st is its status, t its ticket) and,
@@ -231,7 +236,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		return
 	}
 	dataset := spec.Dataset
-	cpk, err := o.committeeKey(ctx, spec)
+	ck, err := o.committeeKey(ctx, spec)
 	if errors.Is(err, errWrongCommittee) {
 		o.log.Error("the proxy's committee key is not attested by the committee: refusing the job, nothing is uploaded", "job", id[:16], "error", err)
 		o.decline(ctx, id, dataset, refuse(job.DeclineCommitteeKey, "%v", err))
@@ -287,7 +292,11 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 			"dropped_missing_value", rep.Missing, "filled_missing_value", rep.Filled,
 			"first_skipped", strings.Join(rep.Examples, "; "))
 	}
-	cts, err := job.OwnerCiphertexts(spec, sch, o.params, cpk, acc, nil)
+	var cts []*rlwe.Ciphertext
+	err = ck.encrypt(func(enc *he.Encryptor) (n int, err error) {
+		cts, err = job.EncryptShare(spec, sch, enc, acc, nil)
+		return len(cts), err
+	})
 	if err != nil {
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot encrypt statistics: %v", err))
 		return
