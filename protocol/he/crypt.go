@@ -88,19 +88,25 @@ func (e *Encryptor) EncryptVector(vals []int64) ([]*rlwe.Ciphertext, error) {
 	out := make([]*rlwe.Ciphertext, n)
 	for i := range out {
 		var err error
-		if k := len(e.zeros); k > 0 {
-			// Taken out first: an encryption of zero masks one plaintext.
-			out[i], e.zeros[k-1], e.zeros = e.zeros[k-1], nil, e.zeros[:k-1]
-			err = e.addPlain(e.p.chunk(vals, i), out[i])
-		} else {
-			out[i] = e.p.newCiphertext()
-			err = e.Encrypt(e.p.chunk(vals, i), out[i])
-		}
-		if err != nil {
+		if out[i], err = e.encryptNew(e.p.chunk(vals, i)); err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i, err)
 		}
 	}
 	return out, nil
+}
+
+// encryptNew encrypts at most Slots values (zero-padded) into a new
+// ciphertext, over a prepared encryption of zero if there is one.
+func (e *Encryptor) encryptNew(vals []int64) (*rlwe.Ciphertext, error) {
+	k := len(e.zeros)
+	if k == 0 {
+		ct := e.p.newCiphertext()
+		return ct, e.Encrypt(vals, ct)
+	}
+	// Taken out first: an encryption of zero masks one plaintext.
+	ct := e.zeros[k-1]
+	e.zeros[k-1], e.zeros = nil, e.zeros[:k-1]
+	return ct, e.addPlain(vals, ct)
 }
 
 // addPlain sets ct, an encryption of zero, to an encryption of vals (at

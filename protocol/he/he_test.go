@@ -153,9 +153,19 @@ func TestProtocolRoundTrip(t *testing.T) {
 					for j, x := range noise {
 						want[i*p.Slots()+j] += x
 					}
+					if i == 1 {
+						// The second ciphertext's noise share over an
+						// encryption of zero prepared after the first.
+						if made, err := members[pt-1].PrepareNoise(1); err != nil || !made {
+							t.Fatalf("PrepareNoise: %v, %v", made, err)
+						}
+					}
 					s, err := members[pt-1].KeySwitchShare(sum[i], user.Public, tc.active, noise)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if made, _ := members[pt-1].PrepareNoise(0); made {
+						t.Fatal("PrepareNoise made one with 0 wanted")
 					}
 					back, err := p.Codecs().KeySwitchShare.Unmarshal(p.Codecs().KeySwitchShare.Marshal(s))
 					if err != nil {
