@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/pprof"
 	"slices"
 	"sort"
 	"strconv"
@@ -41,7 +42,12 @@ func main() {
 	srcFlag := flag.String("source", "", "source spec (suite sources-child)")
 	schemaFlag := flag.String("schema", "", "schema file (suite sources-child)")
 	pythonFlag := flag.String("python", "python3,/usr/bin/python3", "interpreters to try for numpy and scikit-learn (suite pipeline)")
+	flag.StringVar(&cpuProfileDir, "cpuprofile", "", "write CPU profiles to this directory (suites owners and dims): bench.pprof of this process (the committee and the user) while jobs run, and one per node run as a process (proxy.pprof, farm-N.pprof) over its life; profile one configuration at a time, a later one overwrites them")
 	flag.Parse()
+	if cpuProfileDir != "" {
+		check(os.MkdirAll(cpuProfileDir, 0o755))
+		check(os.Setenv("FEDPCA_CPUPROFILE_DIR", cpuProfileDir)) // read by the nodes run as processes
+	}
 	ctx := context.Background()
 	var raw io.Writer = io.Discard
 	if *jsonOut != "" {
@@ -146,6 +152,9 @@ func buildBinary() string {
 	return bin
 }
 
+// cpuProfileDir is where -cpuprofile writes (empty: no profiles).
+var cpuProfileDir string
+
 // newLauncher runs nodes as processes of bin, the proxy with
 // BENCH_PROXY_GOMEMLIMIT as its GOMEMLIMIT if set.
 func newLauncher(bin string) *procs.Launcher {
@@ -170,6 +179,12 @@ func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io
 	check(err)
 	defer s.Close()
 	r := &scaleResult{setup: time.Since(start)}
+	if cpuProfileDir != "" {
+		f, err := os.Create(filepath.Join(cpuProfileDir, "bench.pprof"))
+		check(err)
+		check(pprof.StartCPUProfile(f))
+		defer func() { pprof.StopCPUProfile(); f.Close() }()
+	}
 	for i := range reps {
 		rep, err := s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1, Plan: dp.PlanServers})
 		check(err)

@@ -68,6 +68,9 @@ type CSP struct {
 	// of the member's key material (lattigo objects are not concurrent-safe).
 	switching jobLocks
 	memberMu  sync.Mutex
+	// preparing is the background preparation of the next noise share
+	// (prepareNoise); Run waits for it before it closes the store.
+	preparing sync.WaitGroup
 }
 
 // ceremony is the in-memory state of a key ceremony in progress. A crash
@@ -246,9 +249,11 @@ func (c *CSP) Run(ctx context.Context) error {
 	case <-ctx.Done():
 		c.health.Shutdown()
 		transport.StopGracefully(srv, 10*time.Second)
+		c.preparing.Wait()
 		c.log.Info("csp stopped")
 		return c.db.Close()
 	case err := <-errc:
+		c.preparing.Wait()
 		c.db.Close()
 		return fmt.Errorf("csp: serve: %w", err)
 	}

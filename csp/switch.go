@@ -275,7 +275,30 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 			return err
 		}
 	}
+	c.prepareNoise(member, chk.n)
 	return nil
+}
+
+// prepareNoise makes, in the background and one at a time, n encryptions
+// of zero under the user key of the switch just made, for the noise share of
+// that user's next job (he.Member.PrepareNoise): the time of a public-key
+// encryption per ciphertext taken off the next key switch.
+func (c *CSP) prepareNoise(member *he.Member, n int) {
+	c.preparing.Add(1)
+	go func() {
+		defer c.preparing.Done()
+		for {
+			c.memberMu.Lock()
+			made, err := member.PrepareNoise(n)
+			c.memberMu.Unlock()
+			if err != nil {
+				c.log.Warn("cannot prepare the next noise share", "error", err)
+			}
+			if !made {
+				return
+			}
+		}
+	}()
 }
 
 // computeShares draws the member's noise share (sized from the plan and the

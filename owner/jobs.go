@@ -15,10 +15,12 @@ import (
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 type jobNote struct {
@@ -203,7 +205,7 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		}
 		o.reportDecline(ctx, id, note.Dataset, code, note.Reason)
 	case note.State == PartUploading:
-		o.resume(ctx, st, note)
+		o.resume(ctx, st, note, nil)
 	case note.State == PartUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
 		if err := o.ledger.Refund(note.Dataset, id); err != nil {
 			o.log.Error("refund", "job", id[:16], "error", err)
@@ -213,6 +215,9 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		o.log.Info("job failed before any key switch: budget refunded", "job", id[:16], "reason", st.GetReason())
 	case note.State == PartUploaded && ended:
 		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
+	}
+	if ended {
+		o.prepare(ctx) // for the next job, now that this one no longer needs the CPU
 	}
 }
 
@@ -231,7 +236,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		return
 	}
 	dataset := spec.Dataset
-	cpk, err := o.committeeKey(ctx, spec)
+	ck, err := o.committeeKey(ctx, spec)
 	if errors.Is(err, errWrongCommittee) {
 		o.log.Error("the proxy's committee key is not attested by the committee: refusing the job, nothing is uploaded", "job", id[:16], "error", err)
 		o.decline(ctx, id, dataset, refuse(job.DeclineCommitteeKey, "%v", err))
@@ -250,26 +255,22 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	if spec.NoNoise {
 		rho = 0 // allowed only by an explicit policy, for tests
 	}
-	state, err := o.ledger.Reserve(dataset, id, rho, spec.Epsilon, spec.Delta)
-	if err != nil {
-		if errors.Is(err, ErrBudget) {
-			o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
-			return
-		}
+	// Look before reading the rows: a job the budget cannot pay, or one
+	// this owner has settled already, is declined without computing.
+	if state, err := o.ledger.CanReserve(dataset, id, rho); errors.Is(err, ErrBudget) {
+		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
+		return
+	} else if err != nil {
 		o.log.Error("ledger", "job", id[:16], "error", err)
 		return
-	}
-	if state != Reserved {
-		// The ledger settled this job already (this owner released its
-		// reservation and stopped before noting why): never upload for it.
+	} else if state != "" && state != Reserved {
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "this owner already settled its part in the job (ledger: %s)", state))
 		return
 	}
-	// Compute and store the encrypted share before sending anything.
 	start := time.Now()
 	rows, err := ds.OpenRows(ctx)
 	if err != nil {
-		o.releaseAndDecline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot read the dataset: %v", err))
+		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot read the dataset: %v", err))
 		return
 	}
 	acc, rep, err := job.ReadRows(spec, sch, rows)
@@ -282,7 +283,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		if errors.As(err, &re) && re.Line == 1 {
 			code = job.DeclineSchemaMismatch
 		}
-		o.releaseAndDecline(ctx, id, dataset, refuse(code, "cannot compute statistics: %v", err))
+		o.decline(ctx, id, dataset, refuse(code, "cannot compute statistics: %v", err))
 		return
 	}
 	if rep.Skipped > 0 || rep.Dropped > 0 || rep.Missing > 0 {
@@ -291,38 +292,66 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 			"dropped_missing_value", rep.Missing, "filled_missing_value", rep.Filled,
 			"first_skipped", strings.Join(rep.Examples, "; "))
 	}
-	cts, err := job.OwnerCiphertexts(spec, sch, o.params, cpk, acc, nil)
+	var cts []*rlwe.Ciphertext
+	err = ck.encrypt(func(enc *he.Encryptor) (n int, err error) {
+		cts, err = job.EncryptShare(spec, sch, enc, acc, nil)
+		return len(cts), err
+	})
 	if err != nil {
-		o.releaseAndDecline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot encrypt statistics: %v", err))
+		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot encrypt statistics: %v", err))
 		return
+	}
+	blobs := make([][]byte, len(cts))
+	for i, ct := range cts {
+		blobs[i] = o.params.Codecs().Ciphertext.Marshal(ct)
 	}
 	compute := time.Since(start)
 	if ctx.Err() != nil {
-		// Stopping: store and send nothing. The reservation stays, and the
-		// next start settles it (pending): it takes part if the job is
-		// still open, or releases it.
-		return
+		return // stopping: nothing is reserved, stored or sent
 	}
+	// Reserve the budget and store the upload in one transaction, before
+	// anything is sent: a restart re-sends these bytes, never a new draw.
+	var state string
 	err = o.db.Update(func(tx *bolt.Tx) error {
+		var err error
+		if state, err = o.ledger.reserveTx(tx, dataset, id, rho, spec.Epsilon, spec.Delta); err != nil {
+			return err
+		}
+		if state != Reserved {
+			return errSettled
+		}
 		b := tx.Bucket(bucketUploads)
-		for i, ct := range cts {
-			if err := b.Put(blobKey(id, i), o.params.Codecs().Ciphertext.Marshal(ct)); err != nil {
+		for i, blob := range blobs {
+			if err := b.Put(blobKey(id, i), blob); err != nil {
 				return err
 			}
 		}
 		return putNote(tx, id, jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
 	})
-	if err != nil {
+	switch {
+	case errors.Is(err, ErrBudget):
+		// Another job took the budget while this one was computed.
+		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
+		return
+	case errors.Is(err, errSettled):
+		// The ledger settled this job already (this owner released its
+		// reservation and stopped before noting why): never upload for it.
+		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "this owner already settled its part in the job (ledger: %s)", state))
+		return
+	case err != nil:
 		o.log.Error("cannot store the upload", "job", id[:16], "error", err)
-		_ = o.ledger.Release(dataset, id)
 		return
 	}
 	o.m.shares.Observe(compute.Seconds())
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped,
 		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
-	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
+	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, blobs)
 }
+
+// errSettled aborts the transaction that would store an upload for a job
+// the ledger has settled already.
+var errSettled = errors.New("the job is settled in the ledger")
 
 // checkTicket decides, without calling anyone, whether this owner may take
 // part in job id as its ticket describes it: a well-formed spec whose hash
@@ -380,16 +409,9 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	return spec, ds, sch, nil
 }
 
-func (o *Owner) releaseAndDecline(ctx context.Context, id, dataset string, r *refusal) {
-	if err := o.ledger.Release(dataset, id); err != nil {
-		o.log.Error("ledger release", "job", id[:16], "error", err)
-	}
-	o.decline(ctx, id, dataset, r)
-}
-
-// resume sends (or re-sends) a stored upload, and settles the ledger when
-// the job moved on without it.
-func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNote) {
+// resume sends (or re-sends) a stored upload (blobs, or read from the store
+// when nil), and settles the ledger when the job moved on without it.
+func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNote, blobs [][]byte) {
 	id := st.GetJobId()
 	if st.GetCallerIncluded() {
 		// Acknowledged before a crash: it is in the sum.
@@ -400,14 +422,15 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 		o.settleNotIncluded(id, note.Dataset, "the job closed before the upload was acknowledged: "+st.GetReason())
 		return
 	}
-	var blobs [][]byte
-	_ = o.db.View(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketUploads)
-		for i := range note.Blobs {
-			blobs = append(blobs, bytes.Clone(b.Get(blobKey(id, i))))
-		}
-		return nil
-	})
+	if blobs == nil {
+		_ = o.db.View(func(tx *bolt.Tx) error {
+			b := tx.Bucket(bucketUploads)
+			for i := range note.Blobs {
+				blobs = append(blobs, bytes.Clone(b.Get(blobKey(id, i))))
+			}
+			return nil
+		})
+	}
 	// Retry transient failures with exponential backoff and full jitter
 	// (so that thousands of owners told the proxy is busy spread out), until
 	// the job's deadline, not past it; an owner that gives up tries again at
@@ -480,12 +503,13 @@ func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte) (*
 // msSince is the time since t in milliseconds, for log fields.
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
+// settleUploaded commits the job's budget and notes the upload, in one
+// transaction.
 func (o *Owner) settleUploaded(id, dataset string) {
-	if err := o.ledger.Commit(dataset, id); err != nil {
-		o.log.Error("ledger commit", "job", id[:16], "error", err)
-		return
-	}
 	err := o.db.Update(func(tx *bolt.Tx) error {
+		if err := transitionTx(tx, dataset, id, Committed); err != nil {
+			return fmt.Errorf("ledger commit: %w", err)
+		}
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}

@@ -98,33 +98,60 @@ func (l *ledger) Balance(dataset string) (Balance, error) {
 
 // Reserve sets a job's rho aside, or fails with ErrBudget. Reserving a job
 // that already has an entry is a no-op returning that entry's state.
-func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (string, error) {
-	state := Reserved
-	err := l.db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.Bucket(bucketLedger).CreateBucketIfNotExists([]byte(dataset))
-		if err != nil {
-			return err
-		}
+func (l *ledger) Reserve(dataset, jobID string, rho, eps, delta float64) (state string, err error) {
+	err = l.db.Update(func(tx *bolt.Tx) error {
+		state, err = l.reserveTx(tx, dataset, jobID, rho, eps, delta)
+		return err
+	})
+	return state, err
+}
+
+// reserveTx is Reserve within a transaction (the owner reserves in the
+// transaction that stores its upload).
+func (l *ledger) reserveTx(tx *bolt.Tx, dataset, jobID string, rho, eps, delta float64) (string, error) {
+	state, err := l.admit(tx, dataset, jobID, rho)
+	if err != nil || state != "" {
+		return state, err
+	}
+	b, err := tx.Bucket(bucketLedger).CreateBucketIfNotExists([]byte(dataset))
+	if err != nil {
+		return "", err
+	}
+	return Reserved, put(b, entry{Job: jobID, Rho: rho, Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC()})
+}
+
+// CanReserve reports what Reserve would do, writing nothing: the state of
+// the job's entry if it has one, "" if rho fits the balance, or ErrBudget.
+func (l *ledger) CanReserve(dataset, jobID string, rho float64) (state string, err error) {
+	err = l.db.View(func(tx *bolt.Tx) error {
+		state, err = l.admit(tx, dataset, jobID, rho)
+		return err
+	})
+	return state, err
+}
+
+// admit returns the state of the job's entry, or "" when it has none and
+// rho fits the balance, or ErrBudget.
+func (l *ledger) admit(tx *bolt.Tx, dataset, jobID string, rho float64) (string, error) {
+	if b := tx.Bucket(bucketLedger).Bucket([]byte(dataset)); b != nil {
 		if v := b.Get([]byte(jobID)); v != nil {
 			e, err := decodeEntry(v)
 			if err != nil {
-				return err
+				return "", err
 			}
-			state = e.State
-			return nil
+			return e.State, nil
 		}
-		bal, err := l.balanceTx(tx, dataset)
-		if err != nil {
-			return err
-		}
-		if rho > bal.Remaining()*(1+1e-12) {
-			return fmt.Errorf("%w for dataset %s, at delta %g: the job needs %s; %s of %s is left (spent %s, reserved %s)",
-				ErrBudget, dataset, l.deltas[dataset], l.eps(dataset, rho), l.eps(dataset, max(bal.Remaining(), 0)), l.eps(dataset, bal.Budget),
-				l.eps(dataset, bal.Spent), l.eps(dataset, bal.Reserved))
-		}
-		return put(b, entry{Job: jobID, Rho: rho, Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC()})
-	})
-	return state, err
+	}
+	bal, err := l.balanceTx(tx, dataset)
+	if err != nil {
+		return "", err
+	}
+	if rho > bal.Remaining()*(1+1e-12) {
+		return "", fmt.Errorf("%w for dataset %s, at delta %g: the job needs %s; %s of %s is left (spent %s, reserved %s)",
+			ErrBudget, dataset, l.deltas[dataset], l.eps(dataset, rho), l.eps(dataset, max(bal.Remaining(), 0)), l.eps(dataset, bal.Budget),
+			l.eps(dataset, bal.Spent), l.eps(dataset, bal.Reserved))
+	}
+	return "", nil
 }
 
 // decodeEntry decodes a ledger entry read back from the store and checks
@@ -157,28 +184,31 @@ func put(b *bolt.Bucket, e entry) error {
 // transition moves a job's entry to another state, if its state allows it
 // (ledgerSteps); an entry already there is left alone.
 func (l *ledger) transition(dataset, jobID, to string) error {
-	return l.db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
-		if b == nil {
-			return fmt.Errorf("ledger %s: job %s: %w", dataset, jobID, errNoEntry)
-		}
-		v := b.Get([]byte(jobID))
-		if v == nil {
-			return fmt.Errorf("ledger %s: job %s: %w", dataset, jobID, errNoEntry)
-		}
-		e, err := decodeEntry(v)
-		if err != nil {
-			return err
-		}
-		if e.State == to {
-			return nil
-		}
-		if !slices.Contains(ledgerSteps[e.State], to) {
-			return fmt.Errorf("ledger %s: job %s is %s, cannot become %s: %w", dataset, jobID, e.State, to, errTransition)
-		}
-		e.State, e.At = to, time.Now().UTC()
-		return put(b, e)
-	})
+	return l.db.Update(func(tx *bolt.Tx) error { return transitionTx(tx, dataset, jobID, to) })
+}
+
+// transitionTx is transition within a transaction.
+func transitionTx(tx *bolt.Tx, dataset, jobID, to string) error {
+	b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
+	if b == nil {
+		return fmt.Errorf("ledger %s: job %s: %w", dataset, jobID, errNoEntry)
+	}
+	v := b.Get([]byte(jobID))
+	if v == nil {
+		return fmt.Errorf("ledger %s: job %s: %w", dataset, jobID, errNoEntry)
+	}
+	e, err := decodeEntry(v)
+	if err != nil {
+		return err
+	}
+	if e.State == to {
+		return nil
+	}
+	if !slices.Contains(ledgerSteps[e.State], to) {
+		return fmt.Errorf("ledger %s: job %s is %s, cannot become %s: %w", dataset, jobID, e.State, to, errTransition)
+	}
+	e.State, e.At = to, time.Now().UTC()
+	return put(b, e)
 }
 
 // Commit marks a reservation spent (the upload was acknowledged).

@@ -29,7 +29,6 @@ import (
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/source"
 	"github.com/fedpca/fedpca/transport"
-	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 // Dataset is one dataset an owner serves.
@@ -188,8 +187,7 @@ type Owner struct {
 	proxy fedpcav1.ProxyServiceClient
 	busy  map[string]bool
 	again map[string]func() // what to run once a busy job's handler returns
-	cpk   *rlwe.PublicKey   // the committee key, cached by fingerprint
-	cpkFP string
+	cpk   *committeeEnc     // the committee key, cached by fingerprint
 }
 
 var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
@@ -278,9 +276,9 @@ func New(cfg Config) (*Owner, error) {
 // only when it is not the cached one. The key must be attested by every
 // committee member (and be the committee the spec and the owner's policy
 // name); otherwise the error wraps errWrongCommittee.
-func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicKey, error) {
+func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc, error) {
 	o.mu.Lock()
-	if o.cpkFP == spec.CommitteeKey {
+	if o.cpk != nil && o.cpk.fp == spec.CommitteeKey {
 		defer o.mu.Unlock()
 		return o.cpk, nil
 	}
@@ -307,10 +305,33 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicK
 	if err != nil {
 		return nil, fmt.Errorf("%w: the committee key is malformed: %v", errWrongCommittee, err)
 	}
+	enc, err := he.NewEncryptor(o.params, pk)
+	if err != nil {
+		return nil, err
+	}
+	c := &committeeEnc{fp: st.Key, enc: enc}
 	o.mu.Lock()
-	o.cpk, o.cpkFP = pk, st.Key
+	old := o.cpk
+	o.cpk = c
 	o.mu.Unlock()
-	return pk, nil
+	if old != nil {
+		old.drop()
+	}
+	return c, nil
+}
+
+// prepare makes encryptions of zero for the next share under the cached
+// committee key (see committeeEnc), when a job has ended.
+func (o *Owner) prepare(ctx context.Context) {
+	o.mu.Lock()
+	c := o.cpk
+	o.mu.Unlock()
+	if c == nil {
+		return
+	}
+	if err := c.prepare(ctx); err != nil {
+		o.log.Warn("cannot prepare encryptions for the next job", "error", err)
+	}
 }
 
 var errWrongCommittee = errors.New("committee key refused")

@@ -135,7 +135,7 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 		p.log.Error("cannot record job failure", "job", j.id[:16], "error", err)
 		return err
 	}
-	j.sum = nil
+	j.sum, j.sealed = nil, nil
 	p.log.Warn("job failed", "job", j.id[:16], "reason", reason, "switched", j.rec.Switched)
 	return nil
 }
@@ -223,6 +223,10 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		encMasks[i] = encodeMask(m)
 	}
 	enc := p.encode(blinded)
+	userPK, err := p.store.userPK(j.id)
+	if err != nil {
+		return err
+	}
 	err = p.commit(j, func(prog *jobProgress) {
 		prog.State, prog.Active, prog.CSPs, prog.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
 		prog.Timings.Seal = time.Since(start).Seconds()
@@ -233,6 +237,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		return err
 	}
 	j.sum = nil
+	j.sealed = &switchState{blinded: blinded, masks: masks, userPK: userPK, shares: map[uint32][]*he.KeySwitchShare{}}
 	p.m.phases.WithLabelValues("seal").Observe(j.rec.Timings.Seal)
 	p.log.Info("job sealed", "job", j.id[:16], "owners", len(owners), "active", strings.Join(names, ","))
 	return nil
@@ -244,6 +249,20 @@ type switchState struct {
 	masks   [][]uint64
 	userPK  []byte
 	shares  map[uint32][]*he.KeySwitchShare
+}
+
+// switchInputs returns what the key switch of a sealed job needs: kept in
+// memory since its seal, or read back from the store after a restart.
+// j.mu must be held.
+func (p *Proxy) switchInputs(j *jobState, active []uint32) (*switchState, error) {
+	if j.sealed == nil {
+		in, err := p.readSwitchInputs(j, active)
+		if err != nil {
+			return nil, err
+		}
+		j.sealed = in
+	}
+	return j.sealed, nil
 }
 
 func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchState, error) {
@@ -290,8 +309,8 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	}
 	owners := j.uploadedOwners()
 	rec := j.rec
+	in, err := p.switchInputs(j, active)
 	j.mu.Unlock()
-	in, err := p.readSwitchInputs(j, active)
 	if err != nil {
 		return permanent{fmt.Errorf("read sealed job: %w", err)}
 	}
@@ -310,9 +329,6 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 		go func() {
 			defer wg.Done()
 			shares, err := p.askMember(ctx, j, int(pt)-1, rec, active, owners, in)
-			if err == nil {
-				err = p.storeShares(j, pt, shares)
-			}
 			result := "ok"
 			if err != nil {
 				result = "error"
@@ -329,6 +345,17 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	}
 	wg.Wait()
 	if len(errs) > 0 {
+		// Keep the shares of the members that answered for the next
+		// attempt, also across a restart. (When every member answers, the
+		// result is stored instead: a member asked again after a crash
+		// sends the shares it stored for the same request.)
+		for _, pt := range missing {
+			if in.shares[pt] != nil {
+				if err := p.storeShares(j, pt, in.shares[pt]); err != nil {
+					errs = append(errs, err)
+				}
+			}
+		}
 		for _, e := range errs {
 			var perm permanent
 			if errors.As(e, &perm) {
@@ -358,6 +385,7 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
+	j.sealed = nil
 	p.m.phases.WithLabelValues("key_switch").Observe(j.rec.Timings.KeySwitch)
 	p.log.Info("job done", "job", j.id[:16], "owners", len(owners), "ciphertexts", j.n)
 	return nil

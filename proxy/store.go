@@ -539,6 +539,15 @@ func (s *store) switchInputs(id string, n int, active []uint32) (*switchInputs, 
 	return in, err
 }
 
+// userPK returns the user's HE public key stored with the job.
+func (s *store) userPK(id string) (out []byte, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		out = slices.Clone(tx.Bucket(bucketTickets).Get(userPKKey(id)))
+		return nil
+	})
+	return out, err
+}
+
 // budgets returns the owners' budget reports (those that decode).
 func (s *store) budgets() []budgetRecord {
 	var out []budgetRecord

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"math"
 	"time"
@@ -69,7 +70,12 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	if err := stream.Send(&fedpcav1.UploadResponse{JobId: j.id, Admitted: true}); err != nil {
 		return nil, err
 	}
-	h := sha256.New()
+	// The header's digest is the SHA-256 of the ciphertexts in order; with
+	// one ciphertext it is that ciphertext's own hash, taken once.
+	var h hash.Hash
+	if j.n > 1 {
+		h = sha256.New()
+	}
 	cts := make([]*rlwe.Ciphertext, j.n)
 	seen := make([][]byte, j.n) // each ciphertext's SHA-256
 	var decoding time.Duration
@@ -91,7 +97,9 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		if err := p.params.Codecs().Ciphertext.UnmarshalInto(b, ct); err != nil {
 			return nil, bad("ciphertext %d: %v", i, err)
 		}
-		h.Write(b)
+		if h != nil {
+			h.Write(b)
+		}
 		size += len(b)
 		d := sha256.Sum256(b)
 		seen[i] = d[:]
@@ -104,7 +112,11 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		}
 		return nil, err
 	}
-	if !bytes.Equal(h.Sum(nil), hd.GetDigest()) {
+	digest := seen[0]
+	if h != nil {
+		digest = h.Sum(nil)
+	}
+	if !bytes.Equal(digest, hd.GetDigest()) {
 		return nil, bad("digest: the ciphertexts' SHA-256 is not the header's digest")
 	}
 

@@ -222,6 +222,7 @@ func (c *Cluster) startFarms(owners []OwnerConfig) error {
 		eps, delta := oc.budget()
 		farms[i%n].Owners = append(farms[i%n].Owners, FarmOwner{ID: oc.ID, Schema: sp, CSV: csv, Epsilon: eps, Delta: delta, AllowNoNoise: oc.Policy.AllowNoNoise})
 	}
+	var started []Process
 	for _, f := range farms {
 		p, err := c.cfg.Processes.Owners(f)
 		if err != nil {
@@ -230,8 +231,32 @@ func (c *Cluster) startFarms(owners []OwnerConfig) error {
 		c.mu.Lock()
 		c.ext.farms = append(c.ext.farms, p)
 		c.mu.Unlock()
+		started = append(started, p)
+	}
+	// A farm is up once it serves its /metrics (read by every job's
+	// report): a job run before could not read its owners' share times.
+	for _, p := range started {
+		if err := waitListening(p.MetricsAddr(), time.Minute); err != nil {
+			return fmt.Errorf("owner farm: %w", err)
+		}
 	}
 	return nil
+}
+
+// waitListening waits until addr accepts TCP connections, or for at most
+// limit.
+func waitListening(addr string, limit time.Duration) error {
+	end := time.Now().Add(limit)
+	for {
+		conn, err := net.DialTimeout("tcp", addr, time.Second)
+		if err == nil {
+			return conn.Close()
+		}
+		if time.Now().After(end) {
+			return fmt.Errorf("nothing listens at %s after %s: %w", addr, limit, err)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 }
 
 // FreeAddr returns a loopback address free at the time of the call.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime/pprof"
 	"strings"
 	"time"
 
@@ -22,6 +23,25 @@ import (
 	"github.com/fedpca/fedpca/sim/procs"
 	"github.com/fedpca/fedpca/user"
 )
+
+// cpuProfile writes a CPU profile of this process to
+// $FEDPCA_CPUPROFILE_DIR/NAME.pprof until stop, when that variable is set
+// (bench -cpuprofile sets it for the nodes it runs as processes).
+func cpuProfile(name string) (stop func(), err error) {
+	dir := os.Getenv("FEDPCA_CPUPROFILE_DIR")
+	if dir == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(dir, name+".pprof"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
 
 func simulateFlags() []cli.Flag {
 	return []cli.Flag{
@@ -90,6 +110,11 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				if err := json.Unmarshal(b, &nc); err != nil {
 					return err
 				}
+				stop, err := cpuProfile(strings.TrimSuffix(filepath.Base(cmd.String("config")), ".json"))
+				if err != nil {
+					return err
+				}
+				defer stop()
 				return procs.RunNode(ctx, nc, os.Stderr)
 			},
 		}},

@@ -263,13 +263,13 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 		return nil, fmt.Errorf("key switch: %w", err)
 	}
 	if noise != nil {
-		if m.noiseEnc == nil || m.noiseEnc.pk != userPK {
+		if m.noiseEnc == nil || !m.noiseEnc.pk.Equal(userPK) {
 			if m.noiseEnc, err = NewEncryptor(m.params, userPK); err != nil {
 				return nil, err
 			}
 		}
-		noiseCT := m.params.newCiphertext()
-		if err := m.noiseEnc.Encrypt(noise, noiseCT); err != nil {
+		noiseCT, err := m.noiseEnc.encryptNew(noise) // over an encryption of zero prepared after the last switch, if any
+		if err != nil {
 			return nil, fmt.Errorf("key switch: noise share: %w", err)
 		}
 		rq := m.params.RingQ().AtLevel(m.params.Level())
@@ -277,6 +277,18 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 		rq.Add(share.Value[1], noiseCT.Value[1], share.Value[1])
 	}
 	return &share, nil
+}
+
+// PrepareNoise makes one encryption of zero under the user key of the last
+// key switch, for the noise share of that user's next job (see Encryptor:
+// the noise share then costs encoding and an addition), unless n are ready
+// already or no switch has been made; it reports whether it made one.
+func (m *Member) PrepareNoise(n int) (bool, error) {
+	if m.noiseEnc == nil || m.noiseEnc.Prepared() >= n {
+		return false, nil
+	}
+	_, err := m.noiseEnc.Prepare()
+	return err == nil, err
 }
 
 // addFlooding adds a fresh flooding polynomial (m.flood) to share.Value[0],

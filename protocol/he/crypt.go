@@ -37,12 +37,22 @@ func (p Params) checkRange(vals []int64) error {
 
 // Encryptor encrypts packed int64 vectors under one public key. Not safe
 // for concurrent use.
+//
+// An encryption is an encryption of zero plus the encoded plaintext
+// (lattigo's Encrypt is EncryptZero then an addition), and nearly all of
+// its cost is the encryption of zero, which does not depend on the
+// plaintext: Prepare makes encryptions of zero ahead of time (an owner
+// between jobs), and EncryptVector then only encodes and adds. Each
+// prepared encryption of zero masks exactly one plaintext: it is taken out
+// before it is used and never kept after, so a ciphertext made from one has
+// the distribution of a fresh encryption.
 type Encryptor struct {
-	p   Params
-	pk  *rlwe.PublicKey
-	enc *rlwe.Encryptor
-	ecd *bgv.Encoder
-	pt  *rlwe.Plaintext
+	p     Params
+	pk    *rlwe.PublicKey
+	enc   *rlwe.Encryptor
+	ecd   *bgv.Encoder
+	pt    *rlwe.Plaintext
+	zeros []*rlwe.Ciphertext // prepared encryptions of zero, each used once
 }
 
 // NewEncryptor returns an encryptor under pk (the committee key for owners,
@@ -71,20 +81,70 @@ func (e *Encryptor) Encrypt(vals []int64, ct *rlwe.Ciphertext) error {
 	return nil
 }
 
-// EncryptVector encrypts a packed vector into Chunks(len(vals)) ciphertexts.
+// EncryptVector encrypts a packed vector into Chunks(len(vals)) ciphertexts,
+// using the prepared encryptions of zero first (see Prepare).
 func (e *Encryptor) EncryptVector(vals []int64) ([]*rlwe.Ciphertext, error) {
 	n := e.p.Chunks(len(vals))
 	out := make([]*rlwe.Ciphertext, n)
 	for i := range out {
-		out[i] = e.p.newCiphertext()
-		if err := e.Encrypt(e.p.chunk(vals, i), out[i]); err != nil {
+		var err error
+		if out[i], err = e.encryptNew(e.p.chunk(vals, i)); err != nil {
 			return nil, fmt.Errorf("chunk %d: %w", i, err)
 		}
 	}
 	return out, nil
 }
 
-// ShallowCopy returns an encryptor for another goroutine.
+// encryptNew encrypts at most Slots values (zero-padded) into a new
+// ciphertext, over a prepared encryption of zero if there is one.
+func (e *Encryptor) encryptNew(vals []int64) (*rlwe.Ciphertext, error) {
+	k := len(e.zeros)
+	if k == 0 {
+		ct := e.p.newCiphertext()
+		return ct, e.Encrypt(vals, ct)
+	}
+	// Taken out first: an encryption of zero masks one plaintext.
+	ct := e.zeros[k-1]
+	e.zeros[k-1], e.zeros = nil, e.zeros[:k-1]
+	return ct, e.addPlain(vals, ct)
+}
+
+// addPlain sets ct, an encryption of zero, to an encryption of vals (at
+// most Slots values, zero-padded), as lattigo's Encrypt adds the plaintext
+// to its encryption of zero.
+func (e *Encryptor) addPlain(vals []int64, ct *rlwe.Ciphertext) error {
+	if len(vals) > e.p.Slots() {
+		return fmt.Errorf("encrypt: %d values exceed %d slots", len(vals), e.p.Slots())
+	}
+	if err := e.p.checkRange(vals); err != nil {
+		return fmt.Errorf("encrypt: %w", err)
+	}
+	if err := e.ecd.Encode(vals, e.pt); err != nil {
+		return fmt.Errorf("encrypt: encode: %w", err)
+	}
+	if ct.IsNTT != e.pt.IsNTT {
+		return errors.New("encrypt: the plaintext and the ciphertext are in different domains")
+	}
+	e.p.RingQ().AtLevel(e.p.Level()).Add(ct.Value[0], e.pt.Value, ct.Value[0])
+	return nil
+}
+
+// Prepare makes one more encryption of zero for a later EncryptVector and
+// returns how many are ready. They live in memory only.
+func (e *Encryptor) Prepare() (int, error) {
+	ct := e.p.newCiphertext()
+	if err := e.enc.EncryptZero(ct); err != nil {
+		return len(e.zeros), fmt.Errorf("prepare: %w", err)
+	}
+	e.zeros = append(e.zeros, ct)
+	return len(e.zeros), nil
+}
+
+// Prepared returns how many encryptions of zero are ready.
+func (e *Encryptor) Prepared() int { return len(e.zeros) }
+
+// ShallowCopy returns an encryptor for another goroutine (with no prepared
+// encryptions of zero).
 func (e *Encryptor) ShallowCopy() *Encryptor {
 	return &Encryptor{p: e.p, pk: e.pk, enc: e.enc.ShallowCopy(), ecd: e.ecd.ShallowCopy(), pt: bgv.NewPlaintext(e.p.Parameters, e.p.Level())}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/big"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -152,9 +153,19 @@ func TestProtocolRoundTrip(t *testing.T) {
 					for j, x := range noise {
 						want[i*p.Slots()+j] += x
 					}
+					if i == 1 {
+						// The second ciphertext's noise share over an
+						// encryption of zero prepared after the first.
+						if made, err := members[pt-1].PrepareNoise(1); err != nil || !made {
+							t.Fatalf("PrepareNoise: %v, %v", made, err)
+						}
+					}
 					s, err := members[pt-1].KeySwitchShare(sum[i], user.Public, tc.active, noise)
 					if err != nil {
 						t.Fatal(err)
+					}
+					if made, _ := members[pt-1].PrepareNoise(0); made {
+						t.Fatal("PrepareNoise made one with 0 wanted")
 					}
 					back, err := p.Codecs().KeySwitchShare.Unmarshal(p.Codecs().KeySwitchShare.Marshal(s))
 					if err != nil {
@@ -372,4 +383,56 @@ func setCoeff(t *testing.T, c *Codecs, b []byte, v uint64) []byte {
 		out[off+i] = byte(v >> (8 * i))
 	}
 	return out
+}
+
+// TestPrepared: a vector encrypted over prepared encryptions of zero
+// decrypts to its values, is encoded like a fresh encryption (the same
+// metadata, accepted by the codec), and each prepared encryption of zero is
+// used once, the rest of the vector being encrypted fresh.
+func TestPrepared(t *testing.T) {
+	p := params(t)
+	kp := GenerateKeyPair(p)
+	enc, err := NewEncryptor(p, kp.Public)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for want := 1; want <= 2; want++ {
+		if n, err := enc.Prepare(); err != nil || n != want {
+			t.Fatalf("Prepare: %d ready, %v; want %d", n, err, want)
+		}
+	}
+	rng := rand.New(rand.NewPCG(5, 6))
+	v := randVec(rng, 3*p.Slots()-7, 1<<56) // three ciphertexts: two prepared, one fresh
+	cts, err := enc.EncryptVector(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if enc.Prepared() != 0 {
+		t.Fatalf("%d prepared encryptions of zero left after using them", enc.Prepared())
+	}
+	if !cts[0].MetaData.Equal(cts[2].MetaData) {
+		t.Fatalf("prepared metadata %+v, fresh %+v", *cts[0].MetaData, *cts[2].MetaData)
+	}
+	for i, ct := range cts {
+		back, err := p.Codecs().Ciphertext.Unmarshal(p.Codecs().Ciphertext.Marshal(ct))
+		if err != nil {
+			t.Fatalf("ciphertext %d: %v", i, err)
+		}
+		cts[i] = back
+	}
+	got, err := NewDecryptor(p, kp.Secret).DecryptVector(cts, len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got, v) {
+		t.Fatal("prepared encryption does not decrypt to its values")
+	}
+	// The same encryptor again, nothing prepared: fresh encryptions.
+	again, err := enc.EncryptVector(v[:10])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again[0].Value[1].Equal(&cts[0].Value[1]) || again[0].Value[1].Equal(&cts[1].Value[1]) {
+		t.Fatal("an encryption of zero was used twice")
+	}
 }

@@ -111,9 +111,6 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	p.turn = sync.NewCond(&p.mu)
 	cols := len(rows.Columns())
 	per := min(max(batchCells/max(cols, 1), 16), 1024)
-	for range cap(p.free) {
-		p.free <- &rowBatch{cols: cols, cells: make([]string, 0, per*cols), q: make([]int64, per*l.D)}
-	}
 
 	work := make(chan *rowBatch, workers)
 	var wg sync.WaitGroup
@@ -154,8 +151,21 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 // produce reads the source into batches in file order. After the limit of
 // rows (or an error) it only counts the records, which the commit drops.
 func (p *pipeline) produce(rows schema.Rows, per int, work chan<- *rowBatch) {
+	made := 0
 	for seq := 0; ; seq++ {
-		b := <-p.free
+		// Batches are made as they are needed, at most cap(p.free): a
+		// small source fills one.
+		var b *rowBatch
+		select {
+		case b = <-p.free:
+		default:
+			if made < cap(p.free) {
+				made++
+				b = &rowBatch{cols: len(rows.Columns()), cells: make([]string, 0, per*len(rows.Columns()))}
+			} else {
+				b = <-p.free
+			}
+		}
 		b.seq, b.n, b.fatal = seq, 0, nil
 		b.cells, b.lines, b.src = b.cells[:0], b.lines[:0], b.src[:0]
 		eof := false

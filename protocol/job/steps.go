@@ -112,6 +112,17 @@ func NormBuckets(edges []fixedpoint.Decimal, bits uint) func(q []int64) int {
 // the owners and all plans; drawn from rnd, crypto/rand when nil) and
 // encrypts them under the committee key.
 func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rlwe.PublicKey, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, error) {
+	enc, err := he.NewEncryptor(p, committeeKey)
+	if err != nil {
+		return nil, err
+	}
+	return EncryptShare(s, sch, enc, acc, rnd)
+}
+
+// EncryptShare is OwnerCiphertexts with an encryptor under the committee
+// key, which may hold encryptions of zero prepared ahead
+// (he.Encryptor.Prepare).
+func EncryptShare(s *Spec, sch *schema.Schema, enc *he.Encryptor, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, error) {
 	vec := acc.Pack()
 	if !s.NoNoise {
 		cal, err := s.Calibration(sch)
@@ -125,10 +136,6 @@ func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rl
 		if err := addChecked(vec, noise); err != nil {
 			return nil, fmt.Errorf("owner noise: %w", err)
 		}
-	}
-	enc, err := he.NewEncryptor(p, committeeKey)
-	if err != nil {
-		return nil, err
 	}
 	return enc.EncryptVector(vec)
 }

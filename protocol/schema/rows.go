@@ -7,6 +7,7 @@ import (
 	"iter"
 	"math"
 	"strings"
+	"sync"
 
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 )
@@ -66,6 +67,39 @@ func (s *Schema) NewMapper() (*Mapper, error) {
 	if err := s.Validate(); err != nil {
 		return nil, err
 	}
+	key := string(s.Canonical())
+	mappers.Lock()
+	t := mappers.m[key]
+	mappers.Unlock()
+	if t == nil {
+		var err error
+		if t, err = s.newMapper(); err != nil {
+			return nil, err
+		}
+		mappers.Lock()
+		if len(mappers.m) >= maxMappers {
+			clear(mappers.m)
+		}
+		mappers.m[key] = t
+		mappers.Unlock()
+	}
+	m := t.clone()
+	m.s = s
+	return m, nil
+}
+
+// mappers keeps the read-only part of the latest schemas' row maps (the
+// quantizers' constants, the declared bounds), by canonical encoding:
+// building them takes longer than reading a small owner's rows, and every
+// job of a dataset reads with the same schema.
+var mappers = struct {
+	sync.Mutex
+	m map[string]*Mapper
+}{m: map[string]*Mapper{}}
+
+const maxMappers = 64
+
+func (s *Schema) newMapper() (*Mapper, error) {
 	m := &Mapper{s: s, quant: make([]*fixedpoint.Quantizer, len(s.Features)), bounds: make([]bounds, len(s.Features))}
 	for i, f := range s.Features {
 		q, err := fixedpoint.NewQuantizer(f.Center, f.Scale, s.Bits)
