@@ -125,6 +125,7 @@ func (e *Encryptor) addPlain(vals []int64, ct *rlwe.Ciphertext) error {
 	if ct.IsNTT != e.pt.IsNTT {
 		return errors.New("encrypt: the plaintext and the ciphertext are in different domains")
 	}
+	*ct.MetaData = *e.pt.MetaData // as lattigo's Encrypt: the ciphertext takes the plaintext's scale and layout
 	e.p.RingQ().AtLevel(e.p.Level()).Add(ct.Value[0], e.pt.Value, ct.Value[0])
 	return nil
 }
