@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +37,8 @@ type Launcher struct {
 	ProxyMemoryLimit string
 
 	mu    sync.Mutex
-	proxy *Child // the latest proxy process
+	proxy *Child   // the latest proxy process
+	farms []*Child // every farm started
 }
 
 // Proxy starts the proxy as a process.
@@ -57,7 +59,33 @@ func (l *Launcher) Proxy(n sim.ProxyNode) (sim.Process, error) {
 
 // Owners starts a farm of owners as a process.
 func (l *Launcher) Owners(f sim.Farm) (sim.Process, error) {
-	return l.start(f.Dir, f.Name, NodeConfig{Farm: &f}, nil)
+	ch, err := l.start(f.Dir, f.Name, NodeConfig{Farm: &f}, nil)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.farms = append(l.farms, ch)
+	l.mu.Unlock()
+	return ch, nil
+}
+
+// FarmsPeakRSS returns the largest peak resident memory of the farms
+// still running, and their number.
+func (l *Launcher) FarmsPeakRSS() (peak int64, farms int, err error) {
+	l.mu.Lock()
+	chs := slices.Clone(l.farms)
+	l.mu.Unlock()
+	for _, ch := range chs {
+		rss, err := ch.PeakRSS()
+		if err != nil {
+			continue // stopped
+		}
+		peak, farms = max(peak, rss), farms+1
+	}
+	if farms == 0 {
+		return 0, 0, errors.New("procs: no farm running")
+	}
+	return peak, farms, nil
 }
 
 // start writes a child's config and runs `fedpca simulate node` on it, its

@@ -5,17 +5,14 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/protobuf/proto"
 
@@ -107,9 +104,11 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 		farm.owners[fo.ID] = m.Registry
 		owners = append(owners, o)
 	}
-	srv := &http.Server{Handler: promhttp.HandlerFor(farm, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ml) }()
-	defer srv.Close()
+	go func() {
+		if err := transport.ServeGatherer(ctx, ml, farm); err != nil {
+			logger.Error("metrics server", "error", err)
+		}
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(owners))
 	for _, o := range owners {
