@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -121,7 +122,33 @@ func (l *Launcher) start(dir, name string, cfg NodeConfig, env []string) (*Child
 	}
 	ch := &Child{cmd: cmd, metrics: cfg.MetricsListen, done: make(chan error, 1)}
 	go func() { ch.done <- cmd.Wait(); f.Close() }()
+	if err := ch.waitListening(time.Minute); err != nil {
+		ch.Kill()
+		return nil, fmt.Errorf("procs: %s: %w (its log: %s)", name, err, f.Name())
+	}
 	return ch, nil
+}
+
+// waitListening waits until the child accepts connections on its metrics
+// address (it opens it first thing), so that whoever scrapes it next does
+// not race the process's start.
+func (ch *Child) waitListening(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", ch.metrics, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case werr := <-ch.done:
+			ch.done <- werr // for Stop and Kill
+			return fmt.Errorf("exited at start: %v", werr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s after %v: %w", ch.metrics, timeout, err)
+		}
+	}
 }
 
 // ProxyPeakRSS returns the peak resident memory of the latest proxy
