@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -168,6 +170,55 @@ type Config struct {
 	PollInterval time.Duration
 	Logger       hclog.Logger
 	Params       *he.Params
+	// Keys, if set, is shared by owners run in one process (a simulator's
+	// owner farm) that trust the same CA: a committee key one of them has
+	// fetched and found attested is used by the others without fetching
+	// and checking it again, and held once.
+	Keys *KeyCache
+	// Compute, if set, bounds the shares computed at once by the owners
+	// sharing it (a farm: its memory does not grow with its owners).
+	Compute *semaphore.Weighted
+}
+
+// KeyCache holds committee keys found attested, by fingerprint, HE
+// parameters and pinned committee, for owners sharing one process and CA
+// (Config.Keys): one of them fetches and checks a key while the others
+// wait for it. Safe for concurrent use; a nil KeyCache shares nothing.
+type KeyCache struct {
+	mu    sync.Mutex
+	keys  map[string]*rlwe.PublicKey
+	fetch singleflight.Group
+}
+
+// load returns the key cached under name, or fetches it (once for every
+// owner asking at the same moment) and caches it if fetch succeeds.
+func (c *KeyCache) load(name string, fetch func() (*rlwe.PublicKey, error)) (*rlwe.PublicKey, error) {
+	if c == nil {
+		return fetch()
+	}
+	v, err, _ := c.fetch.Do(name, func() (any, error) {
+		c.mu.Lock()
+		pk := c.keys[name]
+		c.mu.Unlock()
+		if pk != nil {
+			return pk, nil
+		}
+		pk, err := fetch()
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.keys == nil {
+			c.keys = map[string]*rlwe.PublicKey{}
+		}
+		c.keys[name] = pk
+		return pk, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*rlwe.PublicKey), nil
 }
 
 // Owner is the owner daemon; safe for concurrent use.
@@ -275,9 +326,10 @@ func New(cfg Config) (*Owner, error) {
 }
 
 // committeeKey returns the committee key the job names, asking the proxy
-// only when it is not the cached one. The key must be attested by every
-// committee member (and be the committee the spec and the owner's policy
-// name); otherwise the error wraps errWrongCommittee.
+// only when it is not the cached one (nor in the shared Config.Keys). The
+// key must be attested by every committee member (and be the committee the
+// spec and the owner's policy name); otherwise the error wraps
+// errWrongCommittee.
 func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicKey, error) {
 	o.mu.Lock()
 	if o.cpkFP == spec.CommitteeKey {
@@ -285,6 +337,22 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicK
 		return o.cpk, nil
 	}
 	o.mu.Unlock()
+	// What the key is checked against besides the CA, which the owners
+	// sharing Keys have in common: the HE parameters, the pinned committee.
+	shared := spec.CommitteeKey + "/" + o.params.Fingerprint() + "/" + strings.Join(slices.Sorted(slices.Values(o.cfg.Policy.Committee)), ",")
+	pk, err := o.cfg.Keys.load(shared, func() (*rlwe.PublicKey, error) { return o.fetchCommitteeKey(ctx, spec) })
+	if err != nil {
+		return nil, err
+	}
+	o.mu.Lock()
+	o.cpk, o.cpkFP = pk, spec.CommitteeKey
+	o.mu.Unlock()
+	return pk, nil
+}
+
+// fetchCommitteeKey asks the proxy for the committee key and checks its
+// attestation against the job (see committeeKey).
+func (o *Owner) fetchCommitteeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicKey, error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	cmt, err := o.proxy.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{})
@@ -307,9 +375,6 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicK
 	if err != nil {
 		return nil, fmt.Errorf("%w: the committee key is malformed: %v", errWrongCommittee, err)
 	}
-	o.mu.Lock()
-	o.cpk, o.cpkFP = pk, st.Key
-	o.mu.Unlock()
 	return pk, nil
 }
 

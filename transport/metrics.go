@@ -36,8 +36,16 @@ type Metrics struct {
 //	fedpca_rpc_duration_seconds{method}
 //	fedpca_rpc_client_requests_total{method, code}   RPCs made (Dialer.Metrics)
 func NewMetrics() *Metrics {
+	m := NewEmbeddedMetrics()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// NewEmbeddedMetrics is NewMetrics without the Go runtime's and the
+// process's series: for a node run with many others in one process (an
+// owner farm), whose runtime series are the process's own.
+func NewEmbeddedMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
 		Registry: reg,
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_grpc_payload_bytes_total",
