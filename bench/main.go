@@ -26,7 +26,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, sources, pipeline, split-sweep or dca-sweep")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, conns, sources, pipeline, split-sweep or dca-sweep")
 	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
 	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
@@ -87,6 +87,8 @@ func main() {
 		profileSuite(ctx, strings.Split(*names, ","), floats(*quantiles), floats(*shares), *reps)
 	case "load":
 		load(ctx, ints(*owners)[0], raw)
+	case "conns":
+		conns(ctx, ints(*owners), raw)
 	case "sources":
 		d := 10
 		if isSet("dims") {
@@ -195,6 +197,10 @@ func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io
 	}
 	r.peakRSS, err = launcher.ProxyPeakRSS()
 	check(err)
+	if peak, farms, err := launcher.FarmsPeakRSS(); err == nil {
+		perFarm := (owners + farms - 1) / farms
+		fmt.Fprintf(os.Stderr, "owners %d: %d farms, largest farm peak RSS %s, %.0f KiB per farm owner\n", owners, farms, mib(float64(peak)), float64(peak)/1024/float64(perFarm))
+	}
 	r.cts = (d*(d+1)/2 + d + 1 + 8191) / 8192
 	return r
 }
@@ -483,4 +489,30 @@ func load(ctx context.Context, owners int, raw io.Writer) {
 	if rep.Failed > 0 || rep.Included != owners {
 		check(fmt.Errorf("%d of %d uploads failed; %d owners in the result", rep.Failed, owners, rep.Included))
 	}
+}
+
+// conns measures what an owner's connection costs the proxy process, idle
+// and watching, at each count of -owners (procs.RunConns), and prints the
+// top of the proxy's heap profile with every watch open.
+func conns(ctx context.Context, counts []int, raw io.Writer) {
+	bin := buildBinary()
+	fmt.Println("| connections | watching | proxy heap in use / conn | stacks / conn | RSS / conn | goroutines / conn | proxy RSS (base, loaded) |")
+	fmt.Println("|---|---|---|---|---|---|---|")
+	var tops []string
+	for _, n := range counts {
+		for _, watch := range []bool{false, true} {
+			prof := filepath.Join(os.TempDir(), fmt.Sprintf("fedpca-conns-%d-%v.pb.gz", n, watch))
+			rep, err := procs.RunConns(ctx, procs.ConnsConfig{Conns: n, Watch: watch, Launcher: newLauncher(bin), HeapProfile: prof})
+			check(err)
+			b, _ := json.Marshal(rep)
+			fmt.Fprintf(raw, "%s\n", b)
+			fmt.Printf("| %d | %v | %.1f KiB | %.1f KiB | %.1f KiB | %.2f | %s, %s |\n", n, watch, rep.PerConn.HeapInuse/1024, rep.PerConn.StackInuse/1024,
+				rep.PerConn.RSS/1024, rep.PerConn.Goroutines, mib(rep.Base.RSS), mib(rep.Loaded.RSS))
+			if watch {
+				top, _ := exec.Command("go", "tool", "pprof", "-top", "-inuse_space", "-nodecount", "25", prof).CombinedOutput()
+				tops = append(tops, fmt.Sprintf("%d watching connections (%s):\n%s", n, prof, top))
+			}
+		}
+	}
+	fmt.Fprintln(os.Stderr, strings.Join(tops, "\n"))
 }

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
@@ -267,6 +268,15 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "this owner already settled its part in the job (ledger: %s)", state))
 		return
 	}
+	// Compute and store the encrypted share before sending anything.
+	done := func() {}
+	if o.cfg.Compute != nil {
+		if err := o.cfg.Compute.Acquire(ctx, 1); err != nil {
+			return // stopping: the next start settles the reservation
+		}
+		done = sync.OnceFunc(func() { o.cfg.Compute.Release(1) })
+		defer done()
+	}
 	start := time.Now()
 	rows, err := ds.OpenRows(ctx)
 	if err != nil {
@@ -346,6 +356,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped,
 		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
+	done() // the upload is not computing
 	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, blobs)
 }
 
@@ -422,7 +433,15 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 		o.settleNotIncluded(id, note.Dataset, "the job closed before the upload was acknowledged: "+st.GetReason())
 		return
 	}
-	if blobs == nil {
+	// The first attempt sends the ciphertexts just computed, if any; later
+	// ones read them from the store for each attempt: an owner told to come
+	// back later holds none of them.
+	inMemory := blobs
+	loadBlobs := func() (blobs [][]byte) {
+		if inMemory != nil {
+			blobs, inMemory = inMemory, nil
+			return blobs
+		}
 		_ = o.db.View(func(tx *bolt.Tx) error {
 			b := tx.Bucket(bucketUploads)
 			for i := range note.Blobs {
@@ -430,7 +449,9 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 			}
 			return nil
 		})
+		return blobs
 	}
+	var uploaded int64
 	// Retry transient failures with exponential backoff and full jitter
 	// (so that thousands of owners told the proxy is busy spread out), until
 	// the job's deadline, not past it; an owner that gives up tries again at
@@ -448,9 +469,13 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 		}}, func(ctx context.Context) (err error) {
 		attempts++
 		sent := time.Now()
+		blobs := loadBlobs()
 		resp, err = o.send(ctx, id, note.Dataset, blobs)
 		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
 		if err == nil {
+			for _, b := range blobs {
+				uploaded += int64(len(b))
+			}
 			o.m.uploadSeconds.Observe(time.Since(sent).Seconds())
 			// ms: from the first attempt to the acknowledgement (waits for
 			// a busy proxy included); rpc_ms: the acknowledged attempt.
@@ -461,9 +486,7 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	})
 	switch {
 	case err == nil:
-		for _, b := range blobs {
-			o.m.uploadBytes.Add(float64(len(b)))
-		}
+		o.m.uploadBytes.Add(float64(uploaded))
 		o.settleUploaded(id, note.Dataset)
 	case status.Code(err) == codes.AlreadyExists:
 		// Another upload of ours is in the sum (the store was lost after

@@ -16,6 +16,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	bolt "go.etcd.io/bbolt"
+	"golang.org/x/sync/semaphore"
+	"golang.org/x/sync/singleflight"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/health"
@@ -29,6 +31,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/source"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 // Dataset is one dataset an owner serves.
@@ -167,6 +170,55 @@ type Config struct {
 	PollInterval time.Duration
 	Logger       hclog.Logger
 	Params       *he.Params
+	// Keys, if set, is shared by owners run in one process (a simulator's
+	// owner farm) that trust the same CA: a committee key one of them has
+	// fetched and found attested is used by the others without fetching
+	// and checking it again, and held once.
+	Keys *KeyCache
+	// Compute, if set, bounds the shares computed at once by the owners
+	// sharing it (a farm: its memory does not grow with its owners).
+	Compute *semaphore.Weighted
+}
+
+// KeyCache holds committee keys found attested, by fingerprint, HE
+// parameters and pinned committee, for owners sharing one process and CA
+// (Config.Keys): one of them fetches and checks a key while the others
+// wait for it. Safe for concurrent use; a nil KeyCache shares nothing.
+type KeyCache struct {
+	mu    sync.Mutex
+	keys  map[string]*rlwe.PublicKey
+	fetch singleflight.Group
+}
+
+// load returns the key cached under name, or fetches it (once for every
+// owner asking at the same moment) and caches it if fetch succeeds.
+func (c *KeyCache) load(name string, fetch func() (*rlwe.PublicKey, error)) (*rlwe.PublicKey, error) {
+	if c == nil {
+		return fetch()
+	}
+	v, err, _ := c.fetch.Do(name, func() (any, error) {
+		c.mu.Lock()
+		pk := c.keys[name]
+		c.mu.Unlock()
+		if pk != nil {
+			return pk, nil
+		}
+		pk, err := fetch()
+		if err != nil {
+			return nil, err
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.keys == nil {
+			c.keys = map[string]*rlwe.PublicKey{}
+		}
+		c.keys[name] = pk
+		return pk, nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return v.(*rlwe.PublicKey), nil
 }
 
 // Owner is the owner daemon; safe for concurrent use.
@@ -273,9 +325,10 @@ func New(cfg Config) (*Owner, error) {
 }
 
 // committeeKey returns the committee key the job names, asking the proxy
-// only when it is not the cached one. The key must be attested by every
-// committee member (and be the committee the spec and the owner's policy
-// name); otherwise the error wraps errWrongCommittee.
+// only when it is not the cached one (nor in the shared Config.Keys). The
+// key must be attested by every committee member (and be the committee the
+// spec and the owner's policy name); otherwise the error wraps
+// errWrongCommittee.
 func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc, error) {
 	o.mu.Lock()
 	if o.cpk != nil && o.cpk.fp == spec.CommitteeKey {
@@ -283,6 +336,31 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc
 		return o.cpk, nil
 	}
 	o.mu.Unlock()
+	// What the key is checked against besides the CA, which the owners
+	// sharing Keys have in common: the HE parameters, the pinned committee.
+	shared := spec.CommitteeKey + "/" + o.params.Fingerprint() + "/" + strings.Join(slices.Sorted(slices.Values(o.cfg.Policy.Committee)), ",")
+	pk, err := o.cfg.Keys.load(shared, func() (*rlwe.PublicKey, error) { return o.fetchCommitteeKey(ctx, spec) })
+	if err != nil {
+		return nil, err
+	}
+	enc, err := he.NewEncryptor(o.params, pk)
+	if err != nil {
+		return nil, err
+	}
+	c := &committeeEnc{fp: spec.CommitteeKey, enc: enc}
+	o.mu.Lock()
+	old := o.cpk
+	o.cpk = c
+	o.mu.Unlock()
+	if old != nil {
+		old.drop()
+	}
+	return c, nil
+}
+
+// fetchCommitteeKey asks the proxy for the committee key and checks its
+// attestation against the job (see committeeKey).
+func (o *Owner) fetchCommitteeKey(ctx context.Context, spec *job.Spec) (*rlwe.PublicKey, error) {
 	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	cmt, err := o.proxy.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{})
@@ -305,19 +383,7 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc
 	if err != nil {
 		return nil, fmt.Errorf("%w: the committee key is malformed: %v", errWrongCommittee, err)
 	}
-	enc, err := he.NewEncryptor(o.params, pk)
-	if err != nil {
-		return nil, err
-	}
-	c := &committeeEnc{fp: st.Key, enc: enc}
-	o.mu.Lock()
-	old := o.cpk
-	o.cpk = c
-	o.mu.Unlock()
-	if old != nil {
-		old.drop()
-	}
-	return c, nil
+	return pk, nil
 }
 
 // prepare makes encryptions of zero for the next share under the cached

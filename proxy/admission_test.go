@@ -73,7 +73,7 @@ func TestWatchersFitMemoryLimit(t *testing.T) {
 	for _, c := range []struct {
 		limit    int64
 		min, max int
-	}{{math.MaxInt64, 4096, 4096}, {256 << 20, 1000, 2000}, {1 << 30, 4096, 4096}, {100 << 20, 64, 64}} {
+	}{{math.MaxInt64, 4096, 4096}, {256 << 20, 2000, 2500}, {1 << 30, 4096, 4096}, {100 << 20, 64, 64}} {
 		n := defaultWatchers(64<<20, c.limit)
 		if n < c.min || n > c.max {
 			t.Errorf("limit %d MiB: %d watches, want %d to %d", c.limit>>20, n, c.min, c.max)

@@ -62,12 +62,13 @@ type Config struct {
 	MaxWaiting   int
 	// MaxConnections, if set, bounds the client connections served at once
 	// (further connections wait to be accepted). Every open connection
-	// costs about 60 KB (TLS and HTTP/2 buffers), so with many owners this,
-	// with the owners' idle timeout, bounds the proxy's memory.
+	// costs about 40 KiB (TLS and HTTP/2 state, three goroutines), so with
+	// many owners this, with the owners' idle timeout, bounds the proxy's
+	// memory.
 	MaxConnections int
 	// MaxWatchers bounds the owners' job watches (WatchOwnerJobs) open at
 	// once (default 4,096, or fewer when the memory limit GOMEMLIMIT has
-	// room for fewer at about 70 KB each; at most half of MaxConnections
+	// room for fewer at about 56 KiB each; at most half of MaxConnections
 	// when that is set, so that owners beyond it still get connections to
 	// poll): beyond it a watch is refused with ResourceExhausted and the
 	// owner polls.
@@ -325,10 +326,13 @@ func (p *Proxy) load() error {
 	return nil
 }
 
-// watchConnBytes is what a watching owner's connection holds in the proxy,
-// measured at 10,000 watches (docs/SCALING.md): its HTTP/2 transport and
-// buffers, TLS state, the peer's certificate and four goroutines.
-const watchConnBytes = 70 << 10
+// watchConnBytes is what a watching owner's connection holds in the proxy:
+// 56 KiB of resident memory each at 10,000 watches (`go run ./bench -suite
+// conns`, docs/SCALING.md): 28 KiB of heap (the TLS connection's record
+// and handshake buffers, cipher state and the peer's parsed certificate,
+// the HTTP/2 transport), 10 KiB of goroutine stacks, the rest freed memory
+// the runtime keeps.
+const watchConnBytes = 56 << 10
 
 // baseBytes is a proxy's memory with no owner connected (measured: about
 // 50 MiB with the committee's connections).

@@ -201,26 +201,35 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
 	}
 	// Owners learn of jobs through the proxy's watch; those it refuses a
-	// watch poll. An owner's connection costs the proxy about 70 KB while
-	// it watches (buffers, TLS state, four goroutines: docs/SCALING.md), so
-	// beyond 1,000 owners the proxy serves at most 2,000 connections (half
-	// of them watches) and the other owners poll, every owners x 1 ms
-	// (10 s at 10,000), dropping their connection when idle for 1 s and
-	// resuming their TLS session at the next poll, as a deployment of
-	// that size would be configured: the proxy's memory then does not
-	// depend on the number of owners.
-	poll, idle, maxConns := s.Poll, time.Duration(0), 0
+	// watch poll. An owner's connection costs the proxy about 40 KiB, 56
+	// KiB while it watches (TLS and HTTP/2 state, three goroutines:
+	// docs/SCALING.md). Up to 10,000 owners every owner watches (560 MiB
+	// of the proxy's memory at 10,000): polling instead, with a bounded
+	// number of connections, costs a connection and a TLS handshake per
+	// owner per poll interval, and on a machine whose two cores also run
+	// the owners that starved everything else (docs/SCALING.md). Beyond
+	// 10,000 the proxy serves at most 3,000 connections (half of them
+	// watches) and the other owners poll, every owners x 1 ms (as every
+	// owner does for what failed about a job it was told of), dropping
+	// their connection when idle for 1 s and resuming their TLS session at
+	// the next poll: the proxy's memory then does not depend on the number
+	// of owners.
+	poll, idle, maxConns, watchers := s.Poll, time.Duration(0), 0, 0
 	if poll <= 0 {
 		poll = max(time.Second, time.Duration(s.Owners)*time.Millisecond)
 	}
-	if s.Owners > 1000 {
+	switch {
+	case s.Owners > 10000:
 		// A limit without idle timeouts would leave the owners beyond it
 		// waiting for a connection that is never given back.
-		idle, maxConns = time.Second, 2000
+		idle, maxConns = time.Second, 3000
+	case s.Owners > 1000:
+		watchers = s.Owners
 	}
 	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
 		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, IdleTimeout: idle, RetryInterval: 100 * time.Millisecond,
-		Logger: s.Logger, Processes: s.Processes, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMaxConnections: maxConns})
+		Logger: s.Logger, Processes: s.Processes, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMaxConnections: maxConns,
+		ProxyMaxWatchers: watchers})
 	if err != nil {
 		os.RemoveAll(tmp)
 		return nil, err

@@ -116,13 +116,15 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 	opts := []grpc.ServerOption{
 		grpc.MaxRecvMsgSize(MaxMessageBytes),
 		grpc.MaxSendMsgSize(MaxMessageBytes),
-		// Fixed flow-control windows (no BDP growth) and small I/O buffers
-		// (write buffers are shared by default): a connected but idle
-		// client costs a few KB, so memory does not grow with the number of
-		// connected owners.
+		// Fixed flow-control windows (no BDP growth) and no read buffer of
+		// gRPC's own over TLS (readBufferSize: an 8 KB bufio.Reader per
+		// connection was the largest single item of an idle owner's
+		// connection, docs/SCALING.md). Write buffers are taken from a
+		// pool while a connection writes and given back after each flush
+		// (gRPC's default), so an idle connection holds none.
 		grpc.InitialWindowSize(1 << 20),
 		grpc.InitialConnWindowSize(1 << 20),
-		grpc.ReadBufferSize(8 << 10),
+		grpc.ReadBufferSize(readBufferSize(insecure)),
 		grpc.WriteBufferSize(8 << 10),
 		sharingCodecOption(),
 		// A peer that vanishes without closing its connection (a host
@@ -163,6 +165,17 @@ func ServerOptions(creds *Credentials, insecure bool, log hclog.Logger, m *Metri
 		opts = append(opts, grpc.StatsHandler(m.ServerStats()))
 	}
 	return opts
+}
+
+// readBufferSize is gRPC's read buffer of a connection: none over TLS,
+// whose connection buffers a record itself; in plaintext (tests) 8 KB,
+// which gRPC takes from a pool only while a TCP connection has data to
+// read.
+func readBufferSize(insecure bool) int {
+	if insecure {
+		return 8 << 10
+	}
+	return 0
 }
 
 // MaxMessageBytes bounds one gRPC message: a ciphertext is about 393 KB and

@@ -63,7 +63,11 @@ func (d Dialer) Dial(target string, server Identity) (*grpc.ClientConn, error) {
 		if d.Creds == nil {
 			return nil, errors.New("dial: no credentials (and not in insecure mode)")
 		}
-		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(d.Creds.ClientTLS(server))))
+		opts = append(opts, grpc.WithTransportCredentials(credentials.NewTLS(d.Creds.ClientTLS(server))),
+			// No read buffer of gRPC's own (32 KB per connection by
+			// default): the TLS connection buffers a record itself. An
+			// owner farm holds thousands of connections.
+			grpc.WithReadBufferSize(readBufferSize(false)))
 	}
 	if d.Metrics != nil {
 		opts = append(opts, grpc.WithStatsHandler(d.Metrics.ClientStats(server.Role)))

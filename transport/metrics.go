@@ -36,8 +36,16 @@ type Metrics struct {
 //	fedpca_rpc_duration_seconds{method}
 //	fedpca_rpc_client_requests_total{method, code}   RPCs made (Dialer.Metrics)
 func NewMetrics() *Metrics {
+	m := NewEmbeddedMetrics()
+	m.Registry.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// NewEmbeddedMetrics is NewMetrics without the Go runtime's and the
+// process's series: for a node run with many others in one process (an
+// owner farm), whose runtime series are the process's own.
+func NewEmbeddedMetrics() *Metrics {
 	reg := prometheus.NewRegistry()
-	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := &Metrics{
 		Registry: reg,
 		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_grpc_payload_bytes_total",
@@ -120,8 +128,18 @@ func (m *Metrics) ClientStats(serverRole string) stats.Handler {
 // (/debug/pprof/) on l until ctx is done. Bind it to localhost or a private
 // network: it is plain HTTP.
 func ServeMetrics(ctx context.Context, l net.Listener, m *Metrics) error {
+	return ServeGatherer(ctx, l, m.Registry)
+}
+
+// ServeGatherer is ServeMetrics for any gatherer (an owner farm's, which
+// gathers many owners' registries).
+func ServeGatherer(ctx context.Context, l net.Listener, g prometheus.Gatherer) error {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry}))
+	var reg prometheus.Registerer
+	if r, ok := g.(*prometheus.Registry); ok {
+		reg = r
+	}
+	mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { w.Write([]byte("ok\n")) })
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)

@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -36,7 +38,8 @@ type Launcher struct {
 	ProxyMemoryLimit string
 
 	mu    sync.Mutex
-	proxy *Child // the latest proxy process
+	proxy *Child   // the latest proxy process
+	farms []*Child // every farm started
 }
 
 // Proxy starts the proxy as a process.
@@ -57,7 +60,33 @@ func (l *Launcher) Proxy(n sim.ProxyNode) (sim.Process, error) {
 
 // Owners starts a farm of owners as a process.
 func (l *Launcher) Owners(f sim.Farm) (sim.Process, error) {
-	return l.start(f.Dir, f.Name, NodeConfig{Farm: &f}, nil)
+	ch, err := l.start(f.Dir, f.Name, NodeConfig{Farm: &f}, nil)
+	if err != nil {
+		return nil, err
+	}
+	l.mu.Lock()
+	l.farms = append(l.farms, ch)
+	l.mu.Unlock()
+	return ch, nil
+}
+
+// FarmsPeakRSS returns the largest peak resident memory of the farms
+// still running, and their number.
+func (l *Launcher) FarmsPeakRSS() (peak int64, farms int, err error) {
+	l.mu.Lock()
+	chs := slices.Clone(l.farms)
+	l.mu.Unlock()
+	for _, ch := range chs {
+		rss, err := ch.PeakRSS()
+		if err != nil {
+			continue // stopped
+		}
+		peak, farms = max(peak, rss), farms+1
+	}
+	if farms == 0 {
+		return 0, 0, errors.New("procs: no farm running")
+	}
+	return peak, farms, nil
 }
 
 // start writes a child's config and runs `fedpca simulate node` on it, its
@@ -93,7 +122,33 @@ func (l *Launcher) start(dir, name string, cfg NodeConfig, env []string) (*Child
 	}
 	ch := &Child{cmd: cmd, metrics: cfg.MetricsListen, done: make(chan error, 1)}
 	go func() { ch.done <- cmd.Wait(); f.Close() }()
+	if err := ch.waitListening(time.Minute); err != nil {
+		ch.Kill()
+		return nil, fmt.Errorf("procs: %s: %w (its log: %s)", name, err, f.Name())
+	}
 	return ch, nil
+}
+
+// waitListening waits until the child accepts connections on its metrics
+// address (it opens it first thing), so that whoever scrapes it next does
+// not race the process's start.
+func (ch *Child) waitListening(timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		c, err := net.DialTimeout("tcp", ch.metrics, time.Second)
+		if err == nil {
+			return c.Close()
+		}
+		select {
+		case werr := <-ch.done:
+			ch.done <- werr // for Stop and Kill
+			return fmt.Errorf("exited at start: %v", werr)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("not listening on %s after %v: %w", ch.metrics, timeout, err)
+		}
+	}
 }
 
 // ProxyPeakRSS returns the peak resident memory of the latest proxy

@@ -5,18 +5,17 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
-	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
+	"golang.org/x/sync/semaphore"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/fedpca/fedpca/owner"
@@ -80,15 +79,26 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 	}
 	farm := farmGatherer{owners: map[string]prometheus.Gatherer{}, self: prometheus.NewRegistry()}
 	farm.self.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	// What is the same for every owner of the farm is held once: the HE
+	// parameters, the parsed schemas, the committee key once one owner has
+	// found it attested (owner.KeyCache); and the shares computed at once
+	// are bounded (the farm's memory does not grow with its owners: a
+	// farm's owners share its cores anyway).
+	keys := &owner.KeyCache{}
+	compute := semaphore.NewWeighted(int64(2 * runtime.GOMAXPROCS(0)))
+	schemas := map[string]*schema.Schema{}
 	var owners []*owner.Owner
 	for _, fo := range f.Owners {
-		b, err := os.ReadFile(fo.Schema)
-		if err != nil {
-			return err
-		}
-		sch, err := schema.Parse(b)
-		if err != nil {
-			return err
+		sch := schemas[fo.Schema]
+		if sch == nil {
+			b, err := os.ReadFile(fo.Schema)
+			if err != nil {
+				return err
+			}
+			if sch, err = schema.Parse(b); err != nil {
+				return err
+			}
+			schemas[fo.Schema] = sch
 		}
 		id := transport.Identity{Role: transport.RoleOwner, ID: fo.ID}
 		d := transport.Dialer{Insecure: f.Insecure, Self: id}
@@ -97,19 +107,22 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 				return err
 			}
 		}
-		m := transport.NewMetrics()
+		m := transport.NewEmbeddedMetrics()
 		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: f.Proxy, Store: filepath.Join(f.State, "owner-"+fo.ID),
 			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}}, Metrics: m,
-			Policy: sim.OwnerPolicy(fo.AllowNoNoise), PollInterval: f.Poll, IdleTimeout: f.Idle, Logger: logger.With("id", fo.ID), Params: &params})
+			Policy: sim.OwnerPolicy(fo.AllowNoNoise), PollInterval: f.Poll, IdleTimeout: f.Idle, Logger: logger.With("id", fo.ID), Params: &params,
+			Keys: keys, Compute: compute})
 		if err != nil {
 			return err
 		}
 		farm.owners[fo.ID] = m.Registry
 		owners = append(owners, o)
 	}
-	srv := &http.Server{Handler: promhttp.HandlerFor(farm, promhttp.HandlerOpts{}), ReadHeaderTimeout: 10 * time.Second}
-	go func() { _ = srv.Serve(ml) }()
-	defer srv.Close()
+	go func() {
+		if err := transport.ServeGatherer(ctx, ml, farm); err != nil {
+			logger.Error("metrics server", "error", err)
+		}
+	}()
 	var wg sync.WaitGroup
 	errs := make(chan error, len(owners))
 	for _, o := range owners {
