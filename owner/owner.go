@@ -343,11 +343,10 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc
 	if err != nil {
 		return nil, err
 	}
-	enc, err := he.NewEncryptor(o.params, pk)
+	c, err := newCommitteeEnc(spec.CommitteeKey, o.params, pk)
 	if err != nil {
 		return nil, err
 	}
-	c := &committeeEnc{fp: spec.CommitteeKey, enc: enc}
 	o.mu.Lock()
 	old := o.cpk
 	o.cpk = c

@@ -2,10 +2,12 @@ package owner
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
 // committeeEnc is the committee key an owner encrypts under, with its
@@ -13,14 +15,55 @@ import (
 // (he.Encryptor.Prepare), as many as its latest share had ciphertexts, so
 // that its next share costs encoding and an addition instead of a public-key
 // encryption: about 3.5 ms of the 4 ms a ciphertext takes. They are kept in
-// memory only, and each masks one ciphertext (he.Encryptor).
+// memory only, and each masks one ciphertext (he.Encryptor). The encryptor
+// (about 1.4 MB of buffers and tables) is kept only while it holds prepared
+// encryptions: the owners of a farm beyond maxPrepared make one per share.
 type committeeEnc struct {
 	fp string // the key's fingerprint
+	p  he.Params
+	pk *rlwe.PublicKey
 
-	mu      sync.Mutex // one job, or one preparation, at a time
-	enc     *he.Encryptor
-	want    int  // ciphertexts of the latest share
-	dropped bool // replaced by another key: its prepared count is given back
+	mu      sync.Mutex    // one job, or one preparation, at a time
+	enc     *he.Encryptor // nil when it holds no prepared encryption
+	want    int           // ciphertexts of the latest share
+	dropped bool          // replaced by another key: its prepared count is given back
+}
+
+func newCommitteeEnc(fp string, p he.Params, pk *rlwe.PublicKey) (*committeeEnc, error) {
+	if pk == nil {
+		return nil, errors.New("encryptor: no public key")
+	}
+	return &committeeEnc{fp: fp, p: p, pk: pk}, nil
+}
+
+// encryptor returns the encryptor, made if there is none. With c.mu held.
+func (c *committeeEnc) encryptor() (*he.Encryptor, error) {
+	if c.enc == nil {
+		enc, err := he.NewEncryptor(c.p, c.pk)
+		if err != nil {
+			return nil, err
+		}
+		c.enc = enc
+	}
+	return c.enc, nil
+}
+
+// release lets the encryptor go when it holds nothing prepared. With c.mu
+// held.
+func (c *committeeEnc) release() {
+	if c.enc != nil && c.enc.Prepared() == 0 {
+		c.enc = nil
+	}
+}
+
+// ready is the number of prepared encryptions held.
+func (c *committeeEnc) ready() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.enc == nil {
+		return 0
+	}
+	return c.enc.Prepared()
 }
 
 // maxPrepared bounds the encryptions of zero prepared by all the owners of
@@ -38,10 +81,15 @@ var (
 func (c *committeeEnc) encrypt(fn func(*he.Encryptor) (int, error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	before := c.enc.Prepared()
-	n, err := fn(c.enc)
+	enc, err := c.encryptor()
+	if err != nil {
+		return err
+	}
+	defer c.release()
+	before := enc.Prepared()
+	n, err := fn(enc)
 	if !c.dropped {
-		prepared.Add(int64(c.enc.Prepared() - before))
+		prepared.Add(int64(enc.Prepared() - before))
 	}
 	if err == nil {
 		c.want = n
@@ -58,29 +106,52 @@ func (c *committeeEnc) prepare(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		c.mu.Lock()
-		more := !c.dropped && c.enc.Prepared() < c.want && prepared.Load() < maxPrepared
-		var err error
-		if more {
-			_, err = c.enc.Prepare()
-			if err == nil {
-				prepared.Add(1)
-			}
-		}
-		c.mu.Unlock()
+		err := c.prepareOne()
 		<-preparing
-		if !more || err != nil {
+		if errors.Is(err, errDone) {
+			return nil
+		}
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
+// prepareOne makes one encryption of zero if one more is wanted; errDone
+// when none is.
+func (c *committeeEnc) prepareOne() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	defer c.release()
+	have := 0
+	if c.enc != nil {
+		have = c.enc.Prepared()
+	}
+	if c.dropped || have >= c.want || prepared.Load() >= maxPrepared {
+		return errDone
+	}
+	enc, err := c.encryptor()
+	if err != nil {
+		return err
+	}
+	if _, err := enc.Prepare(); err != nil {
+		return err
+	}
+	prepared.Add(1)
+	return nil
+}
+
+// errDone ends a preparation that has made what was wanted.
+var errDone = errors.New("prepared")
+
 // drop gives back the count of a replaced key's prepared encryptions (a
 // job still running under the key may use them) and prepares no more.
 func (c *committeeEnc) drop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	prepared.Add(-int64(c.enc.Prepared()))
+	if c.enc != nil {
+		prepared.Add(-int64(c.enc.Prepared()))
+	}
 	c.dropped = true
 }

@@ -16,11 +16,10 @@ func TestPrepare(t *testing.T) {
 		t.Fatal(err)
 	}
 	kp := he.GenerateKeyPair(p)
-	enc, err := he.NewEncryptor(p, kp.Public)
+	c, err := newCommitteeEnc("k", p, kp.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &committeeEnc{fp: "k", enc: enc}
 	start := prepared.Load()
 	share := func() {
 		t.Helper()
@@ -32,15 +31,18 @@ func TestPrepare(t *testing.T) {
 		}
 	}
 	share()
+	if c.enc != nil {
+		t.Fatal("an encryptor holding nothing prepared is kept")
+	}
 	if err := c.prepare(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	if c.enc.Prepared() != 2 || prepared.Load() != start+2 {
-		t.Fatalf("prepared %d (process %d), want 2", c.enc.Prepared(), prepared.Load()-start)
+	if c.ready() != 2 || prepared.Load() != start+2 {
+		t.Fatalf("prepared %d (process %d), want 2", c.ready(), prepared.Load()-start)
 	}
 	share()
-	if c.enc.Prepared() != 0 || prepared.Load() != start {
-		t.Fatalf("after a share: %d prepared (process %d), want 0", c.enc.Prepared(), prepared.Load()-start)
+	if c.ready() != 0 || prepared.Load() != start {
+		t.Fatalf("after a share: %d prepared (process %d), want 0", c.ready(), prepared.Load()-start)
 	}
 	if err := c.prepare(context.Background()); err != nil {
 		t.Fatal(err)
@@ -50,7 +52,10 @@ func TestPrepare(t *testing.T) {
 		t.Fatalf("a dropped key still counts %d prepared", prepared.Load()-start)
 	}
 	share() // a job still running under the old key
-	if err := c.prepare(context.Background()); err != nil || c.enc.Prepared() != 0 || prepared.Load() != start {
-		t.Fatalf("a dropped key prepared: %d (process %d), %v", c.enc.Prepared(), prepared.Load()-start, err)
+	if err := c.prepare(context.Background()); err != nil || c.ready() != 0 || prepared.Load() != start {
+		t.Fatalf("a dropped key prepared: %d (process %d), %v", c.ready(), prepared.Load()-start, err)
+	}
+	if c.enc != nil {
+		t.Fatal("a dropped key keeps its encryptor")
 	}
 }
