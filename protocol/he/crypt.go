@@ -66,6 +66,18 @@ func NewEncryptor(p Params, pk *rlwe.PublicKey) (*Encryptor, error) {
 
 // Encrypt encrypts at most Slots values (zero-padded) into ct.
 func (e *Encryptor) Encrypt(vals []int64, ct *rlwe.Ciphertext) error {
+	if err := e.encode(vals); err != nil {
+		return err
+	}
+	if err := e.enc.Encrypt(e.pt, ct); err != nil {
+		return fmt.Errorf("encrypt: %w", err)
+	}
+	return nil
+}
+
+// encode checks at most Slots values and encodes them (zero-padded) into
+// the encryptor's plaintext.
+func (e *Encryptor) encode(vals []int64) error {
 	if len(vals) > e.p.Slots() {
 		return fmt.Errorf("encrypt: %d values exceed %d slots", len(vals), e.p.Slots())
 	}
@@ -74,9 +86,6 @@ func (e *Encryptor) Encrypt(vals []int64, ct *rlwe.Ciphertext) error {
 	}
 	if err := e.ecd.Encode(vals, e.pt); err != nil {
 		return fmt.Errorf("encrypt: encode: %w", err)
-	}
-	if err := e.enc.Encrypt(e.pt, ct); err != nil {
-		return fmt.Errorf("encrypt: %w", err)
 	}
 	return nil
 }
@@ -113,14 +122,8 @@ func (e *Encryptor) encryptNew(vals []int64) (*rlwe.Ciphertext, error) {
 // most Slots values, zero-padded), as lattigo's Encrypt adds the plaintext
 // to its encryption of zero.
 func (e *Encryptor) addPlain(vals []int64, ct *rlwe.Ciphertext) error {
-	if len(vals) > e.p.Slots() {
-		return fmt.Errorf("encrypt: %d values exceed %d slots", len(vals), e.p.Slots())
-	}
-	if err := e.p.checkRange(vals); err != nil {
-		return fmt.Errorf("encrypt: %w", err)
-	}
-	if err := e.ecd.Encode(vals, e.pt); err != nil {
-		return fmt.Errorf("encrypt: encode: %w", err)
+	if err := e.encode(vals); err != nil {
+		return err
 	}
 	if ct.IsNTT != e.pt.IsNTT {
 		return errors.New("encrypt: the plaintext and the ciphertext are in different domains")
