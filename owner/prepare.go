@@ -106,21 +106,18 @@ func (c *committeeEnc) prepare(ctx context.Context) error {
 		case <-ctx.Done():
 			return nil
 		}
-		err := c.prepareOne()
+		made, err := c.prepareOne()
 		<-preparing
-		if errors.Is(err, errDone) {
-			return nil
-		}
-		if err != nil {
+		if !made || err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// prepareOne makes one encryption of zero if one more is wanted; errDone
-// when none is.
-func (c *committeeEnc) prepareOne() error {
+// prepareOne makes one encryption of zero if one more is wanted, and says
+// whether it did.
+func (c *committeeEnc) prepareOne() (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	defer c.release()
@@ -129,21 +126,18 @@ func (c *committeeEnc) prepareOne() error {
 		have = c.enc.Prepared()
 	}
 	if c.dropped || have >= c.want || prepared.Load() >= maxPrepared {
-		return errDone
+		return false, nil
 	}
 	enc, err := c.encryptor()
 	if err != nil {
-		return err
+		return false, err
 	}
 	if _, err := enc.Prepare(); err != nil {
-		return err
+		return false, err
 	}
 	prepared.Add(1)
-	return nil
+	return true, nil
 }
-
-// errDone ends a preparation that has made what was wanted.
-var errDone = errors.New("prepared")
 
 // drop gives back the count of a replaced key's prepared encryptions (a
 // job still running under the key may use them) and prepares no more.
