@@ -188,6 +188,9 @@ func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
 	}
 	for i := range reps {
+		if i > 0 {
+			check(s.Settle(ctx, time.Minute)) // the owners prepare between jobs, as in a deployment
+		}
 		rep, err := s.Run(ctx, sim.JobOptions{Analysis: job.PCA, K: 5, Epsilon: 1, Plan: dp.PlanServers})
 		check(err)
 		fmt.Fprintf(os.Stderr, "owners %d d %d rep %d: total %.2fs\n", owners, d, i+1, rep.Timings.Total)

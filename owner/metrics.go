@@ -29,7 +29,9 @@ func (o *Owner) registerMetrics(reg *prometheus.Registry) {
 		watching: prometheus.NewGauge(prometheus.GaugeOpts{Name: "fedpca_owner_watching",
 			Help: "1 while the proxy's watch of this owner's jobs is up; 0 while the owner polls."}),
 	}
-	reg.MustRegister(o.m.shares, o.m.uploads, o.m.uploadBytes, o.m.uploadSeconds, o.m.declines, o.m.watching, &budgetCollector{o: o})
+	prepared := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fedpca_owner_encryptions_prepared",
+		Help: "Encryptions of zero prepared between jobs for the next share (each masks one ciphertext)."}, o.prepared)
+	reg.MustRegister(o.m.shares, o.m.uploads, o.m.uploadBytes, o.m.uploadSeconds, o.m.declines, o.m.watching, prepared, &budgetCollector{o: o})
 }
 
 var budgetDesc = prometheus.NewDesc("fedpca_owner_budget_rho", "Privacy budget of each dataset (zCDP rho): budget, spent, reserved, remaining.",

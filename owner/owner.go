@@ -178,6 +178,10 @@ type Config struct {
 	// Compute, if set, bounds the shares computed at once by the owners
 	// sharing it (a farm: its memory does not grow with its owners).
 	Compute *semaphore.Weighted
+	// Prepare bounds the encryptions of zero prepared between jobs by the
+	// owners sharing it (default: 160 for all the owners of the process
+	// given none).
+	Prepare *PrepareBudget
 }
 
 // KeyCache holds committee keys found attested, by fingerprint, HE
@@ -187,7 +191,30 @@ type Config struct {
 type KeyCache struct {
 	mu    sync.Mutex
 	keys  map[string]*rlwe.PublicKey
+	encs  map[*rlwe.PublicKey]*encryptors
 	fetch singleflight.Group
+}
+
+// encryptors returns the encryptors lent under pk, shared by the owners of
+// the cache (made for each call without one).
+func (c *KeyCache) encryptors(p he.Params, pk *rlwe.PublicKey) (*encryptors, error) {
+	if c == nil {
+		return newEncryptors(p, pk)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e := c.encs[pk]; e != nil {
+		return e, nil
+	}
+	e, err := newEncryptors(p, pk)
+	if err != nil {
+		return nil, err
+	}
+	if c.encs == nil {
+		c.encs = map[*rlwe.PublicKey]*encryptors{}
+	}
+	c.encs[pk] = e
+	return e, nil
 }
 
 // load returns the key cached under name, or fetches it (once for every
@@ -269,6 +296,9 @@ func New(cfg Config) (*Owner, error) {
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 10 * time.Second
 	}
+	if cfg.Prepare == nil {
+		cfg.Prepare = defaultPrepare
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()
 	}
@@ -343,10 +373,11 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc
 	if err != nil {
 		return nil, err
 	}
-	c, err := newCommitteeEnc(spec.CommitteeKey, o.params, pk)
+	encs, err := o.cfg.Keys.encryptors(o.params, pk)
 	if err != nil {
 		return nil, err
 	}
+	c := newCommitteeEnc(spec.CommitteeKey, encs, o.cfg.Prepare)
 	o.mu.Lock()
 	old := o.cpk
 	o.cpk = c
@@ -383,6 +414,18 @@ func (o *Owner) fetchCommitteeKey(ctx context.Context, spec *job.Spec) (*rlwe.Pu
 		return nil, fmt.Errorf("%w: the committee key is malformed: %v", errWrongCommittee, err)
 	}
 	return pk, nil
+}
+
+// prepared is the number of encryptions of zero prepared for the next
+// share.
+func (o *Owner) prepared() float64 {
+	o.mu.Lock()
+	c := o.cpk
+	o.mu.Unlock()
+	if c == nil {
+		return 0
+	}
+	return float64(c.ready())
 }
 
 // prepare makes encryptions of zero for the next share under the cached

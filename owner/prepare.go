@@ -10,86 +10,96 @@ import (
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
-// committeeEnc is the committee key an owner encrypts under, with its
-// encryptor. Between jobs the owner prepares encryptions of zero under it
-// (he.Encryptor.Prepare), as many as its latest share had ciphertexts, so
-// that its next share costs encoding and an addition instead of a public-key
-// encryption: about 3.5 ms of the 4 ms a ciphertext takes. They are kept in
-// memory only, and each masks one ciphertext (he.Encryptor). The encryptor
-// (about 1.4 MB of buffers and tables) is kept only while it holds prepared
-// encryptions: the owners of a farm beyond maxPrepared make one per share.
+// committeeEnc is the committee key an owner encrypts under, with the
+// encryptions of zero it prepared under it. Between jobs the owner prepares
+// as many as its latest share had ciphertexts (he.Encryptor.Prepare), so
+// that its next share costs encoding and an addition instead of a
+// public-key encryption: about 3.5 ms of the 4 ms a ciphertext takes. They
+// are kept in memory only, and each masks one ciphertext (he.Encryptor).
+// The owner holds only them (393 KB each at the default parameters) and
+// borrows an encryptor (about 1.4 MB of buffers and tables) to make or use
+// them (encryptors; the owners of a farm share them).
 type committeeEnc struct {
-	fp string // the key's fingerprint
-	p  he.Params
-	pk *rlwe.PublicKey
+	fp     string // the key's fingerprint
+	encs   *encryptors
+	budget *PrepareBudget
 
-	mu      sync.Mutex    // one job, or one preparation, at a time
-	enc     *he.Encryptor // nil when it holds no prepared encryption
-	want    int           // ciphertexts of the latest share
-	dropped bool          // replaced by another key: its prepared count is given back
+	mu      sync.Mutex         // one job, or one preparation, at a time
+	zeros   []*rlwe.Ciphertext // prepared encryptions of zero, each used once
+	want    int                // ciphertexts of the latest share
+	dropped bool               // replaced by another key: its prepared count is given back
 }
 
-func newCommitteeEnc(fp string, p he.Params, pk *rlwe.PublicKey) (*committeeEnc, error) {
+func newCommitteeEnc(fp string, encs *encryptors, budget *PrepareBudget) *committeeEnc {
+	return &committeeEnc{fp: fp, encs: encs, budget: budget}
+}
+
+// encryptors lends encryptors under one committee key. Safe for concurrent
+// use.
+type encryptors struct {
+	p    he.Params
+	pk   *rlwe.PublicKey
+	pool sync.Pool
+}
+
+func newEncryptors(p he.Params, pk *rlwe.PublicKey) (*encryptors, error) {
 	if pk == nil {
 		return nil, errors.New("encryptor: no public key")
 	}
-	return &committeeEnc{fp: fp, p: p, pk: pk}, nil
+	return &encryptors{p: p, pk: pk}, nil
 }
 
-// encryptor returns the encryptor, made if there is none. With c.mu held.
-func (c *committeeEnc) encryptor() (*he.Encryptor, error) {
-	if c.enc == nil {
-		enc, err := he.NewEncryptor(c.p, c.pk)
-		if err != nil {
-			return nil, err
+// with runs fn with an encryptor holding zs, and returns the encryptions
+// of zero fn did not use.
+func (e *encryptors) with(zs []*rlwe.Ciphertext, fn func(*he.Encryptor) error) ([]*rlwe.Ciphertext, error) {
+	enc, ok := e.pool.Get().(*he.Encryptor)
+	if !ok {
+		var err error
+		if enc, err = he.NewEncryptor(e.p, e.pk); err != nil {
+			return zs, err
 		}
-		c.enc = enc
 	}
-	return c.enc, nil
+	enc.Give(zs)
+	err := fn(enc)
+	zs = enc.Take() // an encryptor in the pool holds none
+	e.pool.Put(enc)
+	return zs, err
 }
 
-// release lets the encryptor go when it holds nothing prepared. With c.mu
-// held.
-func (c *committeeEnc) release() {
-	if c.enc != nil && c.enc.Prepared() == 0 {
-		c.enc = nil
-	}
+// PrepareBudget bounds the encryptions of zero prepared ahead by the owners
+// sharing it (Config.Prepare); owners beyond it encrypt afresh. Their
+// preparations run one at a time: background work. Safe for concurrent
+// use.
+type PrepareBudget struct {
+	max  int64
+	held atomic.Int64
+	one  chan struct{}
 }
 
-// ready is the number of prepared encryptions held.
-func (c *committeeEnc) ready() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.enc == nil {
-		return 0
-	}
-	return c.enc.Prepared()
+// NewPrepareBudget returns a budget of max encryptions of zero (393 KB each
+// at the default parameters).
+func NewPrepareBudget(max int) *PrepareBudget {
+	return &PrepareBudget{max: int64(max), one: make(chan struct{}, 1)}
 }
 
-// maxPrepared bounds the encryptions of zero prepared by all the owners of
-// one process (a farm of simulated owners): 160 ciphertexts of 393 KB.
-// Owners beyond it encrypt afresh.
-const maxPrepared = 160
+// defaultPrepare is the budget of the owners of a process given none: 160
+// ciphertexts, 63 MB.
+var defaultPrepare = NewPrepareBudget(160)
 
-var (
-	prepared  atomic.Int64             // encryptions of zero held in this process
-	preparing = make(chan struct{}, 1) // one preparation at a time per process: background work
-)
-
-// encrypt runs fn with the encryptor and records the ciphertexts it made
-// as the number to prepare next.
+// encrypt runs fn with an encryptor holding the prepared encryptions of
+// zero, keeps those it did not use and records the ciphertexts it made as
+// the number to prepare next.
 func (c *committeeEnc) encrypt(fn func(*he.Encryptor) (int, error)) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	enc, err := c.encryptor()
-	if err != nil {
+	before, n := len(c.zeros), 0
+	var err error
+	c.zeros, err = c.encs.with(c.zeros, func(enc *he.Encryptor) (err error) {
+		n, err = fn(enc)
 		return err
-	}
-	defer c.release()
-	before := enc.Prepared()
-	n, err := fn(enc)
+	})
 	if !c.dropped {
-		prepared.Add(int64(enc.Prepared() - before))
+		c.budget.held.Add(int64(len(c.zeros) - before))
 	}
 	if err == nil {
 		c.want = n
@@ -97,17 +107,24 @@ func (c *committeeEnc) encrypt(fn func(*he.Encryptor) (int, error)) error {
 	return err
 }
 
+// ready is the number of prepared encryptions held.
+func (c *committeeEnc) ready() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.zeros)
+}
+
 // prepare makes encryptions of zero until the latest share's number is
-// ready, one at a time, until ctx ends or the process holds maxPrepared.
+// ready, one at a time, until ctx ends or the budget is spent.
 func (c *committeeEnc) prepare(ctx context.Context) error {
 	for ctx.Err() == nil {
 		select {
-		case preparing <- struct{}{}:
+		case c.budget.one <- struct{}{}:
 		case <-ctx.Done():
 			return nil
 		}
 		made, err := c.prepareOne()
-		<-preparing
+		<-c.budget.one
 		if !made || err != nil {
 			return err
 		}
@@ -120,23 +137,17 @@ func (c *committeeEnc) prepare(ctx context.Context) error {
 func (c *committeeEnc) prepareOne() (bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	defer c.release()
-	have := 0
-	if c.enc != nil {
-		have = c.enc.Prepared()
-	}
-	if c.dropped || have >= c.want || prepared.Load() >= maxPrepared {
+	if c.dropped || len(c.zeros) >= c.want || c.budget.held.Load() >= c.budget.max {
 		return false, nil
 	}
-	enc, err := c.encryptor()
-	if err != nil {
-		return false, err
-	}
-	if _, err := enc.Prepare(); err != nil {
-		return false, err
-	}
-	prepared.Add(1)
-	return true, nil
+	before := len(c.zeros)
+	var err error
+	c.zeros, err = c.encs.with(c.zeros, func(enc *he.Encryptor) error {
+		_, err := enc.Prepare()
+		return err
+	})
+	c.budget.held.Add(int64(len(c.zeros) - before))
+	return err == nil, err
 }
 
 // drop gives back the count of a replaced key's prepared encryptions (a
@@ -144,8 +155,8 @@ func (c *committeeEnc) prepareOne() (bool, error) {
 func (c *committeeEnc) drop() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.enc != nil {
-		prepared.Add(-int64(c.enc.Prepared()))
+	if !c.dropped {
+		c.budget.held.Add(-int64(len(c.zeros)))
 	}
 	c.dropped = true
 }

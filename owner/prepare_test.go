@@ -8,20 +8,27 @@ import (
 )
 
 // TestPrepare: after a share, the owner prepares as many encryptions of zero
-// as it had ciphertexts, the next share uses them, and a replaced key
-// prepares no more and gives its count back.
+// as it had ciphertexts, within its budget, the next share uses them, and a
+// replaced key prepares no more and gives its count back. Two owners
+// sharing a budget and a key's encryptors (a farm) keep their own
+// encryptions of zero.
 func TestPrepare(t *testing.T) {
 	p, err := he.NewDefaultParams()
 	if err != nil {
 		t.Fatal(err)
 	}
 	kp := he.GenerateKeyPair(p)
-	c, err := newCommitteeEnc("k", p, kp.Public)
+	var keys KeyCache
+	encs, err := keys.encryptors(p, kp.Public)
 	if err != nil {
 		t.Fatal(err)
 	}
-	start := prepared.Load()
-	share := func() {
+	if again, _ := keys.encryptors(p, kp.Public); again != encs {
+		t.Fatal("owners sharing a key cache do not share its encryptors")
+	}
+	budget := NewPrepareBudget(3)
+	c, other := newCommitteeEnc("k", encs, budget), newCommitteeEnc("k", encs, budget)
+	share := func(c *committeeEnc) {
 		t.Helper()
 		if err := c.encrypt(func(e *he.Encryptor) (int, error) {
 			cts, err := e.EncryptVector(make([]int64, p.Slots()+1)) // two ciphertexts
@@ -30,32 +37,38 @@ func TestPrepare(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	share()
-	if c.enc != nil {
-		t.Fatal("an encryptor holding nothing prepared is kept")
+	prepare := func(c *committeeEnc) {
+		t.Helper()
+		if err := c.prepare(context.Background()); err != nil {
+			t.Fatal(err)
+		}
 	}
-	if err := c.prepare(context.Background()); err != nil {
-		t.Fatal(err)
+	share(c)
+	share(other)
+	prepare(c)
+	if c.ready() != 2 || budget.held.Load() != 2 {
+		t.Fatalf("prepared %d (budget %d), want 2", c.ready(), budget.held.Load())
 	}
-	if c.ready() != 2 || prepared.Load() != start+2 {
-		t.Fatalf("prepared %d (process %d), want 2", c.ready(), prepared.Load()-start)
+	prepare(other) // one left in the budget
+	if other.ready() != 1 || budget.held.Load() != 3 {
+		t.Fatalf("other prepared %d (budget %d), want 1 of 3", other.ready(), budget.held.Load())
 	}
-	share()
-	if c.ready() != 0 || prepared.Load() != start {
-		t.Fatalf("after a share: %d prepared (process %d), want 0", c.ready(), prepared.Load()-start)
+	share(c)
+	if c.ready() != 0 || other.ready() != 1 || budget.held.Load() != 1 {
+		t.Fatalf("after a share: %d and %d prepared (budget %d), want 0 and 1", c.ready(), other.ready(), budget.held.Load())
 	}
-	if err := c.prepare(context.Background()); err != nil {
-		t.Fatal(err)
+	share(other) // one prepared, one fresh
+	if other.ready() != 0 || budget.held.Load() != 0 {
+		t.Fatalf("after the other's share: %d prepared (budget %d)", other.ready(), budget.held.Load())
 	}
+	prepare(c)
 	c.drop()
-	if prepared.Load() != start {
-		t.Fatalf("a dropped key still counts %d prepared", prepared.Load()-start)
+	if budget.held.Load() != 0 {
+		t.Fatalf("a dropped key still counts %d prepared", budget.held.Load())
 	}
-	share() // a job still running under the old key
-	if err := c.prepare(context.Background()); err != nil || c.ready() != 0 || prepared.Load() != start {
-		t.Fatalf("a dropped key prepared: %d (process %d), %v", c.ready(), prepared.Load()-start, err)
-	}
-	if c.enc != nil {
-		t.Fatal("a dropped key keeps its encryptor")
+	share(c) // a job still running under the old key
+	prepare(c)
+	if c.ready() != 0 || budget.held.Load() != 0 {
+		t.Fatalf("a dropped key prepared: %d (budget %d)", c.ready(), budget.held.Load())
 	}
 }

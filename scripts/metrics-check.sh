@@ -60,6 +60,7 @@ for o in a b; do
   check "owner hospital-$o" "$t" fedpca_grpc_payload_bytes_total direction=sent peer_role=proxy '>' 100000
   check "owner hospital-$o" "$t" fedpca_owner_share_seconds_count == 1
   check "owner hospital-$o" "$t" fedpca_owner_upload_seconds_count == 1
+  check "owner hospital-$o" "$t" fedpca_owner_encryptions_prepared == 0
   check "owner hospital-$o" "$t" fedpca_rpc_client_requests_total method=ProxyService/Upload code=OK == 1
   check "owner hospital-$o" "$t" fedpca_owner_budget_rho dataset=wdbc kind=spent '>' 0
   check "owner hospital-$o" "$t" fedpca_owner_budget_rho dataset=wdbc kind=remaining '>' 0
@@ -90,7 +91,15 @@ check "csp (all 3)" "$all" fedpca_csp_key_switch_seconds_count == 2
 check "csp (all 3)" "$all" fedpca_rpc_requests_total method=CspService/KeySwitch code=OK == 2
 check "csp (all 3)" "$all" fedpca_grpc_payload_bytes_total direction=received peer_role=proxy '>' 100000
 for o in a b; do
-  m="owner_${o}_metrics"; t=$(scrape "${!m}")
+  m="owner_${o}_metrics"
+  # Once it learns that the job ended, an owner prepares its next share's
+  # encryption of zero (one ciphertext for wdbc): give it up to 5 s.
+  for _ in $(seq 50); do
+    t=$(scrape "${!m}")
+    [ "$(series_value "$t" fedpca_owner_encryptions_prepared)" = 1 ] && break
+    sleep 0.1
+  done
+  check "owner hospital-$o" "$t" fedpca_owner_encryptions_prepared == 1
   check "owner hospital-$o" "$t" fedpca_owner_budget_rho dataset=wdbc kind=reserved == 0
   check "owner hospital-$o" "$t" fedpca_owner_budget_rho dataset=wdbc kind=remaining '>' 0
 done

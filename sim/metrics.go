@@ -123,6 +123,28 @@ type Shares map[string]struct {
 // registries and the farms' /metrics (where each owner's series carry its
 // ID in the label owner).
 func (c *Cluster) OwnerShares() (Shares, error) {
+	out := Shares{}
+	err := c.eachOwnerSeries("fedpca_owner_share_seconds", func(id string, m *dto.Metric) {
+		h := m.GetHistogram()
+		s := out[id]
+		s.Count += h.GetSampleCount()
+		s.Sum += h.GetSampleSum()
+		out[id] = s
+	})
+	return out, err
+}
+
+// OwnersPrepared is the number of encryptions of zero the owners hold
+// prepared for their next shares.
+func (c *Cluster) OwnersPrepared() (int, error) {
+	n := 0.0
+	err := c.eachOwnerSeries("fedpca_owner_encryptions_prepared", func(_ string, m *dto.Metric) { n += m.GetGauge().GetValue() })
+	return int(n), err
+}
+
+// eachOwnerSeries calls fn with every owner's series of the family name,
+// owners in this process and in farms alike.
+func (c *Cluster) eachOwnerSeries(name string, fn func(owner string, m *dto.Metric)) error {
 	c.mu.Lock()
 	regs := make(map[string]*transport.Metrics, len(c.ownerMetrics))
 	for id, m := range c.ownerMetrics {
@@ -130,33 +152,25 @@ func (c *Cluster) OwnerShares() (Shares, error) {
 	}
 	farms := append([]Process(nil), c.ext.farms...)
 	c.mu.Unlock()
-	out := Shares{}
-	add := func(id string, m *dto.Metric) {
-		h := m.GetHistogram()
-		s := out[id]
-		s.Count += h.GetSampleCount()
-		s.Sum += h.GetSampleSum()
-		out[id] = s
-	}
 	for id, m := range regs {
 		mfs, err := m.Registry.Gather()
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, s := range Family(mfs, "fedpca_owner_share_seconds") {
-			add(id, s)
+		for _, s := range Family(mfs, name) {
+			fn(id, s)
 		}
 	}
 	for _, f := range farms {
 		mfs, err := Scrape(f.MetricsAddr())
 		if err != nil {
-			return nil, err
+			return err
 		}
-		for _, s := range Family(mfs, "fedpca_owner_share_seconds") {
-			add(Label(s, "owner"), s)
+		for _, s := range Family(mfs, name) {
+			fn(Label(s, "owner"), s)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 // Since returns the time of each share computed between before and s, for

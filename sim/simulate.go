@@ -385,6 +385,33 @@ func (s *Simulator) central(spec *job.Spec, sch *schema.Schema) (*job.Result, ti
 	return res, time.Since(start), err
 }
 
+// Settle waits, at most limit, until the owners have prepared their next
+// shares' encryptions of zero (docs/PROTOCOL.md section 5): until their
+// number is unchanged for a second. A deployment's owners prepare between
+// jobs; the simulator's jobs run back to back, so a benchmark settles
+// before each job to measure what a deployment's next job takes.
+func (s *Simulator) Settle(ctx context.Context, limit time.Duration) error {
+	ctx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	last, since := -1, time.Now()
+	for {
+		n, err := s.cl.OwnersPrepared()
+		if err != nil {
+			return err
+		}
+		if n != last {
+			last, since = n, time.Now()
+		} else if time.Since(since) >= time.Second {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil // still preparing: the job takes what is ready
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
 // OwnerIDs returns the owners' IDs.
 func (s *Simulator) OwnerIDs() []string { return slices.Clone(s.owners) }
 

@@ -147,6 +147,21 @@ func (e *Encryptor) Prepare() (int, error) {
 // Prepared returns how many encryptions of zero are ready.
 func (e *Encryptor) Prepared() int { return len(e.zeros) }
 
+// Take removes the prepared encryptions of zero from the encryptor and
+// returns them, for a caller that keeps them apart from the encryptor (an
+// owner holds its own and borrows an encryptor only to use them: an
+// encryptor's buffers and samplers are about 1.4 MB, a ciphertext 393 KB).
+func (e *Encryptor) Take() []*rlwe.Ciphertext {
+	zs := e.zeros
+	e.zeros = nil
+	return zs
+}
+
+// Give hands back encryptions of zero that Take returned from an encryptor
+// under the same public key; EncryptVector uses them before encrypting
+// afresh. The caller must not keep them: each masks one plaintext.
+func (e *Encryptor) Give(zs []*rlwe.Ciphertext) { e.zeros = append(e.zeros, zs...) }
+
 // ShallowCopy returns an encryptor for another goroutine (with no prepared
 // encryptions of zero).
 func (e *Encryptor) ShallowCopy() *Encryptor {

@@ -388,7 +388,8 @@ func setCoeff(t *testing.T, c *Codecs, b []byte, v uint64) []byte {
 // TestPrepared: a vector encrypted over prepared encryptions of zero
 // decrypts to its values, is encoded like a fresh encryption (the same
 // metadata, accepted by the codec), and each prepared encryption of zero is
-// used once, the rest of the vector being encrypted fresh.
+// used once, the rest of the vector being encrypted fresh, also when taken
+// out of the encryptor that made them and given to another.
 func TestPrepared(t *testing.T) {
 	p := params(t)
 	kp := GenerateKeyPair(p)
@@ -401,6 +402,16 @@ func TestPrepared(t *testing.T) {
 			t.Fatalf("Prepare: %d ready, %v; want %d", n, err, want)
 		}
 	}
+	// Kept apart from the encryptor that made them and given to another
+	// under the same key, as an owner does.
+	zs := enc.Take()
+	if len(zs) != 2 || enc.Prepared() != 0 {
+		t.Fatalf("Take: %d taken, %d left", len(zs), enc.Prepared())
+	}
+	if enc, err = NewEncryptor(p, kp.Public); err != nil {
+		t.Fatal(err)
+	}
+	enc.Give(zs)
 	rng := rand.New(rand.NewPCG(5, 6))
 	v := randVec(rng, 3*p.Slots()-7, 1<<56) // three ciphertexts: two prepared, one fresh
 	cts, err := enc.EncryptVector(v)

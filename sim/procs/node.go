@@ -86,6 +86,10 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 	// farm's owners share its cores anyway).
 	keys := &owner.KeyCache{}
 	compute := semaphore.NewWeighted(int64(2 * runtime.GOMAXPROCS(0)))
+	// Owners prepare their next share's encryptions of zero between jobs,
+	// as each would on its own machine: up to 1 GiB of them per farm (2,730
+	// at d <= 126: one for each of a farm's 2,500 owners).
+	prepare := owner.NewPrepareBudget(max(160, (1<<30)/params.NewCiphertext().BinarySize()))
 	schemas := map[string]*schema.Schema{}
 	var owners []*owner.Owner
 	for _, fo := range f.Owners {
@@ -111,7 +115,7 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: f.Proxy, Store: filepath.Join(f.State, "owner-"+fo.ID),
 			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}}, Metrics: m,
 			Policy: sim.OwnerPolicy(fo.AllowNoNoise), PollInterval: f.Poll, IdleTimeout: f.Idle, Logger: logger.With("id", fo.ID), Params: &params,
-			Keys: keys, Compute: compute})
+			Keys: keys, Compute: compute, Prepare: prepare})
 		if err != nil {
 			return err
 		}
