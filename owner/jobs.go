@@ -181,12 +181,16 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 	ended := st.GetState() == fedpcav1.JobState_JOB_STATE_DONE || st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED
 	switch {
 	case note == nil && st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN:
-		cctx, cancel := context.WithTimeout(ctx, callTimeout)
-		r, err := o.proxy.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Ticket: true})
-		cancel()
-		if err != nil {
-			o.log.Warn("cannot fetch the job's ticket; will retry", "job", id[:16], "error", status.Convert(err).Message())
-			return
+		r := o.watching.takeTicket(id) // sent with the job's announcement
+		if r == nil {
+			cctx, cancel := context.WithTimeout(ctx, callTimeout)
+			var err error
+			r, err = o.proxy.GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Ticket: true})
+			cancel()
+			if err != nil {
+				o.log.Warn("cannot fetch the job's ticket; will retry", "job", id[:16], "error", status.Convert(err).Message())
+				return
+			}
 		}
 		o.takePart(ctx, st, r)
 	case note == nil:

@@ -22,6 +22,8 @@ import (
 // created and again when it is sealed and when it ends. It sends nothing
 // but the cursor the proxy gave it, so that a reconnect (after a network
 // fault or a restart of the proxy) resumes where the last stream stopped.
+// A new job's announcement comes with the owner's ticket of it, which the
+// owner would otherwise fetch (GetJob).
 // While the watch is up, the owner does not poll: every PollInterval it
 // goes over the open jobs the watch told it of, from memory, to retry what
 // failed (a ticket it could not fetch, a decline it could not report).
@@ -42,12 +44,52 @@ type watchState struct {
 	mu   sync.Mutex
 	up   bool
 	open map[string]*fedpcav1.JobStatus // the open jobs the watch told of
+	// tickets are the watch's tickets of open jobs not yet taken part in.
+	tickets map[string]*fedpcav1.GetJobResponse
 	// kick asks the run loop to poll now (the watch was refused or lost).
 	kick chan struct{}
 }
 
 func newWatchState() *watchState {
-	return &watchState{open: map[string]*fedpcav1.JobStatus{}, kick: make(chan struct{}, 1)}
+	return &watchState{open: map[string]*fedpcav1.JobStatus{}, tickets: map[string]*fedpcav1.GetJobResponse{}, kick: make(chan struct{}, 1)}
+}
+
+// maxTickets bounds the tickets held for jobs the watch has not listed yet.
+const maxTickets = 1024
+
+// keepTicket holds a ticket the watch sent with a job's announcement, until
+// the owner takes part (takeTicket) or the job is no longer open.
+func (w *watchState) keepTicket(t *fedpcav1.JobInfo, proof *fedpcav1.OwnerProof) {
+	id := t.GetStatus().GetJobId()
+	if !job.ValidJobID(id) {
+		return
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.tickets) < maxTickets {
+		w.tickets[id] = &fedpcav1.GetJobResponse{Job: t, OwnerProof: proof}
+	}
+}
+
+// takeTicket returns, and forgets, the watch's ticket of job id (nil when
+// it sent none: the owner fetches it).
+func (w *watchState) takeTicket(id string) *fedpcav1.GetJobResponse {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	t := w.tickets[id]
+	delete(w.tickets, id)
+	return t
+}
+
+// pruneTickets forgets the tickets of jobs the watch does not list as open.
+func (w *watchState) pruneTickets() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for id := range w.tickets {
+		if _, ok := w.open[id]; !ok {
+			delete(w.tickets, id)
+		}
+	}
 }
 
 // jobs returns the open jobs the watch told of, when it is up.
@@ -148,6 +190,9 @@ func (o *Owner) watchOnce(ctx context.Context, wg *sync.WaitGroup, cursor *strin
 			o.m.watching.Set(1)
 			o.log.Debug("job watch up", "resumed", !r.GetSnapshot())
 		}
+		if r.GetTicket() != nil {
+			o.watching.keepTicket(r.GetTicket(), r.GetOwnerProof())
+		}
 		sts := o.validJobs(r.GetJobs())
 		if r.GetSnapshot() {
 			// Dispatched whole, once complete: a pending job missing from
@@ -158,6 +203,9 @@ func (o *Owner) watchOnce(ctx context.Context, wg *sync.WaitGroup, cursor *strin
 			sts, snap = snap, nil
 		}
 		o.watching.learn(sts, r.GetSnapshot())
+		if r.GetCursor() != "" {
+			o.watching.pruneTickets() // a ticket comes before or with its job's status
+		}
 		o.dispatch(ctx, wg, sts, r.GetSnapshot())
 		if r.GetCursor() != "" {
 			*cursor = r.GetCursor()

@@ -2,7 +2,9 @@ package sim
 
 import (
 	"context"
+	"maps"
 	"runtime"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -48,10 +50,32 @@ func waitFor(ctx context.Context, t *testing.T, what string, cond func() bool) {
 	}
 }
 
+// ownersMetric sums the samples of the in-process owners' series whose
+// labels contain match.
+func ownersMetric(t *testing.T, cl *Cluster, name, match string) float64 {
+	t.Helper()
+	cl.mu.Lock()
+	ms := slices.Collect(maps.Values(cl.ownerMetrics))
+	cl.mu.Unlock()
+	sum := 0.0
+	for _, m := range ms {
+		samples, err := transport.Scrape(m.Registry, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for labels, v := range samples {
+			if strings.Contains(labels, match) {
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
 // TestOwnersLearnOfJobsByWatch: with a poll interval of an hour, owners
 // still learn of two jobs and take part in both: the proxy's watch tells
-// them. Each owner listed the jobs once, at its start, before any job
-// existed, and never again.
+// them, with their tickets. Each owner listed the jobs once, at its start,
+// before any job existed, and never again, and fetched no ticket.
 func TestOwnersLearnOfJobsByWatch(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -67,6 +91,9 @@ func TestOwnersLearnOfJobsByWatch(t *testing.T) {
 	}
 	if n := proxyMetric(t, cl, "fedpca_rpc_requests_total", "ListJobs"); n != 3 {
 		t.Errorf("the proxy served %v ListJobs calls, want 3 (one per owner at its start)", n)
+	}
+	if n := ownersMetric(t, cl, "fedpca_rpc_client_requests_total", "ProxyService/GetJob"); n != 0 {
+		t.Errorf("the owners made %v GetJob calls, want none (the watch sends the tickets)", n)
 	}
 }
 

@@ -1334,7 +1334,14 @@ type WatchOwnerJobsResponse struct {
 	// snapshot is set on the messages of a snapshot: together (up to the
 	// first message with a cursor) they list every open job that names the
 	// caller; a job the owner has a part in that is not listed has ended.
-	Snapshot      bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	Snapshot bool `protobuf:"varint,3,opt,name=snapshot,proto3" json:"snapshot,omitempty"`
+	// ticket and owner_proof, when set, are the caller's ticket of an open job
+	// listed in this message or a later one of the stream: what GetJob with
+	// ticket returns (the job's ticket, encoded once for all owners, and the
+	// caller's inclusion proof), so that the owner need not fetch it. A
+	// message carries at most one ticket.
+	Ticket        *JobInfo    `protobuf:"bytes,4,opt,name=ticket,proto3" json:"ticket,omitempty"`
+	OwnerProof    *OwnerProof `protobuf:"bytes,5,opt,name=owner_proof,json=ownerProof,proto3" json:"owner_proof,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1388,6 +1395,20 @@ func (x *WatchOwnerJobsResponse) GetSnapshot() bool {
 		return x.Snapshot
 	}
 	return false
+}
+
+func (x *WatchOwnerJobsResponse) GetTicket() *JobInfo {
+	if x != nil {
+		return x.Ticket
+	}
+	return nil
+}
+
+func (x *WatchOwnerJobsResponse) GetOwnerProof() *OwnerProof {
+	if x != nil {
+		return x.OwnerProof
+	}
+	return nil
 }
 
 type UploadRequest struct {
@@ -2339,11 +2360,14 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x10WatchJobResponse\x12&\n" +
 	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"/\n" +
 	"\x15WatchOwnerJobsRequest\x12\x16\n" +
-	"\x06cursor\x18\x01 \x01(\tR\x06cursor\"v\n" +
+	"\x06cursor\x18\x01 \x01(\tR\x06cursor\"\xda\x01\n" +
 	"\x16WatchOwnerJobsResponse\x12(\n" +
 	"\x04jobs\x18\x01 \x03(\v2\x14.fedpca.v1.JobStatusR\x04jobs\x12\x16\n" +
 	"\x06cursor\x18\x02 \x01(\tR\x06cursor\x12\x1a\n" +
-	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\"k\n" +
+	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12*\n" +
+	"\x06ticket\x18\x04 \x01(\v2\x12.fedpca.v1.JobInfoR\x06ticket\x126\n" +
+	"\vowner_proof\x18\x05 \x01(\v2\x15.fedpca.v1.OwnerProofR\n" +
+	"ownerProof\"k\n" +
 	"\rUploadRequest\x121\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.fedpca.v1.UploadHeaderH\x00R\x06header\x12 \n" +
 	"\n" +
@@ -2494,41 +2518,43 @@ var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	7,  // 10: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
 	7,  // 11: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
 	7,  // 12: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
-	21, // 13: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	22, // 14: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 15: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	22, // 16: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	28, // 17: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 18: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 19: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 20: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 21: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	13, // 22: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	16, // 23: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	18, // 24: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	20, // 25: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	24, // 26: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	26, // 27: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	29, // 28: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	31, // 29: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	33, // 30: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 31: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 32: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 33: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	14, // 34: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	17, // 35: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	19, // 36: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	23, // 37: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	25, // 38: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	27, // 39: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	30, // 40: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	32, // 41: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	34, // 42: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	31, // [31:43] is the sub-list for method output_type
-	19, // [19:31] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	15, // 13: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
+	12, // 14: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	21, // 15: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	22, // 16: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	1,  // 17: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	22, // 18: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	28, // 19: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	7,  // 20: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	2,  // 21: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 22: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 23: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	13, // 24: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	16, // 25: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	18, // 26: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	20, // 27: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	24, // 28: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	26, // 29: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	29, // 30: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	31, // 31: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	33, // 32: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	3,  // 33: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 34: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 35: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	14, // 36: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	17, // 37: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	19, // 38: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	23, // 39: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	25, // 40: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	27, // 41: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	30, // 42: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	32, // 43: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	34, // 44: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	33, // [33:45] is the sub-list for method output_type
+	21, // [21:33] is the sub-list for method input_type
+	21, // [21:21] is the sub-list for extension type_name
+	21, // [21:21] is the sub-list for extension extendee
+	0,  // [0:21] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
