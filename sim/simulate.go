@@ -387,27 +387,28 @@ func (s *Simulator) central(spec *job.Spec, sch *schema.Schema) (*job.Result, ti
 
 // Settle waits, at most limit, until the owners have prepared their next
 // shares' encryptions of zero (docs/PROTOCOL.md section 5): until their
-// number is unchanged for a second. A deployment's owners prepare between
-// jobs; the simulator's jobs run back to back, so a benchmark settles
-// before each job to measure what a deployment's next job takes.
+// number is the same in two readings a second apart (a reading scrapes
+// every farm's metrics: at 2,500 owners a farm, not a thing to do more
+// often). A deployment's owners prepare between jobs; the simulator's jobs
+// run back to back, so a benchmark settles before each job to measure what
+// a deployment's next job takes.
 func (s *Simulator) Settle(ctx context.Context, limit time.Duration) error {
 	ctx, cancel := context.WithTimeout(ctx, limit)
 	defer cancel()
-	last, since := -1, time.Now()
+	last := -1
 	for {
 		n, err := s.cl.OwnersPrepared()
 		if err != nil {
 			return err
 		}
-		if n != last {
-			last, since = n, time.Now()
-		} else if time.Since(since) >= time.Second {
+		if n == last {
 			return nil
 		}
+		last = n
 		select {
 		case <-ctx.Done():
 			return nil // still preparing: the job takes what is ready
-		case <-time.After(100 * time.Millisecond):
+		case <-time.After(time.Second):
 		}
 	}
 }
