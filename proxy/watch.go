@@ -241,17 +241,14 @@ func (p *Proxy) sendWithTickets(stream fedpcav1.ProxyService_WatchOwnerJobsServe
 			tickets = append(tickets, t)
 		}
 	}
-	for i, t := range tickets {
-		m := resp
-		if i < len(tickets)-1 {
-			m = &fedpcav1.WatchOwnerJobsResponse{Snapshot: resp.Snapshot}
+	for ; len(tickets) > 1; tickets = tickets[1:] {
+		m := &fedpcav1.WatchOwnerJobsResponse{Snapshot: resp.Snapshot, Ticket: tickets[0].GetJob(), OwnerProof: tickets[0].GetOwnerProof()}
+		if err := stream.Send(m); err != nil {
+			return err
 		}
-		m.Ticket, m.OwnerProof = t.GetJob(), t.GetOwnerProof()
-		if m != resp {
-			if err := stream.Send(m); err != nil {
-				return err
-			}
-		}
+	}
+	if len(tickets) == 1 {
+		resp.Ticket, resp.OwnerProof = tickets[0].GetJob(), tickets[0].GetOwnerProof()
 	}
 	return stream.Send(resp)
 }

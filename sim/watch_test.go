@@ -175,6 +175,10 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	if r.GetCursor() == cursor {
 		t.Fatalf("the cursor did not move: %s", cursor)
 	}
+	// hospital-z has not uploaded: its ticket comes with the announcement.
+	if r.GetTicket().GetStatus().GetJobId() != spec.ID() || spec.CheckMember("hospital-z", job.OwnerProof{Index: int(r.GetOwnerProof().GetIndex()), Path: r.GetOwnerProof().GetPath()}) != nil {
+		t.Fatalf("the announcement of an open job carries no valid ticket for hospital-z: %v", r)
+	}
 	if _, err := u.Cancel(ctx, spec.ID()); err != nil {
 		t.Fatal(err)
 	}
@@ -195,6 +199,48 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	if s, err := z.WatchOwnerJobs(ctx, &fedpcav1.WatchOwnerJobsRequest{Cursor: "no cursor"}); err == nil {
 		if _, err = s.Recv(); status.Code(err) != codes.InvalidArgument {
 			t.Fatalf("a malformed cursor: %v, want InvalidArgument", err)
+		}
+	}
+
+	// Two open jobs await hospital-z: a snapshot lists both with its two
+	// tickets, one a message, each before or with its job's status.
+	specs := map[string]*job.Spec{}
+	for range 2 {
+		sp, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: append(IDs(owners), "hospital-z"),
+			Deadline: time.Now().Add(5 * time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.Submit(ctx, sp, sch); err != nil {
+			t.Fatal(err)
+		}
+		specs[sp.ID()] = sp
+	}
+	r, s, stop = first("")
+	defer stop()
+	tickets, listed := 0, 0
+	for {
+		if tk := r.GetTicket(); tk != nil {
+			sp := specs[tk.GetStatus().GetJobId()]
+			if sp == nil || sp.CheckMember("hospital-z", job.OwnerProof{Index: int(r.GetOwnerProof().GetIndex()), Path: r.GetOwnerProof().GetPath()}) != nil {
+				t.Fatalf("a snapshot's ticket is not hospital-z's of a listed job: %v", r)
+			}
+			tickets++
+		}
+		listed += len(r.GetJobs())
+		if r.GetCursor() != "" {
+			break
+		}
+		if r, err = s.Recv(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if tickets != 2 || listed != 2 {
+		t.Fatalf("the snapshot listed %d open jobs with %d tickets, want 2 and 2", listed, tickets)
+	}
+	for id := range specs {
+		if _, err := u.Cancel(ctx, id); err != nil {
+			t.Fatal(err)
 		}
 	}
 
