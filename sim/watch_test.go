@@ -146,16 +146,22 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	cursor := r.GetCursor()
 	waitFor(ctx, t, "the owners' watches", func() bool { return proxyMetric(t, cl, "fedpca_proxy_owner_watch_streams", "") == 3 })
 
-	// A job naming hospital-z stays open after the three running owners
-	// uploaded: they learned of it by their watches.
-	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: append(IDs(owners), "hospital-z"),
-		Deadline: time.Now().Add(5 * time.Minute)})
-	if err != nil {
-		t.Fatal(err)
+	// awaitZ submits a job naming hospital-z (and the running owners): it
+	// stays open after the three running owners uploaded.
+	awaitZ := func() *job.Spec {
+		t.Helper()
+		sp, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: append(IDs(owners), "hospital-z"),
+			Deadline: time.Now().Add(5 * time.Minute)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := u.Submit(ctx, sp, sch); err != nil {
+			t.Fatal(err)
+		}
+		return sp
 	}
-	if _, err := u.Submit(ctx, spec, sch); err != nil {
-		t.Fatal(err)
-	}
+	// The running owners learn of it by their watches.
+	spec := awaitZ()
 	waitFor(ctx, t, "three uploads", func() bool {
 		info, err := u.Job(ctx, spec.ID())
 		return err == nil && len(info.GetStatus().GetUploadedOwners()) == 3
@@ -206,14 +212,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	// tickets, one a message, each before or with its job's status.
 	specs := map[string]*job.Spec{}
 	for range 2 {
-		sp, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: append(IDs(owners), "hospital-z"),
-			Deadline: time.Now().Add(5 * time.Minute)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := u.Submit(ctx, sp, sch); err != nil {
-			t.Fatal(err)
-		}
+		sp := awaitZ()
 		specs[sp.ID()] = sp
 	}
 	r, s, stop = first("")
