@@ -110,6 +110,7 @@ type Proxy struct {
 	store     *store
 	hs        *health.Server
 	admit     *admission    // room to receive uploads
+	received  sync.Pool     // *rlwe.Ciphertext: uploads' decoded ciphertexts, reused once folded
 	hub       *watchHub     // numbers the jobs' changes, feeds owners' watches
 	large     chan struct{} // semaphore of results being sent
 	m         *metrics

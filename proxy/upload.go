@@ -77,6 +77,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		h = sha256.New()
 	}
 	cts := make([]*rlwe.Ciphertext, j.n)
+	defer p.recycle(cts)        // after j.mu is released below: the upload is folded or refused
 	seen := make([][]byte, j.n) // each ciphertext's SHA-256
 	var decoding time.Duration
 	size := 0
@@ -93,7 +94,11 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 			return nil, bad("message %d: expected a ciphertext", i+1)
 		}
 		t0 := time.Now()
-		ct := p.params.NewCiphertext()
+		ct, _ := p.received.Get().(*rlwe.Ciphertext)
+		if ct == nil {
+			ct = p.params.NewCiphertext()
+		}
+		cts[i] = ct
 		if err := p.params.Codecs().Ciphertext.UnmarshalInto(b, ct); err != nil {
 			return nil, bad("ciphertext %d: %v", i, err)
 		}
@@ -104,7 +109,6 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		d := sha256.Sum256(b)
 		seen[i] = d[:]
 		decoding += time.Since(t0)
-		cts[i] = ct
 	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		if err == nil {
@@ -220,10 +224,7 @@ func (p *Proxy) foldPending(j *jobState) {
 					return err
 				}
 				if sum == nil {
-					sum = make([]*rlwe.Ciphertext, j.n)
-					for i := range sum {
-						sum[i] = j.sum[i].CopyNew()
-					}
+					sum = j.copySum()
 				}
 				for i, ct := range f.cts {
 					p.params.AddInto(sum[i], ct)
@@ -249,11 +250,14 @@ func (p *Proxy) foldPending(j *jobState) {
 		for _, f := range in {
 			f.included = false
 		}
+		if sum != nil {
+			j.spare = sum
+		}
 		fail(err)
 		return
 	}
 	if sum != nil {
-		j.sum = sum
+		j.sum, j.spare = sum, j.sum
 	}
 	for _, f := range in {
 		if !f.included {
@@ -275,6 +279,39 @@ func (p *Proxy) foldPending(j *jobState) {
 			}
 		}
 	}
+}
+
+// recycle gives an upload's decoded ciphertexts back for the next uploads
+// (393 KB each at d <= 126): they are read only by the batch that folds
+// them, which has ended when the upload's handler returns (it waits for
+// its answer under j.mu, which the batch holds). A decode overwrites every
+// coefficient; the metadata is the parameters' and never changed.
+func (p *Proxy) recycle(cts []*rlwe.Ciphertext) {
+	for _, ct := range cts {
+		if ct != nil {
+			p.received.Put(ct)
+		}
+	}
+}
+
+// copySum returns a copy of the running sum, in the spare ciphertexts of
+// the previous batch when there are (a batch's sum is a copy until its
+// transaction commits: no allocation of 393 KB per batch). j.mu must be
+// held.
+func (j *jobState) copySum() []*rlwe.Ciphertext {
+	sum := j.spare
+	j.spare = nil
+	if sum == nil {
+		sum = make([]*rlwe.Ciphertext, len(j.sum))
+		for i, ct := range j.sum {
+			sum[i] = ct.CopyNew()
+		}
+		return sum
+	}
+	for i, ct := range j.sum {
+		sum[i].Copy(ct)
+	}
+	return sum
 }
 
 // errNothingToFold ends a batch's transaction when every upload in it was
