@@ -187,7 +187,9 @@ type Config struct {
 // KeyCache holds committee keys found attested, by fingerprint, HE
 // parameters and pinned committee, for owners sharing one process and CA
 // (Config.Keys): one of them fetches and checks a key while the others
-// wait for it. Safe for concurrent use; a nil KeyCache shares nothing.
+// wait for it. It also holds the encryptors lent under each key, so that
+// the owners share them. Safe for concurrent use; a nil KeyCache shares
+// nothing.
 type KeyCache struct {
 	mu    sync.Mutex
 	keys  map[string]*rlwe.PublicKey

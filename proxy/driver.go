@@ -135,7 +135,8 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 		p.log.Error("cannot record job failure", "job", j.id[:16], "error", err)
 		return err
 	}
-	j.sum, j.spare, j.sealed = nil, nil, nil
+	j.forgetSum()
+	j.sealed = nil
 	p.log.Warn("job failed", "job", j.id[:16], "reason", reason, "switched", j.rec.Switched)
 	return nil
 }
@@ -233,7 +234,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
-	j.sum, j.spare = nil, nil
+	j.forgetSum()
 	j.sealed = &switchState{blinded: blinded, masks: masks, userPK: userPK, shares: map[uint32][]*he.KeySwitchShare{}}
 	p.m.phases.WithLabelValues("seal").Observe(j.rec.Timings.Seal)
 	p.log.Info("job sealed", "job", j.id[:16], "owners", len(owners), "active", strings.Join(names, ","))

@@ -391,7 +391,7 @@ func (p *Proxy) CancelJob(ctx context.Context, req *fedpcav1.CancelJobRequest) (
 	if err != nil {
 		return nil, p.toStatus(err)
 	}
-	j.sum, j.spare = nil, nil
+	j.forgetSum()
 	p.log.Info("job cancelled by its user", "job", j.id[:16], "user", who.String(), "uploads", j.rec.Uploaded)
 	return &fedpcav1.CancelJobResponse{Job: j.status(false, who)}, nil
 }

@@ -294,6 +294,10 @@ func (p *Proxy) recycle(cts []*rlwe.Ciphertext) {
 	}
 }
 
+// forgetSum lets the running sum and its spare go (the job is sealed or
+// ended). j.mu must be held.
+func (j *jobState) forgetSum() { j.sum, j.spare = nil, nil }
+
 // copySum returns a copy of the running sum, in the spare ciphertexts of
 // the previous batch when there are (a batch's sum is a copy until its
 // transaction commits: no allocation of 393 KB per batch). j.mu must be
