@@ -34,6 +34,7 @@ type jobState struct {
 	declines map[string]declineRecord // by owner
 	sum      []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
 	spare    []*rlwe.Ciphertext       // the sum before the last batch, reused for the next one's copy
+	encoded  [][]byte                 // the last batch's sum encoded for the store, reused for the next one's
 	sealed   *switchState             // a sealed job's key-switch inputs since its seal (nil after a restart: read from the store)
 	ticket   *fedpcav1.JobInfo        // shared ticket, built at the first request
 	changed  chan struct{}            // closed and replaced at every change (watchers)

@@ -11,8 +11,10 @@ import (
 	"math"
 	"time"
 
-	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/transport"
 )
 
 // Upload implements fedpcav1.ProxyServiceServer. After the header, the owner
@@ -94,10 +96,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 			return nil, bad("message %d: expected a ciphertext", i+1)
 		}
 		t0 := time.Now()
-		ct, _ := p.received.Get().(*rlwe.Ciphertext)
-		if ct == nil {
-			ct = p.params.NewCiphertext()
-		}
+		ct := p.receivedCiphertext()
 		cts[i] = ct
 		if err := p.params.Codecs().Ciphertext.UnmarshalInto(b, ct); err != nil {
 			return nil, bad("ciphertext %d: %v", i, err)
@@ -108,6 +107,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		size += len(b)
 		d := sha256.Sum256(b)
 		seen[i] = d[:]
+		transport.RecycleCiphertext(b)
 		decoding += time.Since(t0)
 	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
@@ -238,7 +238,7 @@ func (p *Proxy) foldPending(j *jobState) {
 			}
 			prog.Reason = fmt.Sprintf("%d of %d owners uploaded", prog.Uploaded, j.spec.NumOwners)
 			prog.Timings.Aggregate += (decoding + time.Since(folding)).Seconds()
-			return tx.putSum(p.encode(sum))
+			return tx.putSum(j.encodeSum(p, sum))
 		})
 	})
 	if errors.Is(err, errNothingToFold) {
@@ -288,15 +288,48 @@ func (p *Proxy) foldPending(j *jobState) {
 // coefficient; the metadata is the parameters' and never changed.
 func (p *Proxy) recycle(cts []*rlwe.Ciphertext) {
 	for _, ct := range cts {
-		if ct != nil {
-			p.received.Put(ct)
+		if ct == nil {
+			continue
 		}
+		select {
+		case p.received <- ct:
+		default:
+		}
+	}
+}
+
+// receivedKept is how many decoded ciphertexts the proxy keeps for the
+// next uploads: enough for those decoded while a batch commits (12 MB at
+// the default parameters).
+const receivedKept = 32
+
+// receivedCiphertext returns a ciphertext to decode an upload into: one
+// recycled from a folded upload, or a new one.
+func (p *Proxy) receivedCiphertext() *rlwe.Ciphertext {
+	select {
+	case ct := <-p.received:
+		return ct
+	default:
+		return p.params.NewCiphertext()
 	}
 }
 
 // forgetSum lets the running sum and its spare go (the job is sealed or
 // ended). j.mu must be held.
-func (j *jobState) forgetSum() { j.sum, j.spare = nil, nil }
+func (j *jobState) forgetSum() { j.sum, j.spare, j.encoded = nil, nil, nil }
+
+// encodeSum encodes a batch's sum for the store into the job's encoding
+// buffers, reused from batch to batch (the store needs a value only until
+// its transaction ends). j.mu must be held.
+func (j *jobState) encodeSum(p *Proxy, sum []*rlwe.Ciphertext) [][]byte {
+	if len(j.encoded) != len(sum) {
+		j.encoded = make([][]byte, len(sum))
+	}
+	for i, ct := range sum {
+		j.encoded[i] = p.params.Codecs().Ciphertext.Append(j.encoded[i][:0], ct)
+	}
+	return j.encoded
+}
 
 // copySum returns a copy of the running sum, in the spare ciphertexts of
 // the previous batch when there are (a batch's sum is a copy until its

@@ -8,6 +8,12 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/proto"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 )
 
 // FuzzIdentity: identities arrive as URI SANs of certificates and, in
@@ -130,6 +136,38 @@ func FuzzCertificates(f *testing.F) {
 			if c.Identity.Validate() != nil {
 				t.Fatalf("accepted identity %+v", c.Identity)
 			}
+		}
+	})
+}
+
+// FuzzUploadMessage: the server codec decodes an UploadRequest holding a
+// ciphertext into a recycled buffer (unmarshalCiphertext) and leaves every
+// other encoding to the proto codec; whatever the bytes, the message it
+// yields is the proto codec's, and so is whether it fails.
+func FuzzUploadMessage(f *testing.F) {
+	ct := func(b []byte) []byte {
+		out, _ := proto.Marshal(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: b}})
+		return out
+	}
+	hd, _ := proto.Marshal(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Header{Header: &fedpcav1.UploadHeader{JobId: "j", Ciphertexts: 1}}})
+	for _, b := range [][]byte{ct(nil), ct([]byte("abc")), ct(make([]byte, 1000)), hd, append(ct([]byte("x")), hd...),
+		append(hd, ct([]byte("y"))...), append(ct([]byte("x")), 0x18, 0x01), {0x12, 0x05, 'a'}, {0x12}, {0x11, 1, 2, 3, 4, 5, 6, 7, 8}} {
+		f.Add(b)
+	}
+	codec := sharingCodec{encoding.GetCodecV2("proto")}
+	f.Fuzz(func(t *testing.T, b []byte) {
+		want := &fedpcav1.UploadRequest{}
+		wantErr := proto.Unmarshal(b, want)
+		got := &fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Header{Header: &fedpcav1.UploadHeader{JobId: "stale"}}}
+		err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(b)}, got)
+		if (err == nil) != (wantErr == nil) {
+			t.Fatalf("codec error %v, proto error %v", err, wantErr)
+		}
+		if err == nil && !proto.Equal(got, want) {
+			t.Fatalf("codec decoded %v, proto %v", got, want)
+		}
+		if c := got.GetCiphertext(); c != nil {
+			RecycleCiphertext(c)
 		}
 	})
 }

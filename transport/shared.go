@@ -9,6 +9,8 @@ import (
 	"google.golang.org/protobuf/encoding/protowire"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 )
 
 // A unary handler's response is marshalled by gRPC into a buffer of its own
@@ -35,8 +37,21 @@ func Share(m proto.Message) {
 // Unshare forgets m's encoding (responses already queued keep their bytes).
 func Unshare(m proto.Message) { shared.Delete(m) }
 
-// sharingCodec is the proto codec, except for shared messages.
+// sharingCodec is the proto codec, except for shared messages (sent from
+// their encodings) and uploads' ciphertexts (received into recycled
+// buffers: unmarshalCiphertext).
 type sharingCodec struct{ encoding.CodecV2 }
+
+func (c sharingCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	if m, ok := v.(*fedpcav1.UploadRequest); ok {
+		buf := data.MaterializeToBuffer(mem.DefaultBufferPool())
+		defer buf.Free()
+		if unmarshalCiphertext(buf.ReadOnlyData(), m) {
+			return nil
+		}
+	}
+	return c.CodecV2.Unmarshal(data, v)
+}
 
 func (c sharingCodec) Marshal(v any) (mem.BufferSlice, error) {
 	m, ok := v.(proto.Message)

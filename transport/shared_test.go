@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"context"
 	"net"
 	"testing"
@@ -8,7 +9,10 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/test/bufconn"
+	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 )
@@ -107,5 +111,33 @@ func TestShareEmbedded(t *testing.T) {
 	Unshare(ticket)
 	if r := get("a"); string(r.GetJob().GetSpec()) != "changed" || r.GetOwnerProof().GetIndex() != 1 {
 		t.Fatalf("after Unshare got %q, want the message marshalled anew", r.GetJob().GetSpec())
+	}
+}
+
+// TestCiphertextRecycled: a ciphertext message is decoded into the buffer
+// the previous one's handler gave back, not a new one.
+func TestCiphertextRecycled(t *testing.T) {
+	codec := sharingCodec{encoding.GetCodecV2("proto")}
+	recv := func(b []byte) []byte {
+		enc, err := proto.Marshal(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: b}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m := &fedpcav1.UploadRequest{}
+		if err := codec.Unmarshal(mem.BufferSlice{mem.SliceBuffer(enc)}, m); err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(m.GetCiphertext(), b) {
+			t.Fatalf("decoded %d bytes, sent %d", len(m.GetCiphertext()), len(b))
+		}
+		return m.GetCiphertext()
+	}
+	first := recv(bytes.Repeat([]byte{1}, 4096))
+	RecycleCiphertext(first)
+	if second := recv(bytes.Repeat([]byte{2}, 4096)); &second[0] != &first[0] {
+		t.Fatal("the second ciphertext was not decoded into the recycled buffer")
+	}
+	if again := recv(bytes.Repeat([]byte{3}, 4096)); &again[0] == &first[0] {
+		t.Fatal("a buffer still in use was handed out again")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 
 	"google.golang.org/grpc"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/emptypb"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -72,4 +74,46 @@ func recvAfterSend(stream fedpcav1.ProxyService_UploadClient, sendErr error) err
 		}
 	}
 	return sendErr
+}
+
+// An upload's ciphertext message is the largest a proxy receives, one per
+// owner and job. The proto codec copies its bytes out of gRPC's receive
+// buffer into a new slice, and at thousands of uploads that garbage (one
+// ciphertext, 393 KB at the default parameters, per upload) is what drives
+// the proxy's collector (docs/SCALING.md). Servers built with ServerOptions
+// copy them instead into a buffer from a short free list, which the handler
+// gives back with RecycleCiphertext once it has decoded and hashed them. A
+// buffer not given back is simply collected.
+var ciphertextBufs = make(chan []byte, 16)
+
+// RecycleCiphertext gives back the bytes of a received UploadRequest's
+// ciphertext; the caller must not use them (or the message) afterwards.
+func RecycleCiphertext(b []byte) {
+	select {
+	case ciphertextBufs <- b[:0]:
+	default:
+	}
+}
+
+// unmarshalCiphertext decodes an UploadRequest holding a ciphertext (its
+// only field, as Upload sends it) into a recycled buffer. ok is false for
+// any other encoding, which the proto codec then decodes.
+func unmarshalCiphertext(data []byte, m *fedpcav1.UploadRequest) (ok bool) {
+	num, typ, n := protowire.ConsumeTag(data)
+	if n < 0 || num != 2 || typ != protowire.BytesType {
+		return false
+	}
+	v, k := protowire.ConsumeBytes(data[n:])
+	if k < 0 || n+k != len(data) {
+		return false
+	}
+	var b []byte
+	select {
+	case b = <-ciphertextBufs:
+	default:
+		b = make([]byte, 0, len(v))
+	}
+	proto.Reset(m)
+	m.Msg = &fedpcav1.UploadRequest_Ciphertext{Ciphertext: append(b, v...)}
+	return true
 }
