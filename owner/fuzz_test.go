@@ -187,8 +187,33 @@ func FuzzStoreRecords(f *testing.F) {
 	f.Add(uint8(1), n)
 	f.Add(uint8(1), bytes.Replace(n, []byte(`"blobs":2`), []byte(`"blobs":4611686018427387904`), 1))
 	f.Add(uint8(1), n[:10])
+	var tot ledgerTotals
+	tot.Reserved.SetFloat64(0.1)
+	tot.Spent.SetFloat64(1e-300)
+	tv, _ := json.Marshal(&tot)
+	f.Add(uint8(2), tv)
+	f.Add(uint8(2), []byte(`{"reserved":"-1/3","spent":"0"}`))
+	f.Add(uint8(2), []byte(`{"reserved":"1e999999999","spent":"0"}`))
 	f.Fuzz(func(t *testing.T, mode uint8, v []byte) {
-		if mode%2 == 0 {
+		if mode%3 == 2 {
+			got, err := decodeTotals(v)
+			if err != nil {
+				return
+			}
+			if got.Reserved.Sign() < 0 || got.Spent.Sign() < 0 {
+				t.Fatalf("accepted totals %v, %v", &got.Reserved, &got.Spent)
+			}
+			enc, err := json.Marshal(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			back, err := decodeTotals(enc)
+			if err != nil || back.Reserved.Cmp(&got.Reserved) != 0 || back.Spent.Cmp(&got.Spent) != 0 {
+				t.Fatalf("accepted totals %s re-encode to %s: %v", v, enc, err)
+			}
+			return
+		}
+		if mode%3 == 0 {
 			e, err := decodeEntry(v)
 			if err != nil {
 				return

@@ -5,10 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"regexp"
 	"slices"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/fedpca/fedpca/protocol/dp"
 )
@@ -42,7 +45,12 @@ type Balance struct {
 // Remaining is the budget left for new jobs.
 func (b Balance) Remaining() float64 { return b.Budget - b.Spent - b.Reserved }
 
-var bucketLedger = []byte("ledger")
+var (
+	bucketLedger = []byte("ledger")
+	// bucketTotals holds each dataset's totals (ledgerTotals), so that a
+	// balance does not read every entry the dataset ever had.
+	bucketTotals = []byte("ledger-totals")
+)
 
 // ledger is an owner's privacy-budget ledger: one bbolt bucket per dataset,
 // one entry per job. Every change is one transaction (fsynced by bbolt), so
@@ -65,25 +73,145 @@ func (l *ledger) eps(dataset string, rho float64) string {
 }
 
 func (l *ledger) balanceTx(tx *bolt.Tx, dataset string) (Balance, error) {
+	t, err := totalsTx(tx, dataset)
+	if err != nil {
+		return Balance{}, err
+	}
 	bal := Balance{Dataset: dataset, Budget: l.budgets[dataset]}
+	bal.Reserved, _ = t.Reserved.Float64()
+	bal.Spent, _ = t.Spent.Float64()
+	return bal, nil
+}
+
+// ledgerTotals are a dataset's rho reserved and spent: the sums over its
+// entries, kept exactly (as rationals: a float64 is one) and updated in the
+// transaction that changes an entry, so that a balance costs the same
+// after ten thousand jobs as after one, is the same whatever the order the
+// jobs came in, and a release takes back exactly what its reservation set
+// aside. They are a copy of what the entries say: rebuilt from them at
+// every start (ledger.rebuildTotals) and when missing.
+type ledgerTotals struct {
+	Reserved big.Rat `json:"reserved"`
+	Spent    big.Rat `json:"spent"`
+}
+
+// count adds (sign +1) or takes back (-1) an entry's rho in the total of
+// its state; released and refunded entries count in neither.
+func (t *ledgerTotals) count(state string, rho float64, sign int) {
+	var r big.Rat
+	r.SetFloat64(rho) // finite: decodeEntry and the calibration check it
+	if sign < 0 {
+		r.Neg(&r)
+	}
+	switch state {
+	case Reserved:
+		t.Reserved.Add(&t.Reserved, &r)
+	case Committed:
+		t.Spent.Add(&t.Spent, &r)
+	}
+}
+
+// scanTotals sums a dataset's entries.
+func scanTotals(tx *bolt.Tx, dataset string) (*ledgerTotals, error) {
+	t := &ledgerTotals{}
 	b := tx.Bucket(bucketLedger).Bucket([]byte(dataset))
 	if b == nil {
-		return bal, nil
+		return t, nil
 	}
 	err := b.ForEach(func(_, v []byte) error {
 		e, err := decodeEntry(v)
-		if err != nil {
+		if err == nil {
+			t.count(e.State, e.Rho, +1)
+		}
+		return err
+	})
+	return t, err
+}
+
+// totalsTx returns a dataset's totals: the stored ones, or the sum of its
+// entries when none are stored.
+func totalsTx(tx *bolt.Tx, dataset string) (*ledgerTotals, error) {
+	if b := tx.Bucket(bucketTotals); b != nil {
+		if v := b.Get([]byte(dataset)); v != nil {
+			t, err := decodeTotals(v)
+			if err != nil {
+				return nil, fmt.Errorf("ledger totals of dataset %s: %w", dataset, err)
+			}
+			return t, nil
+		}
+	}
+	return scanTotals(tx, dataset)
+}
+
+// ratText is how big.Rat writes a rational: an integer or a fraction, in
+// decimal digits. Anything else (an exponent could ask for a number of a
+// billion digits) is refused before big.Rat parses it; 2,500 digits hold
+// any exact sum of rhos.
+var ratText = regexp.MustCompile(`^[0-9]+(/[0-9]+)?$`)
+
+// decodeTotals decodes stored totals and checks them: two rationals, not
+// negative, in the form ledgerTotals is written in.
+func decodeTotals(v []byte) (*ledgerTotals, error) {
+	var raw struct{ Reserved, Spent string }
+	if err := json.Unmarshal(v, &raw); err != nil {
+		return nil, err
+	}
+	t := &ledgerTotals{}
+	for _, f := range []struct {
+		text string
+		to   *big.Rat
+	}{{raw.Reserved, &t.Reserved}, {raw.Spent, &t.Spent}} {
+		if len(f.text) > 5001 || !ratText.MatchString(f.text) {
+			return nil, fmt.Errorf("%.40q is not a rho sum >= 0", f.text)
+		}
+		if _, ok := f.to.SetString(f.text); !ok {
+			return nil, fmt.Errorf("%.40q is not a rational", f.text)
+		}
+	}
+	return t, nil
+}
+
+func putTotals(tx *bolt.Tx, dataset string, t *ledgerTotals) error {
+	b, err := tx.CreateBucketIfNotExists(bucketTotals)
+	if err != nil {
+		return err
+	}
+	v, err := json.Marshal(t)
+	if err != nil {
+		return err
+	}
+	return b.Put([]byte(dataset), v)
+}
+
+// recount moves an entry's rho from the total of state from ("" for a new
+// entry) to that of state to, in the transaction that changes the entry and
+// before it does (totals missing are summed from the entries as they were).
+func recount(tx *bolt.Tx, dataset string, rho float64, from, to string) error {
+	t, err := totalsTx(tx, dataset)
+	if err != nil {
+		return err
+	}
+	t.count(from, rho, -1)
+	t.count(to, rho, +1)
+	return putTotals(tx, dataset, t)
+}
+
+// rebuildTotals sets every dataset's totals to the sums of its entries:
+// the entries are what counts, the totals only spare reading them all.
+// Run at start (reading every entry once).
+func (l *ledger) rebuildTotals() error {
+	return l.db.Update(func(tx *bolt.Tx) error {
+		if err := tx.DeleteBucket(bucketTotals); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 			return err
 		}
-		switch e.State {
-		case Reserved:
-			bal.Reserved += e.Rho
-		case Committed:
-			bal.Spent += e.Rho
-		}
-		return nil
+		return tx.Bucket(bucketLedger).ForEachBucket(func(ds []byte) error {
+			t, err := scanTotals(tx, string(ds))
+			if err != nil {
+				return err
+			}
+			return putTotals(tx, string(ds), t)
+		})
 	})
-	return bal, err
 }
 
 // Balance returns a dataset's balance.
@@ -115,6 +243,9 @@ func (l *ledger) reserveTx(tx *bolt.Tx, dataset, jobID string, rho, eps, delta f
 	}
 	b, err := tx.Bucket(bucketLedger).CreateBucketIfNotExists([]byte(dataset))
 	if err != nil {
+		return "", err
+	}
+	if err := recount(tx, dataset, rho, "", Reserved); err != nil {
 		return "", err
 	}
 	return Reserved, put(b, entry{Job: jobID, Rho: rho, Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC()})
@@ -206,6 +337,9 @@ func transitionTx(tx *bolt.Tx, dataset, jobID, to string) error {
 	}
 	if !slices.Contains(ledgerSteps[e.State], to) {
 		return fmt.Errorf("ledger %s: job %s is %s, cannot become %s: %w", dataset, jobID, e.State, to, errTransition)
+	}
+	if err := recount(tx, dataset, e.Rho, e.State, to); err != nil {
+		return err
 	}
 	e.State, e.At = to, time.Now().UTC()
 	return put(b, e)

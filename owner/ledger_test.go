@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/big"
+	"math/rand/v2"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -126,4 +128,126 @@ func TestLedgerRefusalInEpsilon(t *testing.T) {
 		}
 	}
 	t.Log(msg)
+}
+
+// TestLedgerTotals: after every step of a random history (reservations of
+// rhos of very different sizes, commits, releases, refunds, on two
+// datasets), the balance is the exact sum of the entries (computed here from
+// Entries as rationals and rounded once); so it is when the totals are
+// missing (a ledger written before them) and after they are rebuilt.
+func TestLedgerTotals(t *testing.T) {
+	l := openLedger(t, 1e6)
+	l.budgets["e"] = 1e6
+	rng := rand.New(rand.NewPCG(1, 2))
+	exact := func(dataset string) (reserved, spent float64) {
+		entries, err := l.Entries(dataset)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var r, s big.Rat
+		for _, e := range entries {
+			var x big.Rat
+			x.SetFloat64(e.Rho)
+			switch e.State {
+			case Reserved:
+				r.Add(&r, &x)
+			case Committed:
+				s.Add(&s, &x)
+			}
+		}
+		reserved, _ = r.Float64()
+		spent, _ = s.Float64()
+		return reserved, spent
+	}
+	check := func(step string) {
+		t.Helper()
+		for _, ds := range []string{"d", "e"} {
+			bal, err := l.Balance(ds)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if r, s := exact(ds); bal.Reserved != r || bal.Spent != s {
+				t.Fatalf("%s: dataset %s: balance reserved %v spent %v, entries sum to %v and %v", step, ds, bal.Reserved, bal.Spent, r, s)
+			}
+		}
+	}
+	type job struct{ dataset, id string }
+	var reserved, committed []job
+	for i := range 400 {
+		switch op := rng.IntN(4); {
+		case op == 0 || len(reserved) == 0:
+			j := job{[]string{"d", "e"}[rng.IntN(2)], fmt.Sprintf("job-%03d", i)}
+			rho := math.Ldexp(rng.Float64(), -rng.IntN(60)) // from about 1 down to 1e-18
+			if _, err := l.Reserve(j.dataset, j.id, rho, 1, 1e-6); err != nil {
+				t.Fatal(err)
+			}
+			reserved = append(reserved, j)
+		case op == 1:
+			j := reserved[len(reserved)-1]
+			reserved = reserved[:len(reserved)-1]
+			if err := l.Commit(j.dataset, j.id); err != nil {
+				t.Fatal(err)
+			}
+			committed = append(committed, j)
+		case op == 2:
+			k := rng.IntN(len(reserved))
+			j := reserved[k]
+			reserved = append(reserved[:k], reserved[k+1:]...)
+			if err := l.Release(j.dataset, j.id); err != nil {
+				t.Fatal(err)
+			}
+		case len(committed) > 0:
+			k := rng.IntN(len(committed))
+			j := committed[k]
+			committed = append(committed[:k], committed[k+1:]...)
+			if err := l.Refund(j.dataset, j.id); err != nil {
+				t.Fatal(err)
+			}
+		}
+		check(fmt.Sprintf("step %d", i))
+	}
+	if err := l.db.Update(func(tx *bolt.Tx) error { return tx.DeleteBucket(bucketTotals) }); err != nil {
+		t.Fatal(err)
+	}
+	check("without stored totals")
+	if err := l.rebuildTotals(); err != nil {
+		t.Fatal(err)
+	}
+	check("rebuilt")
+	// An edited total is replaced by the entries' sum at the next start.
+	if err := l.db.Update(func(tx *bolt.Tx) error { return putTotals(tx, "d", &ledgerTotals{}) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.rebuildTotals(); err != nil {
+		t.Fatal(err)
+	}
+	check("rebuilt after an edit")
+}
+
+// BenchmarkLedgerBalance: a balance (read before every reservation, in
+// every budget report and metrics scrape) after 10,000 jobs.
+func BenchmarkLedgerBalance(b *testing.B) {
+	db, err := bolt.Open(filepath.Join(b.TempDir(), "l.db"), 0o600, &bolt.Options{NoSync: true})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.Update(func(tx *bolt.Tx) error { _, err := tx.CreateBucketIfNotExists(bucketLedger); return err }); err != nil {
+		b.Fatal(err)
+	}
+	l := &ledger{db: db, budgets: map[string]float64{"d": 1e9}}
+	for i := range 10000 {
+		if _, err := l.Reserve("d", fmt.Sprintf("job-%05d", i), 1e-3, 1, 1e-6); err != nil {
+			b.Fatal(err)
+		}
+		if err := l.Commit("d", fmt.Sprintf("job-%05d", i)); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ResetTimer()
+	for b.Loop() {
+		if _, err := l.Balance("d"); err != nil {
+			b.Fatal(err)
+		}
+	}
 }

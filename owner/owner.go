@@ -352,6 +352,10 @@ func New(cfg Config) (*Owner, error) {
 		return nil, err
 	}
 	o.db, o.ledger = db, &ledger{db: db, budgets: budgets, deltas: deltas}
+	if err := o.ledger.rebuildTotals(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("owner: ledger: %w", err)
+	}
 	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
 }
