@@ -2,6 +2,7 @@ package owner
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"github.com/fedpca/fedpca/transport"
 )
 
-func testOwner(t *testing.T) *Owner {
+func testOwner(t testing.TB) *Owner {
 	t.Helper()
 	csv := "a,b,label\n1,2,x\n2,1,y\n3,3,x\n"
 	sch, err := schema.Infer(strings.NewReader(csv), "ds", "label")
@@ -59,5 +60,62 @@ func TestReservationReleasedAfterRestart(t *testing.T) {
 	if bal.Reserved != 0 || bal.Spent != 0 || len(entries) != 1 || entries[0].State != Released ||
 		len(recs) != 1 || recs[0].State != PartSkipped || len(o.pending()) != 0 {
 		t.Fatalf("after the job ended: balance %+v, entries %+v, records %+v, pending %v", bal, entries, recs, o.pending())
+	}
+}
+
+// TestPendingFollowsTheStore: pending's answer is kept between calls, and
+// every change of the store (a reservation, a note, a release) is in the
+// next answer.
+func TestPendingFollowsTheStore(t *testing.T) {
+	o := testOwner(t)
+	a, b := strings.Repeat("ab", 32), strings.Repeat("cd", 32)
+	want := func(ids ...string) {
+		t.Helper()
+		for range 2 { // computed, then kept
+			got := o.pending()
+			slices.Sort(got)
+			if !slices.Equal(got, ids) {
+				t.Fatalf("pending %v, want %v", got, ids)
+			}
+		}
+	}
+	want()
+	if _, err := o.ledger.Reserve("ds", a, 0.25, 1, 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	want(a)
+	o.setNote(b, jobNote{State: PartUploading, Dataset: "ds"})
+	want(a, b)
+	o.pending()[0] = "changed by the caller"
+	want(a, b)
+	if err := o.ledger.Release("ds", a); err != nil {
+		t.Fatal(err)
+	}
+	want(b)
+	o.setNote(b, jobNote{State: PartReleased, Dataset: "ds"})
+	want()
+}
+
+// BenchmarkPending: the run loop's look for unsettled jobs (at every tick)
+// in an owner that has settled 10,000 jobs.
+func BenchmarkPending(b *testing.B) {
+	o := testOwner(b)
+	o.db.NoSync = true
+	for i := range 10000 {
+		id := fmt.Sprintf("%064x", i)
+		if _, err := o.ledger.Reserve("ds", id, 1e-6, 1, 1e-6); err != nil {
+			b.Fatal(err)
+		}
+		if err := o.ledger.Release("ds", id); err != nil {
+			b.Fatal(err)
+		}
+		o.setNote(id, jobNote{State: PartSkipped, Dataset: "ds"})
+	}
+	o.pending() // the store has not changed since: what the run loop's ticks between jobs find
+	b.ResetTimer()
+	for b.Loop() {
+		if len(o.pending()) != 0 {
+			b.Fatal("a settled job is pending")
+		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -147,8 +148,18 @@ func blobKey(id string, i int) []byte { return []byte(fmt.Sprintf("%s/%06d", id,
 // pending returns the jobs in which this owner has a part that is not
 // settled yet: an upload not acknowledged, a job not ended, a decline not
 // reported, or budget reserved for a job with no note (the owner stopped
-// between reserving and storing its upload).
+// between reserving and storing its upload). Finding them reads every note
+// and ledger entry the owner ever wrote, and the run loop asks at every
+// tick, so the answer is kept until the store changes (bbolt's count of
+// page writes, which every committed write transaction raises).
 func (o *Owner) pending() []string {
+	st := o.db.Stats()
+	gen := st.TxStats.GetWrite() // read before the scan: a write during it forces the next one
+	o.pend.mu.Lock()
+	defer o.pend.mu.Unlock()
+	if o.pend.valid && o.pend.gen == gen {
+		return slices.Clone(o.pend.ids)
+	}
 	var out []string
 	_ = o.db.View(func(tx *bolt.Tx) error {
 		notes := tx.Bucket(bucketJobs)
@@ -171,7 +182,8 @@ func (o *Owner) pending() []string {
 			})
 		})
 	})
-	return out
+	o.pend.ids, o.pend.gen, o.pend.valid = out, gen, true
+	return slices.Clone(out)
 }
 
 // handle moves this owner's part in a job one step forward.

@@ -252,11 +252,17 @@ func (c *KeyCache) load(name string, fetch func() (*rlwe.PublicKey, error)) (*rl
 
 // Owner is the owner daemon; safe for concurrent use.
 type Owner struct {
-	cfg      Config
-	log      hclog.Logger
-	params   he.Params
-	db       *bolt.DB
-	ledger   *ledger
+	cfg    Config
+	log    hclog.Logger
+	params he.Params
+	db     *bolt.DB
+	ledger *ledger
+	pend   struct { // pending's last answer, and the store's write count it was read at
+		mu    sync.Mutex
+		valid bool
+		gen   int64
+		ids   []string
+	}
 	datasets map[string]*Dataset
 	health   *health.Server
 	m        *metrics
