@@ -118,12 +118,13 @@ func scanTotals(tx *bolt.Tx, dataset string) (*ledgerTotals, error) {
 	if b == nil {
 		return t, nil
 	}
-	err := b.ForEach(func(_, v []byte) error {
+	err := b.ForEach(func(k, v []byte) error {
 		e, err := decodeEntry(v)
-		if err == nil {
-			t.count(e.State, e.Rho, +1)
+		if err != nil {
+			return fmt.Errorf("dataset %s, key %.80q: %w", dataset, k, err)
 		}
-		return err
+		t.count(e.State, e.Rho, +1)
+		return nil
 	})
 	return t, err
 }

@@ -251,3 +251,21 @@ func BenchmarkLedgerBalance(b *testing.B) {
 		}
 	}
 }
+
+// TestLedgerBadEntryNamed: an entry that does not decode stops the rebuild
+// of the totals (the owner's start) with an error naming its dataset and key.
+func TestLedgerBadEntryNamed(t *testing.T) {
+	l := openLedger(t, 1)
+	if _, err := l.Reserve("d", "job-ok", 0.1, 1, 1e-6); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketLedger).Bucket([]byte("d")).Put([]byte("job-torn"), []byte(`{"job":"job-torn","rho":`))
+	}); err != nil {
+		t.Fatal(err)
+	}
+	err := l.rebuildTotals()
+	if err == nil || !strings.Contains(err.Error(), `dataset d, key "job-torn"`) {
+		t.Fatalf("rebuild with a torn entry: %v", err)
+	}
+}
