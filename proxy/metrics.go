@@ -54,7 +54,7 @@ func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	st := s.p.status(false)
+	st := s.p.overview(false)
 	counts := map[string]int{}
 	for _, j := range st.Jobs {
 		counts[j.State]++
@@ -66,8 +66,10 @@ func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, m := range st.Committee.Members {
 		ch <- prometheus.MustNewConstMetric(memberDesc, prometheus.GaugeValue, boolValue(m.HoldsKey), m.ID)
 	}
-	for _, b := range st.Budgets {
-		for kind, v := range map[string]float64{"budget": b.RhoBudget, "spent": b.RhoSpent, "reserved": b.RhoReserved, "remaining": b.RhoRemaining} {
+	// The reports as stored: the epsilons the status page adds are not
+	// exported, and would cost three conversions per owner and scrape.
+	for _, b := range s.p.budgets() {
+		for kind, v := range map[string]float64{"budget": b.RhoBudget, "spent": b.RhoSpent, "reserved": b.RhoReserved, "remaining": b.remaining()} {
 			ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, v, b.Owner, b.Dataset, kind)
 		}
 	}

@@ -205,6 +205,14 @@ func (p *Proxy) Status() *Status { return p.status(true) }
 // status is Status, with the jobs' owner lists only when owners is set (the
 // metrics need counts only).
 func (p *Proxy) status(owners bool) *Status {
+	st := p.overview(owners)
+	st.Budgets = p.budgetStatuses()
+	return st
+}
+
+// overview is the status without the owners' budgets: the jobs (with each
+// owner's answer when owners is set) and the committee.
+func (p *Proxy) overview(owners bool) *Status {
 	now := time.Now().UTC()
 	p.mu.Lock()
 	jobs := slices.Collect(maps.Values(p.jobs))
@@ -229,20 +237,27 @@ func (p *Proxy) status(owners bool) *Status {
 		}
 		return b.Created.Compare(a.Created) // newest first
 	})
+	return st
+}
+
+// budgetStatuses are the owners' budget reports as the status shows them,
+// with epsilon at each owner's delta next to rho.
+func (p *Proxy) budgetStatuses() []BudgetStatus {
+	var out []BudgetStatus
 	for _, b := range p.budgets() {
 		bs := BudgetStatus{Owner: b.Owner, Dataset: b.Dataset, RhoBudget: b.RhoBudget, RhoSpent: b.RhoSpent,
-			RhoReserved: b.RhoReserved, RhoRemaining: b.RhoBudget - b.RhoSpent - b.RhoReserved, Reported: b.At, Delta: b.Delta}
+			RhoReserved: b.RhoReserved, RhoRemaining: b.remaining(), Reported: b.At, Delta: b.Delta}
 		if b.Delta > 0 && b.Delta < 1 {
 			bs.EpsilonBudget = dp.BudgetEpsilon(bs.RhoBudget, b.Delta)
 			bs.EpsilonSpent = dp.BudgetEpsilon(bs.RhoSpent, b.Delta)
 			bs.EpsilonRemaining = dp.BudgetEpsilon(max(bs.RhoRemaining, 0), b.Delta)
 		}
-		st.Budgets = append(st.Budgets, bs)
+		out = append(out, bs)
 	}
-	slices.SortFunc(st.Budgets, func(a, b BudgetStatus) int {
+	slices.SortFunc(out, func(a, b BudgetStatus) int {
 		return strings.Compare(a.Owner+"\x00"+a.Dataset, b.Owner+"\x00"+b.Dataset)
 	})
-	return st
+	return out
 }
 
 func (p *Proxy) committeeStatus(cmt *committeeRecord, health map[string]memberHealth) CommitteeStatus {

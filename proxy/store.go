@@ -157,6 +157,9 @@ type budgetRecord struct {
 	At          time.Time `json:"at"`
 }
 
+// remaining is the budget the owner reported left.
+func (b budgetRecord) remaining() float64 { return b.RhoBudget - b.RhoSpent - b.RhoReserved }
+
 // storedJob is a job as read back from the store, undecoded (decodeJob
 // checks it).
 type storedJob struct {
