@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
@@ -41,28 +42,21 @@ func newCommitteeEnc(fp string, encs *encryptors, budget *PrepareBudget) *commit
 type encryptors struct {
 	p    he.Params
 	pk   *rlwe.PublicKey
-	mu   sync.Mutex
-	free []*he.Encryptor
-	keep int
+	free *transport.FreeList[*he.Encryptor]
 }
 
 func newEncryptors(p he.Params, pk *rlwe.PublicKey) (*encryptors, error) {
 	if pk == nil {
 		return nil, errors.New("encryptor: no public key")
 	}
-	return &encryptors{p: p, pk: pk, keep: 2 * runtime.GOMAXPROCS(0)}, nil
+	return &encryptors{p: p, pk: pk, free: transport.NewFreeList[*he.Encryptor](2 * runtime.GOMAXPROCS(0))}, nil
 }
 
 // with runs fn with an encryptor holding zs, and returns the encryptions
 // of zero fn did not use.
 func (e *encryptors) with(zs []*rlwe.Ciphertext, fn func(*he.Encryptor) error) ([]*rlwe.Ciphertext, error) {
-	var enc *he.Encryptor
-	e.mu.Lock()
-	if n := len(e.free); n > 0 {
-		enc, e.free = e.free[n-1], e.free[:n-1]
-	}
-	e.mu.Unlock()
-	if enc == nil {
+	enc, ok := e.free.Get()
+	if !ok {
 		var err error
 		if enc, err = he.NewEncryptor(e.p, e.pk); err != nil {
 			return zs, err
@@ -71,11 +65,7 @@ func (e *encryptors) with(zs []*rlwe.Ciphertext, fn func(*he.Encryptor) error) (
 	enc.Give(zs)
 	err := fn(enc)
 	zs = enc.Take() // an encryptor kept holds none
-	e.mu.Lock()
-	if len(e.free) < e.keep {
-		e.free = append(e.free, enc)
-	}
-	e.mu.Unlock()
+	e.free.Put(enc)
 	return zs, err
 }
 

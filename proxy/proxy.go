@@ -110,10 +110,10 @@ type Proxy struct {
 	committee he.Committee
 	store     *store
 	hs        *health.Server
-	admit     *admission            // room to receive uploads
-	received  chan *rlwe.Ciphertext // uploads' decoded ciphertexts, kept once folded for the next (a few: a sync.Pool is emptied by every collection)
-	hub       *watchHub             // numbers the jobs' changes, feeds owners' watches
-	large     chan struct{}         // semaphore of results being sent
+	admit     *admission                            // room to receive uploads
+	received  *transport.FreeList[*rlwe.Ciphertext] // uploads' decoded ciphertexts, kept once folded for the next
+	hub       *watchHub                             // numbers the jobs' changes, feeds owners' watches
+	large     chan struct{}                         // semaphore of results being sent
 	m         *metrics
 
 	mu        sync.Mutex
@@ -262,7 +262,7 @@ func New(cfg Config) (*Proxy, error) {
 		cfg: cfg, log: cfg.Logger, committee: committee, hs: health.NewServer(),
 		large: make(chan struct{}, maxLargeResponses),
 		jobs:  map[string]*jobState{}, members: map[string]*memberConn{}, health: map[string]memberHealth{},
-		ready: make(chan struct{}), received: make(chan *rlwe.Ciphertext, receivedKept),
+		ready: make(chan struct{}), received: transport.NewFreeList[*rlwe.Ciphertext](receivedKept),
 	}
 	var err error
 	if p.params, err = he.ParamsOr(cfg.Params); err != nil {

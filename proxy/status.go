@@ -200,18 +200,15 @@ func (p *Proxy) watchCommittee(ctx context.Context) {
 
 // Status returns a snapshot of the proxy's public state. Each lock is held
 // only to copy a job's record (and, for the owner lists, its answers).
-func (p *Proxy) Status() *Status { return p.status(true) }
-
-// status is Status, with the jobs' owner lists only when owners is set (the
-// metrics need counts only).
-func (p *Proxy) status(owners bool) *Status {
-	st := p.overview(owners)
+func (p *Proxy) Status() *Status {
+	st := p.overview(true)
 	st.Budgets = p.budgetStatuses()
 	return st
 }
 
 // overview is the status without the owners' budgets: the jobs (with each
-// owner's answer when owners is set) and the committee.
+// owner's answer when owners is set; the metrics need counts only) and the
+// committee.
 func (p *Proxy) overview(owners bool) *Status {
 	now := time.Now().UTC()
 	p.mu.Lock()

@@ -288,12 +288,8 @@ func (p *Proxy) foldPending(j *jobState) {
 // coefficient; the metadata is the parameters' and never changed.
 func (p *Proxy) recycle(cts []*rlwe.Ciphertext) {
 	for _, ct := range cts {
-		if ct == nil {
-			continue
-		}
-		select {
-		case p.received <- ct:
-		default:
+		if ct != nil {
+			p.received.Put(ct)
 		}
 	}
 }
@@ -306,12 +302,10 @@ const receivedKept = 32
 // receivedCiphertext returns a ciphertext to decode an upload into: one
 // recycled from a folded upload, or a new one.
 func (p *Proxy) receivedCiphertext() *rlwe.Ciphertext {
-	select {
-	case ct := <-p.received:
+	if ct, ok := p.received.Get(); ok {
 		return ct
-	default:
-		return p.params.NewCiphertext()
 	}
+	return p.params.NewCiphertext()
 }
 
 // forgetSum lets the running sum and its spare go (the job is sealed or

@@ -84,16 +84,11 @@ func recvAfterSend(stream fedpcav1.ProxyService_UploadClient, sendErr error) err
 // copy them instead into a buffer from a short free list, which the handler
 // gives back with RecycleCiphertext once it has decoded and hashed them. A
 // buffer not given back is simply collected.
-var ciphertextBufs = make(chan []byte, 16)
+var ciphertextBufs = NewFreeList[[]byte](16)
 
 // RecycleCiphertext gives back the bytes of a received UploadRequest's
 // ciphertext; the caller must not use them (or the message) afterwards.
-func RecycleCiphertext(b []byte) {
-	select {
-	case ciphertextBufs <- b[:0]:
-	default:
-	}
-}
+func RecycleCiphertext(b []byte) { ciphertextBufs.Put(b[:0]) }
 
 // unmarshalCiphertext decodes an UploadRequest holding a ciphertext (its
 // only field, as Upload sends it) into a recycled buffer. ok is false for
@@ -107,10 +102,8 @@ func unmarshalCiphertext(data []byte, m *fedpcav1.UploadRequest) (ok bool) {
 	if k < 0 || n+k != len(data) {
 		return false
 	}
-	var b []byte
-	select {
-	case b = <-ciphertextBufs:
-	default:
+	b, ok := ciphertextBufs.Get()
+	if !ok {
 		b = make([]byte, 0, len(v))
 	}
 	proto.Reset(m)
