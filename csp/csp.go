@@ -68,8 +68,8 @@ type CSP struct {
 	// of the member's key material (lattigo objects are not concurrent-safe).
 	switching jobLocks
 	memberMu  sync.Mutex
-	// preparing is the background preparation of the next noise share
-	// (prepareNoise); Run waits for it before it closes the store.
+	// preparing is the background preparation of the next key-switch
+	// shares (prepareSwitch); Run waits for it before it closes the store.
 	preparing sync.WaitGroup
 }
 

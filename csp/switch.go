@@ -275,24 +275,24 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 			return err
 		}
 	}
-	c.prepareNoise(member, chk.n)
+	c.prepareSwitch(member, chk.n)
 	return nil
 }
 
-// prepareNoise makes, in the background and one at a time, n encryptions
-// of zero under the user key of the switch just made, for the noise share of
-// that user's next job (he.Member.PrepareNoise): the time of a public-key
+// prepareSwitch makes, in the background and one at a time, n encryptions
+// of zero under the user key of the switch just made, for the shares of
+// that user's next job (he.Member.PrepareSwitch): the time of a public-key
 // encryption per ciphertext taken off the next key switch.
-func (c *CSP) prepareNoise(member *he.Member, n int) {
+func (c *CSP) prepareSwitch(member *he.Member, n int) {
 	c.preparing.Add(1)
 	go func() {
 		defer c.preparing.Done()
 		for {
 			c.memberMu.Lock()
-			made, err := member.PrepareNoise(n)
+			made, err := member.PrepareSwitch(n)
 			c.memberMu.Unlock()
 			if err != nil {
-				c.log.Warn("cannot prepare the next noise share", "error", err)
+				c.log.Warn("cannot prepare the next key-switch share", "error", err)
 			}
 			if !made {
 				return

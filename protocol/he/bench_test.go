@@ -81,23 +81,33 @@ func BenchmarkAggregatePerCiphertext(b *testing.B) {
 }
 
 // BenchmarkKeySwitchShare: one member's share for one ciphertext, with its
-// noise share encrypted under the user's key and folded in.
+// noise share folded in: over a fresh encryption of zero under the user's
+// key (a user's first job) and over one prepared after the last switch.
 func BenchmarkKeySwitchShare(b *testing.B) {
 	p := params(b)
 	for _, c := range []Committee{{N: 1, Threshold: 1}, {N: 3, Threshold: 2}} {
-		b.Run(fmt.Sprintf("n=%d_t=%d", c.N, c.Threshold), func(b *testing.B) {
-			members, cpk := committee(b, p, c)
-			user := GenerateKeyPair(p)
-			enc, _ := NewEncryptor(p, cpk)
-			cts, _ := enc.EncryptVector(randVec(rand.New(rand.NewPCG(1, 2)), p.Slots(), 1<<40))
-			noise := randVec(rand.New(rand.NewPCG(3, 4)), p.Slots(), 1<<30)
-			active := c.Points()[:c.Threshold]
-			for b.Loop() {
-				if _, err := members[0].KeySwitchShare(cts[0], user.Public, active, noise); err != nil {
-					b.Fatal(err)
+		for _, prepared := range []bool{false, true} {
+			b.Run(fmt.Sprintf("n=%d_t=%d/prepared=%v", c.N, c.Threshold, prepared), func(b *testing.B) {
+				members, cpk := committee(b, p, c)
+				user := GenerateKeyPair(p)
+				enc, _ := NewEncryptor(p, cpk)
+				cts, _ := enc.EncryptVector(randVec(rand.New(rand.NewPCG(1, 2)), p.Slots(), 1<<40))
+				noise := randVec(rand.New(rand.NewPCG(3, 4)), p.Slots(), 1<<30)
+				active := c.Points()[:c.Threshold]
+				for b.Loop() {
+					if prepared {
+						b.StopTimer()
+						if _, err := members[0].PrepareSwitch(1); err != nil {
+							b.Fatal(err)
+						}
+						b.StartTimer()
+					}
+					if _, err := members[0].KeySwitchShare(cts[0], user.Public, active, noise); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-		})
+			})
+		}
 	}
 }
 

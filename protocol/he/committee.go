@@ -94,11 +94,10 @@ type Member struct {
 	sk        *rlwe.SecretKey
 	tsk       *mhe.ShamirSecretShare // aggregated threshold share; nil until SetThresholdShares (or when t == n)
 	combiner  *mhe.Combiner
-	pks       *mhe.PublicKeySwitchProtocol // without flooding: see noFlooding
-	flood     *flooder                     // the flooding of key-switch shares
+	flood     *flooder // the flooding of key-switch shares
 	floodPoly ring.Poly
 	addSK     *rlwe.SecretKey
-	noiseEnc  *Encryptor
+	userEnc   *Encryptor // under the user key of the last switch, with its prepared encryptions of zero
 }
 
 // NewMember generates a fresh secret key share for the member at point.
@@ -230,101 +229,110 @@ func (m *Member) additiveKey(active []Point) (*rlwe.SecretKey, error) {
 }
 
 // KeySwitchShare computes the member's share of the public-key switch of ct
-// to the user's key, with the active set of members taking part. The share
-// is flooded with fresh noise uniform over [-2^SmudgingLog2, 2^SmudgingLog2]
-// per coefficient (see addFlooding), which hides the noise of ct, and so
-// anything about the committee secret, from the user. If noise is not nil
-// (at most Slots values, the member's DP noise share for this ciphertext),
-// its encryption under the user's key is added to the share component by
-// component: the switched ciphertext then decrypts to the plaintext plus the
-// noise, and nobody but the member knows the noise.
+// to the user's key, with the active set of members taking part: lattigo's
+// share (mhe.PublicKeySwitchProtocol.GenShare), an encryption of zero under
+// the user's key plus ct[1] times the member's additive secret, made over an
+// encryption of zero prepared after the user's last switch when there is
+// one (PrepareSwitch). The share is flooded with fresh noise uniform over
+// [-2^SmudgingLog2, 2^SmudgingLog2] per coefficient (see addFlooding), which
+// hides the noise of ct, and so anything about the committee secret, from
+// the user. If noise is not nil (at most Slots values, the member's DP noise
+// share for this ciphertext), it is encoded and added under the same
+// encryption of zero, as an encryption of it would be: the switched
+// ciphertext then decrypts to the plaintext plus the noise, and nobody but
+// the member knows the noise.
 func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, active []Point, noise []int64) (*mhe.PublicKeySwitchShare, error) {
 	sk, err := m.additiveKey(active)
 	if err != nil {
 		return nil, err
 	}
-	if ct.Degree() != 1 || ct.Level() != m.params.Level() {
-		return nil, fmt.Errorf("key switch: ciphertext of degree %d level %d, want degree 1 level %d", ct.Degree(), ct.Level(), m.params.Level())
+	if ct.Degree() != 1 || ct.Level() != m.params.Level() || !ct.IsNTT {
+		return nil, fmt.Errorf("key switch: ciphertext of degree %d level %d, want degree 1 level %d in the NTT domain", ct.Degree(), ct.Level(), m.params.Level())
 	}
-	if m.pks == nil {
-		pks, err := mhe.NewPublicKeySwitchProtocol(m.params.Parameters, noFlooding())
-		if err != nil {
-			return nil, fmt.Errorf("key switch: %w", err)
-		}
+	if m.flood == nil {
 		flood, err := newFlooder(rand.Reader, SmudgingLog2, m.params.N())
 		if err != nil {
 			return nil, fmt.Errorf("key switch: %w", err)
 		}
-		m.pks, m.flood, m.floodPoly = &pks, flood, m.params.RingQ().NewPoly()
+		m.flood, m.floodPoly = flood, m.params.RingQ().NewPoly()
 	}
-	share := m.pks.AllocateShare(m.params.Level())
-	m.pks.GenShare(sk, userPK, ct, &share)
-	if err := m.addFlooding(ct, &share); err != nil {
+	if m.userEnc == nil || !m.userEnc.pk.Equal(userPK) {
+		if m.userEnc, err = NewEncryptor(m.params, userPK); err != nil {
+			return nil, err
+		}
+	}
+	// An encryption of zero under the user's key masks the share (and the
+	// noise share in it): taken out of the prepared ones, used once.
+	zero, err := m.userEnc.takeZero()
+	if err != nil {
 		return nil, fmt.Errorf("key switch: %w", err)
 	}
 	if noise != nil {
-		if m.noiseEnc == nil || !m.noiseEnc.pk.Equal(userPK) {
-			if m.noiseEnc, err = NewEncryptor(m.params, userPK); err != nil {
-				return nil, err
-			}
-		}
-		noiseCT, err := m.noiseEnc.encryptNew(noise) // over an encryption of zero prepared after the last switch, if any
-		if err != nil {
+		if err := m.userEnc.addPlain(noise, zero); err != nil {
 			return nil, fmt.Errorf("key switch: noise share: %w", err)
 		}
-		rq := m.params.RingQ().AtLevel(m.params.Level())
-		rq.Add(share.Value[0], noiseCT.Value[0], share.Value[0])
-		rq.Add(share.Value[1], noiseCT.Value[1], share.Value[1])
 	}
-	return &share, nil
+	rq := m.params.RingQ().AtLevel(m.params.Level())
+	// The share's polynomials are the encryption of zero's, its metadata
+	// lattigo's (AllocateShare), so that it encodes to lattigo's bytes.
+	share := &mhe.PublicKeySwitchShare{Element: rlwe.Element[ring.Poly]{Value: zero.Value,
+		MetaData: &rlwe.MetaData{CiphertextMetaData: rlwe.CiphertextMetaData{IsNTT: true}}}}
+	rq.MulCoeffsMontgomeryThenAdd(ct.Value[1], sk.Value.Q, share.Value[0])
+	if err := m.addFlooding(share); err != nil {
+		return nil, fmt.Errorf("key switch: %w", err)
+	}
+	return share, nil
 }
 
-// PrepareNoise makes one encryption of zero under the user key of the last
-// key switch, for the noise share of that user's next job (see Encryptor:
-// the noise share then costs encoding and an addition), unless n are ready
-// already or no switch has been made; it reports whether it made one.
-func (m *Member) PrepareNoise(n int) (bool, error) {
-	if m.noiseEnc == nil || m.noiseEnc.Prepared() >= n {
+// PrepareSwitch makes one encryption of zero under the user key of the last
+// key switch, for a share of that user's next job (the share then costs a
+// product and an addition instead of a public-key encryption), unless n are
+// ready already or no switch has been made; it reports whether it made one.
+func (m *Member) PrepareSwitch(n int) (bool, error) {
+	if m.userEnc == nil || m.userEnc.Prepared() >= n {
 		return false, nil
 	}
-	_, err := m.noiseEnc.Prepare()
+	_, err := m.userEnc.Prepare()
 	return err == nil, err
 }
 
 // addFlooding adds a fresh flooding polynomial (m.flood) to share.Value[0],
-// exactly where lattigo's GenShare adds its own flooding noise (zero here):
-// in the NTT domain when ct.IsNTT (always with BGV), in the coefficient
-// domain otherwise.
-func (m *Member) addFlooding(ct *rlwe.Ciphertext, share *mhe.PublicKeySwitchShare) error {
-	rq := m.params.RingQ().AtLevel(min(share.Level(), ct.Value[1].Level()))
+// in the NTT domain, where lattigo's GenShare adds its own flooding noise
+// for a ciphertext in the NTT domain (always with BGV).
+func (m *Member) addFlooding(share *mhe.PublicKeySwitchShare) error {
+	rq := m.params.RingQ().AtLevel(share.Level())
 	if err := m.flood.readPoly(rq, m.floodPoly); err != nil {
 		return err
 	}
-	if ct.IsNTT {
-		rq.NTT(m.floodPoly, m.floodPoly)
-	}
+	rq.NTT(m.floodPoly, m.floodPoly)
 	rq.Add(share.Value[0], m.floodPoly, share.Value[0])
 	return nil
 }
 
 // CombineKeySwitch aggregates the active members' shares and switches ct to
-// the user's key. It does not modify ct.
+// the user's key, as lattigo's PublicKeySwitchProtocol.KeySwitch does with
+// their sum: (ct[0] + sum of the shares' first components, sum of their
+// second components). It does not modify ct.
 func CombineKeySwitch(p Params, ct *rlwe.Ciphertext, shares []*mhe.PublicKeySwitchShare) (*rlwe.Ciphertext, error) {
 	if len(shares) == 0 {
 		return nil, errors.New("combine key switch: no shares")
 	}
-	pks, err := mhe.NewPublicKeySwitchProtocol(p.Parameters, noFlooding())
-	if err != nil {
-		return nil, fmt.Errorf("combine key switch: %w", err)
+	if ct.Degree() != 1 || ct.Level() != p.Level() {
+		return nil, fmt.Errorf("combine key switch: ciphertext of degree %d level %d, want degree 1 level %d", ct.Degree(), ct.Level(), p.Level())
 	}
-	agg := pks.AllocateShare(p.Level())
+	for i, s := range shares {
+		if s.Degree() != 1 || s.Level() != p.Level() {
+			return nil, fmt.Errorf("combine key switch: share %d of degree %d level %d, want degree 1 level %d", i, s.Degree(), s.Level(), p.Level())
+		}
+	}
 	rq := p.RingQ().AtLevel(p.Level())
-	for _, s := range shares {
-		rq.Add(agg.Value[0], s.Value[0], agg.Value[0])
-		rq.Add(agg.Value[1], s.Value[1], agg.Value[1])
-	}
 	out := p.newCiphertext()
-	pks.KeySwitch(ct, agg, out)
+	*out.MetaData = *ct.MetaData
+	out.Value[0].CopyLvl(p.Level(), ct.Value[0])
+	for _, s := range shares {
+		rq.Add(out.Value[0], s.Value[0], out.Value[0])
+		rq.Add(out.Value[1], s.Value[1], out.Value[1])
+	}
 	return out, nil
 }
 

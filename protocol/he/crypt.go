@@ -107,15 +107,27 @@ func (e *Encryptor) EncryptVector(vals []int64) ([]*rlwe.Ciphertext, error) {
 // encryptNew encrypts at most Slots values (zero-padded) into a new
 // ciphertext, over a prepared encryption of zero if there is one.
 func (e *Encryptor) encryptNew(vals []int64) (*rlwe.Ciphertext, error) {
+	ct, err := e.takeZero()
+	if err != nil {
+		return nil, err
+	}
+	return ct, e.addPlain(vals, ct)
+}
+
+// takeZero returns a prepared encryption of zero, taken out of the
+// encryptor (it masks one plaintext), or a fresh one when none is ready.
+func (e *Encryptor) takeZero() (*rlwe.Ciphertext, error) {
 	k := len(e.zeros)
 	if k == 0 {
 		ct := e.p.newCiphertext()
-		return ct, e.Encrypt(vals, ct)
+		if err := e.enc.EncryptZero(ct); err != nil {
+			return nil, fmt.Errorf("encrypt: %w", err)
+		}
+		return ct, nil
 	}
-	// Taken out first: an encryption of zero masks one plaintext.
 	ct := e.zeros[k-1]
 	e.zeros[k-1], e.zeros = nil, e.zeros[:k-1]
-	return ct, e.addPlain(vals, ct)
+	return ct, nil
 }
 
 // addPlain sets ct, an encryption of zero, to an encryption of vals (at

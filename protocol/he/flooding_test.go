@@ -14,7 +14,6 @@ import (
 	"github.com/tuneinsight/lattigo/v5/mhe"
 	"github.com/tuneinsight/lattigo/v5/ring"
 	"github.com/tuneinsight/lattigo/v5/schemes/bgv"
-	"github.com/tuneinsight/lattigo/v5/utils/sampling"
 )
 
 // chiSquare returns the chi-square statistic of counts against the uniform
@@ -278,44 +277,58 @@ func TestFloodingRNS(t *testing.T) {
 	}
 }
 
-// TestNoFloodingIsZero checks that lattigo's Gaussian sampler with the
-// protocol's setting (noFlooding) adds exactly zero, in both of GenShare's
-// paths: Read then NTT (ciphertexts in the NTT domain), and ReadAndAdd.
-func TestNoFloodingIsZero(t *testing.T) {
+// TestCombineIsLattigos: CombineKeySwitch gives, bit for bit, lattigo's
+// PublicKeySwitchProtocol.KeySwitch of the shares' sum, and leaves ct as it
+// was; shares made over prepared encryptions of zero decrypt right.
+func TestCombineIsLattigos(t *testing.T) {
 	p := params(t)
-	rq := p.RingQ()
-	prng, err := sampling.NewPRNG()
+	members, cpk := committee(t, p, Committee{N: 3, Threshold: 2})
+	user := GenerateKeyPair(p)
+	enc, _ := NewEncryptor(p, cpk)
+	vals := randVec(mrand.New(mrand.NewPCG(5, 6)), p.Slots(), 1<<40)
+	cts, _ := enc.EncryptVector(vals)
+	before := cts[0].CopyNew()
+	active := []Point{2, 3}
+	var shares []*mhe.PublicKeySwitchShare
+	for _, pt := range active {
+		if _, err := members[pt-1].KeySwitchShare(cts[0], user.Public, active, nil); err != nil { // a first switch for this user
+			t.Fatal(err)
+		}
+		if made, err := members[pt-1].PrepareSwitch(1); err != nil || !made {
+			t.Fatalf("PrepareSwitch: %v, %v", made, err)
+		}
+		s, err := members[pt-1].KeySwitchShare(cts[0], user.Public, active, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		shares = append(shares, s)
+	}
+	got, err := CombineKeySwitch(p, cts[0], shares)
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := ring.NewSampler(prng, rq, noFlooding(), false)
+	if !cts[0].Equal(before) {
+		t.Fatal("CombineKeySwitch changed its input")
+	}
+	pks, err := mhe.NewPublicKeySwitchProtocol(p.Parameters, ring.DiscreteGaussian{Sigma: 3.2, Bound: 19})
 	if err != nil {
 		t.Fatal(err)
 	}
-	buf := rq.NewPoly()
-	for range 4 {
-		s.Read(buf)
-		for j, q := range rq.ModuliChain() {
-			for _, c := range buf.Coeffs[j] {
-				if c != 0 && c != q {
-					t.Fatalf("sampled %d mod %d", c, q)
-				}
-			}
-		}
-		rq.NTT(buf, buf)
-		if !buf.Equal(ptr(rq.NewPoly())) {
-			t.Fatal("NTT of the sampled polynomial is not zero")
-		}
-		a := rq.NewPoly()
-		ring.NewUniformSampler(prng, rq).Read(a)
-		b := *a.CopyNew()
-		s.ReadAndAdd(b)
-		if !a.Equal(&b) {
-			t.Fatal("ReadAndAdd changed the polynomial")
-		}
+	sum := pks.AllocateShare(p.Level())
+	for _, s := range shares {
+		pks.AggregateShares(sum, *s, &sum)
 	}
-	if _, err := mhe.NewPublicKeySwitchProtocol(p.Parameters, noFlooding()); err != nil {
+	want := p.NewCiphertext()
+	pks.KeySwitch(cts[0], sum, want)
+	if !got.Equal(want) {
+		t.Fatal("CombineKeySwitch differs from lattigo's KeySwitch of the aggregated shares")
+	}
+	dec, err := NewDecryptor(p, user.Secret).DecryptVector([]*rlwe.Ciphertext{got}, len(vals))
+	if err != nil {
 		t.Fatal(err)
+	}
+	if !slices.Equal(dec, vals) {
+		t.Fatal("shares over prepared encryptions of zero decrypt wrongly")
 	}
 }
 
@@ -372,6 +385,11 @@ func TestKeySwitchFlooding(t *testing.T) {
 		}
 		var shares []*mhe.PublicKeySwitchShare
 		for _, pt := range active {
+			// After the first switch, over an encryption of zero prepared
+			// after the last one.
+			if _, err := members[pt-1].PrepareSwitch(1); err != nil {
+				t.Fatal(err)
+			}
 			s, err := members[pt-1].KeySwitchShare(cts[0], user.Public, active, nil)
 			if err != nil {
 				t.Fatal(err)

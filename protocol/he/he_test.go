@@ -156,16 +156,19 @@ func TestProtocolRoundTrip(t *testing.T) {
 					if i == 1 {
 						// The second ciphertext's noise share over an
 						// encryption of zero prepared after the first.
-						if made, err := members[pt-1].PrepareNoise(1); err != nil || !made {
-							t.Fatalf("PrepareNoise: %v, %v", made, err)
+						if made, err := members[pt-1].PrepareSwitch(1); err != nil || !made {
+							t.Fatalf("PrepareSwitch: %v, %v", made, err)
 						}
 					}
 					s, err := members[pt-1].KeySwitchShare(sum[i], user.Public, tc.active, noise)
 					if err != nil {
 						t.Fatal(err)
 					}
-					if made, _ := members[pt-1].PrepareNoise(0); made {
-						t.Fatal("PrepareNoise made one with 0 wanted")
+					if n := members[pt-1].userEnc.Prepared(); n != 0 {
+						t.Fatalf("%d prepared encryptions of zero left after a share: each masks one share", n)
+					}
+					if made, _ := members[pt-1].PrepareSwitch(0); made {
+						t.Fatal("PrepareSwitch made one with 0 wanted")
 					}
 					back, err := p.Codecs().KeySwitchShare.Unmarshal(p.Codecs().KeySwitchShare.Marshal(s))
 					if err != nil {

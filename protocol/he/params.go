@@ -8,7 +8,6 @@ import (
 	"math"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
-	"github.com/tuneinsight/lattigo/v5/ring"
 	"github.com/tuneinsight/lattigo/v5/schemes/bgv"
 )
 
@@ -133,18 +132,6 @@ func (p Params) NoiseBudgetLog2() float64 {
 
 // Level is the level of every ciphertext of the protocol (no rescaling).
 func (p Params) Level() int { return p.MaxLevel() }
-
-// noFlooding is the noise distribution given to lattigo's
-// PublicKeySwitchProtocol: none. Its Gaussian sampler is float64-based, so at
-// the flooding widths needed here its samples are sparse (their spacing is
-// about sigma * 2^-29 and the low bits are far from uniform) and would leak
-// the low bits of the noise they should hide; Member.KeySwitchShare adds its
-// own exact uniform flooding instead (flooder). With Sigma = Bound = 0
-// the sampler returns only 0 or q_i (= 0 mod q_i), so GenShare adds exactly
-// zero (TestNoFloodingIsZero).
-func noFlooding() ring.DiscreteGaussian {
-	return ring.DiscreteGaussian{Sigma: 0, Bound: 0}
-}
 
 // newCiphertext allocates a protocol ciphertext.
 func (p Params) newCiphertext() *rlwe.Ciphertext {
