@@ -155,7 +155,8 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
 		j.mu.Lock()
 		missing := j.awaited()
 		var declined []string
-		for _, r := range j.declineRecords() {
+		decs, _ := j.declineRecords() // a running job's, in memory
+		for _, r := range decs {
 			declined = append(declined, r.Owner+" ("+r.Reason.String()+")")
 		}
 		j.mu.Unlock()
@@ -200,7 +201,10 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		return nil // cancelled meanwhile: the driver sees the new state
 	}
 	start := time.Now()
-	owners := j.uploadedOwners()
+	owners, err := j.uploadedOwners()
+	if err != nil {
+		return err
+	}
 	noise, err := job.ServerNoise(j.spec, j.sch, dp.RoleProxy, len(owners), nil)
 	if err != nil {
 		if errors.Is(err, dp.ErrPlanInfeasible) {
@@ -305,9 +309,12 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 			return err
 		}
 	}
-	owners := j.uploadedOwners()
+	owners, err := j.uploadedOwners()
 	rec := j.rec
-	in, err := p.switchInputs(j, active)
+	var in *switchState
+	if err == nil {
+		in, err = p.switchInputs(j, active)
+	}
 	j.mu.Unlock()
 	if err != nil {
 		return permanent{fmt.Errorf("read sealed job: %w", err)}
@@ -403,7 +410,7 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 	}
 	hd := &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
 		UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n),
-		JobOwners: j.owners.Owners()}
+		JobOwners: rec.Owners}
 	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
 		return nil, memberError(mc.ID, recvErr(stream, err))
 	}

@@ -67,7 +67,7 @@ func FuzzUploadHeader(f *testing.F) {
 	p := params(f)
 	sj := fuzzRecord(f)
 	id := sj.id
-	j, err := decodeJob(sj, p.Chunks)
+	j, err := decodeJob(sj, p.Chunks, nil)
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func FuzzUploadHeader(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !slices.Contains(j.owners.Owners(), owner) || int(n) != j.n || len(digest) != sha256.Size {
+		if !slices.Contains(j.owners.Load().Owners(), owner) || int(n) != j.n || len(digest) != sha256.Size {
 			t.Fatalf("accepted owner %q, %d ciphertexts, digest of %d bytes", owner, n, len(digest))
 		}
 		if dataset != "" && (dataset != j.spec.Dataset || !(budget >= 0 && spent >= 0 && reserved >= 0) ||
@@ -117,7 +117,7 @@ func FuzzUploadHeader(f *testing.F) {
 func FuzzStoreRecords(f *testing.F) {
 	p := params(f)
 	sj := fuzzRecord(f)
-	if _, err := decodeJob(sj, p.Chunks); err != nil {
+	if _, err := decodeJob(sj, p.Chunks, nil); err != nil {
 		f.Fatalf("valid job refused: %v", err)
 	}
 	good, upload := sj.progress, sj.uploads[0]
@@ -171,19 +171,25 @@ func FuzzStoreRecords(f *testing.F) {
 			case 4:
 				in.ticket = v
 			}
-			j, err := decodeJob(in, p.Chunks)
+			j, err := decodeJob(in, p.Chunks, nil)
 			if err != nil {
 				return
 			}
 			// What the proxy does with a loaded job must work.
 			j.mu.Lock()
-			if err := j.spec.CheckOwners(j.owners.Owners()); err != nil {
+			if err := j.spec.CheckOwners(j.owners.Load().Owners()); err != nil {
 				t.Fatalf("loaded a job whose owner list is not its spec's: %v", err)
 			}
-			who := transport.Identity{Role: transport.RoleOwner, ID: j.owners.Owners()[0]}
-			_ = j.status(true, who)
-			_ = j.info(who)
-			_ = j.uploadedOwners()
+			who := transport.Identity{Role: transport.RoleOwner, ID: j.owners.Load().Owners()[0]}
+			if _, err := j.status(true, who); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.info(who); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := j.uploadedOwners(); err != nil {
+				t.Fatal(err)
+			}
 			r, err := j.ticketResponse(who.ID)
 			if err != nil {
 				t.Fatal(err)
@@ -194,7 +200,7 @@ func FuzzStoreRecords(f *testing.F) {
 			}
 			j.mu.Unlock()
 			in.progress, _ = json.Marshal(j.rec.jobProgress)
-			if _, err := decodeJob(in, p.Chunks); err != nil {
+			if _, err := decodeJob(in, p.Chunks, nil); err != nil {
 				t.Fatalf("a loaded record does not load again: %v", err)
 			}
 		case 2:

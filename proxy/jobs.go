@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
@@ -53,7 +54,11 @@ func (j *jobState) party(id transport.Identity) error {
 			return nil
 		}
 	case transport.RoleOwner:
-		if j.named(id.ID) {
+		named, err := j.named(id.ID)
+		if err != nil {
+			return err
+		}
+		if named {
 			return nil
 		}
 	}
@@ -68,7 +73,11 @@ func (p *Proxy) CreateJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	return &fedpcav1.CreateJobResponse{Job: j.status(false, caller(ctx))}, nil
+	st, err := j.status(false, caller(ctx))
+	if err != nil {
+		return nil, p.toStatus(err)
+	}
+	return &fedpcav1.CreateJobResponse{Job: st}, nil
 }
 
 func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (*jobState, error) {
@@ -132,7 +141,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Owners: req.GetOwners(), Created: now},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: now},
 	}
-	j, err := newJobState(id, rec, nil, nil, p.params.Chunks)
+	j, err := newJobState(id, rec, nil, nil, p.params.Chunks, p.store, false)
 	if err != nil {
 		return nil, err
 	}
@@ -174,9 +183,17 @@ func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpc
 		}
 		return r, nil
 	case req.GetBrief():
-		return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: j.status(false, caller(ctx))}}, nil
+		st, err := j.status(false, caller(ctx))
+		if err != nil {
+			return nil, p.toStatus(err)
+		}
+		return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: st}}, nil
 	}
-	return &fedpcav1.GetJobResponse{Job: j.info(caller(ctx))}, nil
+	info, err := j.info(caller(ctx))
+	if err != nil {
+		return nil, p.toStatus(err)
+	}
+	return &fedpcav1.GetJobResponse{Job: info}, nil
 }
 
 // ListJobs implements fedpcav1.ProxyServiceServer.
@@ -190,18 +207,19 @@ func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*f
 	p.mu.Unlock()
 	resp := &fedpcav1.ListJobsResponse{}
 	for _, j := range jobs {
-		if j.party(who) != nil {
+		if !req.GetIncludeEnded() && j.ended() {
+			continue // before party: an ended job's owners are in the store
+		}
+		if err := j.party(who); errors.Is(err, ErrNotYours) {
 			continue
+		} else if err != nil {
+			return nil, p.toStatus(err)
 		}
-		j.mu.Lock()
-		if req.GetIncludeEnded() || !ended(j.rec.State) {
-			if req.GetBrief() {
-				resp.Jobs = append(resp.Jobs, &fedpcav1.JobInfo{Status: j.status(false, who)})
-			} else {
-				resp.Jobs = append(resp.Jobs, j.info(who))
-			}
+		info, err := j.listed(who, req.GetBrief())
+		if err != nil {
+			return nil, p.toStatus(err)
 		}
-		j.mu.Unlock()
+		resp.Jobs = append(resp.Jobs, info)
 	}
 	slices.SortFunc(resp.Jobs, func(a, b *fedpcav1.JobInfo) int {
 		return int(a.GetStatus().GetCreatedUnix() - b.GetStatus().GetCreatedUnix())
@@ -221,8 +239,12 @@ func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxySer
 	}
 	for {
 		j.mu.Lock()
-		st, changed := j.status(false, who), j.changed
+		st, err := j.status(false, who)
+		changed := j.changed
 		j.mu.Unlock()
+		if err != nil {
+			return p.toStatus(err)
+		}
 		if err := stream.Send(&fedpcav1.WatchJobResponse{Job: st}); err != nil {
 			return err
 		}
@@ -268,10 +290,13 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if _, ok := j.uploaded(who.ID); ok {
+	up, declined, err := j.answerOf(who.ID)
+	switch {
+	case err != nil:
+		return nil, p.toStatus(err)
+	case up != nil:
 		return nil, p.toStatus(fmt.Errorf("%w: owner %s already uploaded to this job", ErrJobClosed, who.ID))
-	}
-	if j.declined(who.ID) {
+	case declined:
 		return &fedpcav1.DeclineResponse{}, nil
 	}
 	d := declineRecord{Owner: who.ID, Reason: reason, At: time.Now().UTC()}
@@ -378,7 +403,7 @@ func (p *Proxy) CancelJob(ctx context.Context, req *fedpcav1.CancelJobRequest) (
 	case fedpcav1.JobState_JOB_STATE_OPEN:
 	case fedpcav1.JobState_JOB_STATE_FAILED:
 		if j.rec.Reason == CancelReason {
-			return &fedpcav1.CancelJobResponse{Job: j.status(false, who)}, nil // cancelled before: the same answer
+			return p.cancelled(j, who) // cancelled before: the same answer
 		}
 		return nil, p.toStatus(fmt.Errorf("%w: job %s… has already failed: %s", ErrJobClosed, j.id[:16], j.rec.Reason))
 	default:
@@ -393,5 +418,33 @@ func (p *Proxy) CancelJob(ctx context.Context, req *fedpcav1.CancelJobRequest) (
 	}
 	j.forgetSum()
 	p.log.Info("job cancelled by its user", "job", j.id[:16], "user", who.String(), "uploads", j.rec.Uploaded)
-	return &fedpcav1.CancelJobResponse{Job: j.status(false, who)}, nil
+	return p.cancelled(j, who)
+}
+
+// cancelled is the answer to the user that cancelled job j; j.mu must be held.
+func (p *Proxy) cancelled(j *jobState, user transport.Identity) (*fedpcav1.CancelJobResponse, error) {
+	st, err := j.status(false, user)
+	if err != nil {
+		return nil, p.toStatus(err)
+	}
+	return &fedpcav1.CancelJobResponse{Job: st}, nil
+}
+
+// ended reports whether the job has ended.
+func (j *jobState) ended() bool {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	return ended(j.rec.State)
+}
+
+// listed is the job as ListJobs lists it for a caller: its status, with the
+// ticket unless brief.
+func (j *jobState) listed(who transport.Identity, brief bool) (*fedpcav1.JobInfo, error) {
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	if brief {
+		st, err := j.status(false, who)
+		return &fedpcav1.JobInfo{Status: st}, err
+	}
+	return j.info(who)
 }

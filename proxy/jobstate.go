@@ -4,9 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -18,20 +20,28 @@ import (
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
 
-// jobState is a job in memory. The fields above mu are fixed at creation;
-// mu guards everything below it.
+// jobState is a job in memory. The fields above mu are fixed at creation
+// (owners once more, when the job is archived); mu guards everything below
+// it.
+//
+// A job that has ended is archived (Proxy.archive): its owner list and its
+// owners' answers, which grow with its owners, leave memory and are read
+// from the store when asked for, so that the proxy's memory does not grow
+// with the jobs it has run. What stays is the job's record (spec, schema,
+// progress, counts: a few KiB however many owners).
 type jobState struct {
 	id     string
 	spec   *job.Spec
 	sch    *schema.Schema
 	layout stats.Layout
-	n      int            // ciphertexts per vector
-	owners *job.OwnerTree // the owner list the spec commits to
+	n      int                           // ciphertexts per vector
+	owners atomic.Pointer[job.OwnerTree] // the owner list the spec commits to; nil once archived
+	store  *store                        // where an archived job's owners and answers are read
 
 	mu       sync.Mutex
 	rec      jobRecord
-	uploads  map[string]uploadRecord  // by owner
-	declines map[string]declineRecord // by owner
+	uploads  map[string]uploadRecord  // by owner; nil once archived
+	declines map[string]declineRecord // by owner; nil once archived
 	sum      []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
 	spare    []*rlwe.Ciphertext       // the sum before the last batch, reused for the next one's copy
 	encoded  [][]byte                 // the last batch's sum encoded for the store, reused for the next one's
@@ -50,8 +60,9 @@ type jobState struct {
 // newJobState builds a job's state from its record and its owners'
 // answers, checking them: they are read back from the store at start, where
 // a torn or edited file must give an error, not a crash or a job that
-// cannot be driven.
-func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []declineRecord, chunks func(int) int) (*jobState, error) {
+// cannot be driven. An archived job (st set; uploads and declines not read)
+// is built without its owner list.
+func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []declineRecord, chunks func(int) int, st *store, archived bool) (*jobState, error) {
 	spec, err := job.ParseSpec(rec.Spec)
 	if err != nil {
 		return nil, err
@@ -67,6 +78,18 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 	if err != nil {
 		return nil, err
 	}
+	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
+		return nil, fmt.Errorf("unknown state %d", rec.State)
+	}
+	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), store: st, rec: rec,
+		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	if archived {
+		if !ended(rec.State) || st == nil {
+			return nil, fmt.Errorf("the owners of job %q are archived, but it is %s", id, stateName(rec.State))
+		}
+		j.rec.Owners = nil
+		return j, nil
+	}
 	owners, err := job.NewOwnerTree(rec.Owners)
 	if err != nil {
 		return nil, err
@@ -74,20 +97,16 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 	if len(rec.Owners) != spec.NumOwners || owners.Root() != spec.OwnersRoot {
 		return nil, fmt.Errorf("record of job %q holds an owner list that is not the spec's", id)
 	}
-	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
-		return nil, fmt.Errorf("unknown state %d", rec.State)
-	}
-	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), owners: owners, rec: rec,
-		uploads: make(map[string]uploadRecord, len(uploads)), declines: make(map[string]declineRecord, len(declines)),
-		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
+	j.owners.Store(owners)
+	j.uploads, j.declines = make(map[string]uploadRecord, len(uploads)), make(map[string]declineRecord, len(declines))
 	for _, u := range uploads {
-		if _, dup := j.uploads[u.Owner]; dup || !j.named(u.Owner) {
+		if _, dup := j.uploads[u.Owner]; dup || !names(owners, u.Owner) {
 			return nil, fmt.Errorf("upload record of owner %q, repeated or not in the spec", u.Owner)
 		}
 		j.uploads[u.Owner] = u
 	}
 	for _, d := range declines {
-		if _, dup := j.declines[d.Owner]; dup || !j.named(d.Owner) {
+		if _, dup := j.declines[d.Owner]; dup || !names(owners, d.Owner) {
 			return nil, fmt.Errorf("decline record of owner %q, repeated or not in the spec", d.Owner)
 		}
 		j.declines[d.Owner] = d
@@ -107,8 +126,8 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 	return j, nil
 }
 
-// decodeJob decodes a job read back from the store and builds its state.
-func decodeJob(sj storedJob, chunks func(int) int) (*jobState, error) {
+// decodeJob decodes a job read back from st and builds its state.
+func decodeJob(sj storedJob, chunks func(int) int, st *store) (*jobState, error) {
 	j, err := func() (*jobState, error) {
 		var rec jobRecord
 		if err := json.Unmarshal(sj.ticket, &rec.jobTicket); err != nil {
@@ -129,7 +148,7 @@ func decodeJob(sj storedJob, chunks func(int) int) (*jobState, error) {
 				return nil, fmt.Errorf("decline record: %w", err)
 			}
 		}
-		return newJobState(sj.id, rec, uploads, declines, chunks)
+		return newJobState(sj.id, rec, uploads, declines, chunks, st, sj.archived)
 	}()
 	if err != nil {
 		return nil, fmt.Errorf("proxy: job %s: %w", sj.id, err)
@@ -170,54 +189,74 @@ func (j *jobState) notify() {
 	}
 }
 
+// archived reports whether the job's owners and answers are read from the
+// store (see jobState).
+func (j *jobState) archived() bool { return j.owners.Load() == nil }
+
+func names(t *job.OwnerTree, owner string) bool {
+	_, ok := t.Index(owner)
+	return ok
+}
+
 // named reports whether the job's spec names the owner.
-func (j *jobState) named(owner string) bool {
-	_, ok := j.owners.Index(owner)
-	return ok
+func (j *jobState) named(owner string) (bool, error) {
+	if t := j.owners.Load(); t != nil {
+		return names(t, owner), nil
+	}
+	a, err := j.store.answerOf(j.id, owner)
+	return a.named, err
 }
 
-// uploaded returns the owner's upload record; j.mu must be held.
-func (j *jobState) uploaded(owner string) (uploadRecord, bool) {
-	u, ok := j.uploads[owner]
-	return u, ok
+// answerOf returns the owner's upload record and whether it declined;
+// j.mu must be held.
+func (j *jobState) answerOf(owner string) (up *uploadRecord, declined bool, err error) {
+	if !j.archived() {
+		if u, ok := j.uploads[owner]; ok {
+			up = &u
+		}
+		_, declined = j.declines[owner]
+		return up, declined, nil
+	}
+	a, err := j.store.answerOf(j.id, owner)
+	return a.upload, a.decline != nil, err
 }
 
-// declined reports whether the owner declined; j.mu must be held.
-func (j *jobState) declined(owner string) bool {
-	_, ok := j.declines[owner]
-	return ok
+// answers returns the owner list and the owners' answers (the maps are the
+// job's own while it runs: callers must not change them); j.mu must be
+// held.
+func (j *jobState) answers() (owners []string, uploads map[string]uploadRecord, declines map[string]declineRecord, err error) {
+	if t := j.owners.Load(); t != nil {
+		return t.Owners(), j.uploads, j.declines, nil
+	}
+	return j.store.answers(j.id)
 }
 
-// awaited returns the job's owners that have neither uploaded nor declined,
-// in the spec's order. j.mu must be held.
+// awaited returns the running job's owners that have neither uploaded nor
+// declined, in the spec's order. j.mu must be held.
 func (j *jobState) awaited() []string {
 	var out []string
-	for _, o := range j.owners.Owners() {
-		if _, ok := j.uploads[o]; !ok && !j.declined(o) {
-			out = append(out, o)
+	for _, o := range j.owners.Load().Owners() {
+		if _, ok := j.uploads[o]; !ok {
+			if _, ok := j.declines[o]; !ok {
+				out = append(out, o)
+			}
 		}
 	}
 	return out
 }
 
 // uploadedOwners returns the owners that uploaded, sorted; j.mu must be held.
-func (j *jobState) uploadedOwners() []string {
-	out := make([]string, 0, len(j.uploads))
-	for o := range j.uploads {
-		out = append(out, o)
-	}
-	slices.Sort(out)
-	return out
+func (j *jobState) uploadedOwners() ([]string, error) {
+	_, uploads, _, err := j.answers()
+	return slices.Sorted(maps.Keys(uploads)), err
 }
 
 // declineRecords returns the declines, sorted by owner; j.mu must be held.
-func (j *jobState) declineRecords() []declineRecord {
-	out := make([]declineRecord, 0, len(j.declines))
-	for _, d := range j.declines {
-		out = append(out, d)
-	}
+func (j *jobState) declineRecords() ([]declineRecord, error) {
+	_, _, declines, err := j.answers()
+	out := slices.Collect(maps.Values(declines))
 	slices.SortFunc(out, func(a, b declineRecord) int { return strings.Compare(a.Owner, b.Owner) })
-	return out
+	return out, err
 }
 
 // commit makes a step of the job durable, then applies it in memory and
@@ -246,15 +285,19 @@ func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobPr
 	if prog.State == j.rec.State {
 		return apply()
 	}
-	return p.hub.sequence(j, func(seq uint64) error {
+	err := p.hub.sequence(j, func(seq uint64) error {
 		prog.Seq = seq
 		return apply()
 	})
+	if err == nil && ended(prog.State) {
+		p.archive(j) // once the end is announced to the owners' watches
+	}
+	return err
 }
 
 // status converts a job to its wire status for a caller; the owner lists
 // are included only when full is set. j.mu must be held.
-func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobStatus {
+func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobStatus, error) {
 	s := &fedpcav1.JobStatus{
 		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
 		MinOwners:      int32(j.spec.MinOwners),
@@ -262,25 +305,40 @@ func (j *jobState) status(full bool, caller transport.Identity) *fedpcav1.JobSta
 		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
 		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
 		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
-			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch},
-	}
+			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch}}
 	if caller.Role == transport.RoleOwner {
-		_, s.CallerIncluded = j.uploaded(caller.ID)
+		up, _, err := j.answerOf(caller.ID)
+		if err != nil {
+			return nil, err
+		}
+		s.CallerIncluded = up != nil
 	}
 	if full {
-		s.ExpectedOwners, s.UploadedOwners = j.owners.Owners(), j.uploadedOwners()
-		for _, d := range j.declineRecords() {
+		owners, uploads, _, err := j.answers()
+		if err != nil {
+			return nil, err
+		}
+		s.ExpectedOwners, s.UploadedOwners = owners, slices.Sorted(maps.Keys(uploads))
+		decs, err := j.declineRecords()
+		if err != nil {
+			return nil, err
+		}
+		for _, d := range decs {
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}
-	return s
+	return s, nil
 }
 
 // info is the status with the job's ticket: with the owner lists for the
 // user, with their counts only for an owner (which gets no list: what it
 // receives does not grow with the owners).
-func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
-	return &fedpcav1.JobInfo{Status: j.status(caller.Role != transport.RoleOwner, caller), Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+func (j *jobState) info(caller transport.Identity) (*fedpcav1.JobInfo, error) {
+	st, err := j.status(caller.Role != transport.RoleOwner, caller)
+	if err != nil {
+		return nil, err
+	}
+	return &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}, nil
 }
 
 // ticketResponse is an owner's ticket: the job's ticket, with the status
@@ -292,7 +350,17 @@ func (j *jobState) info(caller transport.Identity) *fedpcav1.JobInfo {
 // not shared (few owners ask for it then), so that the process keeps no
 // encoding per finished job. j.mu must be held.
 func (j *jobState) ticketResponse(owner string) (*fedpcav1.GetJobResponse, error) {
-	i, ok := j.owners.Index(owner)
+	tree := j.owners.Load()
+	if tree == nil { // archived: the tree is built again for this answer
+		owners, _, _, err := j.answers()
+		if err != nil {
+			return nil, err
+		}
+		if tree, err = job.NewOwnerTree(owners); err != nil {
+			return nil, err
+		}
+	}
+	i, ok := tree.Index(owner)
 	if !ok {
 		return nil, fmt.Errorf("%w: the job does not name owner %s", ErrNotYours, owner)
 	}
@@ -305,7 +373,7 @@ func (j *jobState) ticketResponse(owner string) (*fedpcav1.GetJobResponse, error
 			transport.Share(j.ticket)
 		}
 	}
-	p := j.owners.Proof(i)
+	p := tree.Proof(i)
 	return &fedpcav1.GetJobResponse{Job: j.ticket, OwnerProof: &fedpcav1.OwnerProof{Index: uint32(p.Index), Path: p.Path}}, nil
 }
 

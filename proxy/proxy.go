@@ -315,17 +315,37 @@ func (p *Proxy) load() error {
 		return fmt.Errorf("proxy: store: %w", err)
 	}
 	for _, sj := range stored {
-		j, err := decodeJob(sj, p.params.Chunks)
+		j, err := decodeJob(sj, p.params.Chunks, p.store)
 		if errors.Is(err, job.ErrSpecVersion) {
 			return fmt.Errorf("%w; finish the store's jobs with the release that made them, or start this proxy on a new store (move the old one aside)", err)
 		}
 		if err != nil {
 			return err
 		}
+		if ended(j.rec.State) && !j.archived() {
+			p.archive(j) // ended before a crash, or stored by a proxy that kept ended jobs in memory
+		}
 		p.jobs[j.id] = j
 		p.hub.seq = max(p.hub.seq, j.rec.Seq)
 	}
 	return nil
+}
+
+// archive moves an ended job's owner list and answers out of memory (see
+// jobState): its owners are indexed in the store first. If that fails the
+// job stays in memory, and is archived at the proxy's next start. j.mu
+// must be held (or j not yet shared).
+func (p *Proxy) archive(j *jobState) {
+	owners := j.owners.Load()
+	if owners == nil {
+		return
+	}
+	if err := p.store.archiveJob(j.id, owners.Owners()); err != nil {
+		p.log.Warn("cannot archive an ended job; it stays in memory until the next start", "job", j.id[:16], "error", err)
+		return
+	}
+	j.uploads, j.declines, j.rec.Owners = nil, nil, nil
+	j.owners.Store(nil)
 }
 
 // watchConnBytes is what a watching owner's connection holds in the proxy:

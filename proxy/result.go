@@ -20,9 +20,13 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 		return p.toStatus(fmt.Errorf("%w: only the job's user may fetch its result", ErrNotYours))
 	}
 	j.mu.Lock()
-	state, owners, csps := j.rec.State, j.uploadedOwners(), slices.Clone(j.rec.CSPs)
+	owners, err := j.uploadedOwners()
+	state, csps := j.rec.State, slices.Clone(j.rec.CSPs)
 	reason := j.rec.Reason
 	j.mu.Unlock()
+	if err != nil {
+		return p.toStatus(err)
+	}
 	if state != fedpcav1.JobState_JOB_STATE_DONE {
 		return p.toStatus(fmt.Errorf("%w: job %s… is %s (%s)", ErrNotDone, j.id[:12], stateName(state), reason))
 	}

@@ -221,12 +221,17 @@ func (p *Proxy) overview(owners bool) *Status {
 	for _, j := range jobs {
 		j.mu.Lock()
 		rec := j.rec
+		var list []string
 		var answered map[string]OwnerStatus
+		var err error
 		if owners {
-			answered = j.answered()
+			list, answered, err = j.answered()
 		}
 		j.mu.Unlock()
-		st.Jobs = append(st.Jobs, jobStatus(j, &rec, answered, now, owners))
+		if err != nil {
+			p.log.Warn("status: cannot read a job's owners", "job", j.id[:16], "error", err)
+		}
+		st.Jobs = append(st.Jobs, jobStatus(j, &rec, list, answered, now, owners))
 	}
 	slices.SortFunc(st.Jobs, func(a, b JobStatus) int {
 		if ra, rb := stateRank(a.State), stateRank(b.State); ra != rb {
@@ -275,21 +280,26 @@ func (p *Proxy) committeeStatus(cmt *committeeRecord, health map[string]memberHe
 	return cs
 }
 
-// answered returns the owners that uploaded or declined; j.mu must be held.
-func (j *jobState) answered() map[string]OwnerStatus {
-	out := make(map[string]OwnerStatus, len(j.uploads)+len(j.declines))
-	for _, u := range j.uploads {
+// answered returns the job's owners and the answers of those that uploaded
+// or declined; j.mu must be held.
+func (j *jobState) answered() ([]string, map[string]OwnerStatus, error) {
+	owners, uploads, declines, err := j.answers()
+	if err != nil {
+		return nil, nil, err
+	}
+	out := make(map[string]OwnerStatus, len(uploads)+len(declines))
+	for _, u := range uploads {
 		out[u.Owner] = OwnerStatus{ID: u.Owner, State: OwnerUploaded, At: u.At}
 	}
-	for _, d := range j.declines {
+	for _, d := range declines {
 		out[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.Reason.Text()}
 	}
-	return out
+	return owners, out, nil
 }
 
-// jobStatus builds a job's status from a copy of its record and of its
-// owners' answers.
-func jobStatus(j *jobState, rec *jobRecord, answered map[string]OwnerStatus, now time.Time, owners bool) JobStatus {
+// jobStatus builds a job's status from a copy of its record, its owner list
+// and its owners' answers.
+func jobStatus(j *jobState, rec *jobRecord, list []string, answered map[string]OwnerStatus, now time.Time, owners bool) JobStatus {
 	s := j.spec
 	js := JobStatus{ID: j.id, State: stateLabel(rec.State), Reason: rec.Reason, Analysis: s.Analysis, K: s.K, Dataset: s.Dataset, User: s.User,
 		Epsilon: s.Epsilon, Delta: s.Delta, NoNoise: s.NoNoise, NoisePlan: s.NoisePlan, Tolerate: s.Tolerate,
@@ -305,7 +315,7 @@ func jobStatus(j *jobState, rec *jobRecord, answered map[string]OwnerStatus, now
 		absent = OwnerMissing
 	}
 	js.Owners = make([]OwnerStatus, 0, s.NumOwners)
-	for _, o := range j.owners.Owners() {
+	for _, o := range list {
 		ost, ok := answered[o]
 		if !ok {
 			ost = OwnerStatus{ID: o, State: absent}

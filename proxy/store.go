@@ -27,6 +27,9 @@ import (
 //	jobs/<id>/progress         jobProgress (JSON), rewritten at every step; its size does not grow with the owners
 //	jobs/<id>/uploads/<owner>  uploadRecord (JSON), one key per owner's upload (a bucket)
 //	jobs/<id>/declines/<owner> declineRecord (JSON), one key per owner's decline (a bucket)
+//	jobs/<id>/owners/<owner>   "1" for every owner the ticket names, written when the job has
+//	                           ended (archiveJob): an ended job's owners are looked up here, not
+//	                           kept in memory (a bucket; rebuilt from the ticket at start when missing)
 //	jobs/<id>/sum/NNNNNN       running sum (open jobs)
 //	jobs/<id>/blinded/NNNNNN   blinded sum (switching)
 //	jobs/<id>/mask/NNNNNN      masks, 8 bytes per slot (switching)
@@ -50,6 +53,7 @@ var (
 	bucketTickets = []byte("tickets")
 	bucketUploads = []byte("uploads")
 	bucketDecline = []byte("declines")
+	bucketOwners  = []byte("owners")
 	keyVersion    = []byte("version")
 	keyEpoch      = []byte("epoch")
 	keyCommittee  = []byte("committee")
@@ -161,12 +165,14 @@ type budgetRecord struct {
 func (b budgetRecord) remaining() float64 { return b.RhoBudget - b.RhoSpent - b.RhoReserved }
 
 // storedJob is a job as read back from the store, undecoded (decodeJob
-// checks it).
+// checks it). An archived job (ended, its owners indexed) comes without its
+// uploads and declines: they are read when asked for.
 type storedJob struct {
 	id               string
 	ticket, progress []byte
 	uploads          [][]byte
 	declines         [][]byte
+	archived         bool
 }
 
 // store is the proxy's durable state: each of its methods is one bbolt
@@ -325,9 +331,12 @@ func (s *store) jobs() ([]storedJob, error) {
 		jobs := tx.Bucket(bucketJobs)
 		return jobs.ForEachBucket(func(k []byte) error {
 			b := jobs.Bucket(k)
-			sj := storedJob{id: string(k), ticket: slices.Clone(tx.Bucket(bucketTickets).Get(k)), progress: slices.Clone(b.Get(keyProgress))}
-			sj.uploads = values(b.Bucket(bucketUploads))
-			sj.declines = values(b.Bucket(bucketDecline))
+			sj := storedJob{id: string(k), ticket: slices.Clone(tx.Bucket(bucketTickets).Get(k)), progress: slices.Clone(b.Get(keyProgress)),
+				archived: b.Bucket(bucketOwners) != nil}
+			if !sj.archived {
+				sj.uploads = values(b.Bucket(bucketUploads))
+				sj.declines = values(b.Bucket(bucketDecline))
+			}
 			out = append(out, sj)
 			return nil
 		})
@@ -349,6 +358,92 @@ func values(b *bolt.Bucket) [][]byte {
 
 func hasPrefix(k []byte, prefix string) bool {
 	return len(k) >= len(prefix) && string(k[:len(prefix)]) == prefix
+}
+
+// archiveJob indexes an ended job's owners (jobs/<id>/owners), once: from
+// then on they are looked up in the store (answerOf, answers).
+func (s *store) archiveJob(id string, owners []string) error {
+	return s.update(id, nil, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		if b.Bucket(bucketOwners) != nil {
+			return nil
+		}
+		ob, err := b.CreateBucket(bucketOwners)
+		if err != nil {
+			return err
+		}
+		ob.FillPercent = 1 // the keys are added in order (the list is sorted), once
+		for _, o := range owners {
+			if err := ob.Put([]byte(o), []byte("1")); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+}
+
+// ownerAnswer is what an archived job's store says about one owner.
+type ownerAnswer struct {
+	named   bool
+	upload  *uploadRecord
+	decline *declineRecord
+}
+
+// answerOf looks one owner up in an archived job.
+func (s *store) answerOf(id, owner string) (a ownerAnswer, err error) {
+	err = s.view(id, func(_ *bolt.Tx, b *bolt.Bucket) error {
+		ob := b.Bucket(bucketOwners)
+		if ob == nil {
+			return fmt.Errorf("job %s has no owner index", id)
+		}
+		k := []byte(owner)
+		a.named = ob.Get(k) != nil
+		if v := b.Bucket(bucketUploads).Get(k); v != nil {
+			a.upload = new(uploadRecord)
+			if err := json.Unmarshal(v, a.upload); err != nil {
+				return fmt.Errorf("job %s: upload record of %s: %w", id, owner, err)
+			}
+		}
+		if v := b.Bucket(bucketDecline).Get(k); v != nil {
+			a.decline = new(declineRecord)
+			if err := json.Unmarshal(v, a.decline); err != nil {
+				return fmt.Errorf("job %s: decline record of %s: %w", id, owner, err)
+			}
+		}
+		return nil
+	})
+	return a, err
+}
+
+// answers reads an archived job's owner list (from its ticket) and all its
+// owners' answers.
+func (s *store) answers(id string) (owners []string, uploads map[string]uploadRecord, declines map[string]declineRecord, err error) {
+	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		var t jobTicket
+		if err := json.Unmarshal(tx.Bucket(bucketTickets).Get([]byte(id)), &t); err != nil {
+			return fmt.Errorf("job %s: ticket: %w", id, err)
+		}
+		owners = t.Owners
+		uploads, declines = map[string]uploadRecord{}, map[string]declineRecord{}
+		if err := b.Bucket(bucketUploads).ForEach(func(k, v []byte) error {
+			var u uploadRecord
+			if err := json.Unmarshal(v, &u); err != nil {
+				return err
+			}
+			uploads[string(k)] = u
+			return nil
+		}); err != nil {
+			return fmt.Errorf("job %s: upload record: %w", id, err)
+		}
+		return b.Bucket(bucketDecline).ForEach(func(k, v []byte) error {
+			var d declineRecord
+			if err := json.Unmarshal(v, &d); err != nil {
+				return fmt.Errorf("job %s: decline record: %w", id, err)
+			}
+			declines[string(k)] = d
+			return nil
+		})
+	})
+	return owners, uploads, declines, err
 }
 
 // createJob stores a new job.

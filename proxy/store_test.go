@@ -156,11 +156,11 @@ func TestStoreCrashKeepsAcknowledged(t *testing.T) {
 		if err != nil || len(sjs) != 1 {
 			t.Fatalf("jobs after a crash: %d, %v", len(sjs), err)
 		}
-		j, err := decodeJob(sjs[0], func(int) int { return 2 })
+		j, err := decodeJob(sjs[0], func(int) int { return 2 }, c)
 		if err != nil {
 			t.Fatalf("job after a crash: %v", err)
 		}
-		if got := j.uploadedOwners(); strings.Join(got, ",") != strings.Join(acked, ",") || j.rec.Uploaded != len(acked) || j.rec.State != state {
+		if got, _ := j.uploadedOwners(); strings.Join(got, ",") != strings.Join(acked, ",") || j.rec.Uploaded != len(acked) || j.rec.State != state {
 			t.Fatalf("after a crash: uploads %v (count %d, state %v), acknowledged %v (state %v)", got, j.rec.Uploaded, j.rec.State, acked, state)
 		}
 		if sum == nil {
@@ -270,11 +270,13 @@ func TestStoreMigratesV1(t *testing.T) {
 	if err != nil || len(sjs) != 1 {
 		t.Fatalf("jobs after migration: %d, %v", len(sjs), err)
 	}
-	j, err := decodeJob(sjs[0], func(int) int { return 1 })
+	j, err := decodeJob(sjs[0], func(int) int { return 1 }, s)
 	if err != nil {
 		t.Fatalf("migrated job: %v", err)
 	}
-	if _, ok := j.uploaded(owners[1]); !ok || !j.declined(owners[2]) || j.rec.Uploaded != 1 || j.rec.Declined != 1 || j.rec.Reason != "1 of 3 owners uploaded" {
+	up, _, _ := j.answerOf(owners[1])
+	_, declined, _ := j.answerOf(owners[2])
+	if up == nil || !declined || j.rec.Uploaded != 1 || j.rec.Declined != 1 || j.rec.Reason != "1 of 3 owners uploaded" {
 		t.Fatalf("migrated job: %+v, uploads %v, declines %v", j.rec.jobProgress, j.uploads, j.declines)
 	}
 	if sum, err := s.seq(id, "sum", 1); err != nil || string(sum[0]) != "ciphertext" {

@@ -3,10 +3,12 @@ package proxy
 import (
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -61,7 +63,7 @@ func ticketJob(tb testing.TB, n, d int) (*jobState, []string) {
 		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: sig, UserCert: alice.Leaf.Raw, Schema: sch.Canonical(), Owners: owners, Created: at},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: at},
 	}
-	j, err := newJobState(s.ID(), rec, nil, nil, func(int) int { return 1 })
+	j, err := newJobState(s.ID(), rec, nil, nil, func(int) int { return 1 }, nil, false)
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -100,7 +102,7 @@ func TestTicketBytes(t *testing.T) {
 			if rest := total - proof; rest < base-8 || rest > base+32 {
 				t.Errorf("%d owners: %d bytes besides the proof, %d at 1 owner", n, rest, base)
 			}
-			if hashes := len(j.owners.Proof(0).Path); proof > 2+hashes*34+4 {
+			if hashes := len(j.owners.Load().Proof(0).Path); proof > 2+hashes*34+4 {
 				t.Errorf("%d owners: a proof of %d bytes for %d hashes", n, proof, hashes)
 			}
 		}
@@ -149,7 +151,7 @@ func TestTicketUnsharedWhenJobEnds(t *testing.T) {
 	if got := transport.SharedLen(); got != before+1 {
 		t.Fatalf("open job: %d shared encodings, want %d", got, before+1)
 	}
-	p := &Proxy{hub: newWatchHub(1, "test")}
+	p := &Proxy{hub: newWatchHub(1, "test"), store: storeWith(t, j), log: hclog.NewNullLogger()}
 	done := func(prog *jobProgress) { prog.State = fedpcav1.JobState_JOB_STATE_DONE }
 	if err := p.commit(j, done, func(*jobProgress) error { return nil }); err != nil {
 		t.Fatal(err)
@@ -164,4 +166,23 @@ func TestTicketUnsharedWhenJobEnds(t *testing.T) {
 	if r.GetJob().GetStatus().GetJobId() != j.id || transport.SharedLen() != before {
 		t.Fatalf("ended job's ticket: job %q, %d shared encodings, want %q and %d", r.GetJob().GetStatus().GetJobId(), transport.SharedLen(), j.id, before)
 	}
+	pr := r.GetOwnerProof()
+	if !j.archived() {
+		t.Fatal("the ended job was not archived")
+	}
+	if err := j.spec.CheckMember(owners[1], job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
+		t.Fatalf("an archived job's ticket: %v", err)
+	}
+}
+
+// storeWith returns a store in a test directory that holds job j (created
+// as CreateJob stores it), and makes it j's store.
+func storeWith(tb testing.TB, j *jobState) *store {
+	tb.Helper()
+	st := openTestStore(tb, filepath.Join(tb.TempDir(), "proxy.db"))
+	if err := st.createJob(j.id, &j.rec, []byte("user key")); err != nil {
+		tb.Fatal(err)
+	}
+	j.store = st
+	return st
 }

@@ -351,9 +351,13 @@ var errNothingToFold = errors.New("no upload to fold")
 
 // checkUpload validates an upload header against the job (everything that
 // can be checked before the ciphertexts arrive). It reads only the job's
-// immutable fields.
+// immutable fields (and the store, for an archived job).
 func (j *jobState) checkUpload(owner string, hd *fedpcav1.UploadHeader) error {
-	if !j.named(owner) {
+	named, err := j.named(owner)
+	if err != nil {
+		return err
+	}
+	if !named {
 		return fmt.Errorf("%w: job %s… does not name owner %s", ErrNotYours, j.id[:12], owner)
 	}
 	if len(hd.GetDigest()) != sha256.Size {
@@ -396,7 +400,11 @@ func (p *Proxy) checkIncluded(j *jobState, owner string, digest []byte) (done bo
 }
 
 func (p *Proxy) checkIncludedLocked(j *jobState, owner string, digest []byte) (bool, *fedpcav1.UploadResponse, error) {
-	if u, ok := j.uploaded(owner); ok {
+	u, declined, err := j.answerOf(owner)
+	if err != nil {
+		return true, nil, err
+	}
+	if u != nil {
 		if u.Digest == hex.EncodeToString(digest) {
 			return true, &fedpcav1.UploadResponse{JobId: j.id, AlreadyIncluded: true, UploadedOwners: uint32(j.rec.Uploaded)}, nil
 		}
@@ -408,7 +416,7 @@ func (p *Proxy) checkIncludedLocked(j *jobState, owner string, digest []byte) (b
 	if !time.Now().Before(j.spec.Deadline) {
 		return true, nil, fmt.Errorf("%w: job %s… passed its deadline %s", ErrJobClosed, j.id[:12], j.spec.Deadline.Format(time.RFC3339))
 	}
-	if j.declined(owner) {
+	if declined {
 		return true, nil, fmt.Errorf("%w: owner %s declined job %s…", ErrJobClosed, owner, j.id[:12])
 	}
 	return false, nil, nil

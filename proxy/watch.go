@@ -3,6 +3,7 @@ package proxy
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -90,7 +91,9 @@ func (h *watchHub) sequence(j *jobState, apply func(seq uint64) error) error {
 	}
 	h.seq = seq
 	for w := range h.subs {
-		if !j.named(w.owner) {
+		// (An archived job, whose owners are looked up in the store, no
+		// longer changes state; a lookup that fails announces nothing.)
+		if named, err := j.named(w.owner); err != nil || !named {
 			continue
 		}
 		select {
@@ -214,7 +217,11 @@ func (p *Proxy) WatchOwnerJobs(req *fedpcav1.WatchOwnerJobsRequest, stream fedpc
 		for _, a := range batch {
 			if !seen[a.job] {
 				seen[a.job] = true
-				resp.Jobs = append(resp.Jobs, a.job.briefStatus(who))
+				st, err := a.job.briefStatus(who)
+				if err != nil {
+					return p.toStatus(err)
+				}
+				resp.Jobs = append(resp.Jobs, st)
 			}
 			last = a.seq
 		}
@@ -262,10 +269,10 @@ func (p *Proxy) ownerTicket(id, owner string) *fedpcav1.GetJobResponse {
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.rec.State != fedpcav1.JobState_JOB_STATE_OPEN || j.declined(owner) {
+	if j.rec.State != fedpcav1.JobState_JOB_STATE_OPEN {
 		return nil
 	}
-	if _, ok := j.uploaded(owner); ok {
+	if up, declined, err := j.answerOf(owner); err != nil || up != nil || declined {
 		return nil
 	}
 	t, err := j.ticketResponse(owner)
@@ -280,12 +287,15 @@ func (p *Proxy) ownerTicket(id, owner string) *fedpcav1.GetJobResponse {
 // cursor of upto (one message with no jobs when there are none, so that
 // the owner knows its watch is up).
 func (p *Proxy) sendJobs(stream fedpcav1.ProxyService_WatchOwnerJobsServer, who transport.Identity, since uint64, snapshot bool, upto uint64) error {
-	jobs := p.ownerJobs(who, func(st *fedpcav1.JobStatus, seq uint64) bool {
+	jobs, err := p.ownerJobs(who, func(state fedpcav1.JobState, seq uint64) bool {
 		if snapshot {
-			return !ended(st.GetState())
+			return !ended(state)
 		}
 		return seq > since
 	})
+	if err != nil {
+		return p.toStatus(err)
+	}
 	for {
 		n := min(len(jobs), watchBatch)
 		resp := &fedpcav1.WatchOwnerJobsResponse{Jobs: jobs[:n], Snapshot: snapshot}
@@ -302,15 +312,12 @@ func (p *Proxy) sendJobs(stream fedpcav1.ProxyService_WatchOwnerJobsServer, who 
 }
 
 // ownerJobs returns the brief statuses of the jobs that name an owner and
-// that keep selects, in the order of their last change.
-func (p *Proxy) ownerJobs(who transport.Identity, keep func(st *fedpcav1.JobStatus, seq uint64) bool) []*fedpcav1.JobStatus {
+// whose state and last change's number keep selects (asked first: an ended
+// job's owners are looked up in the store), in the order of their last
+// change.
+func (p *Proxy) ownerJobs(who transport.Identity, keep func(state fedpcav1.JobState, seq uint64) bool) ([]*fedpcav1.JobStatus, error) {
 	p.mu.Lock()
-	all := make([]*jobState, 0, len(p.jobs))
-	for _, j := range p.jobs {
-		if j.named(who.ID) {
-			all = append(all, j)
-		}
-	}
+	all := slices.Collect(maps.Values(p.jobs))
 	p.mu.Unlock()
 	type numbered struct {
 		st  *fedpcav1.JobStatus
@@ -319,11 +326,22 @@ func (p *Proxy) ownerJobs(who transport.Identity, keep func(st *fedpcav1.JobStat
 	var out []numbered
 	for _, j := range all {
 		j.mu.Lock()
-		st, seq := j.status(false, who), j.rec.Seq
+		state, seq := j.rec.State, j.rec.Seq
 		j.mu.Unlock()
-		if keep(st, seq) {
-			out = append(out, numbered{st, seq})
+		if !keep(state, seq) {
+			continue
 		}
+		if named, err := j.named(who.ID); err != nil || !named {
+			if err != nil {
+				return nil, err
+			}
+			continue
+		}
+		st, err := j.briefStatus(who)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, numbered{st, seq})
 	}
 	slices.SortFunc(out, func(a, b numbered) int {
 		return cmp.Or(cmp.Compare(a.seq, b.seq), cmp.Compare(a.st.GetCreatedUnix(), b.st.GetCreatedUnix()), strings.Compare(a.st.GetJobId(), b.st.GetJobId()))
@@ -332,11 +350,11 @@ func (p *Proxy) ownerJobs(who transport.Identity, keep func(st *fedpcav1.JobStat
 	for i, n := range out {
 		sts[i] = n.st
 	}
-	return sts
+	return sts, nil
 }
 
 // briefStatus is the job's status for a caller, without owner lists.
-func (j *jobState) briefStatus(who transport.Identity) *fedpcav1.JobStatus {
+func (j *jobState) briefStatus(who transport.Identity) (*fedpcav1.JobStatus, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	return j.status(false, who)

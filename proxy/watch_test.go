@@ -18,7 +18,8 @@ func TestWatchHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	j := &jobState{owners: tree}
+	j := &jobState{}
+	j.owners.Store(tree)
 	w, last, err := h.subscribe("a")
 	if err != nil || last != 0 {
 		t.Fatalf("subscribe: %v, after %d", err, last)
