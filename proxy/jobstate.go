@@ -130,7 +130,17 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 func decodeJob(sj storedJob, chunks func(int) int, st *store) (*jobState, error) {
 	j, err := func() (*jobState, error) {
 		var rec jobRecord
-		if err := json.Unmarshal(sj.ticket, &rec.jobTicket); err != nil {
+		// An archived job's owner list is left undecoded (the outer field
+		// takes "owners").
+		ticket := struct {
+			*jobTicket
+			Owners json.RawMessage `json:"owners"`
+		}{jobTicket: &rec.jobTicket}
+		into := any(&rec.jobTicket)
+		if sj.archived {
+			into = &ticket
+		}
+		if err := json.Unmarshal(sj.ticket, into); err != nil {
 			return nil, fmt.Errorf("ticket: %w", err)
 		}
 		if err := json.Unmarshal(sj.progress, &rec.jobProgress); err != nil {
