@@ -84,8 +84,11 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), store: st, rec: rec,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if archived {
-		if !ended(rec.State) || st == nil {
+		if !ended(rec.State) {
 			return nil, fmt.Errorf("the owners of job %q are archived, but it is %s", id, stateName(rec.State))
+		}
+		if st == nil {
+			return nil, errors.New("an archived job needs its store")
 		}
 		j.rec.Owners = nil
 		return j, nil
@@ -242,10 +245,14 @@ func (j *jobState) answers() (owners []string, uploads map[string]uploadRecord, 
 }
 
 // awaited returns the running job's owners that have neither uploaded nor
-// declined, in the spec's order. j.mu must be held.
+// declined, in the spec's order (none once archived). j.mu must be held.
 func (j *jobState) awaited() []string {
+	t := j.owners.Load()
+	if t == nil {
+		return nil
+	}
 	var out []string
-	for _, o := range j.owners.Load().Owners() {
+	for _, o := range t.Owners() {
 		if _, ok := j.uploads[o]; !ok {
 			if _, ok := j.declines[o]; !ok {
 				out = append(out, o)
