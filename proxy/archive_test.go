@@ -3,6 +3,7 @@ package proxy
 import (
 	"crypto/sha256"
 	"fmt"
+	"math"
 	"runtime"
 	"testing"
 	"time"
@@ -224,15 +225,20 @@ func TestArchivedJobMemory(t *testing.T) {
 	}
 	p, j := job()
 	live := held(p, &j)
-	p, j = job()
-	j.mu.Lock()
-	if err := p.commit(j, func(prog *jobProgress) { prog.State = fedpcav1.JobState_JOB_STATE_DONE }, func(prog *jobProgress) error {
-		return p.store.setProgress(j.id, prog)
-	}); err != nil {
-		t.Fatal(err)
+	// The least of three: memory another goroutine frees meanwhile would
+	// count as the job's.
+	archived := int64(math.MaxInt64)
+	for range 3 {
+		p, j = job()
+		j.mu.Lock()
+		if err := p.commit(j, func(prog *jobProgress) { prog.State = fedpcav1.JobState_JOB_STATE_DONE }, func(prog *jobProgress) error {
+			return p.store.setProgress(j.id, prog)
+		}); err != nil {
+			t.Fatal(err)
+		}
+		j.mu.Unlock()
+		archived = min(archived, held(p, &j))
 	}
-	j.mu.Unlock()
-	archived := held(p, &j)
 	t.Logf("a 10,000-owner job holds %d KiB of heap while it runs, %d KiB once archived", live>>10, archived>>10)
 	if live < 1<<20 {
 		t.Fatalf("a running 10,000-owner job holds %d KiB: the measure does not see the owners", live>>10)
