@@ -138,6 +138,13 @@ func TestArchivedJob(t *testing.T) {
 		}
 	}
 	same("archived", answersOf(t, j, owners))
+	// The status lists an ended job's owners only when asked for by ID.
+	if st := p.overview(true, ""); len(st.Jobs) != 1 || st.Jobs[0].Owners != nil || st.Jobs[0].OwnersUploaded != 1 {
+		t.Fatalf("the overview of an ended job: %+v", st.Jobs)
+	}
+	if st := p.overview(true, j.id); len(st.Jobs) != 1 || len(st.Jobs[0].Owners) != len(owners) {
+		t.Fatalf("an ended job's status asked for by ID: %+v", st.Jobs)
+	}
 	j.mu.Lock()
 	if done, _, err := p.checkIncludedLocked(j, owners[0], []byte("another digest")); !done || err == nil {
 		t.Fatalf("another upload of an archived job's uploader: %v, %v", done, err)

@@ -54,7 +54,7 @@ func (s *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (s *stateCollector) Collect(ch chan<- prometheus.Metric) {
-	st := s.p.overview(false)
+	st := s.p.overview(false, "")
 	counts := map[string]int{}
 	for _, j := range st.Jobs {
 		counts[j.State]++

@@ -95,14 +95,18 @@ type JobStatus struct {
 	NoisePlan string  `json:"noise_plan"`
 	Tolerate  int     `json:"tolerate"`
 	// MinOwners uploads are needed by the deadline.
-	MinOwners      int           `json:"min_owners"`
-	OwnersExpected int           `json:"owners_expected"`
-	OwnersUploaded int           `json:"owners_uploaded"`
-	OwnersDeclined int           `json:"owners_declined"`
-	Owners         []OwnerStatus `json:"owners"`
-	Created        time.Time     `json:"created"`
-	Updated        time.Time     `json:"updated"`
-	Deadline       time.Time     `json:"deadline"`
+	MinOwners      int `json:"min_owners"`
+	OwnersExpected int `json:"owners_expected"`
+	OwnersUploaded int `json:"owners_uploaded"`
+	OwnersDeclined int `json:"owners_declined"`
+	// Owners are the owners the job names, each with its answer: for a
+	// running job, and for an ended one only when it is asked for by ID
+	// (/jobs/ID, /status.json?job=ID), since an ended job's owners are
+	// read from the store.
+	Owners   []OwnerStatus `json:"owners,omitempty"`
+	Created  time.Time     `json:"created"`
+	Updated  time.Time     `json:"updated"`
+	Deadline time.Time     `json:"deadline"`
 	// AgeSeconds is the time since creation; DeadlineInSeconds the time left
 	// until the deadline (negative once it passed).
 	AgeSeconds        float64 `json:"age_seconds"`
@@ -198,18 +202,21 @@ func (p *Proxy) watchCommittee(ctx context.Context) {
 	}
 }
 
-// Status returns a snapshot of the proxy's public state. Each lock is held
-// only to copy a job's record (and, for the owner lists, its answers).
-func (p *Proxy) Status() *Status {
-	st := p.overview(true)
+// Status returns a snapshot of the proxy's public state: every job, with
+// each owner's answer for the running jobs and for the job whose ID is
+// owners (an ended job's owners are read from the store: one job at a time,
+// however many jobs the proxy has run). Each lock is held only to copy a
+// job's record (and, for the owner lists, its answers).
+func (p *Proxy) Status(owners string) *Status {
+	st := p.overview(true, owners)
 	st.Budgets = p.budgetStatuses()
 	return st
 }
 
 // overview is the status without the owners' budgets: the jobs (with each
-// owner's answer when owners is set; the metrics need counts only) and the
-// committee.
-func (p *Proxy) overview(owners bool) *Status {
+// owner's answer when owners is set, for the running jobs and the job named
+// full; the metrics need counts only) and the committee.
+func (p *Proxy) overview(owners bool, full string) *Status {
 	now := time.Now().UTC()
 	p.mu.Lock()
 	jobs := slices.Collect(maps.Values(p.jobs))
@@ -224,14 +231,15 @@ func (p *Proxy) overview(owners bool) *Status {
 		var list []string
 		var answered map[string]OwnerStatus
 		var err error
-		if owners {
+		listed := owners && (!ended(rec.State) || j.id == full)
+		if listed {
 			list, answered, err = j.answered()
 		}
 		j.mu.Unlock()
 		if err != nil {
 			p.log.Warn("status: cannot read a job's owners", "job", j.id[:16], "error", err)
 		}
-		st.Jobs = append(st.Jobs, jobStatus(j, &rec, list, answered, now, owners))
+		st.Jobs = append(st.Jobs, jobStatus(j, &rec, list, answered, now, listed))
 	}
 	slices.SortFunc(st.Jobs, func(a, b JobStatus) int {
 		if ra, rb := stateRank(a.State), stateRank(b.State); ra != rb {
@@ -399,10 +407,10 @@ type page struct {
 func (p *Proxy) StatusHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("GET /{$}", func(w http.ResponseWriter, _ *http.Request) {
-		p.render(w, "index.html", p.page(p.Status(), ""))
+		p.render(w, "index.html", p.page(p.Status(""), ""))
 	})
 	mux.HandleFunc("GET /jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		pg := p.page(p.Status(), r.PathValue("id"))
+		pg := p.page(p.Status(r.PathValue("id")), r.PathValue("id"))
 		if pg.Job == nil {
 			http.Error(w, "no such job", http.StatusNotFound)
 			return
@@ -410,8 +418,9 @@ func (p *Proxy) StatusHandler() http.Handler {
 		p.render(w, "job.html", pg)
 	})
 	mux.HandleFunc("GET /status.json", func(w http.ResponseWriter, r *http.Request) {
-		st := p.Status()
-		if id := r.URL.Query().Get("job"); id != "" {
+		id := r.URL.Query().Get("job")
+		st := p.Status(id)
+		if id != "" {
 			st.Jobs = slices.DeleteFunc(st.Jobs, func(j JobStatus) bool { return j.ID != id })
 			if len(st.Jobs) == 0 {
 				http.Error(w, "no such job", http.StatusNotFound)
