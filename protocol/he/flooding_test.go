@@ -332,8 +332,6 @@ func TestCombineIsLattigos(t *testing.T) {
 	}
 }
 
-func ptr[T any](v T) *T { return &v }
-
 // noiseCoeffs returns the RLWE noise of ct under sk, given the values it
 // should decrypt to, as centred integers.
 func noiseCoeffs(p Params, ct *rlwe.Ciphertext, sk *rlwe.SecretKey, want []int64) []*big.Int {
