@@ -204,11 +204,11 @@ func (p *Proxy) watchCommittee(ctx context.Context) {
 
 // Status returns a snapshot of the proxy's public state: every job, with
 // each owner's answer for the running jobs and for the job whose ID is
-// owners (an ended job's owners are read from the store: one job at a time,
-// however many jobs the proxy has run). Each lock is held only to copy a
-// job's record (and, for the owner lists, its answers).
-func (p *Proxy) Status(owners string) *Status {
-	st := p.overview(true, owners)
+// given, if any (an ended job's owners are read from the store: one job at
+// a time, however many jobs the proxy has run). Each lock is held only to
+// copy a job's record (and, for the owner lists, its answers).
+func (p *Proxy) Status(jobID string) *Status {
+	st := p.overview(true, jobID)
 	st.Budgets = p.budgetStatuses()
 	return st
 }
