@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"math"
 	"runtime"
+	"slices"
 	"testing"
 	"time"
 
@@ -44,10 +45,18 @@ func answersJob(tb testing.TB, n int) (*Proxy, *jobState, []string) {
 	return p, j, owners
 }
 
-// answersOf is everything the proxy answers about a job's owners: each
-// owner's status and ticket, the user's full status, the status page's owner
-// list and the result's owner list, and whether a stranger is named.
-func answersOf(t *testing.T, j *jobState, owners []string) []proto.Message {
+// ownerAnswers is everything the proxy answers about a job's owners: the
+// user's full status and each owner's status and ticket (msgs), the status
+// page's owner list and the result's owner list.
+type ownerAnswers struct {
+	msgs     []proto.Message
+	page     []OwnerStatus
+	uploaded []string
+}
+
+// answersOf returns a job's ownerAnswers, and checks that a stranger is not
+// named.
+func answersOf(t *testing.T, j *jobState, owners []string) ownerAnswers {
 	t.Helper()
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -94,11 +103,7 @@ func answersOf(t *testing.T, j *jobState, owners []string) []proto.Message {
 	if err != nil {
 		t.Fatal(err)
 	}
-	names := &fedpcav1.ResultHeader{Owners: ups}
-	for _, o := range page.Owners {
-		names.CspMembers = append(names.CspMembers, o.ID+":"+o.State+":"+o.Reason+":"+o.At.String())
-	}
-	return append(out, names)
+	return ownerAnswers{msgs: out, page: page.Owners, uploaded: ups}
 }
 
 // TestArchivedJob: once a job has ended, its owner list and answers leave
@@ -119,11 +124,17 @@ func TestArchivedJob(t *testing.T) {
 		t.Fatalf("an ended job keeps its owners in memory: archived %v, %d uploads, %d declines, %d owners", j.archived(), len(j.uploads), len(j.declines), len(j.rec.Owners))
 	}
 	j.mu.Unlock()
-	same := func(what string, got []proto.Message) {
+	same := func(what string, got ownerAnswers) {
 		t.Helper()
-		for i := range before {
+		sameOwner := func(a, b OwnerStatus) bool {
+			return a.ID == b.ID && a.State == b.State && a.Reason == b.Reason && a.ReasonText == b.ReasonText && a.At.Equal(b.At)
+		}
+		if !slices.EqualFunc(before.page, got.page, sameOwner) || !slices.Equal(before.uploaded, got.uploaded) {
+			t.Fatalf("%s: the status page's owners %+v, the result's %v; before %+v, %v", what, got.page, got.uploaded, before.page, before.uploaded)
+		}
+		for i := range before.msgs {
 			// The state changed; the rest must not.
-			a, b := proto.Clone(before[i]), proto.Clone(got[i])
+			a, b := proto.Clone(before.msgs[i]), proto.Clone(got.msgs[i])
 			for _, m := range []proto.Message{a, b} {
 				switch m := m.(type) {
 				case *fedpcav1.JobStatus:

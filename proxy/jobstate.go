@@ -133,15 +133,12 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 func decodeJob(sj storedJob, chunks func(int) int, st *store) (*jobState, error) {
 	j, err := func() (*jobState, error) {
 		var rec jobRecord
-		// An archived job's owner list is left undecoded (the outer field
-		// takes "owners").
-		ticket := struct {
-			*jobTicket
-			Owners json.RawMessage `json:"owners"`
-		}{jobTicket: &rec.jobTicket}
 		into := any(&rec.jobTicket)
-		if sj.archived {
-			into = &ticket
+		if sj.archived { // its owner list is left undecoded (the outer field takes "owners")
+			into = &struct {
+				*jobTicket
+				Owners json.RawMessage `json:"owners"`
+			}{jobTicket: &rec.jobTicket}
 		}
 		if err := json.Unmarshal(sj.ticket, into); err != nil {
 			return nil, fmt.Errorf("ticket: %w", err)
@@ -271,9 +268,14 @@ func (j *jobState) uploadedOwners() ([]string, error) {
 // declineRecords returns the declines, sorted by owner; j.mu must be held.
 func (j *jobState) declineRecords() ([]declineRecord, error) {
 	_, _, declines, err := j.answers()
+	return byOwner(declines), err
+}
+
+// byOwner returns the declines sorted by owner.
+func byOwner(declines map[string]declineRecord) []declineRecord {
 	out := slices.Collect(maps.Values(declines))
 	slices.SortFunc(out, func(a, b declineRecord) int { return strings.Compare(a.Owner, b.Owner) })
-	return out, err
+	return out
 }
 
 // commit makes a step of the job durable, then applies it in memory and
@@ -331,16 +333,12 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 		s.CallerIncluded = up != nil
 	}
 	if full {
-		owners, uploads, _, err := j.answers()
+		owners, uploads, declines, err := j.answers() // one read of an archived job's store
 		if err != nil {
 			return nil, err
 		}
 		s.ExpectedOwners, s.UploadedOwners = owners, slices.Sorted(maps.Keys(uploads))
-		decs, err := j.declineRecords()
-		if err != nil {
-			return nil, err
-		}
-		for _, d := range decs {
+		for _, d := range byOwner(declines) {
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}

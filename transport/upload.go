@@ -86,6 +86,9 @@ func recvAfterSend(stream fedpcav1.ProxyService_UploadClient, sendErr error) err
 // buffer not given back is simply collected.
 var ciphertextBufs = NewFreeList[[]byte](16)
 
+// ciphertextField is the field number of UploadRequest.ciphertext.
+var ciphertextField = (&fedpcav1.UploadRequest{}).ProtoReflect().Descriptor().Fields().ByName("ciphertext").Number()
+
 // RecycleCiphertext gives back the bytes of a received UploadRequest's
 // ciphertext; the caller must not use them (or the message) afterwards.
 func RecycleCiphertext(b []byte) { ciphertextBufs.Put(b[:0]) }
@@ -95,7 +98,7 @@ func RecycleCiphertext(b []byte) { ciphertextBufs.Put(b[:0]) }
 // any other encoding, which the proto codec then decodes.
 func unmarshalCiphertext(data []byte, m *fedpcav1.UploadRequest) (ok bool) {
 	num, typ, n := protowire.ConsumeTag(data)
-	if n < 0 || num != 2 || typ != protowire.BytesType {
+	if n < 0 || num != ciphertextField || typ != protowire.BytesType {
 		return false
 	}
 	v, k := protowire.ConsumeBytes(data[n:])
