@@ -289,11 +289,8 @@ func (c *CSP) prepareSwitch(member *he.Member, n int) {
 		defer c.preparing.Done()
 		for {
 			c.memberMu.Lock()
-			made, err := member.PrepareSwitch(n)
+			made := member.PrepareSwitch(n)
 			c.memberMu.Unlock()
-			if err != nil {
-				c.log.Warn("cannot prepare the next key-switch share", "error", err)
-			}
 			if !made {
 				return
 			}

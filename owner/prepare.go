@@ -18,7 +18,8 @@ import (
 // that its next share costs encoding and an addition instead of a
 // public-key encryption: about 3.5 ms of the 4 ms a ciphertext takes. They
 // are kept in memory only, and each masks one ciphertext (he.Encryptor).
-// The owner holds only them (393 KB each at the default parameters) and
+// The owner holds only them (524 KB each at the default parameters, with
+// the 16 KB witness of each, which proves the upload) and
 // borrows an encryptor (about 1.4 MB of buffers and tables) to make or use
 // them (encryptors; the owners of a farm share them).
 type committeeEnc struct {
@@ -27,7 +28,7 @@ type committeeEnc struct {
 	budget *PrepareBudget
 
 	mu      sync.Mutex         // one job, or one preparation, at a time
-	zeros   []*rlwe.Ciphertext // prepared encryptions of zero, each used once
+	zeros   []he.Zero // prepared encryptions of zero, each used once
 	want    int                // ciphertexts of the latest share
 	dropped bool               // replaced by another key: its prepared count is given back
 }
@@ -54,7 +55,7 @@ func newEncryptors(p he.Params, pk *rlwe.PublicKey) (*encryptors, error) {
 
 // with runs fn with an encryptor holding zs, and returns the encryptions
 // of zero fn did not use.
-func (e *encryptors) with(zs []*rlwe.Ciphertext, fn func(*he.Encryptor) error) ([]*rlwe.Ciphertext, error) {
+func (e *encryptors) with(zs []he.Zero, fn func(*he.Encryptor) error) ([]he.Zero, error) {
 	enc, ok := e.free.Get()
 	if !ok {
 		var err error
@@ -79,14 +80,14 @@ type PrepareBudget struct {
 	one  chan struct{}
 }
 
-// NewPrepareBudget returns a budget of max encryptions of zero (393 KB each
+// NewPrepareBudget returns a budget of max encryptions of zero (540 KB each
 // at the default parameters).
 func NewPrepareBudget(max int) *PrepareBudget {
 	return &PrepareBudget{max: int64(max), one: make(chan struct{}, 1)}
 }
 
 // defaultPrepare is the budget of the owners of a process given none: 160
-// ciphertexts, 63 MB.
+// ciphertexts, 86 MB.
 var defaultPrepare = NewPrepareBudget(160)
 
 // encrypt runs fn with an encryptor holding the prepared encryptions of
@@ -146,8 +147,8 @@ func (c *committeeEnc) prepareOne() (bool, error) {
 	before := len(c.zeros)
 	var err error
 	c.zeros, err = c.encs.with(c.zeros, func(enc *he.Encryptor) error {
-		_, err := enc.Prepare()
-		return err
+		enc.Prepare()
+		return nil
 	})
 	c.budget.held.Add(int64(len(c.zeros) - before))
 	return err == nil, err

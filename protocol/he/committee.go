@@ -228,19 +228,28 @@ func (m *Member) additiveKey(active []Point) (*rlwe.SecretKey, error) {
 	return m.addSK, nil
 }
 
-// KeySwitchShare computes the member's share of the public-key switch of ct
-// to the user's key, with the active set of members taking part: lattigo's
-// share (mhe.PublicKeySwitchProtocol.GenShare), an encryption of zero under
-// the user's key plus ct[1] times the member's additive secret, made over an
-// encryption of zero prepared after the user's last switch when there is
-// one (PrepareSwitch). The share is flooded with fresh noise uniform over
-// [-2^SmudgingLog2, 2^SmudgingLog2] per coefficient (see addFlooding), which
-// hides the noise of ct, and so anything about the committee secret, from
-// the user. If noise is not nil (at most Slots values, the member's DP noise
-// share for this ciphertext), it is encoded and added under the same
-// encryption of zero, as an encryption of it would be: the switched
-// ciphertext then decrypts to the plaintext plus the noise, and nobody but
-// the member knows the noise.
+// KeySwitchShare computes the member's share of the public-key switch of
+// 2 ct to the user's key, with the active set of members taking part:
+// lattigo's share (mhe.PublicKeySwitchProtocol.GenShare) of 2 ct, an
+// encryption of zero under the user's key plus 2 ct[1] times the member's
+// additive secret, made over an encryption of zero prepared after the
+// user's last switch when there is one (PrepareSwitch). It switches twice
+// the ciphertext because an upload's proof guarantees a short preimage of
+// 2 c1 only (protocol/zk): c1 s itself could hold halves mod Q, whose
+// parity no flooding hides. The switched result therefore encrypts twice
+// the plaintext (SwitchFactor; CombineKeySwitch doubles ct[0] alike and
+// Decryptor.DecryptSwitched halves). The share is flooded with fresh noise
+// uniform over [-2^SmudgingLog2, 2^SmudgingLog2) per coefficient (see
+// addFlooding), which hides the noise of 2 ct, and so anything about the
+// committee secret, from the user. If noise is not nil (at most Slots
+// values, the member's DP noise share for this ciphertext), twice it is
+// encoded and added under the same encryption of zero, as an encryption of
+// it would be: the switched ciphertext then decrypts to twice the sum of
+// the plaintext and the noise, and nobody but the member knows the noise.
+//
+// The caller must have verified ct[1]: that it is the sum of proven
+// uploads (see csp); a member never switches a ciphertext on another
+// party's word.
 func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, active []Point, noise []int64) (*mhe.PublicKeySwitchShare, error) {
 	sk, err := m.additiveKey(active)
 	if err != nil {
@@ -263,12 +272,13 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 	}
 	// An encryption of zero under the user's key masks the share (and the
 	// noise share in it): taken out of the prepared ones, used once.
-	zero, err := m.userEnc.takeZero()
-	if err != nil {
-		return nil, fmt.Errorf("key switch: %w", err)
-	}
+	zero := m.userEnc.takeZero().ct
 	if noise != nil {
-		if err := m.userEnc.addPlain(noise, zero); err != nil {
+		twice := make([]int64, len(noise))
+		for i, x := range noise {
+			twice[i] = SwitchFactor * x
+		}
+		if err := m.userEnc.addPlain(twice, zero); err != nil {
 			return nil, fmt.Errorf("key switch: noise share: %w", err)
 		}
 	}
@@ -277,7 +287,9 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 	// lattigo's (AllocateShare), so that it encodes to lattigo's bytes.
 	share := &mhe.PublicKeySwitchShare{Element: rlwe.Element[ring.Poly]{Value: zero.Value,
 		MetaData: &rlwe.MetaData{CiphertextMetaData: rlwe.CiphertextMetaData{IsNTT: true}}}}
-	rq.MulCoeffsMontgomeryThenAdd(ct.Value[1], sk.Value.Q, share.Value[0])
+	for range SwitchFactor { // + 2 ct[1] sk
+		rq.MulCoeffsMontgomeryThenAdd(ct.Value[1], sk.Value.Q, share.Value[0])
+	}
 	if err := m.addFlooding(share); err != nil {
 		return nil, fmt.Errorf("key switch: %w", err)
 	}
@@ -288,12 +300,12 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 // key switch, for a share of that user's next job (the share then costs a
 // product and an addition instead of a public-key encryption), unless n are
 // ready already or no switch has been made; it reports whether it made one.
-func (m *Member) PrepareSwitch(n int) (bool, error) {
+func (m *Member) PrepareSwitch(n int) bool {
 	if m.userEnc == nil || m.userEnc.Prepared() >= n {
-		return false, nil
+		return false
 	}
-	_, err := m.userEnc.Prepare()
-	return err == nil, err
+	m.userEnc.Prepare()
+	return true
 }
 
 // addFlooding adds a fresh flooding polynomial (m.flood) to share.Value[0],
@@ -309,10 +321,16 @@ func (m *Member) addFlooding(share *mhe.PublicKeySwitchShare) error {
 	return nil
 }
 
-// CombineKeySwitch aggregates the active members' shares and switches ct to
-// the user's key, as lattigo's PublicKeySwitchProtocol.KeySwitch does with
-// their sum: (ct[0] + sum of the shares' first components, sum of their
-// second components). It does not modify ct.
+// SwitchFactor is what a key switch multiplies the plaintext by: members
+// switch 2 ct (see Member.KeySwitchShare), so the switched result encrypts
+// twice the blinded sum plus the members' noise shares.
+const SwitchFactor = 2
+
+// CombineKeySwitch aggregates the active members' shares and switches 2 ct
+// to the user's key, as lattigo's PublicKeySwitchProtocol.KeySwitch does
+// with their sum for the ciphertext 2 ct: (2 ct[0] + sum of the shares'
+// first components, sum of their second components). It does not modify
+// ct.
 func CombineKeySwitch(p Params, ct *rlwe.Ciphertext, shares []*mhe.PublicKeySwitchShare) (*rlwe.Ciphertext, error) {
 	if len(shares) == 0 {
 		return nil, errors.New("combine key switch: no shares")
@@ -328,7 +346,7 @@ func CombineKeySwitch(p Params, ct *rlwe.Ciphertext, shares []*mhe.PublicKeySwit
 	rq := p.RingQ().AtLevel(p.Level())
 	out := p.newCiphertext()
 	*out.MetaData = *ct.MetaData
-	out.Value[0].CopyLvl(p.Level(), ct.Value[0])
+	rq.MulScalar(ct.Value[0], SwitchFactor, out.Value[0])
 	for _, s := range shares {
 		rq.Add(out.Value[0], s.Value[0], out.Value[0])
 		rq.Add(out.Value[1], s.Value[1], out.Value[1])

@@ -32,6 +32,13 @@ func chiSquare(counts []int) float64 {
 	return chi
 }
 
+// drawn returns the flooder's i-th drawn coefficient as a big integer.
+func drawn(f *flooder, i int) *big.Int {
+	x := new(big.Int).SetInt64(f.hi[i])
+	x.Lsh(x, 64)
+	return x.Add(x, new(big.Int).SetUint64(f.lo[i]))
+}
+
 // TestFloodingSampler draws more than 10^6 flooding coefficients with the
 // members' setting (crypto/rand, S = SmudgingLog2) and checks the range, the
 // mean, the variance, the uniformity of the low 8 bits and of the top 4 bits.
@@ -42,7 +49,8 @@ func TestFloodingSampler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := int64(1) << S
+	bound := new(big.Int).Lsh(big.NewInt(1), S)
+	negBound := new(big.Int).Neg(bound)
 	scale := math.Exp2(-S)
 	polys := (1_000_000 + p.N() - 1) / p.N()
 	n := 0
@@ -50,25 +58,26 @@ func TestFloodingSampler(t *testing.T) {
 	low := make([]int, 256)
 	high := make([]int, 16)
 	for range polys {
-		if err := f.sample(f.vals); err != nil {
+		if err := f.sample(); err != nil {
 			t.Fatal(err)
 		}
-		for _, x := range f.vals {
-			if x < -bound || x > bound {
-				t.Fatalf("coefficient %d outside [-2^%d, 2^%d]", x, S, S)
+		for i := range f.lo {
+			x := drawn(f, i)
+			if x.Cmp(negBound) < 0 || x.Cmp(bound) >= 0 {
+				t.Fatalf("coefficient %s outside [-2^%d, 2^%d)", x, S, S)
 			}
 			n++
-			y := float64(x) * scale // in [-1, 1]
+			xf, _ := new(big.Float).SetInt(x).Float64()
+			y := xf * scale // in [-1, 1)
 			sum += y
 			sumSq += y * y
-			low[uint64(x)&255]++ // x mod 256 (two's complement)
-			if x < bound {
-				high[(x+bound)>>(S-3)]++ // 16 equal slices of [-2^S, 2^S)
-			}
+			low[f.lo[i]&255]++ // x mod 256 (two's complement)
+			top := new(big.Int).Add(x, bound)
+			high[top.Rsh(top, S-3).Int64()]++ // 16 equal slices of [-2^S, 2^S)
 		}
 	}
 	mean, variance := sum/float64(n), sumSq/float64(n)-(sum/float64(n))*(sum/float64(n))
-	// For y uniform on [-1, 1]: mean 0 with standard error 1/sqrt(3n),
+	// For y uniform on [-1, 1): mean 0 with standard error 1/sqrt(3n),
 	// variance 1/3 with standard error sqrt((1/5 - 1/9)/n); allow 6 of them.
 	seMean, seVar := 1/math.Sqrt(3*float64(n)), math.Sqrt((1.0/5-1.0/9)/float64(n))
 	chiLow, chiHigh := chiSquare(low), chiSquare(high)
@@ -91,8 +100,9 @@ func TestFloodingSampler(t *testing.T) {
 }
 
 // TestFloodingSmallBounds checks exactness where every value can be counted:
-// for S = 1..4 all 2^(S+1)+1 values of [-2^S, 2^S] occur, nothing else, with
-// equal frequencies.
+// for S = 1..4 all 2^(S+1) values of [-2^S, 2^S) occur, nothing else, with
+// equal frequencies; around the word boundary (S = 62..65) every value is in
+// range and both extremes occur.
 func TestFloodingSmallBounds(t *testing.T) {
 	for S := uint(1); S <= 4; S++ {
 		f, err := newFlooder(rand.Reader, S, 1<<13)
@@ -100,21 +110,22 @@ func TestFloodingSmallBounds(t *testing.T) {
 			t.Fatal(err)
 		}
 		b := int64(1) << S
-		counts := make([]int, 2*b+1)
+		counts := make([]int, 2*b)
 		for range 20 {
-			if err := f.sample(f.vals); err != nil {
+			if err := f.sample(); err != nil {
 				t.Fatal(err)
 			}
-			for _, x := range f.vals {
-				if x < -b || x > b {
+			for i := range f.lo {
+				x := drawn(f, i).Int64()
+				if x < -b || x >= b {
 					t.Fatalf("S=%d: %d out of range", S, x)
 				}
 				counts[x+b]++
 			}
 		}
-		// 2b dof <= 32: a threshold of 100 is far in the tail.
+		// 2b - 1 dof <= 31: a threshold of 100 is far in the tail.
 		if chi := chiSquare(counts); chi > 100 {
-			t.Errorf("S=%d: chi2 %.1f on %d dof, counts %v", S, chi, 2*b, counts)
+			t.Errorf("S=%d: chi2 %.1f on %d dof, counts %v", S, chi, 2*b-1, counts)
 		}
 		for v, c := range counts {
 			if c == 0 {
@@ -122,78 +133,72 @@ func TestFloodingSmallBounds(t *testing.T) {
 			}
 		}
 	}
-	if _, err := newFlooder(rand.Reader, 63, 8); err == nil {
-		t.Error("S = 63 accepted")
+	for S := uint(62); S <= 65; S++ {
+		f, err := newFlooder(rand.Reader, S, 1<<13)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.sample(); err != nil {
+			t.Fatal(err)
+		}
+		b := new(big.Int).Lsh(big.NewInt(1), S)
+		neg := 0
+		for i := range f.lo {
+			x := drawn(f, i)
+			if x.Cmp(new(big.Int).Neg(b)) < 0 || x.Cmp(b) >= 0 {
+				t.Fatalf("S=%d: %s out of range", S, x)
+			}
+			if x.Sign() < 0 {
+				neg++
+			}
+		}
+		if neg < 3700 || neg > 4500 { // 4096 expected, sd 45
+			t.Errorf("S=%d: %d of 8192 negative", S, neg)
+		}
+	}
+	if _, err := newFlooder(rand.Reader, maxFloodLog2+1, 8); err == nil {
+		t.Error("S = 127 accepted")
 	}
 	if _, err := newFlooder(rand.Reader, 0, 8); err == nil {
 		t.Error("S = 0 accepted")
 	}
 }
 
-// TestFloodingRejection drives the sampler with chosen words: the smallest
-// rejected word, the largest accepted one, the extremes of the range, and a
-// failing reader.
-func TestFloodingRejection(t *testing.T) {
-	const S, n = SmudgingLog2, 4
-	f, err := newFlooder(nil, S, n)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if f.span != 1<<(S+1)+1 || f.limit%f.span != 0 || f.limit < 1<<63 || math.MaxUint64-f.limit >= f.span {
-		t.Fatalf("span %d limit %d", f.span, f.limit)
-	}
-	word := func(v uint64) []byte {
-		var b [8]byte
-		for i := range b {
-			b[i] = byte(v >> (8 * i))
+// TestFloodingWords drives the sampler with chosen words: all zeros is
+// -2^S, all ones 2^S - 1, the word 2^S is 0, and a failing reader.
+func TestFloodingWords(t *testing.T) {
+	for _, S := range []uint{10, 63, 64, SmudgingLog2} {
+		f, err := newFlooder(nil, S, 4)
+		if err != nil {
+			t.Fatal(err)
 		}
-		return b[:]
-	}
-	var stream bytes.Buffer
-	stream.Write(word(f.limit))             // rejected
-	stream.Write(word(math.MaxUint64))      // rejected
-	stream.Write(word(f.limit - 1))         // accepted: span - 1 - 2^S = 2^S
-	stream.Write(word(0))                   // -2^S
-	stream.Write(word(f.span + 1<<S))       // 0
-	stream.Write(word(f.span*2 + 1<<S - 5)) // -5
-	for stream.Len() < len(f.buf) {
-		stream.Write(word(math.MaxUint64))
-	}
-	f.rnd = &stream
-	out := make([]int64, n)
-	if err := f.sample(out); err != nil {
-		t.Fatal(err)
-	}
-	if want := []int64{1 << S, -1 << S, 0, -5}; !slices.Equal(out, want) {
-		t.Fatalf("got %v, want %v", out, want)
-	}
-	f.rnd = io.LimitReader(rand.Reader, 7)
-	if err := f.sample(out); err == nil {
-		t.Error("short read accepted")
-	}
-}
-
-// TestFloodingRefill checks a second read with a short buffer: 4 words per
-// read, the first 3 rejected.
-func TestFloodingRefill(t *testing.T) {
-	f, err := newFlooder(nil, 10, 2)
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.buf = make([]byte, 32)
-	var stream bytes.Buffer
-	for _, w := range []uint64{math.MaxUint64, math.MaxUint64, math.MaxUint64, 7, 2049 + 1025, 0, 0, 0} {
-		for i := range 8 {
-			stream.WriteByte(byte(w >> (8 * i)))
+		var stream bytes.Buffer
+		word := func(lo, hi uint64) {
+			var b [16]byte
+			for i := range 8 {
+				b[i], b[8+i] = byte(lo>>(8*i)), byte(hi>>(8*i))
+			}
+			stream.Write(b[:])
 		}
-	}
-	f.rnd = &stream
-	out := make([]int64, 2)
-	if err := f.sample(out); err != nil {
-		t.Fatal(err)
-	}
-	if want := []int64{7 - 1024, 1}; !slices.Equal(out, want) {
-		t.Fatalf("got %v, want %v", out, want)
+		half := new(big.Int).Lsh(big.NewInt(1), S) // 2^S as (lo, hi)
+		word(0, 0)
+		word(math.MaxUint64, math.MaxUint64)
+		word(new(big.Int).And(half, new(big.Int).SetUint64(math.MaxUint64)).Uint64(), new(big.Int).Rsh(half, 64).Uint64())
+		word(5, 0) // 5 - 2^S
+		f.rnd = &stream
+		if err := f.sample(); err != nil {
+			t.Fatal(err)
+		}
+		want := []*big.Int{new(big.Int).Neg(half), new(big.Int).Sub(half, big.NewInt(1)), big.NewInt(0), new(big.Int).Sub(big.NewInt(5), half)}
+		for i, w := range want {
+			if got := drawn(f, i); got.Cmp(w) != 0 {
+				t.Errorf("S=%d word %d: %s, want %s", S, i, got, w)
+			}
+		}
+		f.rnd = io.LimitReader(rand.Reader, 7)
+		if err := f.sample(); err == nil {
+			t.Error("short read accepted")
+		}
 	}
 }
 
@@ -227,7 +232,7 @@ func TestFloodingRNS(t *testing.T) {
 	p := params(t)
 	rq := p.RingQ().AtLevel(p.Level())
 	moduli := rq.ModuliChain()[:rq.Level()+1]
-	if len(moduli) != 3 {
+	if len(moduli) != 4 {
 		t.Fatalf("%d primes", len(moduli))
 	}
 	f, err := newFlooder(rand.Reader, SmudgingLog2, p.N())
@@ -240,40 +245,71 @@ func TestFloodingRNS(t *testing.T) {
 		if err := f.readPoly(rq, poly); err != nil {
 			t.Fatal(err)
 		}
-		for i, x := range f.vals {
+		for i := range f.lo {
 			for j, q := range moduli {
 				res[j] = poly.Coeffs[j][i]
 				if res[j] >= q {
 					t.Fatalf("coefficient %d prime %d: %d not reduced", i, j, res[j])
 				}
 			}
-			if got := crt(res, moduli); got.Cmp(big.NewInt(x)) != 0 {
-				t.Fatalf("coefficient %d: CRT %s, drawn %d", i, got, x)
+			if got, x := crt(res, moduli), drawn(f, i); got.Cmp(x) != 0 {
+				t.Fatalf("coefficient %d: CRT %s, drawn %s", i, got, x)
 			}
 		}
 	}
-	// Edge values, including multiples of each prime and +-2^62.
-	edges := []int64{0, 1, -1, 1 << 62, -1 << 62, 1<<62 - 1, -1<<62 + 1, 1 << SmudgingLog2, -1 << SmudgingLog2}
+	// Edge values, including multiples of each prime, +-2^63, +-2^64 and
+	// the extremes of the flooding.
+	one := big.NewInt(1)
+	pow := func(k uint) *big.Int { return new(big.Int).Lsh(one, k) }
+	edges := []*big.Int{big.NewInt(0), one, big.NewInt(-1), pow(63), new(big.Int).Neg(pow(63)), pow(64), new(big.Int).Neg(pow(64)),
+		new(big.Int).Sub(pow(64), one), new(big.Int).Add(pow(64), one), new(big.Int).Neg(new(big.Int).Add(pow(64), one)),
+		pow(SmudgingLog2), new(big.Int).Neg(pow(SmudgingLog2)), new(big.Int).Sub(pow(SmudgingLog2), one), new(big.Int).Sub(pow(126), one), new(big.Int).Neg(pow(126))}
 	for _, q := range moduli {
-		edges = append(edges, int64(q), -int64(q), int64(q)-1, -int64(q)+1, int64(q)+1, -int64(q)-1)
-		if q < 1<<61 {
-			edges = append(edges, 3*int64(q), -3*int64(q))
+		bq := new(big.Int).SetUint64(q)
+		for _, k := range []int64{1, -1, 3, -3} {
+			m := new(big.Int).Mul(bq, big.NewInt(k))
+			edges = append(edges, m, new(big.Int).Add(m, one), new(big.Int).Sub(m, one))
 		}
+		edges = append(edges, new(big.Int).Mul(bq, pow(60)))
 	}
+	mask := new(big.Int).SetUint64(math.MaxUint64)
 	for _, x := range edges {
-		for j, q := range moduli {
-			res[j] = reduceSigned(x, q, rq.SubRings[j].BRedConstant)
-			want := new(big.Int).Mod(big.NewInt(x), new(big.Int).SetUint64(q)).Uint64()
-			if res[j] != want {
-				t.Errorf("reduceSigned(%d, %d) = %d, want %d", x, q, res[j], want)
-			}
+		// x as (hi, lo) in two's complement.
+		tw := new(big.Int).Set(x)
+		if x.Sign() < 0 {
+			tw.Add(tw, pow(128))
 		}
-		if got := crt(res, moduli); got.Cmp(big.NewInt(x)) != 0 {
-			t.Errorf("edge %d: CRT %s", x, got)
+		lo := new(big.Int).And(tw, mask).Uint64()
+		hi := int64(new(big.Int).Rsh(tw, 64).Uint64())
+		for j, q := range moduli {
+			res[j] = reduce128(hi, lo, q)
+			want := new(big.Int).Mod(x, new(big.Int).SetUint64(q)).Uint64()
+			if res[j] != want {
+				t.Errorf("reduce128(%s, %d) = %d, want %d", x, q, res[j], want)
+			}
 		}
 	}
 	if err := f.readPoly(p.RingQ().AtLevel(0), poly); err != nil {
 		t.Errorf("level 0: %v", err)
+	}
+}
+
+// TestFloodingDistance: the flooding is sized from what the upload proofs
+// prove, not from honest noise: at most 2^-40 of statistical distance for
+// a job whose sums hold 10,000 uploaded ciphertexts under the largest
+// committee, and the full committee's flooding leaves at least 8 bits of
+// the noise budget.
+func TestFloodingDistance(t *testing.T) {
+	p := params(t)
+	sd := FloodingDistanceLog2(p.N(), 10000, maxCommittee)
+	sd3 := FloodingDistanceLog2(p.N(), 10000, 3)
+	t.Logf("statistical distance per job at 10,000 uploaded ciphertexts: 2^%.2f (64 members), 2^%.2f (3 members); flooding 2^%d, budget 2^%.1f",
+		sd, sd3, SmudgingLog2, p.NoiseBudgetLog2())
+	if sd > -40 {
+		t.Errorf("statistical distance 2^%.2f per job, want at most 2^-40", sd)
+	}
+	if margin := p.NoiseBudgetLog2() - (SmudgingLog2 + math.Log2(maxCommittee)); margin < 8 {
+		t.Errorf("noise margin above a full committee's flooding %.1f bits, want 8", margin)
 	}
 }
 
@@ -294,8 +330,8 @@ func TestCombineIsLattigos(t *testing.T) {
 		if _, err := members[pt-1].KeySwitchShare(cts[0], user.Public, active, nil); err != nil { // a first switch for this user
 			t.Fatal(err)
 		}
-		if made, err := members[pt-1].PrepareSwitch(1); err != nil || !made {
-			t.Fatalf("PrepareSwitch: %v, %v", made, err)
+		if !members[pt-1].PrepareSwitch(1) {
+			t.Fatal("PrepareSwitch made none")
 		}
 		s, err := members[pt-1].KeySwitchShare(cts[0], user.Public, active, nil)
 		if err != nil {
@@ -318,12 +354,16 @@ func TestCombineIsLattigos(t *testing.T) {
 	for _, s := range shares {
 		pks.AggregateShares(sum, *s, &sum)
 	}
+	twice := cts[0].CopyNew() // members switch 2 ct
+	rq := p.RingQ().AtLevel(p.Level())
+	rq.MulScalar(twice.Value[0], SwitchFactor, twice.Value[0])
+	rq.MulScalar(twice.Value[1], SwitchFactor, twice.Value[1])
 	want := p.NewCiphertext()
-	pks.KeySwitch(cts[0], sum, want)
+	pks.KeySwitch(twice, sum, want)
 	if !got.Equal(want) {
-		t.Fatal("CombineKeySwitch differs from lattigo's KeySwitch of the aggregated shares")
+		t.Fatal("CombineKeySwitch differs from lattigo's KeySwitch of 2 ct with the aggregated shares")
 	}
-	dec, err := NewDecryptor(p, user.Secret).DecryptVector([]*rlwe.Ciphertext{got}, len(vals))
+	dec, err := NewDecryptor(p, user.Secret).DecryptSwitched([]*rlwe.Ciphertext{got}, len(vals))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -358,7 +398,7 @@ func noiseCoeffs(p Params, ct *rlwe.Ciphertext, sk *rlwe.SecretKey, want []int64
 // sees after a key switch by 2 members is the sum of two uniform floods,
 // about 2^(S+1) at most and with variance 2 (2^S)^2 / 3, and its low 8 bits
 // are uniform. A switch without any flooding would leave a noise of about
-// 2^13.
+// 2^14 (twice the ciphertext's: members switch 2 ct).
 func TestKeySwitchFlooding(t *testing.T) {
 	p := params(t)
 	members, cpk := committee(t, p, Committee{N: 3, Threshold: 2})
@@ -385,9 +425,7 @@ func TestKeySwitchFlooding(t *testing.T) {
 		for _, pt := range active {
 			// After the first switch, over an encryption of zero prepared
 			// after the last one.
-			if _, err := members[pt-1].PrepareSwitch(1); err != nil {
-				t.Fatal(err)
-			}
+			members[pt-1].PrepareSwitch(1)
 			s, err := members[pt-1].KeySwitchShare(cts[0], user.Public, active, nil)
 			if err != nil {
 				t.Fatal(err)
@@ -398,14 +436,18 @@ func TestKeySwitchFlooding(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		got, err := NewDecryptor(p, user.Secret).DecryptVector([]*rlwe.Ciphertext{out}, len(vals))
+		got, err := NewDecryptor(p, user.Secret).DecryptSwitched([]*rlwe.Ciphertext{out}, len(vals))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if !slices.Equal(got, vals) {
 			t.Fatal("key-switched ciphertext decrypts wrongly")
 		}
-		for _, e := range noiseCoeffs(p, out, user.Secret, vals) {
+		twice := make([]int64, len(vals))
+		for i, v := range vals {
+			twice[i] = SwitchFactor * v
+		}
+		for _, e := range noiseCoeffs(p, out, user.Secret, twice) {
 			low[new(big.Int).And(e, big.NewInt(255)).Int64()]++ // e mod 256
 			f, _ := new(big.Float).SetInt(e).Float64()
 			sumSq += (f * scale) * (f * scale)

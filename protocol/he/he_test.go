@@ -38,7 +38,8 @@ func TestParams(t *testing.T) {
 	q0 := new(big.Int).SetUint64(Q0)
 	q1 := new(big.Int).SetUint64(Q1)
 	q2 := new(big.Int).SetUint64(Q2)
-	for name, m := range map[string]*big.Int{"T": T, "q0": q0, "q1": q1, "q2": q2} {
+	q3 := new(big.Int).SetUint64(Q3)
+	for name, m := range map[string]*big.Int{"T": T, "q0": q0, "q1": q1, "q2": q2, "q3": q3} {
 		if !m.ProbablyPrime(40) {
 			t.Errorf("%s = %s is not prime", name, m)
 		}
@@ -46,16 +47,22 @@ func TestParams(t *testing.T) {
 			t.Errorf("%s = %s is not 1 mod 2^14", name, m)
 		}
 	}
-	if T.BitLen() != 60 || q0.BitLen() != 61 || q1.BitLen() != 45 || q2.BitLen() != 40 || q0.Cmp(T) <= 0 {
-		t.Errorf("bit lengths %d %d %d %d", T.BitLen(), q0.BitLen(), q1.BitLen(), q2.BitLen())
+	if T.BitLen() != 60 || q0.BitLen() != 61 || q1.BitLen() != 45 || q2.BitLen() != 40 || q3.BitLen() != 55 || q0.Cmp(T) <= 0 {
+		t.Errorf("bit lengths %d %d %d %d %d", T.BitLen(), q0.BitLen(), q1.BitLen(), q2.BitLen(), q3.BitLen())
 	}
-	if len(map[uint64]bool{PlaintextModulus: true, Q0: true, Q1: true, Q2: true}) != 4 {
+	// Q3 is the largest prime below 2^55 that is 1 mod 2^14.
+	for c := new(big.Int).Add(q3, big.NewInt(1<<14)); c.BitLen() <= 55; c.Add(c, big.NewInt(1<<14)) {
+		if c.ProbablyPrime(20) {
+			t.Errorf("%s is a larger prime than Q3 below 2^55, 1 mod 2^14", c)
+		}
+	}
+	if len(map[uint64]bool{PlaintextModulus: true, Q0: true, Q1: true, Q2: true, Q3: true}) != 5 {
 		t.Error("moduli not distinct")
 	}
-	if p.Slots() != 8192 || p.LogN() != 13 || p.LogQ() > MaxLogQ || p.LogQP() > 218 || p.PCount() != 0 || p.MaxLevel() != 2 {
+	if p.Slots() != 8192 || p.LogN() != 13 || p.LogQ() > MaxLogQ || p.LogQP() > 218 || p.PCount() != 0 || p.MaxLevel() != 3 {
 		t.Errorf("slots %d logN %d logQ %.1f P %d levels %d", p.Slots(), p.LogN(), p.LogQ(), p.PCount(), p.MaxLevel())
 	}
-	if b := p.NoiseBudgetLog2(); b < 84 || b > 86 {
+	if b := p.NoiseBudgetLog2(); b < 139 || b > 141 {
 		t.Errorf("noise budget %.2f bits", b)
 	}
 	if _, err := ParamsByID("nope"); err == nil {
@@ -156,8 +163,8 @@ func TestProtocolRoundTrip(t *testing.T) {
 					if i == 1 {
 						// The second ciphertext's noise share over an
 						// encryption of zero prepared after the first.
-						if made, err := members[pt-1].PrepareSwitch(1); err != nil || !made {
-							t.Fatalf("PrepareSwitch: %v, %v", made, err)
+						if !members[pt-1].PrepareSwitch(1) {
+							t.Fatal("PrepareSwitch made none")
 						}
 					}
 					s, err := members[pt-1].KeySwitchShare(sum[i], user.Public, tc.active, noise)
@@ -167,7 +174,7 @@ func TestProtocolRoundTrip(t *testing.T) {
 					if n := members[pt-1].userEnc.Prepared(); n != 0 {
 						t.Fatalf("%d prepared encryptions of zero left after a share: each masks one share", n)
 					}
-					if made, _ := members[pt-1].PrepareSwitch(0); made {
+					if members[pt-1].PrepareSwitch(0) {
 						t.Fatal("PrepareSwitch made one with 0 wanted")
 					}
 					back, err := p.Codecs().KeySwitchShare.Unmarshal(p.Codecs().KeySwitchShare.Marshal(s))
@@ -180,11 +187,11 @@ func TestProtocolRoundTrip(t *testing.T) {
 				if switched[i], err = CombineKeySwitch(p, sum[i], shares); err != nil {
 					t.Fatal(err)
 				}
-				if err := plain.SubMask(switched[i], masks[i]); err != nil {
+				if err := plain.Unmask(switched[i], masks[i]); err != nil {
 					t.Fatal(err)
 				}
 			}
-			got, err := NewDecryptor(p, user.Secret).DecryptVector(switched, n)
+			got, err := NewDecryptor(p, user.Secret).DecryptSwitched(switched, n)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -194,7 +201,7 @@ func TestProtocolRoundTrip(t *testing.T) {
 				}
 			}
 			// Without unmasking, the user sees uniform garbage, not the sum.
-			masked, _ := NewDecryptor(p, user.Secret).DecryptVector([]*rlwe.Ciphertext{combineNoMask(t, p, sum[0], members, tc.active, user.Public)}, 100)
+			masked, _ := NewDecryptor(p, user.Secret).DecryptSwitched([]*rlwe.Ciphertext{combineNoMask(t, p, sum[0], members, tc.active, user.Public)}, 100)
 			same := 0
 			for i := range masked {
 				if masked[i] == want[i] {
@@ -265,7 +272,7 @@ func TestMemberRestore(t *testing.T) {
 	enc, _ := NewEncryptor(p, cpk)
 	cts, _ := enc.EncryptVector([]int64{7, -8, 9})
 	ks := combineNoMask(t, p, cts[0], restored, []Point{2, 3}, user.Public)
-	got, _ := NewDecryptor(p, user.Secret).DecryptVector([]*rlwe.Ciphertext{ks}, 3)
+	got, _ := NewDecryptor(p, user.Secret).DecryptSwitched([]*rlwe.Ciphertext{ks}, 3)
 	if got[0] != 7 || got[1] != -8 || got[2] != 9 {
 		t.Fatalf("restored committee decrypts %v", got)
 	}
@@ -338,9 +345,9 @@ func TestCodecs(t *testing.T) {
 	if !back.Equal(cts[0]) {
 		t.Error("ciphertext round trip differs")
 	}
-	// 2 polynomials x 3 primes x 8192 coefficients x 8 bytes = 393,216 + headers.
-	if c.Ciphertext.Size() < 393000 || c.Ciphertext.Size() > 394000 {
-		t.Errorf("ciphertext size %d, expected about 393 KB", c.Ciphertext.Size())
+	// 2 polynomials x 4 primes x 8192 coefficients x 8 bytes = 524,288 + headers.
+	if c.Ciphertext.Size() < 524288 || c.Ciphertext.Size() > 525000 {
+		t.Errorf("ciphertext size %d, expected about 524 KB", c.Ciphertext.Size())
 	}
 
 	good := c.Ciphertext.Marshal(cts[0])
@@ -401,8 +408,8 @@ func TestPrepared(t *testing.T) {
 		t.Fatal(err)
 	}
 	for want := 1; want <= 2; want++ {
-		if n, err := enc.Prepare(); err != nil || n != want {
-			t.Fatalf("Prepare: %d ready, %v; want %d", n, err, want)
+		if n := enc.Prepare(); n != want {
+			t.Fatalf("Prepare: %d ready; want %d", n, want)
 		}
 	}
 	// Kept apart from the encryptor that made them and given to another

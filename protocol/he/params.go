@@ -23,24 +23,30 @@ const (
 	// 2^40 that is 1 mod 2^14 (= 2N): the first prime of lattigo's
 	// ring.NewNTTFriendlyPrimesGenerator(40, 1<<14).NextDownstreamPrime,
 	// checked prime by trial division and by openssl prime (TestParams checks
-	// it again). It makes room in Q for the flooding of the public-key switch.
+	// it again).
 	Q2 uint64 = 1099511480321
+	// Q3 = 36028797018652673, the largest prime below 2^55 that is 1 mod
+	// 2^14 (lattigo's NextDownstreamPrime from 2^55; TestParams checks it).
+	// Q2 and Q3 make room in Q for the flooding of the public-key switch,
+	// which is sized from what the upload proofs prove (SmudgingLog2).
+	Q3 uint64 = 36028797018652673
 	// LogN is log2 of the ring degree.
 	LogN = 13
 	// MaxLogQ is the HE-standard bound on log2(QP) for 128-bit security at
 	// logN = 13 (ternary secrets, error sigma 3.2).
 	MaxLogQ = 218
 	// DefaultParamsID names the default parameter set in job specs.
-	DefaultParamsID = "bgv-logn13-t60-q61x45x40"
+	DefaultParamsID = "bgv-logn13-t60-q61x45x40x55"
 	// SmudgingLog2 is S: in the public-key switch each committee member
 	// floods its share with noise whose coefficients are independent and
-	// uniform over the integers [-2^S, 2^S] (see flooder). By the smudging
-	// lemma this hides a noise e with statistical distance at most |e| / 2^S
-	// per coefficient, that is by S - log2|e| bits: at least 40 for the
-	// noise of a 10,000-ciphertext sum (measured 2^17.9 with a committee of
-	// 3, 2^19.9 with 64), while a full committee's flooding, 64 * 2^S =
-	// 2^67, stays far inside the 2^85 noise budget. S <= 62 (flooder).
-	SmudgingLog2 = 61
+	// uniform over the integers [-2^S, 2^S) (see flooder). By the smudging
+	// lemma this hides a noise e with statistical distance at most
+	// |e| / 2^(S+1) per coefficient. What it must hide is sized from what
+	// the upload proofs prove (FloodingDistance), not from honest noise:
+	// at most 2^-40 for a job whose sum holds 10,000 uploaded ciphertexts
+	// under the largest committee, while a full committee's flooding,
+	// 64 * 2^S = 2^126, stays 14 bits inside the 2^140 noise budget.
+	SmudgingLog2 = 120
 )
 
 // maxCommittee is the largest committee Committee.Validate accepts.
@@ -63,7 +69,7 @@ type Params struct {
 func NewDefaultParams() (Params, error) {
 	p, err := bgv.NewParametersFromLiteral(bgv.ParametersLiteral{
 		LogN:             LogN,
-		Q:                []uint64{Q0, Q1, Q2},
+		Q:                []uint64{Q0, Q1, Q2, Q3},
 		PlaintextModulus: PlaintextModulus,
 	})
 	if err != nil {
@@ -72,7 +78,7 @@ func NewDefaultParams() (Params, error) {
 	if p.MaxSlots() != 1<<LogN {
 		return Params{}, fmt.Errorf("default bgv parameters: %d slots, want %d", p.MaxSlots(), 1<<LogN)
 	}
-	if p.MaxLevel() != 2 || p.PCount() != 0 {
+	if p.MaxLevel() != 3 || p.PCount() != 0 {
 		return Params{}, fmt.Errorf("default bgv parameters: unexpected moduli chain")
 	}
 	if p.LogQP() > MaxLogQ {

@@ -1,6 +1,10 @@
 package he
 
 import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"github.com/tuneinsight/lattigo/v5/mhe"
 	"github.com/tuneinsight/lattigo/v5/ring"
@@ -80,4 +84,51 @@ func (p Params) deriveCodecs() (*Codecs, error) {
 		return nil, err
 	}
 	return &c, nil
+}
+
+// PolySize is the length of one polynomial at the protocol level in the
+// canonical encoding of AppendPoly.
+func (p Params) PolySize() int { return 8 * p.N() * (p.Level() + 1) }
+
+// AppendPoly appends the canonical encoding of a polynomial at the protocol
+// level (a ciphertext's c0 or c1, in the NTT domain as stored): its rows,
+// one per prime, each N little-endian uint64 residues. It is what upload
+// statements hash and what members receive of each upload's c1.
+func (p Params) AppendPoly(dst []byte, poly ring.Poly) []byte {
+	for _, row := range poly.Coeffs[:p.Level()+1] {
+		for _, c := range row {
+			dst = binary.LittleEndian.AppendUint64(dst, c)
+		}
+	}
+	return dst
+}
+
+// DecodePoly decodes AppendPoly's encoding into out (a polynomial at the
+// protocol level), checking the length and that every residue is reduced.
+func (p Params) DecodePoly(b []byte, out ring.Poly) error {
+	if len(b) != p.PolySize() {
+		return fmt.Errorf("%w polynomial: %d bytes, want %d", ErrMalformed, len(b), p.PolySize())
+	}
+	if out.Level() < p.Level() || out.N() != p.N() {
+		return fmt.Errorf("polynomial: the target does not fit the parameters")
+	}
+	n := p.N()
+	for j, q := range p.Q()[:p.Level()+1] {
+		row := out.Coeffs[j]
+		for i := range row {
+			c := binary.LittleEndian.Uint64(b[8*(j*n+i):])
+			if c >= q {
+				return fmt.Errorf("%w polynomial: residue %d of prime %d is not reduced", ErrMalformed, i, j)
+			}
+			row[i] = c
+		}
+	}
+	return nil
+}
+
+// ProofKey returns the key of the upload proofs (protocol/zk) under the
+// committee key pk: the ring at the protocol level and pk's second
+// component.
+func (p Params) ProofKey(pk *rlwe.PublicKey) (*zk.Key, error) {
+	return zk.NewKey(p.RingQ().AtLevel(p.Level()), pk.Value[1].Q)
 }

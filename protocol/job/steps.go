@@ -207,7 +207,7 @@ func Unblind(p he.Params, switched []*rlwe.Ciphertext, masks [][]uint64) error {
 	}
 	plain := he.NewPlain(p)
 	for i, ct := range switched {
-		if err := plain.SubMask(ct, masks[i]); err != nil {
+		if err := plain.Unmask(ct, masks[i]); err != nil {
 			return fmt.Errorf("unblind ciphertext %d: %w", i, err)
 		}
 	}
@@ -264,7 +264,7 @@ func DecryptRelease(s *Spec, sch *schema.Schema, p he.Params, sk *rlwe.SecretKey
 	if err != nil {
 		return nil, err
 	}
-	vec, err := he.NewDecryptor(p, sk).DecryptVector(cts, l.Len())
+	vec, err := he.NewDecryptor(p, sk).DecryptSwitched(cts, l.Len())
 	if err != nil {
 		return nil, err
 	}

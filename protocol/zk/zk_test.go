@@ -1,0 +1,349 @@
+package zk
+
+import (
+	"crypto/rand"
+	"errors"
+	"math"
+	"math/big"
+	"testing"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/ring"
+	"github.com/tuneinsight/lattigo/v5/utils/sampling"
+)
+
+// testSetup is a committee-like key at N = 2^13 over the moduli of the
+// protocol's parameters (protocol/he imports this package, so the test
+// builds its ring from lattigo directly).
+type testSetup struct {
+	params rlwe.Parameters
+	rq     *ring.Ring
+	sk     *rlwe.SecretKey
+	pk     *rlwe.PublicKey
+	key    *Key
+}
+
+func newSetup(t testing.TB) *testSetup {
+	t.Helper()
+	params, err := rlwe.NewParametersFromLiteral(rlwe.ParametersLiteral{
+		LogN:    13,
+		Q:       []uint64{2305843009213317121, 35184371613697, 1099511480321, 36028797018652673},
+		NTTFlag: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sk, pk := rlwe.NewKeyGenerator(params).GenKeyPairNew()
+	rq := params.RingQ().AtLevel(params.MaxLevel())
+	key, err := NewKey(rq, pk.Value[1].Q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &testSetup{params: params, rq: rq, sk: sk, pk: pk, key: key}
+}
+
+// encrypt makes c1 = a u + e1 (NTT domain) as a public-key encryption
+// does, with u ternary and e1 from lattigo's Gaussian sampler, and returns
+// the witness.
+func (s *testSetup) encrypt(t testing.TB) (ring.Poly, Witness) {
+	t.Helper()
+	prng, err := sampling.NewPRNG()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := ring.NewSampler(prng, s.rq, ring.Ternary{P: 2.0 / 3}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs, err := ring.NewSampler(prng, s.rq, s.params.Xe(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, e := s.rq.NewPoly(), s.rq.NewPoly()
+	ts.Read(u)
+	gs.Read(e)
+	w := Witness{U: s.signed(u), E: s.signed(e)}
+	c1 := s.rq.NewPoly()
+	s.rq.NTT(u, u)
+	s.rq.NTT(e, e)
+	s.rq.MulCoeffsMontgomery(u, s.pk.Value[1].Q, c1)
+	s.rq.Add(c1, e, c1)
+	return c1, w
+}
+
+// signed reads a small polynomial's coefficients as signed integers.
+func (s *testSetup) signed(p ring.Poly) []int8 {
+	q := s.rq.SubRings[0].Modulus
+	out := make([]int8, s.rq.N())
+	for i, c := range p.Coeffs[0] {
+		if c > q/2 {
+			out[i] = -int8(q - c)
+		} else {
+			out[i] = int8(c)
+		}
+	}
+	return out
+}
+
+func TestHonestProof(t *testing.T) {
+	s := newSetup(t)
+	c1, w := s.encrypt(t)
+	bind := []byte("job 1 owner a ct 0")
+	p, err := s.key.Prove(c1, bind, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.key.Verify(c1, bind, p); err != nil {
+		t.Fatalf("honest proof refused: %v", err)
+	}
+	b := p.Marshal()
+	if len(b) != Size(s.rq.N()) {
+		t.Fatalf("encoded proof of %d bytes, Size says %d", len(b), Size(s.rq.N()))
+	}
+	q, err := Unmarshal(b, s.rq.N())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.key.Verify(c1, bind, q); err != nil {
+		t.Fatalf("decoded proof refused: %v", err)
+	}
+	if string(q.Marshal()) != string(b) {
+		t.Fatal("the encoding does not round-trip")
+	}
+	t.Logf("proof: %d bytes", len(b))
+}
+
+// TestTamperedProofs: a proof verifies only for its own c1 and binding, and
+// any change to a response or the seed is refused.
+func TestTamperedProofs(t *testing.T) {
+	s := newSetup(t)
+	c1, w := s.encrypt(t)
+	bind := []byte("job 1 owner a ct 0")
+	p, err := s.key.Prove(c1, bind, w, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _ := s.encrypt(t)
+	cases := map[string]func() error{
+		"another binding (owner)": func() error { return s.key.Verify(c1, []byte("job 1 owner b ct 0"), p) },
+		"another c1":              func() error { return s.key.Verify(other, bind, p) },
+		"a response changed": func() error {
+			q := *p
+			q.Zu[3] = append([]int32(nil), p.Zu[3]...)
+			q.Zu[3][100] ^= 1
+			return s.key.Verify(c1, bind, &q)
+		},
+		"the seed changed": func() error {
+			q := *p
+			q.Seed[0] ^= 1
+			return s.key.Verify(c1, bind, &q)
+		},
+		"a response out of bounds": func() error {
+			q := *p
+			q.Ze[0] = append([]int32(nil), p.Ze[0]...)
+			q.Ze[0][7] = ZeMax
+			return s.key.Verify(c1, bind, &q)
+		},
+	}
+	for name, verify := range cases {
+		if err := verify(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
+	}
+	// Another key (another committee) refuses it too.
+	s2 := newSetup(t)
+	if err := s2.key.Verify(c1, bind, p); !errors.Is(err, ErrInvalid) {
+		t.Errorf("another committee key: got %v, want ErrInvalid", err)
+	}
+}
+
+// TestCraftedC1Refused: the audit's attack ciphertext, c1 = K T^-1 with
+// K = 2^124, has no short preimage; a prover that answers with the witness
+// of an honest encryption (the best it has) is refused, and so is one that
+// answers with the zero witness.
+func TestCraftedC1Refused(t *testing.T) {
+	s := newSetup(t)
+	T := new(ringBig).SetUint64(1152921504606830593)
+	Q := s.rq.Modulus()
+	k := new(ringBig).Lsh(new(ringBig).SetInt64(1), 124)
+	tinv := new(ringBig).ModInverse(T, Q)
+	kt := new(ringBig).Mul(k, tinv)
+	kt.Mod(kt, Q)
+	crafted := s.rq.NewPoly()
+	coeffs := make([]*ringBig, s.rq.N())
+	for i := range coeffs {
+		coeffs[i] = new(ringBig)
+	}
+	coeffs[0].Set(kt)
+	s.rq.SetCoefficientsBigint(coeffs, crafted)
+	s.rq.NTT(crafted, crafted)
+	_, honest := s.encrypt(t)
+	zero := Witness{U: make([]int8, s.rq.N()), E: make([]int8, s.rq.N())}
+	for name, w := range map[string]Witness{"honest witness": honest, "zero witness": zero} {
+		p, err := s.key.Prove(crafted, []byte("b"), w, nil)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err) // the prover does not check the relation
+		}
+		if err := s.key.Verify(crafted, []byte("b"), p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: crafted c1 accepted (%v)", name, err)
+		}
+	}
+}
+
+// TestRelaxedRelation shows why members switch 2 c1 only: c1 =
+// (X - 1)^-1 (a u + e) has no short preimage, but 2 c1 has one, and a
+// prover that knows (u, e) answers every monomial challenge (X^k c1 = c1 +
+// (1 + X + ... + X^(k-1)) (a u + e)): the proof is accepted.
+func TestRelaxedRelation(t *testing.T) {
+	s := newSetup(t)
+	base, w := s.encrypt(t) // a u + e
+	// c1 = (X - 1)^-1 base, with (X - 1)^-1 = -(1 + X + ... + X^(N-1)) / 2.
+	n := s.rq.N()
+	inv := make([]*ringBig, n)
+	Q := s.rq.Modulus()
+	half := new(ringBig).ModInverse(new(ringBig).SetInt64(2), Q)
+	minusHalf := new(ringBig).Sub(Q, half)
+	for i := range inv {
+		inv[i] = new(ringBig).Set(minusHalf)
+	}
+	invP := s.rq.NewPoly()
+	s.rq.SetCoefficientsBigint(inv, invP)
+	s.rq.NTT(invP, invP)
+	s.rq.MForm(invP, invP)
+	c1 := s.rq.NewPoly()
+	s.rq.MulCoeffsMontgomery(base, invP, c1)
+	// Check: (X - 1) c1 = base.
+	check := s.rq.NewPoly()
+	s.rq.INTT(c1, check)
+	xc := s.rq.NewPoly()
+	s.rq.MultByMonomial(check, 1, xc)
+	s.rq.Sub(xc, check, xc)
+	s.rq.NTT(xc, xc)
+	if !s.rq.Equal(xc, base) {
+		t.Fatal("(X - 1) c1 != a u + e")
+	}
+	p := relaxedProof(s, c1, []byte("b"), w)
+	if err := s.key.Verify(c1, []byte("b"), p); err != nil {
+		t.Fatalf("the relaxed prover was refused (%v): the soundness argument would be stronger than BKLP14's", err)
+	}
+}
+
+// relaxedProof answers every challenge for c1 = (X - 1)^-1 (a u + e): it
+// commits to w = -c1 (masks zero) and responds z = (1 + ... + X^(k-1)) (u, e).
+func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, w Witness) *Proof {
+	n := s.rq.N()
+	wk := s.key.scratch.Get().(*work)
+	defer s.key.scratch.Put(wk)
+	h := s.key.transcript(c1, bind, wk.buf)
+	for range Reps {
+		wk.w.Copy(c1)
+		s.rq.Neg(wk.w, wk.w)
+		s.key.writePoly(h, wk.w, wk.buf)
+	}
+	p := &Proof{}
+	copy(p.Seed[:], h.Sum(nil))
+	cs := s.key.challenges(p.Seed)
+	geo := func(v []int8, k int) []int32 { // (1 + X + ... + X^(k-1)) v, negacyclic
+		out := make([]int64, n)
+		for l := range k {
+			sign, sh := int64(1), l
+			if l >= n {
+				sign, sh = -1, l-n
+			}
+			for i := range n {
+				j, sg := i-sh, sign
+				if j < 0 {
+					j += n
+					sg = -sg
+				}
+				out[i] += sg * int64(v[j])
+			}
+		}
+		z := make([]int32, n)
+		for i, x := range out {
+			z[i] = int32(x)
+		}
+		return z
+	}
+	for r := range Reps {
+		p.Zu[r], p.Ze[r] = geo(w.U, cs[r]), geo(w.E, cs[r])
+	}
+	return p
+}
+
+func TestWitnessOutOfBounds(t *testing.T) {
+	s := newSetup(t)
+	c1, w := s.encrypt(t)
+	w.E[5] = BetaE + 1
+	if _, err := s.key.Prove(c1, nil, w, nil); err == nil {
+		t.Fatal("a witness outside the bounds was proven")
+	}
+}
+
+func TestProvenBounds(t *testing.T) {
+	b := ProvenBounds(1 << 13)
+	for name, c := range map[string]struct{ got, log2 float64 }{
+		"u inf": {b.UInf, 31}, "e inf": {b.EInf, 35}, "u 2": {b.U2, 36.86}, "e 2": {b.E2, 40.86},
+	} {
+		if l := math.Log2(c.got); l > c.log2 || l < c.log2-0.1 {
+			t.Errorf("%s: log2 %.3f, documented %.2f", name, l, c.log2)
+		}
+	}
+	if got := Size(1 << 13); got != 409634 {
+		t.Errorf("proof size %d, documented 409,634", got)
+	}
+}
+
+func TestUnmarshalRefuses(t *testing.T) {
+	s := newSetup(t)
+	c1, w := s.encrypt(t)
+	p, err := s.key.Prove(c1, nil, w, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := p.Marshal()
+	n := s.rq.N()
+	if _, err := Unmarshal(b[:len(b)-1], n); err == nil {
+		t.Error("a short proof was decoded")
+	}
+	bad := append([]byte(nil), b...)
+	bad[0] = 2
+	if _, err := Unmarshal(bad, n); err == nil {
+		t.Error("a proof of another version was decoded")
+	}
+	// The largest packed value of a u response is 2^18 - 1 > 2 ZuMax - 1.
+	bad = append([]byte(nil), b...)
+	bad[headerSize], bad[headerSize+1], bad[headerSize+2] = 0xff, 0xff, bad[headerSize+2]|0x03
+	if _, err := Unmarshal(bad, n); !errors.Is(err, errOutOfRange) {
+		t.Errorf("an out-of-range response was decoded: %v", err)
+	}
+}
+
+func BenchmarkProve(b *testing.B) {
+	s := newSetup(b)
+	c1, w := s.encrypt(b)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.key.Prove(c1, []byte("bench"), w, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerify(b *testing.B) {
+	s := newSetup(b)
+	c1, w := s.encrypt(b)
+	p, err := s.key.Prove(c1, []byte("bench"), w, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := s.key.Verify(c1, []byte("bench"), p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// ringBig is big.Int, for the tests that build crafted polynomials.
+type ringBig = big.Int
