@@ -130,7 +130,7 @@ func pipelineChild(ctx context.Context, spec, schemaPath string, reps int) {
 		acc, _, err := job.ReadRows(js, sch, rows)
 		check(err)
 		rows.Close()
-		_, err = job.OwnerCiphertexts(js, sch, p, committee, acc, nil)
+		_, _, err = job.OwnerCiphertexts(js, sch, p, committee, acc, nil)
 		check(err)
 		fmt.Println(time.Since(start).Seconds())
 	}

@@ -23,6 +23,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -68,6 +69,11 @@ type CSP struct {
 	// of the member's key material (lattigo objects are not concurrent-safe).
 	switching jobLocks
 	memberMu  sync.Mutex
+	// keyMu guards the upload proofs' key under the committee key
+	// (proofKey), made at the first switch.
+	keyMu sync.Mutex
+	zkKey *zk.Key
+	zkFP  string
 	// preparing is the background preparation of the next key-switch
 	// shares (prepareSwitch); Run waits for it before it closes the store.
 	preparing sync.WaitGroup

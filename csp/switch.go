@@ -10,6 +10,7 @@ import (
 	"hash"
 	"io"
 	"os"
+	"runtime"
 	"slices"
 	"sync"
 	"time"
@@ -21,8 +22,10 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/ring"
 )
 
 // SwitchRecord is the audit record of a key switch, stored with the shares.
@@ -231,9 +234,16 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		}
 		hashField(h, b)
 	}
+	verifyStart := time.Now()
+	if err := c.verifyUploads(stream, chk, st, cts); err != nil {
+		c.m.switches.WithLabelValues("refused").Inc()
+		c.log.Warn("key switch refused: the sum is not the named owners' proven uploads", "job", chk.spec.ID()[:16], "error", err)
+		return err
+	}
+	c.m.verify.Observe(time.Since(verifyStart).Seconds())
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		if err == nil {
-			return invalid("more than the %d announced ciphertexts", chk.n)
+			return invalid("more than the announced ciphertexts and uploads")
 		}
 		return err
 	}
@@ -277,6 +287,211 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	}
 	c.prepareSwitch(member, chk.n)
 	return nil
+}
+
+// verifyUploads receives, after the blinded sum, the upload of every owner
+// the header names as included, in that order (an OwnerUpload, then one
+// UploadPart per ciphertext), and checks that this member may switch the
+// sum: every upload is signed by its owner's certificate (the owner's
+// upload statement), every ciphertext's c1 is proven well formed for this
+// job and owner (protocol/zk, verified here on GOMAXPROCS workers), and the
+// c1 of each blinded ciphertext is exactly the sum of the owners' c1 (the
+// proxy's noise and mask touch only c0). Otherwise the switch is refused
+// and no share is made: a subset, a double count, a dropped, foreign or
+// crafted ciphertext, whoever sent it.
+func (c *CSP) verifyUploads(stream fedpcav1.CspService_KeySwitchServer, chk *checked, st *secretFile, cts []*rlwe.Ciphertext) error {
+	key, err := c.proofKey(st)
+	if err != nil {
+		return err
+	}
+	v := newVerifier(c.params, key, chk.spec.ID(), chk.n, runtime.GOMAXPROCS(0))
+	defer v.stop()
+	for _, owner := range chk.owners {
+		msg, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return invalid("the stream ended before owner %s's upload: every included owner's upload must come with the sum", owner)
+		}
+		if err != nil {
+			return err
+		}
+		up := msg.GetUpload()
+		if up == nil || up.GetOwner() != owner {
+			return invalid("expected owner %s's upload (the header's order), got %s", owner, describe(msg))
+		}
+		digests := make([]job.PartDigests, chk.n)
+		for i := range chk.n {
+			if msg, err = stream.Recv(); err != nil {
+				if errors.Is(err, io.EOF) {
+					return invalid("owner %s's upload ended after %d of %d ciphertexts", owner, i, chk.n)
+				}
+				return err
+			}
+			pm := msg.GetPart()
+			if pm == nil || len(pm.GetC0Digest()) != sha256.Size {
+				return invalid("owner %s's ciphertext %d: expected an upload part with a 32-byte c0 digest, got %s", owner, i, describe(msg))
+			}
+			part := job.Part{C1: pm.GetC1(), Proof: pm.GetProof()}
+			copy(part.C0Digest[:], pm.GetC0Digest())
+			digests[i] = part.Digests()
+			if err := v.add(owner, i, part); err != nil {
+				return err
+			}
+		}
+		if err := transport.VerifyOwnerSignature(c.cfg.Creds, owner, up.GetCertificate(), job.UploadContext, job.UploadStatement(chk.spec.ID(), owner, digests), up.GetSignature()); err != nil {
+			return invalid("owner %s's upload is not signed by its certificate (%v): the proxy cannot vouch for an upload", owner, err)
+		}
+	}
+	sums, err := v.wait()
+	if err != nil {
+		return err
+	}
+	rq := c.params.RingQ().AtLevel(c.params.Level())
+	for i, ct := range cts {
+		if !rq.Equal(sums[i], ct.Value[1]) {
+			return invalid("ciphertext %d of the sum is not the sum of the %d included owners' proven uploads (its c1 differs: a subset, a double count, a dropped or foreign upload, or a crafted ciphertext); no share made", i, len(chk.owners))
+		}
+	}
+	return nil
+}
+
+// describe names a key-switch message's kind, for errors.
+func describe(m *fedpcav1.KeySwitchRequest) string {
+	switch {
+	case m.GetHeader() != nil:
+		return "a header"
+	case m.GetCiphertext() != nil:
+		return "a ciphertext"
+	case m.GetUpload() != nil:
+		return fmt.Sprintf("owner %q's upload", m.GetUpload().GetOwner())
+	case m.GetPart() != nil:
+		return "an upload part"
+	}
+	return "an empty message"
+}
+
+// proofKey returns the upload proofs' key under the member's committee key.
+func (c *CSP) proofKey(st *secretFile) (*zk.Key, error) {
+	c.keyMu.Lock()
+	defer c.keyMu.Unlock()
+	if c.zkKey == nil || c.zkFP != st.Fingerprint {
+		pk, err := c.params.Codecs().PublicKey.Unmarshal(st.CommitteeKey)
+		if err != nil {
+			return nil, fmt.Errorf("committee key: %w", err)
+		}
+		if c.zkKey, err = c.params.ProofKey(pk); err != nil {
+			return nil, err
+		}
+		c.zkFP = st.Fingerprint
+	}
+	return c.zkKey, nil
+}
+
+// verifier checks upload parts on a pool of workers and adds up their c1
+// per ciphertext index. Not safe for concurrent use (one receiving
+// goroutine feeds it).
+type verifier struct {
+	params  he.Params
+	key     *zk.Key
+	job     string
+	n       int
+	work    chan verifyItem
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	err     error
+	partial [][]ring.Poly // per worker, per ciphertext index
+	done    chan struct{}
+}
+
+type verifyItem struct {
+	owner string
+	index int
+	part  job.Part
+}
+
+func newVerifier(p he.Params, key *zk.Key, jobID string, n, workers int) *verifier {
+	v := &verifier{params: p, key: key, job: jobID, n: n, work: make(chan verifyItem, workers), partial: make([][]ring.Poly, workers), done: make(chan struct{})}
+	rq := p.RingQ().AtLevel(p.Level())
+	for w := range workers {
+		v.wg.Add(1)
+		go func() {
+			defer v.wg.Done()
+			c1 := rq.NewPoly()
+			for it := range v.work {
+				if v.failed() {
+					continue
+				}
+				if err := job.VerifyPart(p, key, jobID, it.owner, it.index, n, it.part, c1); err != nil {
+					v.fail(invalid("owner %s's upload: %v (a crafted or foreign ciphertext): no share made", it.owner, err))
+					continue
+				}
+				if v.partial[w] == nil {
+					v.partial[w] = make([]ring.Poly, n)
+					for i := range v.partial[w] {
+						v.partial[w][i] = rq.NewPoly()
+					}
+				}
+				rq.Add(v.partial[w][it.index], c1, v.partial[w][it.index])
+			}
+		}()
+	}
+	return v
+}
+
+func (v *verifier) failed() bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.err != nil
+}
+
+func (v *verifier) fail(err error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.err == nil {
+		v.err = err
+	}
+}
+
+// add queues a part for verification; it returns the first failure seen.
+func (v *verifier) add(owner string, index int, part job.Part) error {
+	v.mu.Lock()
+	err := v.err
+	v.mu.Unlock()
+	if err != nil {
+		return err
+	}
+	v.work <- verifyItem{owner: owner, index: index, part: part}
+	return nil
+}
+
+// wait ends the verification and returns the sums of the verified c1.
+func (v *verifier) wait() ([]ring.Poly, error) {
+	v.stop()
+	if v.err != nil {
+		return nil, v.err
+	}
+	rq := v.params.RingQ().AtLevel(v.params.Level())
+	sums := make([]ring.Poly, v.n)
+	for i := range sums {
+		sums[i] = rq.NewPoly()
+		for _, pw := range v.partial {
+			if pw != nil {
+				rq.Add(sums[i], pw[i], sums[i])
+			}
+		}
+	}
+	return sums, nil
+}
+
+// stop closes the queue and waits for the workers (once).
+func (v *verifier) stop() {
+	select {
+	case <-v.done:
+		return
+	default:
+		close(v.done)
+		close(v.work)
+		v.wg.Wait()
+	}
 }
 
 // prepareSwitch makes, in the background and one at a time, n encryptions

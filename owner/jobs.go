@@ -20,7 +20,9 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/seal"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
@@ -40,7 +42,10 @@ type jobNote struct {
 	At         time.Time `json:"at"`
 }
 
-var bucketUploads = []byte("uploads") // job/NNNNNN -> stored ciphertext bytes
+// bucketUploads holds each stored upload until it is settled: job/NNNNNN
+// the ciphertexts' bytes, job/proof/NNNNNN their proofs, job/signature the
+// owner's signature of the upload statement.
+var bucketUploads = []byte("uploads")
 
 // JobRecord is what this owner did about a job.
 type JobRecord struct {
@@ -319,17 +324,19 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 			"first_skipped", strings.Join(rep.Examples, "; "))
 	}
 	var cts []*rlwe.Ciphertext
+	var wits []zk.Witness
 	err = ck.encrypt(func(enc *he.Encryptor) (n int, err error) {
-		cts, err = job.EncryptShare(spec, sch, enc, acc, nil)
+		cts, wits, err = job.EncryptShare(spec, sch, enc, acc, nil)
 		return len(cts), err
 	})
 	if err != nil {
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot encrypt statistics: %v", err))
 		return
 	}
-	blobs := make([][]byte, len(cts))
-	for i, ct := range cts {
-		blobs[i] = o.params.Codecs().Ciphertext.Marshal(ct)
+	up, err := o.prove(ck, id, cts, wits)
+	if err != nil {
+		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot prove the upload: %v", err))
+		return
 	}
 	compute := time.Since(start)
 	if ctx.Err() != nil {
@@ -346,11 +353,8 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		if state != Reserved {
 			return errSettled
 		}
-		b := tx.Bucket(bucketUploads)
-		for i, blob := range blobs {
-			if err := b.Put(blobKey(id, i), blob); err != nil {
-				return err
-			}
+		if err := up.put(tx.Bucket(bucketUploads), id); err != nil {
+			return err
 		}
 		return putNote(tx, id, jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
 	})
@@ -373,7 +377,68 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
 	done() // the upload is not computing
-	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, blobs)
+	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, up)
+}
+
+// upload is an owner's stored upload: its ciphertexts, their proofs and
+// its signature of the upload statement.
+type upload struct {
+	cts, proofs [][]byte
+	signature   []byte
+}
+
+// prove proves each ciphertext's c1 with its witness (the witnesses are
+// dropped afterwards: they would decrypt the upload), signs the upload
+// statement with the owner's certificate key (nothing to sign with in
+// insecure mode) and encodes the ciphertexts.
+func (o *Owner) prove(ck *committeeEnc, id string, cts []*rlwe.Ciphertext, wits []zk.Witness) (*upload, error) {
+	proofs, digests, err := job.ProveUpload(o.params, ck.encs.proofs, id, o.cfg.ID, cts, wits, nil)
+	clear(wits)
+	if err != nil {
+		return nil, err
+	}
+	up := &upload{cts: make([][]byte, len(cts)), proofs: proofs}
+	for i, ct := range cts {
+		up.cts[i] = o.params.Codecs().Ciphertext.Marshal(ct)
+	}
+	if creds := o.cfg.Dialer.Creds; creds != nil {
+		if up.signature, err = seal.Sign(creds.Signer(), job.UploadContext, job.UploadStatement(id, o.cfg.ID, digests)); err != nil {
+			return nil, fmt.Errorf("sign the upload: %w", err)
+		}
+	}
+	return up, nil
+}
+
+func proofKey(id string, i int) []byte { return []byte(fmt.Sprintf("%s/proof/%06d", id, i)) }
+
+func signatureKey(id string) []byte { return []byte(id + "/signature") }
+
+// put stores the upload in the uploads bucket.
+func (up *upload) put(b *bolt.Bucket, id string) error {
+	for i := range up.cts {
+		if err := b.Put(blobKey(id, i), up.cts[i]); err != nil {
+			return err
+		}
+		if err := b.Put(proofKey(id, i), up.proofs[i]); err != nil {
+			return err
+		}
+	}
+	return b.Put(signatureKey(id), up.signature)
+}
+
+// readUpload reads a stored upload of n ciphertexts (nil if any part is
+// missing).
+func readUpload(b *bolt.Bucket, id string, n int) *upload {
+	up := &upload{signature: bytes.Clone(b.Get(signatureKey(id)))}
+	for i := range n {
+		ct, pr := b.Get(blobKey(id, i)), b.Get(proofKey(id, i))
+		if ct == nil || pr == nil {
+			return nil
+		}
+		up.cts = append(up.cts, bytes.Clone(ct))
+		up.proofs = append(up.proofs, bytes.Clone(pr))
+	}
+	return up
 }
 
 // errSettled aborts the transaction that would store an upload for a job
@@ -436,9 +501,9 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	return spec, ds, sch, nil
 }
 
-// resume sends (or re-sends) a stored upload (blobs, or read from the store
+// resume sends (or re-sends) a stored upload (up, or read from the store
 // when nil), and settles the ledger when the job moved on without it.
-func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNote, blobs [][]byte) {
+func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNote, up *upload) {
 	id := st.GetJobId()
 	if st.GetCallerIncluded() {
 		// Acknowledged before a crash: it is in the sum.
@@ -449,23 +514,20 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 		o.settleNotIncluded(id, note.Dataset, "the job closed before the upload was acknowledged: "+st.GetReason())
 		return
 	}
-	// The first attempt sends the ciphertexts just computed, if any; later
-	// ones read them from the store for each attempt: an owner told to come
-	// back later holds none of them.
-	inMemory := blobs
-	loadBlobs := func() (blobs [][]byte) {
+	// The first attempt sends the upload just computed, if any; later ones
+	// read it from the store for each attempt: an owner told to come back
+	// later holds none of it.
+	inMemory := up
+	loadUpload := func() (up *upload) {
 		if inMemory != nil {
-			blobs, inMemory = inMemory, nil
-			return blobs
+			up, inMemory = inMemory, nil
+			return up
 		}
 		_ = o.db.View(func(tx *bolt.Tx) error {
-			b := tx.Bucket(bucketUploads)
-			for i := range note.Blobs {
-				blobs = append(blobs, bytes.Clone(b.Get(blobKey(id, i))))
-			}
+			up = readUpload(tx.Bucket(bucketUploads), id, note.Blobs)
 			return nil
 		})
-		return blobs
+		return up
 	}
 	var uploaded int64
 	// Retry transient failures with exponential backoff and full jitter
@@ -485,12 +547,15 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 		}}, func(ctx context.Context) (err error) {
 		attempts++
 		sent := time.Now()
-		blobs := loadBlobs()
-		resp, err = o.send(ctx, id, note.Dataset, blobs)
+		up := loadUpload()
+		if up == nil {
+			return status.Error(codes.DataLoss, "the stored upload is incomplete")
+		}
+		resp, err = o.send(ctx, id, note.Dataset, up)
 		o.m.uploads.WithLabelValues(uploadResult(err)).Inc()
 		if err == nil {
-			for _, b := range blobs {
-				uploaded += int64(len(b))
+			for i := range up.cts {
+				uploaded += int64(len(up.cts[i]) + len(up.proofs[i]))
 			}
 			o.m.uploadSeconds.Observe(time.Since(sent).Seconds())
 			// ms: from the first attempt to the acknowledgement (waits for
@@ -529,14 +594,15 @@ const uploadTimeout = 10 * time.Minute
 
 var uploadPause = transport.Backoff{Initial: 250 * time.Millisecond, Max: time.Second}
 
-// send runs an upload: the header; when the proxy admits it, one ciphertext
-// per message; then the acknowledgement. It waits for the connection to the
-// proxy to be ready rather than failing at once while the connection backs
-// off (the proxy restarting): the retries in resume then do not stack on
-// the connection's own backoff.
-func (o *Owner) send(ctx context.Context, id, dataset string, blobs [][]byte) (*fedpcav1.UploadResponse, error) {
-	hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: digest(blobs), Budget: o.budgetReport(dataset)}
-	return transport.Upload(ctx, o.proxy, hd, blobs, grpc.WaitForReady(true))
+// send runs an upload: the header with the owner's signature; when the
+// proxy admits it, each ciphertext and its proof, one per message; then the
+// acknowledgement. It waits for the connection to the proxy to be ready
+// rather than failing at once while the connection backs off (the proxy
+// restarting): the retries in resume then do not stack on the connection's
+// own backoff.
+func (o *Owner) send(ctx context.Context, id, dataset string, up *upload) (*fedpcav1.UploadResponse, error) {
+	hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(up.cts)), Digest: digest(up.cts), Budget: o.budgetReport(dataset), Signature: up.signature}
+	return transport.Upload(ctx, o.proxy, hd, up.cts, up.proofs, grpc.WaitForReady(true))
 }
 
 // msSince is the time since t in milliseconds, for log fields.

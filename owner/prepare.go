@@ -8,6 +8,7 @@ import (
 	"sync/atomic"
 
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
@@ -44,13 +45,19 @@ type encryptors struct {
 	p    he.Params
 	pk   *rlwe.PublicKey
 	free *transport.FreeList[*he.Encryptor]
+	// proofs is the key the upload proofs are made with under pk.
+	proofs *zk.Key
 }
 
 func newEncryptors(p he.Params, pk *rlwe.PublicKey) (*encryptors, error) {
 	if pk == nil {
 		return nil, errors.New("encryptor: no public key")
 	}
-	return &encryptors{p: p, pk: pk, free: transport.NewFreeList[*he.Encryptor](2 * runtime.GOMAXPROCS(0))}, nil
+	key, err := p.ProofKey(pk)
+	if err != nil {
+		return nil, err
+	}
+	return &encryptors{p: p, pk: pk, free: transport.NewFreeList[*he.Encryptor](2 * runtime.GOMAXPROCS(0)), proofs: key}, nil
 }
 
 // with runs fn with an encryptor holding zs, and returns the encryptions

@@ -13,6 +13,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -295,7 +296,7 @@ func (p *Proxy) saveCommittee(c *committeeRecord) error {
 		return err
 	}
 	p.mu.Lock()
-	p.cmt = c
+	p.cmt, p.zkKey = c, nil
 	p.mu.Unlock()
 	p.log.Info("committee key ready", "ceremony", c.CeremonyID, "key", short(c.Fingerprint), "members", len(c.Members), "threshold", c.Threshold)
 	return nil
@@ -309,6 +310,29 @@ func (p *Proxy) committeeKey() (*committeeRecord, error) {
 		return nil, ErrCommitteeNotReady
 	}
 	return p.cmt, nil
+}
+
+// proofKey returns the key that upload proofs are verified with, for a job
+// under the committee key with fingerprint fp (the committee's).
+func (p *Proxy) proofKey(fp string) (*zk.Key, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmt == nil {
+		return nil, ErrCommitteeNotReady
+	}
+	if p.cmt.Fingerprint != fp {
+		return nil, fmt.Errorf("%w: the job is for committee key %s…, the committee's is %s…", ErrBadRequest, short(fp), short(p.cmt.Fingerprint))
+	}
+	if p.zkKey == nil {
+		pk, err := p.params.Codecs().PublicKey.Unmarshal(p.cmt.PublicKey)
+		if err != nil {
+			return nil, fmt.Errorf("committee key: %w", err)
+		}
+		if p.zkKey, err = p.params.ProofKey(pk); err != nil {
+			return nil, err
+		}
+	}
+	return p.zkKey, nil
 }
 
 // GetCommittee implements fedpcav1.ProxyServiceServer.

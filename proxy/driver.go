@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -396,13 +397,20 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	return nil
 }
 
-// askMember runs one member's KeySwitch stream.
+// verifyAllowance is the time a member's key switch may take per uploaded
+// ciphertext beyond CallTimeout: the member receives and verifies every
+// upload's proof (about 14 ms of CPU each) before it switches.
+const verifyAllowance = 50 * time.Millisecond
+
+// askMember runs one member's KeySwitch stream: the header, the blinded
+// sum, then each included owner's upload proofs, which the member verifies
+// before it makes its shares.
 func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord, active []uint32, owners []string, in *switchState) ([]*he.KeySwitchShare, error) {
 	mc, err := p.member(i)
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout+time.Duration(len(owners)*j.n)*verifyAllowance)
 	defer cancel()
 	stream, err := mc.client.KeySwitch(cctx)
 	if err != nil {
@@ -421,6 +429,12 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 			return nil, memberError(mc.ID, recvErr(stream, err))
 		}
 	}
+	if err := p.sendProofs(stream, j, owners); err != nil {
+		if _, ok := err.(permanent); ok {
+			return nil, err
+		}
+		return nil, memberError(mc.ID, recvErr(stream, err))
+	}
 	if err := stream.CloseSend(); err != nil {
 		return nil, memberError(mc.ID, err)
 	}
@@ -436,6 +450,34 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 	}
 	_ = transport.Finish(stream) // the shares are what counts
 	return shares, nil
+}
+
+// sendProofs sends, in the order of owners, each owner's stored upload
+// proofs: its OwnerUpload, then its UploadParts.
+func (p *Proxy) sendProofs(stream fedpcav1.CspService_KeySwitchClient, j *jobState, owners []string) error {
+	var hd fedpcav1.OwnerUpload
+	var part fedpcav1.UploadPart
+	for _, o := range owners {
+		msgs, err := p.store.proofs(j.id, o, j.n)
+		if err != nil {
+			return permanent{fmt.Errorf("read the uploads' proofs: %w", err)}
+		}
+		if err := proto.Unmarshal(msgs[0], &hd); err != nil {
+			return permanent{fmt.Errorf("owner %s's stored upload: %w", o, err)}
+		}
+		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &hd}}); err != nil {
+			return err
+		}
+		for k, m := range msgs[1:] {
+			if err := proto.Unmarshal(m, &part); err != nil {
+				return permanent{fmt.Errorf("owner %s's stored proof %d: %w", o, k, err)}
+			}
+			if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: &part}}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // recvErr returns the server's status when a send failed because the

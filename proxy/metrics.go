@@ -7,6 +7,7 @@ import (
 // metrics are the proxy's own series (next to the gRPC ones).
 type metrics struct {
 	uploads     *prometheus.CounterVec
+	proofs      *prometheus.CounterVec
 	uploadBytes prometheus.Counter
 	phases      *prometheus.HistogramVec
 	asks        *prometheus.CounterVec
@@ -17,10 +18,12 @@ func (p *Proxy) registerMetrics(reg *prometheus.Registry) {
 	p.m = &metrics{
 		uploads: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_uploads_total",
 			Help: "Uploads: included, resent (acknowledged again) or refused."}, []string{"result"}),
+		proofs: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_upload_proofs_total",
+			Help: "Proofs of uploaded ciphertexts (protocol/zk): verified or refused."}, []string{"result"}),
 		uploadBytes: prometheus.NewCounter(prometheus.CounterOpts{Name: "fedpca_proxy_upload_bytes_total",
-			Help: "Ciphertext bytes of the uploads included in jobs' sums."}),
+			Help: "Ciphertext and proof bytes of the uploads included in jobs' sums."}),
 		phases: prometheus.NewHistogramVec(prometheus.HistogramOpts{Name: "fedpca_proxy_phase_seconds",
-			Help:    "Job phases: fold (one upload validated, folded and committed), seal, key_switch.",
+			Help:    "Job phases: verify (one upload's proofs), fold (one upload validated, folded and committed), seal, key_switch.",
 			Buckets: prometheus.ExponentialBuckets(0.0005, 4, 11)}, []string{"phase"}),
 		asks: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "fedpca_proxy_key_switch_requests_total",
 			Help: "Key-switch requests to committee members, by member and outcome."}, []string{"member", "result"}),
@@ -29,7 +32,7 @@ func (p *Proxy) registerMetrics(reg *prometheus.Registry) {
 	}
 	streams := prometheus.NewGaugeFunc(prometheus.GaugeOpts{Name: "fedpca_proxy_owner_watch_streams",
 		Help: "Owners' job watches open now."}, func() float64 { return float64(p.hub.streams()) })
-	reg.MustRegister(p.m.uploads, p.m.uploadBytes, p.m.phases, p.m.asks, p.m.watches, streams, &stateCollector{p: p})
+	reg.MustRegister(p.m.uploads, p.m.proofs, p.m.uploadBytes, p.m.phases, p.m.asks, p.m.watches, streams, &stateCollector{p: p})
 }
 
 // stateCollector reports, at scrape time, jobs by state, the owners'

@@ -22,6 +22,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -118,6 +119,7 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	cmt       *committeeRecord // nil until the ceremony is done
+	zkKey     *zk.Key          // the upload proofs' key under cmt (proofKey), made once
 	jobs      map[string]*jobState
 	members   map[string]*memberConn
 	health    map[string]memberHealth        // by member ID

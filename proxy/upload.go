@@ -14,13 +14,17 @@ import (
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/transport"
 )
 
 // Upload implements fedpcav1.ProxyServiceServer. After the header, the owner
 // waits until there is room to receive it (Config.UploadMemory) and the
 // proxy says admitted;
-// then its ciphertexts are read and validated into fresh buffers, and, under
+// then its ciphertexts are read and validated into fresh buffers, each
+// ciphertext's proof verified (protocol/zk: a well-formed encryption under
+// the committee key, bound to this job and owner) and the owner's signature
+// of its upload statement checked against its certificate, and, under
 // the job's lock, the buffers become the new running sum (sum += upload) and
 // one transaction writes it with the owner's inclusion record. Only then is
 // the upload acknowledged. On any error the job is unchanged. Because
@@ -81,7 +85,12 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	cts := make([]*rlwe.Ciphertext, j.n)
 	defer p.recycle(cts)        // after j.mu is released below: the upload is folded or refused
 	seen := make([][]byte, j.n) // each ciphertext's SHA-256
-	var decoding time.Duration
+	key, err := p.proofKey(j.spec.CommitteeKey)
+	if err != nil {
+		return nil, err
+	}
+	proofs := &ownerProofs{parts: make([]job.Part, j.n), digests: make([]job.PartDigests, j.n)}
+	var decoding, verifying time.Duration
 	size := 0
 	for i := range cts {
 		msg, err := stream.Recv()
@@ -93,7 +102,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		}
 		b := msg.GetCiphertext()
 		if b == nil {
-			return nil, bad("message %d: expected a ciphertext", i+1)
+			return nil, bad("message %d: expected a ciphertext", 2*i+1)
 		}
 		t0 := time.Now()
 		ct := p.receivedCiphertext()
@@ -109,6 +118,23 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		seen[i] = d[:]
 		transport.RecycleCiphertext(b)
 		decoding += time.Since(t0)
+		if msg, err = stream.Recv(); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		pr := msg.GetProof()
+		if err != nil || pr == nil {
+			return nil, bad("message %d: expected the proof of ciphertext %d", 2*i+2, i)
+		}
+		t0 = time.Now()
+		part, err := job.VerifyCiphertext(p.params, key, j.id, owner, i, j.n, ct, pr)
+		verifying += time.Since(t0)
+		if err != nil {
+			p.m.proofs.WithLabelValues("refused").Inc()
+			return nil, bad("%v (the proof must be made for this job, this owner and this ciphertext, under the committee key %s…)", err, j.spec.CommitteeKey[:12])
+		}
+		p.m.proofs.WithLabelValues("verified").Inc()
+		proofs.parts[i], proofs.digests[i] = part, part.Digests()
+		size += len(pr)
 	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		if err == nil {
@@ -123,8 +149,13 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	if !bytes.Equal(digest, hd.GetDigest()) {
 		return nil, bad("digest: the ciphertexts' SHA-256 is not the header's digest")
 	}
+	proofs.cert, proofs.signature = callerCert(ctx), hd.GetSignature()
+	if err := transport.VerifyOwnerSignature(p.cfg.Creds, owner, proofs.cert, job.UploadContext, job.UploadStatement(j.id, owner, proofs.digests), proofs.signature); err != nil {
+		return nil, bad("signature: the upload statement is not signed by owner %s's certificate: %v", owner, err)
+	}
+	p.m.phases.WithLabelValues("verify").Observe(verifying.Seconds())
 
-	f := &fold{owner: owner, digest: hd.GetDigest(), cts: cts, seen: seen, budget: budget(owner, hd.GetBudget()), decoding: decoding, size: size}
+	f := &fold{owner: owner, digest: hd.GetDigest(), cts: cts, seen: seen, proofs: proofs, budget: budget(owner, hd.GetBudget()), decoding: decoding, size: size}
 	j.pmu.Lock()
 	j.pending = append(j.pending, f)
 	j.pmu.Unlock()
@@ -143,6 +174,7 @@ type fold struct {
 	digest   []byte
 	cts      []*rlwe.Ciphertext
 	seen     [][]byte // each ciphertext's SHA-256
+	proofs   *ownerProofs
 	budget   *budgetRecord
 	decoding time.Duration
 	size     int
@@ -221,6 +253,9 @@ func (p *Proxy) foldPending(j *jobState) {
 					continue
 				}
 				if err := tx.put(f.record, f.budget); err != nil {
+					return err
+				}
+				if err := tx.putProofs(f.owner, f.proofs); err != nil {
 					return err
 				}
 				if sum == nil {

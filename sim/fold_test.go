@@ -40,13 +40,13 @@ func TestConcurrentUploadsFold(t *testing.T) {
 		parts            [][]byte
 	)
 	for i, o := range owners {
-		blobs := e.share(t, spec, i)
+		up := e.share(t, spec, i)
 		parts = append(parts, e.parts[i])
 		for range 3 {
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				r, err := upload(ctx, e.owners[o], header(spec.ID(), blobs), blobs...)
+				r, err := upload(ctx, e.owners[o], up.Header, msgs(up)...)
 				mu.Lock()
 				defer mu.Unlock()
 				switch {

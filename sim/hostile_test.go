@@ -17,6 +17,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/seal"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -26,6 +27,7 @@ type hostileEnv struct {
 	cl     *Cluster
 	params he.Params
 	sch    *schema.Schema
+	ids    []string // the owners holding parts, in order
 	parts  [][]byte
 	u      *user.Client
 	owners map[string]fedpcav1.ProxyServiceClient
@@ -46,6 +48,7 @@ func newHostileEnv(t *testing.T, ctx context.Context) *hostileEnv {
 	t.Cleanup(cl.Stop)
 	e := &hostileEnv{cl: cl, params: cl.Params(), sch: sch, owners: map[string]fedpcav1.ProxyServiceClient{}}
 	for _, o := range owners {
+		e.ids = append(e.ids, o.ID)
 		e.parts = append(e.parts, o.CSV)
 	}
 	for _, id := range ids {
@@ -71,28 +74,54 @@ func newHostileEnv(t *testing.T, ctx context.Context) *hostileEnv {
 	return e
 }
 
-// share computes an owner's valid upload for a job.
-func (e *hostileEnv) share(t *testing.T, spec *job.Spec, i int) [][]byte {
+// share computes the valid upload of owner i (e.ids[i], signed with its
+// certificate key) for a job.
+func (e *hostileEnv) share(t *testing.T, spec *job.Spec, i int) Upload {
 	t.Helper()
-	up, err := OwnerUpload(spec, e.sch, e.params, e.cpk, e.parts[i])
+	d, err := e.cl.Dialer("owner/" + e.ids[i])
 	if err != nil {
 		t.Fatal(err)
 	}
-	return up.Blobs
+	up, err := OwnerUpload(spec, e.sch, e.params, e.cpk, e.parts[i], e.ids[i], d.Creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up
 }
 
-// upload runs an upload with a header and messages; without a header it
-// sends the messages at once, as a broken client would.
-func upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, msgs ...[]byte) (*fedpcav1.UploadResponse, error) {
-	if hd != nil {
-		return transport.Upload(ctx, c, hd, msgs)
+// msgs are an upload's messages after the header: each ciphertext, then its
+// proof.
+func msgs(up Upload) []*fedpcav1.UploadRequest {
+	var out []*fedpcav1.UploadRequest
+	for i, b := range up.Blobs {
+		out = append(out, ctMsg(b), &fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Proof{Proof: up.Proofs[i]}})
 	}
+	return out
+}
+
+func ctMsg(b []byte) *fedpcav1.UploadRequest {
+	return &fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: b}}
+}
+
+// upload runs an upload with a header and messages, as transport.Upload
+// does (waiting to be admitted); without a header it sends the messages at
+// once, as a broken client would.
+func upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, ms ...*fedpcav1.UploadRequest) (*fedpcav1.UploadResponse, error) {
 	stream, err := c.Upload(ctx)
 	if err != nil {
 		return nil, err
 	}
-	for _, m := range msgs {
-		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: m}}); err != nil {
+	if hd != nil {
+		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Header{Header: hd}}); err != nil {
+			return stream.Recv()
+		}
+		first, err := stream.Recv()
+		if err != nil || !first.GetAdmitted() {
+			return first, err
+		}
+	}
+	for _, m := range ms {
+		if err := stream.Send(m); err != nil {
 			break
 		}
 	}
@@ -100,12 +129,17 @@ func upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.Upl
 	return stream.Recv()
 }
 
-func header(id string, blobs [][]byte) *fedpcav1.UploadHeader {
+// header is an upload's header (unsigned unless sig is given).
+func header(id string, blobs [][]byte, sig ...[]byte) *fedpcav1.UploadHeader {
 	h := sha256.New()
 	for _, b := range blobs {
 		h.Write(b)
 	}
-	return &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: h.Sum(nil)}
+	hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: uint32(len(blobs)), Digest: h.Sum(nil)}
+	if len(sig) > 0 {
+		hd.Signature = sig[0]
+	}
+	return hd
 }
 
 func wantCode(t *testing.T, what string, err error, code codes.Code, msg string) {
@@ -134,8 +168,11 @@ func TestHostileUploads(t *testing.T) {
 	}
 	id := spec.ID()
 	a, b := e.owners["hospital-a"], e.owners["hospital-b"]
-	good := e.share(t, spec, 0)
-	other := e.share(t, spec, 0) // same rows, fresh encryption: another upload
+	upA := e.share(t, spec, 0)
+	good, sigA := upA.Blobs, upA.Header.Signature
+	otherUp := e.share(t, spec, 0) // same rows, fresh encryption: another upload
+	other := otherUp.Blobs
+	upB := e.share(t, spec, 1)
 	level0 := rlwe.NewCiphertext(e.params.Parameters, 1, 0)
 	l0, _ := level0.MarshalBinary()
 	unreduced := bytes.Clone(good[0])
@@ -144,27 +181,41 @@ func TestHostileUploads(t *testing.T) {
 	}
 	junk := bytes.Repeat([]byte{7}, 1000)
 	huge := make([]byte, transport.MaxMessageBytes+1)
+	crafted, craftedProof := craftedUpload(t, e.params, good[0], upA.Proofs[0])
+	proof := func(b []byte) *fedpcav1.UploadRequest {
+		return &fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Proof{Proof: b}}
+	}
 
 	cases := []struct {
 		what   string
 		client fedpcav1.ProxyServiceClient
 		hd     *fedpcav1.UploadHeader
-		msgs   [][]byte
+		msgs   []*fedpcav1.UploadRequest
 		code   codes.Code
 		msg    string
 	}{
-		{"unknown job", a, header(strings.Repeat("0", 64), good), good, codes.NotFound, "no such job"},
-		{"owner not named", e.owners["hospital-c"], header(id, good), good, codes.PermissionDenied, "does not name owner hospital-c"},
-		{"no header", a, nil, good, codes.InvalidArgument, "first message must be the upload header"},
-		{"wrong count", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 3, Digest: header(id, good).Digest}, good, codes.InvalidArgument, "3 announced"},
-		{"bad digest length", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 1, Digest: []byte{1}}, good, codes.InvalidArgument, "digest"},
-		{"malformed ciphertext", a, header(id, [][]byte{junk}), [][]byte{junk}, codes.InvalidArgument, "ciphertext 0: ciphertext: 1000 bytes"},
-		{"wrong parameters (level 0)", a, header(id, [][]byte{l0}), [][]byte{l0}, codes.InvalidArgument, "ciphertext 0"},
-		{"unreduced coefficient", a, header(id, [][]byte{unreduced}), [][]byte{unreduced}, codes.InvalidArgument, "not reduced modulo"},
-		{"fewer ciphertexts", a, header(id, good), nil, codes.InvalidArgument, "stream ended after 0 of 1"},
-		{"more ciphertexts", a, header(id, good), append(bytes2(good), good[0]), codes.InvalidArgument, "more than the 1 announced"},
-		{"digest mismatch", a, header(id, other), good, codes.InvalidArgument, "not the header's digest"},
-		{"oversized message", a, header(id, good), [][]byte{huge}, codes.ResourceExhausted, ""},
+		{"unknown job", a, header(strings.Repeat("0", 64), good, sigA), msgs(upA), codes.NotFound, "no such job"},
+		{"owner not named", e.owners["hospital-c"], header(id, good, sigA), msgs(upA), codes.PermissionDenied, "does not name owner hospital-c"},
+		{"no header", a, nil, msgs(upA), codes.InvalidArgument, "first message must be the upload header"},
+		{"wrong count", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 3, Digest: header(id, good).Digest}, msgs(upA), codes.InvalidArgument, "3 announced"},
+		{"bad digest length", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 1, Digest: []byte{1}}, msgs(upA), codes.InvalidArgument, "digest"},
+		{"malformed ciphertext", a, header(id, [][]byte{junk}), []*fedpcav1.UploadRequest{ctMsg(junk)}, codes.InvalidArgument, "ciphertext 0: ciphertext: 1000 bytes"},
+		{"wrong parameters (level 0)", a, header(id, [][]byte{l0}), []*fedpcav1.UploadRequest{ctMsg(l0)}, codes.InvalidArgument, "ciphertext 0"},
+		{"unreduced coefficient", a, header(id, [][]byte{unreduced}), []*fedpcav1.UploadRequest{ctMsg(unreduced)}, codes.InvalidArgument, "not reduced modulo"},
+		{"fewer ciphertexts", a, header(id, good, sigA), nil, codes.InvalidArgument, "stream ended after 0 of 1"},
+		{"more ciphertexts", a, header(id, good, sigA), append(msgs(upA), ctMsg(good[0])), codes.InvalidArgument, "more than the 1 announced"},
+		{"digest mismatch", a, header(id, other, sigA), msgs(upA), codes.InvalidArgument, "not the header's digest"},
+		{"oversized message", a, header(id, good, sigA), []*fedpcav1.UploadRequest{ctMsg(huge)}, codes.ResourceExhausted, ""},
+		// Proofs and signatures.
+		{"no proof", a, header(id, good, sigA), []*fedpcav1.UploadRequest{ctMsg(good[0])}, codes.InvalidArgument, "expected the proof of ciphertext 0"},
+		{"a ciphertext for a proof", a, header(id, good, sigA), []*fedpcav1.UploadRequest{ctMsg(good[0]), ctMsg(good[0])}, codes.InvalidArgument, "expected the proof of ciphertext 0"},
+		{"malformed proof", a, header(id, good, sigA), []*fedpcav1.UploadRequest{ctMsg(good[0]), proof(junk)}, codes.InvalidArgument, "not proven well formed"},
+		{"another ciphertext's proof", a, header(id, good, sigA), []*fedpcav1.UploadRequest{ctMsg(good[0]), proof(otherUp.Proofs[0])}, codes.InvalidArgument, "not proven well formed"},
+		{"another owner's upload", a, header(id, upB.Blobs, upB.Header.Signature), msgs(upB), codes.InvalidArgument, "not proven well formed"},
+		{"crafted ciphertext (c1 = 2^124 T^-1)", a, header(id, [][]byte{crafted}, sigA), []*fedpcav1.UploadRequest{ctMsg(crafted), proof(craftedProof)}, codes.InvalidArgument, "not proven well formed"},
+		{"unsigned", a, header(id, good), msgs(upA), codes.InvalidArgument, "not signed by owner hospital-a"},
+		{"signed by another owner", a, header(id, good, upB.Header.Signature), msgs(upA), codes.InvalidArgument, "not signed by owner hospital-a"},
+		{"signature of another upload", a, header(id, good, otherUp.Header.Signature), msgs(upA), codes.InvalidArgument, "not signed by owner hospital-a"},
 	}
 	for _, tc := range cases {
 		_, err := upload(ctx, tc.client, tc.hd, tc.msgs...)
@@ -176,25 +227,24 @@ func TestHostileUploads(t *testing.T) {
 	}
 
 	// A valid upload, its re-send, and a conflicting one.
-	if r, err := upload(ctx, a, header(id, good), good...); err != nil || r.GetAlreadyIncluded() {
+	if r, err := upload(ctx, a, upA.Header, msgs(upA)...); err != nil || r.GetAlreadyIncluded() {
 		t.Fatalf("valid upload: %v %v", r, err)
 	}
-	if r, err := upload(ctx, a, header(id, good), good...); err != nil || !r.GetAlreadyIncluded() {
+	if r, err := upload(ctx, a, upA.Header, msgs(upA)...); err != nil || !r.GetAlreadyIncluded() {
 		t.Fatalf("re-sent upload: %v %v", r, err)
 	}
-	_, err = upload(ctx, a, header(id, other), other...)
+	_, err = upload(ctx, a, otherUp.Header, msgs(otherUp)...)
 	wantCode(t, "conflicting upload", err, codes.AlreadyExists, "different upload from this owner is already included")
 
 	// The second owner completes the job; then uploads are refused.
-	gb := e.share(t, spec, 1)
-	if _, err := upload(ctx, b, header(id, gb), gb...); err != nil {
+	if _, err := upload(ctx, b, upB.Header, msgs(upB)...); err != nil {
 		t.Fatal(err)
 	}
 	done, err := e.u.Wait(ctx, id, nil)
 	if err != nil || done.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
 		t.Fatalf("job: %v %v", done, err)
 	}
-	_, err = upload(ctx, e.owners["hospital-b"], header(id, other), other...)
+	_, err = upload(ctx, e.owners["hospital-b"], header(id, other), msgs(otherUp)...)
 	wantCode(t, "conflicting upload after sealing", err, codes.AlreadyExists, "already included")
 	_, err = e.owners["hospital-b"].Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: fedpcav1.DeclineReason_DECLINE_REASON_POLICY})
 	wantCode(t, "decline after upload", err, codes.FailedPrecondition, "already uploaded")
@@ -229,16 +279,28 @@ func TestHostileUploads(t *testing.T) {
 		t.Fatal(err)
 	}
 	g2 := e.share(t, spec2, 0)
-	if _, err := upload(ctx, a, header(spec2.ID(), g2), g2...); err != nil {
+	if _, err := upload(ctx, a, g2.Header, msgs(g2)...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(spec2.Deadline) + 100*time.Millisecond)
 	g3 := e.share(t, spec2, 1)
-	_, err = upload(ctx, b, header(spec2.ID(), g3), g3...)
+	_, err = upload(ctx, b, g3.Header, msgs(g3)...)
 	wantCode(t, "upload after the deadline", err, codes.FailedPrecondition, "")
 }
 
-func bytes2(b [][]byte) [][]byte { return append([][]byte{}, b...) }
+// craftedUpload returns the audit's attack ciphertext, (c0, c1 = 2^124 T^-1)
+// in place of a valid one's, with the valid one's proof (an owner cannot
+// prove the crafted c1: it has no short preimage).
+func craftedUpload(t *testing.T, p he.Params, valid, proof []byte) ([]byte, []byte) {
+	t.Helper()
+	ct, err := p.Codecs().Ciphertext.Unmarshal(valid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	CraftC1(p, ct)
+	return p.Codecs().Ciphertext.Marshal(ct), proof
+}
+
 
 func jobStatus(t *testing.T, ctx context.Context, c fedpcav1.ProxyServiceClient, id string) *fedpcav1.JobStatus {
 	t.Helper()
@@ -324,21 +386,37 @@ func mustSign(t *testing.T, s *job.Spec, c *transport.Credentials) []byte {
 	return sig
 }
 
-// keySwitch sends a KeySwitch request straight to a member and returns the
-// shares.
-func keySwitch(ctx context.Context, c fedpcav1.CspServiceClient, hd *fedpcav1.KeySwitchHeader, cts [][]byte) ([][]byte, error) {
+// keySwitch sends a KeySwitch request straight to a member, as the proxy
+// does (the header, the sum's ciphertexts, each included owner's upload),
+// and returns the shares.
+func keySwitch(ctx context.Context, c fedpcav1.CspServiceClient, hd *fedpcav1.KeySwitchHeader, cts [][]byte, ups ...switchUpload) ([][]byte, error) {
 	stream, err := c.KeySwitch(ctx)
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
-		_, err = stream.Recv()
+	send := func(m *fedpcav1.KeySwitchRequest) error {
+		if err := stream.Send(m); err != nil {
+			_, err = stream.Recv()
+			return err
+		}
+		return nil
+	}
+	if err := send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
 		return nil, err
 	}
 	for _, b := range cts {
-		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: b}}); err != nil {
-			_, err = stream.Recv()
+		if err := send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: b}}); err != nil {
 			return nil, err
+		}
+	}
+	for _, up := range ups {
+		if err := send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: up.hd}}); err != nil {
+			return nil, err
+		}
+		for _, pt := range up.parts {
+			if err := send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: pt}}); err != nil {
+				return nil, err
+			}
 		}
 	}
 	stream.CloseSend()
@@ -351,6 +429,31 @@ func keySwitch(ctx context.Context, c fedpcav1.CspServiceClient, hd *fedpcav1.Ke
 		out = append(out, r.GetShare())
 	}
 	return out, nil
+}
+
+// switchUpload is an owner's upload as the proxy sends it to a member.
+type switchUpload struct {
+	hd    *fedpcav1.OwnerUpload
+	parts []*fedpcav1.UploadPart
+}
+
+// forMembers turns owner i's upload into what a member receives of it, with
+// its decoded ciphertexts (for the sum).
+func (e *hostileEnv) forMembers(t *testing.T, up Upload, i int) (switchUpload, []*rlwe.Ciphertext) {
+	t.Helper()
+	d, _ := e.cl.Dialer("owner/" + e.ids[i])
+	su := switchUpload{hd: &fedpcav1.OwnerUpload{Owner: e.ids[i], Certificate: d.Creds.Leaf.Raw, Signature: up.Header.Signature}}
+	var cts []*rlwe.Ciphertext
+	for k, b := range up.Blobs {
+		ct, err := e.params.Codecs().Ciphertext.Unmarshal(b)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c0 := job.C0Digest(e.params, ct)
+		su.parts = append(su.parts, &fedpcav1.UploadPart{C0Digest: c0[:], C1: e.params.AppendPoly(nil, ct.Value[1]), Proof: up.Proofs[k]})
+		cts = append(cts, ct)
+	}
+	return su, cts
 }
 
 // TestHostileOwnerList: the proxy takes a job only with the owner list its
@@ -459,59 +562,125 @@ func TestHostileKeySwitch(t *testing.T) {
 	conn, _ := pd.Dial(e.cl.CSPAddr(0), transport.Identity{Role: transport.RoleCSP, ID: "csp-1"})
 	defer conn.Close()
 	member := fedpcav1.NewCspServiceClient(conn)
-	enc, _ := he.NewEncryptor(e.params, e.cpk)
-	ct, _ := enc.EncryptVector([]int64{1, 2, 3})
-	cts := [][]byte{e.params.Codecs().Ciphertext.Marshal(ct[0])}
+	// The two owners' proven, signed uploads, and their sum as the proxy
+	// makes it (its noise and mask would touch c0 only).
+	upA, ctsA := e.forMembers(t, e.share(t, spec, 0), 0)
+	upB, ctsB := e.forMembers(t, e.share(t, spec, 1), 1)
+	sumCt := ctsA[0].CopyNew()
+	e.params.AddInto(sumCt, ctsB[0])
+	cts := [][]byte{e.params.Codecs().Ciphertext.Marshal(sumCt)}
 	good := func() *fedpcav1.KeySwitchHeader {
 		return &fedpcav1.KeySwitchHeader{JobId: spec.ID(), Spec: info.GetJob().GetSpec(), Signature: info.GetJob().GetSignature(),
 			UserCertificate: info.GetJob().GetUserCertificate(), UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public),
 			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: []string{"hospital-a", "hospital-b"}, Ciphertexts: 1,
 			JobOwners: []string{"hospital-a", "hospital-b"}}
 	}
+	both := []switchUpload{upA, upB}
+
+	// A deviating proxy (or a malicious owner it lets through): the member
+	// makes no share unless the sum is exactly the named owners' proven,
+	// signed uploads.
+	crafted := sumCt.CopyNew()
+	CraftC1(e.params, crafted)
+	// hospital-a, malicious, uploads the crafted ciphertext with a proof
+	// (of another c1: it has none for this one) and signs it.
+	craftedUp, _ := e.forMembers(t, e.share(t, spec, 0), 0)
+	craftedUp.parts[0].C1 = e.params.AppendPoly(nil, crafted.Value[1])
+	var cd [32]byte
+	copy(cd[:], craftedUp.parts[0].C0Digest)
+	craftedSig, err := seal.Sign(e.cl.Creds("owner/hospital-a").Signer(), job.UploadContext,
+		job.UploadStatement(spec.ID(), "hospital-a", []job.PartDigests{(job.Part{C0Digest: cd, C1: craftedUp.parts[0].C1, Proof: craftedUp.parts[0].Proof}).Digests()}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	craftedUp.hd = &fedpcav1.OwnerUpload{Owner: "hospital-a", Certificate: craftedUp.hd.Certificate, Signature: craftedSig}
+	craftedSum := ctsB[0].CopyNew()
+	craftedSum.Value[1].Copy(crafted.Value[1])
+	e.params.RingQ().AtLevel(e.params.Level()).Add(craftedSum.Value[1], ctsB[0].Value[1], craftedSum.Value[1])
+	doubled := sumCt.CopyNew()
+	e.params.AddInto(doubled, ctsA[0])
+	onlyA := []switchUpload{upA}
+	unsigned := upA
+	unsigned.hd = &fedpcav1.OwnerUpload{Owner: "hospital-a", Certificate: upA.hd.Certificate}
+	bSigned := upA
+	bSigned.hd = &fedpcav1.OwnerUpload{Owner: "hospital-a", Certificate: upB.hd.Certificate, Signature: upB.hd.Signature}
+	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a", "hospital-b"}, Deadline: time.Now().Add(time.Minute), Nonce: "other"})
+	foreign, _ := e.forMembers(t, e.share(t, spec2, 0), 0) // hospital-a's upload to another job
+	subsetHd := good()
+	subsetHd.Owners = []string{"hospital-a"}
+	for _, tc := range []struct {
+		what string
+		hd   *fedpcav1.KeySwitchHeader
+		cts  [][]byte
+		ups  []switchUpload
+		msg  string
+	}{
+		{"a crafted sum (c1 = 2^190 T^-1)", good(), [][]byte{e.params.Codecs().Ciphertext.Marshal(crafted)}, both, "not the sum of the 2 included owners' proven uploads"},
+		{"the sum of a subset, every owner named", good(), [][]byte{e.params.Codecs().Ciphertext.Marshal(ctsA[0])}, both, "not the sum of the 2 included owners' proven uploads"},
+		{"an upload counted twice", good(), [][]byte{e.params.Codecs().Ciphertext.Marshal(doubled)}, both, "not the sum"},
+		{"an upload dropped, its owner still named", good(), cts, onlyA, "the stream ended before owner hospital-b's upload"},
+		{"a named owner's upload missing, the other sent twice", good(), cts, []switchUpload{upA, upA}, "expected owner hospital-b's upload"},
+		{"an owner's crafted upload let through", good(), [][]byte{e.params.Codecs().Ciphertext.Marshal(craftedSum)}, []switchUpload{craftedUp, upB}, "owner hospital-a's upload: ciphertext 0: not proven well formed"},
+		{"an upload to another job", good(), cts, []switchUpload{foreign, upB}, "owner hospital-a's upload"}, // its proof and signature are another job's
+		{"an unsigned upload", good(), cts, []switchUpload{unsigned, upB}, "owner hospital-a's upload is not signed by its certificate"},
+		{"an upload signed by another owner", good(), cts, []switchUpload{bSigned, upB}, "not signed by its certificate"},
+		{"the uploads out of order", good(), cts, []switchUpload{upB, upA}, "expected owner hospital-a's upload"},
+		{"a subset named", subsetHd, cts, onlyA, "owners: 1 included, the spec needs 2"},
+	} {
+		shares, err := keySwitch(ctx, member, tc.hd, tc.cts, tc.ups...)
+		wantCode(t, tc.what, err, codes.InvalidArgument, tc.msg)
+		if len(shares) != 0 {
+			t.Errorf("%s: the member sent %d shares", tc.what, len(shares))
+		}
+	}
+	if st, err := member.GetStatus(ctx, &fedpcav1.GetStatusRequest{}); err != nil || st.GetSwitches() != 0 {
+		t.Fatalf("after the refused requests the member made %d switches (%v)", st.GetSwitches(), err)
+	}
+
 	mallory := e.cl.Creds("user/mallory")
 	forged := good()
 	forged.Signature, _ = spec.Sign(mallory.Signer())
 	forged.UserCertificate = mallory.Leaf.Raw
-	_, err = keySwitch(ctx, member, forged, cts)
+	_, err = keySwitch(ctx, member, forged, cts, both...)
 	wantCode(t, "spec signed by another user", err, codes.PermissionDenied, "names user spiffe://fedpca/user/alice but is signed by spiffe://fedpca/user/mallory")
 	tampered := good()
 	tampered.Signature = bytes.Clone(tampered.Signature)
 	tampered.Signature[len(tampered.Signature)-1] ^= 1
-	_, err = keySwitch(ctx, member, tampered, cts)
+	_, err = keySwitch(ctx, member, tampered, cts, both...)
 	wantCode(t, "tampered signature", err, codes.PermissionDenied, "signature")
 	toMallory := good()
 	toMallory.UserPublicKey = e.params.Codecs().PublicKey.Marshal(he.GenerateKeyPair(e.params).Public)
-	_, err = keySwitch(ctx, member, toMallory, cts)
+	_, err = keySwitch(ctx, member, toMallory, cts, both...)
 	wantCode(t, "switch to another key", err, codes.PermissionDenied, "switches only to the signed key")
 	strangers := good()
 	strangers.Owners = []string{"hospital-a", "hospital-z"}
-	_, err = keySwitch(ctx, member, strangers, cts)
+	_, err = keySwitch(ctx, member, strangers, cts, both...)
 	wantCode(t, "owners not in the spec", err, codes.InvalidArgument, "hospital-z")
 	extra := good()
 	extra.JobOwners, extra.Owners = []string{"hospital-a", "hospital-b", "hospital-z"}, []string{"hospital-a", "hospital-z"}
-	_, err = keySwitch(ctx, member, extra, cts)
+	_, err = keySwitch(ctx, member, extra, cts, both...)
 	wantCode(t, "an owner list with an extra owner", err, codes.InvalidArgument, "3 owners, the spec commits to 2")
 	swapped := good()
 	swapped.JobOwners, swapped.Owners = []string{"hospital-a", "hospital-z"}, []string{"hospital-a", "hospital-z"}
-	_, err = keySwitch(ctx, member, swapped, cts)
+	_, err = keySwitch(ctx, member, swapped, cts, both...)
 	wantCode(t, "an owner list that is not the spec's", err, codes.InvalidArgument, "is not the spec's owners_root")
 
-	first, err := keySwitch(ctx, member, good(), cts)
+	first, err := keySwitch(ctx, member, good(), cts, both...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	again, err := keySwitch(ctx, member, good(), cts)
+	again, err := keySwitch(ctx, member, good(), cts, both...)
 	if err != nil || !bytes.Equal(first[0], again[0]) {
 		t.Fatalf("replay: %v, same shares: %v", err, err == nil && bytes.Equal(first[0], again[0]))
 	}
 	fewer := good()
 	fewer.Owners = []string{"hospital-b", "hospital-a"}
-	_, err = keySwitch(ctx, member, fewer, cts)
+	_, err = keySwitch(ctx, member, fewer, cts, upB, upA)
 	wantCode(t, "second, different request", err, codes.FailedPrecondition, "already switched")
 	// Owners and users may not call a member at all.
 	od, _ := e.cl.Dialer("owner/hospital-a")
 	oconn, _ := od.Dial(e.cl.CSPAddr(0), transport.Identity{Role: transport.RoleCSP})
 	defer oconn.Close()
-	_, err = keySwitch(ctx, fedpcav1.NewCspServiceClient(oconn), good(), cts)
+	_, err = keySwitch(ctx, fedpcav1.NewCspServiceClient(oconn), good(), cts, both...)
 	wantCode(t, "owner calls a member", err, codes.PermissionDenied, "owner/hospital-a may not call")
 }

@@ -71,12 +71,12 @@ func TestReplayedAndReorderedUploads(t *testing.T) {
 
 	// Reordered: the upload arrives before the job.
 	up1a := e.share(t, spec1, 0)
-	_, err := upload(ctx, a, header(id1, up1a), up1a...)
+	_, err := upload(ctx, a, up1a.Header, msgs(up1a)...)
 	wantCode(t, "upload before the job exists", err, codes.NotFound, "no such job")
 	if _, err := e.u.Submit(ctx, spec1, e.sch); err != nil {
 		t.Fatal(err)
 	}
-	if r, err := upload(ctx, a, header(id1, up1a), up1a...); err != nil || r.GetAlreadyIncluded() {
+	if r, err := upload(ctx, a, up1a.Header, msgs(up1a)...); err != nil || r.GetAlreadyIncluded() {
 		t.Fatalf("the same upload once the job exists: %v %v", r, err)
 	}
 	if _, err := e.u.Submit(ctx, spec2, e.sch); err != nil {
@@ -84,20 +84,20 @@ func TestReplayedAndReorderedUploads(t *testing.T) {
 	}
 
 	// Replayed: job 1's upload sent again to job 2, by its owner and by
-	// another owner.
-	_, err = upload(ctx, a, header(id2, up1a), up1a...)
-	wantCode(t, "old upload replayed to a later job", err, codes.InvalidArgument, "ciphertext 0 was already uploaded (to job "+id1[:16])
-	_, err = upload(ctx, b, header(id2, up1a), up1a...)
-	wantCode(t, "another owner's upload replayed", err, codes.InvalidArgument, "already uploaded (to job "+id1[:16])
+	// another owner: its proofs are bound to job 1 and its owner.
+	_, err = upload(ctx, a, header(id2, up1a.Blobs, up1a.Header.Signature), msgs(up1a)...)
+	wantCode(t, "old upload replayed to a later job", err, codes.InvalidArgument, "ciphertext 0: not proven well formed")
+	_, err = upload(ctx, b, header(id2, up1a.Blobs, up1a.Header.Signature), msgs(up1a)...)
+	wantCode(t, "another owner's upload replayed", err, codes.InvalidArgument, "not proven well formed")
 
 	// Budget reports (display only) must be for the job's dataset and sane.
 	up2a := e.share(t, spec2, 0)
-	hd := header(id2, up2a)
+	hd := header(id2, up2a.Blobs, up2a.Header.Signature)
 	hd.Budget = &fedpcav1.BudgetReport{Dataset: "mnist", RhoBudget: 1}
-	_, err = upload(ctx, a, hd, up2a...)
+	_, err = upload(ctx, a, hd, msgs(up2a)...)
 	wantCode(t, "budget report of another dataset", err, codes.InvalidArgument, `budget: report for dataset "mnist"`)
 	hd.Budget = &fedpcav1.BudgetReport{Dataset: e.sch.ID, RhoBudget: math.NaN()}
-	_, err = upload(ctx, a, hd, up2a...)
+	_, err = upload(ctx, a, hd, msgs(up2a)...)
 	wantCode(t, "NaN budget", err, codes.InvalidArgument, "rho_budget = NaN")
 	_, err = b.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id2, Reason: fedpcav1.DeclineReason_DECLINE_REASON_POLICY, Budget: &fedpcav1.BudgetReport{Dataset: e.sch.ID, RhoSpent: -1}})
 	wantCode(t, "decline with a negative budget", err, codes.InvalidArgument, "rho_spent = -1")
@@ -114,14 +114,14 @@ func TestReplayedAndReorderedUploads(t *testing.T) {
 		t.Fatalf("job 2 after the replays: %v", st)
 	}
 	// The valid uploads complete both jobs.
-	hd = header(id2, up2a)
+	hd = header(id2, up2a.Blobs, up2a.Header.Signature)
 	hd.Budget = &fedpcav1.BudgetReport{Dataset: e.sch.ID, RhoBudget: 1}
-	if _, err := upload(ctx, a, hd, up2a...); err != nil {
+	if _, err := upload(ctx, a, hd, msgs(up2a)...); err != nil {
 		t.Fatal(err)
 	}
 	for _, s := range []*job.Spec{spec1, spec2} {
 		up := e.share(t, s, 1)
-		if _, err := upload(ctx, b, header(s.ID(), up), up...); err != nil {
+		if _, err := upload(ctx, b, up.Header, msgs(up)...); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -160,10 +160,10 @@ func TestReplayedAndReorderedUploads(t *testing.T) {
 	}
 	// After the job, its own upload re-sent is acknowledged again; a replay
 	// into the other finished job is still refused as closed or replayed.
-	if r, err := upload(ctx, a, header(id1, up1a), up1a...); err != nil || !r.GetAlreadyIncluded() {
+	if r, err := upload(ctx, a, up1a.Header, msgs(up1a)...); err != nil || !r.GetAlreadyIncluded() {
 		t.Fatalf("re-sent upload after the job: %v %v", r, err)
 	}
-	_, err = upload(ctx, a, header(id2, up1a), up1a...)
+	_, err = upload(ctx, a, header(id2, up1a.Blobs, up1a.Header.Signature), msgs(up1a)...)
 	if err == nil || !strings.Contains(err.Error(), "already") {
 		t.Errorf("replay into a finished job: %v", err)
 	}

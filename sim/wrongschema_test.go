@@ -90,7 +90,11 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	for _, ct := range cts {
 		blobs = append(blobs, p.Codecs().Ciphertext.Marshal(ct))
 	}
-	_, err = upload(ctx, d, header(spec.ID(), blobs), blobs...)
+	var ms []*fedpcav1.UploadRequest
+	for _, b := range blobs {
+		ms = append(ms, ctMsg(b))
+	}
+	_, err = upload(ctx, d, header(spec.ID(), blobs), ms...)
 	wantCode(t, "statistics of a 130-feature schema", err, codes.InvalidArgument, "ciphertexts: 2 announced, job "+spec.ID()[:12]+"… needs 1")
 	if _, err := d.Decline(ctx, &fedpcav1.DeclineRequest{JobId: spec.ID(), Reason: fedpcav1.DeclineReason_DECLINE_REASON_POLICY}); err != nil {
 		t.Fatal(err)

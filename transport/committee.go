@@ -20,6 +20,18 @@ var ErrKeyNotAttested = errors.New("committee key not attested by every committe
 // to check against and nothing is verified; the daemons warn about that
 // mode at start.
 func VerifyMemberSignature(creds *Credentials, member string, certDER []byte, context string, msg, sig []byte) error {
+	return verifyNodeSignature(creds, RoleCSP, member, certDER, context, msg, sig)
+}
+
+// VerifyOwnerSignature checks a data owner's signature (of its upload
+// statement): certDER chains to a trusted CA, names owner/<owner>, and its
+// key verifies sig of msg in the signature context. In insecure mode (creds
+// nil) nothing is verified.
+func VerifyOwnerSignature(creds *Credentials, owner string, certDER []byte, context string, msg, sig []byte) error {
+	return verifyNodeSignature(creds, RoleOwner, owner, certDER, context, msg, sig)
+}
+
+func verifyNodeSignature(creds *Credentials, role, node string, certDER []byte, context string, msg, sig []byte) error {
 	if creds == nil {
 		return nil
 	}
@@ -27,8 +39,8 @@ func VerifyMemberSignature(creds *Credentials, member string, certDER []byte, co
 	if err != nil {
 		return err
 	}
-	if id.Role != RoleCSP || id.ID != member {
-		return fmt.Errorf("signed by %s, expected csp/%s", id.Short(), member)
+	if id.Role != role || id.ID != node {
+		return fmt.Errorf("signed by %s, expected %s/%s", id.Short(), role, node)
 	}
 	return seal.Verify(cert.PublicKey, context, msg, sig)
 }

@@ -3,6 +3,7 @@ package transport
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 
 	"google.golang.org/grpc"
@@ -14,10 +15,14 @@ import (
 )
 
 // Upload runs the client side of ProxyService.Upload: it sends the header,
-// waits to be admitted, sends the ciphertexts one per message and returns the
-// proxy's acknowledgement (or its refusal). A re-sent upload is answered
-// right after the header, without sending the ciphertexts again.
-func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, blobs [][]byte, opts ...grpc.CallOption) (*fedpcav1.UploadResponse, error) {
+// waits to be admitted, sends each ciphertext followed by its proof, one per
+// message, and returns the proxy's acknowledgement (or its refusal). A
+// re-sent upload is answered right after the header, without sending the
+// ciphertexts again.
+func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, blobs, proofs [][]byte, opts ...grpc.CallOption) (*fedpcav1.UploadResponse, error) {
+	if len(proofs) != len(blobs) {
+		return nil, fmt.Errorf("upload: %d ciphertexts and %d proofs", len(blobs), len(proofs))
+	}
 	stream, err := c.Upload(ctx, opts...)
 	if err != nil {
 		return nil, err
@@ -34,8 +39,11 @@ func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.Upl
 		_ = Finish(stream)
 		return first, nil
 	}
-	for _, b := range blobs {
+	for i, b := range blobs {
 		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Ciphertext{Ciphertext: b}}); err != nil {
+			return nil, recvAfterSend(stream, err)
+		}
+		if err := stream.Send(&fedpcav1.UploadRequest{Msg: &fedpcav1.UploadRequest_Proof{Proof: proofs[i]}}); err != nil {
 			return nil, recvAfterSend(stream, err)
 		}
 	}

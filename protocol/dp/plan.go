@@ -15,7 +15,7 @@ import (
 const (
 	PlanCentral = "central" // the proxy alone (DPDPCA as published)
 	PlanServers = "servers" // the proxy and each CSP member taking part in the switch (default)
-	PlanOwners  = "owners"  // each owner; the proxy tops up for owners who never upload
+	PlanOwners  = "owners"  // each owner; the proxy and the switching CSP members top up for owners who never upload
 	PlanAll     = "all"     // owners, proxy and CSP members
 )
 
@@ -355,11 +355,14 @@ func (p Plan) planned(r Role) bool {
 }
 
 // topper reports whether a role tops up for owners who did not upload.
+// Under the owners plan the switching CSP members top up as well as the
+// proxy: a member knows how many owners' uploads are in the sum it switches
+// (it verifies them), so a proxy that leaves uploads out of the sum cannot
+// also leave out their noise (its own top-up is one of the t it may
+// withhold).
 func (p Plan) topper(r Role) bool {
 	switch p.Kind {
-	case PlanOwners:
-		return r == RoleProxy
-	case PlanAll:
+	case PlanOwners, PlanAll:
 		return r == RoleProxy || r == RoleCSP
 	}
 	return false
@@ -420,9 +423,7 @@ func (p Plan) Weight(r Role, uploaded int) (*big.Rat, error) {
 // toppers returns how many parties top up.
 func (p Plan) toppers() int {
 	switch p.Kind {
-	case PlanOwners:
-		return 1
-	case PlanAll:
+	case PlanOwners, PlanAll:
 		return 1 + p.CSPs
 	}
 	return 0

@@ -115,8 +115,14 @@ func TestTopUpExamples(t *testing.T) {
 		{Plan{PlanServers, 1, 5, 2}, 3, RoleCSP, r(1, 2)},
 		{Plan{PlanOwners, 0, 5, 2}, 5, RoleOwner, r(1, 5)},
 		{Plan{PlanOwners, 0, 5, 2}, 5, RoleProxy, r(0, 1)},
-		{Plan{PlanOwners, 0, 5, 2}, 3, RoleProxy, r(2, 5)},
-		{Plan{PlanOwners, 1, 5, 2}, 4, RoleProxy, r(1, 4)},
+		// The proxy and the two switching members top up alike.
+		{Plan{PlanOwners, 0, 5, 2}, 3, RoleProxy, r(2, 15)},
+		{Plan{PlanOwners, 0, 5, 2}, 3, RoleCSP, r(2, 15)},
+		{Plan{PlanOwners, 1, 5, 2}, 4, RoleProxy, r(1, 12)},
+		{Plan{PlanOwners, 1, 5, 2}, 3, RoleCSP, r(1, 6)},
+		// A proxy that sums one owner's upload alone: the members top up
+		// so that, its own top-up withheld, the victim's noise is whole.
+		{Plan{PlanOwners, 1, 10, 2}, 1, RoleCSP, r(4, 9)},
 		{Plan{PlanAll, 1, 5, 2}, 5, RoleCSP, r(1, 7)},
 		{Plan{PlanAll, 1, 5, 2}, 3, RoleCSP, r(2, 7)},
 		{Plan{PlanAll, 1, 5, 2}, 3, RoleOwner, r(1, 7)},
@@ -130,9 +136,10 @@ func TestTopUpExamples(t *testing.T) {
 			t.Errorf("%+v %s uploaded %d: weight %s, want %s", tc.p, tc.role, tc.uploaded, got.RatString(), tc.want.RatString())
 		}
 	}
-	// One dropout too many for the owners plan with t = 1.
-	if _, err := (Plan{PlanOwners, 1, 5, 2}).Weight(RoleProxy, 3); !errors.Is(err, ErrPlanInfeasible) {
-		t.Errorf("owners plan t=1, 2 dropouts: %v", err)
+	// Too many dropouts for the owners plan with t = 2 and one member:
+	// withholding the two largest shares leaves at most 2/3.
+	if _, err := (Plan{PlanOwners, 2, 5, 1}).Weight(RoleProxy, 2); !errors.Is(err, ErrPlanInfeasible) {
+		t.Errorf("owners plan t=2, 3 dropouts, 1 member: %v", err)
 	}
 }
 

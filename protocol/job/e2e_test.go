@@ -205,7 +205,7 @@ func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Res
 		for j, x := range acc.Pack() {
 			plainSum[j] += x
 		}
-		cts, err := OwnerCiphertexts(s, sch, p, rc.cpk, acc, nil)
+		cts, _, err := OwnerCiphertexts(s, sch, p, rc.cpk, acc, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"github.com/tuneinsight/lattigo/v5/mhe"
 )
@@ -110,11 +111,12 @@ func NormBuckets(edges []fixedpoint.Decimal, bits uint) func(q []int64) int {
 
 // OwnerCiphertexts packs an owner's statistics, adds its DP noise share (in
 // the owners and all plans; drawn from rnd, crypto/rand when nil) and
-// encrypts them under the committee key.
-func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rlwe.PublicKey, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, error) {
+// encrypts them under the committee key, returning the witness of each
+// ciphertext for its proof (ProveUpload).
+func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rlwe.PublicKey, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, []zk.Witness, error) {
 	enc, err := he.NewEncryptor(p, committeeKey)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	return EncryptShare(s, sch, enc, acc, rnd)
 }
@@ -122,22 +124,22 @@ func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rl
 // EncryptShare is OwnerCiphertexts with an encryptor under the committee
 // key, which may hold encryptions of zero prepared ahead
 // (he.Encryptor.Prepare).
-func EncryptShare(s *Spec, sch *schema.Schema, enc *he.Encryptor, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, error) {
+func EncryptShare(s *Spec, sch *schema.Schema, enc *he.Encryptor, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, []zk.Witness, error) {
 	vec := acc.Pack()
 	if !s.NoNoise {
 		cal, err := s.Calibration(sch)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		noise, err := cal.NoiseVector(acc.Layout(), s.Plan().OwnerWeight(), rnd, 0)
 		if err != nil {
-			return nil, err
+			return nil, nil, err
 		}
 		if err := addChecked(vec, noise); err != nil {
-			return nil, fmt.Errorf("owner noise: %w", err)
+			return nil, nil, fmt.Errorf("owner noise: %w", err)
 		}
 	}
-	return enc.EncryptVector(vec)
+	return enc.EncryptWitnessed(vec)
 }
 
 func addChecked(dst, src []int64) error {
@@ -258,7 +260,8 @@ func CombineShares(p he.Params, blinded []*rlwe.Ciphertext, shares [][]*mhe.Publ
 }
 
 // DecryptRelease decrypts the unblinded, key-switched ciphertexts with the
-// user's secret key and unpacks the release.
+// user's secret key (which encrypt twice the release: he.SwitchFactor) and
+// unpacks the release.
 func DecryptRelease(s *Spec, sch *schema.Schema, p he.Params, sk *rlwe.SecretKey, cts []*rlwe.Ciphertext) (*stats.Release, error) {
 	l, err := s.Layout(sch)
 	if err != nil {

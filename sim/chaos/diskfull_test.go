@@ -96,8 +96,8 @@ func TestProxyDiskFull(t *testing.T) {
 		clients[i] = proxyClient(o.ID)
 	}
 	upload := func(i int) error {
-		blobs, hd := handShare(t, ctx, cl, clients[i], spec, owners[i])
-		_, err := transport.Upload(ctx, clients[i], hd, blobs)
+		up, hd := handShare(t, ctx, cl, clients[i], spec, owners[i])
+		_, err := transport.Upload(ctx, clients[i], hd, up.Blobs, up.Proofs)
 		return err
 	}
 	if err := upload(0); err != nil {
@@ -147,7 +147,7 @@ func TestProxyDiskFull(t *testing.T) {
 }
 
 // handShare computes an owner's upload for a job, as the owner daemon does.
-func handShare(t *testing.T, ctx context.Context, cl *sim.Cluster, pc fedpcav1.ProxyServiceClient, spec *job.Spec, o sim.OwnerConfig) ([][]byte, *fedpcav1.UploadHeader) {
+func handShare(t *testing.T, ctx context.Context, cl *sim.Cluster, pc fedpcav1.ProxyServiceClient, spec *job.Spec, o sim.OwnerConfig) (sim.Upload, *fedpcav1.UploadHeader) {
 	t.Helper()
 	p := cl.Params()
 	var cmt *fedpcav1.GetCommitteeResponse
@@ -161,9 +161,13 @@ func handShare(t *testing.T, ctx context.Context, cl *sim.Cluster, pc fedpcav1.P
 	if err != nil {
 		t.Fatal(err)
 	}
-	up, err := sim.OwnerUpload(spec, o.Schema, p, cpk, o.CSV)
+	d, err := cl.Dialer("owner/" + o.ID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return up.Blobs, up.Header
+	up, err := sim.OwnerUpload(spec, o.Schema, p, cpk, o.CSV, o.ID, d.Creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return up, up.Header
 }

@@ -128,6 +128,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		}
 	}()
 	ups := make([]sim.Upload, cfg.Owners)
+	creds := make([]*transport.Credentials, cfg.Owners)
 	var cpk *rlwe.PublicKey
 	var cpkOnce sync.Once
 	p := cl.Params()
@@ -136,6 +137,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		if err != nil {
 			return err
 		}
+		creds[i] = d.Creds
 		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
 		if err != nil {
 			return err
@@ -162,7 +164,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 		return nil, errors.New("load: no committee key")
 	}
 	err = parallel(ctx, cfg.Owners, func(_ context.Context, i int) (err error) {
-		ups[i], err = sim.OwnerUpload(spec, sch, p, cpk, parts[i])
+		ups[i], err = sim.OwnerUpload(spec, sch, p, cpk, parts[i], ids[i], creds[i])
 		return err
 	})
 	if err != nil {
@@ -241,7 +243,7 @@ func uploadLikeAnOwner(ctx context.Context, c fedpcav1.ProxyServiceClient, up si
 	ctx, cancel := context.WithDeadline(ctx, deadline)
 	defer cancel()
 	for {
-		_, err := transport.Upload(ctx, c, up.Header, up.Blobs, grpc.WaitForReady(true))
+		_, err := transport.Upload(ctx, c, up.Header, up.Blobs, up.Proofs, grpc.WaitForReady(true))
 		switch {
 		case err == nil:
 			return busy, retries, nil

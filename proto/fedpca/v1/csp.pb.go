@@ -996,12 +996,19 @@ func (x *KeyAttestation) GetSignature() []byte {
 	return nil
 }
 
+// KeySwitchRequest: the header, the blinded sum's ciphertexts, then, in the
+// order of KeySwitchHeader.owners, each included owner's upload (an
+// OwnerUpload followed by one UploadPart per ciphertext). A member switches
+// only if every upload is signed by its owner and proven well formed, and
+// the c1 of each blinded ciphertext is exactly the sum of the uploads' c1.
 type KeySwitchRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
 	//
 	//	*KeySwitchRequest_Header
 	//	*KeySwitchRequest_Ciphertext
+	//	*KeySwitchRequest_Upload
+	//	*KeySwitchRequest_Part
 	Msg           isKeySwitchRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1062,6 +1069,24 @@ func (x *KeySwitchRequest) GetCiphertext() []byte {
 	return nil
 }
 
+func (x *KeySwitchRequest) GetUpload() *OwnerUpload {
+	if x != nil {
+		if x, ok := x.Msg.(*KeySwitchRequest_Upload); ok {
+			return x.Upload
+		}
+	}
+	return nil
+}
+
+func (x *KeySwitchRequest) GetPart() *UploadPart {
+	if x != nil {
+		if x, ok := x.Msg.(*KeySwitchRequest_Part); ok {
+			return x.Part
+		}
+	}
+	return nil
+}
+
 type isKeySwitchRequest_Msg interface {
 	isKeySwitchRequest_Msg()
 }
@@ -1074,9 +1099,150 @@ type KeySwitchRequest_Ciphertext struct {
 	Ciphertext []byte `protobuf:"bytes,2,opt,name=ciphertext,proto3,oneof"`
 }
 
+type KeySwitchRequest_Upload struct {
+	Upload *OwnerUpload `protobuf:"bytes,3,opt,name=upload,proto3,oneof"`
+}
+
+type KeySwitchRequest_Part struct {
+	Part *UploadPart `protobuf:"bytes,4,opt,name=part,proto3,oneof"`
+}
+
 func (*KeySwitchRequest_Header) isKeySwitchRequest_Msg() {}
 
 func (*KeySwitchRequest_Ciphertext) isKeySwitchRequest_Msg() {}
+
+func (*KeySwitchRequest_Upload) isKeySwitchRequest_Msg() {}
+
+func (*KeySwitchRequest_Part) isKeySwitchRequest_Msg() {}
+
+// OwnerUpload introduces one owner's upload to a member.
+type OwnerUpload struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Owner string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	// certificate is the owner's certificate (DER), as it presented it to the
+	// proxy.
+	Certificate []byte `protobuf:"bytes,2,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	// signature is the owner's signature, with its certificate key, of its
+	// upload statement (protocol/job.UploadStatement).
+	Signature     []byte `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerUpload) Reset() {
+	*x = OwnerUpload{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerUpload) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerUpload) ProtoMessage() {}
+
+func (x *OwnerUpload) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerUpload.ProtoReflect.Descriptor instead.
+func (*OwnerUpload) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{16}
+}
+
+func (x *OwnerUpload) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *OwnerUpload) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+func (x *OwnerUpload) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+// UploadPart is one ciphertext of an owner's upload, as a member needs it.
+type UploadPart struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// c0_digest is the SHA-256 of the ciphertext's c0 (he.Params.AppendPoly).
+	C0Digest []byte `protobuf:"bytes,1,opt,name=c0_digest,json=c0Digest,proto3" json:"c0_digest,omitempty"`
+	// c1 is the ciphertext's c1 (he.Params.AppendPoly).
+	C1 []byte `protobuf:"bytes,2,opt,name=c1,proto3" json:"c1,omitempty"`
+	// proof is the owner's proof that c1 is well formed (protocol/zk).
+	Proof         []byte `protobuf:"bytes,3,opt,name=proof,proto3" json:"proof,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UploadPart) Reset() {
+	*x = UploadPart{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UploadPart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UploadPart) ProtoMessage() {}
+
+func (x *UploadPart) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UploadPart.ProtoReflect.Descriptor instead.
+func (*UploadPart) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{17}
+}
+
+func (x *UploadPart) GetC0Digest() []byte {
+	if x != nil {
+		return x.C0Digest
+	}
+	return nil
+}
+
+func (x *UploadPart) GetC1() []byte {
+	if x != nil {
+		return x.C1
+	}
+	return nil
+}
+
+func (x *UploadPart) GetProof() []byte {
+	if x != nil {
+		return x.Proof
+	}
+	return nil
+}
 
 type KeySwitchHeader struct {
 	state           protoimpl.MessageState `protogen:"open.v1"`
@@ -1101,7 +1267,7 @@ type KeySwitchHeader struct {
 
 func (x *KeySwitchHeader) Reset() {
 	*x = KeySwitchHeader{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1113,7 +1279,7 @@ func (x *KeySwitchHeader) String() string {
 func (*KeySwitchHeader) ProtoMessage() {}
 
 func (x *KeySwitchHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1126,7 +1292,7 @@ func (x *KeySwitchHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchHeader.ProtoReflect.Descriptor instead.
 func (*KeySwitchHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KeySwitchHeader) GetJobId() string {
@@ -1209,7 +1375,7 @@ type KeySwitchResponse struct {
 
 func (x *KeySwitchResponse) Reset() {
 	*x = KeySwitchResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1387,7 @@ func (x *KeySwitchResponse) String() string {
 func (*KeySwitchResponse) ProtoMessage() {}
 
 func (x *KeySwitchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1400,7 @@ func (x *KeySwitchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchResponse.ProtoReflect.Descriptor instead.
 func (*KeySwitchResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *KeySwitchResponse) GetShare() []byte {
@@ -1321,13 +1487,24 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\x06member\x18\x01 \x01(\tR\x06member\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\x12 \n" +
 	"\vcertificate\x18\x03 \x01(\fR\vcertificate\x12\x1c\n" +
-	"\tsignature\x18\x04 \x01(\fR\tsignature\"q\n" +
+	"\tsignature\x18\x04 \x01(\fR\tsignature\"\xd0\x01\n" +
 	"\x10KeySwitchRequest\x124\n" +
 	"\x06header\x18\x01 \x01(\v2\x1a.fedpca.v1.KeySwitchHeaderH\x00R\x06header\x12 \n" +
 	"\n" +
 	"ciphertext\x18\x02 \x01(\fH\x00R\n" +
-	"ciphertextB\x05\n" +
-	"\x03msg\"\xb6\x02\n" +
+	"ciphertext\x120\n" +
+	"\x06upload\x18\x03 \x01(\v2\x16.fedpca.v1.OwnerUploadH\x00R\x06upload\x12+\n" +
+	"\x04part\x18\x04 \x01(\v2\x15.fedpca.v1.UploadPartH\x00R\x04partB\x05\n" +
+	"\x03msg\"c\n" +
+	"\vOwnerUpload\x12\x14\n" +
+	"\x05owner\x18\x01 \x01(\tR\x05owner\x12 \n" +
+	"\vcertificate\x18\x02 \x01(\fR\vcertificate\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\"O\n" +
+	"\n" +
+	"UploadPart\x12\x1b\n" +
+	"\tc0_digest\x18\x01 \x01(\fR\bc0Digest\x12\x0e\n" +
+	"\x02c1\x18\x02 \x01(\fR\x02c1\x12\x14\n" +
+	"\x05proof\x18\x03 \x01(\fR\x05proof\"\xb6\x02\n" +
 	"\x0fKeySwitchHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\fR\x04spec\x12\x1c\n" +
@@ -1365,7 +1542,7 @@ func file_fedpca_v1_csp_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_csp_proto_rawDescData
 }
 
-var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 18)
+var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
 var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),      // 0: fedpca.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),     // 1: fedpca.v1.GetStatusResponse
@@ -1383,8 +1560,10 @@ var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*FinalizeResponse)(nil),      // 13: fedpca.v1.FinalizeResponse
 	(*KeyAttestation)(nil),        // 14: fedpca.v1.KeyAttestation
 	(*KeySwitchRequest)(nil),      // 15: fedpca.v1.KeySwitchRequest
-	(*KeySwitchHeader)(nil),       // 16: fedpca.v1.KeySwitchHeader
-	(*KeySwitchResponse)(nil),     // 17: fedpca.v1.KeySwitchResponse
+	(*OwnerUpload)(nil),           // 16: fedpca.v1.OwnerUpload
+	(*UploadPart)(nil),            // 17: fedpca.v1.UploadPart
+	(*KeySwitchHeader)(nil),       // 18: fedpca.v1.KeySwitchHeader
+	(*KeySwitchResponse)(nil),     // 19: fedpca.v1.KeySwitchResponse
 }
 var file_fedpca_v1_csp_proto_depIdxs = []int32{
 	14, // 0: fedpca.v1.GetStatusResponse.attestation:type_name -> fedpca.v1.KeyAttestation
@@ -1394,24 +1573,26 @@ var file_fedpca_v1_csp_proto_depIdxs = []int32{
 	7,  // 4: fedpca.v1.ReceiveSharesRequest.shares:type_name -> fedpca.v1.SealedShare
 	12, // 5: fedpca.v1.FinalizeRequest.shares:type_name -> fedpca.v1.MemberShare
 	14, // 6: fedpca.v1.FinalizeResponse.attestation:type_name -> fedpca.v1.KeyAttestation
-	16, // 7: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
-	0,  // 8: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
-	3,  // 9: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
-	6,  // 10: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
-	9,  // 11: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
-	11, // 12: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
-	15, // 13: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
-	1,  // 14: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
-	4,  // 15: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
-	8,  // 16: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
-	10, // 17: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
-	13, // 18: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
-	17, // 19: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
-	14, // [14:20] is the sub-list for method output_type
-	8,  // [8:14] is the sub-list for method input_type
-	8,  // [8:8] is the sub-list for extension type_name
-	8,  // [8:8] is the sub-list for extension extendee
-	0,  // [0:8] is the sub-list for field type_name
+	18, // 7: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
+	16, // 8: fedpca.v1.KeySwitchRequest.upload:type_name -> fedpca.v1.OwnerUpload
+	17, // 9: fedpca.v1.KeySwitchRequest.part:type_name -> fedpca.v1.UploadPart
+	0,  // 10: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
+	3,  // 11: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
+	6,  // 12: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
+	9,  // 13: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
+	11, // 14: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
+	15, // 15: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
+	1,  // 16: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
+	4,  // 17: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
+	8,  // 18: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
+	10, // 19: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
+	13, // 20: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
+	19, // 21: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
+	16, // [16:22] is the sub-list for method output_type
+	10, // [10:16] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_csp_proto_init() }
@@ -1422,6 +1603,8 @@ func file_fedpca_v1_csp_proto_init() {
 	file_fedpca_v1_csp_proto_msgTypes[15].OneofWrappers = []any{
 		(*KeySwitchRequest_Header)(nil),
 		(*KeySwitchRequest_Ciphertext)(nil),
+		(*KeySwitchRequest_Upload)(nil),
+		(*KeySwitchRequest_Part)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1429,7 +1612,7 @@ func file_fedpca_v1_csp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_csp_proto_rawDesc), len(file_fedpca_v1_csp_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   18,
+			NumMessages:   20,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1411,12 +1411,15 @@ func (x *WatchOwnerJobsResponse) GetOwnerProof() *OwnerProof {
 	return nil
 }
 
+// UploadRequest: the header; once admitted, each ciphertext followed by its
+// proof.
 type UploadRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
 	//
 	//	*UploadRequest_Header
 	//	*UploadRequest_Ciphertext
+	//	*UploadRequest_Proof
 	Msg           isUploadRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -1477,6 +1480,15 @@ func (x *UploadRequest) GetCiphertext() []byte {
 	return nil
 }
 
+func (x *UploadRequest) GetProof() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*UploadRequest_Proof); ok {
+			return x.Proof
+		}
+	}
+	return nil
+}
+
 type isUploadRequest_Msg interface {
 	isUploadRequest_Msg()
 }
@@ -1489,9 +1501,18 @@ type UploadRequest_Ciphertext struct {
 	Ciphertext []byte `protobuf:"bytes,2,opt,name=ciphertext,proto3,oneof"`
 }
 
+type UploadRequest_Proof struct {
+	// proof is the owner's proof that the ciphertext before it is a
+	// well-formed public-key encryption under the committee key
+	// (protocol/zk), bound to the job, the owner and the ciphertext.
+	Proof []byte `protobuf:"bytes,3,opt,name=proof,proto3,oneof"`
+}
+
 func (*UploadRequest_Header) isUploadRequest_Msg() {}
 
 func (*UploadRequest_Ciphertext) isUploadRequest_Msg() {}
+
+func (*UploadRequest_Proof) isUploadRequest_Msg() {}
 
 type UploadHeader struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -1501,7 +1522,12 @@ type UploadHeader struct {
 	// upload with the same digest is acknowledged again, another is refused.
 	Digest []byte `protobuf:"bytes,3,opt,name=digest,proto3" json:"digest,omitempty"`
 	// budget is the owner's ledger for the dataset, for display.
-	Budget        *BudgetReport `protobuf:"bytes,4,opt,name=budget,proto3" json:"budget,omitempty"`
+	Budget *BudgetReport `protobuf:"bytes,4,opt,name=budget,proto3" json:"budget,omitempty"`
+	// signature is the owner's signature, with its certificate key, of its
+	// upload statement (protocol/job.UploadStatement: the job, the owner and
+	// the digests of each ciphertext's c0 and c1 and of its proof), which
+	// every committee member checks before a key switch.
+	Signature     []byte `protobuf:"bytes,5,opt,name=signature,proto3" json:"signature,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1560,6 +1586,13 @@ func (x *UploadHeader) GetDigest() []byte {
 func (x *UploadHeader) GetBudget() *BudgetReport {
 	if x != nil {
 		return x.Budget
+	}
+	return nil
+}
+
+func (x *UploadHeader) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
 	}
 	return nil
 }
@@ -2367,18 +2400,20 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\bsnapshot\x18\x03 \x01(\bR\bsnapshot\x12*\n" +
 	"\x06ticket\x18\x04 \x01(\v2\x12.fedpca.v1.JobInfoR\x06ticket\x126\n" +
 	"\vowner_proof\x18\x05 \x01(\v2\x15.fedpca.v1.OwnerProofR\n" +
-	"ownerProof\"k\n" +
+	"ownerProof\"\x83\x01\n" +
 	"\rUploadRequest\x121\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.fedpca.v1.UploadHeaderH\x00R\x06header\x12 \n" +
 	"\n" +
 	"ciphertext\x18\x02 \x01(\fH\x00R\n" +
-	"ciphertextB\x05\n" +
-	"\x03msg\"\x90\x01\n" +
+	"ciphertext\x12\x16\n" +
+	"\x05proof\x18\x03 \x01(\fH\x00R\x05proofB\x05\n" +
+	"\x03msg\"\xae\x01\n" +
 	"\fUploadHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12 \n" +
 	"\vciphertexts\x18\x02 \x01(\rR\vciphertexts\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12/\n" +
-	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x9d\x01\n" +
+	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\x12\x1c\n" +
+	"\tsignature\x18\x05 \x01(\fR\tsignature\"\x9d\x01\n" +
 	"\fBudgetReport\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x1d\n" +
 	"\n" +
@@ -2566,6 +2601,7 @@ func file_fedpca_v1_proxy_proto_init() {
 	file_fedpca_v1_proxy_proto_msgTypes[18].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
+		(*UploadRequest_Proof)(nil),
 	}
 	file_fedpca_v1_proxy_proto_msgTypes[25].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
