@@ -28,10 +28,10 @@ type committeeEnc struct {
 	encs   *encryptors
 	budget *PrepareBudget
 
-	mu      sync.Mutex         // one job, or one preparation, at a time
-	zeros   []he.Zero // prepared encryptions of zero, each used once
-	want    int                // ciphertexts of the latest share
-	dropped bool               // replaced by another key: its prepared count is given back
+	mu      sync.Mutex // one job, or one preparation, at a time
+	zeros   []he.Zero  // prepared encryptions of zero, each used once
+	want    int        // ciphertexts of the latest share
+	dropped bool       // replaced by another key: its prepared count is given back
 }
 
 func newCommitteeEnc(fp string, encs *encryptors, budget *PrepareBudget) *committeeEnc {

@@ -22,8 +22,8 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
-	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 )
 

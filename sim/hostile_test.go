@@ -301,7 +301,6 @@ func craftedUpload(t *testing.T, p he.Params, valid, proof []byte) ([]byte, []by
 	return p.Codecs().Ciphertext.Marshal(ct), proof
 }
 
-
 func jobStatus(t *testing.T, ctx context.Context, c fedpcav1.ProxyServiceClient, id string) *fedpcav1.JobStatus {
 	t.Helper()
 	r, err := c.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
