@@ -3,6 +3,7 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"crypto"
 	"errors"
 	"fmt"
 	"io"
@@ -259,6 +260,7 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 	if ep.dev != nil {
 		p := cl.Params()
 		ep.dev.params = &p
+		ep.dev.signer = func(owner string) crypto.Signer { return cl.Creds("owner/" + owner).Signer() }
 	}
 	defer cl.Stop()
 	if ep.user, err = cl.User("analyst"); err != nil {
@@ -303,12 +305,9 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 					// the release is that sum itself.
 					j.NoNoise, j.Analysis = true, lastAnalysis
 				}
-			case DevDouble:
-				// Noise-off: the release is the doubled sum exactly.
-				j.NoNoise = true
-			case DevDrop:
-				// With the owners' noise: what the dropped owner added
-				// is gone, the others' must stay (the noise floor).
+			case DevDrop, DevSubset:
+				// Under the plans that were said to protect against a
+				// deviating proxy: the members must refuse.
 				j.NoNoise, j.Plan = false, []string{dp.PlanOwners, dp.PlanAll}[rng.IntN(2)]
 			}
 		}

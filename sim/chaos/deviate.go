@@ -3,9 +3,8 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
+	"crypto"
 	"errors"
-	"hash"
 	"io"
 	"slices"
 	"sync"
@@ -17,6 +16,8 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/seal"
+	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -24,52 +25,78 @@ import (
 // honest proxy is wrapped in a test double (gRPC interceptors on its server
 // and on its connections to the members) that deviates in one job.
 const (
-	DevSwapKey  = "swap_key"      // owners are shown a committee key of the proxy's own
-	DevDouble   = "double_upload" // an owner's upload added to the sum twice
-	DevDrop     = "drop_upload"   // an owner's upload taken out of the sum, the owner still named
-	DevResubmit = "resubmit"      // an earlier job's sum sent to the members under a new job
-	DevReplay   = "replay_switch" // key-switch requests replayed: the same, altered, an old job's
-	DevLieDone  = "lie_done"      // the user's watch told the job is done, every owner counted
-	DevLieFail  = "lie_failed"    // the user's watch told the job failed
+	DevSwapKey       = "swap_key"       // owners are shown a committee key of the proxy's own
+	DevDouble        = "double_upload"  // an owner's upload added to the sum twice
+	DevDrop          = "drop_upload"    // an owner's upload taken out of the sum, the owner still named
+	DevSubset        = "subset_switch"  // one owner's upload switched as the sum, every owner named
+	DevCraftedSum    = "crafted_sum"    // the audit's crafted ciphertext (c1 = 2^190 T^-1) sent as the sum
+	DevCraftedUpload = "crafted_upload" // one owner's crafted upload, signed by it, let through to the members
+	DevResubmit      = "resubmit"       // an earlier job's sum sent to the members under a new job
+	DevReplay        = "replay_switch"  // key-switch requests replayed: the same, altered, an old job's
+	DevLieDone       = "lie_done"       // the user's watch told the job is done, every owner counted
+	DevLieFail       = "lie_failed"     // the user's watch told the job failed
 )
 
 // AllDeviations lists the deviations, in the order of the test schedule.
-var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevResubmit, DevReplay, DevLieDone, DevLieFail}
+var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevResubmit, DevReplay, DevLieDone, DevLieFail}
+
+// refused reports whether the members must refuse the deviation's key
+// switch (the sum is not the named owners' proven uploads), and the phrase
+// their refusal carries.
+func refused(kind string) (bool, string) {
+	switch kind {
+	case DevDouble, DevDrop, DevSubset, DevCraftedSum, DevResubmit:
+		return true, "is not the sum of the"
+	case DevCraftedUpload:
+		return true, "not proven well formed"
+	}
+	return false, ""
+}
 
 // deviant is the deviating proxy's test double for one episode. Until job
 // is set it is honest; it deviates in that job only.
 type deviant struct {
 	kind   string
 	params *he.Params
+	// signer is an owner's certificate key: the owner that colludes with
+	// the proxy in crafted_upload signs its crafted upload.
+	signer func(owner string) crypto.Signer
 
 	mu       sync.Mutex
 	job      string                // the job it deviates in
 	ended    bool                  // that job ended: no more key swaps
 	evilKey  []byte                // swap_key: the proxy's own key
 	served   int                   // swapped keys or lies served
-	uploads  map[string][][]byte   // double/drop: the target's upload
-	upMu     sync.Mutex            // double/drop: the job's uploads pass one at a time
+	uploads  map[string]*recorded  // the deviating job's uploads, by owner, as sent
 	sums     map[string]*switchReq // job -> the request the members got
-	target   string                // double/drop: the owner
-	carrier  string                // double/drop: the owner whose upload carried the target's
+	target   string                // double/drop/subset/crafted_upload: the owner
 	from     string                // resubmit: the job whose sum was sent
 	applied  int                   // ciphertexts altered
+	shares   int                   // shares the members sent in the deviating job
 	replays  []string              // replay: what went wrong
 	rchecks  int                   // replay: comparisons made
 	replayed map[string]bool       // replay: members replayed to
 	seq      int
 }
 
-// switchReq is a key-switch request as a member received it, and its shares.
+// switchReq is a key-switch request as a member received it (every message
+// after the header: the sum's ciphertexts, the owners' uploads), and its
+// shares.
 type switchReq struct {
 	seq    int // order of the first switch
 	header *fedpcav1.KeySwitchHeader
 	cts    [][]byte
+	msgs   []*fedpcav1.KeySwitchRequest
 	shares map[string][][]byte // member (target) -> shares
 }
 
+// recorded is an upload as its owner sent it.
+type recorded struct {
+	cts, proofs [][]byte
+}
+
 func newDeviant(kind string) *deviant {
-	return &deviant{kind: kind, uploads: map[string][][]byte{}, sums: map[string]*switchReq{}, replayed: map[string]bool{}}
+	return &deviant{kind: kind, uploads: map[string]*recorded{}, sums: map[string]*switchReq{}, replayed: map[string]bool{}}
 }
 
 // serverOptions are the double's interceptors on the proxy's server.
@@ -139,18 +166,23 @@ func (d *deviant) swapKey(ctx context.Context, resp *fedpcav1.GetCommitteeRespon
 	return swapped
 }
 
-// stream alters one of the deviating job's uploads (double/drop) and lies
-// in the user's watch of the job.
+// stream records the deviating job's uploads (the ciphertexts as their
+// owners sent them, for the sums it alters on the way to the members) and
+// lies in the user's watch of the job.
 func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
 	switch {
-	case info.FullMethod == fedpcav1.ProxyService_Upload_FullMethodName && (d.kind == DevDouble || d.kind == DevDrop):
+	case info.FullMethod == fedpcav1.ProxyService_Upload_FullMethodName:
 		who, err := transport.CallerIdentity(ss.Context())
 		if err != nil {
 			return handler(srv, ss)
 		}
 		us := &uploadStream{ServerStream: ss, d: d, owner: who.ID}
 		err = handler(srv, us)
-		us.done(err)
+		if err == nil && us.deviating && len(us.up.cts) > 0 {
+			d.mu.Lock()
+			d.uploads[us.owner] = &us.up
+			d.mu.Unlock()
+		}
 		return err
 	case info.FullMethod == fedpcav1.ProxyService_WatchJob_FullMethodName && (d.kind == DevLieDone || d.kind == DevLieFail):
 		return handler(srv, &lyingStream{ServerStream: ss, d: d})
@@ -158,32 +190,18 @@ func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 	return handler(srv, ss)
 }
 
-// uploadStream is an owner's upload as the proxy's handler reads it. In the
-// deviating job the first complete upload is recorded (the target's); the
-// next owner's (the carrier's) reaches the proxy with the target's
-// ciphertexts added to (double) or subtracted from (drop) its own and the
-// header's digest recomputed, so the proxy's honest code folds a sum that
-// counts the target twice, or not at all while naming it. Until then the
-// job's uploads pass one at a time, so that target and carrier are the
-// first two.
+// uploadStream is an owner's upload as the proxy's handler reads it: the
+// double keeps a copy of the deviating job's ciphertexts.
 type uploadStream struct {
 	grpc.ServerStream
-	d      *deviant
-	owner  string
-	header *fedpcav1.UploadHeader
-	cts    [][]byte  // as the owner sent them
-	with   [][]byte  // the target's upload, when this one carries it
-	digest hash.Hash // of what the proxy receives, when altered
-	locked bool
+	d         *deviant
+	owner     string
+	deviating bool
+	up        recorded
 }
 
 func (s *uploadStream) RecvMsg(m any) error {
 	err := s.ServerStream.RecvMsg(m)
-	if errors.Is(err, io.EOF) && s.with != nil {
-		// The proxy compares the header it holds with what it received
-		// once the stream ends.
-		s.header.Digest = s.digest.Sum(nil)
-	}
 	if err != nil {
 		return err
 	}
@@ -191,87 +209,15 @@ func (s *uploadStream) RecvMsg(m any) error {
 	if !ok {
 		return nil
 	}
-	if h := r.GetHeader(); h != nil {
-		s.header = h
-		if !s.locked && s.d.deviating(h.GetJobId()) && s.d.pending() {
-			s.d.upMu.Lock()
-			if !s.d.pending() {
-				s.d.upMu.Unlock() // the upload it waited for carried the target's
-				return nil
-			}
-			s.locked = true
-			s.with = s.d.carry(s.owner, int(h.GetCiphertexts()))
-			s.digest = sha256.New()
-		}
-		return nil
-	}
-	c := r.GetCiphertext()
-	if c == nil || !s.locked {
-		return nil
-	}
-	s.cts = append(s.cts, bytes.Clone(c))
-	if i := len(s.cts) - 1; s.with != nil && i < len(s.with) {
-		c = s.d.combine(c, s.with[i])
-		r.Msg = &fedpcav1.UploadRequest_Ciphertext{Ciphertext: c}
-		s.digest.Write(c)
+	switch {
+	case r.GetHeader() != nil:
+		s.deviating = s.d.deviating(r.GetHeader().GetJobId())
+	case r.GetCiphertext() != nil && s.deviating:
+		s.up.cts = append(s.up.cts, bytes.Clone(r.GetCiphertext()))
+	case r.GetProof() != nil && s.deviating:
+		s.up.proofs = append(s.up.proofs, bytes.Clone(r.GetProof()))
 	}
 	return nil
-}
-
-// pending: the double has not yet altered an upload.
-func (d *deviant) pending() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.applied == 0
-}
-
-// carry returns the target's upload when the owner's is to carry it.
-func (d *deviant) carry(owner string, n int) [][]byte {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if d.target == "" || d.target == owner || d.carrier != "" || len(d.uploads[d.target]) != n {
-		return nil
-	}
-	d.carrier = owner
-	return d.uploads[d.target]
-}
-
-// combine is the carrier's ciphertext with the target's added or
-// subtracted.
-func (d *deviant) combine(ct, target []byte) []byte {
-	codec := d.params.Codecs().Ciphertext
-	sum, err1 := codec.Unmarshal(ct)
-	own, err2 := codec.Unmarshal(target)
-	if err1 != nil || err2 != nil {
-		return ct
-	}
-	if d.kind == DevDouble {
-		d.params.AddInto(sum, own)
-	} else {
-		rq := d.params.RingQ().AtLevel(d.params.Level())
-		rq.Sub(sum.Value[0], own.Value[0], sum.Value[0])
-		rq.Sub(sum.Value[1], own.Value[1], sum.Value[1])
-	}
-	return codec.Marshal(sum)
-}
-
-// done records what the upload was once the proxy answered it.
-func (s *uploadStream) done(err error) {
-	if !s.locked {
-		return
-	}
-	defer s.d.upMu.Unlock()
-	d, n := s.d, int(s.header.GetCiphertexts())
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	switch {
-	case s.with != nil && err == nil && len(s.cts) == n:
-		d.applied = n
-	case s.with != nil:
-		d.carrier = "" // refused or cut: the next upload carries it
-	case err == nil && len(s.cts) == n && d.target == "":
-		d.target, d.uploads[s.owner] = s.owner, s.cts
-	}
 }
 
 // lyingStream tells the user's watch a false state of the job.
@@ -332,6 +278,8 @@ type switchClient struct {
 	replay func(context.Context) (grpc.ClientStream, error)
 	req    switchReq
 	shares [][]byte
+	owner  string // the owner whose upload is being sent
+	part   int    // its next part
 }
 
 func (s *switchClient) SendMsg(m any) error {
@@ -343,10 +291,22 @@ func (s *switchClient) SendMsg(m any) error {
 		s.req.header = h
 		return s.ClientStream.SendMsg(m)
 	}
-	i := len(s.req.cts)
-	ct := s.d.alter(s.req.header, i, r.GetCiphertext())
-	s.req.cts = append(s.req.cts, bytes.Clone(ct))
-	return s.ClientStream.SendMsg(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: ct}})
+	switch {
+	case r.GetCiphertext() != nil:
+		i := len(s.req.cts)
+		ct := s.d.alter(s.req.header, i, r.GetCiphertext())
+		s.req.cts = append(s.req.cts, bytes.Clone(ct))
+		r = &fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: ct}}
+	case r.GetUpload() != nil:
+		s.owner, s.part = r.GetUpload().GetOwner(), 0
+		r = s.d.alterUpload(s.req.header, r)
+	case r.GetPart() != nil:
+		r = s.d.alterPart(s.req.header, s.owner, s.part, r)
+		s.part++
+	}
+	r = proto.Clone(r).(*fedpcav1.KeySwitchRequest) // the proxy reuses its messages
+	s.req.msgs = append(s.req.msgs, r)
+	return s.ClientStream.SendMsg(r)
 }
 
 func (s *switchClient) RecvMsg(m any) error {
@@ -371,6 +331,8 @@ func (d *deviant) alter(h *fedpcav1.KeySwitchHeader, i int, ct []byte) []byte {
 	if h == nil || d.job == "" || h.GetJobId() != d.job || d.params == nil {
 		return ct
 	}
+	codec := d.params.Codecs().Ciphertext
+	rq := d.params.RingQ().AtLevel(d.params.Level())
 	switch d.kind {
 	case DevResubmit:
 		// The latest earlier job whose sum has the same shape.
@@ -387,8 +349,109 @@ func (d *deviant) alter(h *fedpcav1.KeySwitchHeader, i int, ct []byte) []byte {
 			d.applied++
 			return r.cts[i]
 		}
+	case DevCraftedSum:
+		sum, err := codec.Unmarshal(ct)
+		if err != nil {
+			return ct
+		}
+		sim.CraftC1(*d.params, sum)
+		d.applied++
+		return codec.Marshal(sum)
+	case DevDouble, DevDrop, DevSubset, DevCraftedUpload:
+		// The target: the first included owner whose upload the double saw.
+		if d.target == "" {
+			for _, o := range h.GetOwners() {
+				if up := d.uploads[o]; up != nil && len(up.cts) == int(h.GetCiphertexts()) {
+					d.target = o
+					break
+				}
+			}
+		}
+		up := d.uploads[d.target]
+		if up == nil || i >= len(up.cts) {
+			return ct
+		}
+		sum, err1 := codec.Unmarshal(ct)
+		own, err2 := codec.Unmarshal(up.cts[i])
+		if err1 != nil || err2 != nil {
+			return ct
+		}
+		switch d.kind {
+		case DevDouble:
+			d.params.AddInto(sum, own)
+		case DevDrop:
+			rq.Sub(sum.Value[0], own.Value[0], sum.Value[0])
+			rq.Sub(sum.Value[1], own.Value[1], sum.Value[1])
+		case DevSubset:
+			sum = own
+		case DevCraftedUpload:
+			// The sum as if the target had uploaded its crafted
+			// ciphertext: the members' sum check passes, their proof
+			// check is what must catch it.
+			crafted := own.CopyNew()
+			sim.CraftC1(*d.params, crafted)
+			rq.Sub(sum.Value[1], own.Value[1], sum.Value[1])
+			rq.Add(sum.Value[1], crafted.Value[1], sum.Value[1])
+		}
+		d.applied++
+		return codec.Marshal(sum)
 	}
 	return ct
+}
+
+// alterUpload is, in crafted_upload, the target's upload statement signed
+// again by the target (which colludes) for its crafted ciphertexts.
+func (d *deviant) alterUpload(h *fedpcav1.KeySwitchHeader, r *fedpcav1.KeySwitchRequest) *fedpcav1.KeySwitchRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	up := r.GetUpload()
+	if d.kind != DevCraftedUpload || h == nil || h.GetJobId() != d.job || up.GetOwner() != d.target || d.signer == nil {
+		return r
+	}
+	var digests []job.PartDigests
+	for i := range d.uploads[d.target].cts {
+		part, ok := d.craftedPart(i)
+		if !ok {
+			return r
+		}
+		digests = append(digests, part.Digests())
+	}
+	sig, err := seal.Sign(d.signer(d.target), job.UploadContext, job.UploadStatement(d.job, d.target, digests))
+	if err != nil {
+		return r
+	}
+	return &fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &fedpcav1.OwnerUpload{Owner: up.GetOwner(), Certificate: up.GetCertificate(), Signature: sig}}}
+}
+
+// alterPart is, in crafted_upload, the target's i-th part with its c1
+// crafted (and the proof of the honest one: the target has none for it).
+func (d *deviant) alterPart(h *fedpcav1.KeySwitchHeader, owner string, i int, r *fedpcav1.KeySwitchRequest) *fedpcav1.KeySwitchRequest {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.kind != DevCraftedUpload || h == nil || h.GetJobId() != d.job || owner != d.target {
+		return r
+	}
+	part, ok := d.craftedPart(i)
+	if !ok {
+		return r
+	}
+	return &fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: &fedpcav1.UploadPart{C0Digest: part.C0Digest[:], C1: part.C1, Proof: part.Proof}}}
+}
+
+// craftedPart is the target's i-th ciphertext with c1 crafted, as a part,
+// with the proof of the honest one (the target has none for the crafted
+// c1). d.mu must be held.
+func (d *deviant) craftedPart(i int) (job.Part, bool) {
+	up := d.uploads[d.target]
+	if up == nil || i >= len(up.cts) || i >= len(up.proofs) {
+		return job.Part{}, false
+	}
+	ct, err := d.params.Codecs().Ciphertext.Unmarshal(up.cts[i])
+	if err != nil {
+		return job.Part{}, false
+	}
+	sim.CraftC1(*d.params, ct)
+	return job.Part{C0Digest: job.C0Digest(*d.params, ct), C1: d.params.AppendPoly(nil, ct.Value[1]), Proof: up.proofs[i]}, true
 }
 
 // switched records a member's completed switch and, for the replay
@@ -401,10 +464,13 @@ func (d *deviant) switched(ctx context.Context, s *switchClient) {
 	r := d.sums[id]
 	if r == nil {
 		d.seq++
-		r = &switchReq{seq: d.seq, header: s.req.header, cts: s.req.cts, shares: map[string][][]byte{}}
+		r = &switchReq{seq: d.seq, header: s.req.header, cts: s.req.cts, msgs: s.req.msgs, shares: map[string][][]byte{}}
 		d.sums[id] = r
 	}
 	r.shares[s.member] = s.shares
+	if id == d.job {
+		d.shares += len(s.shares)
+	}
 	replay := d.kind == DevReplay && id == d.job && !d.replayed[s.member]
 	d.replayed[s.member] = d.replayed[s.member] || replay
 	var old *switchReq
@@ -419,7 +485,7 @@ func (d *deviant) switched(ctx context.Context, s *switchClient) {
 	}
 	var bad []string
 	checks := 0
-	same, err := s.resend(ctx, s.req.header, s.req.cts)
+	same, err := s.resend(ctx, s.req.header, s.req.msgs)
 	checks++
 	if err != nil || !slices.EqualFunc(same, s.shares, bytes.Equal) {
 		bad = append(bad, s.member+": the same request replayed did not get the same shares back: "+errString(err))
@@ -427,14 +493,14 @@ func (d *deviant) switched(ctx context.Context, s *switchClient) {
 	if len(s.req.header.GetOwners()) > 1 {
 		fewer := proto.Clone(s.req.header).(*fedpcav1.KeySwitchHeader)
 		fewer.Owners = fewer.Owners[1:]
-		_, err := s.resend(ctx, fewer, s.req.cts)
+		_, err := s.resend(ctx, fewer, s.req.msgs)
 		checks++
 		if err == nil {
 			bad = append(bad, s.member+": a second request for the job naming fewer owners was switched")
 		}
 	}
 	if old != nil {
-		got, err := s.resend(ctx, old.header, old.cts)
+		got, err := s.resend(ctx, old.header, old.msgs)
 		checks++
 		if err == nil && !slices.EqualFunc(got, old.shares[s.member], bytes.Equal) {
 			bad = append(bad, s.member+": an old job's request replayed got new shares")
@@ -445,8 +511,10 @@ func (d *deviant) switched(ctx context.Context, s *switchClient) {
 	d.mu.Unlock()
 }
 
-// resend sends a key-switch request on a new stream and returns the shares.
-func (s *switchClient) resend(ctx context.Context, h *fedpcav1.KeySwitchHeader, cts [][]byte) ([][]byte, error) {
+// resend sends a key-switch request on a new stream (the header, then the
+// messages: the sum's ciphertexts and the owners' uploads) and returns the
+// shares.
+func (s *switchClient) resend(ctx context.Context, h *fedpcav1.KeySwitchHeader, msgs []*fedpcav1.KeySwitchRequest) ([][]byte, error) {
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	defer cancel()
 	cs, err := s.replay(ctx)
@@ -456,8 +524,8 @@ func (s *switchClient) resend(ctx context.Context, h *fedpcav1.KeySwitchHeader, 
 	if err := cs.SendMsg(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: h}}); err != nil {
 		return nil, err
 	}
-	for _, c := range cts {
-		if err := cs.SendMsg(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Ciphertext{Ciphertext: c}}); err != nil {
+	for _, m := range msgs {
+		if err := cs.SendMsg(m); err != nil {
 			break
 		}
 	}
@@ -494,16 +562,17 @@ func specAnalysis(h *fedpcav1.KeySwitchHeader) string {
 
 // outcome is what the double did in its job.
 type outcome struct {
-	kind                  string
-	served                int
-	target, carrier, from string
-	applied               int
-	replays               []string
-	replayChecks          int
+	kind         string
+	served       int
+	target, from string
+	applied      int
+	shares       int
+	replays      []string
+	replayChecks int
 }
 
 func (d *deviant) outcome() outcome {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return outcome{kind: d.kind, served: d.served, target: d.target, carrier: d.carrier, from: d.from, applied: d.applied, replays: d.replays, replayChecks: d.rchecks}
+	return outcome{kind: d.kind, served: d.served, target: d.target, from: d.from, applied: d.applied, shares: d.shares, replays: d.replays, replayChecks: d.rchecks}
 }

@@ -8,6 +8,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/sim"
 )
 
 // checkLie: the user's watch was lied to. Whatever the user made of it, no
@@ -62,87 +63,30 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 				ep.checkFloor(jr, exact, included)
 			}
 		}
-	case DevDouble, DevDrop:
-		if !done || jr.result == nil {
-			r.verify(InvDevSum, !done || jr.userErr != nil, ep, id, "the job is done, the user has no result and no error")
-			return
-		}
+	case DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevResubmit:
 		if o.applied == 0 {
-			// Every owner's upload but one carried the target's: with
-			// two or more (the job runs alone, without faults) the double
-			// must have deviated.
-			r.verify(InvDevSum, len(included) < 2, ep, id, "%d owners uploaded but no upload carried another's (target %q)", len(included), o.target)
-			ep.checkRelease(jr, included)
+			// Nothing to alter (no upload to double or drop, no earlier sum
+			// of the job's shape to resubmit): the proxy was honest.
+			if jr.result != nil {
+				ep.checkRelease(jr, included)
+			}
 			return
 		}
-		if !slices.Contains(included, o.target) || !slices.Contains(included, o.carrier) {
-			r.verify(InvDevSum, false, ep, id, "the altered sum names %v, not the target %s and the carrier %s", included, o.target, o.carrier)
-			return
+		_, phrase := refused(o.kind)
+		var switched []string
+		for i := range ep.plan.CSPs {
+			recs, _ := ep.cl.CSP(i).Audit()
+			for _, rec := range recs {
+				if rec.JobID == id {
+					switched = append(switched, sim.CSPID(i))
+				}
+			}
 		}
-		exact, err1 := ep.exactSum(jr.spec, included)
-		own, err2 := ep.exactSum(jr.spec, []string{o.target})
-		if err1 != nil || err2 != nil {
-			r.verify(InvDevSum, false, ep, id, "exact sums: %v %v", err1, err2)
-			return
-		}
-		sign, honest := int64(1), included
-		if o.kind == DevDrop {
-			sign, honest = -1, slices.DeleteFunc(slices.Clone(included), func(x string) bool { return x == o.target })
-		}
-		for k := range exact {
-			exact[k] += sign * own[k]
-		}
-		ep.verifyAltered(jr, exact, o)
-		ep.checkFloor(jr, exact, honest)
-	case DevResubmit:
-		if done && jr.result == nil {
-			// The user's analysis of the old sum may fail (a noisy sum
-			// under a noise-off spec): then with a stated reason.
-			r.verify(InvDevSum, jr.userErr != nil && jr.userErr.Error() != "", ep, id, "the job is done, the user has no result and no error")
-			return
-		}
-		if !done {
-			return
-		}
-		ep.mu.Lock()
-		old := ep.runs[o.from]
-		ep.mu.Unlock()
-		if o.applied == 0 || old == nil || old.status == nil {
-			// No earlier sum of the job's analysis to resubmit: the
-			// proxy was honest.
-			ep.checkRelease(jr, included)
-			return
-		}
-		// The old sum the members switched was blinded with the old job's
-		// masks; the proxy unblinds the result with the new job's, fresh
-		// and uniform, so the release is uniform too: it must not show the
-		// earlier job's sum (whose exact value the harness knows).
-		exact, err := ep.exactSum(old.spec, old.status.GetUploadedOwners())
-		if err != nil {
-			r.verify(InvDevSum, false, ep, id, "exact sum: %v", err)
-			return
-		}
-		var noise = old.result
-		if old.spec.NoNoise {
-			noise = nil
-		} else if noise == nil {
-			return // the earlier job's noise level is unknown
-		}
-		shown, _ := ep.matches(jr.result.Release, exact, jr.spec, noise)
-		r.verify(InvDevSum, !shown, ep, id, "the resubmitted sum of job %s… (owners %v) was released under job %s…: the new job's masks did not cover it",
-			o.from[:12], old.status.GetUploadedOwners(), id[:12])
+		r.verify(InvDevSum, st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && strings.Contains(st.GetReason(), "refused the key switch") &&
+			strings.Contains(st.GetReason(), phrase) && jr.result == nil && o.shares == 0 && len(switched) == 0, ep, id,
+			"%s (target %q, %d ciphertexts altered): job %s (%s); result %v; %d shares sent; switched by %v; want the job failed, a member's refusal saying %q, no share",
+			o.kind, o.target, o.applied, st.GetState(), st.GetReason(), jr.result != nil, o.shares, switched, phrase)
 	}
-}
-
-// verifyAltered: the release is the altered exact sum, without noise
-// exactly, with noise at least at the honest parties' level.
-func (ep *episode) verifyAltered(jr *jobRun, exact []int64, o outcome) {
-	noise := jr.result
-	if jr.spec.NoNoise {
-		noise = nil
-	}
-	ok, why := ep.matches(jr.result.Release, exact, jr.spec, noise)
-	ep.rep.verify(InvDevSum, ok, ep, jr.id(), "%s (%s of %s into %s, plan %s)", why, o.kind, o.target, o.carrier, jr.spec.NoisePlan)
 }
 
 // checkFloor: under the owners and all plans, the noise in the release

@@ -6,9 +6,10 @@ import (
 
 // TestDeviatingProxy runs one episode per deviation of the proxy's test
 // double (two jobs each, the deviation in one): every deviation is either
-// detected by the honest parties (the job fails with a stated reason, a
-// replay is refused or answered with the same shares) or bounded (a
-// resubmitted aggregate unblinds to noise, a status lie yields no wrong
+// detected by the honest parties (the job fails with a stated reason: a
+// sum that is not the named owners' proven uploads or a crafted upload is
+// refused by the members, who make no share; a replay is refused or
+// answered with the same shares) or bounded (a status lie yields no wrong
 // release). Every deviation's invariant must have been checked, with no
 // violation of any invariant.
 func TestDeviatingProxy(t *testing.T) {
