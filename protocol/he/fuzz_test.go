@@ -178,3 +178,33 @@ func FuzzRestoreMember(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPoly: an upload's c1 reaches every member in AppendPoly's encoding.
+// DecodePoly accepts only the exact length with every residue reduced, and
+// what it accepts re-encodes to the same bytes.
+func FuzzPoly(f *testing.F) {
+	p := params(f)
+	kp := GenerateKeyPair(p)
+	enc, _ := NewEncryptor(p, kp.Public)
+	cts, _ := enc.EncryptVector([]int64{1, 2, 3})
+	good := p.AppendPoly(nil, cts[0].Value[1])
+	unreduced := bytes.Clone(good)
+	for i := range 8 {
+		unreduced[i] = 0xff
+	}
+	for _, b := range [][]byte{good, good[:100], unreduced, nil, append(bytes.Clone(good), 1)} {
+		f.Add(b)
+	}
+	out := p.RingQ().AtLevel(p.Level()).NewPoly()
+	f.Fuzz(func(t *testing.T, b []byte) {
+		if err := p.DecodePoly(b, out); err != nil {
+			if !errors.Is(err, ErrMalformed) {
+				t.Fatalf("error not ErrMalformed: %v", err)
+			}
+			return
+		}
+		if !bytes.Equal(p.AppendPoly(nil, out), b) {
+			t.Fatal("an accepted polynomial does not re-encode to its bytes")
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
@@ -345,6 +346,51 @@ func FuzzProfileRounds(f *testing.F) {
 		}
 		if total != rep.Rows*one {
 			t.Fatalf("histogram holds %d rows at scale 2^g, %d were read", total/one, rep.Rows)
+		}
+	})
+}
+
+// FuzzUploadPart: what a member receives of each upload ciphertext (the
+// digest of c0, c1, the proof), and what the proxy receives of its proof.
+// VerifyPart accepts only the owner's own part for its job, owner and
+// index: any other digest, c1 or proof is refused, whatever its bytes.
+func FuzzUploadPart(f *testing.F) {
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		f.Fatal(err)
+	}
+	kp := he.GenerateKeyPair(p)
+	key, err := p.ProofKey(kp.Public)
+	if err != nil {
+		f.Fatal(err)
+	}
+	enc, _ := he.NewEncryptor(p, kp.Public)
+	cts, wits, err := enc.EncryptWitnessed([]int64{1, 2, 3})
+	if err != nil {
+		f.Fatal(err)
+	}
+	const jobID, owner = "job", "hospital-a"
+	proofs, _, err := ProveUpload(p, key, jobID, owner, cts, wits, nil)
+	if err != nil {
+		f.Fatal(err)
+	}
+	c0 := C0Digest(p, cts[0])
+	c1 := p.AppendPoly(nil, cts[0].Value[1])
+	f.Add(c0[:], c1, proofs[0])
+	f.Add(c0[:], c1, proofs[0][:1000])
+	f.Add(make([]byte, 32), c1, proofs[0])
+	f.Add(c0[:], c1[:8], proofs[0])
+	out := p.RingQ().AtLevel(p.Level()).NewPoly()
+	f.Fuzz(func(t *testing.T, d, c, pr []byte) {
+		if len(d) != 32 {
+			return // the member refuses other lengths before VerifyPart
+		}
+		part := Part{C1: c, Proof: pr}
+		copy(part.C0Digest[:], d)
+		err := VerifyPart(p, key, jobID, owner, 0, 1, part, out)
+		valid := bytes.Equal(d, c0[:]) && bytes.Equal(c, c1) && bytes.Equal(pr, proofs[0])
+		if (err == nil) != valid {
+			t.Fatalf("VerifyPart: %v for a part that is valid: %v", err, valid)
 		}
 	})
 }
