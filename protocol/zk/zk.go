@@ -1,7 +1,6 @@
 package zk
 
 import (
-	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,7 +9,9 @@ import (
 	"hash"
 	"io"
 	"math"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/tuneinsight/lattigo/v5/ring"
 )
@@ -88,8 +89,8 @@ type Key struct {
 
 // work is one proof's scratch space.
 type work struct {
-	vu, ve, w, c1 ring.Poly
-	buf           []byte
+	vu, ve, w ring.Poly
+	buf       []byte
 }
 
 // NewKey returns the key for the ring rq (at the ciphertexts' level) and
@@ -107,7 +108,7 @@ func NewKey(rq *ring.Ring, a ring.Poly) (*Key, error) {
 	k.writePoly(h, k.a, nil)
 	copy(k.digest[:], h.Sum(nil))
 	k.scratch.New = func() any {
-		return &work{vu: rq.NewPoly(), ve: rq.NewPoly(), w: rq.NewPoly(), c1: rq.NewPoly(), buf: make([]byte, 8*rq.N())}
+		return &work{vu: rq.NewPoly(), ve: rq.NewPoly(), w: rq.NewPoly(), buf: make([]byte, 8*rq.N())}
 	}
 	return k, nil
 }
@@ -176,13 +177,17 @@ func (k *Key) challenges(seed [32]byte) [Reps]int {
 }
 
 // commit computes w = a vu + ve in the NTT domain, vu and ve given in the
-// coefficient domain (and overwritten), and hashes it.
-func (k *Key) commit(h hash.Hash, wk *work) {
+// coefficient domain (and overwritten), and returns its SHA-256.
+func (k *Key) commit(wk *work) [32]byte {
 	k.rq.NTT(wk.vu, wk.vu)
 	k.rq.NTT(wk.ve, wk.ve)
 	wk.w.Copy(wk.ve)
 	k.rq.MulCoeffsMontgomeryThenAdd(wk.vu, k.a, wk.w)
+	h := sha256.New()
 	k.writePoly(h, wk.w, wk.buf)
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
 }
 
 // setSigned writes signed integers into p (coefficient domain), reduced
@@ -202,7 +207,8 @@ func (k *Key) setSigned(p ring.Poly, v []int32) {
 
 // Prove proves that c1 (NTT domain) = a u + e1 for the witness, bound to
 // binding (the caller's statement: job, owner, index, the hash of c0). The
-// masks come from rnd (crypto/rand when nil).
+// masks come from rnd (crypto/rand when nil). The repetitions' commitments
+// are computed on up to GOMAXPROCS goroutines.
 func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Proof, error) {
 	n := k.rq.N()
 	if err := k.checkC1(c1); err != nil {
@@ -214,9 +220,6 @@ func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Pr
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	br := bufio.NewReaderSize(rnd, 64<<10)
-	wk := k.scratch.Get().(*work)
-	defer k.scratch.Put(wk)
 	p := &Proof{}
 	var yu, ye [Reps][]int32
 	for r := range Reps {
@@ -224,28 +227,26 @@ func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Pr
 		p.Zu[r], p.Ze[r] = make([]int32, n), make([]int32, n)
 	}
 	// The transcript's prefix is the same for every attempt.
-	prefix := k.transcript(c1, binding, wk.buf)
-	state, err := prefix.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+	prefix, err := k.prefix(c1, binding)
 	if err != nil {
-		return nil, fmt.Errorf("zk: %w", err)
+		return nil, err
 	}
+	// Each attempt's masks: maskBytes per coefficient of each polynomial.
+	random := make([]byte, Reps*n*2*maskBytes)
+	var digests [Reps][32]byte
 	for range maxAttempts {
-		h := sha256.New()
-		if err := h.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(state); err != nil {
-			return nil, fmt.Errorf("zk: %w", err)
+		if _, err := io.ReadFull(rnd, random); err != nil {
+			return nil, fmt.Errorf("zk: masks: %w", err)
 		}
-		for r := range Reps {
-			if err := uniform(br, yu[r], LogBu); err != nil {
-				return nil, err
-			}
-			if err := uniform(br, ye[r], LogBe); err != nil {
-				return nil, err
-			}
+		k.parallel(func(r int, wk *work) {
+			off := r * n * 2 * maskBytes
+			uniform(random[off:off+n*maskBytes], yu[r], LogBu)
+			uniform(random[off+n*maskBytes:off+2*n*maskBytes], ye[r], LogBe)
 			k.setSigned(wk.vu, yu[r])
 			k.setSigned(wk.ve, ye[r])
-			k.commit(h, wk)
-		}
-		copy(p.Seed[:], h.Sum(nil))
+			digests[r] = k.commit(wk)
+		})
+		p.Seed = seed(prefix, &digests)
 		cs := k.challenges(p.Seed)
 		ok := true
 		for r := 0; r < Reps && ok; r++ {
@@ -256,6 +257,56 @@ func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Pr
 		}
 	}
 	return nil, errors.New("zk: no accepted attempt (the witness is not short, or the randomness is broken)")
+}
+
+// maskBytes is the randomness of one mask coefficient (LogBe + 1 <= 24
+// bits).
+const maskBytes = 3
+
+// prefix returns the transcript's state after the statement.
+func (k *Key) prefix(c1 ring.Poly, binding []byte) ([]byte, error) {
+	wk := k.scratch.Get().(*work)
+	defer k.scratch.Put(wk)
+	h := k.transcript(c1, binding, wk.buf)
+	state, err := h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
+	if err != nil {
+		return nil, fmt.Errorf("zk: %w", err)
+	}
+	return state, nil
+}
+
+// seed is the Fiat-Shamir hash: the statement's transcript, then the
+// digest of each repetition's commitment in order.
+func seed(prefix []byte, digests *[Reps][32]byte) [32]byte {
+	h := sha256.New()
+	if err := h.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(prefix); err != nil {
+		panic(err) // a state sha256 itself encoded
+	}
+	for _, d := range digests {
+		h.Write(d[:])
+	}
+	var out [32]byte
+	copy(out[:], h.Sum(nil))
+	return out
+}
+
+// parallel runs f for every repetition on up to GOMAXPROCS goroutines, each
+// with its own scratch space.
+func (k *Key) parallel(f func(r int, wk *work)) {
+	var next atomic.Int32
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), Reps) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			wk := k.scratch.Get().(*work)
+			defer k.scratch.Put(wk)
+			for r := int(next.Add(1)) - 1; r < Reps; r = int(next.Add(1)) - 1 {
+				f(r, wk)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // checkWitness checks the witness's shape and bounds.
@@ -272,18 +323,15 @@ func checkWitness(w Witness, n int) error {
 }
 
 // uniform fills out with integers uniform over [-2^logB, 2^logB) from
-// 32-bit words of r.
-func uniform(r *bufio.Reader, out []int32, logB uint) error {
-	var b [4]byte
-	off := int64(1) << logB
+// maskBytes-byte little-endian words of b (logB + 1 <= 8 maskBytes).
+func uniform(b []byte, out []int32, logB uint) {
+	off := int32(1) << logB
 	mask := uint32(1)<<(logB+1) - 1
 	for i := range out {
-		if _, err := io.ReadFull(r, b[:]); err != nil {
-			return fmt.Errorf("zk: masks: %w", err)
-		}
-		out[i] = int32(int64(binary.LittleEndian.Uint32(b[:])&mask) - off)
+		j := maskBytes * i
+		v := uint32(b[j]) | uint32(b[j+1])<<8 | uint32(b[j+2])<<16
+		out[i] = int32(v&mask) - off
 	}
-	return nil
 }
 
 // respond sets z = y + X^c w (negacyclic) and reports whether every
@@ -324,21 +372,22 @@ func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
 			return fmt.Errorf("%w: response %d out of bounds", ErrInvalid, r)
 		}
 	}
-	wk := k.scratch.Get().(*work)
-	defer k.scratch.Put(wk)
-	h := k.transcript(c1, binding, wk.buf)
-	k.rq.INTT(c1, wk.c1)
+	prefix, err := k.prefix(c1, binding)
+	if err != nil {
+		return err
+	}
+	c1c := k.rq.NewPoly() // c1 in the coefficient domain, read by every repetition
+	k.rq.INTT(c1, c1c)
 	cs := k.challenges(p.Seed)
-	for r := range Reps {
+	var digests [Reps][32]byte
+	k.parallel(func(r int, wk *work) {
 		// w = a z_u + z_e - X^c c1.
 		k.setSigned(wk.vu, p.Zu[r])
 		k.setSigned(wk.ve, p.Ze[r])
-		k.subMonomial(wk.ve, wk.c1, cs[r])
-		k.commit(h, wk)
-	}
-	var seed [32]byte
-	copy(seed[:], h.Sum(nil))
-	if seed != p.Seed {
+		k.subMonomial(wk.ve, c1c, cs[r])
+		digests[r] = k.commit(wk)
+	})
+	if seed(prefix, &digests) != p.Seed {
 		return ErrInvalid
 	}
 	return nil

@@ -2,6 +2,7 @@ package zk
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"errors"
 	"math"
 	"math/big"
@@ -230,18 +231,21 @@ func TestRelaxedRelation(t *testing.T) {
 
 // relaxedProof answers every challenge for c1 = (X - 1)^-1 (a u + e): it
 // commits to w = -c1 (masks zero) and responds z = (1 + ... + X^(k-1)) (u, e).
-func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, w Witness) *Proof {
+func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, wit Witness) *Proof {
 	n := s.rq.N()
-	wk := s.key.scratch.Get().(*work)
-	defer s.key.scratch.Put(wk)
-	h := s.key.transcript(c1, bind, wk.buf)
-	for range Reps {
-		wk.w.Copy(c1)
-		s.rq.Neg(wk.w, wk.w)
-		s.key.writePoly(h, wk.w, wk.buf)
+	prefix, err := s.key.prefix(c1, bind)
+	if err != nil {
+		panic(err)
 	}
-	p := &Proof{}
-	copy(p.Seed[:], h.Sum(nil))
+	w := s.rq.NewPoly()
+	s.rq.Neg(c1, w)
+	h := sha256.New()
+	s.key.writePoly(h, w, nil)
+	var digests [Reps][32]byte
+	for r := range digests {
+		copy(digests[r][:], h.Sum(nil))
+	}
+	p := &Proof{Seed: seed(prefix, &digests)}
 	cs := s.key.challenges(p.Seed)
 	geo := func(v []int8, k int) []int32 { // (1 + X + ... + X^(k-1)) v, negacyclic
 		out := make([]int64, n)
@@ -266,7 +270,7 @@ func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, w Witness) *Proof {
 		return z
 	}
 	for r := range Reps {
-		p.Zu[r], p.Ze[r] = geo(w.U, cs[r]), geo(w.E, cs[r])
+		p.Zu[r], p.Ze[r] = geo(wit.U, cs[r]), geo(wit.E, cs[r])
 	}
 	return p
 }
