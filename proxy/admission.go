@@ -8,6 +8,9 @@ import (
 	"time"
 
 	"golang.org/x/sync/semaphore"
+
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/zk"
 )
 
 // maxLargeResponses bounds the results sent at once: many users asking at
@@ -22,7 +25,7 @@ const maxLargeResponses = 16
 type admission struct {
 	mem        *semaphore.Weighted
 	capacity   int64 // bytes
-	ctBytes    int64 // one encoded ciphertext
+	ctBytes    int64 // what one ciphertext of an upload holds (uploadBytes)
 	maxWaiting int64
 	queued     atomic.Int64 // uploads being received or waiting for room
 
@@ -30,15 +33,22 @@ type admission struct {
 	service time.Duration // moving average of an admitted upload's time
 }
 
+// uploadBytes is what one ciphertext of an upload holds while it is
+// received: its message and decoded copy, its proof, and the c1 kept for
+// the members.
+func uploadBytes(p he.Params) int {
+	return 2*p.Codecs().Ciphertext.Size() + zk.Size(p.N()) + p.PolySize()
+}
+
 func newAdmission(capacity int64, maxWaiting int, ctBytes int) *admission {
 	return &admission{mem: semaphore.NewWeighted(capacity), capacity: capacity, ctBytes: int64(ctBytes),
 		maxWaiting: int64(maxWaiting), service: 50 * time.Millisecond}
 }
 
-// weight is what an upload of n ciphertexts holds while it is received: the
-// messages and their decoded copies (at most the whole capacity, so that
-// even the largest upload is received, alone).
-func (a *admission) weight(n int) int64 { return min(2*int64(n)*a.ctBytes, a.capacity) }
+// weight is what an upload of n ciphertexts holds while it is received (at
+// most the whole capacity, so that even the largest upload is received,
+// alone).
+func (a *admission) weight(n int) int64 { return min(int64(n)*a.ctBytes, a.capacity) }
 
 // parallel is how many uploads of this weight are received together.
 func (a *admission) parallel(w int64) int64 { return max(1, a.capacity/w) }

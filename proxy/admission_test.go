@@ -15,8 +15,8 @@ import (
 )
 
 func TestAdmission(t *testing.T) {
-	// Room for two one-ciphertext uploads (2 x 2 x 100 bytes), one waiting.
-	a := newAdmission(400, 1, 100)
+	// Room for two one-ciphertext uploads (2 x 200 bytes), one waiting.
+	a := newAdmission(400, 1, 200)
 	ctx := context.Background()
 	r1, err := a.enter(ctx, 1)
 	if err != nil {
