@@ -317,7 +317,7 @@ func (p *Proxy) foldPending(j *jobState) {
 }
 
 // recycle gives an upload's decoded ciphertexts back for the next uploads
-// (393 KB each at d <= 126): they are read only by the batch that folds
+// (524 KB each at d <= 126): they are read only by the batch that folds
 // them, which has ended when the upload's handler returns (it waits for
 // its answer under j.mu, which the batch holds). A decode overwrites every
 // coefficient; the metadata is the parameters' and never changed.
@@ -362,7 +362,7 @@ func (j *jobState) encodeSum(p *Proxy, sum []*rlwe.Ciphertext) [][]byte {
 
 // copySum returns a copy of the running sum, in the spare ciphertexts of
 // the previous batch when there are (a batch's sum is a copy until its
-// transaction commits: no allocation of 393 KB per batch). j.mu must be
+// transaction commits: no allocation of 524 KB per batch). j.mu must be
 // held.
 func (j *jobState) copySum() []*rlwe.Ciphertext {
 	sum := j.spare

@@ -178,8 +178,9 @@ func readBufferSize(insecure bool) int {
 	return 0
 }
 
-// MaxMessageBytes bounds one gRPC message: a ciphertext is about 393 KB and
-// a key-switch header carries a user key (393 KB) and the spec.
+// MaxMessageBytes bounds one gRPC message: a ciphertext is about 524 KB, a
+// proof 410 KB, an upload part to a member 672 KB, and a key-switch header
+// carries a user key (524 KB) and the spec.
 const MaxMessageBytes = 16 << 20
 
 type wrappedStream struct {

@@ -87,7 +87,7 @@ func recvAfterSend(stream fedpcav1.ProxyService_UploadClient, sendErr error) err
 // An upload's ciphertext message is the largest a proxy receives, one per
 // owner and job. The proto codec copies its bytes out of gRPC's receive
 // buffer into a new slice, and at thousands of uploads that garbage (one
-// ciphertext, 393 KB at the default parameters, per upload) is what drives
+// ciphertext, 524 KB at the default parameters, per upload) is what drives
 // the proxy's collector (docs/SCALING.md). Servers built with ServerOptions
 // copy them instead into a buffer from a short free list, which the handler
 // gives back with RecycleCiphertext once it has decoded and hashed them. A

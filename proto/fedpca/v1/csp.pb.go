@@ -23,7 +23,7 @@ const (
 
 type GetStatusRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// include_public_key asks for the committee public key (393 KB).
+	// include_public_key asks for the committee public key (524 KB).
 	IncludePublicKey bool `protobuf:"varint,1,opt,name=include_public_key,json=includePublicKey,proto3" json:"include_public_key,omitempty"`
 	unknownFields    protoimpl.UnknownFields
 	sizeCache        protoimpl.SizeCache
