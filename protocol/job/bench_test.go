@@ -59,3 +59,48 @@ func benchUser(b *testing.B, p he.Params, sk *rlwe.SecretKey, l stats.Layout, ct
 		b.Fatal(err)
 	}
 }
+
+// BenchmarkUploadProofs: an owner proves its whole upload (ProveUpload, one
+// proof per ciphertext), and a member (or the proxy) verifies every part of
+// it, for d features and K = 10 classes: d = 50 is one ciphertext, d = 784
+// thirty-eight.
+func BenchmarkUploadProofs(b *testing.B) {
+	p := heParams(b)
+	kp := he.GenerateKeyPair(p)
+	key, err := p.ProofKey(kp.Public)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, d := range []int{50, 784} {
+		l, _ := stats.NewLayout(d, 10)
+		enc, _ := he.NewEncryptor(p, kp.Public)
+		cts, wits, err := enc.EncryptWitnessed(make([]int64, l.Len()))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var proofs [][]byte
+		b.Run(fmt.Sprintf("prove/d=%d/cts=%d", d, len(cts)), func(b *testing.B) {
+			for b.Loop() {
+				if proofs, _, err = ProveUpload(p, key, "job", "owner", cts, wits, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			size := 0
+			for _, pr := range proofs {
+				size += len(pr)
+			}
+			b.ReportMetric(float64(size), "proof-bytes")
+		})
+		c1 := p.RingQ().AtLevel(p.Level()).NewPoly()
+		b.Run(fmt.Sprintf("verify/d=%d/cts=%d", d, len(cts)), func(b *testing.B) {
+			for b.Loop() {
+				for i, ct := range cts {
+					part := Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1]), Proof: proofs[i]}
+					if err := VerifyPart(p, key, "job", "owner", i, len(cts), part, c1); err != nil {
+						b.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
