@@ -179,7 +179,7 @@ func readBufferSize(insecure bool) int {
 }
 
 // MaxMessageBytes bounds one gRPC message: a ciphertext is about 524 KB, a
-// proof 410 KB, an upload part to a member 672 KB, and a key-switch header
+// proof 430 KB, an upload part to a member 692 KB, and a key-switch header
 // carries a user key (524 KB) and the spec.
 const MaxMessageBytes = 16 << 20
 

@@ -45,8 +45,8 @@ const (
 	// the upload proofs prove (FloodingDistance), not from honest noise:
 	// at most 2^-40 for a job whose sum holds 10,000 uploaded ciphertexts
 	// under the largest committee, while a full committee's flooding,
-	// 64 * 2^S = 2^126, stays 14 bits inside the 2^140 noise budget.
-	SmudgingLog2 = 120
+	// 64 * 2^S = 2^127, stays 13 bits inside the 2^140 noise budget.
+	SmudgingLog2 = 121
 )
 
 // maxCommittee is the largest committee Committee.Validate accepts.

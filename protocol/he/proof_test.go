@@ -115,7 +115,7 @@ func polyOf(p Params, v []int8) ring.Poly {
 // and the user learns a bit of the committee secret. The switch of 2 c1
 // leaves the user (who knows u and e, colluding with that owner) only
 // kappa (e_pk u + e s) plus the flooding: the secret-dependent part is far
-// below the 2^120 flooding. The test looks for an odd case (it needs the
+// below the 2^121 flooding. The test looks for an odd case (it needs the
 // committee secret s or e_pk to have an odd coefficient sum, and then half
 // the encryptions give one).
 func TestSwitchDoublesRelaxedC1(t *testing.T) {

@@ -23,13 +23,13 @@
 // "Efficient zero-knowledge proofs for commitments from learning with
 // errors over rings"), repeated Reps = 10 times in parallel, over lattigo's
 // ring R_Q = Z_Q[X]/(X^N + 1), N = 8192. In each repetition the prover draws
-// masks y_u, y_e with coefficients uniform over [-B, B) (B_u = 2^17 for u,
-// B_e = 2^21 for e1), commits to w = a y_u + y_e; the challenge of every
+// masks y_u, y_e with coefficients uniform over [-B, B) (B_u = 2^18 for u,
+// B_e = 2^22 for e1), commits to w = a y_u + y_e; the challenge of every
 // repetition comes from one SHA-256 over the statement (the binding: job,
 // owner, ciphertext index, the hash of c0, and a and c1) and all the
 // commitments; the responses are z = y + c w_witness, released only if
 // every coefficient lies in [-(B - beta), B - 1 - beta] (beta = 1 for u, 19
-// for e1), else the prover starts again with fresh masks (about 3.9
+// for e1), else the prover starts again with fresh masks (about 2
 // attempts on average). The proof is the challenge seed and the responses:
 // the verifier recomputes w = a z_u + z_e - c c1 from them, and the seed.
 //
@@ -37,7 +37,7 @@
 //
 //   - Completeness: an honest prover's responses are accepted with
 //     probability prod over reps and coefficients of (B - beta)/B, about
-//     exp(-Reps N (1/B_u + 19/B_e)) = 0.255 per attempt.
+//     exp(-Reps N (1/B_u + 19/B_e)) = 0.505 per attempt.
 //
 //   - Zero knowledge: since |c w|_inf = |w|_inf <= beta for a monomial c,
 //     every accepted response is exactly uniform over its interval whatever
@@ -54,13 +54,13 @@
 //     2/(c - c') has coefficients in {-1, 0, 1} (BKLP14, Lemma 3.2), so
 //     the prover knows
 //
-//     2 c1 = a u* + e*,  |u*|_inf <= N 2 (B_u - 1) < 2^31,
-//     |e*|_inf <= N 2 (B_e - 19) < 2^35,
+//     2 c1 = a u* + e*,  |u*|_inf <= N 2 (B_u - 1) < 2^32,
+//     |e*|_inf <= N 2 (B_e - 19) < 2^36,
 //
 //     and, since multiplication by kappa has operator norm at most 2N/pi in
-//     the coefficient embedding, |u*|_2 < 2^36.86 and |e*|_2 < 2^40.86
-//     (ProvenBounds). The slack against an honest witness is 2^31 for u
-//     and 2^30.8 for e1 in the infinity norm. A cheating prover that knows
+//     the coefficient embedding, |u*|_2 < 2^37.86 and |e*|_2 < 2^41.86
+//     (ProvenBounds). The slack against an honest witness is 2^32 for u
+//     and 2^31.8 for e1 in the infinity norm. A cheating prover that knows
 //     no such preimage succeeds only by guessing all Reps challenges: with
 //     2N = 2^14 challenges per repetition the soundness error is 2^-140 per
 //     random-oracle query.
@@ -80,9 +80,9 @@
 // result is then garbage, which the user sees). The proof binds c0 through
 // its hash, so a proof cannot be moved to another ciphertext.
 //
-// Proving costs about 4 attempts of 2 Reps NTTs and a SHA-256 of 2.6 MB;
+// Proving costs about 2 attempts of 2 Reps NTTs and a SHA-256 of 2.6 MB;
 // verifying, 2 Reps NTTs and the same hashing (see BenchmarkProve,
-// BenchmarkVerify). A proof is 409,634 bytes at N = 8192.
+// BenchmarkVerify). A proof is 430,114 bytes at N = 8192.
 //
 // The package does no I/O. Proving draws its masks from the reader it is
 // given (crypto/rand for owners). Key is safe for concurrent use.

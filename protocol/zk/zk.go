@@ -23,8 +23,8 @@ const (
 	Reps = 10
 	// LogBu and LogBe are log2 of the mask bounds B_u and B_e: mask
 	// coefficients are uniform over [-B, B).
-	LogBu = 17
-	LogBe = 21
+	LogBu = 18
+	LogBe = 22
 	// BetaU and BetaE bound the honest witness: u ternary, |e1| <= 19
 	// (lattigo's Gaussian sampler at sigma 3.2 truncated at 19.2).
 	BetaU = 1
@@ -36,7 +36,7 @@ const (
 	ZuMax = Bu - BetaU
 	ZeMax = Be - BetaE
 	// maxAttempts bounds the prover's restarts (the chance of needing more
-	// with an honest witness is 0.745^1000, about 2^-425).
+	// with an honest witness is 0.495^1000, about 2^-1014).
 	maxAttempts = 1000
 	// domain separates this proof's hashes from every other use of SHA-256.
 	domain = "fedpca/zk/rlwe-pk-c1/v1"

@@ -287,14 +287,14 @@ func TestWitnessOutOfBounds(t *testing.T) {
 func TestProvenBounds(t *testing.T) {
 	b := ProvenBounds(1 << 13)
 	for name, c := range map[string]struct{ got, log2 float64 }{
-		"u inf": {b.UInf, 31}, "e inf": {b.EInf, 35}, "u 2": {b.U2, 36.86}, "e 2": {b.E2, 40.86},
+		"u inf": {b.UInf, 32}, "e inf": {b.EInf, 36}, "u 2": {b.U2, 37.86}, "e 2": {b.E2, 41.86},
 	} {
 		if l := math.Log2(c.got); l > c.log2 || l < c.log2-0.1 {
 			t.Errorf("%s: log2 %.3f, documented %.2f", name, l, c.log2)
 		}
 	}
-	if got := Size(1 << 13); got != 409634 {
-		t.Errorf("proof size %d, documented 409,634", got)
+	if got := Size(1 << 13); got != 430114 {
+		t.Errorf("proof size %d, documented 430,114", got)
 	}
 }
 
@@ -315,9 +315,9 @@ func TestUnmarshalRefuses(t *testing.T) {
 	if _, err := Unmarshal(bad, n); err == nil {
 		t.Error("a proof of another version was decoded")
 	}
-	// The largest packed value of a u response is 2^18 - 1 > 2 ZuMax - 1.
+	// The largest packed value of a u response is 2^19 - 1 > 2 ZuMax - 1.
 	bad = append([]byte(nil), b...)
-	bad[headerSize], bad[headerSize+1], bad[headerSize+2] = 0xff, 0xff, bad[headerSize+2]|0x03
+	bad[headerSize], bad[headerSize+1], bad[headerSize+2] = 0xff, 0xff, bad[headerSize+2]|0x07
 	if _, err := Unmarshal(bad, n); !errors.Is(err, errOutOfRange) {
 		t.Errorf("an out-of-range response was decoded: %v", err)
 	}
