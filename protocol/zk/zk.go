@@ -339,18 +339,12 @@ func uniform(b []byte, out []int32, logB uint) {
 // responses are uniform whatever the witness.
 func respond(z, y []int32, w []int8, c int, max int32) bool {
 	n := len(z)
-	sign, shift := int64(1), c
-	if c >= n {
-		sign, shift = -1, c-n
-	}
 	for i := range n {
-		// (X^shift w)_i = w_{i-shift}, negated when it wraps around.
-		j, s := i-shift, sign
-		if j < 0 {
-			j += n
-			s = -s
+		j, neg := monomialTerm(i, c, n)
+		v := int64(y[i]) + int64(w[j])
+		if neg {
+			v = int64(y[i]) - int64(w[j])
 		}
-		v := int64(y[i]) + s*int64(w[j])
 		if v < -int64(max) || v > int64(max)-1 {
 			return false
 		}
@@ -393,21 +387,25 @@ func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
 	return nil
 }
 
+// monomialTerm says where coefficient i of X^c w comes from in Z[X]/(X^n +
+// 1), c in [0, 2n): (X^c w)_i = w_j, negated when neg (X^n = -1).
+func monomialTerm(i, c, n int) (j int, neg bool) {
+	if c >= n {
+		c, neg = c-n, true
+	}
+	if j = i - c; j < 0 {
+		return j + n, !neg
+	}
+	return j, neg
+}
+
 // subMonomial sets v -= X^c p (negacyclic, coefficient domain, reduced).
 func (k *Key) subMonomial(v, p ring.Poly, c int) {
 	n := k.rq.N()
-	neg, shift := false, c
-	if c >= n {
-		neg, shift = true, c-n
-	}
 	for j, s := range k.rq.SubRings[:k.rq.Level()+1] {
 		q, vr, pr := s.Modulus, v.Coeffs[j], p.Coeffs[j]
 		for i := range n {
-			src, ng := i-shift, neg
-			if src < 0 {
-				src += n
-				ng = !ng
-			}
+			src, ng := monomialTerm(i, c, n)
 			x := pr[src]
 			if ng && x != 0 { // subtracting -x is adding x
 				x = q - x

@@ -250,17 +250,13 @@ func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, wit Witness) *Proof {
 	geo := func(v []int8, k int) []int32 { // (1 + X + ... + X^(k-1)) v, negacyclic
 		out := make([]int64, n)
 		for l := range k {
-			sign, sh := int64(1), l
-			if l >= n {
-				sign, sh = -1, l-n
-			}
 			for i := range n {
-				j, sg := i-sh, sign
-				if j < 0 {
-					j += n
-					sg = -sg
+				j, neg := monomialTerm(i, l, n)
+				if neg {
+					out[i] -= int64(v[j])
+				} else {
+					out[i] += int64(v[j])
 				}
-				out[i] += sg * int64(v[j])
 			}
 		}
 		z := make([]int32, n)
