@@ -344,8 +344,17 @@ func (c *CSP) finalize(req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeRespons
 	if err != nil {
 		return nil, err
 	}
+	// The switch log becomes the new key's (switchlog.go): pending before
+	// the key file is written, bound after.
+	lb := bindingOf(c.cfg.ID, st)
+	if err := c.beginBind(lb); err != nil {
+		return nil, err
+	}
 	if err := transport.WriteFileAtomic(c.secretPath(), b); err != nil {
 		return nil, fmt.Errorf("write secret key file: %w", err)
+	}
+	if err := c.endBind(lb); err != nil {
+		return nil, fmt.Errorf("bind the switch log to the new key: %w", err)
 	}
 	c.state, c.member, c.cer = st, cer.member, nil
 	c.log.Info("key ceremony finished; committee key attested", "ceremony", st.CeremonyID, "committee_key", st.Fingerprint[:16])

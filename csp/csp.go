@@ -168,6 +168,10 @@ func New(cfg Config) (*CSP, error) {
 		db.Close()
 		return nil, err
 	}
+	if err := c.checkLog(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("csp: %w", err)
+	}
 	return c, nil
 }
 

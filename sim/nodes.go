@@ -116,6 +116,7 @@ func (c *Cluster) StartCSP(i int) error {
 		Store: filepath.Join(c.cfg.Dir, "state", id.ID), AllowNoNoise: c.cfg.AllowNoNoise,
 		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params})
 	if err != nil {
+		l.Close()
 		return err
 	}
 	c.mu.Lock()
