@@ -7,6 +7,9 @@ import (
 	"path/filepath"
 
 	bolt "go.etcd.io/bbolt"
+
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/transport"
 )
 
 // The switch log (the switches bucket of csp.db) is what makes a member
@@ -101,13 +104,29 @@ func readLog(tx *bolt.Tx) (logState, error) {
 		if v == nil {
 			continue
 		}
-		var lb logBinding
-		if err := json.Unmarshal(v, &lb); err != nil {
-			return s, fmt.Errorf("switch log binding %q: %w", f.k, err)
+		lb, err := decodeBinding(v)
+		if err != nil {
+			return s, fmt.Errorf("%s: switch log binding %q: %w", dbFileName, f.k, err)
 		}
-		*f.dst = &lb
+		*f.dst = lb
 	}
 	return s, nil
+}
+
+// decodeBinding decodes and checks a stored binding: a member ID, a
+// ceremony, a point and a key fingerprint.
+func decodeBinding(v []byte) (*logBinding, error) {
+	var lb logBinding
+	if err := json.Unmarshal(v, &lb); err != nil {
+		return nil, err
+	}
+	if err := (transport.Identity{Role: transport.RoleCSP, ID: lb.Member}).Validate(); err != nil {
+		return nil, err
+	}
+	if lb.Ceremony == "" || len(lb.Ceremony) > 128 || lb.Point < 1 || !job.ValidJobID(lb.CommitteeKey) {
+		return nil, fmt.Errorf("ceremony %.40q, point %d, key %.70q: want a ceremony ID, a point and a 64-hex-digit fingerprint", lb.Ceremony, lb.Point, lb.CommitteeKey)
+	}
+	return &lb, nil
 }
 
 func putBinding(tx *bolt.Tx, k []byte, lb logBinding) error {
