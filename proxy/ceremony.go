@@ -90,6 +90,7 @@ func (p *Proxy) memberStatus(ctx context.Context, withKey bool) []*fedpcav1.GetS
 // all agree on one (a proxy that lost its store), or runs a new ceremony. It
 // retries with backoff and jitter until it succeeds or ctx ends.
 func (p *Proxy) runCeremony(ctx context.Context) {
+	p.warnSmallCommittee()
 	backoff := transport.Backoff{Initial: p.cfg.RetryInterval, Max: 30 * time.Second}
 	for attempt := 1; ; attempt++ {
 		err := p.ceremonyOnce(ctx)
@@ -157,8 +158,25 @@ func (p *Proxy) checkCommittee(c *committeeRecord) error {
 	if _, err := p.params.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
 		return fmt.Errorf("committee key: %w", err)
 	}
-	_, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), memberIDs(c.Members))
+	_, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), p.ownPolicy(c.Members))
 	return err
+}
+
+// ownPolicy is the proxy's check of its committee: exactly the configured
+// members, whatever their number (the minimum is the owners' and users'
+// policy to enforce; warnSmallCommittee tells the operator).
+func (p *Proxy) ownPolicy(ms []Member) job.CommitteePolicy {
+	return job.CommitteePolicy{Members: memberIDs(ms), MinMembers: 1, MinThreshold: 1}
+}
+
+// warnSmallCommittee tells the operator of a committee that owners and
+// users with the default committee policy refuse.
+func (p *Proxy) warnSmallCommittee() {
+	n, t := len(p.cfg.Committee), p.cfg.Threshold
+	if n < job.DefaultMinCommitteeMembers || t < job.DefaultMinCommitteeThreshold {
+		p.log.Warn("the committee is below the default committee policy of owners and users; they refuse its key unless each lowers its minimum (--committee-min-members, --committee-min-threshold: local tests only)",
+			"members", n, "threshold", t, "policy_min_members", job.DefaultMinCommitteeMembers, "policy_min_threshold", job.DefaultMinCommitteeThreshold)
+	}
 }
 
 func memberIDs(ms []Member) []string {

@@ -207,10 +207,10 @@ func TestCeremonyRefusesSubstitutedKey(t *testing.T) {
 		}
 		info.Attestations = append(info.Attestations, r.GetAttestation())
 	}
-	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, nil); err != nil {
+	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, cl.Policy()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, []string{"csp-1", "csp-2", "csp-4"}); !errors.Is(err, transport.ErrKeyNotAttested) {
+	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-4"}}); !errors.Is(err, job.ErrCommitteePolicy) {
 		t.Fatalf("a pinned committee of other members accepted: %v", err)
 	}
 }
