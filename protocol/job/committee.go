@@ -58,9 +58,11 @@ func DealtShareMessage(ceremony string, from, to uint32, box []byte) []byte {
 
 // KeyStatement is what every committee member signs at the end of a key
 // ceremony, after it checked that the committee key is the aggregate of
-// every member's share (each signed by the member at its point, its own
-// the one it made). Owners and users accept a committee key only with a
-// valid signature of the statement from every member: a proxy that
+// every member's share (each opening the commitment the member at its
+// point signed before any share was revealed, its own the one it made).
+// Owners and users accept a committee key only with a valid signature of
+// the statement from every member (and only of a committee their
+// CommitteePolicy accepts): a proxy that
 // substitutes a key of its own cannot get one, since no honest member signs
 // a key it did not verify, and the proxy holds no member's certificate key.
 //
