@@ -3,7 +3,6 @@ package csp
 import (
 	"bytes"
 	"context"
-	"net"
 	"reflect"
 	"strings"
 	"testing"
@@ -25,12 +24,7 @@ import (
 // during the key ceremony; sim.TestCeremonyUnderDuplicates is the end to end
 // check).
 func TestKeyGenRepeated(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	c, err := New(Config{ID: "csp-1", Listener: l, Insecure: true, Store: t.TempDir()})
+	c, err := openMember(t, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,12 +91,7 @@ func finishCeremony(t *testing.T, c *CSP, req *fedpcav1.KeyGenRequest, first *fe
 // opens its commitment; Finalize before the reveal, or with a share that
 // does not open its commitment, is refused and attests nothing.
 func TestCommitThenReveal(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	c, err := New(Config{ID: "csp-1", Listener: l, Insecure: true, Store: t.TempDir()})
+	c, err := openMember(t, t.TempDir())
 	if err != nil {
 		t.Fatal(err)
 	}

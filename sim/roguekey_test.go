@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"google.golang.org/grpc/codes"
+	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
@@ -15,33 +16,45 @@ import (
 	"github.com/fedpca/fedpca/protocol/seal"
 )
 
-// commitAll starts a ceremony on every member (KeyGen) and returns their
-// signed commitments, as the proxy relays them.
+// commitAll starts a ceremony of n members csp-1..csp-n on every member
+// given (members[i] at point i+1; nil: none there) and returns their signed
+// commitments, as the proxy relays them. A member answers with a
+// commitment, never its share.
 func commitAll(ctx context.Context, t *testing.T, p he.Params, members []fedpcav1.CspServiceClient, cid string, seed []byte, n, threshold int) []*fedpcav1.MemberCommitment {
 	t.Helper()
 	refs := make([]*fedpcav1.MemberRef, n)
 	for i := range refs {
 		refs[i] = &fedpcav1.MemberRef{Id: CSPID(i), Point: uint32(i + 1)}
 	}
-	out := make([]*fedpcav1.MemberCommitment, 0, len(members))
+	out := make([]*fedpcav1.MemberCommitment, len(members))
 	for i, m := range members {
+		if m == nil {
+			continue
+		}
 		r, err := m.KeyGen(ctx, &fedpcav1.KeyGenRequest{CeremonyId: cid, Seed: seed, HeParams: p.ID(), Members: int32(n), Threshold: int32(threshold), Committee: refs})
 		if err != nil {
 			t.Fatalf("keygen on member %d: %v", i+1, err)
 		}
-		out = append(out, &fedpcav1.MemberCommitment{Point: uint32(i + 1), Commitment: r.GetKeyShareCommitment(),
-			Signature: r.GetKeyShareCommitmentSignature(), Certificate: r.GetCertificate()})
+		if len(r.GetKeyShareCommitment()) != 32 || proto.Size(r) > 4096 {
+			t.Fatalf("member %d answered KeyGen with %d bytes, a %d-byte commitment", i+1, proto.Size(r), len(r.GetKeyShareCommitment()))
+		}
+		out[i] = &fedpcav1.MemberCommitment{Point: uint32(i + 1), Commitment: r.GetKeyShareCommitment(),
+			Signature: r.GetKeyShareCommitmentSignature(), Certificate: r.GetCertificate()}
 	}
 	return out
 }
 
-// revealAll asks every member for its share against the commitments and
-// returns the opened shares as Finalize takes them, and decoded.
+// revealAll asks every member (members[i] at point i+1; nil: none there)
+// for its share against the commitments and returns the opened shares as
+// Finalize takes them, and decoded.
 func revealAll(ctx context.Context, t *testing.T, p he.Params, members []fedpcav1.CspServiceClient, cid string, commitments []*fedpcav1.MemberCommitment) ([]*fedpcav1.MemberShare, []*he.PublicKeyShare) {
 	t.Helper()
 	opened := make([]*fedpcav1.MemberShare, len(members))
 	shares := make([]*he.PublicKeyShare, len(members))
 	for i, m := range members {
+		if m == nil {
+			continue
+		}
 		r, err := m.RevealKeyShare(ctx, &fedpcav1.RevealKeyShareRequest{CeremonyId: cid, Commitments: commitments})
 		if err != nil {
 			t.Fatalf("reveal on member %d: %v", i+1, err)
@@ -89,22 +102,7 @@ func TestRogueKeyMember(t *testing.T) {
 	}
 	const cid = "rogue-key"
 	seed := bytes.Repeat([]byte{5}, 32)
-	refs := []*fedpcav1.MemberRef{{Id: "csp-1", Point: 1}, {Id: "csp-2", Point: 2}, {Id: "csp-3", Point: 3}}
-	var commits [3]*fedpcav1.MemberCommitment
-	for i, m := range members {
-		if i == 1 {
-			continue // the rogue plays csp-2
-		}
-		r, err := m.KeyGen(ctx, &fedpcav1.KeyGenRequest{CeremonyId: cid, Seed: seed, HeParams: p.ID(), Members: 3, Threshold: 3, Committee: refs})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if len(r.GetKeyShareCommitment()) != 32 {
-			t.Fatalf("member %d answered KeyGen with a %d-byte commitment", i+1, len(r.GetKeyShareCommitment()))
-		}
-		commits[i] = &fedpcav1.MemberCommitment{Point: uint32(i + 1), Commitment: r.GetKeyShareCommitment(),
-			Signature: r.GetKeyShareCommitmentSignature(), Certificate: r.GetCertificate()}
-	}
+	commits := commitAll(ctx, t, p, []fedpcav1.CspServiceClient{members[0], nil, members[2]}, cid, seed, 3, 3)
 	// sign puts commitment at point 2, signed with creds' key for a ceremony
 	// and point.
 	sign := func(commitment []byte, creds string, ceremony string, point uint32) *fedpcav1.MemberCommitment {
@@ -154,18 +152,7 @@ func TestRogueKeyMember(t *testing.T) {
 	nonce := bytes.Repeat([]byte{6}, job.NonceSize)
 	c2 := sign(job.KeyShareCommitment(cid, 2, nonce, p.Codecs().PublicKeyShare.Marshal(decoyShare)), "csp/csp-2", cid, 2)
 	all := []*fedpcav1.MemberCommitment{commits[0], c2, commits[2]}
-	var shares [3]*he.PublicKeyShare
-	var opened [3]*fedpcav1.MemberShare
-	for _, i := range []int{0, 2} {
-		r, err := members[i].RevealKeyShare(ctx, &fedpcav1.RevealKeyShareRequest{CeremonyId: cid, Commitments: all})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if shares[i], err = p.Codecs().PublicKeyShare.Unmarshal(r.GetPublicKeyShare()); err != nil {
-			t.Fatal(err)
-		}
-		opened[i] = &fedpcav1.MemberShare{Point: uint32(i + 1), PublicKeyShare: r.GetPublicKeyShare(), Nonce: r.GetNonce()}
-	}
+	opened, shares := revealAll(ctx, t, p, []fedpcav1.CspServiceClient{members[0], nil, members[2]}, cid, all)
 	// The adaptive share: the target's minus the others', so that the
 	// aggregate is the target key, whose secret the rogue holds.
 	target, err := he.NewMember(p, he.Committee{N: 1, Threshold: 1}, 1)
@@ -193,7 +180,7 @@ func TestRogueKeyMember(t *testing.T) {
 	}
 	opened[1] = &fedpcav1.MemberShare{Point: 2, PublicKeyShare: p.Codecs().PublicKeyShare.Marshal(adaptive), Nonce: nonce}
 	for _, i := range []int{0, 2} {
-		_, err := members[i].Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: cid, CommitteePublicKey: rogueKeyBytes, Shares: opened[:]})
+		_, err := members[i].Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: cid, CommitteePublicKey: rogueKeyBytes, Shares: opened})
 		wantCode(t, fmt.Sprintf("member %d shown the adaptive share", i+1), err, codes.InvalidArgument, "the share at point 2 does not open csp/csp-2's commitment")
 	}
 	// Nor can it commit again to the adaptive share.
