@@ -174,6 +174,9 @@ func (c *CSP) checkLog() error {
 			return tx.Bucket(bucketLog).Delete(logPending)
 		}
 		found := fmt.Sprintf("records no key (a new or replaced %s, with %s)", dbFileName, records(s.switches))
+		if s.switches > 0 {
+			found = fmt.Sprintf("records no key (a %s with %s: one written before switch logs were bound to keys, which cannot be told from another key's)", dbFileName, records(s.switches))
+		}
 		if s.key != nil {
 			found = fmt.Sprintf("is the log of %s, with %s", s.key, records(s.switches))
 		}
