@@ -28,8 +28,8 @@ func openMember(t *testing.T, dir string) (*CSP, error) {
 // TestSwitchLogBinding: the member's switch log is bound to its key when a
 // ceremony finishes; a member that stopped between writing its key file and
 // binding the log finishes the binding at the next start; a log that holds
-// switches does not start without its key file, and no new key takes it
-// over. (sim.TestMemberRefusesForeignSwitchLog: a fresh log, another
+// switches does not start without its key file, nor without a binding,
+// and no new key takes it over. (sim.TestMemberRefusesForeignSwitchLog: a fresh log, another
 // member's.)
 func TestSwitchLogBinding(t *testing.T) {
 	dir := t.TempDir()
@@ -81,7 +81,15 @@ func TestSwitchLogBinding(t *testing.T) {
 	if err := c.beginBind(other); !errors.Is(err, ErrCeremony) || !strings.Contains(err.Error(), "holds 1 switch record (the log of csp/csp-1's share (point 1)") {
 		t.Fatalf("a new key taking over a log with a switch: %v", err)
 	}
+	// A log with that switch and no binding (state from before logs were
+	// bound to keys) cannot be told from another key's.
+	if err := c.db.Update(func(tx *bolt.Tx) error { return tx.Bucket(bucketLog).Delete(logKey) }); err != nil {
+		t.Fatal(err)
+	}
 	c.Close()
+	if _, err := openMember(t, dir); !errors.Is(err, ErrForeignLog) || !strings.Contains(err.Error(), "with 1 switch record: one written before switch logs were bound to keys") {
+		t.Fatalf("a log with a switch and no binding: %v", err)
+	}
 	// The key file lost, the log kept.
 	if err := os.Remove(c.secretPath()); err != nil {
 		t.Fatal(err)
