@@ -3,6 +3,7 @@ package csp
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -50,7 +51,8 @@ func (c *CSP) GetStatus(_ context.Context, req *fedpcav1.GetStatusRequest) (*fed
 	return resp, nil
 }
 
-// KeyGen implements fedpcav1.CspServiceServer: round 1 of the ceremony.
+// KeyGen implements fedpcav1.CspServiceServer: round 1 of the ceremony (the
+// member commits to its public-key share).
 func (c *CSP) KeyGen(_ context.Context, req *fedpcav1.KeyGenRequest) (*fedpcav1.KeyGenResponse, error) {
 	resp, err := c.keyGen(req)
 	return resp, c.status(err)
@@ -113,21 +115,28 @@ func (c *CSP) keyGen(req *fedpcav1.KeyGenRequest) (*fedpcav1.KeyGenResponse, err
 	if err != nil {
 		return nil, err
 	}
+	// Commit to the share; it is revealed only once every member's
+	// commitment is in (RevealKeyShare).
+	shareBytes := c.params.Codecs().PublicKeyShare.Marshal(share)
+	nonce := make([]byte, job.NonceSize)
+	if _, err := rand.Read(nonce); err != nil {
+		return nil, err
+	}
 	resp := &fedpcav1.KeyGenResponse{
-		PublicKeyShare: c.params.Codecs().PublicKeyShare.Marshal(share),
-		ExchangeKey:    x.PublicKey().Bytes(),
+		KeyShareCommitment: job.KeyShareCommitment(req.GetCeremonyId(), uint32(point), nonce, shareBytes),
+		ExchangeKey:        x.PublicKey().Bytes(),
 	}
 	if c.cfg.Creds != nil {
 		if resp.ExchangeKeySignature, err = seal.Sign(c.cfg.Creds.Signer(), exchangeContext, exchangeMessage(req.GetCeremonyId(), uint32(point), resp.ExchangeKey)); err != nil {
 			return nil, err
 		}
-		if resp.PublicKeyShareSignature, err = seal.Sign(c.cfg.Creds.Signer(), job.KeyShareContext, job.KeyShareMessage(req.GetCeremonyId(), uint32(point), resp.PublicKeyShare)); err != nil {
+		if resp.KeyShareCommitmentSignature, err = seal.Sign(c.cfg.Creds.Signer(), job.KeyCommitmentContext, job.KeyCommitmentMessage(req.GetCeremonyId(), uint32(point), resp.KeyShareCommitment)); err != nil {
 			return nil, err
 		}
 		resp.Certificate = c.cfg.Creds.Leaf.Raw
 	}
 	c.cer = &ceremony{id: req.GetCeremonyId(), seed: bytes.Clone(req.GetSeed()), committee: committee, members: req.GetCommittee(), member: m, exchange: x,
-		keyGenReq: roundDigest(req), keyGenResp: resp}
+		share: shareBytes, nonce: nonce, keyGenReq: roundDigest(req), keyGenResp: resp}
 	c.log.Info("key ceremony started", "ceremony", req.GetCeremonyId(), "members", committee.N, "threshold", committee.Threshold, "point", point)
 	return resp, nil
 }
@@ -157,7 +166,56 @@ func (c *CSP) current(id string) (*ceremony, error) {
 	return c.cer, nil
 }
 
-// DealShares implements fedpcav1.CspServiceServer: round 2 (t < n only).
+// RevealKeyShare implements fedpcav1.CspServiceServer: the member reveals
+// its public-key share once it holds every member's signed commitment.
+func (c *CSP) RevealKeyShare(_ context.Context, req *fedpcav1.RevealKeyShareRequest) (*fedpcav1.RevealKeyShareResponse, error) {
+	resp, err := c.revealKeyShare(req)
+	return resp, c.status(err)
+}
+
+func (c *CSP) revealKeyShare(req *fedpcav1.RevealKeyShareRequest) (*fedpcav1.RevealKeyShareResponse, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cer, err := c.current(req.GetCeremonyId())
+	if err != nil {
+		return nil, err
+	}
+	if cer.revealResp != nil {
+		if cer.revealReq != roundDigest(req) {
+			return nil, fmt.Errorf("%w: ceremony %q: this member already revealed its key share against other commitments", ErrCeremony, cer.id)
+		}
+		return cer.revealResp, nil // replayed
+	}
+	n := cer.committee.N
+	if len(req.GetCommitments()) != n {
+		return nil, invalid("commitments: %d for a committee of %d (a member reveals its share only once every member has committed)", len(req.GetCommitments()), n)
+	}
+	me := uint32(cer.member.Point())
+	commitments := make([][]byte, n)
+	for _, mc := range req.GetCommitments() {
+		p := mc.GetPoint()
+		if p < 1 || int(p) > n || commitments[p-1] != nil {
+			return nil, invalid("commitment at point %d: out of range or repeated", p)
+		}
+		if len(mc.GetCommitment()) != sha256.Size {
+			return nil, invalid("commitment at point %d: %d bytes, want %d", p, len(mc.GetCommitment()), sha256.Size)
+		}
+		if p == me {
+			if !bytes.Equal(mc.GetCommitment(), cer.keyGenResp.GetKeyShareCommitment()) {
+				return nil, invalid("the commitment at this member's point (%d) is not the one it made", p)
+			}
+		} else if err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(p), mc.GetCertificate(), job.KeyCommitmentContext,
+			job.KeyCommitmentMessage(cer.id, p, mc.GetCommitment()), mc.GetSignature()); err != nil {
+			return nil, invalid("the commitment at point %d is not signed by csp/%s for this ceremony: %v", p, cer.memberAt(p), err)
+		}
+		commitments[p-1] = bytes.Clone(mc.GetCommitment())
+	}
+	cer.commitments = commitments
+	cer.revealReq, cer.revealResp = roundDigest(req), &fedpcav1.RevealKeyShareResponse{PublicKeyShare: cer.share, Nonce: cer.nonce}
+	return cer.revealResp, nil
+}
+
+// DealShares implements fedpcav1.CspServiceServer: round 3 (t < n only).
 func (c *CSP) DealShares(_ context.Context, req *fedpcav1.DealSharesRequest) (*fedpcav1.DealSharesResponse, error) {
 	resp, err := c.dealShares(req)
 	return resp, c.status(err)
@@ -244,7 +302,7 @@ func (cer *ceremony) memberAt(point uint32) string {
 	return ""
 }
 
-// ReceiveShares implements fedpcav1.CspServiceServer: round 3 (t < n only).
+// ReceiveShares implements fedpcav1.CspServiceServer: round 4 (t < n only).
 func (c *CSP) ReceiveShares(_ context.Context, req *fedpcav1.ReceiveSharesRequest) (*fedpcav1.ReceiveSharesResponse, error) {
 	return &fedpcav1.ReceiveSharesResponse{}, c.status(c.receiveShares(req))
 }
@@ -298,8 +356,8 @@ func (c *CSP) receiveShares(req *fedpcav1.ReceiveSharesRequest) error {
 }
 
 // Finalize implements fedpcav1.CspServiceServer: the member checks the
-// committee key against every member's signed share, attests it, writes its
-// secrets and the key to disk and becomes ready.
+// committee key against every member's committed share, attests it, writes
+// its secrets and the key to disk and becomes ready.
 func (c *CSP) Finalize(_ context.Context, req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeResponse, error) {
 	resp, err := c.finalize(req)
 	return resp, c.status(err)
@@ -344,8 +402,17 @@ func (c *CSP) finalize(req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeRespons
 	if err != nil {
 		return nil, err
 	}
+	// The switch log becomes the new key's (switchlog.go): pending before
+	// the key file is written, bound after.
+	lb := bindingOf(c.cfg.ID, st)
+	if err := c.beginBind(lb); err != nil {
+		return nil, err
+	}
 	if err := transport.WriteFileAtomic(c.secretPath(), b); err != nil {
 		return nil, fmt.Errorf("write secret key file: %w", err)
+	}
+	if err := c.endBind(lb); err != nil {
+		return nil, fmt.Errorf("bind the switch log to the new key: %w", err)
 	}
 	c.state, c.member, c.cer = st, cer.member, nil
 	c.log.Info("key ceremony finished; committee key attested", "ceremony", st.CeremonyID, "committee_key", st.Fingerprint[:16])
@@ -354,33 +421,31 @@ func (c *CSP) finalize(req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeRespons
 
 // ErrKeyMismatch reports a committee key that is not the aggregate of the
 // members' public key shares: the member does not attest it.
-var ErrKeyMismatch = errors.New("the committee key is not the aggregate of the members' signed shares")
+var ErrKeyMismatch = errors.New("the committee key is not the aggregate of the members' committed shares")
 
 // checkCommitteeKey verifies, before the member attests it, that the
 // committee key is the aggregate (from the ceremony's seed) of one public
-// key share from each member, each signed by the member at its point, this
-// member's own being the one it made.
+// key share from each member, each opening the signed commitment of the
+// member at its point that this member held before it revealed its own
+// share (its own commitment being the one it made).
 func (c *CSP) checkCommitteeKey(cer *ceremony, req *fedpcav1.FinalizeRequest) error {
+	if cer.commitments == nil {
+		return fmt.Errorf("%w: ceremony %q: this member has not revealed its key share (commitments first)", ErrCeremony, cer.id)
+	}
 	if _, err := c.params.Codecs().PublicKey.Unmarshal(req.GetCommitteePublicKey()); err != nil {
 		return invalid("committee_public_key: %v", err)
 	}
 	if len(req.GetShares()) != cer.committee.N {
 		return fmt.Errorf("%w: %d shares for a committee of %d", ErrKeyMismatch, len(req.GetShares()), cer.committee.N)
 	}
-	me := uint32(cer.member.Point())
 	shares := make([]*he.PublicKeyShare, cer.committee.N)
 	for _, ms := range req.GetShares() {
 		p := ms.GetPoint()
 		if p < 1 || int(p) > cer.committee.N || shares[p-1] != nil {
 			return fmt.Errorf("%w: share at point %d is out of range or repeated", ErrKeyMismatch, p)
 		}
-		if p == me {
-			if !bytes.Equal(ms.GetPublicKeyShare(), cer.keyGenResp.GetPublicKeyShare()) {
-				return fmt.Errorf("%w: the share at this member's point (%d) is not the one it made", ErrKeyMismatch, p)
-			}
-		} else if err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(p), ms.GetCertificate(), job.KeyShareContext,
-			job.KeyShareMessage(cer.id, p, ms.GetPublicKeyShare()), ms.GetSignature()); err != nil {
-			return fmt.Errorf("%w: the share at point %d is not signed by csp/%s: %v", ErrKeyMismatch, p, cer.memberAt(p), err)
+		if !bytes.Equal(job.KeyShareCommitment(cer.id, p, ms.GetNonce(), ms.GetPublicKeyShare()), cer.commitments[p-1]) {
+			return fmt.Errorf("%w: the share at point %d does not open csp/%s's commitment", ErrKeyMismatch, p, cer.memberAt(p))
 		}
 		sh, err := c.params.Codecs().PublicKeyShare.Unmarshal(ms.GetPublicKeyShare())
 		if err != nil {

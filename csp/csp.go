@@ -90,14 +90,21 @@ type ceremony struct {
 	exchange  *ecdh.PrivateKey
 	keys      map[he.Point][]byte // members' verified exchange keys
 	certs     map[uint32][]byte   // members' certificates (DER), by point, from their exchange keys
+	// share is this member's public-key share (encoded) and nonce opens its
+	// commitment; commitments are every member's, by point, as verified
+	// when the member revealed its share (nil before).
+	share, nonce []byte
+	commitments  [][]byte
 	// Each round's request digest and response: a replayed round gets the
 	// same answer (a second KeyGen or DealShares would mean a new secret or
-	// new shares, breaking the committee key); another request for a round
-	// already done is refused.
-	keyGenReq, dealReq, receiveReq [32]byte
-	keyGenResp                     *fedpcav1.KeyGenResponse
-	dealResp                       *fedpcav1.DealSharesResponse
-	received                       bool
+	// new shares, breaking the committee key; a second reveal against other
+	// commitments would let a member commit after seeing this share);
+	// another request for a round already done is refused.
+	keyGenReq, revealReq, dealReq, receiveReq [32]byte
+	keyGenResp                                *fedpcav1.KeyGenResponse
+	revealResp                                *fedpcav1.RevealKeyShareResponse
+	dealResp                                  *fedpcav1.DealSharesResponse
+	received                                  bool
 }
 
 // secretFile is the member's key material at rest (mode 0600). It is never
@@ -173,6 +180,10 @@ func New(cfg Config) (*CSP, error) {
 	if err := c.loadSecrets(); err != nil {
 		db.Close()
 		return nil, err
+	}
+	if err := c.checkLog(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("csp: %w", err)
 	}
 	return c, nil
 }

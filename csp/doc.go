@@ -13,19 +13,28 @@
 // job is refused.
 //
 // Key ceremony (coordinated by the proxy, which relays every message): KeyGen
-// draws a fresh secret and returns its public-key share and an X25519
-// exchange key, both signed with the member's certificate key; for a
-// thresholdized committee, DealShares seals the member's Shamir shares to
-// every member's exchange key and signs each box, and ReceiveShares opens and
-// aggregates only boxes signed by their dealer; Finalize checks that the
-// committee key is the aggregate of every member's signed share (its own the
-// one it made), signs the key statement (job.KeyStatement) that owners and
-// users require from every member, and writes the secrets and the
+// draws a fresh secret and returns a commitment to its public-key share
+// (job.KeyShareCommitment, with a secret nonce) and an X25519 exchange key,
+// both signed with the member's certificate key; RevealKeyShare, given a
+// commitment for every member, each signed by the member at that point for
+// this ceremony (its own the one it made), keeps them and only then reveals
+// the share and its nonce, against one set of commitments per ceremony, so no
+// member (even one colluding with the proxy) picks its share after seeing
+// another's; for a thresholdized committee, DealShares seals the member's
+// Shamir shares to every member's exchange key and signs each box, and
+// ReceiveShares opens and aggregates only boxes signed by their dealer;
+// Finalize checks that the committee key is the aggregate of one share per
+// member, each opening the commitment it holds for that point, signs the key
+// statement (job.KeyStatement) that owners and users require from every
+// member, binds its switch log to the new key and writes the secrets and the
 // attestation to disk. A proxy that substitutes a key or a share gets no
-// attestation. A finalized member accepts a
-// new ceremony only while it has never switched a job. A round replayed with
-// the same request gets the same answer (a second KeyGen or DealShares would
-// otherwise draw a new secret or new shares and break the committee key); a
-// different request for a round already done, or a round out of order, is
-// FailedPrecondition.
+// attestation. A finalized member accepts a new ceremony only while it has
+// never switched a job. A round replayed with the same request gets the same
+// answer (a second KeyGen or DealShares would otherwise draw a new secret or
+// new shares and break the committee key); a different request for a round
+// already done, or a round out of order, is FailedPrecondition.
+//
+// The switch log (csp.db) is bound to the member's key (switchlog.go): a
+// member refuses to start on a log that is not its key's, since without it
+// it would switch an old job again with fresh noise.
 package csp

@@ -109,8 +109,9 @@ func FuzzKeySwitchHeader(f *testing.F) {
 }
 
 // FuzzStoreRecords: what a member reads back at start and for each switch:
-// its secret file and the audit records of its switches. A torn or edited
-// record gives an error, never a panic or a member that cannot switch.
+// its secret file, the binding of its switch log to its key and the audit
+// records of its switches. A torn or edited record gives an error, never a
+// panic or a member that cannot switch.
 func FuzzStoreRecords(f *testing.F) {
 	p, err := he.NewDefaultParams()
 	if err != nil {
@@ -139,8 +140,22 @@ func FuzzStoreRecords(f *testing.F) {
 	}
 	f.Add(uint8(1), rec)
 	f.Add(uint8(1), bytes.Replace(rec, []byte(`"ciphertexts":1`), []byte(`"ciphertexts":-1`), 1))
+	bind, _ := json.Marshal(logBinding{Member: "csp-2", Ceremony: "c1", Point: 2, CommitteeKey: job.Fingerprint(cpkb)})
+	if _, err := decodeBinding(bind); err != nil {
+		f.Fatalf("valid switch log binding refused: %v", err)
+	}
+	f.Add(uint8(2), bind)
+	f.Add(uint8(2), bytes.Replace(bind, []byte(`"point":2`), []byte(`"point":0`), 1))
 	f.Fuzz(func(t *testing.T, mode uint8, v []byte) {
-		switch mode % 2 {
+		switch mode % 3 {
+		case 2:
+			lb, err := decodeBinding(v)
+			if err != nil {
+				return
+			}
+			if lb.Point < 1 || !job.ValidJobID(lb.CommitteeKey) || lb.Ceremony == "" {
+				t.Fatalf("accepted binding %+v", lb)
+			}
 		case 0:
 			st, m, err := decodeSecrets(v, p)
 			if err != nil {

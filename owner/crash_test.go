@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -27,7 +28,7 @@ func testOwner(t testing.TB) *Owner {
 	}
 	o, err := New(Config{Dialer: transport.Dialer{Insecure: true, Self: transport.Identity{Role: transport.RoleOwner, ID: "o1"}},
 		ProxyAddr: "passthrough:///nowhere", Store: filepath.Join(dir, "state"),
-		Datasets: []*Dataset{{Schema: sch, CSV: path, Epsilon: 10, Delta: 1e-6}}})
+		Datasets: []*Dataset{{Schema: sch, CSV: path, Epsilon: 10, Delta: 1e-6}}, Policy: Policy{Committee: job.CommitteePolicy{AnyMembers: true}}})
 	if err != nil {
 		t.Fatal(err)
 	}

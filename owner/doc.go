@@ -12,8 +12,11 @@
 // rows that cannot be read are skipped and rows beyond the job's public
 // per-owner cap are dropped (counted locally), so one row never changes
 // whether the owner uploads. The owner uploads only under a committee key
-// that every committee member attested (transport.VerifyCommittee): a proxy
-// that substitutes its own key gets a decline, never an upload.
+// that every committee member attested, of the committee its own policy
+// pins and at least its policy's size and threshold
+// (transport.VerifyCommittee, job.CommitteePolicy): a proxy that
+// substitutes its own key, or runs a committee of one, gets a decline,
+// never an upload.
 //
 // Before computing a share the owner reserves the job's rho in the
 // dataset's ledger (charged at the tolerated-collusion level, the job's

@@ -25,7 +25,8 @@ func fuzzOwner(f testing.TB, ca *transport.CA, p he.Params, dir string) (*Owner,
 	}
 	o, err := New(Config{Dialer: transport.Dialer{Creds: transporttest.Credentials(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})},
 		ProxyAddr: "proxy:7000", Store: dir, Params: &p,
-		Datasets: []*Dataset{{Schema: sch, Epsilon: 10, Delta: 1e-6, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("a,b,label\n")), nil }}}})
+		Datasets: []*Dataset{{Schema: sch, Epsilon: 10, Delta: 1e-6, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("a,b,label\n")), nil }}},
+		Policy:   Policy{Committee: job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-3"}}}})
 	if err != nil {
 		f.Fatal(err)
 	}

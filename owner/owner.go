@@ -59,10 +59,12 @@ type Policy struct {
 	// budget); MaxDelta the largest delta (0: DefaultMaxDelta).
 	MaxEpsilon float64
 	MaxDelta   float64
-	// Committee, if set, pins the committee: the owner takes part only under
-	// a key attested by exactly these CSP members (IDs). Empty accepts any
-	// committee of the deployment's CSPs that attested the key.
-	Committee []string
+	// Committee is the committee policy: the owner takes part only under a
+	// key every member attested, of a committee of the pinned members (or,
+	// with AnyMembers, of any of the deployment's CSPs: local tests), at
+	// least the policy's size and threshold. New refuses a policy that pins
+	// nothing without saying AnyMembers.
+	Committee job.CommitteePolicy
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
 }
@@ -301,6 +303,9 @@ func New(cfg Config) (*Owner, error) {
 	if len(cfg.Datasets) == 0 {
 		return nil, errors.New("owner: no datasets")
 	}
+	if err := cfg.Policy.Committee.Validate(); err != nil {
+		return nil, fmt.Errorf("owner: %w", err)
+	}
 	if cfg.PollInterval <= 0 {
 		cfg.PollInterval = 10 * time.Second
 	}
@@ -379,8 +384,8 @@ func (o *Owner) committeeKey(ctx context.Context, spec *job.Spec) (*committeeEnc
 	}
 	o.mu.Unlock()
 	// What the key is checked against besides the CA, which the owners
-	// sharing Keys have in common: the HE parameters, the pinned committee.
-	shared := spec.CommitteeKey + "/" + o.params.Fingerprint() + "/" + strings.Join(slices.Sorted(slices.Values(o.cfg.Policy.Committee)), ",")
+	// sharing Keys have in common: the HE parameters, the committee policy.
+	shared := spec.CommitteeKey + "/" + o.params.Fingerprint() + "/" + o.cfg.Policy.Committee.Key()
 	pk, err := o.cfg.Keys.load(shared, func() (*rlwe.PublicKey, error) { return o.fetchCommitteeKey(ctx, spec) })
 	if err != nil {
 		return nil, err
@@ -491,7 +496,10 @@ func (o *Owner) Run(ctx context.Context) error {
 		names = append(names, n)
 	}
 	slices.Sort(names)
-	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval)
+	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval, "committee", o.cfg.Policy.Committee.String())
+	if o.cfg.Policy.Committee.AnyMembers {
+		o.log.Warn("no committee pinned: any committee of the deployment's CSPs whose members attested the key is accepted, as the proxy names it (local tests only; pin it with --committee)")
+	}
 	if l := o.cfg.MetricsListener; l != nil {
 		go func() {
 			if err := transport.ServeMetrics(ctx, l, o.cfg.Metrics); err != nil {

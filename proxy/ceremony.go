@@ -1,6 +1,7 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -90,6 +91,7 @@ func (p *Proxy) memberStatus(ctx context.Context, withKey bool) []*fedpcav1.GetS
 // all agree on one (a proxy that lost its store), or runs a new ceremony. It
 // retries with backoff and jitter until it succeeds or ctx ends.
 func (p *Proxy) runCeremony(ctx context.Context) {
+	p.warnSmallCommittee()
 	backoff := transport.Backoff{Initial: p.cfg.RetryInterval, Max: 30 * time.Second}
 	for attempt := 1; ; attempt++ {
 		err := p.ceremonyOnce(ctx)
@@ -157,8 +159,25 @@ func (p *Proxy) checkCommittee(c *committeeRecord) error {
 	if _, err := p.params.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
 		return fmt.Errorf("committee key: %w", err)
 	}
-	_, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), memberIDs(c.Members))
+	_, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), p.ownPolicy(c.Members))
 	return err
+}
+
+// ownPolicy is the proxy's check of its committee: exactly the configured
+// members, whatever their number (the minimum is the owners' and users'
+// policy to enforce; warnSmallCommittee tells the operator).
+func (p *Proxy) ownPolicy(ms []Member) job.CommitteePolicy {
+	return job.CommitteePolicy{Members: memberIDs(ms), MinMembers: 1, MinThreshold: 1}
+}
+
+// warnSmallCommittee tells the operator of a committee that owners and
+// users with the default committee policy refuse.
+func (p *Proxy) warnSmallCommittee() {
+	n, t := len(p.cfg.Committee), p.cfg.Threshold
+	if n < job.DefaultMinCommitteeMembers || t < job.DefaultMinCommitteeThreshold {
+		p.log.Warn("the committee is below the default committee policy of owners and users; they refuse its key unless each lowers its minimum (--committee-min-members, --committee-min-threshold: local tests only)",
+			"members", n, "threshold", t, "policy_min_members", job.DefaultMinCommitteeMembers, "policy_min_threshold", job.DefaultMinCommitteeThreshold)
+	}
 }
 
 func memberIDs(ms []Member) []string {
@@ -205,16 +224,15 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 	p.log.Info("key ceremony", "ceremony", id, "members", n, "threshold", t)
 	// Each call is retried on its own while the member is unreachable or an
 	// answer is lost (all are idempotent within a ceremony: a repeated
-	// KeyGen gets the same answer, a repeated dealing replaces the last,
-	// receiving the same shares again sets the same key, a repeated
-	// Finalize is acknowledged); a refusal starts a new ceremony.
+	// KeyGen, reveal or dealing gets the same answer, receiving the same
+	// shares again sets the same key, a repeated Finalize is
+	// acknowledged); a refusal starts a new ceremony.
 	call := func(what string, mc *memberConn, fn func(context.Context) error) error {
 		return transport.Retry(ctx, transport.Call{What: what + " on csp/" + mc.ID, Timeout: p.cfg.CallTimeout, Attempts: 5,
 			Backoff: transport.Backoff{Initial: p.cfg.RetryInterval, Max: 10 * time.Second}}, fn)
 	}
-	// Round 1: public key shares and exchange keys.
-	shares := make([]*he.PublicKeyShare, n)
-	signed := make([]*fedpcav1.MemberShare, n)
+	// Round 1: commitments to the public key shares, and exchange keys.
+	commitments := make([]*fedpcav1.MemberCommitment, n)
 	keys := make([]*fedpcav1.MemberKey, n)
 	for i, mc := range mcs {
 		var r *fedpcav1.KeyGenResponse
@@ -225,17 +243,34 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		if shares[i], err = p.params.Codecs().PublicKeyShare.Unmarshal(r.GetPublicKeyShare()); err != nil {
-			return fmt.Errorf("keygen on %s: %w", mc.ID, err)
+		commitments[i] = &fedpcav1.MemberCommitment{Point: mc.point, Commitment: r.GetKeyShareCommitment(), Signature: r.GetKeyShareCommitmentSignature(), Certificate: r.GetCertificate()}
+		keys[i] = &fedpcav1.MemberKey{Point: mc.point, ExchangeKey: r.GetExchangeKey(), ExchangeKeySignature: r.GetExchangeKeySignature(), Certificate: r.GetCertificate()}
+	}
+	// Round 2: every member, given every commitment, reveals its share.
+	shares := make([]*he.PublicKeyShare, n)
+	opened := make([]*fedpcav1.MemberShare, n)
+	for i, mc := range mcs {
+		var r *fedpcav1.RevealKeyShareResponse
+		err := call("reveal key share", mc, func(ctx context.Context) (err error) {
+			r, err = mc.client.RevealKeyShare(ctx, &fedpcav1.RevealKeyShareRequest{CeremonyId: id, Commitments: commitments})
+			return err
+		})
+		if err != nil {
+			return err
 		}
-		signed[i] = &fedpcav1.MemberShare{Point: uint32(i + 1), PublicKeyShare: r.GetPublicKeyShare(), Signature: r.GetPublicKeyShareSignature(), Certificate: r.GetCertificate()}
-		keys[i] = &fedpcav1.MemberKey{Point: uint32(i + 1), ExchangeKey: r.GetExchangeKey(), ExchangeKeySignature: r.GetExchangeKeySignature(), Certificate: r.GetCertificate()}
+		if !bytes.Equal(job.KeyShareCommitment(id, mc.point, r.GetNonce(), r.GetPublicKeyShare()), commitments[i].GetCommitment()) {
+			return fmt.Errorf("reveal key share on %s: the share does not open the member's commitment", mc.ID)
+		}
+		if shares[i], err = p.params.Codecs().PublicKeyShare.Unmarshal(r.GetPublicKeyShare()); err != nil {
+			return fmt.Errorf("reveal key share on %s: %w", mc.ID, err)
+		}
+		opened[i] = &fedpcav1.MemberShare{Point: mc.point, PublicKeyShare: r.GetPublicKeyShare(), Nonce: r.GetNonce()}
 	}
 	pk, err := he.AggregatePublicKey(p.params, seed[:], shares)
 	if err != nil {
 		return err
 	}
-	// Rounds 2 and 3: sealed Shamir shares, relayed.
+	// Rounds 3 and 4: sealed Shamir shares, relayed.
 	if p.committee.Thresholdized() {
 		inbox := make([][]*fedpcav1.SealedShare, n)
 		for _, mc := range mcs {
@@ -266,7 +301,7 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 			}
 		}
 	}
-	// Finalize: each member checks the key against every member's signed
+	// Finalize: each member checks the key against every member's committed
 	// share and attests it.
 	pkBytes := p.params.Codecs().PublicKey.Marshal(pk)
 	fp := job.Fingerprint(pkBytes)
@@ -274,7 +309,7 @@ func (p *Proxy) ceremony(ctx context.Context) error {
 	for _, mc := range mcs {
 		var r *fedpcav1.FinalizeResponse
 		err := call("finalize", mc, func(ctx context.Context) (err error) {
-			r, err = mc.client.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes, Shares: signed})
+			r, err = mc.client.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: id, CommitteePublicKey: pkBytes, Shares: opened})
 			return err
 		})
 		if err != nil {

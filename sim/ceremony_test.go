@@ -62,6 +62,8 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	wantCode(t, "finished ceremony: deal replayed", err, codes.FailedPrecondition, "no ceremony \""+cid+"\" in progress")
 	_, err = m1.ReceiveShares(ctx, &fedpcav1.ReceiveSharesRequest{CeremonyId: cid})
 	wantCode(t, "finished ceremony: receive replayed", err, codes.FailedPrecondition, "no ceremony \""+cid+"\" in progress")
+	_, err = m1.RevealKeyShare(ctx, &fedpcav1.RevealKeyShareRequest{CeremonyId: cid})
+	wantCode(t, "finished ceremony: reveal replayed", err, codes.FailedPrecondition, "no ceremony \""+cid+"\" in progress")
 	if r, err := m1.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: cid, CommitteePublicKey: cpk}); err != nil || r.GetCommitteeKeyFingerprint() != st.GetCommitteeKeyFingerprint() {
 		t.Fatalf("finalize replayed: %v %v", r, err)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/fedpca/fedpca/owner"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
 	"github.com/fedpca/fedpca/sim/faultnet"
@@ -53,11 +54,19 @@ func (oc OwnerConfig) budget() (float64, float64) {
 // Config configures a cluster.
 type Config struct {
 	// Dir holds the certificates and every node's state.
-	Dir       string
+	Dir string
+	// CSPs is the committee's size (default 3) and Threshold the members a
+	// key switch needs (default: 2 for the default committee, else all).
 	CSPs      int
 	Threshold int
-	Owners    []OwnerConfig
-	Users     []string
+	// CommitteePolicy is the committee policy of the cluster's owners and
+	// users (see job.CommitteePolicy). Nil: they pin the cluster's members
+	// and accept its size and threshold, whatever they are (a test's
+	// committee is the test's choice; the default one meets the default
+	// policy).
+	CommitteePolicy *job.CommitteePolicy
+	Owners          []OwnerConfig
+	Users           []string
 	// Identities are further "role/id" certificates to make, for nodes a
 	// test drives by hand.
 	Identities []string
@@ -134,7 +143,7 @@ type node struct {
 // is ready.
 func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	if cfg.CSPs < 1 {
-		cfg.CSPs = 1
+		cfg.CSPs, cfg.Threshold = job.DefaultMinCommitteeMembers, job.DefaultMinCommitteeThreshold
 	}
 	if cfg.Threshold < 1 {
 		cfg.Threshold = cfg.CSPs
@@ -361,7 +370,20 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr(), Keys: kp, Logger: c.log.Named("user"), Params: &c.params})
+	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr(), Keys: kp, Committee: c.Policy(), Logger: c.log.Named("user"), Params: &c.params})
+}
+
+// Policy is the committee policy of the cluster's owners and users
+// (Config.CommitteePolicy).
+func (c *Cluster) Policy() job.CommitteePolicy {
+	if p := c.cfg.CommitteePolicy; p != nil {
+		return *p
+	}
+	ids := make([]string, c.cfg.CSPs)
+	for i := range ids {
+		ids[i] = CSPID(i)
+	}
+	return job.CommitteePolicy{Members: ids, MinMembers: c.cfg.CSPs, MinThreshold: c.cfg.Threshold}
 }
 
 // probe is the identity the cluster uses to ask a proxy process whether the
@@ -442,5 +464,6 @@ func (c *Cluster) Dialer(id string) (transport.Dialer, error) {
 }
 
 // OwnerPolicy is the policy of simulated owners: any user, no per-job limit,
-// and jobs without noise only when asked.
+// and jobs without noise only when asked; the cluster sets its committee
+// policy (Cluster.Policy).
 func OwnerPolicy(allowNoNoise bool) owner.Policy { return owner.Policy{AllowNoNoise: allowNoNoise} }

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/proxy"
 	"github.com/fedpca/fedpca/sim/faultnet"
 	"github.com/fedpca/fedpca/transport"
@@ -71,6 +72,8 @@ type Farm struct {
 	Certs    string        `json:"certs"` // directory of the owner-ID certificate directories
 	State    string        `json:"state"` // directory of the owner-ID state directories
 	Owners   []FarmOwner   `json:"owners"`
+	// Committee is the owners' committee policy.
+	Committee job.CommitteePolicy `json:"committee"`
 }
 
 // FarmOwner is one owner of a farm: its rows and schema as files.
@@ -204,7 +207,7 @@ func (c *Cluster) startFarms(owners []OwnerConfig) error {
 	farms := make([]Farm, n)
 	for i := range farms {
 		farms[i] = Farm{Name: fmt.Sprintf("farm-%d", i), Dir: c.cfg.Dir, Proxy: c.ProxyAddr(), Insecure: c.cfg.Insecure, Poll: c.cfg.PollInterval,
-			Idle: c.cfg.IdleTimeout, Certs: filepath.Join(c.cfg.Dir, "certs"), State: filepath.Join(c.cfg.Dir, "state")}
+			Idle: c.cfg.IdleTimeout, Certs: filepath.Join(c.cfg.Dir, "certs"), State: filepath.Join(c.cfg.Dir, "state"), Committee: c.Policy()}
 	}
 	for i, oc := range owners {
 		sp, ok := schemas[oc.Schema]

@@ -13,6 +13,7 @@ import (
 
 	"github.com/fedpca/fedpca/csp"
 	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/proxy"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -116,6 +117,7 @@ func (c *Cluster) StartCSP(i int) error {
 		Store: filepath.Join(c.cfg.Dir, "state", id.ID), AllowNoNoise: c.cfg.AllowNoNoise,
 		Logger: c.log.Named("csp").With("id", id.ID), Params: &c.params})
 	if err != nil {
+		l.Close()
 		return err
 	}
 	c.mu.Lock()
@@ -167,6 +169,9 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 	if open == nil && oc.Source == "" {
 		open = func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader(string(data))), nil }
 	}
+	if isZero(oc.Policy.Committee) {
+		oc.Policy.Committee = c.Policy()
+	}
 	c.mu.Lock()
 	c.ownerCfg[oc.ID] = oc
 	c.mu.Unlock()
@@ -189,3 +194,8 @@ func (c *Cluster) StartOwner(oc OwnerConfig) error {
 
 // StopOwner stops an owner.
 func (c *Cluster) StopOwner(id string) error { return c.stopNode("owner/" + id) }
+
+// isZero reports an unset committee policy.
+func isZero(p job.CommitteePolicy) bool {
+	return len(p.Members) == 0 && !p.AnyMembers && p.MinMembers == 0 && p.MinThreshold == 0
+}

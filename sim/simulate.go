@@ -33,12 +33,21 @@ type Simulation struct {
 	Schema *schema.Schema
 	Owners int
 	// How splits the rows (see Split); Seed makes the split reproducible.
-	How       string
-	Seed      uint64
-	CSPs      int
-	Threshold int
-	TCP       bool
-	Insecure  bool
+	How  string
+	Seed uint64
+	// CSPs is the committee's size (default 3) and Threshold the members a
+	// key switch needs (default: a majority, 2 of 3). The simulated owners
+	// and user pin the committee's members and refuse one below
+	// MinCommitteeMembers and MinCommitteeThreshold (0: the default
+	// committee policy, at least 3 members and a threshold of 2; see
+	// job.CommitteePolicy): a smaller committee runs only when they are
+	// lowered to it.
+	CSPs                  int
+	Threshold             int
+	MinCommitteeMembers   int
+	MinCommitteeThreshold int
+	TCP                   bool
+	Insecure              bool
 	// Bits is g for an inferred schema (default 16).
 	Bits uint
 	// Dir holds certificates and state (default: a temporary directory,
@@ -159,10 +168,19 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		s.How = "iid"
 	}
 	if s.CSPs < 1 {
-		s.CSPs = 1
+		s.CSPs = job.DefaultMinCommitteeMembers
 	}
 	if s.Threshold < 1 {
-		s.Threshold = s.CSPs
+		s.Threshold = s.CSPs/2 + 1
+	}
+	policy := job.CommitteePolicy{MinMembers: s.MinCommitteeMembers, MinThreshold: s.MinCommitteeThreshold}
+	st := job.KeyStatement{Threshold: s.Threshold}
+	for i := range s.CSPs {
+		policy.Members = append(policy.Members, CSPID(i))
+		st.Members = append(st.Members, CSPID(i))
+	}
+	if err := policy.Check(st); err != nil {
+		return nil, fmt.Errorf("simulate: the simulated owners and user would refuse this committee: %w", err)
 	}
 	if s.Logger == nil {
 		s.Logger = hclog.NewNullLogger()
@@ -226,7 +244,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	case s.Owners > 1000:
 		watchers = s.Owners
 	}
-	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, Owners: owners, Users: []string{"analyst"},
+	cl, err := Start(ctx, Config{Dir: s.Dir, CSPs: s.CSPs, Threshold: s.Threshold, CommitteePolicy: &policy, Owners: owners, Users: []string{"analyst"},
 		TCP: s.TCP, Insecure: s.Insecure, AllowNoNoise: true, PollInterval: poll, IdleTimeout: idle, RetryInterval: 100 * time.Millisecond,
 		Logger: s.Logger, Processes: s.Processes, ProxyProcess: s.ProxyProcess, OwnerFarms: s.OwnerFarms, ProxyMaxConnections: maxConns,
 		ProxyMaxWatchers: watchers})

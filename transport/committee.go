@@ -3,7 +3,6 @@ package transport
 import (
 	"errors"
 	"fmt"
-	"slices"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -89,20 +88,18 @@ func CommitteeStatement(c *fedpcav1.GetCommitteeResponse) (job.KeyStatement, err
 // VerifyCommittee checks that every member of the committee attested the
 // committee key the proxy publishes: one attestation per point, each
 // certificate from the deployment's CA naming the member (role csp), each
-// signature valid over the same statement. If members is not empty, the
-// committee must be exactly those member IDs (an owner's or user's pinned
-// committee). It returns the statement. In insecure mode (creds nil)
-// signatures cannot be checked and only the shape is.
-func VerifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, members []string) (job.KeyStatement, error) {
+// signature valid over the same statement; and that the committee is one
+// the node's policy accepts (its pinned members, at least its minimum size
+// and threshold: errors wrap job.ErrCommitteePolicy). It returns the
+// statement. In insecure mode (creds nil) signatures cannot be checked and
+// only the shape and the policy are.
+func VerifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, policy job.CommitteePolicy) (job.KeyStatement, error) {
 	st, err := CommitteeStatement(c)
 	if err != nil {
 		return st, err
 	}
-	if len(members) > 0 {
-		want, got := slices.Sorted(slices.Values(members)), slices.Sorted(slices.Values(st.Members))
-		if !slices.Equal(want, got) {
-			return st, fmt.Errorf("%w: the committee is csp/%v, this node expects csp/%v", ErrKeyNotAttested, got, want)
-		}
+	if err := policy.Check(st); err != nil {
+		return st, err
 	}
 	msg := st.Bytes()
 	for _, a := range c.GetAttestations() {

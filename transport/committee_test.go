@@ -2,6 +2,8 @@ package transport_test
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -17,14 +19,23 @@ import (
 // response of 3 members (threshold 2) that every member attested, with a
 // stand-in key (VerifyCommittee never parses it).
 func attestedCommittee(tb testing.TB) (*transport.Credentials, *fedpcav1.GetCommitteeResponse, *transport.Credentials) {
+	return attestedCommitteeOf(tb, 3, 2)
+}
+
+// attestedCommitteeOf is attestedCommittee with n members csp-1..csp-n
+// and threshold t.
+func attestedCommitteeOf(tb testing.TB, n, t int) (*transport.Credentials, *fedpcav1.GetCommitteeResponse, *transport.Credentials) {
 	ca, err := transport.NewCA("test CA", time.Hour)
 	if err != nil {
 		tb.Fatal(err)
 	}
 	key := []byte("the committee public key's bytes")
-	resp := &fedpcav1.GetCommitteeResponse{HeParams: "bgv", HeParamsHash: job.Fingerprint([]byte("params")), Members: 3, Threshold: 2,
+	resp := &fedpcav1.GetCommitteeResponse{HeParams: "bgv", HeParamsHash: job.Fingerprint([]byte("params")), Members: int32(n), Threshold: int32(t),
 		PublicKey: key, PublicKeyFingerprint: job.Fingerprint(key), CeremonyId: "c1"}
-	st := job.KeyStatement{Ceremony: "c1", HEParams: resp.HeParamsHash, Threshold: 2, Members: []string{"csp-1", "csp-2", "csp-3"}, Key: resp.PublicKeyFingerprint}
+	st := job.KeyStatement{Ceremony: "c1", HEParams: resp.HeParamsHash, Threshold: t, Key: resp.PublicKeyFingerprint}
+	for i := range n {
+		st.Members = append(st.Members, fmt.Sprintf("csp-%d", i+1))
+	}
 	for i, id := range st.Members {
 		creds := transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleCSP, ID: id})
 		a, err := transport.Attest(creds, id, uint32(i+1), st)
@@ -38,16 +49,20 @@ func attestedCommittee(tb testing.TB) (*transport.Credentials, *fedpcav1.GetComm
 	return owner, resp, proxy
 }
 
+// anyCommittee accepts any committee of the default size that every member
+// attested.
+var anyCommittee = job.CommitteePolicy{AnyMembers: true}
+
 // TestVerifyCommittee: a key attested by every member verifies; a key that
 // is not the one attested, a missing, repeated or re-signed attestation, a
-// statement that differs in any field, another committee than the pinned
-// one: each is ErrKeyNotAttested.
+// statement that differs in any field: each is ErrKeyNotAttested; another
+// committee than the pinned one is refused by the committee policy.
 func TestVerifyCommittee(t *testing.T) {
 	owner, good, proxy := attestedCommittee(t)
-	if st, err := transport.VerifyCommittee(owner, good, nil); err != nil || st.Key != good.PublicKeyFingerprint {
+	if st, err := transport.VerifyCommittee(owner, good, anyCommittee); err != nil || st.Key != good.PublicKeyFingerprint {
 		t.Fatalf("honest committee: %v", err)
 	}
-	if _, err := transport.VerifyCommittee(owner, good, []string{"csp-3", "csp-1", "csp-2"}); err != nil {
+	if _, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: []string{"csp-3", "csp-1", "csp-2"}}); err != nil {
 		t.Fatalf("pinned committee: %v", err)
 	}
 	for name, mutate := range map[string]func(r *fedpcav1.GetCommitteeResponse){
@@ -77,12 +92,62 @@ func TestVerifyCommittee(t *testing.T) {
 	} {
 		r := proto.Clone(good).(*fedpcav1.GetCommitteeResponse)
 		mutate(r)
-		if _, err := transport.VerifyCommittee(owner, r, nil); !errors.Is(err, transport.ErrKeyNotAttested) {
+		if _, err := transport.VerifyCommittee(owner, r, anyCommittee); !errors.Is(err, transport.ErrKeyNotAttested) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	if _, err := transport.VerifyCommittee(owner, good, []string{"csp-1", "csp-2", "csp-4"}); !errors.Is(err, transport.ErrKeyNotAttested) {
+	_, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-4"}})
+	if !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), "the committee is csp/csp-1, csp/csp-2, csp/csp-3, and this node pins csp/csp-1, csp/csp-2, csp/csp-4 (--committee)") {
 		t.Errorf("another committee than the pinned one: %v", err)
+	}
+}
+
+// TestCommitteePolicy: committees of 1 of 1, 2 of 2 and 1 of 3 members,
+// every member's attestation valid, are refused by the default policy,
+// pinned or not, naming the committee, the minimums and the flags that
+// lower them; lowered to their shape, the policy accepts them. A policy
+// that pins nothing (without AnyMembers), or pins fewer members than its
+// minimum, is refused when the node starts.
+func TestCommitteePolicy(t *testing.T) {
+	for _, c := range []struct{ n, t int }{{1, 1}, {2, 2}, {3, 1}} {
+		owner, r, _ := attestedCommitteeOf(t, c.n, c.t)
+		var ids []string
+		for i := range c.n {
+			ids = append(ids, fmt.Sprintf("csp-%d", i+1))
+		}
+		for _, p := range []job.CommitteePolicy{anyCommittee, {Members: ids}} {
+			_, err := transport.VerifyCommittee(owner, r, p)
+			want := fmt.Sprintf("the committee is %d-of-%d (csp/%s), and this node requires at least 3 members with a threshold of at least 2", c.t, c.n, strings.Join(ids, ", csp/"))
+			flags := fmt.Sprintf("--committee-min-members %d --committee-min-threshold %d", c.n, c.t)
+			if !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), flags) {
+				t.Errorf("%d-of-%d under %v: %v", c.t, c.n, p, err)
+			}
+			p.MinMembers, p.MinThreshold = c.n, c.t
+			if _, err := transport.VerifyCommittee(owner, r, p); err != nil {
+				t.Errorf("%d-of-%d under a policy lowered to it: %v", c.t, c.n, err)
+			}
+		}
+	}
+	for _, c := range []struct {
+		p   job.CommitteePolicy
+		msg string
+	}{
+		{job.CommitteePolicy{}, "no committee pinned: name the CSP members this node trusts with --committee"},
+		{job.CommitteePolicy{MinMembers: 1, MinThreshold: 1}, "no committee pinned"},
+		{job.CommitteePolicy{Members: []string{"csp-1"}}, "--committee names one member, below this node's minimum committee of 3 (--committee-min-members"},
+		{job.CommitteePolicy{Members: []string{"csp-1", "csp-1", "csp-2"}}, `"csp-1" appears twice`},
+		{job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-3"}, AnyMembers: true}, "--committee and --any-committee together"},
+		{job.CommitteePolicy{AnyMembers: true, MinMembers: 1}, "a threshold of at least 2 needs at least 2 members, not 1"},
+		{job.CommitteePolicy{AnyMembers: true, MinMembers: -1}, "want 1 to 64"},
+	} {
+		if err := c.p.Validate(); !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("policy %+v: %v, want %q", c.p, err, c.msg)
+		}
+	}
+	for _, p := range []job.CommitteePolicy{anyCommittee, {Members: []string{"csp-1", "csp-2", "csp-3"}}, {AnyMembers: true, MinMembers: 1, MinThreshold: 1}} {
+		if err := p.Validate(); err != nil {
+			t.Errorf("policy %+v: %v", p, err)
+		}
 	}
 }
 
@@ -103,7 +168,7 @@ func FuzzVerifyCommittee(f *testing.F) {
 		if proto.Unmarshal(b, &r) != nil {
 			return
 		}
-		st, err := transport.VerifyCommittee(owner, &r, nil)
+		st, err := transport.VerifyCommittee(owner, &r, job.CommitteePolicy{AnyMembers: true, MinMembers: 1, MinThreshold: 1})
 		if err != nil {
 			if !errors.Is(err, transport.ErrKeyNotAttested) {
 				t.Fatalf("error not marked as unattested: %v", err)

@@ -116,9 +116,13 @@ type Config struct {
 	Dialer    transport.Dialer
 	ProxyAddr string
 	Keys      he.KeyPair
-	// Committee, if set, pins the committee: jobs are created only under a
-	// key attested by exactly these CSP member IDs.
-	Committee []string
+	// Committee is the committee policy: jobs are created only under a key
+	// every member attested, of a committee of the pinned members (or, with
+	// AnyMembers, of any of the deployment's CSPs: local tests), at least
+	// the policy's size and threshold. Spec refuses a policy that pins
+	// nothing without saying AnyMembers; the calls that create no job
+	// (listing, status, fetching, cancelling) need none.
+	Committee job.CommitteePolicy
 	Logger    hclog.Logger
 	Params    *he.Params
 }
@@ -238,6 +242,9 @@ func (c *Client) retry(ctx context.Context, call transport.Call, fn func(context
 func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	if c.cfg.Keys.Public == nil {
 		return nil, ErrNoKeys
+	}
+	if err := c.cfg.Committee.Validate(); err != nil {
+		return nil, fmt.Errorf("user: %w", err)
 	}
 	c.mu.Lock()
 	cmt := c.cmt

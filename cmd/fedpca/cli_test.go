@@ -45,7 +45,41 @@ func exported(t *testing.T) string {
 // below must fail before any call.
 func userRun(extra ...string) []string {
 	return append([]string{"user", "run", "--insecure", "--id", "alice", "--keys", "keys", "--proxy", "127.0.0.1:1",
-		"--schema", "data/schema.json"}, extra...)
+		"--schema", "data/schema.json", "--committee", "csp-1,csp-2,csp-3"}, extra...)
+}
+
+// TestCommitteeRequired: owner serve, user run and user profile without a
+// pinned committee stop before they read a source or call anyone, saying
+// how to pin it (and that --any-committee is for local tests); a pinned
+// committee below the minimum, or both flags, are refused too, naming the
+// flag to change.
+func TestCommitteeRequired(t *testing.T) {
+	dir := exported(t)
+	owner := []string{"owner", "serve", "--insecure", "--id", "hospital-a", "--state", "s", "--proxy", "127.0.0.1:1", "--dataset", "data/schema.json=data/hospital-a.csv"}
+	run := []string{"user", "run", "--insecure", "--id", "alice", "--keys", "keys", "--proxy", "127.0.0.1:1", "--schema", "data/schema.json", "--owners", "hospital-a"}
+	profile := []string{"user", "profile", "--insecure", "--id", "alice", "--keys", "keys", "--proxy", "127.0.0.1:1", "--schema", "data/schema.json",
+		"--owners", "hospital-a", "--keep-scales", "--out", "p"}
+	for _, cmd := range [][]string{owner, run, profile} {
+		for _, tc := range []struct {
+			extra []string
+			want  string
+		}{
+			{nil, "no committee pinned: name the CSP members this node trusts with --committee (for example --committee csp-1,csp-2,csp-3"},
+			{nil, "for local tests only, --any-committee accepts any committee"},
+			{[]string{"--committee", "csp-1"}, "--committee names one member, below this node's minimum committee of 3 (--committee-min-members lowers it"},
+			{[]string{"--committee", "csp-1,csp-2,csp-3", "--any-committee"}, "--committee and --any-committee together"},
+			{[]string{"--any-committee", "--committee-min-members", "1"}, "a threshold of at least 2 needs at least 2 members, not 1"},
+		} {
+			args := append(append([]string{}, cmd...), tc.extra...)
+			out, err := fedpca(t, dir, args...)
+			if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "retrying") {
+				t.Errorf("%v: %v, want %q:\n%s", args, err, tc.want, out)
+			}
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "s")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("owner serve refused for its committee made its state directory: %v", err)
+	}
 }
 
 // TestStrayArguments: `--owners hospital-a, hospital-b` (a space after the

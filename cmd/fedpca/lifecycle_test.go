@@ -110,8 +110,8 @@ func TestJobLifecycle(t *testing.T) {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}
 	conn := []string{"--certs", d.certs("user", "alice"), "--proxy", d.proxy}
-	args := append(append([]string{"user", "run"}, conn...), "--keys", keys, "--schema", d.schema,
-		"--owners", strings.Join(d.owners, ","), "--analysis", "pca", "-k", "3", "--epsilon", "1", "--out", filepath.Join(d.dir, "run-out"))
+	args := append(append(append([]string{"user", "run"}, conn...), "--keys", keys, "--schema", d.schema,
+		"--owners", strings.Join(d.owners, ","), "--analysis", "pca", "-k", "3", "--epsilon", "1", "--out", filepath.Join(d.dir, "run-out")), d.committee()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var p *lineProc
@@ -209,8 +209,8 @@ func TestCancelFromCLI(t *testing.T) {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}
 	conn := []string{"--certs", d.certs("user", "alice"), "--proxy", d.proxy}
-	args := append(append([]string{"user", "run"}, conn...), "--keys", keys, "--schema", d.schema,
-		"--owners", strings.Join(d.owners, ","), "--analysis", "pca", "-k", "2", "--out", filepath.Join(d.dir, "out"))
+	args := append(append(append([]string{"user", "run"}, conn...), "--keys", keys, "--schema", d.schema,
+		"--owners", strings.Join(d.owners, ","), "--analysis", "pca", "-k", "2", "--out", filepath.Join(d.dir, "out")), d.committee()...)
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	var p *lineProc
@@ -255,7 +255,7 @@ func TestOperatorErrors(t *testing.T) {
 	for _, args := range [][]string{
 		{"proxy", "serve", "--certs", d.certs("proxy", "proxy"), "--state", filepath.Join(d.dir, "state", "proxy"), "--listen", "127.0.0.1:0", "--csp", "csp-1=" + d.csps[0]},
 		{"csp", "serve", "--certs", d.certs("csp", "csp-1"), "--state", filepath.Join(d.dir, "state", "csp-1"), "--listen", "127.0.0.1:0"},
-		{"owner", "serve", "--certs", d.certs("owner", d.owners[0]), "--state", filepath.Join(d.dir, "state", d.owners[0]), "--proxy", d.proxy, "--dataset", d.schema + "=" + d.csvs[d.owners[0]]},
+		append([]string{"owner", "serve", "--certs", d.certs("owner", d.owners[0]), "--state", filepath.Join(d.dir, "state", d.owners[0]), "--proxy", d.proxy, "--dataset", d.schema + "=" + d.csvs[d.owners[0]]}, d.committee()...),
 	} {
 		start := time.Now()
 		out, err := run(t, args...)
@@ -271,7 +271,7 @@ func TestOperatorErrors(t *testing.T) {
 		t.Fatalf("keygen: %v\n%s", err, out)
 	}
 	start := time.Now()
-	out, err := run(t, "user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.csps[0], "--schema", d.schema, "--owners", d.owners[0])
+	out, err := run(t, append([]string{"user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.csps[0], "--schema", d.schema, "--owners", d.owners[0]}, d.committee()...)...)
 	if err == nil || !strings.Contains(out, "server is csp/csp-1, expected proxy/*") || strings.Contains(out, "rpc error") || strings.Contains(out, "retrying") {
 		t.Fatalf("user run at a CSP's address: %v\n%s", err, out)
 	}
@@ -281,8 +281,8 @@ func TestOperatorErrors(t *testing.T) {
 	t.Logf("wrong address: %s", out)
 	// An owner pointed at a CSP's address stops at once, saying why.
 	start = time.Now()
-	out, err = run(t, "owner", "serve", "--certs", d.certs("owner", d.owners[0]), "--state", filepath.Join(d.dir, "state", "other"), "--proxy", d.csps[0],
-		"--dataset", d.schema+"="+d.csvs[d.owners[0]])
+	out, err = run(t, append([]string{"owner", "serve", "--certs", d.certs("owner", d.owners[0]), "--state", filepath.Join(d.dir, "state", "other"), "--proxy", d.csps[0],
+		"--dataset", d.schema + "=" + d.csvs[d.owners[0]]}, d.committee()...)...)
 	if err == nil || !strings.Contains(out, "server is csp/csp-1, expected proxy/*") || time.Since(start) > 10*time.Second {
 		t.Errorf("owner serve at a CSP's address (%s): %v\n%s", time.Since(start), err, out)
 	}

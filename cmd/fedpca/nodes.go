@@ -301,23 +301,29 @@ func ownerCommand() *cli.Command {
 the local report and refuses to start on a source that does not fit. It then polls
 the proxy for jobs that name it, checks them against its policy and privacy budget,
 and uploads its encrypted statistics once. Its ledger (in --state) decides the budget.
+It accepts only a committee key that every member of the committee it pins
+(--committee, the IDs of the deployment's CSPs) attested, of at least
+--committee-min-members members and a threshold of --committee-min-threshold.
 
   fedpca owner serve --certs certs/owner-hospital-a --state state/hospital-a --proxy localhost:7000 \
-    --dataset data/schema.json=data/hospital-a.csv --budget-epsilon 10`,
-			Flags: append(nodeFlags(""),
+    --dataset data/schema.json=data/hospital-a.csv --budget-epsilon 10 --committee csp-1,csp-2,csp-3`,
+			Flags: append(append(nodeFlags(""),
 				reqStr("proxy", "proxy address HOST:PORT"),
 				strsFlag("dataset", datasetUsage+" (repeat for several datasets)"),
 				floatFlag("budget-epsilon", 10, "total privacy budget per dataset: epsilon"),
 				floatFlag("budget-delta", 1e-6, "total privacy budget per dataset: delta"),
 				floatFlag("max-epsilon", 0, "largest epsilon of one job (0: only the budget limits)"),
 				floatFlag("max-delta", owner.DefaultMaxDelta, "largest delta of one job"),
-				strsFlag("committee", "pin the committee: take part only under a key attested by exactly these CSP member IDs (default: any committee of the deployment's CSPs that attested it)"),
 				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
 				&cli.DurationFlag{Name: "poll", Value: 10 * time.Second, Usage: "how often to ask the proxy for jobs when it serves this owner no watch", Sources: env("poll")},
 				&cli.DurationFlag{Name: "idle-timeout", Value: 0, Usage: "close the connection to the proxy after this long without calls (with many owners and long polls; 0: keep it)", Sources: env("idle-timeout")},
-			),
+			), committeeFlags("takes part in jobs")...),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
+				committee := committeePolicy(cmd)
+				if err := committee.Validate(); err != nil {
+					return err
+				}
 				log := logger(cmd, "owner")
 				d, err := dialer(cmd, transport.RoleOwner, log)
 				if err != nil {
@@ -347,7 +353,7 @@ and uploads its encrypted statistics once. Its ledger (in --state) decides the b
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
 					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), Logger: log.With("id", d.Identity().ID),
 					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
-						Committee: cmd.StringSlice("committee"), AllowNoNoise: cmd.Bool("allow-no-noise")}})
+						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise")}})
 				if err != nil {
 					return err
 				}
@@ -540,4 +546,23 @@ the node's role too (empty: any role of the deployment).
 			return nil
 		},
 	}
+}
+
+// committeeFlags set the committee policy of a node that accepts a
+// committee key (an owner, a user creating jobs); what says what the node
+// does under the key.
+func committeeFlags(what string) []cli.Flag {
+	return []cli.Flag{
+		strsFlag("committee", "the CSP member IDs this node trusts as the committee (comma-separated or repeated; required unless --any-committee): it "+what+" only under a key these members, and no others, all attested"),
+		boolFlag("any-committee", "accept any committee of the deployment's CSPs whose members all attested the key, whoever the proxy names (local tests only)"),
+		intFlag("committee-min-members", job.DefaultMinCommitteeMembers, "refuse a committee of fewer members"),
+		intFlag("committee-min-threshold", job.DefaultMinCommitteeThreshold, "refuse a committee whose key switch needs fewer members (with 1, one member with the proxy could decrypt every upload)"),
+	}
+}
+
+// committeePolicy is the committee policy of the flags (committeeFlags;
+// the zero policy for a command without them).
+func committeePolicy(cmd *cli.Command) job.CommitteePolicy {
+	return job.CommitteePolicy{Members: cmd.StringSlice("committee"), AnyMembers: cmd.Bool("any-committee"),
+		MinMembers: cmd.Int("committee-min-members"), MinThreshold: cmd.Int("committee-min-threshold")}
 }

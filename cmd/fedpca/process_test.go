@@ -190,6 +190,26 @@ func newDeployment(t *testing.T, nOwners, nCSP, threshold int) *deployment {
 	return d
 }
 
+// committee is the committee policy flags of the deployment's owners and
+// user: its members pinned, and the minimums lowered to its committee when
+// that is smaller than the default policy's.
+func (d *deployment) committee() []string {
+	var ids []string
+	for i := range d.csps {
+		ids = append(ids, fmt.Sprintf("csp-%d", i+1))
+	}
+	return []string{"--committee", strings.Join(ids, ","), "--committee-min-members", fmt.Sprint(len(ids)), "--committee-min-threshold", fmt.Sprint(d.threshd)}
+}
+
+// policy is the committee policy of the committee flags.
+func (d *deployment) policy() job.CommitteePolicy {
+	var ids []string
+	for i := range d.csps {
+		ids = append(ids, fmt.Sprintf("csp-%d", i+1))
+	}
+	return job.CommitteePolicy{Members: ids, MinMembers: len(ids), MinThreshold: d.threshd}
+}
+
 func (d *deployment) certs(role, id string) string {
 	return filepath.Join(d.dir, "certs", role+"-"+id)
 }
@@ -210,8 +230,8 @@ func (d *deployment) startProxy(t *testing.T) *proc {
 }
 
 func (d *deployment) startOwner(t *testing.T, o string) *proc {
-	return start(t, o, "owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
-		"--proxy", d.proxy, "--dataset", d.schema+"="+d.csvs[o], "--poll", "200ms", "--log-json", "--allow-no-noise")
+	return start(t, o, append([]string{"owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
+		"--proxy", d.proxy, "--dataset", d.schema + "=" + d.csvs[o], "--poll", "200ms", "--log-json", "--allow-no-noise"}, d.committee()...)...)
 }
 
 // TestProcesses starts the daemons as separate processes on loopback ports,
@@ -237,9 +257,9 @@ func TestProcesses(t *testing.T) {
 	out := filepath.Join(d.dir, "out")
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	run := exec.CommandContext(ctx, binary, "user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy,
+	run := exec.CommandContext(ctx, binary, append([]string{"user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy,
 		"--schema", d.schema, "--owners", strings.Join(d.owners, ","), "--analysis", "dca", "--epsilon", "1", "--noise-plan", "servers",
-		"--tolerate", "1", "--out", out, "--publish", "--plots", filepath.Join(d.dir, "plots"))
+		"--tolerate", "1", "--out", out, "--publish", "--plots", filepath.Join(d.dir, "plots")}, d.committee()...)...)
 	var stdout, stderr bytes.Buffer
 	run.Stdout, run.Stderr = &stdout, &stderr
 	// The committee may still be in its ceremony: retry until the proxy has a key.
@@ -349,7 +369,7 @@ func TestProxyKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := user.NewClient(user.Config{Dialer: transport.Dialer{Creds: creds}, ProxyAddr: d.proxy, Keys: kp, Params: &p})
+	u, err := user.NewClient(user.Config{Dialer: transport.Dialer{Creds: creds}, ProxyAddr: d.proxy, Keys: kp, Committee: d.policy(), Params: &p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -31,7 +31,8 @@ With --keep-scales the schema's centers and scales are public already: no bounds
 are needed and one job, the norms histogram, spends the whole --share to choose C.
 
   fedpca user profile --certs certs/user-alice --keys keys --proxy localhost:7000 \
-    --schema wdbc.bounds.json --owners hospital-a,hospital-b --epsilon 1 --out profile/
+    --schema wdbc.bounds.json --owners hospital-a,hospital-b --epsilon 1 --out profile/ \
+    --committee csp-1,csp-2,csp-3
   fedpca user run ... --schema profile/schema.json --epsilon <printed>`,
 		Flags: append(append(userConnFlags(true),
 			reqStr("schema", "the declared schema: bounds min and max on every feature"),
@@ -48,13 +49,16 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long each round accepts uploads", Sources: env("deadline")},
 			&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap (0: the largest the plaintext range allows)", Sources: env("max-owner-rows")},
 			reqStr("out", "directory for schema.json and profile.json"),
-		), logFlags()...),
+		), append(committeeFlags("creates the profile's jobs"), logFlags()...)...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := checkPrivacy(cmd); err != nil {
 				return err
 			}
 			owners, declared, err := jobTargets(cmd)
 			if err != nil {
+				return err
+			}
+			if err := committeePolicy(cmd).Validate(); err != nil {
 				return err
 			}
 			c, err := userClient(cmd)

@@ -57,8 +57,10 @@ func simulateFlags() []cli.Flag {
 		noisePlanFlag(),
 		intFlag("tolerate", 0, "colluding noise parties tolerated"),
 		budgetSplitFlag(),
-		intFlag("csp-nodes", 1, "committee members"),
-		intFlag("csp-threshold", 0, "members needed for a key switch (0: all)"),
+		intFlag("csp-nodes", job.DefaultMinCommitteeMembers, "committee members"),
+		intFlag("csp-threshold", 0, "members needed for a key switch (0: a majority, 2 of 3)"),
+		intFlag("committee-min-members", job.DefaultMinCommitteeMembers, "the simulated owners and user refuse a committee of fewer members (lower it to simulate a smaller committee)"),
+		intFlag("committee-min-threshold", job.DefaultMinCommitteeThreshold, "the simulated owners and user refuse a committee whose key switch needs fewer members"),
 		strFlag("partition", "iid", "how rows are dealt to the owners: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
 		intFlag("bits", 16, "fractional bits g of the fixed-point encoding"),
 		&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the split and the cross-validation folds (DP noise always comes from crypto/rand)", Sources: env("seed")},
@@ -186,10 +188,6 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	if lvl := cmd.String("log-level"); lvl != "off" {
 		log = hclog.New(&hclog.LoggerOptions{Name: "sim", Level: hclog.LevelFromString(lvl), Output: os.Stderr})
 	}
-	t := cmd.Int("csp-threshold")
-	if t == 0 {
-		t = cmd.Int("csp-nodes")
-	}
 	var declared *schema.Schema
 	if cmd.Bool("auto-schema") && !cmd.Bool("keep-scales") {
 		if declared, err = sim.DeclareBounds(data, name, cmd.String("label"), sim.DefaultWiden); err != nil {
@@ -197,7 +195,8 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 		}
 	}
 	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Schema: declared, Owners: cmd.Int("owners"), How: cmd.String("partition"),
-		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: t, TCP: cmd.String("transport") == "tcp",
+		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: cmd.Int("csp-threshold"),
+		MinCommitteeMembers: cmd.Int("committee-min-members"), MinCommitteeThreshold: cmd.Int("committee-min-threshold"), TCP: cmd.String("transport") == "tcp",
 		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
 		ProxyProcess: cmd.Bool("proxy-process"), OwnerFarms: cmd.Int("owner-farms")}
 	if s.ProxyProcess || s.OwnerFarms > 0 {

@@ -64,8 +64,8 @@ func TestOwnerServeRefusesMismatch(t *testing.T) {
 	d := newDeployment(t, 1, 1, 1)
 	o := d.owners[0]
 	serve := func(schemaFile, src string) *exec.Cmd {
-		return exec.Command(binary, "owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
-			"--proxy", d.proxy, "--dataset", filepath.Join(corpusDir, schemaFile)+"="+filepath.Join(corpusDir, src), "--poll", "200ms")
+		return exec.Command(binary, append([]string{"owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
+			"--proxy", d.proxy, "--dataset", filepath.Join(corpusDir, schemaFile) + "=" + filepath.Join(corpusDir, src), "--poll", "200ms"}, d.committee()...)...)
 	}
 	out, err := serve("decimal_comma.schema.json", "excel_export.csv").CombinedOutput()
 	want := `does not fit schema wine: line 1, column "malic_acid": feature missing from the header: the header has "Malic Acid"; rename that column to "malic_acid" or set the feature's "column" to "Malic Acid"`

@@ -93,7 +93,11 @@ func userCommand() *cli.Command {
 			Description: `Example:
   fedpca user run --certs certs/user-alice --keys keys --proxy proxy:7000 \
     --schema wdbc.schema.json --owners hospital-a,hospital-b,hospital-c \
-    --analysis pca -k 5 --epsilon 1 --out out/
+    --analysis pca -k 5 --epsilon 1 --out out/ --committee csp-1,csp-2,csp-3
+
+The job is created only under a committee key that every member of the pinned
+committee (--committee) attested, of at least --committee-min-members members
+and a threshold of --committee-min-threshold.
 
 Writes OUT/result.json (components, privacy accounting with the collusion table,
 and the noisy release), OUT/components.csv, OUT/components.npy, OUT/mean.npy,
@@ -105,7 +109,6 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 			Flags: append(append(append(userConnFlags(true),
 				reqStr("schema", "the dataset's schema file"),
 				strsFlag("owners", "the owners asked to take part (comma-separated or repeated)"),
-				strsFlag("committee", "pin the committee: create the job only under a key attested by exactly these CSP member IDs (default: any committee of the deployment's CSPs that attested it)"),
 				intFlag("min-owners", 0, "uploads needed (0: all owners)"),
 				strFlag("analysis", "pca", "pca, dca, lda or scatter"),
 				intFlag("k", 5, "components wanted (0: all); at most the features for pca, classes - 1 for dca and lda"),
@@ -118,7 +121,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
-			), resultFlags()...), logFlags()...),
+			), append(committeeFlags("creates jobs"), resultFlags()...)...), logFlags()...),
 			Action: runUser,
 		}, {
 			Name:  "jobs",
@@ -220,7 +223,7 @@ func userClient(cmd *cli.Command) (*user.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Committee: cmd.StringSlice("committee"), Logger: log, Params: &p}
+	cfg := user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Committee: committeePolicy(cmd), Logger: log, Params: &p}
 	if cmd.String("keys") != "" {
 		if cfg.Keys, err = user.LoadKeys(cmd.String("keys"), p); err != nil {
 			return nil, err
@@ -416,6 +419,9 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	}
 	k, err := resolveK(cmd, cmd.String("analysis"), len(sch.Features), len(sch.Classes))
 	if err != nil {
+		return err
+	}
+	if err := committeePolicy(cmd).Validate(); err != nil {
 		return err
 	}
 	c, err := userClient(cmd)

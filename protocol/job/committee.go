@@ -2,6 +2,7 @@ package job
 
 import (
 	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,20 +10,43 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 )
 
-// Signature contexts of the key ceremony (see seal.Sign): a member's public
-// key share, a sealed Shamir share it deals, and its attestation of the
-// committee key.
+// Signature contexts of the key ceremony (see seal.Sign): a member's
+// commitment to its public key share, a sealed Shamir share it deals, and
+// its attestation of the committee key.
 const (
-	KeyShareContext    = "ceremony-public-key-share-v1"
-	DealtShareContext  = "ceremony-dealt-share-v1"
-	AttestationContext = "committee-key-attestation-v1"
+	KeyCommitmentContext = "ceremony-public-key-commitment-v1"
+	DealtShareContext    = "ceremony-dealt-share-v1"
+	AttestationContext   = "committee-key-attestation-v1"
 )
 
-// KeyShareMessage is what a member signs about its public key share in a
-// ceremony: the ceremony, its point and the share's SHA-256.
-func KeyShareMessage(ceremony string, point uint32, share []byte) []byte {
-	h := sha256.Sum256(share)
-	return append([]byte(ceremony+"|"+strconv.FormatUint(uint64(point), 10)+"|"), h[:]...)
+// NonceSize is the size of the nonce that opens a key share commitment.
+const NonceSize = 32
+
+// KeyShareCommitment is a member's commitment to its public key share in a
+// ceremony: SHA-256 over a domain tag, the ceremony, the member's point, a
+// nonce and the share, each length-prefixed. With a uniform nonce kept
+// secret until the reveal it hides the share (SHA-256 as a random oracle);
+// it binds the member to the share (collision resistance). Members commit
+// first and reveal only once every member's signed commitment is in, so no
+// member, even one colluding with the proxy that relays everything, can
+// choose its share after seeing another's (the rogue-key attack, in which
+// the last share cancels the others' so that the committee key is one whose
+// secret the attacker knows).
+func KeyShareCommitment(ceremony string, point uint32, nonce, share []byte) []byte {
+	h := sha256.New()
+	for _, f := range [][]byte{[]byte("fedpca key share commitment v1"), []byte(ceremony), []byte(strconv.FormatUint(uint64(point), 10)), nonce, share} {
+		var n [8]byte
+		binary.BigEndian.PutUint64(n[:], uint64(len(f)))
+		h.Write(n[:])
+		h.Write(f)
+	}
+	return h.Sum(nil)
+}
+
+// KeyCommitmentMessage is what a member signs about its commitment: the
+// ceremony, its point and the commitment.
+func KeyCommitmentMessage(ceremony string, point uint32, commitment []byte) []byte {
+	return append([]byte(ceremony+"|"+strconv.FormatUint(uint64(point), 10)+"|"), commitment...)
 }
 
 // DealtShareMessage is what a dealer signs about the sealed Shamir share it
@@ -34,9 +58,11 @@ func DealtShareMessage(ceremony string, from, to uint32, box []byte) []byte {
 
 // KeyStatement is what every committee member signs at the end of a key
 // ceremony, after it checked that the committee key is the aggregate of
-// every member's share (each signed by the member at its point, its own
-// the one it made). Owners and users accept a committee key only with a
-// valid signature of the statement from every member: a proxy that
+// every member's share (each opening the commitment the member at its
+// point signed before any share was revealed, its own the one it made).
+// Owners and users accept a committee key only with a valid signature of
+// the statement from every member (and only of a committee their
+// CommitteePolicy accepts): a proxy that
 // substitutes a key of its own cannot get one, since no honest member signs
 // a key it did not verify, and the proxy holds no member's certificate key.
 //

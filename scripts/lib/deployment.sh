@@ -102,7 +102,7 @@ deploy_up() {
     local m="owner_${o}_metrics"
     start "owner-$o" owner serve --certs "$work/certs/owner-hospital-$o" --state "$work/state/hospital-$o" \
       --proxy "127.0.0.1:$proxy_port" --dataset "$work/data/schema.json=$work/data/hospital-$o.csv" \
-      --budget-epsilon 10 --poll 500ms --metrics-listen "${!m}"
+      --budget-epsilon 10 --poll 500ms --metrics-listen "${!m}" --committee csp-1,csp-2,csp-3
   done
   log "owners hospital-a and hospital-b started (hospital-c is named by jobs but never runs)"
 }
@@ -112,7 +112,7 @@ deploy_up() {
 deploy_job() {
   local name=$1 owners=$2; shift 2
   "$fedpca" user run --certs "$work/certs/user-alice" --keys "$work/keys" --proxy "127.0.0.1:$proxy_port" \
-    --schema "$work/data/schema.json" --owners "$owners" --analysis pca --k 3 --epsilon 1 \
+    --schema "$work/data/schema.json" --owners "$owners" --committee csp-1,csp-2,csp-3 --analysis pca --k 3 --epsilon 1 \
     --out "$work/out/$name" --quiet "$@" >"$work/logs/job-$name.log" 2>&1 &
   pids+=($!)
   job_pid[$name]=$!

@@ -153,7 +153,7 @@ func outageUser(t *testing.T, cl *sim.Cluster, log *attemptLog) *user.Client {
 	d := cl.DialerAs(transport.Identity{Role: transport.RoleUser, ID: "alice"}, "user/alice", true)
 	d.Options = append([]grpc.DialOption{grpc.WithChainUnaryInterceptor(log.intercept)}, d.Options...)
 	p := cl.Params()
-	u, err := user.NewClient(user.Config{Dialer: d, ProxyAddr: cl.ProxyAddr(), Keys: kp, Logger: testLogger(t), Params: &p})
+	u, err := user.NewClient(user.Config{Dialer: d, ProxyAddr: cl.ProxyAddr(), Keys: kp, Committee: cl.Policy(), Logger: testLogger(t), Params: &p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -112,9 +112,11 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 			}
 		}
 		m := transport.NewEmbeddedMetrics()
+		policy := sim.OwnerPolicy(fo.AllowNoNoise)
+		policy.Committee = f.Committee
 		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: f.Proxy, Store: filepath.Join(f.State, "owner-"+fo.ID),
 			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}}, Metrics: m,
-			Policy: sim.OwnerPolicy(fo.AllowNoNoise), PollInterval: f.Poll, IdleTimeout: f.Idle, Logger: logger.With("id", fo.ID), Params: &params,
+			Policy: policy, PollInterval: f.Poll, IdleTimeout: f.Idle, Logger: logger.With("id", fo.ID), Params: &params,
 			Keys: keys, Compute: compute, Prepare: prepare})
 		if err != nil {
 			return err

@@ -332,13 +332,14 @@ func (x *KeyGenRequest) GetCommittee() []*MemberRef {
 }
 
 type KeyGenResponse struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	PublicKeyShare []byte                 `protobuf:"bytes,1,opt,name=public_key_share,json=publicKeyShare,proto3" json:"public_key_share,omitempty"`
-	// public_key_share_signature signs the share's SHA-256 (with the ceremony
-	// ID and the member's point) with the key of certificate, so that every
-	// member can check, before it attests the committee key, that each share
-	// in it came from the member at that point.
-	PublicKeyShareSignature []byte `protobuf:"bytes,5,opt,name=public_key_share_signature,json=publicKeyShareSignature,proto3" json:"public_key_share_signature,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// key_share_commitment is the member's commitment to its public-key share
+	// (protocol/job.KeyShareCommitment: SHA-256 over the ceremony ID, the
+	// member's point, a secret random nonce and the share);
+	// key_share_commitment_signature signs it (with the ceremony ID and the
+	// point) with the key of certificate.
+	KeyShareCommitment          []byte `protobuf:"bytes,6,opt,name=key_share_commitment,json=keyShareCommitment,proto3" json:"key_share_commitment,omitempty"`
+	KeyShareCommitmentSignature []byte `protobuf:"bytes,7,opt,name=key_share_commitment_signature,json=keyShareCommitmentSignature,proto3" json:"key_share_commitment_signature,omitempty"`
 	// exchange_key is an X25519 public key; exchange_key_signature signs it
 	// (with the ceremony ID and the member's point) with the key of
 	// certificate.
@@ -379,16 +380,16 @@ func (*KeyGenResponse) Descriptor() ([]byte, []int) {
 	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{4}
 }
 
-func (x *KeyGenResponse) GetPublicKeyShare() []byte {
+func (x *KeyGenResponse) GetKeyShareCommitment() []byte {
 	if x != nil {
-		return x.PublicKeyShare
+		return x.KeyShareCommitment
 	}
 	return nil
 }
 
-func (x *KeyGenResponse) GetPublicKeyShareSignature() []byte {
+func (x *KeyGenResponse) GetKeyShareCommitmentSignature() []byte {
 	if x != nil {
-		return x.PublicKeyShareSignature
+		return x.KeyShareCommitmentSignature
 	}
 	return nil
 }
@@ -414,6 +415,185 @@ func (x *KeyGenResponse) GetCertificate() []byte {
 	return nil
 }
 
+// MemberCommitment is one member's signed commitment to its public-key
+// share, as it answered KeyGen.
+type MemberCommitment struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Point         uint32                 `protobuf:"varint,1,opt,name=point,proto3" json:"point,omitempty"`
+	Commitment    []byte                 `protobuf:"bytes,2,opt,name=commitment,proto3" json:"commitment,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	Certificate   []byte                 `protobuf:"bytes,4,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MemberCommitment) Reset() {
+	*x = MemberCommitment{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MemberCommitment) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MemberCommitment) ProtoMessage() {}
+
+func (x *MemberCommitment) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MemberCommitment.ProtoReflect.Descriptor instead.
+func (*MemberCommitment) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *MemberCommitment) GetPoint() uint32 {
+	if x != nil {
+		return x.Point
+	}
+	return 0
+}
+
+func (x *MemberCommitment) GetCommitment() []byte {
+	if x != nil {
+		return x.Commitment
+	}
+	return nil
+}
+
+func (x *MemberCommitment) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *MemberCommitment) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+type RevealKeyShareRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	CeremonyId string                 `protobuf:"bytes,1,opt,name=ceremony_id,json=ceremonyId,proto3" json:"ceremony_id,omitempty"`
+	// commitments are every member's, one per point: the member checks each
+	// signature (the member at that point, this ceremony) and that its own is
+	// the one it made, and keeps them; Finalize holds every revealed share to
+	// them. A member reveals against one set of commitments per ceremony.
+	Commitments   []*MemberCommitment `protobuf:"bytes,2,rep,name=commitments,proto3" json:"commitments,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevealKeyShareRequest) Reset() {
+	*x = RevealKeyShareRequest{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevealKeyShareRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevealKeyShareRequest) ProtoMessage() {}
+
+func (x *RevealKeyShareRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevealKeyShareRequest.ProtoReflect.Descriptor instead.
+func (*RevealKeyShareRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *RevealKeyShareRequest) GetCeremonyId() string {
+	if x != nil {
+		return x.CeremonyId
+	}
+	return ""
+}
+
+func (x *RevealKeyShareRequest) GetCommitments() []*MemberCommitment {
+	if x != nil {
+		return x.Commitments
+	}
+	return nil
+}
+
+type RevealKeyShareResponse struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	PublicKeyShare []byte                 `protobuf:"bytes,1,opt,name=public_key_share,json=publicKeyShare,proto3" json:"public_key_share,omitempty"`
+	// nonce opens the member's commitment (32 bytes).
+	Nonce         []byte `protobuf:"bytes,2,opt,name=nonce,proto3" json:"nonce,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RevealKeyShareResponse) Reset() {
+	*x = RevealKeyShareResponse{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RevealKeyShareResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RevealKeyShareResponse) ProtoMessage() {}
+
+func (x *RevealKeyShareResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RevealKeyShareResponse.ProtoReflect.Descriptor instead.
+func (*RevealKeyShareResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RevealKeyShareResponse) GetPublicKeyShare() []byte {
+	if x != nil {
+		return x.PublicKeyShare
+	}
+	return nil
+}
+
+func (x *RevealKeyShareResponse) GetNonce() []byte {
+	if x != nil {
+		return x.Nonce
+	}
+	return nil
+}
+
 type MemberKey struct {
 	state                protoimpl.MessageState `protogen:"open.v1"`
 	Point                uint32                 `protobuf:"varint,1,opt,name=point,proto3" json:"point,omitempty"`
@@ -426,7 +606,7 @@ type MemberKey struct {
 
 func (x *MemberKey) Reset() {
 	*x = MemberKey{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[5]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -438,7 +618,7 @@ func (x *MemberKey) String() string {
 func (*MemberKey) ProtoMessage() {}
 
 func (x *MemberKey) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[5]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -451,7 +631,7 @@ func (x *MemberKey) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberKey.ProtoReflect.Descriptor instead.
 func (*MemberKey) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{5}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *MemberKey) GetPoint() uint32 {
@@ -492,7 +672,7 @@ type DealSharesRequest struct {
 
 func (x *DealSharesRequest) Reset() {
 	*x = DealSharesRequest{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[6]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -504,7 +684,7 @@ func (x *DealSharesRequest) String() string {
 func (*DealSharesRequest) ProtoMessage() {}
 
 func (x *DealSharesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[6]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -517,7 +697,7 @@ func (x *DealSharesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DealSharesRequest.ProtoReflect.Descriptor instead.
 func (*DealSharesRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{6}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DealSharesRequest) GetCeremonyId() string {
@@ -549,7 +729,7 @@ type SealedShare struct {
 
 func (x *SealedShare) Reset() {
 	*x = SealedShare{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[7]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -561,7 +741,7 @@ func (x *SealedShare) String() string {
 func (*SealedShare) ProtoMessage() {}
 
 func (x *SealedShare) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[7]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -574,7 +754,7 @@ func (x *SealedShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SealedShare.ProtoReflect.Descriptor instead.
 func (*SealedShare) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{7}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SealedShare) GetFromPoint() uint32 {
@@ -614,7 +794,7 @@ type DealSharesResponse struct {
 
 func (x *DealSharesResponse) Reset() {
 	*x = DealSharesResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[8]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +806,7 @@ func (x *DealSharesResponse) String() string {
 func (*DealSharesResponse) ProtoMessage() {}
 
 func (x *DealSharesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[8]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +819,7 @@ func (x *DealSharesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DealSharesResponse.ProtoReflect.Descriptor instead.
 func (*DealSharesResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{8}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DealSharesResponse) GetShares() []*SealedShare {
@@ -659,7 +839,7 @@ type ReceiveSharesRequest struct {
 
 func (x *ReceiveSharesRequest) Reset() {
 	*x = ReceiveSharesRequest{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[9]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +851,7 @@ func (x *ReceiveSharesRequest) String() string {
 func (*ReceiveSharesRequest) ProtoMessage() {}
 
 func (x *ReceiveSharesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[9]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +864,7 @@ func (x *ReceiveSharesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveSharesRequest.ProtoReflect.Descriptor instead.
 func (*ReceiveSharesRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{9}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ReceiveSharesRequest) GetCeremonyId() string {
@@ -709,7 +889,7 @@ type ReceiveSharesResponse struct {
 
 func (x *ReceiveSharesResponse) Reset() {
 	*x = ReceiveSharesResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[10]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -721,7 +901,7 @@ func (x *ReceiveSharesResponse) String() string {
 func (*ReceiveSharesResponse) ProtoMessage() {}
 
 func (x *ReceiveSharesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[10]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -734,17 +914,17 @@ func (x *ReceiveSharesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReceiveSharesResponse.ProtoReflect.Descriptor instead.
 func (*ReceiveSharesResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{10}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{13}
 }
 
 type FinalizeRequest struct {
 	state              protoimpl.MessageState `protogen:"open.v1"`
 	CeremonyId         string                 `protobuf:"bytes,1,opt,name=ceremony_id,json=ceremonyId,proto3" json:"ceremony_id,omitempty"`
 	CommitteePublicKey []byte                 `protobuf:"bytes,2,opt,name=committee_public_key,json=committeePublicKey,proto3" json:"committee_public_key,omitempty"`
-	// shares are every member's public key share as it answered KeyGen, with
-	// its signature and certificate: the member checks each, checks that its
-	// own is the one it made, and that their aggregate is
-	// committee_public_key before it attests the key.
+	// shares are every member's public key share as it answered
+	// RevealKeyShare, with its nonce: the member checks that each opens the
+	// commitment it was given for that point (its own: the one it made) and
+	// that their aggregate is committee_public_key before it attests the key.
 	Shares        []*MemberShare `protobuf:"bytes,3,rep,name=shares,proto3" json:"shares,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -752,7 +932,7 @@ type FinalizeRequest struct {
 
 func (x *FinalizeRequest) Reset() {
 	*x = FinalizeRequest{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[11]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -764,7 +944,7 @@ func (x *FinalizeRequest) String() string {
 func (*FinalizeRequest) ProtoMessage() {}
 
 func (x *FinalizeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[11]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -777,7 +957,7 @@ func (x *FinalizeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeRequest.ProtoReflect.Descriptor instead.
 func (*FinalizeRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{11}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *FinalizeRequest) GetCeremonyId() string {
@@ -805,15 +985,14 @@ type MemberShare struct {
 	state          protoimpl.MessageState `protogen:"open.v1"`
 	Point          uint32                 `protobuf:"varint,1,opt,name=point,proto3" json:"point,omitempty"`
 	PublicKeyShare []byte                 `protobuf:"bytes,2,opt,name=public_key_share,json=publicKeyShare,proto3" json:"public_key_share,omitempty"`
-	Signature      []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
-	Certificate    []byte                 `protobuf:"bytes,4,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	Nonce          []byte                 `protobuf:"bytes,5,opt,name=nonce,proto3" json:"nonce,omitempty"`
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *MemberShare) Reset() {
 	*x = MemberShare{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -825,7 +1004,7 @@ func (x *MemberShare) String() string {
 func (*MemberShare) ProtoMessage() {}
 
 func (x *MemberShare) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[12]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -838,7 +1017,7 @@ func (x *MemberShare) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemberShare.ProtoReflect.Descriptor instead.
 func (*MemberShare) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{12}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *MemberShare) GetPoint() uint32 {
@@ -855,16 +1034,9 @@ func (x *MemberShare) GetPublicKeyShare() []byte {
 	return nil
 }
 
-func (x *MemberShare) GetSignature() []byte {
+func (x *MemberShare) GetNonce() []byte {
 	if x != nil {
-		return x.Signature
-	}
-	return nil
-}
-
-func (x *MemberShare) GetCertificate() []byte {
-	if x != nil {
-		return x.Certificate
+		return x.Nonce
 	}
 	return nil
 }
@@ -882,7 +1054,7 @@ type FinalizeResponse struct {
 
 func (x *FinalizeResponse) Reset() {
 	*x = FinalizeResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -894,7 +1066,7 @@ func (x *FinalizeResponse) String() string {
 func (*FinalizeResponse) ProtoMessage() {}
 
 func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[13]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -907,7 +1079,7 @@ func (x *FinalizeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FinalizeResponse.ProtoReflect.Descriptor instead.
 func (*FinalizeResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{13}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FinalizeResponse) GetCommitteeKeyFingerprint() string {
@@ -940,7 +1112,7 @@ type KeyAttestation struct {
 
 func (x *KeyAttestation) Reset() {
 	*x = KeyAttestation{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1124,7 @@ func (x *KeyAttestation) String() string {
 func (*KeyAttestation) ProtoMessage() {}
 
 func (x *KeyAttestation) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[14]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1137,7 @@ func (x *KeyAttestation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyAttestation.ProtoReflect.Descriptor instead.
 func (*KeyAttestation) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{14}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *KeyAttestation) GetMember() string {
@@ -1016,7 +1188,7 @@ type KeySwitchRequest struct {
 
 func (x *KeySwitchRequest) Reset() {
 	*x = KeySwitchRequest{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1200,7 @@ func (x *KeySwitchRequest) String() string {
 func (*KeySwitchRequest) ProtoMessage() {}
 
 func (x *KeySwitchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[15]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1213,7 @@ func (x *KeySwitchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchRequest.ProtoReflect.Descriptor instead.
 func (*KeySwitchRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *KeySwitchRequest) GetMsg() isKeySwitchRequest_Msg {
@@ -1131,7 +1303,7 @@ type OwnerUpload struct {
 
 func (x *OwnerUpload) Reset() {
 	*x = OwnerUpload{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1143,7 +1315,7 @@ func (x *OwnerUpload) String() string {
 func (*OwnerUpload) ProtoMessage() {}
 
 func (x *OwnerUpload) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[16]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1156,7 +1328,7 @@ func (x *OwnerUpload) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerUpload.ProtoReflect.Descriptor instead.
 func (*OwnerUpload) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *OwnerUpload) GetOwner() string {
@@ -1195,7 +1367,7 @@ type UploadPart struct {
 
 func (x *UploadPart) Reset() {
 	*x = UploadPart{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1207,7 +1379,7 @@ func (x *UploadPart) String() string {
 func (*UploadPart) ProtoMessage() {}
 
 func (x *UploadPart) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[17]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1220,7 +1392,7 @@ func (x *UploadPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadPart.ProtoReflect.Descriptor instead.
 func (*UploadPart) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UploadPart) GetC0Digest() []byte {
@@ -1267,7 +1439,7 @@ type KeySwitchHeader struct {
 
 func (x *KeySwitchHeader) Reset() {
 	*x = KeySwitchHeader{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[18]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1279,7 +1451,7 @@ func (x *KeySwitchHeader) String() string {
 func (*KeySwitchHeader) ProtoMessage() {}
 
 func (x *KeySwitchHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[18]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1292,7 +1464,7 @@ func (x *KeySwitchHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchHeader.ProtoReflect.Descriptor instead.
 func (*KeySwitchHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{18}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *KeySwitchHeader) GetJobId() string {
@@ -1375,7 +1547,7 @@ type KeySwitchResponse struct {
 
 func (x *KeySwitchResponse) Reset() {
 	*x = KeySwitchResponse{}
-	mi := &file_fedpca_v1_csp_proto_msgTypes[19]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1387,7 +1559,7 @@ func (x *KeySwitchResponse) String() string {
 func (*KeySwitchResponse) ProtoMessage() {}
 
 func (x *KeySwitchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_csp_proto_msgTypes[19]
+	mi := &file_fedpca_v1_csp_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1400,7 +1572,7 @@ func (x *KeySwitchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeySwitchResponse.ProtoReflect.Descriptor instead.
 func (*KeySwitchResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{19}
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *KeySwitchResponse) GetShare() []byte {
@@ -1441,13 +1613,27 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\the_params\x18\x03 \x01(\tR\bheParams\x12\x18\n" +
 	"\amembers\x18\x04 \x01(\x05R\amembers\x12\x1c\n" +
 	"\tthreshold\x18\x05 \x01(\x05R\tthreshold\x122\n" +
-	"\tcommittee\x18\x06 \x03(\v2\x14.fedpca.v1.MemberRefR\tcommittee\"\xf2\x01\n" +
-	"\x0eKeyGenResponse\x12(\n" +
-	"\x10public_key_share\x18\x01 \x01(\fR\x0epublicKeyShare\x12;\n" +
-	"\x1apublic_key_share_signature\x18\x05 \x01(\fR\x17publicKeyShareSignature\x12!\n" +
+	"\tcommittee\x18\x06 \x03(\v2\x14.fedpca.v1.MemberRefR\tcommittee\"\xbc\x02\n" +
+	"\x0eKeyGenResponse\x120\n" +
+	"\x14key_share_commitment\x18\x06 \x01(\fR\x12keyShareCommitment\x12C\n" +
+	"\x1ekey_share_commitment_signature\x18\a \x01(\fR\x1bkeyShareCommitmentSignature\x12!\n" +
 	"\fexchange_key\x18\x02 \x01(\fR\vexchangeKey\x124\n" +
 	"\x16exchange_key_signature\x18\x03 \x01(\fR\x14exchangeKeySignature\x12 \n" +
-	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"\x9c\x01\n" +
+	"\vcertificate\x18\x04 \x01(\fR\vcertificateJ\x04\b\x01\x10\x02J\x04\b\x05\x10\x06R\x10public_key_shareR\x1apublic_key_share_signature\"\x88\x01\n" +
+	"\x10MemberCommitment\x12\x14\n" +
+	"\x05point\x18\x01 \x01(\rR\x05point\x12\x1e\n" +
+	"\n" +
+	"commitment\x18\x02 \x01(\fR\n" +
+	"commitment\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12 \n" +
+	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"w\n" +
+	"\x15RevealKeyShareRequest\x12\x1f\n" +
+	"\vceremony_id\x18\x01 \x01(\tR\n" +
+	"ceremonyId\x12=\n" +
+	"\vcommitments\x18\x02 \x03(\v2\x1b.fedpca.v1.MemberCommitmentR\vcommitments\"X\n" +
+	"\x16RevealKeyShareResponse\x12(\n" +
+	"\x10public_key_share\x18\x01 \x01(\fR\x0epublicKeyShare\x12\x14\n" +
+	"\x05nonce\x18\x02 \x01(\fR\x05nonce\"\x9c\x01\n" +
 	"\tMemberKey\x12\x14\n" +
 	"\x05point\x18\x01 \x01(\rR\x05point\x12!\n" +
 	"\fexchange_key\x18\x02 \x01(\fR\vexchangeKey\x124\n" +
@@ -1474,12 +1660,11 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\vceremony_id\x18\x01 \x01(\tR\n" +
 	"ceremonyId\x120\n" +
 	"\x14committee_public_key\x18\x02 \x01(\fR\x12committeePublicKey\x12.\n" +
-	"\x06shares\x18\x03 \x03(\v2\x16.fedpca.v1.MemberShareR\x06shares\"\x8d\x01\n" +
+	"\x06shares\x18\x03 \x03(\v2\x16.fedpca.v1.MemberShareR\x06shares\"\x87\x01\n" +
 	"\vMemberShare\x12\x14\n" +
 	"\x05point\x18\x01 \x01(\rR\x05point\x12(\n" +
-	"\x10public_key_share\x18\x02 \x01(\fR\x0epublicKeyShare\x12\x1c\n" +
-	"\tsignature\x18\x03 \x01(\fR\tsignature\x12 \n" +
-	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"\x8b\x01\n" +
+	"\x10public_key_share\x18\x02 \x01(\fR\x0epublicKeyShare\x12\x14\n" +
+	"\x05nonce\x18\x05 \x01(\fR\x05nonceJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05R\tsignatureR\vcertificate\"\x8b\x01\n" +
 	"\x10FinalizeResponse\x12:\n" +
 	"\x19committee_key_fingerprint\x18\x01 \x01(\tR\x17committeeKeyFingerprint\x12;\n" +
 	"\vattestation\x18\x02 \x01(\v2\x19.fedpca.v1.KeyAttestationR\vattestation\"~\n" +
@@ -1519,11 +1704,12 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"job_owners\x18\n" +
 	" \x03(\tR\tjobOwners\")\n" +
 	"\x11KeySwitchResponse\x12\x14\n" +
-	"\x05share\x18\x01 \x01(\fR\x05share2\xc3\x03\n" +
+	"\x05share\x18\x01 \x01(\fR\x05share2\x9a\x04\n" +
 	"\n" +
 	"CspService\x12F\n" +
 	"\tGetStatus\x12\x1b.fedpca.v1.GetStatusRequest\x1a\x1c.fedpca.v1.GetStatusResponse\x12=\n" +
-	"\x06KeyGen\x12\x18.fedpca.v1.KeyGenRequest\x1a\x19.fedpca.v1.KeyGenResponse\x12I\n" +
+	"\x06KeyGen\x12\x18.fedpca.v1.KeyGenRequest\x1a\x19.fedpca.v1.KeyGenResponse\x12U\n" +
+	"\x0eRevealKeyShare\x12 .fedpca.v1.RevealKeyShareRequest\x1a!.fedpca.v1.RevealKeyShareResponse\x12I\n" +
 	"\n" +
 	"DealShares\x12\x1c.fedpca.v1.DealSharesRequest\x1a\x1d.fedpca.v1.DealSharesResponse\x12R\n" +
 	"\rReceiveShares\x12\x1f.fedpca.v1.ReceiveSharesRequest\x1a .fedpca.v1.ReceiveSharesResponse\x12C\n" +
@@ -1542,57 +1728,63 @@ func file_fedpca_v1_csp_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_csp_proto_rawDescData
 }
 
-var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 20)
+var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
 var file_fedpca_v1_csp_proto_goTypes = []any{
-	(*GetStatusRequest)(nil),      // 0: fedpca.v1.GetStatusRequest
-	(*GetStatusResponse)(nil),     // 1: fedpca.v1.GetStatusResponse
-	(*MemberRef)(nil),             // 2: fedpca.v1.MemberRef
-	(*KeyGenRequest)(nil),         // 3: fedpca.v1.KeyGenRequest
-	(*KeyGenResponse)(nil),        // 4: fedpca.v1.KeyGenResponse
-	(*MemberKey)(nil),             // 5: fedpca.v1.MemberKey
-	(*DealSharesRequest)(nil),     // 6: fedpca.v1.DealSharesRequest
-	(*SealedShare)(nil),           // 7: fedpca.v1.SealedShare
-	(*DealSharesResponse)(nil),    // 8: fedpca.v1.DealSharesResponse
-	(*ReceiveSharesRequest)(nil),  // 9: fedpca.v1.ReceiveSharesRequest
-	(*ReceiveSharesResponse)(nil), // 10: fedpca.v1.ReceiveSharesResponse
-	(*FinalizeRequest)(nil),       // 11: fedpca.v1.FinalizeRequest
-	(*MemberShare)(nil),           // 12: fedpca.v1.MemberShare
-	(*FinalizeResponse)(nil),      // 13: fedpca.v1.FinalizeResponse
-	(*KeyAttestation)(nil),        // 14: fedpca.v1.KeyAttestation
-	(*KeySwitchRequest)(nil),      // 15: fedpca.v1.KeySwitchRequest
-	(*OwnerUpload)(nil),           // 16: fedpca.v1.OwnerUpload
-	(*UploadPart)(nil),            // 17: fedpca.v1.UploadPart
-	(*KeySwitchHeader)(nil),       // 18: fedpca.v1.KeySwitchHeader
-	(*KeySwitchResponse)(nil),     // 19: fedpca.v1.KeySwitchResponse
+	(*GetStatusRequest)(nil),       // 0: fedpca.v1.GetStatusRequest
+	(*GetStatusResponse)(nil),      // 1: fedpca.v1.GetStatusResponse
+	(*MemberRef)(nil),              // 2: fedpca.v1.MemberRef
+	(*KeyGenRequest)(nil),          // 3: fedpca.v1.KeyGenRequest
+	(*KeyGenResponse)(nil),         // 4: fedpca.v1.KeyGenResponse
+	(*MemberCommitment)(nil),       // 5: fedpca.v1.MemberCommitment
+	(*RevealKeyShareRequest)(nil),  // 6: fedpca.v1.RevealKeyShareRequest
+	(*RevealKeyShareResponse)(nil), // 7: fedpca.v1.RevealKeyShareResponse
+	(*MemberKey)(nil),              // 8: fedpca.v1.MemberKey
+	(*DealSharesRequest)(nil),      // 9: fedpca.v1.DealSharesRequest
+	(*SealedShare)(nil),            // 10: fedpca.v1.SealedShare
+	(*DealSharesResponse)(nil),     // 11: fedpca.v1.DealSharesResponse
+	(*ReceiveSharesRequest)(nil),   // 12: fedpca.v1.ReceiveSharesRequest
+	(*ReceiveSharesResponse)(nil),  // 13: fedpca.v1.ReceiveSharesResponse
+	(*FinalizeRequest)(nil),        // 14: fedpca.v1.FinalizeRequest
+	(*MemberShare)(nil),            // 15: fedpca.v1.MemberShare
+	(*FinalizeResponse)(nil),       // 16: fedpca.v1.FinalizeResponse
+	(*KeyAttestation)(nil),         // 17: fedpca.v1.KeyAttestation
+	(*KeySwitchRequest)(nil),       // 18: fedpca.v1.KeySwitchRequest
+	(*OwnerUpload)(nil),            // 19: fedpca.v1.OwnerUpload
+	(*UploadPart)(nil),             // 20: fedpca.v1.UploadPart
+	(*KeySwitchHeader)(nil),        // 21: fedpca.v1.KeySwitchHeader
+	(*KeySwitchResponse)(nil),      // 22: fedpca.v1.KeySwitchResponse
 }
 var file_fedpca_v1_csp_proto_depIdxs = []int32{
-	14, // 0: fedpca.v1.GetStatusResponse.attestation:type_name -> fedpca.v1.KeyAttestation
+	17, // 0: fedpca.v1.GetStatusResponse.attestation:type_name -> fedpca.v1.KeyAttestation
 	2,  // 1: fedpca.v1.KeyGenRequest.committee:type_name -> fedpca.v1.MemberRef
-	5,  // 2: fedpca.v1.DealSharesRequest.members:type_name -> fedpca.v1.MemberKey
-	7,  // 3: fedpca.v1.DealSharesResponse.shares:type_name -> fedpca.v1.SealedShare
-	7,  // 4: fedpca.v1.ReceiveSharesRequest.shares:type_name -> fedpca.v1.SealedShare
-	12, // 5: fedpca.v1.FinalizeRequest.shares:type_name -> fedpca.v1.MemberShare
-	14, // 6: fedpca.v1.FinalizeResponse.attestation:type_name -> fedpca.v1.KeyAttestation
-	18, // 7: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
-	16, // 8: fedpca.v1.KeySwitchRequest.upload:type_name -> fedpca.v1.OwnerUpload
-	17, // 9: fedpca.v1.KeySwitchRequest.part:type_name -> fedpca.v1.UploadPart
-	0,  // 10: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
-	3,  // 11: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
-	6,  // 12: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
-	9,  // 13: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
-	11, // 14: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
-	15, // 15: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
-	1,  // 16: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
-	4,  // 17: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
-	8,  // 18: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
-	10, // 19: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
-	13, // 20: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
-	19, // 21: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
-	16, // [16:22] is the sub-list for method output_type
-	10, // [10:16] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	5,  // 2: fedpca.v1.RevealKeyShareRequest.commitments:type_name -> fedpca.v1.MemberCommitment
+	8,  // 3: fedpca.v1.DealSharesRequest.members:type_name -> fedpca.v1.MemberKey
+	10, // 4: fedpca.v1.DealSharesResponse.shares:type_name -> fedpca.v1.SealedShare
+	10, // 5: fedpca.v1.ReceiveSharesRequest.shares:type_name -> fedpca.v1.SealedShare
+	15, // 6: fedpca.v1.FinalizeRequest.shares:type_name -> fedpca.v1.MemberShare
+	17, // 7: fedpca.v1.FinalizeResponse.attestation:type_name -> fedpca.v1.KeyAttestation
+	21, // 8: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
+	19, // 9: fedpca.v1.KeySwitchRequest.upload:type_name -> fedpca.v1.OwnerUpload
+	20, // 10: fedpca.v1.KeySwitchRequest.part:type_name -> fedpca.v1.UploadPart
+	0,  // 11: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
+	3,  // 12: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
+	6,  // 13: fedpca.v1.CspService.RevealKeyShare:input_type -> fedpca.v1.RevealKeyShareRequest
+	9,  // 14: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
+	12, // 15: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
+	14, // 16: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
+	18, // 17: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
+	1,  // 18: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
+	4,  // 19: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
+	7,  // 20: fedpca.v1.CspService.RevealKeyShare:output_type -> fedpca.v1.RevealKeyShareResponse
+	11, // 21: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
+	13, // 22: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
+	16, // 23: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
+	22, // 24: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
+	18, // [18:25] is the sub-list for method output_type
+	11, // [11:18] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_csp_proto_init() }
@@ -1600,7 +1792,7 @@ func file_fedpca_v1_csp_proto_init() {
 	if File_fedpca_v1_csp_proto != nil {
 		return
 	}
-	file_fedpca_v1_csp_proto_msgTypes[15].OneofWrappers = []any{
+	file_fedpca_v1_csp_proto_msgTypes[18].OneofWrappers = []any{
 		(*KeySwitchRequest_Header)(nil),
 		(*KeySwitchRequest_Ciphertext)(nil),
 		(*KeySwitchRequest_Upload)(nil),
@@ -1612,7 +1804,7 @@ func file_fedpca_v1_csp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_csp_proto_rawDesc), len(file_fedpca_v1_csp_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   20,
+			NumMessages:   23,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

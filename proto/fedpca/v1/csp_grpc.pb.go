@@ -19,12 +19,13 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	CspService_GetStatus_FullMethodName     = "/fedpca.v1.CspService/GetStatus"
-	CspService_KeyGen_FullMethodName        = "/fedpca.v1.CspService/KeyGen"
-	CspService_DealShares_FullMethodName    = "/fedpca.v1.CspService/DealShares"
-	CspService_ReceiveShares_FullMethodName = "/fedpca.v1.CspService/ReceiveShares"
-	CspService_Finalize_FullMethodName      = "/fedpca.v1.CspService/Finalize"
-	CspService_KeySwitch_FullMethodName     = "/fedpca.v1.CspService/KeySwitch"
+	CspService_GetStatus_FullMethodName      = "/fedpca.v1.CspService/GetStatus"
+	CspService_KeyGen_FullMethodName         = "/fedpca.v1.CspService/KeyGen"
+	CspService_RevealKeyShare_FullMethodName = "/fedpca.v1.CspService/RevealKeyShare"
+	CspService_DealShares_FullMethodName     = "/fedpca.v1.CspService/DealShares"
+	CspService_ReceiveShares_FullMethodName  = "/fedpca.v1.CspService/ReceiveShares"
+	CspService_Finalize_FullMethodName       = "/fedpca.v1.CspService/Finalize"
+	CspService_KeySwitch_FullMethodName      = "/fedpca.v1.CspService/KeySwitch"
 )
 
 // CspServiceClient is the client API for CspService service.
@@ -38,9 +39,14 @@ const (
 type CspServiceClient interface {
 	// GetStatus reports the member's identity and key state.
 	GetStatus(ctx context.Context, in *GetStatusRequest, opts ...grpc.CallOption) (*GetStatusResponse, error)
-	// KeyGen starts a ceremony: the member draws a fresh secret and returns its
-	// public-key share and a signed exchange key for sealed Shamir shares.
+	// KeyGen starts a ceremony: the member draws a fresh secret and returns a
+	// signed commitment to its public-key share (not the share) and a signed
+	// exchange key for sealed Shamir shares.
 	KeyGen(ctx context.Context, in *KeyGenRequest, opts ...grpc.CallOption) (*KeyGenResponse, error)
+	// RevealKeyShare gives the member every member's signed commitment; only
+	// then does it reveal its public-key share (commit, then reveal: no member
+	// chooses its share after seeing another's).
+	RevealKeyShare(ctx context.Context, in *RevealKeyShareRequest, opts ...grpc.CallOption) (*RevealKeyShareResponse, error)
 	// DealShares returns the member's Shamir shares sealed to every member.
 	DealShares(ctx context.Context, in *DealSharesRequest, opts ...grpc.CallOption) (*DealSharesResponse, error)
 	// ReceiveShares gives the member the shares dealt to it.
@@ -75,6 +81,16 @@ func (c *cspServiceClient) KeyGen(ctx context.Context, in *KeyGenRequest, opts .
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(KeyGenResponse)
 	err := c.cc.Invoke(ctx, CspService_KeyGen_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *cspServiceClient) RevealKeyShare(ctx context.Context, in *RevealKeyShareRequest, opts ...grpc.CallOption) (*RevealKeyShareResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RevealKeyShareResponse)
+	err := c.cc.Invoke(ctx, CspService_RevealKeyShare_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -135,9 +151,14 @@ type CspService_KeySwitchClient = grpc.BidiStreamingClient[KeySwitchRequest, Key
 type CspServiceServer interface {
 	// GetStatus reports the member's identity and key state.
 	GetStatus(context.Context, *GetStatusRequest) (*GetStatusResponse, error)
-	// KeyGen starts a ceremony: the member draws a fresh secret and returns its
-	// public-key share and a signed exchange key for sealed Shamir shares.
+	// KeyGen starts a ceremony: the member draws a fresh secret and returns a
+	// signed commitment to its public-key share (not the share) and a signed
+	// exchange key for sealed Shamir shares.
 	KeyGen(context.Context, *KeyGenRequest) (*KeyGenResponse, error)
+	// RevealKeyShare gives the member every member's signed commitment; only
+	// then does it reveal its public-key share (commit, then reveal: no member
+	// chooses its share after seeing another's).
+	RevealKeyShare(context.Context, *RevealKeyShareRequest) (*RevealKeyShareResponse, error)
 	// DealShares returns the member's Shamir shares sealed to every member.
 	DealShares(context.Context, *DealSharesRequest) (*DealSharesResponse, error)
 	// ReceiveShares gives the member the shares dealt to it.
@@ -163,6 +184,9 @@ func (UnimplementedCspServiceServer) GetStatus(context.Context, *GetStatusReques
 }
 func (UnimplementedCspServiceServer) KeyGen(context.Context, *KeyGenRequest) (*KeyGenResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method KeyGen not implemented")
+}
+func (UnimplementedCspServiceServer) RevealKeyShare(context.Context, *RevealKeyShareRequest) (*RevealKeyShareResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RevealKeyShare not implemented")
 }
 func (UnimplementedCspServiceServer) DealShares(context.Context, *DealSharesRequest) (*DealSharesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method DealShares not implemented")
@@ -229,6 +253,24 @@ func _CspService_KeyGen_Handler(srv interface{}, ctx context.Context, dec func(i
 	}
 	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
 		return srv.(CspServiceServer).KeyGen(ctx, req.(*KeyGenRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _CspService_RevealKeyShare_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RevealKeyShareRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(CspServiceServer).RevealKeyShare(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: CspService_RevealKeyShare_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(CspServiceServer).RevealKeyShare(ctx, req.(*RevealKeyShareRequest))
 	}
 	return interceptor(ctx, in, info, handler)
 }
@@ -308,6 +350,10 @@ var CspService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "KeyGen",
 			Handler:    _CspService_KeyGen_Handler,
+		},
+		{
+			MethodName: "RevealKeyShare",
+			Handler:    _CspService_RevealKeyShare_Handler,
 		},
 		{
 			MethodName: "DealShares",
