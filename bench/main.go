@@ -477,12 +477,12 @@ func load(ctx context.Context, owners int, raw io.Writer) {
 	if rep != nil {
 		b, _ := json.Marshal(rep)
 		fmt.Fprintf(raw, "%s\n", b)
-		fmt.Println("| owners | acknowledged | failed | busy answers | retries after errors | window (release to last ack) | throughput | upload latency p50 / p99 / max | proxy CPU | proxy peak RSS | in the result |")
-		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|")
-		fmt.Printf("| %d | %d | %d | %d | %d | %s | %.0f uploads/s, %s/s | %s / %s / %s | %.2f s (%.1f ms an upload, %.0f%% of one core) | %s | %d |\n",
+		fmt.Println("| owners | acknowledged | failed | busy answers | retries after errors | window (release to last ack) | throughput | upload latency p50 / p99 / max | proxy CPU | proxy peak RSS | in the result | key switch |")
+		fmt.Println("|---|---|---|---|---|---|---|---|---|---|---|---|")
+		fmt.Printf("| %d | %d | %d | %d | %d | %s | %.0f uploads/s, %s/s | %s / %s / %s | %.2f s (%.1f ms an upload, %.0f%% of one core) | %s | %d | %s |\n",
 			rep.Owners, rep.Acknowledged, rep.Failed, rep.Busy, rep.Retries, dur(rep.Window), float64(rep.Acknowledged)/rep.Window,
 			mib(float64(rep.UploadBytes)/rep.Window), dur(rep.LatencyP50), dur(rep.LatencyP99), dur(rep.LatencyMax),
-			rep.ProxyCPU, 1000*rep.ProxyCPU/float64(max(rep.Acknowledged, 1)), 100*rep.ProxyCPU/rep.Window, mib(float64(rep.ProxyPeakRSS)), rep.Included)
+			rep.ProxyCPU, 1000*rep.ProxyCPU/float64(max(rep.Acknowledged, 1)), 100*rep.ProxyCPU/rep.Window, mib(float64(rep.ProxyPeakRSS)), rep.Included, dur(rep.KeySwitch))
 		fmt.Fprintf(os.Stderr, "prepared %d owners' shares and connections in %.1f s\n", rep.Owners, rep.Prepare)
 		for _, e := range rep.Errors[:min(len(rep.Errors), 10)] {
 			fmt.Fprintln(os.Stderr, "upload failed:", e)

@@ -57,8 +57,11 @@ type LoadReport struct {
 	Prepare float64 `json:"prepare_seconds"`
 	// Included is the number of owners in the job's result, which the
 	// user fetched and decrypted after the uploads.
-	Included int      `json:"included_in_result"`
-	Errors   []string `json:"errors,omitempty"`
+	Included int `json:"included_in_result"`
+	// KeySwitch is the job's key switch, in which each member receives and
+	// verifies every upload's proofs before it switches.
+	KeySwitch float64  `json:"key_switch_seconds"`
+	Errors    []string `json:"errors,omitempty"`
 }
 
 // RunLoad starts a committee of three (any two) in this process and the
@@ -231,7 +234,7 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	if err != nil {
 		return rep, err
 	}
-	rep.Included = res.NumOwners
+	rep.Included, rep.KeySwitch = res.NumOwners, st.GetTimings().GetKeySwitchSeconds()
 	return rep, nil
 }
 
