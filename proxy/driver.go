@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"context"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -12,7 +13,6 @@ import (
 
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -457,24 +457,40 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 func (p *Proxy) sendProofs(stream fedpcav1.CspService_KeySwitchClient, j *jobState, owners []string) error {
 	var hd fedpcav1.OwnerUpload
 	var part fedpcav1.UploadPart
-	for _, o := range owners {
-		msgs, err := p.store.proofs(j.id, o, j.n)
-		if err != nil {
-			return permanent{fmt.Errorf("read the uploads' proofs: %w", err)}
+	var buf []byte
+	send := func(o string) error {
+		u, _, err := j.answerOf(o)
+		if err != nil || u == nil {
+			return permanent{fmt.Errorf("owner %s's upload record: %v", o, err)}
 		}
-		if err := proto.Unmarshal(msgs[0], &hd); err != nil {
+		digest, err := hex.DecodeString(u.Digest)
+		if err != nil {
+			return permanent{fmt.Errorf("owner %s's upload record: %w", o, err)}
+		}
+		r, err := p.openProofs(j.id, o, digest)
+		if err != nil {
+			return permanent{err}
+		}
+		defer r.Close()
+		if err := r.next(&hd, &buf); err != nil {
 			return permanent{fmt.Errorf("owner %s's stored upload: %w", o, err)}
 		}
 		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &hd}}); err != nil {
 			return err
 		}
-		for k, m := range msgs[1:] {
-			if err := proto.Unmarshal(m, &part); err != nil {
+		for k := range j.n {
+			if err := r.next(&part, &buf); err != nil {
 				return permanent{fmt.Errorf("owner %s's stored proof %d: %w", o, k, err)}
 			}
 			if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: &part}}); err != nil {
 				return err
 			}
+		}
+		return nil
+	}
+	for _, o := range owners {
+		if err := send(o); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -330,6 +330,7 @@ func (p *Proxy) load() error {
 		p.jobs[j.id] = j
 		p.hub.seq = max(p.hub.seq, j.rec.Seq)
 	}
+	p.dropEndedProofs()
 	return nil
 }
 
@@ -342,6 +343,7 @@ func (p *Proxy) archive(j *jobState) {
 	if owners == nil {
 		return
 	}
+	p.dropProofs(j.id)
 	if err := p.store.archiveJob(j.id, owners.Owners()); err != nil {
 		p.log.Warn("cannot archive an ended job; it stays in memory until the next start", "job", j.id[:16], "error", err)
 		return

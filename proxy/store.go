@@ -11,7 +11,6 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -32,10 +31,6 @@ import (
 //	                           ended (archiveJob): an ended job's owners are looked up here, not
 //	                           kept in memory (a bucket; rebuilt from the ticket at start when missing)
 //	jobs/<id>/sum/NNNNNN       running sum (open jobs)
-//	jobs/<id>/proof/<owner>    the owner's OwnerUpload (certificate, signature of its upload
-//	                           statement), and proof/<owner>/NNNNNN its UploadParts (c0's
-//	                           digest, c1, the proof): what members verify before a key
-//	                           switch; kept from the upload to the job's end
 //	jobs/<id>/blinded/NNNNNN   blinded sum (switching)
 //	jobs/<id>/mask/NNNNNN      masks, 8 bytes per slot (switching)
 //	jobs/<id>/share/PPP/NNNNNN member PPP's key-switch shares (switching)
@@ -527,57 +522,6 @@ func (t uploadTx) put(u uploadRecord, budget *budgetRecord) error {
 // putSum replaces the job's running sum.
 func (t uploadTx) putSum(sum [][]byte) error { return putSeq(t.b, "sum", sum) }
 
-// ownerProofs is what the committee members need of an owner's upload to
-// verify it before a key switch: its certificate, its signature of the
-// upload statement and, per ciphertext, the digest of c0, c1 and the
-// proof of c1.
-type ownerProofs struct {
-	cert, signature []byte
-	parts           []job.Part
-	digests         []job.PartDigests
-}
-
-// proofPrefix is the prefix of an owner's stored proofs in its job's bucket:
-// proof/OWNER holds the OwnerUpload message, proof/OWNER/NNNNNN the
-// UploadPart messages, as the members receive them.
-func proofPrefix(owner string) string { return "proof/" + owner }
-
-// putProofs stores an owner's proofs until the job ends.
-func (t uploadTx) putProofs(owner string, pr *ownerProofs) error {
-	hd, err := proto.Marshal(&fedpcav1.OwnerUpload{Owner: owner, Certificate: pr.cert, Signature: pr.signature})
-	if err != nil {
-		return err
-	}
-	if err := t.b.Put([]byte(proofPrefix(owner)), hd); err != nil {
-		return err
-	}
-	parts := make([][]byte, len(pr.parts))
-	for i, pt := range pr.parts {
-		if parts[i], err = proto.Marshal(&fedpcav1.UploadPart{C0Digest: pt.C0Digest[:], C1: pt.C1, Proof: pt.Proof}); err != nil {
-			return err
-		}
-	}
-	return putSeq(t.b, proofPrefix(owner), parts)
-}
-
-// proofs reads an owner's stored proofs as the messages a member receives:
-// the OwnerUpload, then its n UploadParts.
-func (s *store) proofs(id, owner string, n int) (msgs [][]byte, err error) {
-	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
-		hd := b.Get([]byte(proofPrefix(owner)))
-		if hd == nil {
-			return fmt.Errorf("no proofs stored for owner %s", owner)
-		}
-		parts, err := getSeq(b, proofPrefix(owner), n)
-		if err != nil {
-			return fmt.Errorf("owner %s's proofs: %w", owner, err)
-		}
-		msgs = append([][]byte{slices.Clone(hd)}, parts...)
-		return nil
-	})
-	return msgs, err
-}
-
 // addDecline records an owner's decline and its budget report.
 func (s *store) addDecline(id string, prog *jobProgress, d declineRecord, budget *budgetRecord) error {
 	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
@@ -622,7 +566,7 @@ func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
 		if err := putSeq(b, "result", result); err != nil {
 			return err
 		}
-		return deletePrefixes(b, "blinded/", "mask/", "share/", "proof/")
+		return deletePrefixes(b, "blinded/", "mask/", "share/")
 	})
 }
 
@@ -630,7 +574,7 @@ func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
 // frees its ciphertexts.
 func (s *store) fail(id string, prog *jobProgress) error {
 	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
-		return deletePrefixes(b, "sum/", "blinded/", "mask/", "share/", "proof/")
+		return deletePrefixes(b, "sum/", "blinded/", "mask/", "share/")
 	})
 }
 

@@ -154,8 +154,11 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		return nil, bad("signature: the upload statement is not signed by owner %s's certificate: %v", owner, err)
 	}
 	p.m.phases.WithLabelValues("verify").Observe(verifying.Seconds())
+	if err := p.writeProofs(j.id, owner, hd.GetDigest(), proofs); err != nil {
+		return nil, err
+	}
 
-	f := &fold{owner: owner, digest: hd.GetDigest(), cts: cts, seen: seen, proofs: proofs, budget: budget(owner, hd.GetBudget()), decoding: decoding, size: size}
+	f := &fold{owner: owner, digest: hd.GetDigest(), cts: cts, seen: seen, budget: budget(owner, hd.GetBudget()), decoding: decoding, size: size}
 	j.pmu.Lock()
 	j.pending = append(j.pending, f)
 	j.pmu.Unlock()
@@ -174,7 +177,6 @@ type fold struct {
 	digest   []byte
 	cts      []*rlwe.Ciphertext
 	seen     [][]byte // each ciphertext's SHA-256
-	proofs   *ownerProofs
 	budget   *budgetRecord
 	decoding time.Duration
 	size     int
@@ -253,9 +255,6 @@ func (p *Proxy) foldPending(j *jobState) {
 					continue
 				}
 				if err := tx.put(f.record, f.budget); err != nil {
-					return err
-				}
-				if err := tx.putProofs(f.owner, f.proofs); err != nil {
 					return err
 				}
 				if sum == nil {

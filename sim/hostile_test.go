@@ -4,6 +4,10 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -236,6 +240,13 @@ func TestHostileUploads(t *testing.T) {
 	_, err = upload(ctx, a, otherUp.Header, msgs(otherUp)...)
 	wantCode(t, "conflicting upload", err, codes.AlreadyExists, "different upload from this owner is already included")
 
+	// The included upload's proofs wait for the switch in a file named by
+	// its digest (the refused conflicting one left none in its place).
+	proofs := filepath.Join(e.cl.cfg.Dir, "state", "proxy", "proofs", id)
+	if files, _ := os.ReadDir(proofs); len(files) != 1 || files[0].Name() != "hospital-a-"+hex.EncodeToString(upA.Header.Digest)+".pb" {
+		t.Fatalf("stored proofs after one included upload: %v", files)
+	}
+
 	// The second owner completes the job; then uploads are refused.
 	if _, err := upload(ctx, b, upB.Header, msgs(upB)...); err != nil {
 		t.Fatal(err)
@@ -243,6 +254,9 @@ func TestHostileUploads(t *testing.T) {
 	done, err := e.u.Wait(ctx, id, nil)
 	if err != nil || done.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
 		t.Fatalf("job: %v %v", done, err)
+	}
+	if _, err := os.Stat(proofs); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("the ended job's proofs are still stored: %v", err)
 	}
 	_, err = upload(ctx, e.owners["hospital-b"], header(id, other), msgs(otherUp)...)
 	wantCode(t, "conflicting upload after sealing", err, codes.AlreadyExists, "already included")

@@ -185,7 +185,8 @@ func (ca *CA) WriteNode(dir string, id Identity, caBundle []byte, dns []string, 
 }
 
 // writeFile writes b to path with mode 0600, atomically (temporary file and
-// rename), and fsyncs it.
+// rename), and fsyncs it and its directory (so that the rename survives a
+// crash).
 func writeFile(path string, b []byte) error {
 	tmp, err := os.CreateTemp(filepath.Dir(path), ".tmp-*")
 	if err != nil {
@@ -207,7 +208,15 @@ func writeFile(path string, b []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	return os.Rename(tmp.Name(), path)
+	if err := os.Rename(tmp.Name(), path); err != nil {
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }
 
 // WriteFileAtomic is writeFile for the daemons' own state files (0600).
