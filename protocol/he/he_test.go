@@ -457,3 +457,14 @@ func TestPrepared(t *testing.T) {
 		t.Fatal("an encryption of zero was used twice")
 	}
 }
+
+// committeeSecret reconstructs the committee secret key (sum of the members' keys) to
+// measure the noise before the key switch; only a test can do this.
+func committeeSecret(t *testing.T, members []*Member) *rlwe.SecretKey {
+	p := members[0].params
+	sk := rlwe.NewSecretKey(p.Parameters)
+	for _, m := range members {
+		p.RingQP().Add(sk.Value, m.sk.Value, sk.Value)
+	}
+	return sk
+}

@@ -139,14 +139,3 @@ func TestNoiseMargin10k(t *testing.T) {
 		t.Fatalf("noise margin %.1f bits, want at least 8", budget-after)
 	}
 }
-
-// committeeSecret reconstructs the committee secret key (sum of the members' keys) to
-// measure the noise before the key switch; only a test can do this.
-func committeeSecret(t *testing.T, members []*Member) *rlwe.SecretKey {
-	p := members[0].params
-	sk := rlwe.NewSecretKey(p.Parameters)
-	for _, m := range members {
-		p.RingQP().Add(sk.Value, m.sk.Value, sk.Value)
-	}
-	return sk
-}
