@@ -288,16 +288,17 @@ func TestHostileUploads(t *testing.T) {
 	}
 
 	// A new job sealed at its deadline: a late upload is refused as closed.
-	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], MinOwners: 1, Deadline: time.Now().Add(2 * time.Second)})
+	// (The uploads are proven before the job is created: proving takes
+	// long under the race detector.)
+	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, NoNoise: true, Owners: names[:2], MinOwners: 1, Deadline: time.Now().Add(4 * time.Second)})
+	g2, g3 := e.share(t, spec2, 0), e.share(t, spec2, 1)
 	if _, err := e.u.Submit(ctx, spec2, e.sch); err != nil {
 		t.Fatal(err)
 	}
-	g2 := e.share(t, spec2, 0)
 	if _, err := upload(ctx, a, g2.Header, msgs(g2)...); err != nil {
 		t.Fatal(err)
 	}
 	time.Sleep(time.Until(spec2.Deadline) + 100*time.Millisecond)
-	g3 := e.share(t, spec2, 1)
 	_, err = upload(ctx, b, g3.Header, msgs(g3)...)
 	wantCode(t, "upload after the deadline", err, codes.FailedPrecondition, "")
 }
