@@ -152,46 +152,106 @@ func (s Split) of(b stats.Block) float64 {
 // function of public job parameters.
 type Calibration struct {
 	// Epsilon and Delta are the requested guarantee; Mu the Gaussian-DP
-	// parameter of the whole release calibrated for them (the exact Gaussian
-	// profile, with room left for the discrete correction), and Rho = Mu^2/2
-	// the zCDP the ledgers are charged.
+	// parameter of the whole release under Neighbours with the calibrated
+	// central noise (the exact Gaussian profile, with room left for the
+	// discrete correction), and Rho = Mu^2/2.
 	Epsilon, Delta, Mu, Rho float64
 	Split                   Split
-	// Sensitivity is the L2 sensitivity of each block in integer units:
-	// B^2 for R, B for v, 2^g for n (B = floor(2^g C)).
+	// Sensitivity is the L2 sensitivity of each block to adding one row, in
+	// integer units: B^2 for R, B for v, 2^g for n (B = floor(2^g C)).
 	Sensitivity [3]float64
 	// Dims are the numbers of coordinates of the blocks.
 	Dims [3]int
 	// Variance is the central variance of each block in integer units,
-	// ceil(Sensitivity^2 / (Split_b Mu^2)). Nil when noise is off.
+	// ceil(Sensitivity^2 Factor / (Split_b Mu^2)). Nil when noise is off.
 	Variance [3]*big.Int
 	// Bits is g, to convert to data units.
 	Bits uint
+	// Geometry is the release's shape, for its sensitivity under Neighbours
+	// (Geometry.Mu2).
+	Geometry Geometry
+	// Factor is mu^2 under Neighbours over mu^2 for adding one row, for this
+	// split and layout: how much more noise variance the row cap costs
+	// (1.99 for PCA's default split, 2.4 for DCA's; see Geometry.Mu2).
+	Factor float64
+	// Cost is what the job costs whoever's shares are in the release, as
+	// long as the honest ones reach the central variance: the cost of the
+	// central noise with the correction for the worst set of shares the
+	// plan can produce (ShareBound). Every owner's ledger is charged it;
+	// Cost.Epsilon(Delta) <= Epsilon.
+	Cost Cost
 }
 
 // NoiseOff reports whether the calibration adds no noise (tests and
 // simulations only; daemons refuse it unless explicitly allowed).
 func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 
+// ShareBound is what a noise plan can put in a release: at most Max shares,
+// each of at least MinWeight of the central variance (Plan.ShareBound).
+// Their sum is within the Kairouz-Liu-Steinke factor 1 +- tau of a discrete
+// Gaussian, tau <= 10 (Max - 1) exp(-pi^2 s) per coordinate with s the
+// smallest share's variance: added in descending order, the k-th parallel
+// sum (see DDG) is at least s k / (k+1) >= s/2.
+type ShareBound struct {
+	Max       int
+	MinWeight *big.Rat
+}
+
+// Central is the bound of a release with one share: the central noise.
+var Central = ShareBound{Max: 1, MinWeight: big.NewRat(1, 1)}
+
+// eta returns the bound's part of the correction per block: Dim_b (-log(1
+// - tau_b)) for central variances s (+Inf when tau_b >= 1).
+func (sb ShareBound) eta(s [3]float64, dims [3]int) float64 {
+	if sb.Max <= 1 {
+		return 0
+	}
+	w, _ := sb.MinWeight.Float64()
+	out := 0.0
+	for b, v := range s {
+		if dims[b] == 0 {
+			continue
+		}
+		tau := 10 * float64(sb.Max-1) * math.Exp(-math.Pi*math.Pi*v*w)
+		if !(w > 0) || tau >= 1 {
+			return math.Inf(1)
+		}
+		out += float64(dims[b]) * -math.Log1p(-tau)
+	}
+	return out
+}
+
 // Calibrate computes the central noise for (epsilon, delta) with the budget
-// split, for rows clipped to B in integer units at scale 2^bits, for the
-// blocks and sensitivities of a layout of any kind (stats.Layout.Sensitivity):
-// an empty block must get no share of the budget.
-//
-// The release is one Gaussian mechanism (see GaussDelta): the split gives
-// block b the share Split_b of mu^2, i.e. variance Sensitivity_b^2 /
-// (Split_b mu^2). mu is the largest that the exact Gaussian profile allows
-// at (epsilon, delta) once the discrete correction of the calibrated noise
-// (see Correction) is set aside: first mu0 for (epsilon, delta), then mu for
-// (epsilon - 2 Eta0, (delta - tails) e^-Eta0) with Eta0 the correction of
-// mu0's noise. More noise only lowers the correction, so the central noise
-// meets (epsilon, delta) with the correction included; a sum of shares with
-// at least this total variance does too, up to its own (KLS) term, which the
-// report computes.
+// split for a release of one share (Central); see CalibrateShares.
 func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint) (Calibration, error) {
+	return CalibrateShares(epsilon, delta, split, l, bound, bits, Central)
+}
+
+// CalibrateShares computes the central noise for (epsilon, delta) with the
+// budget split, for rows clipped to B in integer units at scale 2^bits, for
+// the blocks and sensitivities of a layout of any kind
+// (stats.Layout.Sensitivity), under Neighbours, for releases whose shares
+// are within sb. An empty block must get no share of the budget.
+//
+// The release is one Gaussian mechanism (see GaussDelta). The split gives
+// block b the share Split_b of the add-one mu^2, i.e. variance proportional
+// to Sensitivity_b^2 / Split_b, and Factor = Geometry.Mu2 of those
+// variances scales them to the mu^2 under Neighbours. mu is the largest that
+// the exact Gaussian profile allows at (epsilon, delta) once the discrete
+// correction is set aside: first mu0 for (epsilon, delta), then mu for
+// (epsilon - 2 Eta0, (delta - tails) e^-Eta0) with Eta0 the correction of
+// mu0's noise (more noise only lowers it), lowered further until the
+// calibration's Cost, computed exactly as ledgers compute it, is within
+// (epsilon, delta): an owner whose whole budget is the job's (epsilon,
+// delta) accepts it.
+func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint, sb ShareBound) (Calibration, error) {
 	if bound < 1 || bits > 30 {
 		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
 	}
+	if sb.Max < 1 || sb.MinWeight == nil || sb.MinWeight.Sign() <= 0 {
+		return Calibration{}, fmt.Errorf("calibrate: share bound %d shares of at least %v", sb.Max, sb.MinWeight)
+	}
+	geom := Geometry{Layout: l, Bound: bound, Bits: bits}
 	sens, dims := l.Sensitivity(bound, bits), l.Dims()
 	if err := split.Validate(); err != nil {
 		return Calibration{}, err
@@ -200,6 +260,9 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 		if dims[b] == 0 && split.of(b) != 0 {
 			return Calibration{}, fmt.Errorf("calibrate: block %s is empty in this layout; its budget share %v must be 0", b, split.of(b))
 		}
+		if dims[b] != 0 && split.of(b) == 0 {
+			return Calibration{}, fmt.Errorf("calibrate: the budget split gives block %s no share", b)
+		}
 	}
 	switch {
 	case math.IsNaN(epsilon) || epsilon <= 0 || math.IsInf(epsilon, 1):
@@ -207,9 +270,17 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 	case math.IsNaN(delta) || delta <= 0 || delta >= 1:
 		return Calibration{}, fmt.Errorf("calibrate: delta = %v must be in (0, 1)", delta)
 	}
-	c := Calibration{Epsilon: epsilon, Delta: delta, Split: split, Bits: bits, Dims: dims}
+	c := Calibration{Epsilon: epsilon, Delta: delta, Split: split, Bits: bits, Dims: dims, Geometry: geom}
+	c.Sensitivity = geom.Sensitivity()
+	var unit [3]float64 // variances giving block b the add-one mu^2 share Split_b
 	for _, b := range stats.Blocks {
-		c.Sensitivity[b], _ = new(big.Float).SetInt(sens[b]).Float64()
+		if dims[b] != 0 {
+			unit[b] = c.Sensitivity[b] * c.Sensitivity[b] / split.of(b)
+		}
+	}
+	c.Factor = geom.Mu2(unit)
+	if !(c.Factor > 0) || math.IsInf(c.Factor, 1) {
+		return Calibration{}, fmt.Errorf("calibrate: the split %+v gives no finite sensitivity", split)
 	}
 	variances := func(mu float64) ([3]*big.Int, error) {
 		var out [3]*big.Int
@@ -218,9 +289,9 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 				out[b] = new(big.Int)
 				continue
 			}
-			// variance = ceil(Delta^2 / (f mu^2)), exactly in rationals from
-			// the float64 value of f mu^2.
-			fr := new(big.Rat).SetFloat64(split.of(b) * mu * mu)
+			// variance = ceil(Delta^2 Factor / (f mu^2)), exactly in
+			// rationals from the float64 value of f mu^2 / Factor.
+			fr := new(big.Rat).SetFloat64(split.of(b) * mu * mu / c.Factor)
 			if fr == nil || fr.Sign() <= 0 {
 				return out, fmt.Errorf("calibrate: the budget split gives block %s no share", b)
 			}
@@ -229,22 +300,36 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 		}
 		return out, nil
 	}
+	cost := func(v [3]*big.Int) Cost {
+		blocks := c.central(v)
+		out, _ := ReleaseCost(geom, blocks, delta)
+		out.Eta += Float(sb.eta(totals(blocks), dims))
+		return out
+	}
 	mu0 := GaussMu(epsilon, delta)
 	v0, err := variances(mu0)
 	if err != nil {
 		return Calibration{}, err
 	}
-	corr := DiscreteCorrection(c.central(v0), delta)
-	t := math.Exp(corr.LogTail)
+	c0 := cost(v0)
 	// The targets keep a relative 1e-9 for the bisections' rounding.
-	mu := GaussMu(epsilon*(1-1e-9)-2*corr.Eta, delta*(1-1e-9)*math.Exp(-corr.Eta)-(math.Exp(epsilon)+1)*t)
-	if !(mu > 0) || math.IsInf(mu, 1) {
-		return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, corr.Eta)
+	mu := GaussMu(epsilon*(1-1e-9)-2*float64(c0.Eta), delta*(1-1e-9)*math.Exp(-float64(c0.Eta))-(math.Exp(epsilon)+1)*float64(c0.Tail))
+	for range 64 {
+		if !(mu > 0) || math.IsInf(mu, 1) {
+			return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, 2*c0.Eta)
+		}
+		if c.Variance, err = variances(mu); err != nil {
+			return Calibration{}, err
+		}
+		if c.Cost = cost(c.Variance); c.Cost.Within(epsilon, delta) {
+			break
+		}
+		mu *= 1 - 1e-6
 	}
-	if c.Variance, err = variances(mu); err != nil {
-		return Calibration{}, err
+	if !c.Cost.Within(epsilon, delta) {
+		return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, 2*c.Cost.Eta)
 	}
-	c.Mu, c.Rho = mu, mu*mu/2
+	c.Mu, c.Rho = c.Cost.Mu(), float64(c.Cost.Rho)
 	return c, nil
 }
 
@@ -254,12 +339,12 @@ func (c Calibration) central(variance [3]*big.Int) []BlockNoise {
 	return c.blocks(variance, []Share{{Party: "central", Weight: big.NewRat(1, 1)}})
 }
 
-// blocks describes the release's noise for the profile: each block's shares,
-// sensitivity and size.
+// blocks describes the release's noise for the correction: each block's
+// shares and size.
 func (c Calibration) blocks(variance [3]*big.Int, shares []Share) []BlockNoise {
 	out := make([]BlockNoise, 0, 3)
 	for _, b := range stats.Blocks {
-		bn := BlockNoise{Sensitivity: c.Sensitivity[b], Dim: c.Dims[b]}
+		bn := BlockNoise{Dim: c.Dims[b]}
 		for _, s := range shares {
 			v, _ := new(big.Rat).Mul(s.Weight, new(big.Rat).SetInt(variance[b])).Float64()
 			bn.Shares = append(bn.Shares, v)
@@ -271,7 +356,8 @@ func (c Calibration) blocks(variance [3]*big.Int, shares []Share) []BlockNoise {
 
 // NoNoise is the calibration of a noise-free job (tests and simulations).
 func NoNoise(bound int64, bits uint) Calibration {
-	c := Calibration{Epsilon: math.Inf(1), Mu: math.Inf(1), Rho: math.Inf(1), Bits: bits}
+	inf := Float(math.Inf(1))
+	c := Calibration{Epsilon: math.Inf(1), Mu: math.Inf(1), Rho: math.Inf(1), Bits: bits, Cost: Cost{Rho: inf, Eta: inf, Tail: inf}}
 	c.Sensitivity = [3]float64{float64(bound) * float64(bound), float64(bound), math.Ldexp(1, int(bits))}
 	return c
 }
@@ -562,13 +648,13 @@ func (c Calibration) NoiseVector(l stats.Layout, w *big.Rat, rnd io.Reader, work
 
 // Accounting is the privacy of a release given the shares that count.
 type Accounting struct {
-	// Rho is the zCDP of the release (for ledgers and composition): per
-	// block the Kairouz-Liu-Steinke bound for the sum of its shares (DDG),
-	// summed. Mu is its Gaussian-DP parameter.
-	Rho Float `json:"rho"`
-	Mu  Float `json:"mu"`
-	// Epsilon is the guarantee at the calibration's delta from the exact
-	// Gaussian profile with the discrete correction included (Profile);
+	// Cost is the release's cost (ReleaseCost of the shares' variances);
+	// Rho and Mu its parts for reports.
+	Cost Cost  `json:"cost"`
+	Rho  Float `json:"rho"`
+	Mu   Float `json:"mu"`
+	// Epsilon is Cost.Epsilon at the calibration's delta: the exact
+	// Gaussian profile with the discrete correction included;
 	// EpsilonCorrection (2 Eta) is the part of it that the correction adds.
 	Epsilon           Float `json:"epsilon"`
 	EpsilonCorrection Float `json:"epsilon_correction"`
@@ -582,6 +668,7 @@ type Accounting struct {
 func (c Calibration) Account(shares []Share) Accounting {
 	var acc Accounting
 	if c.NoiseOff() {
+		acc.Cost = c.Cost
 		acc.Rho, acc.Mu, acc.Epsilon = Float(math.Inf(1)), Float(math.Inf(1)), Float(math.Inf(1))
 		for b := range acc.Log10Tau {
 			acc.Log10Tau[b] = Float(math.Inf(-1))
@@ -589,15 +676,43 @@ func (c Calibration) Account(shares []Share) Accounting {
 		return acc
 	}
 	blocks := c.blocks(c.Variance, shares)
-	rho := 0.0
 	for _, b := range stats.Blocks {
-		r, lt := DDG(blocks[b].Shares, c.Sensitivity[b], c.Dims[b])
-		rho += r
+		_, lt := DDG(blocks[b].Shares, c.Sensitivity[b], c.Dims[b])
 		acc.Log10Tau[b] = Float(lt)
 	}
-	eps, mu, corr := Profile(blocks, c.Delta)
-	acc.Rho, acc.Mu, acc.Epsilon, acc.EpsilonCorrection = Float(rho), Float(mu), Float(eps), Float(2*corr.Eta)
+	cost, corr := ReleaseCost(c.Geometry, blocks, c.Delta)
+	acc.Cost, acc.Rho, acc.Mu = cost, cost.Rho, Float(cost.Mu())
+	acc.Epsilon, acc.EpsilonCorrection = Float(cost.Epsilon(c.Delta)), Float(2*corr.Eta)
 	return acc
+}
+
+// ShareBound returns what the plan can put in a release that is sealed with
+// at least minOwners uploads: at most one share per planned owner, the
+// proxy and each switching member, each of at least the smallest positive
+// weight any of them gets at any seal that can succeed.
+func (p Plan) ShareBound(minOwners int) (ShareBound, error) {
+	if err := p.Validate(); err != nil {
+		return ShareBound{}, err
+	}
+	sb := ShareBound{Max: p.Owners + 1 + p.CSPs}
+	for m := max(minOwners, 0); m <= p.Owners; m++ {
+		for _, r := range []Role{RoleOwner, RoleProxy, RoleCSP} {
+			w, err := p.Weight(r, m)
+			if errors.Is(err, ErrPlanInfeasible) {
+				break // such a seal fails: nothing is released
+			}
+			if err != nil {
+				return ShareBound{}, err
+			}
+			if w.Sign() > 0 && (sb.MinWeight == nil || w.Cmp(sb.MinWeight) < 0) {
+				sb.MinWeight = w
+			}
+		}
+	}
+	if sb.MinWeight == nil {
+		return ShareBound{}, fmt.Errorf("noise plan %s: no seal with at least %d owners can reach its guarantee", p.Kind, minOwners)
+	}
+	return sb, nil
 }
 
 // Collusion is one row of the collusion table: the guarantee left when the
