@@ -94,7 +94,9 @@ func (c Cost) Room(epsilon, delta float64) float64 {
 	if !(epsilon > 0) || math.IsInf(epsilon, 1) || !(delta > 0 && delta < 1) {
 		return 0
 	}
-	fits := func(r float64) bool { return Cost{Rho: c.Rho + Float(r), Eta: c.Eta, Tail: c.Tail}.Within(epsilon, delta) }
+	fits := func(r float64) bool {
+		return Cost{Rho: c.Rho + Float(r), Eta: c.Eta, Tail: c.Tail}.Within(epsilon, delta)
+	}
 	if !fits(0) {
 		// How much of c's Rho would have to go for the rest to fit (all of
 		// it, and more, when its correction alone does not).
