@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
@@ -268,13 +269,13 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		o.decline(ctx, id, dataset, refuse(job.DeclineInvalidJob, "%v", err))
 		return
 	}
-	rho := cal.Rho
+	cost := cal.Cost
 	if spec.NoNoise {
-		rho = 0 // allowed only by an explicit policy, for tests
+		cost = dp.Cost{} // allowed only by an explicit policy, for tests
 	}
 	// Look before reading the rows: a job the budget cannot pay, or one
 	// this owner has settled already, is declined without computing.
-	if state, err := o.ledger.CanReserve(dataset, id, rho); errors.Is(err, ErrBudget) {
+	if state, err := o.ledger.CanReserve(dataset, id, cost); errors.Is(err, ErrBudget) {
 		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
 		return
 	} else if err != nil {
@@ -340,7 +341,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	var state string
 	err = o.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		if state, err = o.ledger.reserveTx(tx, dataset, id, rho, spec.Epsilon, spec.Delta); err != nil {
+		if state, err = o.ledger.reserveTx(tx, dataset, id, cost, spec.Epsilon, spec.Delta); err != nil {
 			return err
 		}
 		if state != Reserved {
@@ -546,7 +547,7 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds())
 // transaction.
 func (o *Owner) settleUploaded(id, dataset string) {
 	err := o.db.Update(func(tx *bolt.Tx) error {
-		if err := transitionTx(tx, dataset, id, Committed); err != nil {
+		if err := o.ledger.transitionTx(tx, dataset, id, Committed); err != nil {
 			return fmt.Errorf("ledger commit: %w", err)
 		}
 		if err := deleteBlobs(tx, id); err != nil {

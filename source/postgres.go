@@ -100,6 +100,15 @@ func ParsePG(spec string) (*PGSpec, error) {
 	return p, nil
 }
 
+// key is the source's ledger key (Key): host, port, database and query.
+func (p *PGSpec) key() (string, error) {
+	cfg, err := pgx.ParseConfig(p.Conn)
+	if err != nil {
+		return "", fmt.Errorf("connection parameters: %w", err)
+	}
+	return fmt.Sprintf("postgres://%s:%d/%s?query=%s", cfg.Host, cfg.Port, cfg.Database, strings.Join(strings.Fields(p.Query), " ")), nil
+}
+
 // pgRows reads a query through a server-side cursor in a read-only
 // transaction, Fetch rows at a time.
 type pgRows struct {
