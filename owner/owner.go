@@ -656,7 +656,8 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 	if err != nil {
 		return nil
 	}
-	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: bal.Delta}
+	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: bal.Delta,
+		EpsilonBudget: bal.Epsilon, EpsilonSpent: bal.EpsilonSpent(), EpsilonReserved: bal.EpsilonReserved(), RhoRemaining: bal.Remaining()}
 }
 
 // refusal is why this owner does not take part in a job: the public code it

@@ -318,7 +318,8 @@ func budget(owner string, b *fedpcav1.BudgetReport) *budgetRecord {
 		return nil
 	}
 	return &budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(),
-		RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), At: time.Now().UTC()}
+		RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), EpsilonBudget: b.GetEpsilonBudget(), EpsilonSpent: b.GetEpsilonSpent(),
+		EpsilonReserved: b.GetEpsilonReserved(), RhoRemaining: b.GetRhoRemaining(), At: time.Now().UTC()}
 }
 
 // checkPublished validates a result document the user publishes for the
