@@ -197,3 +197,37 @@ func TestGzipNameNotGzip(t *testing.T) {
 	}
 	r.Close()
 }
+
+// TestCSVQuoteErrorSkipsOneLine: a line with an unbalanced quote is
+// skipped as unreadable, alone: the 1,000 good rows around it are all used
+// (it used to swallow the rest of the file: 1 row used). So is a line with a
+// stray quote in an unquoted field, or quotes that make its fields too few;
+// a quoted field over two lines is one row.
+func TestCSVQuoteErrorSkipsOneLine(t *testing.T) {
+	sch, err := schema.Parse([]byte(`{"id":"q","features":[{"name":"a","center":"0","scale":"1"},{"name":"b","center":"0","scale":"1"}],"label":"y","classes":["p","q"]}`))
+	// A note column the schema does not read, holding a line break.
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`0.5,"0.25,p`, `0.5,0.2"5,p`, `"0.5,0.25",p`, `0.5,0.25,"p`} {
+		var b strings.Builder
+		b.WriteString("a,b,y,note\n")
+		for i := range 1000 {
+			if i == 300 {
+				b.WriteString(bad + ",\n")
+			}
+			if i == 600 {
+				b.WriteString("0.1,0.2,\"p\",\n0.3,\"0.4\",q,\"two\nlines\"\n") // quoted fields, one over two lines: 2 rows
+			}
+			fmt.Fprintf(&b, "%d.5,0.25,%s,\n", i%3, []string{"p", "q"}[i%2])
+		}
+		rows, err := source.NewCSV(strings.NewReader(b.String()), schema.CSVOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rep := packed(t, sch, rows)
+		if rep.Rows != 1002 || rep.Skipped != 1 || len(rep.Examples) != 1 || !strings.Contains(rep.Examples[0], "line 302") {
+			t.Errorf("%q among 1,002 good rows: %d used, %d skipped %q", bad, rep.Rows, rep.Skipped, rep.Examples)
+		}
+	}
+}
