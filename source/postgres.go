@@ -119,6 +119,8 @@ type pgRows struct {
 	cols    []string
 	batch   pgx.Rows
 	cells   []string
+	// computed are the columns the query computes (no table's column).
+	computed []string
 	line    int
 	inBatch int
 	done    bool
@@ -158,16 +160,25 @@ func OpenPG(ctx context.Context, p *PGSpec) (Rows, error) {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("begin read-only transaction: %w", pgErr(err))
 	}
+	// The columns, and which are a table's, from the statement's
+	// description, before any row is read (schema.Computed).
+	sd, err := r.tx.Conn().Prepare(ctx, "", p.Query)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("describe the query: %w", pgErr(err))
+	}
+	for _, f := range sd.Fields {
+		if f.TableOID == 0 {
+			r.computed = append(r.computed, strings.TrimSpace(f.Name))
+		}
+	}
 	if _, err = r.tx.Exec(ctx, "DECLARE fedpca_rows NO SCROLL CURSOR FOR "+p.Query); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("declare cursor: %w", pgErr(err))
 	}
-	// The first batch gives the column names (also when it is empty).
-	if err := r.nextBatch(); err != nil {
-		r.Close()
-		return nil, err
-	}
-	for _, f := range r.batch.FieldDescriptions() {
+	// The description gives the column names: no row is read before the
+	// reader has checked the columns (the first FETCH is Next's).
+	for _, f := range sd.Fields {
 		r.cols = append(r.cols, strings.TrimSpace(f.Name))
 	}
 	r.cells = make([]string, len(r.cols))
@@ -202,6 +213,9 @@ func (r *pgRows) nextBatch() error {
 }
 
 func (r *pgRows) Columns() []string { return r.cols }
+
+// Computed names the columns the query computes (schema.Computed).
+func (r *pgRows) Computed() []string { return r.computed }
 func (r *pgRows) Line() int         { return r.line }
 
 // Next returns the next row's cells as text; NULL reads as "".
@@ -209,6 +223,11 @@ func (r *pgRows) Next() ([]string, error) {
 	for {
 		if r.done {
 			return nil, io.EOF
+		}
+		if r.batch == nil {
+			if err := r.nextBatch(); err != nil {
+				return nil, err
+			}
 		}
 		if r.batch.Next() {
 			r.inBatch++

@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -228,6 +229,66 @@ func TestCSVQuoteErrorSkipsOneLine(t *testing.T) {
 		_, rep := packed(t, sch, rows)
 		if rep.Rows != 1002 || rep.Skipped != 1 || len(rep.Examples) != 1 || !strings.Contains(rep.Examples[0], "line 302") {
 			t.Errorf("%q among 1,002 good rows: %d used, %d skipped %q", bad, rep.Rows, rep.Skipped, rep.Examples)
+		}
+	}
+}
+
+// TestPostgresBadValuesSkipRows: a real PostgreSQL table whose feature
+// column is text and holds values that are not numbers. Read by table= (or
+// by a query that selects the column itself), every value goes to the
+// schema as text and a row it cannot convert is skipped and counted: the
+// 1,000 good rows are all used. A query that converts the column itself
+// (a cast) would stop part-way on the first bad value, so whether the
+// owner could read its rows would depend on a row: it is refused before any
+// row is read, with or without bad values, naming the column.
+func TestPostgresBadValuesSkipRows(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	conn, err := srv.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, tbl := range []string{"mixed", "clean"} {
+		if _, err := conn.Exec(ctx, "CREATE TABLE "+tbl+" (a text, b double precision, y text)"); err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i := range 1000 {
+			a := fmt.Sprintf("%d.5", i%3)
+			if tbl == "mixed" && i%250 == 100 {
+				a, bad = []string{"n/a", "1,5", "--", "x9"}[bad], bad+1
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1, $2, $3)", a, 0.25, []string{"p", "q"}[i%2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sch, err := schema.Parse([]byte(`{"id":"m","features":[{"name":"a","center":"0","scale":"1"},{"name":"b","center":"0","scale":"1"}],"label":"y","classes":["p","q"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(spec string) (job.ReadReport, error) {
+		rows, err := source.Open(ctx, spec)
+		if err != nil {
+			return job.ReadReport{}, err
+		}
+		defer rows.Close()
+		_, rep, err := job.ReadRows(&job.Spec{Analysis: job.Scatter, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}, sch, rows)
+		return rep, err
+	}
+	for _, spec := range []string{srv.URL("table=mixed&fetch=64"), srv.URL("query=" + url.QueryEscape("SELECT a, b, y FROM mixed WHERE b > 0"))} {
+		rep, err := read(spec)
+		if err != nil || rep.Rows != 996 || rep.Skipped != 4 {
+			t.Errorf("%s: %d rows used, %d skipped (%v)", source.Redact(spec), rep.Rows, rep.Skipped, err)
+		}
+	}
+	for _, tbl := range []string{"mixed", "clean"} {
+		for _, q := range []string{"SELECT a::numeric AS a, b, y FROM " + tbl, "SELECT a, b * 2 AS b, y FROM " + tbl, "SELECT a, b, 'p' AS y FROM " + tbl} {
+			_, err := read(srv.URL("query=" + url.QueryEscape(q)))
+			if err == nil || !strings.Contains(err.Error(), "is computed by the query") {
+				t.Errorf("%s: %v", q, err)
+			}
 		}
 	}
 }

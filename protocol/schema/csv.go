@@ -28,6 +28,38 @@ type Rows interface {
 	Line() int
 }
 
+// Computed is implemented by a source whose columns may be computed by a
+// query rather than read from a table (a database query): Computed names
+// those. A value that such a column cannot convert (a cast of a text that
+// is not a number, a division by zero) stops the query part-way on that
+// row, so whether the source can be read would depend on a row; the schema
+// therefore reads no computed column (Schema.CheckSource) and converts the
+// table's values itself, skipping a row it cannot convert.
+type Computed interface {
+	Computed() []string
+}
+
+// CheckSource refuses a source that computes a column the schema reads
+// (see Computed), naming the column. It depends on the query, not on the
+// rows.
+func (s *Schema) CheckSource(src Rows, useClasses bool) error {
+	c, ok := src.(Computed)
+	if !ok {
+		return nil
+	}
+	computed := c.Computed()
+	for _, col := range s.Columns(useClasses) {
+		for _, name := range computed {
+			if strings.EqualFold(strings.TrimSpace(name), strings.TrimSpace(col)) {
+				return fmt.Errorf("column %q is computed by the query (an expression, a cast or a constant, not a column of a table): "+
+					"a value it cannot convert would stop the query part-way; select the table's column itself and let the schema convert it "+
+					"(its center, scale, bounds, missing-value and categorical options)", col)
+			}
+		}
+	}
+	return nil
+}
+
 // CSVOptions say how to read a CSV file. None of them changes the values
 // read (that is the schema's business), so they are not in the schema.
 type CSVOptions struct {
