@@ -152,12 +152,12 @@ type timings struct {
 }
 
 type budgetRecord struct {
-	Owner       string    `json:"owner"`
-	Dataset     string    `json:"dataset"`
-	RhoBudget   float64   `json:"rho_budget"`
-	RhoSpent    float64   `json:"rho_spent"`
-	RhoReserved float64   `json:"rho_reserved"`
-	Delta       float64   `json:"delta,omitempty"`
+	Owner       string  `json:"owner"`
+	Dataset     string  `json:"dataset"`
+	RhoBudget   float64 `json:"rho_budget"`
+	RhoSpent    float64 `json:"rho_spent"`
+	RhoReserved float64 `json:"rho_reserved"`
+	Delta       float64 `json:"delta,omitempty"`
 	// The owner's own accounting (fedpcav1.BudgetReport); zero from an
 	// owner that did not report it.
 	EpsilonBudget   float64   `json:"epsilon_budget,omitempty"`

@@ -112,18 +112,18 @@ func (p *PGSpec) key() (string, error) {
 // pgRows reads a query through a server-side cursor in a read-only
 // transaction, Fetch rows at a time.
 type pgRows struct {
-	ctx     context.Context
-	conn    *pgx.Conn
-	tx      pgx.Tx
-	fetch   string
-	cols    []string
-	batch   pgx.Rows
-	cells   []string
+	ctx   context.Context
+	conn  *pgx.Conn
+	tx    pgx.Tx
+	fetch string
+	cols  []string
+	batch pgx.Rows
+	cells []string
 	// computed are the columns the query computes (no table's column).
 	computed []string
-	line    int
-	inBatch int
-	done    bool
+	line     int
+	inBatch  int
+	done     bool
 }
 
 func openPostgres(ctx context.Context, spec string) (Rows, error) {
@@ -216,7 +216,7 @@ func (r *pgRows) Columns() []string { return r.cols }
 
 // Computed names the columns the query computes (schema.Computed).
 func (r *pgRows) Computed() []string { return r.computed }
-func (r *pgRows) Line() int         { return r.line }
+func (r *pgRows) Line() int          { return r.line }
 
 // Next returns the next row's cells as text; NULL reads as "".
 func (r *pgRows) Next() ([]string, error) {
