@@ -244,6 +244,7 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 // its share. Whether it takes part never depends on its rows.
 func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav1.GetJobResponse) {
 	id := st.GetJobId()
+	taken := time.Now()
 	spec, ds, sch, r := o.checkTicket(id, t)
 	if r != nil {
 		dataset := ""
@@ -374,6 +375,9 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
 	done() // the upload is not computing
+	if !o.hold(ctx, taken) {
+		return // stopping: the next start sends the stored upload
+	}
 	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, blobs)
 }
 

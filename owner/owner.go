@@ -203,6 +203,28 @@ type Config struct {
 	// owners sharing it (default: 160 for all the owners of the process
 	// given none).
 	Prepare *PrepareBudget
+	// UploadHold, if set, is how long after taking a job up the owner
+	// waits before it sends its share: the time its share takes to compute,
+	// which grows with its rows, is then hidden from the proxy too as long
+	// as it is shorter (docs/BENCHMARKS.md, "Upload timing"). The proxy
+	// shows users and owners only its progress ticks in any case.
+	UploadHold time.Duration
+}
+
+// hold waits until UploadHold after taken; false if ctx ends first.
+func (o *Owner) hold(ctx context.Context, taken time.Time) bool {
+	wait := time.Until(taken.Add(o.cfg.UploadHold))
+	if o.cfg.UploadHold <= 0 || wait <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // KeyCache holds committee keys found attested, by fingerprint, HE
@@ -333,6 +355,11 @@ func New(cfg Config) (*Owner, error) {
 	}
 	if cfg.Metrics == nil {
 		cfg.Metrics = transport.NewMetrics()
+	}
+	if l := cfg.MetricsListener; l != nil {
+		if err := transport.CheckOperatorListener(l, cfg.Dialer.Creds); err != nil {
+			return nil, fmt.Errorf("owner: metrics: %w", err)
+		}
 	}
 	if cfg.Dialer.Metrics == nil {
 		cfg.Dialer.Metrics = cfg.Metrics
@@ -539,7 +566,7 @@ func (o *Owner) Run(ctx context.Context) error {
 	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval)
 	if l := o.cfg.MetricsListener; l != nil {
 		go func() {
-			if err := transport.ServeMetrics(ctx, l, o.cfg.Metrics); err != nil {
+			if err := transport.ServeMetrics(ctx, l, o.cfg.Dialer.Creds, o.cfg.Metrics, o.log.Named("metrics")); err != nil {
 				o.log.Error("metrics server", "error", err)
 			}
 		}()
