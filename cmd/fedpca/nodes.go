@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -348,8 +350,8 @@ whose ledger has spent more than --budget-epsilon refuses to start and says how 
 					sets = append(sets, &owner.Dataset{Schema: sch, Source: src, Epsilon: cmd.Float64("budget-epsilon"), Delta: cmd.Float64("budget-delta"), Ledger: ledgers[sch.ID]})
 					delete(ledgers, sch.ID)
 				}
-				for ds := range ledgers {
-					return fmt.Errorf("--ledger %s=...: no --dataset has a schema with id %q", ds, ds)
+				if len(ledgers) > 0 {
+					return fmt.Errorf("--ledger: no --dataset has a schema with id %s", strings.Join(slices.Sorted(maps.Keys(ledgers)), ", "))
 				}
 				if err := checkDatasets(ctx, sets, log); err != nil {
 					return err
