@@ -34,7 +34,8 @@ func main() {
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
 	names := flag.String("datasets", strings.Join(datasets.Names(), ","), "datasets (suite utility)")
 	epsilons := flag.String("epsilons", "0.1,0.5,1,2,5", "epsilons (suite utility)")
-	splitFlag := flag.String("split", "", "budget split R/V/N of the jobs (suite utility; default: the analysis's)")
+	splitFlag := flag.String("split", "", "budget split R/V/N of the jobs (suite utility; default: the analysis's); suites split-sweep and dca-sweep: the splits to measure, comma-separated (default: their grids)")
+	flag.BoolVar(&addOne, "add-one", false, "suites split-sweep and dca-sweep: noise calibrated for adding one row alone, as if the row cap never replaced a row (dp.Neighbours), for comparison: not a valid guarantee")
 	plansFlag := flag.String("plans", strings.Join(dp.Plans, ","), "noise plans (suite utility)")
 	seedsFlag := flag.Int("gauss-seeds", 200, "Analyze Gauss draws per cell (suite utility)")
 	jsonOut := flag.String("json", "", "append every run's report (JSON lines) to this file")
@@ -98,9 +99,9 @@ func main() {
 	case "sources-child":
 		sourcesChild(ctx, *srcFlag, *schemaFlag)
 	case "split-sweep":
-		splitSweep()
+		splitSweep(sweepSplits(*splitFlag))
 	case "dca-sweep":
-		dcaSweep()
+		dcaSweep(sweepSplits(*splitFlag))
 	case "pipeline":
 		n, d := 200000, 100
 		if isSet("rows") {

@@ -292,7 +292,13 @@ func printStatus(st *fedpcav1.JobStatus) {
 	fmt.Printf("user      %s\n", st.GetUser())
 	fmt.Printf("created   %s\n", time.Unix(st.GetCreatedUnix(), 0).UTC().Format(time.RFC3339))
 	fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
-	fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwners()), st.GetMinOwners())
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		// Who uploaded, and when, is the proxy's alone while the job runs.
+		fmt.Printf("uploads   %d of %d expected (%d needed), %d declined, as of %s (the proxy tells progress at fixed instants; who took part is listed once the job is sealed)\n",
+			st.GetOwnersUploaded(), st.GetOwnersExpected(), st.GetMinOwners(), st.GetOwnersDeclined(), time.Unix(st.GetUpdatedUnix(), 0).UTC().Format(time.TimeOnly))
+	} else {
+		fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwners()), st.GetMinOwners())
+	}
 	if u := st.GetUploadedOwners(); len(u) > 0 {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
 	}
@@ -300,10 +306,8 @@ func printStatus(st *fedpcav1.JobStatus) {
 		code := job.Decline(d.GetReason())
 		fmt.Printf("declined  %s (%s): %s\n", d.GetOwner(), code, code.Text())
 	}
-	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
-		if a := user.Awaited(st); len(a) > 0 {
-			fmt.Printf("awaiting  %s\n", strings.Join(a, ", "))
-		}
+	if a := user.Awaited(st); len(a) > 0 {
+		fmt.Printf("missing   %s\n", strings.Join(a, ", "))
 	}
 	if m := st.GetCspMembers(); len(m) > 0 {
 		fmt.Printf("committee %s\n", strings.Join(m, ", "))
