@@ -509,7 +509,7 @@ func interrupted(cmd *cli.Command, id string) error {
 	fmt.Fprintf(os.Stderr, `
 interrupted: job %s goes on without this command (the owners' budget stays reserved for it).
   re-attach and get the result:  fedpca user fetch%s --keys %s --out %s %s
-  see who is awaited:            fedpca user status%s %s
+  see its progress:              fedpca user status%s %s
   cancel it (budget returned):   fedpca user cancel%s %s
 `, prefix, conn, cmd.String("keys"), cmd.String("out"), prefix, conn, prefix, conn, prefix)
 	return errInterrupted

@@ -175,8 +175,10 @@ func TestCapFactors(t *testing.T) {
 		split Split
 		want  float64
 	}{
-		{"pca", stats.Layout{D: 30, K: 1}, DefaultSplit, 2*0.98 + 2*0.015 + 0.015*0.015/(2*0.98)},
-		{"dca", stats.Layout{D: 30, K: 3}, DiscriminantSplit, 2.4},
+		{"pca", stats.Layout{D: 30, K: 1}, DefaultSplit, 2*0.65 + 2*0.02 + 0.02*0.02/(2*0.65)},
+		{"pca, the earlier default", stats.Layout{D: 30, K: 1}, Split{R: 0.98, V: 0.015, N: 0.005}, 2*0.98 + 2*0.015 + 0.015*0.015/(2*0.98)},
+		{"dca", stats.Layout{D: 30, K: 3}, DiscriminantSplit, 2},
+		{"dca, the earlier default", stats.Layout{D: 30, K: 3}, Split{R: 0.3, V: 0.6, N: 0.1}, 2.4},
 		{"norms", stats.Layout{D: 30, K: 21, Kind: stats.Histogram}, DefaultSplitFor("norms"), 2},
 	} {
 		c, err := Calibrate(1, 1e-6, tc.split, tc.l, 1<<g, g)
