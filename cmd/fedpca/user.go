@@ -663,6 +663,9 @@ func printSummary(res *job.Result) {
 		return
 	}
 	fmt.Printf("privacy: (epsilon %.4g, delta %.3g)-DP, rho %.4g zCDP, plan %s tolerating %d\n", float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate)
+	if pr.Neighbours != "" {
+		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
+	}
 	for _, row := range pr.Collusion {
 		fmt.Printf("  user colluding with %-16s epsilon %.4g\n", row.With+":", float64(row.Epsilon))
 	}
