@@ -329,7 +329,6 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
 		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
 			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch}}
-	defer j.hideProgress(s, time.Now())
 	if caller.Role == transport.RoleOwner {
 		up, _, err := j.answerOf(caller.ID)
 		if err != nil {
@@ -347,6 +346,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}
+	j.hideProgress(s, time.Now())
 	return s, nil
 }
 
