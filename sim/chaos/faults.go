@@ -107,7 +107,10 @@ func (ep *episode) restartChecked(n int) {
 	ep.rchecks += n
 }
 
-// proxySnapshot is what the proxy reports about every job.
+// proxySnapshot is what the proxy reports about every job to a user: who
+// uploaded once a job is sealed (an open job's status names no one, only
+// counts at the proxy's ticks; the owners' acknowledgements stand for its
+// uploads in the crash check).
 type proxySnapshot map[string]jobSnap
 
 type jobSnap struct {
