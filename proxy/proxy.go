@@ -101,7 +101,7 @@ type Config struct {
 	// share takes, which grows with its rows, shows to no one but the proxy
 	// while it is shorter than this.
 	ProgressInterval time.Duration
-	Params         *he.Params
+	Params           *he.Params
 	// ServerOptions are added to the gRPC server's (tests: an interceptor
 	// that makes this proxy deviate from the protocol, to show that the
 	// honest parties detect it).

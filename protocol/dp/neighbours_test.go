@@ -157,14 +157,6 @@ func TestMu2BoundsNeighbours(t *testing.T) {
 	}
 }
 
-func n2(q []int64) int64 {
-	s := int64(0)
-	for _, x := range q {
-		s += x * x
-	}
-	return s
-}
-
 // TestCapFactors: the factors the row cap costs at the default splits
 // (PROTOCOL.md section 6), from the closed forms of Geometry.Mu2.
 func TestCapFactors(t *testing.T) {
