@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"math/big"
 	"regexp"
@@ -327,7 +328,7 @@ func (l *ledger) rebuildTotals() error {
 func (l *ledger) migrate() (moved int, err error) {
 	err = l.db.Update(func(tx *bolt.Tx) error {
 		root := tx.Bucket(bucketLedger)
-		for _, ds := range slices.Sorted(mapsKeys(l.keys)) {
+		for _, ds := range slices.Sorted(maps.Keys(l.keys)) {
 			key := l.keys[ds]
 			old := root.Bucket([]byte(ds))
 			if key == ds || old == nil {
@@ -362,22 +363,12 @@ func (l *ledger) migrate() (moved int, err error) {
 	return moved, err
 }
 
-func mapsKeys[V any](m map[string]V) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
-}
-
 // checkBudgets refuses a ledger that has spent and reserved more than its
 // budget (an owner restarted with a smaller budget): it says how much.
 func (l *ledger) checkBudgets() error {
 	var problems []string
 	err := l.db.View(func(tx *bolt.Tx) error {
-		for _, key := range slices.Sorted(mapsKeys(l.budgets)) {
+		for _, key := range slices.Sorted(maps.Keys(l.budgets)) {
 			b := l.budgets[key]
 			bal, err := l.balanceTx(tx, b.Datasets[0])
 			if err != nil {
