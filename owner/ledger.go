@@ -363,6 +363,32 @@ func (l *ledger) migrate() (moved int, err error) {
 	return moved, err
 }
 
+// elsewhere returns, for each dataset this owner serves, the other ledgers
+// that hold spent or reserved jobs of it (its source moved: a file renamed,
+// a query changed): their budget is not the dataset's any more.
+func (l *ledger) elsewhere() (map[string][]string, error) {
+	out := map[string][]string{}
+	err := l.db.View(func(tx *bolt.Tx) error {
+		root := tx.Bucket(bucketLedger)
+		return root.ForEachBucket(func(k []byte) error {
+			seen := map[string]bool{}
+			return root.Bucket(k).ForEach(func(_, v []byte) error {
+				e, err := decodeEntry(v)
+				if err != nil {
+					return err
+				}
+				key, served := l.keys[e.Dataset]
+				if served && key != string(k) && !seen[e.Dataset] && (e.State == Committed || e.State == Reserved) {
+					seen[e.Dataset] = true
+					out[e.Dataset] = append(out[e.Dataset], string(k))
+				}
+				return nil
+			})
+		})
+	})
+	return out, err
+}
+
 // checkBudgets refuses a ledger that has spent and reserved more than its
 // budget (an owner restarted with a smaller budget): it says how much.
 func (l *ledger) checkBudgets() error {

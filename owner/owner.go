@@ -434,6 +434,12 @@ func New(cfg Config) (*Owner, error) {
 		db.Close()
 		return nil, fmt.Errorf("owner: %w", err)
 	}
+	if moved, err := o.ledger.elsewhere(); err == nil {
+		for ds, keys := range moved {
+			o.log.Warn("jobs of this dataset were charged to another source's ledger, which no longer counts against its budget: if the rows are the same (a renamed file, a reworded query), "+
+				"point the dataset back at that source, or its budget is spent again", "dataset", ds, "ledgers", strings.Join(keys, ", "), "now", o.ledger.key(ds))
+		}
+	}
 	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
 }
