@@ -2,6 +2,7 @@ package source_test
 
 import (
 	"bytes"
+	"errors"
 	"compress/gzip"
 	"context"
 	"fmt"
@@ -284,9 +285,10 @@ func TestPostgresBadValuesSkipRows(t *testing.T) {
 		}
 	}
 	for _, tbl := range []string{"mixed", "clean"} {
-		for _, q := range []string{"SELECT a::numeric AS a, b, y FROM " + tbl, "SELECT a, b * 2 AS b, y FROM " + tbl, "SELECT a, b, 'p' AS y FROM " + tbl} {
+		for q, col := range map[string]string{"SELECT a::numeric AS a, b, y FROM " + tbl: "a", "SELECT a, b * 2 AS b, y FROM " + tbl: "b", "SELECT a, b, 'p' AS y FROM " + tbl: "y"} {
 			_, err := read(srv.URL("query=" + url.QueryEscape(q)))
-			if err == nil || !strings.Contains(err.Error(), "is computed by the query") {
+			var re *schema.RowError
+			if !errors.As(err, &re) || re.Line != 1 || re.Column != col || !strings.Contains(err.Error(), "computed by the query") {
 				t.Errorf("%s: %v", q, err)
 			}
 		}

@@ -40,8 +40,9 @@ type Computed interface {
 }
 
 // CheckSource refuses a source that computes a column the schema reads
-// (see Computed), naming the column. It depends on the query, not on the
-// rows.
+// (see Computed), with a *RowError for line 1 (the header's: the source
+// does not fit the schema) naming the column. It depends on the query, not
+// on the rows.
 func (s *Schema) CheckSource(src Rows, useClasses bool) error {
 	c, ok := src.(Computed)
 	if !ok {
@@ -51,9 +52,9 @@ func (s *Schema) CheckSource(src Rows, useClasses bool) error {
 	for _, col := range s.Columns(useClasses) {
 		for _, name := range computed {
 			if strings.EqualFold(strings.TrimSpace(name), strings.TrimSpace(col)) {
-				return fmt.Errorf("column %q is computed by the query (an expression, a cast or a constant, not a column of a table): "+
-					"a value it cannot convert would stop the query part-way; select the table's column itself and let the schema convert it "+
-					"(its center, scale, bounds, missing-value and categorical options)", col)
+				return &RowError{Line: 1, Column: col, Err: errors.New("computed by the query (an expression, a cast or a constant, not a column of a table): " +
+					"a value it cannot convert would stop the query part-way; select the table's column itself and let the schema convert it " +
+					"(its center, scale, bounds, missing-value and categorical options)")}
 			}
 		}
 	}
