@@ -2,9 +2,9 @@ package source_test
 
 import (
 	"bytes"
-	"errors"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
