@@ -10,8 +10,9 @@
 //	go run ./bench -suite sources  [-rows 10000,100000,1000000] [-dims 10]
 //	go run ./bench -suite profile  [-reps 5] [-datasets ...] [-quantiles 0,0.5] [-shares 0]
 //	go run ./bench -suite pipeline [-rows 200000] [-dims 100] [-reps 5] [-python python3,/usr/bin/python3]
-//	go run ./bench -suite split-sweep
-//	go run ./bench -suite dca-sweep
+//	go run ./bench -suite timing   [-holds 0s,250ms,1s] [-reps 20]
+//	go run ./bench -suite split-sweep [-split R/V/N,...] [-add-one]
+//	go run ./bench -suite dca-sweep   [-split R/V/N,...] [-add-one]
 //
 // Raw reports go to -json (one JSON document per run, one per line).
 package main

@@ -26,7 +26,7 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, conns, sources, pipeline, split-sweep or dca-sweep")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, conns, sources, pipeline, timing, split-sweep or dca-sweep")
 	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
 	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
@@ -34,7 +34,9 @@ func main() {
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
 	names := flag.String("datasets", strings.Join(datasets.Names(), ","), "datasets (suite utility)")
 	epsilons := flag.String("epsilons", "0.1,0.5,1,2,5", "epsilons (suite utility)")
-	splitFlag := flag.String("split", "", "budget split R/V/N of the jobs (suite utility; default: the analysis's)")
+	splitFlag := flag.String("split", "", "budget split R/V/N of the jobs (suite utility; default: the analysis's); suites split-sweep and dca-sweep: the splits to measure, comma-separated (default: their grids)")
+	holdsFlag := flag.String("holds", "0s,250ms,1s", "owners' upload holds (suite timing)")
+	flag.BoolVar(&addOne, "add-one", false, "suites split-sweep and dca-sweep: noise calibrated for adding one row alone, as if the row cap never replaced a row (dp.Neighbours), for comparison: not a valid guarantee")
 	plansFlag := flag.String("plans", strings.Join(dp.Plans, ","), "noise plans (suite utility)")
 	seedsFlag := flag.Int("gauss-seeds", 200, "Analyze Gauss draws per cell (suite utility)")
 	jsonOut := flag.String("json", "", "append every run's report (JSON lines) to this file")
@@ -97,10 +99,18 @@ func main() {
 		sources(ctx, ints(*rowsFlag), d)
 	case "sources-child":
 		sourcesChild(ctx, *srcFlag, *schemaFlag)
+	case "timing":
+		var holds []time.Duration
+		for _, h := range strings.Split(*holdsFlag, ",") {
+			d, err := time.ParseDuration(h)
+			check(err)
+			holds = append(holds, d)
+		}
+		timing(ctx, holds, *reps)
 	case "split-sweep":
-		splitSweep()
+		splitSweep(sweepSplits(*splitFlag))
 	case "dca-sweep":
-		dcaSweep()
+		dcaSweep(sweepSplits(*splitFlag))
 	case "pipeline":
 		n, d := 200000, 100
 		if isSet("rows") {

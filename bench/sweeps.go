@@ -24,19 +24,56 @@ import (
 // reproducible noise (a SHA-256 counter stream; production noise comes from
 // crypto/rand). They print tables and assert nothing.
 
+// addOne makes the sweeps calibrate for adding one row alone (-add-one).
+var addOne bool
+
+// sweepSplit is a budget split the sweeps measure.
+type sweepSplit struct {
+	name string
+	s    dp.Split
+}
+
+// sweepSplits parses -split for the sweeps: nil for their own grids.
+func sweepSplits(list string) []sweepSplit {
+	if list == "" {
+		return nil
+	}
+	var out []sweepSplit
+	for _, s := range strings.Split(list, ",") {
+		sp, err := dp.ParseSplit(s)
+		check(err)
+		out = append(out, sweepSplit{s, sp})
+	}
+	return out
+}
+
+// sweepCalibrate is dp.Calibrate, or with -add-one its noise for adding one
+// row alone: the variances over the row cap's factor.
+func sweepCalibrate(eps, delta float64, split dp.Split, l stats.Layout, bound int64, bits uint) dp.Calibration {
+	cal, err := dp.Calibrate(eps, delta, split, l, bound, bits)
+	check(err)
+	if addOne {
+		f := new(big.Rat).SetFloat64(cal.Factor)
+		for b, v := range cal.Variance {
+			q := new(big.Rat).Quo(new(big.Rat).SetInt(v), f)
+			cal.Variance[b] = new(big.Int).Quo(q.Num(), q.Denom())
+			cal.Variance[b].Add(cal.Variance[b], big.NewInt(1))
+		}
+	}
+	return cal
+}
+
 // splitSweep measures PCA utility (q/q0, k = 5) for budget splits between
 // the R, v and n blocks at the central noise level (suite split-sweep,
-// about a minute).
-func splitSweep() {
-	type split struct {
-		name string
-		s    dp.Split
-	}
-	var splits []split
-	for _, r := range []float64{0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995} {
-		for _, vn := range []float64{0.5, 0.8, 0.95} { // share of the rest going to v
-			rest := 1 - r
-			splits = append(splits, split{fmt.Sprintf("R%.2f/v%.3f/n%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
+// about a minute per 20 splits).
+func splitSweep(splits []sweepSplit) {
+	type split = sweepSplit
+	if splits == nil {
+		for _, r := range []float64{0.8, 0.9, 0.95, 0.97, 0.98, 0.99, 0.995} {
+			for _, vn := range []float64{0.5, 0.8, 0.95} { // share of the rest going to v
+				rest := 1 - r
+				splits = append(splits, split{fmt.Sprintf("R%.2f/v%.3f/n%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
+			}
 		}
 	}
 	names := []string{"wdbc", "wine", "digits", "iris", "sonar", "glass", "satellite", "australian", "german_numeric", "letter"}
@@ -66,10 +103,7 @@ func splitSweep() {
 		delta := job.DefaultDelta
 		for si, sp := range splits {
 			for ei, eps := range epsilons {
-				cal, err := dp.Calibrate(eps, delta, sp.s, l, ds.schema.Bound(), 16)
-				if err != nil {
-					check(err)
-				}
+				cal := sweepCalibrate(eps, delta, sp.s, l, ds.schema.Bound(), 16)
 				sum := 0.0
 				for seed := range seeds {
 					rnd := &counterStream{seed: sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d/%d", name, si, ei, seed))}
@@ -111,7 +145,7 @@ func splitSweep() {
 		}
 		return s / float64(len(epsilons))
 	}
-	fmt.Printf("%-26s %s  mean\n", "split", strings.Repeat(" ", 0)+fmt.Sprint(epsilons))
+	fmt.Printf("%-26s %s  mean   (add-one calibration: %v)\n", "split", fmt.Sprint(epsilons), addOne)
 	for i, sp := range splits {
 		if avg(i) > avg(best) {
 			best = i
@@ -120,16 +154,16 @@ func splitSweep() {
 		for _, v := range score[i] {
 			fmt.Printf(" %.4f", v)
 		}
-		fmt.Printf("  %.4f\n", avg(i))
+		cal := sweepCalibrate(1, 1e-6, sp.s, stats.Layout{D: 30, K: 1}, 1<<16, 16)
+		fmt.Printf("  %.4f  (cap factor %.3f, sigma R/v/n at eps 1, C = 1: %.3f/%.2f/%.2f)\n", avg(i), cal.Factor,
+			cal.SigmaData(stats.BlockR), cal.SigmaData(stats.BlockV), cal.SigmaData(stats.BlockN))
 	}
 	fmt.Printf("best: %s\n", splits[best].name)
 	for _, name := range names {
 		fmt.Printf("%-15s", name)
 		for i := range splits {
-			if i%3 == 1 { // v share 0.8 of the rest
-				v := perDataset[name][i*len(epsilons)+1] // epsilon 1
-				fmt.Printf(" %.4f", v)
-			}
+			v := perDataset[name][i*len(epsilons)+1] // epsilon 1
+			fmt.Printf(" %.4f", v)
 		}
 		fmt.Println()
 	}
@@ -141,19 +175,19 @@ func splitSweep() {
 // dcaSweep measures DCA utility (nearest-centroid accuracy on the
 // projections, 5-fold CV) for budget splits and regulariser multipliers at
 // the central noise level (suite dca-sweep).
-func dcaSweep() {
-	type split struct {
-		name string
-		s    dp.Split
-	}
-	var splits []split
-	for _, r := range []float64{0.1, 0.2, 0.3, 0.4, 0.95} {
-		for _, vn := range []float64{0.7, 0.8, 0.9} {
-			rest := 1 - r
-			splits = append(splits, split{fmt.Sprintf("%.2f/%.3f/%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
-		}
-	}
+func dcaSweep(splits []sweepSplit) {
+	type split = sweepSplit
 	mults := []float64{1, 2}
+	if splits == nil {
+		for _, r := range []float64{0.1, 0.2, 0.3, 0.4, 0.95} {
+			for _, vn := range []float64{0.7, 0.8, 0.9} {
+				rest := 1 - r
+				splits = append(splits, split{fmt.Sprintf("%.2f/%.3f/%.3f", r, rest*vn, rest*(1-vn)), dp.Split{R: r, V: rest * vn, N: rest * (1 - vn)}})
+			}
+		}
+	} else {
+		mults = []float64{1}
+	}
 	epsilons := []float64{0.5, 1, 2}
 	const seeds = 8
 	names := []string{"wdbc", "wine", "digits", "iris", "sonar", "glass", "satellite", "australian", "german_numeric", "letter"}
@@ -190,10 +224,7 @@ func dcaSweep() {
 					score[key] = make([]float64, len(epsilons))
 				}
 				for ei, eps := range epsilons {
-					cal, err := dp.Calibrate(eps, delta, sp.s, l, sch.Bound(), 16)
-					if err != nil {
-						check(err)
-					}
+					cal := sweepCalibrate(eps, delta, sp.s, l, sch.Bound(), 16)
 					sum := 0.0
 					for seed := range seeds {
 						seedBytes := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%v/%d", name, key, eps, seed))
@@ -217,7 +248,7 @@ func dcaSweep() {
 			}
 		}
 	}
-	fmt.Printf("%-26s %v  mean accuracy change vs non-private DCA (10 datasets, %d seeds)\n", "split x noise-margin", epsilons, seeds)
+	fmt.Printf("%-26s %v  mean accuracy change vs non-private DCA (10 datasets, %d seeds; add-one calibration: %v)\n", "split x noise-margin", epsilons, seeds, addOne)
 	for _, sp := range splits {
 		for _, m := range mults {
 			key := fmt.Sprintf("%s x%.2f", sp.name, m)
@@ -227,7 +258,8 @@ func dcaSweep() {
 				cells = append(cells, fmt.Sprintf("%+.4f", v))
 				mean += v / float64(len(epsilons))
 			}
-			fmt.Printf("%-26s %s  %+.4f\n", key, strings.Join(cells, " "), mean)
+			cal := sweepCalibrate(1, 1e-6, sp.s, stats.Layout{D: 30, K: 3}, 1<<16, 16)
+			fmt.Printf("%-26s %s  %+.4f  (cap factor %.3f)\n", key, strings.Join(cells, " "), mean, cal.Factor)
 		}
 	}
 }

@@ -156,6 +156,11 @@ func New(cfg Config) (*CSP, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = transport.NewMetrics()
 	}
+	if l := cfg.MetricsListener; l != nil {
+		if err := transport.CheckOperatorListener(l, cfg.Creds); err != nil {
+			return nil, fmt.Errorf("csp: metrics: %w", err)
+		}
+	}
 	c := &CSP{cfg: cfg, log: cfg.Logger, health: health.NewServer()}
 	c.registerMetrics(cfg.Metrics.Registry)
 	var err error
@@ -248,7 +253,7 @@ func (c *CSP) Run(ctx context.Context) error {
 	srv := grpc.NewServer(transport.ServerOptions(c.cfg.Creds, c.cfg.Insecure, c.log, c.cfg.Metrics)...)
 	if l := c.cfg.MetricsListener; l != nil {
 		go func() {
-			if err := transport.ServeMetrics(ctx, l, c.cfg.Metrics); err != nil {
+			if err := transport.ServeMetrics(ctx, l, c.cfg.Creds, c.cfg.Metrics, c.log.Named("metrics")); err != nil {
 				c.log.Error("metrics server", "error", err)
 			}
 		}()

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"io"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -188,28 +189,34 @@ func FuzzStoreRecords(f *testing.F) {
 	f.Add(uint8(1), n)
 	f.Add(uint8(1), bytes.Replace(n, []byte(`"blobs":2`), []byte(`"blobs":4611686018427387904`), 1))
 	f.Add(uint8(1), n[:10])
+	e2, _ := json.Marshal(entry{Job: strings.Repeat("cd", 32), Cost: &dp.Cost{Rho: 0.01, Eta: 1e-9, Tail: 1e-23}, Rho: 0.01, Epsilon: 1, Delta: 1e-6, State: Reserved, At: at})
+	f.Add(uint8(0), e2)
+	f.Add(uint8(0), bytes.Replace(e2, []byte(`"eta":1e-9`), []byte(`"eta":-1`), 1))
 	var tot ledgerTotals
-	tot.Reserved.SetFloat64(0.1)
-	tot.Spent.SetFloat64(1e-300)
-	tv, _ := json.Marshal(&tot)
+	tot.Reserved.Rho.SetFloat64(0.1)
+	tot.Spent.Rho.SetFloat64(1e-300)
+	tot.Spent.Eta.SetFloat64(1e-10)
+	tv, _ := encodeTotals(&tot)
 	f.Add(uint8(2), tv)
-	f.Add(uint8(2), []byte(`{"reserved":"-1/3","spent":"0"}`))
-	f.Add(uint8(2), []byte(`{"reserved":"1e999999999","spent":"0"}`))
+	f.Add(uint8(2), bytes.Replace(tv, []byte(`"Reserved":"1/10"`), []byte(`"Reserved":"-1/3"`), 1))
+	f.Add(uint8(2), bytes.Replace(tv, []byte(`"Reserved":"1/10"`), []byte(`"Reserved":"1e999999999"`), 1))
 	f.Fuzz(func(t *testing.T, mode uint8, v []byte) {
 		if mode%3 == 2 {
 			got, err := decodeTotals(v)
 			if err != nil {
 				return
 			}
-			if got.Reserved.Sign() < 0 || got.Spent.Sign() < 0 {
-				t.Fatalf("accepted totals %v, %v", &got.Reserved, &got.Spent)
+			for _, s := range []*costSum{&got.Reserved, &got.Spent} {
+				if s.Rho.Sign() < 0 || s.Eta.Sign() < 0 || s.Tail.Sign() < 0 {
+					t.Fatalf("accepted totals %+v", got)
+				}
 			}
-			enc, err := json.Marshal(got)
+			enc, err := encodeTotals(got)
 			if err != nil {
 				t.Fatal(err)
 			}
 			back, err := decodeTotals(enc)
-			if err != nil || back.Reserved.Cmp(&got.Reserved) != 0 || back.Spent.Cmp(&got.Spent) != 0 {
+			if err != nil || back.Reserved.Rho.Cmp(&got.Reserved.Rho) != 0 || back.Spent.Tail.Cmp(&got.Spent.Tail) != 0 {
 				t.Fatalf("accepted totals %s re-encode to %s: %v", v, enc, err)
 			}
 			return
@@ -219,7 +226,7 @@ func FuzzStoreRecords(f *testing.F) {
 			if err != nil {
 				return
 			}
-			if !(e.Rho >= 0) || e.Rho > 1e308 || e.Job == "" {
+			if c := e.cost(); !(e.Rho >= 0) || e.Rho > 1e308 || e.Job == "" || !c.Valid() || math.IsInf(float64(c.Rho+c.Eta+c.Tail), 0) {
 				t.Fatalf("accepted entry %+v", e)
 			}
 			return

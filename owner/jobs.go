@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
@@ -248,6 +249,7 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 // its share. Whether it takes part never depends on its rows.
 func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav1.GetJobResponse) {
 	id := st.GetJobId()
+	taken := time.Now()
 	spec, ds, sch, r := o.checkTicket(id, t)
 	if r != nil {
 		dataset := ""
@@ -273,13 +275,13 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		o.decline(ctx, id, dataset, refuse(job.DeclineInvalidJob, "%v", err))
 		return
 	}
-	rho := cal.Rho
+	cost := cal.Cost
 	if spec.NoNoise {
-		rho = 0 // allowed only by an explicit policy, for tests
+		cost = dp.Cost{} // allowed only by an explicit policy, for tests
 	}
 	// Look before reading the rows: a job the budget cannot pay, or one
 	// this owner has settled already, is declined without computing.
-	if state, err := o.ledger.CanReserve(dataset, id, rho); errors.Is(err, ErrBudget) {
+	if state, err := o.ledger.CanReserve(dataset, id, cost); errors.Is(err, ErrBudget) {
 		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
 		return
 	} else if err != nil {
@@ -347,7 +349,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	var state string
 	err = o.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		if state, err = o.ledger.reserveTx(tx, dataset, id, rho, spec.Epsilon, spec.Delta); err != nil {
+		if state, err = o.ledger.reserveTx(tx, dataset, id, cost, spec.Epsilon, spec.Delta); err != nil {
 			return err
 		}
 		if state != Reserved {
@@ -377,6 +379,9 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
 	done() // the upload is not computing
+	if !o.hold(ctx, taken) {
+		return // stopping: the next start sends the stored upload
+	}
 	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, up)
 }
 
@@ -612,7 +617,7 @@ func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds())
 // transaction.
 func (o *Owner) settleUploaded(id, dataset string) {
 	err := o.db.Update(func(tx *bolt.Tx) error {
-		if err := transitionTx(tx, dataset, id, Committed); err != nil {
+		if err := o.ledger.transitionTx(tx, dataset, id, Committed); err != nil {
 			return fmt.Errorf("ledger commit: %w", err)
 		}
 		if err := deleteBlobs(tx, id); err != nil {

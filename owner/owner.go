@@ -45,9 +45,30 @@ type Dataset struct {
 	CSV string
 	// Open, if set, returns CSV rows instead (tests).
 	Open func() (io.ReadCloser, error)
-	// Epsilon and Delta are the dataset's total privacy budget; it is kept
-	// in zCDP rho (the rho certified for them).
+	// Epsilon and Delta are the total privacy budget of the dataset's
+	// ledger: the owner takes part in a job only while the cost of every
+	// job the ledger has spent and reserved, with it, is within them
+	// (dp.Cost.Within).
 	Epsilon, Delta float64
+	// Ledger, if set, names the privacy ledger the budget is kept in.
+	// By default a ledger is kept per source of rows (source.Key: a file's
+	// path, a database's host, database and query), so that datasets
+	// reading the same rows under different schemas share one budget. Give
+	// sources that overlap in other ways (two queries over one table, a
+	// file and its copy) one name. Datasets sharing a ledger must have the
+	// same budget.
+	Ledger string
+}
+
+// ledgerKey names the dataset's privacy ledger (see Ledger).
+func (d *Dataset) ledgerKey() (string, error) {
+	switch {
+	case d.Ledger != "":
+		return "ledger:" + d.Ledger, nil
+	case d.Open != nil && d.spec() == "":
+		return "dataset:" + d.Schema.ID, nil
+	}
+	return source.Key(d.spec())
 }
 
 // Policy says which jobs an owner takes part in.
@@ -184,6 +205,28 @@ type Config struct {
 	// owners sharing it (default: 160 for all the owners of the process
 	// given none).
 	Prepare *PrepareBudget
+	// UploadHold, if set, is how long after taking a job up the owner
+	// waits before it sends its share: the time its share takes to compute,
+	// which grows with its rows, is then hidden from the proxy too as long
+	// as it is shorter (docs/BENCHMARKS.md, "Upload timing"). The proxy
+	// shows users and owners only its progress ticks in any case.
+	UploadHold time.Duration
+}
+
+// hold waits until UploadHold after taken; false if ctx ends first.
+func (o *Owner) hold(ctx context.Context, taken time.Time) bool {
+	wait := time.Until(taken.Add(o.cfg.UploadHold))
+	if o.cfg.UploadHold <= 0 || wait <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
 }
 
 // KeyCache holds committee keys found attested, by fingerprint, HE
@@ -318,6 +361,11 @@ func New(cfg Config) (*Owner, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = transport.NewMetrics()
 	}
+	if l := cfg.MetricsListener; l != nil {
+		if err := transport.CheckOperatorListener(l, cfg.Dialer.Creds); err != nil {
+			return nil, fmt.Errorf("owner: metrics: %w", err)
+		}
+	}
 	if cfg.Dialer.Metrics == nil {
 		cfg.Dialer.Metrics = cfg.Metrics
 	}
@@ -326,7 +374,7 @@ func New(cfg Config) (*Owner, error) {
 	if o.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
-	budgets, deltas := map[string]float64{}, map[string]float64{}
+	keys, budgets := map[string]string{}, map[string]*ledgerBudget{}
 	for _, d := range cfg.Datasets {
 		if d.Schema == nil {
 			return nil, errors.New("owner: a dataset has no schema")
@@ -340,11 +388,22 @@ func New(cfg Config) (*Owner, error) {
 		if err := d.check(); err != nil {
 			return nil, fmt.Errorf("owner: dataset %s: %w", d.Schema.ID, err)
 		}
-		rho, err := dp.BudgetRho(d.Epsilon, d.Delta)
-		if err != nil {
+		if _, err := dp.BudgetRho(d.Epsilon, d.Delta); err != nil {
 			return nil, fmt.Errorf("owner: dataset %s budget: %w", d.Schema.ID, err)
 		}
-		budgets[d.Schema.ID], deltas[d.Schema.ID] = rho, d.Delta
+		key, err := d.ledgerKey()
+		if err != nil {
+			return nil, fmt.Errorf("owner: dataset %s: its ledger: %w", d.Schema.ID, err)
+		}
+		if b := budgets[key]; b == nil {
+			budgets[key] = &ledgerBudget{Epsilon: d.Epsilon, Delta: d.Delta, Datasets: []string{d.Schema.ID}}
+		} else if b.Epsilon != d.Epsilon || b.Delta != d.Delta {
+			return nil, fmt.Errorf("owner: datasets %s and %s read the same rows (%s) and share one privacy ledger, but their budgets differ: (epsilon %g, delta %g) and (epsilon %g, delta %g)",
+				b.Datasets[0], d.Schema.ID, key, b.Epsilon, b.Delta, d.Epsilon, d.Delta)
+		} else {
+			b.Datasets = append(b.Datasets, d.Schema.ID)
+		}
+		keys[d.Schema.ID] = key
 		o.datasets[d.Schema.ID] = d
 	}
 	db, err := transport.OpenStore(cfg.Store, "owner.db")
@@ -362,10 +421,29 @@ func New(cfg Config) (*Owner, error) {
 		db.Close()
 		return nil, err
 	}
-	o.db, o.ledger = db, &ledger{db: db, budgets: budgets, deltas: deltas}
+	o.db, o.ledger = db, &ledger{db: db, keys: keys, budgets: budgets}
+	moved, err := o.ledger.migrate()
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("owner: ledger: %w", err)
+	}
+	if moved > 0 {
+		o.log.Warn("privacy ledgers are now kept per source of rows: entries moved from the datasets' ledgers; entries from before costs were kept count dp.LegacyFactor times their rho",
+			"entries", moved)
+	}
 	if err := o.ledger.rebuildTotals(); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("owner: ledger: %w", err)
+	}
+	if err := o.ledger.checkBudgets(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("owner: %w", err)
+	}
+	if moved, err := o.ledger.elsewhere(); err == nil {
+		for ds, keys := range moved {
+			o.log.Warn("jobs of this dataset were charged to another source's ledger, which no longer counts against its budget: if the rows are the same (a renamed file, a reworded query), "+
+				"point the dataset back at that source, or its budget is spent again", "dataset", ds, "ledgers", strings.Join(keys, ", "), "now", o.ledger.key(ds))
+		}
 	}
 	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
@@ -502,7 +580,7 @@ func (o *Owner) Run(ctx context.Context) error {
 	}
 	if l := o.cfg.MetricsListener; l != nil {
 		go func() {
-			if err := transport.ServeMetrics(ctx, l, o.cfg.Metrics); err != nil {
+			if err := transport.ServeMetrics(ctx, l, o.cfg.Dialer.Creds, o.cfg.Metrics, o.log.Named("metrics")); err != nil {
 				o.log.Error("metrics server", "error", err)
 			}
 		}()
@@ -619,7 +697,8 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 	if err != nil {
 		return nil
 	}
-	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: o.ledger.deltas[dataset]}
+	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: bal.Delta,
+		EpsilonBudget: bal.Epsilon, EpsilonSpent: bal.EpsilonSpent(), EpsilonReserved: bal.EpsilonReserved(), RhoRemaining: bal.Remaining()}
 }
 
 // refusal is why this owner does not take part in a job: the public code it

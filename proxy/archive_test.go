@@ -62,7 +62,14 @@ func answersOf(t *testing.T, j *jobState, owners []string) ownerAnswers {
 	defer j.mu.Unlock()
 	var out []proto.Message
 	user := transport.Identity{Role: transport.RoleUser, ID: "alice"}
+	// The lists as a sealed job shows them (an open one shows none:
+	// progress.go).
+	state := j.rec.State
+	if state == fedpcav1.JobState_JOB_STATE_OPEN {
+		j.rec.State = fedpcav1.JobState_JOB_STATE_SWITCHING
+	}
 	st, err := j.status(true, user)
+	j.rec.State = state
 	if err != nil {
 		t.Fatal(err)
 	}

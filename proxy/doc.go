@@ -2,8 +2,9 @@
 // ceremony and publishes the committee key with every member's attestation
 // of it (owners and users accept no other), registers jobs signed by users,
 // receives owners' encrypted statistics and folds them into each job's
-// running sum, seals a job when all its owners uploaded (or at its deadline
-// with at least min_owners), adds its DP noise share and a uniform mask,
+// running sum, seals a job at the first progress tick after all its owners
+// answered (or at its deadline with at least min_owners), adds its DP
+// noise share and a uniform mask,
 // asks the committee to re-encrypt the blinded sum to the user's key,
 // removes the mask and hands the result to the user.
 //
@@ -26,7 +27,12 @@
 // The proxy never sees a plaintext statistic: it holds ciphertexts under the
 // committee key, its own noise share and the masks.
 //
-// For operators, Config.StatusListener serves a status page of the jobs, the
-// committee's health and the owners' reported budgets, in HTML and JSON
-// (status.go), and Config.MetricsListener the Prometheus metrics.
+// Users and owners learn a running job's progress only at its ticks (counts,
+// never who uploaded nor when: progress.go), since an upload's moment grows
+// with its owner's rows. For operators only (a loopback address, or HTTPS
+// with an operator certificate: transport.ServeOperator),
+// Config.StatusListener serves a status page of the jobs (each owner's
+// answer and its time), the committee's health and the owners' reported
+// budgets, in HTML and JSON (status.go), and Config.MetricsListener the
+// Prometheus metrics and the profiler.
 package proxy

@@ -59,9 +59,14 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 		switch state {
 		case fedpcav1.JobState_JOB_STATE_OPEN:
 			var sealed bool
-			sealed, err = p.maybeSeal(ctx, j)
+			var at time.Time
+			sealed, at, err = p.maybeSeal(ctx, j)
 			if err == nil && !sealed {
-				timer := time.NewTimer(time.Until(deadline) + 10*time.Millisecond)
+				until := deadline.Add(10 * time.Millisecond)
+				if !at.IsZero() && at.Before(until) {
+					until = at
+				}
+				timer := time.NewTimer(time.Until(until))
 				select {
 				case <-ctx.Done():
 				case <-wake:
@@ -142,15 +147,23 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 	return nil
 }
 
-// maybeSeal seals the job if all its owners answered (uploaded or declined)
-// or its deadline passed; it fails the job if too few uploaded by then.
-func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
+// maybeSeal seals the job if all its owners answered (uploaded or declined),
+// at the first progress tick after the last answer (progress.go: when the
+// last upload came shows no more than the ticks do), or if its deadline
+// passed; it fails the job if too few uploaded by then. Not sealed, it
+// returns when to look again (zero: at the deadline).
+func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, error) {
 	j.mu.Lock()
 	u, d, n := j.rec.Uploaded, j.rec.Declined, j.spec.NumOwners
-	past := !time.Now().Before(j.spec.Deadline)
+	now := time.Now()
+	past := !now.Before(j.spec.Deadline)
+	var at time.Time
+	if u+d == n && !past {
+		at = j.sealTime()
+	}
 	j.mu.Unlock()
-	if u+d < n && !past {
-		return false, nil
+	if (u+d < n || now.Before(at)) && !past {
+		return false, at, nil
 	}
 	if u < j.spec.MinOwners {
 		j.mu.Lock()
@@ -171,9 +184,9 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, error) {
 		if d > 0 {
 			why += "; declined: " + strings.Join(declined, ", ")
 		}
-		return true, permanent{errors.New(why)}
+		return true, time.Time{}, permanent{errors.New(why)}
 	}
-	return true, p.seal(ctx, j)
+	return true, time.Time{}, p.seal(ctx, j)
 }
 
 // seal chooses the active members, adds the proxy's noise share and the

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/peer"
+	"google.golang.org/protobuf/proto"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -150,6 +151,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		if err := p.store.createJob(id, &rec, req.GetUserPublicKey()); err != nil {
 			return fmt.Errorf("store job: %w", err)
 		}
+		j.every = p.cfg.ProgressInterval
 		p.jobs[id] = j
 		return nil
 	})
@@ -227,7 +229,9 @@ func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*f
 	return resp, nil
 }
 
-// WatchJob implements fedpcav1.ProxyServiceServer.
+// WatchJob implements fedpcav1.ProxyServiceServer. It sends the job's
+// status when it changes as the caller sees it: while the job is open, at
+// its progress ticks (progress.go), never at an upload.
 func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxyService_WatchJobServer) error {
 	j, err := p.job(req.GetJobId())
 	if err != nil {
@@ -237,27 +241,41 @@ func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxySer
 	if err := j.party(who); err != nil {
 		return p.toStatus(err)
 	}
+	var last *fedpcav1.JobStatus
 	for {
 		j.mu.Lock()
+		now := time.Now()
 		st, err := j.status(false, who)
-		changed := j.changed
+		changed, tick := j.changed, j.nextTick(now)
 		j.mu.Unlock()
 		if err != nil {
 			return p.toStatus(err)
 		}
-		if err := stream.Send(&fedpcav1.WatchJobResponse{Job: st}); err != nil {
-			return err
+		if !proto.Equal(st, last) {
+			if err := stream.Send(&fedpcav1.WatchJobResponse{Job: st}); err != nil {
+				return err
+			}
+			last = st
 		}
 		if ended(st.GetState()) {
 			return nil
 		}
+		var next <-chan time.Time
+		timer := time.NewTimer(time.Until(tick))
+		if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+			next = timer.C
+		}
 		select {
 		case <-changed:
+		case <-next:
 		case <-stream.Context().Done():
+			timer.Stop()
 			return stream.Context().Err()
 		case <-p.done():
+			timer.Stop()
 			return p.toStatus(context.Canceled)
 		}
+		timer.Stop()
 	}
 }
 
@@ -318,7 +336,8 @@ func budget(owner string, b *fedpcav1.BudgetReport) *budgetRecord {
 		return nil
 	}
 	return &budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(),
-		RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), At: time.Now().UTC()}
+		RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), EpsilonBudget: b.GetEpsilonBudget(), EpsilonSpent: b.GetEpsilonSpent(),
+		EpsilonReserved: b.GetEpsilonReserved(), RhoRemaining: b.GetRhoRemaining(), At: time.Now().UTC()}
 }
 
 // checkPublished validates a result document the user publishes for the

@@ -37,6 +37,7 @@ type jobState struct {
 	n      int                           // ciphertexts per vector
 	owners atomic.Pointer[job.OwnerTree] // the owner list the spec commits to; nil once archived
 	store  *store                        // where an archived job's owners and answers are read
+	every  time.Duration                 // the progress interval (progress.go)
 
 	mu       sync.Mutex
 	rec      jobRecord
@@ -49,6 +50,7 @@ type jobState struct {
 	ticket   *fedpcav1.JobInfo        // shared ticket, built at the first request
 	changed  chan struct{}            // closed and replaced at every change (watchers)
 	wake     chan struct{}            // wakes the driver (buffered, 1)
+	tick     *progressTick            // the counts of an open job at its last tick, once asked
 
 	// pending are the validated uploads waiting to be folded into the sum
 	// (foldPending), guarded by pmu alone so that uploads queue while a
@@ -314,8 +316,10 @@ func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobPr
 	return err
 }
 
-// status converts a job to its wire status for a caller; the owner lists
-// are included only when full is set. j.mu must be held.
+// status converts a job to its wire status for a caller (a user or an
+// owner); the owner lists are included only when full is set, and while
+// the job is open its progress only as its last tick found it
+// (hideProgress). j.mu must be held.
 func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobStatus, error) {
 	s := &fedpcav1.JobStatus{
 		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
@@ -342,6 +346,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}
+	j.hideProgress(s, time.Now())
 	return s, nil
 }
 

@@ -95,7 +95,14 @@ type Config struct {
 	// HealthInterval is how often the committee members are asked for their
 	// status, for the status page and the metrics (default 10 s).
 	HealthInterval time.Duration
-	Params         *he.Params
+	// ProgressInterval is the grid of public instants (from each job's
+	// creation) at which users and owners learn a running job's progress,
+	// and at which a job whose owners have all answered is sealed (default
+	// DefaultProgressInterval, 5 s; see progress.go): the time an owner's
+	// share takes, which grows with its rows, shows to no one but the proxy
+	// while it is shorter than this.
+	ProgressInterval time.Duration
+	Params           *he.Params
 	// ServerOptions are added to the gRPC server's (tests: an interceptor
 	// that makes this proxy deviate from the protocol, to show that the
 	// honest parties detect it).
@@ -252,9 +259,17 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.HealthInterval <= 0 {
 		cfg.HealthInterval = 10 * time.Second
 	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
+	}
 	if l := cfg.StatusListener; l != nil {
 		if err := transport.CheckOperatorListener(l, cfg.Creds); err != nil {
 			return nil, fmt.Errorf("proxy: status page: %w", err)
+		}
+	}
+	if l := cfg.MetricsListener; l != nil {
+		if err := transport.CheckOperatorListener(l, cfg.Creds); err != nil {
+			return nil, fmt.Errorf("proxy: metrics: %w", err)
 		}
 	}
 	if cfg.Logger == nil {
@@ -327,6 +342,7 @@ func (p *Proxy) load() error {
 		if ended(j.rec.State) && !j.archived() {
 			p.archive(j) // ended before a crash, or stored by a proxy that kept ended jobs in memory
 		}
+		j.every = p.cfg.ProgressInterval
 		p.jobs[j.id] = j
 		p.hub.seq = max(p.hub.seq, j.rec.Seq)
 	}
@@ -398,7 +414,7 @@ func (p *Proxy) Run(ctx context.Context) error {
 	defer cancel()
 	if l := p.cfg.MetricsListener; l != nil {
 		go func() {
-			if err := transport.ServeMetrics(runCtx, l, p.cfg.Metrics); err != nil {
+			if err := transport.ServeMetrics(runCtx, l, p.cfg.Creds, p.cfg.Metrics, p.log.Named("metrics")); err != nil {
 				p.log.Error("metrics server", "error", err)
 			}
 		}()

@@ -154,11 +154,16 @@ type BudgetStatus struct {
 	RhoReserved  float64 `json:"rho_reserved"`
 	RhoRemaining float64 `json:"rho_remaining"`
 	// Delta is the owner's budget delta (0: not reported); the Epsilon
-	// fields are the rho amounts as epsilon at that delta, the unit
-	// operators set budgets in (display only: the ledger counts in rho).
+	// fields are at that delta, the unit operators set budgets in: the
+	// owner's own accounting (discrete corrections included; spent and
+	// reserved certified together), or, from an owner that reports rho
+	// alone, the rho amounts converted. EpsilonRemaining is the epsilon of
+	// a further job with the remaining rho. Display only: the owner's
+	// ledger decides.
 	Delta            float64   `json:"delta,omitempty"`
 	EpsilonBudget    float64   `json:"epsilon_budget,omitempty"`
 	EpsilonSpent     float64   `json:"epsilon_spent,omitempty"`
+	EpsilonReserved  float64   `json:"epsilon_reserved,omitempty"`
 	EpsilonRemaining float64   `json:"epsilon_remaining,omitempty"`
 	Reported         time.Time `json:"reported"`
 }
@@ -257,9 +262,14 @@ func (p *Proxy) budgetStatuses() []BudgetStatus {
 	for _, b := range p.budgets() {
 		bs := BudgetStatus{Owner: b.Owner, Dataset: b.Dataset, RhoBudget: b.RhoBudget, RhoSpent: b.RhoSpent,
 			RhoReserved: b.RhoReserved, RhoRemaining: b.remaining(), Reported: b.At, Delta: b.Delta}
-		if b.Delta > 0 && b.Delta < 1 {
+		switch {
+		case b.EpsilonBudget > 0:
+			bs.EpsilonBudget, bs.EpsilonSpent, bs.EpsilonReserved = b.EpsilonBudget, b.EpsilonSpent, b.EpsilonReserved
+			bs.EpsilonRemaining = dp.BudgetEpsilon(max(bs.RhoRemaining, 0), b.Delta)
+		case b.Delta > 0 && b.Delta < 1:
 			bs.EpsilonBudget = dp.BudgetEpsilon(bs.RhoBudget, b.Delta)
 			bs.EpsilonSpent = dp.BudgetEpsilon(bs.RhoSpent, b.Delta)
+			bs.EpsilonReserved = dp.BudgetEpsilon(bs.RhoSpent+bs.RhoReserved, b.Delta)
 			bs.EpsilonRemaining = dp.BudgetEpsilon(max(bs.RhoRemaining, 0), b.Delta)
 		}
 		out = append(out, bs)

@@ -18,8 +18,8 @@ import (
 
 // TestStatusListener runs a proxy whose status page listens on a
 // non-loopback address: a client without a certificate from the
-// deployment's CA is refused; one with such a certificate reads the page and
-// its JSON, which show the unreachable committee member.
+// deployment's CA is refused, a user's certificate gets 403; an operator's
+// reads the page and its JSON, which show the unreachable committee member.
 func TestStatusListener(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := transport.NewCA("test CA", time.Hour)
@@ -27,7 +27,7 @@ func TestStatusListener(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := map[string]*transport.Credentials{}
-	for _, id := range []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, {Role: transport.RoleUser, ID: "operator"}} {
+	for _, id := range []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, {Role: transport.RoleOperator, ID: "ops"}, {Role: transport.RoleUser, ID: "alice"}} {
 		d := filepath.Join(dir, "certs", id.Role)
 		if err := ca.WriteNode(d, id, nil, nil, nil, time.Hour); err != nil {
 			t.Fatal(err)
@@ -90,7 +90,10 @@ func TestStatusListener(t *testing.T) {
 	if body, err := get("/status.json", noCert); err == nil {
 		t.Fatalf("a client without a certificate read the status page: %.200s", body)
 	}
-	operator := creds["user"].ClientTLS(transport.Identity{Role: transport.RoleProxy})
+	if body, err := get("/status.json", creds["user"].ClientTLS(transport.Identity{Role: transport.RoleProxy})); err != nil || !strings.Contains(body, "user/alice may not read the operator pages") {
+		t.Fatalf("a user read the status page: %.200s %v", body, err)
+	}
+	operator := creds["operator"].ClientTLS(transport.Identity{Role: transport.RoleProxy})
 	var st Status
 	for deadline := time.Now().Add(30 * time.Second); ; {
 		body, err := get("/status.json", operator)

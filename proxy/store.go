@@ -152,17 +152,29 @@ type timings struct {
 }
 
 type budgetRecord struct {
-	Owner       string    `json:"owner"`
-	Dataset     string    `json:"dataset"`
-	RhoBudget   float64   `json:"rho_budget"`
-	RhoSpent    float64   `json:"rho_spent"`
-	RhoReserved float64   `json:"rho_reserved"`
-	Delta       float64   `json:"delta,omitempty"`
-	At          time.Time `json:"at"`
+	Owner       string  `json:"owner"`
+	Dataset     string  `json:"dataset"`
+	RhoBudget   float64 `json:"rho_budget"`
+	RhoSpent    float64 `json:"rho_spent"`
+	RhoReserved float64 `json:"rho_reserved"`
+	Delta       float64 `json:"delta,omitempty"`
+	// The owner's own accounting (fedpcav1.BudgetReport); zero from an
+	// owner that did not report it.
+	EpsilonBudget   float64   `json:"epsilon_budget,omitempty"`
+	EpsilonSpent    float64   `json:"epsilon_spent,omitempty"`
+	EpsilonReserved float64   `json:"epsilon_reserved,omitempty"`
+	RhoRemaining    float64   `json:"rho_remaining,omitempty"`
+	At              time.Time `json:"at"`
 }
 
-// remaining is the budget the owner reported left.
-func (b budgetRecord) remaining() float64 { return b.RhoBudget - b.RhoSpent - b.RhoReserved }
+// remaining is the budget the owner reported left (in rho; computed from
+// the rho amounts for an owner that did not report it).
+func (b budgetRecord) remaining() float64 {
+	if b.EpsilonBudget > 0 {
+		return b.RhoRemaining
+	}
+	return b.RhoBudget - b.RhoSpent - b.RhoReserved
+}
 
 // storedJob is a job as read back from the store, undecoded (decodeJob
 // checks it). An archived job (ended, its owners indexed) comes without its

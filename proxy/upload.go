@@ -300,7 +300,7 @@ func (p *Proxy) foldPending(j *jobState) {
 		j.uploads[f.owner] = f.record
 		p.m.uploadBytes.Add(float64(f.size))
 		p.log.Info("upload included", "job", j.id[:16], "owner", f.owner, "ciphertexts", j.n, "uploaded", j.rec.Uploaded, "expected", j.spec.NumOwners)
-		f.answer(&fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: uint32(j.rec.Uploaded)}, nil)
+		f.answer(&fedpcav1.UploadResponse{JobId: j.id, UploadedOwners: j.uploadedShown()}, nil)
 	}
 	p.m.phases.WithLabelValues("fold").Observe((decoding + time.Since(folding)).Seconds())
 	// The same owner's second upload of the batch, now that the first is in.
@@ -440,7 +440,7 @@ func (p *Proxy) checkIncludedLocked(j *jobState, owner string, digest []byte) (b
 	}
 	if u != nil {
 		if u.Digest == hex.EncodeToString(digest) {
-			return true, &fedpcav1.UploadResponse{JobId: j.id, AlreadyIncluded: true, UploadedOwners: uint32(j.rec.Uploaded)}, nil
+			return true, &fedpcav1.UploadResponse{JobId: j.id, AlreadyIncluded: true, UploadedOwners: j.uploadedShown()}, nil
 		}
 		return true, nil, fmt.Errorf("%w (owner %s, job %s…, included %s)", ErrDuplicateUpload, owner, j.id[:12], u.At.Format(time.RFC3339))
 	}

@@ -2,14 +2,17 @@
 # make metrics-check: every daemon's /metrics during and after a real job.
 #
 # Starts a deployment as processes (scripts/lib/deployment.sh: committee of 3,
-# the proxy, owners hospital-a and hospital-b, all with --metrics-listen) and
+# the proxy, owners hospital-a and hospital-b, all with --metrics-listen; the
+# proxy's on every address, so HTTPS for operator certificates only) and
 # runs a PCA job that also names hospital-c, who never runs: the job stays
 # open until its deadline (30 s), then seals with the two uploads and is
 # key-switched by two members. While it is open, and again after it is done,
 # the script curls each daemon's /metrics and checks that the series for
 # uploads, bytes, phase durations, key switches, errors by status code and
 # budget remaining are there with plausible values, printing every line it
-# used. Exits non-zero on any failure.
+# used. It also checks that the proxy's /metrics and /debug/pprof refuse the
+# user's and an owner's certificates (403) and a client without one. Exits
+# non-zero on any failure.
 script_name=metrics-check
 source "$(dirname "$0")/lib/deployment.sh"
 
@@ -36,6 +39,23 @@ log "job $id is open with 2 of 3 uploads"
 if "$fedpca" owner published --certs "$work/certs/owner-hospital-a" --proxy "127.0.0.1:$proxy_port" --out "$work/none.json" "$id" 2>/dev/null; then
   fail "a result was published for an open job"
 fi
+
+log "the operator pages refuse everyone but operators"
+for who in user-alice owner-hospital-a; do
+  for path in /metrics /debug/pprof/ /debug/pprof/goroutine?debug=1; do
+    code=$(operator_get "$proxy_metrics$path" "$who")
+    echo "  ${who%%-*} certificate: GET $path -> $code"
+    [ "$code" = 403 ] || fail "$who read $path ($code), want 403"
+    checks=$((checks + 1))
+  done
+done
+code=$(curl -sS -o /dev/null -w '%{http_code}' --cacert "$work/certs/operator-ops/ca.pem" "$proxy_metrics/metrics" 2>/dev/null || true)
+echo "  no certificate: GET /metrics -> $code"
+[ "$code" = 000 ] || fail "a client without a certificate got $code"
+code=$(operator_get "$proxy_metrics/debug/pprof/")
+echo "  operator certificate: GET /debug/pprof/ -> $code"
+[ "$code" = 200 ] || fail "the operator got $code for /debug/pprof/"
+checks=$((checks + 2))
 
 log "during the job"
 p=$(scrape "$proxy_metrics")

@@ -138,12 +138,14 @@ func (r *AutoReport) Jobs() int {
 	return 3
 }
 
-// TotalPrivacy is the composition of a run's jobs.
+// TotalPrivacy is the composition of a run's jobs: their costs composed
+// (profile.Total: the owners' ledgers' account), and its epsilon at Delta.
 type TotalPrivacy struct {
 	Rho     dp.Float `json:"rho"`
 	Mu      dp.Float `json:"mu"`
 	Epsilon dp.Float `json:"epsilon"`
 	Delta   float64  `json:"delta"`
+	Cost    dp.Cost  `json:"cost"`
 }
 
 // StandardUtility measures PCA components against the standardised,
@@ -176,6 +178,7 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 	}
 	prof, err := s.user.Profile(ctx, user.ProfileRequest{Declared: s.sch, Epsilon: o.Epsilon, Delta: delta,
 		Share: o.Share, MomentsShare: o.MomentsShare, Quantile: o.Quantile, KeepScales: o.KeepScales, Plan: o.Plan, Tolerate: o.Tolerate,
+		MainAnalysis: o.Analysis, MainSplit: o.Split,
 		Owners: s.owners, MinOwners: o.MinOwners, Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}, o.Progress)
 	if err != nil {
 		return nil, err
@@ -191,12 +194,14 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 		return nil, err
 	}
 	out := &AutoReport{Profile: prof, Schema: prof.Schema, Main: rep}
-	rho := float64(prof.Norms.Privacy.Rho + rep.Result.Privacy.Rho)
-	if prof.Moments != nil {
-		rho += float64(prof.Moments.Privacy.Rho)
+	var costs []dp.Cost
+	for _, res := range []*job.Result{prof.Moments, prof.Norms, rep.Result} {
+		if res != nil && res.Privacy.Cost != nil {
+			costs = append(costs, *res.Privacy.Cost)
+		}
 	}
-	mu := math.Sqrt(2 * rho)
-	out.Total = TotalPrivacy{Rho: dp.Float(rho), Mu: dp.Float(mu), Epsilon: dp.Float(dp.GaussEpsilon(mu, delta)), Delta: delta}
+	total, eps := profile.Total(delta, costs...)
+	out.Total = TotalPrivacy{Rho: total.Rho, Mu: dp.Float(total.Mu()), Epsilon: dp.Float(eps), Delta: delta, Cost: total}
 	if out.Utility, err = s.StandardUtility(rep.Result, prof.Schema); err != nil {
 		return nil, err
 	}

@@ -89,7 +89,7 @@ func TestBudgetExhausted(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if bal.Spent > bal.Budget || bal.Reserved != 0 || bal.Spent < 2*rhoJob*(1-1e-9) {
+	if !bal.SpentCost.Within(bal.Epsilon, bal.Delta) || bal.Reserved != 0 || bal.Spent < 2*rhoJob*(1-1e-6) {
 		t.Fatalf("ledger %+v (job rho %g)", bal, rhoJob)
 	}
 	t.Logf("declined reason: %s", statuses[0].GetDeclinedOwners())

@@ -41,6 +41,8 @@ type OwnerConfig struct {
 	// Epsilon and Delta are its budget for the dataset (default 100, 1e-6).
 	Epsilon, Delta float64
 	Policy         owner.Policy
+	// UploadHold is the owner's (see owner.Config).
+	UploadHold time.Duration
 }
 
 // budget is the owner's budget, 100 and 1e-6 unless set.
@@ -98,6 +100,13 @@ type Config struct {
 	Network *faultnet.Network
 	// SwitchTimeout is the proxy's (see proxy.Config; default 24 h).
 	SwitchTimeout time.Duration
+	// ProxyStatusListener and ProxyMetricsListener, if set, serve the
+	// in-process proxy's status page and metrics (see proxy.Config).
+	ProxyStatusListener, ProxyMetricsListener net.Listener
+	// ProgressInterval is the proxy's (see proxy.Config): default 100 ms
+	// here, where jobs run back to back on one machine, not the
+	// deployment's 5 s.
+	ProgressInterval time.Duration
 	// ProxyServerOptions are added to the in-process proxy's gRPC server
 	// (a deviating proxy's interceptor).
 	ProxyServerOptions []grpc.ServerOption
@@ -153,6 +162,9 @@ func Start(ctx context.Context, cfg Config) (*Cluster, error) {
 	}
 	if cfg.RetryInterval <= 0 {
 		cfg.RetryInterval = 100 * time.Millisecond
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = 100 * time.Millisecond
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = hclog.NewNullLogger()

@@ -57,6 +57,8 @@ type ProxyNode struct {
 	MaxConnections int            `json:"max_connections,omitempty"`
 	MaxWatchers    int            `json:"max_watchers,omitempty"`
 	SwitchTimeout  time.Duration  `json:"switch_timeout,omitempty"`
+	// ProgressInterval is the proxy's (see proxy.Config).
+	ProgressInterval time.Duration `json:"progress_interval,omitempty"`
 }
 
 // Farm is owners run in one process (the benchmarks' way around
@@ -123,7 +125,8 @@ func (c *Cluster) startProxyProcess() error {
 	spec := ProxyNode{Node: Node{Name: "proxy", ID: id.ID, Certs: c.certsDir(id), Insecure: c.cfg.Insecure,
 		State: filepath.Join(c.cfg.Dir, "state", "proxy"), Dir: c.cfg.Dir},
 		Listen: addr, Threshold: c.cfg.Threshold, AllowNoNoise: c.cfg.AllowNoNoise,
-		MaxConnections: c.cfg.ProxyMaxConnections, MaxWatchers: c.cfg.ProxyMaxWatchers, SwitchTimeout: c.cfg.SwitchTimeout}
+		MaxConnections: c.cfg.ProxyMaxConnections, MaxWatchers: c.cfg.ProxyMaxWatchers, SwitchTimeout: c.cfg.SwitchTimeout,
+		ProgressInterval: c.cfg.ProgressInterval}
 	c.mu.Lock()
 	for i, b := range c.ext.bridges {
 		spec.Committee = append(spec.Committee, proxy.Member{ID: CSPID(i), Addr: b.Addr()})

@@ -44,6 +44,9 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	} else {
 		fmt.Fprintf(w, "  privacy: (epsilon %.4g, delta %.3g)-DP (exact Gaussian profile, mu %.4g; %.4g-zCDP), noise plan %q tolerating %d colluders, split R/v/n %.3g/%.3g/%.3g\n",
 			float64(pr.Epsilon), pr.Delta, float64(pr.Mu), float64(pr.Rho), pr.Plan, pr.Tolerate, pr.Split.R, pr.Split.V, pr.Split.N)
+		if pr.Neighbours != "" {
+			fmt.Fprintf(w, "  neighbours: %s (the cap's replacements cost a factor %.3g on mu^2)\n", pr.Neighbours, pr.SensitivityFactor)
+		}
 		fmt.Fprintf(w, "  noise std (data units, all shares): R %.4g, v %.4g, n %.4g; %d noise shares; discrete-noise correction +%.2g in epsilon, sum-of-shares tau (R) %s\n",
 			float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.V), float64(pr.SigmaTotal.N), len(pr.Shares), float64(pr.EpsilonCorrection), tau(float64(pr.Log10Tau.R)))
 		if q := res.Quality; q != nil {

@@ -164,7 +164,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	spec := awaitZ()
 	waitFor(ctx, t, "three uploads", func() bool {
 		info, err := u.Job(ctx, spec.ID())
-		return err == nil && len(info.GetStatus().GetUploadedOwners()) == 3
+		return err == nil && info.GetStatus().GetOwnersUploaded() == 3
 	})
 
 	if err := cl.CrashProxy(); err != nil {

@@ -100,19 +100,30 @@ func ParsePG(spec string) (*PGSpec, error) {
 	return p, nil
 }
 
+// key is the source's ledger key (Key): host, port, database and query.
+func (p *PGSpec) key() (string, error) {
+	cfg, err := pgx.ParseConfig(p.Conn)
+	if err != nil {
+		return "", fmt.Errorf("connection parameters: %w", err)
+	}
+	return fmt.Sprintf("postgres://%s:%d/%s?query=%s", cfg.Host, cfg.Port, cfg.Database, strings.Join(strings.Fields(p.Query), " ")), nil
+}
+
 // pgRows reads a query through a server-side cursor in a read-only
 // transaction, Fetch rows at a time.
 type pgRows struct {
-	ctx     context.Context
-	conn    *pgx.Conn
-	tx      pgx.Tx
-	fetch   string
-	cols    []string
-	batch   pgx.Rows
-	cells   []string
-	line    int
-	inBatch int
-	done    bool
+	ctx   context.Context
+	conn  *pgx.Conn
+	tx    pgx.Tx
+	fetch string
+	cols  []string
+	batch pgx.Rows
+	cells []string
+	// computed are the columns the query computes (no table's column).
+	computed []string
+	line     int
+	inBatch  int
+	done     bool
 }
 
 func openPostgres(ctx context.Context, spec string) (Rows, error) {
@@ -149,16 +160,25 @@ func OpenPG(ctx context.Context, p *PGSpec) (Rows, error) {
 		conn.Close(ctx)
 		return nil, fmt.Errorf("begin read-only transaction: %w", pgErr(err))
 	}
+	// The columns, and which are a table's, from the statement's
+	// description, before any row is read (schema.Computed).
+	sd, err := r.tx.Conn().Prepare(ctx, "", p.Query)
+	if err != nil {
+		r.Close()
+		return nil, fmt.Errorf("describe the query: %w", pgErr(err))
+	}
+	for _, f := range sd.Fields {
+		if f.TableOID == 0 {
+			r.computed = append(r.computed, strings.TrimSpace(f.Name))
+		}
+	}
 	if _, err = r.tx.Exec(ctx, "DECLARE fedpca_rows NO SCROLL CURSOR FOR "+p.Query); err != nil {
 		r.Close()
 		return nil, fmt.Errorf("declare cursor: %w", pgErr(err))
 	}
-	// The first batch gives the column names (also when it is empty).
-	if err := r.nextBatch(); err != nil {
-		r.Close()
-		return nil, err
-	}
-	for _, f := range r.batch.FieldDescriptions() {
+	// The description gives the column names: no row is read before the
+	// reader has checked the columns (the first FETCH is Next's).
+	for _, f := range sd.Fields {
 		r.cols = append(r.cols, strings.TrimSpace(f.Name))
 	}
 	r.cells = make([]string, len(r.cols))
@@ -193,13 +213,21 @@ func (r *pgRows) nextBatch() error {
 }
 
 func (r *pgRows) Columns() []string { return r.cols }
-func (r *pgRows) Line() int         { return r.line }
+
+// Computed names the columns the query computes (schema.Computed).
+func (r *pgRows) Computed() []string { return r.computed }
+func (r *pgRows) Line() int          { return r.line }
 
 // Next returns the next row's cells as text; NULL reads as "".
 func (r *pgRows) Next() ([]string, error) {
 	for {
 		if r.done {
 			return nil, io.EOF
+		}
+		if r.batch == nil {
+			if err := r.nextBatch(); err != nil {
+				return nil, err
+			}
 		}
 		if r.batch.Next() {
 			r.inBatch++

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"path/filepath"
 	"regexp"
 	"sort"
 	"strings"
@@ -159,3 +160,38 @@ func RowsOf(r schema.Rows) Rows { return nopCloser{r} }
 type nopCloser struct{ schema.Rows }
 
 func (nopCloser) Close() error { return nil }
+
+// Key names the rows a spec reads, for keeping one privacy ledger per
+// source whatever schema reads it: a file by its absolute path with
+// symbolic links resolved ("file:/data/x.csv"; its options, such as the
+// delimiter, do not change the rows), a database by its host, port and
+// database and the query with its white space collapsed
+// ("postgres://host:5432/db?query=SELECT * FROM t"; a table= spec is its
+// query; the user and password are not part of it). Two specs with the same
+// key read the same rows. Two different queries over one table do not have
+// the same key: an owner serving both must join their ledgers itself
+// (owner.Dataset.Ledger).
+func Key(spec string) (string, error) {
+	switch Scheme(spec) {
+	case "file":
+		path, _, err := ParseCSVSpec(spec)
+		if err != nil {
+			return "", err
+		}
+		abs, err := filepath.Abs(path)
+		if err != nil {
+			return "", err
+		}
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			abs = r
+		}
+		return "file:" + abs, nil
+	case "postgres", "postgresql":
+		p, err := ParsePG(spec)
+		if err != nil {
+			return "", err
+		}
+		return p.key()
+	}
+	return "", fmt.Errorf("source %s: no key for scheme %q", Redact(spec), Scheme(spec))
+}

@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"slices"
@@ -196,4 +198,99 @@ func TestGzipNameNotGzip(t *testing.T) {
 		t.Errorf("delimiter option: %v %v", err, r)
 	}
 	r.Close()
+}
+
+// TestCSVQuoteErrorSkipsOneLine: a line with an unbalanced quote is
+// skipped as unreadable, alone: the 1,000 good rows around it are all used
+// (it used to swallow the rest of the file: 1 row used). So is a line with a
+// stray quote in an unquoted field, or quotes that make its fields too few;
+// a quoted field over two lines is one row.
+func TestCSVQuoteErrorSkipsOneLine(t *testing.T) {
+	sch, err := schema.Parse([]byte(`{"id":"q","features":[{"name":"a","center":"0","scale":"1"},{"name":"b","center":"0","scale":"1"}],"label":"y","classes":["p","q"]}`))
+	// A note column the schema does not read, holding a line break.
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, bad := range []string{`0.5,"0.25,p`, `0.5,0.2"5,p`, `"0.5,0.25",p`, `0.5,0.25,"p`} {
+		var b strings.Builder
+		b.WriteString("a,b,y,note\n")
+		for i := range 1000 {
+			if i == 300 {
+				b.WriteString(bad + ",\n")
+			}
+			if i == 600 {
+				b.WriteString("0.1,0.2,\"p\",\n0.3,\"0.4\",q,\"two\nlines\"\n") // quoted fields, one over two lines: 2 rows
+			}
+			fmt.Fprintf(&b, "%d.5,0.25,%s,\n", i%3, []string{"p", "q"}[i%2])
+		}
+		rows, err := source.NewCSV(strings.NewReader(b.String()), schema.CSVOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, rep := packed(t, sch, rows)
+		if rep.Rows != 1002 || rep.Skipped != 1 || len(rep.Examples) != 1 || !strings.Contains(rep.Examples[0], "line 302") {
+			t.Errorf("%q among 1,002 good rows: %d used, %d skipped %q", bad, rep.Rows, rep.Skipped, rep.Examples)
+		}
+	}
+}
+
+// TestPostgresBadValuesSkipRows: a real PostgreSQL table whose feature
+// column is text and holds values that are not numbers. Read by table= (or
+// by a query that selects the column itself), every value goes to the
+// schema as text and a row it cannot convert is skipped and counted: the
+// 1,000 good rows are all used. A query that converts the column itself
+// (a cast) would stop part-way on the first bad value, so whether the
+// owner could read its rows would depend on a row: it is refused before any
+// row is read, with or without bad values, naming the column.
+func TestPostgresBadValuesSkipRows(t *testing.T) {
+	srv := pgtest.Shared(t)
+	ctx := context.Background()
+	conn, err := srv.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close(ctx)
+	for _, tbl := range []string{"mixed", "clean"} {
+		if _, err := conn.Exec(ctx, "CREATE TABLE "+tbl+" (a text, b double precision, y text)"); err != nil {
+			t.Fatal(err)
+		}
+		bad := 0
+		for i := range 1000 {
+			a := fmt.Sprintf("%d.5", i%3)
+			if tbl == "mixed" && i%250 == 100 {
+				a, bad = []string{"n/a", "1,5", "--", "x9"}[bad], bad+1
+			}
+			if _, err := conn.Exec(ctx, "INSERT INTO "+tbl+" VALUES ($1, $2, $3)", a, 0.25, []string{"p", "q"}[i%2]); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	sch, err := schema.Parse([]byte(`{"id":"m","features":[{"name":"a","center":"0","scale":"1"},{"name":"b","center":"0","scale":"1"}],"label":"y","classes":["p","q"]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(spec string) (job.ReadReport, error) {
+		rows, err := source.Open(ctx, spec)
+		if err != nil {
+			return job.ReadReport{}, err
+		}
+		defer rows.Close()
+		_, rep, err := job.ReadRows(&job.Spec{Analysis: job.Scatter, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}, sch, rows)
+		return rep, err
+	}
+	for _, spec := range []string{srv.URL("table=mixed&fetch=64"), srv.URL("query=" + url.QueryEscape("SELECT a, b, y FROM mixed WHERE b > 0"))} {
+		rep, err := read(spec)
+		if err != nil || rep.Rows != 996 || rep.Skipped != 4 {
+			t.Errorf("%s: %d rows used, %d skipped (%v)", source.Redact(spec), rep.Rows, rep.Skipped, err)
+		}
+	}
+	for _, tbl := range []string{"mixed", "clean"} {
+		for q, col := range map[string]string{"SELECT a::numeric AS a, b, y FROM " + tbl: "a", "SELECT a, b * 2 AS b, y FROM " + tbl: "b", "SELECT a, b, 'p' AS y FROM " + tbl: "y"} {
+			_, err := read(srv.URL("query=" + url.QueryEscape(q)))
+			var re *schema.RowError
+			if !errors.As(err, &re) || re.Line != 1 || re.Column != col || !strings.Contains(err.Error(), "computed by the query") {
+				t.Errorf("%s: %v", q, err)
+			}
+		}
+	}
 }

@@ -48,7 +48,16 @@ var Authorization = map[string][]string{
 	healthpb.Health_Check_FullMethodName: Roles,
 	healthpb.Health_Watch_FullMethodName: Roles,
 	healthpb.Health_List_FullMethodName:  Roles,
+	// The operator pages served over HTTPS (ServeOperator: the status page
+	// and /status.json, /metrics, /debug/pprof): they show when each
+	// owner's upload came, which grows with its rows, and the daemons'
+	// internals. On a loopback address they are plain HTTP for the host's
+	// users.
+	OperatorPages: {RoleOperator},
 }
+
+// OperatorPages is the Authorization entry of the operator pages.
+const OperatorPages = "https:operator-pages"
 
 // Allowed reports whether a role may call a method.
 func Allowed(method, role string) bool {

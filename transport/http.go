@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -42,10 +43,12 @@ func CheckOperatorListener(l net.Listener, creds *Credentials) error {
 // loopback address (see Loopback) it serves plain HTTP: only users of this
 // host reach it. On any other address it serves HTTPS (TLS 1.3) with the
 // node's certificate and requires a client certificate from the deployment's
-// CA (any role) carrying a fedpca identity; other clients fail the TLS
-// handshake (logged at debug level on log). Without credentials a
-// non-loopback listener is refused. Every response carries headers that
-// forbid framing, sniffing, caching and any script.
+// CA carrying a fedpca identity (other clients fail the TLS handshake,
+// logged at debug level on log) whose role may read the operator pages
+// (Authorization[OperatorPages]: operator); other roles get 403 Forbidden
+// with the reason. Without credentials a non-loopback listener is refused.
+// Every response carries headers that forbid framing, sniffing, caching and
+// any script.
 func ServeOperator(ctx context.Context, l net.Listener, creds *Credentials, h http.Handler, log hclog.Logger) error {
 	if err := CheckOperatorListener(l, creds); err != nil {
 		return err
@@ -64,7 +67,30 @@ func ServeOperator(ctx context.Context, l net.Listener, creds *Credentials, h ht
 		return err
 	}
 	srv.TLSConfig = cfg
+	srv.Handler = operatorsOnly(srv.Handler)
 	return serveHTTP(ctx, srv, l, true)
+}
+
+// operatorsOnly answers 403 to a client whose certificate's role may not
+// read the operator pages.
+func operatorsOnly(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var id Identity
+		err := errors.New("no client certificate")
+		if r.TLS != nil && len(r.TLS.PeerCertificates) > 0 {
+			id, err = IdentityOf(r.TLS.PeerCertificates[0])
+		}
+		if err != nil || !Allowed(OperatorPages, id.Role) {
+			who := "this client"
+			if err == nil {
+				who = id.Short()
+			}
+			http.Error(w, fmt.Sprintf("403 forbidden: %s may not read the operator pages; they need a certificate of role %s from the deployment's CA (fedpca certs --out DIR operator/NAME)",
+				who, strings.Join(Authorization[OperatorPages], " or ")), http.StatusForbidden)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
 }
 
 // serveHTTP runs srv on l until ctx is done, then shuts it down.

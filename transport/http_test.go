@@ -15,10 +15,11 @@ import (
 )
 
 // TestServeOperator checks the operator pages' access rule: plain HTTP on a
-// loopback address only; elsewhere HTTPS, and only clients with a
-// certificate from the deployment's CA get an answer.
+// loopback address only; elsewhere HTTPS, only clients with a certificate
+// from the deployment's CA get an answer, and only an operator's is the
+// page: any other role (a user, an owner) gets 403 with the reason.
 func TestServeOperator(t *testing.T) {
-	creds := pki(t, "proxy/p", "owner/o1")
+	creds := pki(t, "proxy/p", "owner/o1", "user/u1", "operator/ops")
 	foreign := pki(t, "owner/o1")["owner/o1"]
 	h := http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "page") })
 	ctx, cancel := context.WithCancel(context.Background())
@@ -75,8 +76,14 @@ func TestServeOperator(t *testing.T) {
 	if body, err := get("https://"+addr+"/", otherCA); err == nil || body == "page" {
 		t.Errorf("with a certificate from another CA: %q, %v", body, err)
 	}
-	if body, err := get("https://"+addr+"/", creds["owner/o1"].ClientTLS(Identity{Role: RoleProxy, ID: "p"})); err != nil || body != "page" {
-		t.Errorf("with a certificate from the deployment's CA: %q, %v", body, err)
+	for _, who := range []string{"owner/o1", "user/u1", "proxy/p"} {
+		body, err := get("https://"+addr+"/", creds[who].ClientTLS(Identity{Role: RoleProxy, ID: "p"}))
+		if err == nil || body == "page" || !strings.Contains(body, who+" may not read the operator pages") || !strings.Contains(err.Error(), "403") {
+			t.Errorf("%s: %q, %v; want 403 naming it", who, body, err)
+		}
+	}
+	if body, err := get("https://"+addr+"/", creds["operator/ops"].ClientTLS(Identity{Role: RoleProxy, ID: "p"})); err != nil || body != "page" {
+		t.Errorf("with an operator certificate from the deployment's CA: %q, %v", body, err)
 	}
 }
 

@@ -16,10 +16,13 @@ const (
 	RoleCSP   = "csp"
 	RoleOwner = "owner"
 	RoleUser  = "user"
+	// RoleOperator reads the operator pages over HTTPS (ServeOperator):
+	// the status page, /metrics, /debug/pprof. It calls no RPC.
+	RoleOperator = "operator"
 )
 
 // Roles lists the roles.
-var Roles = []string{RoleProxy, RoleCSP, RoleOwner, RoleUser}
+var Roles = []string{RoleProxy, RoleCSP, RoleOwner, RoleUser, RoleOperator}
 
 // TrustDomain is the SPIFFE trust domain of fedpca identities.
 const TrustDomain = "fedpca"

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -125,15 +126,16 @@ func (m *Metrics) ClientStats(serverRole string) stats.Handler {
 }
 
 // ServeMetrics serves /metrics, /healthz and the Go profiler
-// (/debug/pprof/) on l until ctx is done. Bind it to localhost or a private
-// network: it is plain HTTP.
-func ServeMetrics(ctx context.Context, l net.Listener, m *Metrics) error {
-	return ServeGatherer(ctx, l, m.Registry)
+// (/debug/pprof/) on l until ctx is done, for operators only (ServeOperator:
+// plain HTTP on a loopback address, HTTPS with an operator certificate on
+// any other; creds may be nil on a loopback address).
+func ServeMetrics(ctx context.Context, l net.Listener, creds *Credentials, m *Metrics, log hclog.Logger) error {
+	return ServeGatherer(ctx, l, creds, m.Registry, log)
 }
 
 // ServeGatherer is ServeMetrics for any gatherer (an owner farm's, which
 // gathers many owners' registries).
-func ServeGatherer(ctx context.Context, l net.Listener, g prometheus.Gatherer) error {
+func ServeGatherer(ctx context.Context, l net.Listener, creds *Credentials, g prometheus.Gatherer, log hclog.Logger) error {
 	mux := http.NewServeMux()
 	var reg prometheus.Registerer
 	if r, ok := g.(*prometheus.Registry); ok {
@@ -144,7 +146,7 @@ func ServeGatherer(ctx context.Context, l net.Listener, g prometheus.Gatherer) e
 	mux.HandleFunc("/debug/pprof/", pprof.Index)
 	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-	return serveHTTP(ctx, &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}, l, false)
+	return ServeOperator(ctx, l, creds, mux, log)
 }
 
 // Scrape reads the value of every sample of a metric family from a registry

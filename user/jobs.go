@@ -104,9 +104,14 @@ func (c *Client) Cancel(ctx context.Context, id string) (*fedpcav1.JobStatus, er
 	return resp.GetJob(), nil
 }
 
-// Awaited returns the owners of a full status that have neither uploaded
-// nor declined, in the spec's order.
+// Awaited returns the owners of a sealed or ended job's full status that
+// have neither uploaded nor declined, in the spec's order. An open job's
+// status lists no answers (only counts at the proxy's progress ticks: who
+// uploaded when would tell how many rows each has): nil for it.
 func Awaited(st *fedpcav1.JobStatus) []string {
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		return nil
+	}
 	answered := map[string]bool{}
 	for _, o := range st.GetUploadedOwners() {
 		answered[o] = true

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/profile"
@@ -29,6 +30,13 @@ type ProfileRequest struct {
 	// the profile is the norms round alone (no bounds needed), spending the
 	// whole Share, and chooses only C.
 	KeepScales bool
+	// MainAnalysis and MainSplit describe the main job the profile leaves
+	// budget for (default PCA and its default split): its epsilon is the
+	// largest whose cost, with the rounds', stays within the total
+	// (profile.MainEpsilon: the discrete corrections are counted as the
+	// owners' ledgers count them).
+	MainAnalysis string
+	MainSplit    dp.Split
 	// The jobs' noise plan, owners and deadline, as in Request.
 	Plan         string
 	Tolerate     int
@@ -66,6 +74,9 @@ func (r *ProfileRequest) defaults() {
 		r.MomentsShare = 0
 	} else if r.MomentsShare == 0 {
 		r.MomentsShare = profile.DefaultMomentsShare
+	}
+	if r.MainAnalysis == "" {
+		r.MainAnalysis = job.PCA
 	}
 }
 
@@ -145,5 +156,37 @@ func (c *Client) Profile(ctx context.Context, r ProfileRequest, progress func(*f
 	if out.Schema, err = withScales(clip); err != nil {
 		return nil, err
 	}
+	// The main job's epsilon: what the rounds left, as the owners' ledgers
+	// count it.
+	var costs []dp.Cost
+	for _, res := range []*job.Result{out.Moments, out.Norms} {
+		if res != nil {
+			if res.Privacy.Cost == nil {
+				return nil, fmt.Errorf("profile: job %s reports no cost", short(res.JobID))
+			}
+			costs = append(costs, *res.Privacy.Cost)
+		}
+	}
+	spent := dp.Compose(costs...)
+	main, err := c.Spec(ctx, Request{Schema: out.Schema, Analysis: r.MainAnalysis, Split: r.MainSplit, Epsilon: b.Main, Delta: r.Delta, Plan: r.Plan, Tolerate: r.Tolerate,
+		Owners: r.Owners, MinOwners: r.MinOwners, Deadline: r.Deadline, MaxOwnerRows: r.MaxOwnerRows})
+	if err != nil {
+		return nil, fmt.Errorf("profile, the main job: %w", err)
+	}
+	out.Budget.Main, err = profile.MainEpsilon(r.Epsilon, r.Delta, spent, func(eps float64) (dp.Cost, error) {
+		main.Epsilon = eps
+		cal, err := main.Calibration(out.Schema)
+		return cal.Cost, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	main.Epsilon = out.Budget.Main
+	cal, err := main.Calibration(out.Schema)
+	if err != nil {
+		return nil, err
+	}
+	out.Budget.Spent = &spent
+	_, out.Budget.Total = profile.Total(r.Delta, spent, cal.Cost)
 	return out, nil
 }

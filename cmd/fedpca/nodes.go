@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 
@@ -33,7 +35,7 @@ func nodeFlags(defaultListen string) []cli.Flag {
 		strFlag("listen", defaultListen, "address to serve gRPC on"),
 		boolFlag("insecure", "run WITHOUT TLS and trust claimed identities: local tests only, never in production"),
 		strFlag("id", "", "this node's ID (only with --insecure; otherwise the certificate's)"),
-		strFlag("metrics-listen", "", "address to serve Prometheus metrics on (HTTP /metrics; empty: off; bind to localhost or a private network)"),
+		strFlag("metrics-listen", "", "address to serve Prometheus /metrics and /debug/pprof on (empty: off): plain HTTP on a loopback address, otherwise HTTPS for operator certificates from the deployment's CA (fedpca certs operator/NAME)"),
 	}, logFlags()...)
 }
 
@@ -90,10 +92,12 @@ func certsCommand() *cli.Command {
 		Usage:     "create a deployment CA and a certificate for every node",
 		ArgsUsage: "ROLE/ID ...",
 		Description: `Creates (or reuses) the CA in OUT/ca and, for each ROLE/ID given (roles: proxy, csp,
-owner, user), a directory OUT/ROLE-ID holding ca.pem, cert.pem and key.pem (0600),
-whose certificate names the node as spiffe://fedpca/ROLE/ID.
+owner, user, operator), a directory OUT/ROLE-ID holding ca.pem, cert.pem and key.pem
+(0600), whose certificate names the node as spiffe://fedpca/ROLE/ID. An operator
+certificate reads the daemons' operator pages (status page, /metrics, /debug/pprof)
+served on a non-loopback address, and calls no RPC.
 
-  fedpca certs --out certs proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 owner/hospital-a user/alice
+  fedpca certs --out certs proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 owner/hospital-a user/alice operator/ops
 
 To rotate node certificates, run it again with the same --out: the existing CA is
 reused and the named nodes get new certificates. To rotate the CA, create the new
@@ -228,7 +232,8 @@ func proxyCommand() *cli.Command {
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 40 KiB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
 				intFlag("max-watchers", 0, "owners' job watches served at once (0: 4,096, or as many as GOMEMLIMIT leaves room for at about 56 KiB each; at most half of --max-connections); owners beyond it poll"),
-				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for clients with a certificate from the deployment's CA"),
+				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for operator certificates from the deployment's CA (fedpca certs operator/NAME)"),
+				&cli.DurationFlag{Name: "progress-interval", Value: proxy.DefaultProgressInterval, Usage: "users and owners learn a running job's progress only at its creation plus multiples of this, and a job whose owners all answered is sealed at the next such instant: shares that compute faster (row counts) show to no one but the proxy", Sources: env("progress-interval")},
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
@@ -266,7 +271,7 @@ func proxyCommand() *cli.Command {
 				}
 				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml, StatusListener: sl,
 					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), UploadMemory: int64(cmd.Int("upload-memory")) << 20, MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"), MaxWatchers: cmd.Int("max-watchers"),
-					SwitchTimeout: cmd.Duration("switch-timeout"), Logger: log})
+					SwitchTimeout: cmd.Duration("switch-timeout"), ProgressInterval: cmd.Duration("progress-interval"), Logger: log})
 				if err != nil {
 					return err
 				}
@@ -300,7 +305,10 @@ func ownerCommand() *cli.Command {
 "owner check"). At start the owner reads every source through its schema, logs
 the local report and refuses to start on a source that does not fit. It then polls
 the proxy for jobs that name it, checks them against its policy and privacy budget,
-and uploads its encrypted statistics once. Its ledger (in --state) decides the budget.
+and uploads its encrypted statistics once. Its ledgers (in --state, one per source of
+rows: datasets reading the same file or query share one) decide the budget, counting
+each job's cost as the job's result does (discrete corrections included); an owner
+whose ledger has spent more than --budget-epsilon refuses to start and says how much.
 It accepts only a committee key that every member of the committee it pins
 (--committee, the IDs of the deployment's CSPs) attested, of at least
 --committee-min-members members and a threshold of --committee-min-threshold.
@@ -310,8 +318,10 @@ It accepts only a committee key that every member of the committee it pins
 			Flags: append(append(nodeFlags(""),
 				reqStr("proxy", "proxy address HOST:PORT"),
 				strsFlag("dataset", datasetUsage+" (repeat for several datasets)"),
-				floatFlag("budget-epsilon", 10, "total privacy budget per dataset: epsilon"),
-				floatFlag("budget-delta", 1e-6, "total privacy budget per dataset: delta"),
+				floatFlag("budget-epsilon", 10, "total privacy budget per source of rows (a file, a database query: datasets reading the same rows share it): epsilon"),
+				floatFlag("budget-delta", 1e-6, "total privacy budget per source of rows: delta"),
+				strsFlag("ledger", "DATASET=NAME: keep the dataset's budget in the ledger NAME, shared by every dataset given that name (sources that overlap otherwise: two queries over one table, a file and its copy)"),
+				&cli.DurationFlag{Name: "upload-hold", Value: time.Second, Usage: "send a share no earlier than this after taking the job up: the time a share takes, which grows with the rows, is then hidden from the proxy too while it is shorter (about 0.3 s at 100,000 rows of 30 features; see docs/BENCHMARKS.md, upload timing); 0: send at once", Sources: env("upload-hold")},
 				floatFlag("max-epsilon", 0, "largest epsilon of one job (0: only the budget limits)"),
 				floatFlag("max-delta", owner.DefaultMaxDelta, "largest delta of one job"),
 				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
@@ -329,13 +339,25 @@ It accepts only a committee key that every member of the committee it pins
 				if err != nil {
 					return err
 				}
+				ledgers := map[string]string{}
+				for _, s := range cmd.StringSlice("ledger") {
+					ds, name, ok := strings.Cut(s, "=")
+					if !ok || ds == "" || name == "" {
+						return fmt.Errorf("--ledger %q: want DATASET=NAME", s)
+					}
+					ledgers[ds] = name
+				}
 				var sets []*owner.Dataset
 				for _, s := range cmd.StringSlice("dataset") {
 					sch, src, err := parseDataset(s)
 					if err != nil {
 						return err
 					}
-					sets = append(sets, &owner.Dataset{Schema: sch, Source: src, Epsilon: cmd.Float64("budget-epsilon"), Delta: cmd.Float64("budget-delta")})
+					sets = append(sets, &owner.Dataset{Schema: sch, Source: src, Epsilon: cmd.Float64("budget-epsilon"), Delta: cmd.Float64("budget-delta"), Ledger: ledgers[sch.ID]})
+					delete(ledgers, sch.ID)
+				}
+				if len(ledgers) > 0 {
+					return fmt.Errorf("--ledger: no --dataset has a schema with id %s", strings.Join(slices.Sorted(maps.Keys(ledgers)), ", "))
 				}
 				if err := checkDatasets(ctx, sets, log); err != nil {
 					return err
@@ -351,7 +373,7 @@ It accepts only a committee key that every member of the committee it pins
 					return err
 				}
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
-					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), Logger: log.With("id", d.Identity().ID),
+					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), UploadHold: cmd.Duration("upload-hold"), Logger: log.With("id", d.Identity().ID),
 					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
 						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise")}})
 				if err != nil {

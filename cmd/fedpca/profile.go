@@ -45,6 +45,7 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			floatFlag("quantile", 0, "C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
 			boolFlag("keep-scales", "the schema's centers and scales are public (a registry, a public reference sample): no bounds needed, the norms round alone takes --share and chooses only C"),
 			noisePlanFlag(),
+			strFlag("main-analysis", job.PCA, "the main job's analysis (pca, dca, lda, scatter): the epsilon left is computed for it, its discrete correction counted"),
 			intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
 			&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long each round accepts uploads", Sources: env("deadline")},
 			&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap (0: the largest the plaintext range allows)", Sources: env("max-owner-rows")},
@@ -68,7 +69,7 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			defer c.Close()
 			res, err := c.Profile(ctx, user.ProfileRequest{Declared: declared, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 				Share: cmd.Float64("share"), MomentsShare: cmd.Float64("moments-share"), Quantile: cmd.Float64("quantile"),
-				KeepScales: cmd.Bool("keep-scales"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
+				KeepScales: cmd.Bool("keep-scales"), MainAnalysis: cmd.String("main-analysis"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
 				Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}, nil)
 			if err != nil {
 				return err
@@ -84,7 +85,8 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 				return err
 			}
 			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile)
-			fmt.Printf("the main job may spend epsilon %.6g at delta %g (the profile spent share %g of mu^2)\n", res.Budget.Main, res.Budget.Delta, res.Share)
+			fmt.Printf("the main job (%s) may spend epsilon %.6g at delta %g: with the profile's rounds (share %g of mu^2, epsilon %.6g alone), epsilon %.7g in all, discrete corrections included\n",
+				cmd.String("main-analysis"), res.Budget.Main, res.Budget.Delta, res.Share, res.Budget.Spent.Epsilon(res.Budget.Delta), res.Budget.Total)
 			if res.Estimate == nil {
 				return nil
 			}

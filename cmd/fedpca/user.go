@@ -295,7 +295,13 @@ func printStatus(st *fedpcav1.JobStatus) {
 	fmt.Printf("user      %s\n", st.GetUser())
 	fmt.Printf("created   %s\n", time.Unix(st.GetCreatedUnix(), 0).UTC().Format(time.RFC3339))
 	fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
-	fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwners()), st.GetMinOwners())
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		// Who uploaded, and when, is the proxy's alone while the job runs.
+		fmt.Printf("uploads   %d of %d expected (%d needed), %d declined, as of %s (the proxy tells progress at fixed instants; who took part is listed once the job is sealed)\n",
+			st.GetOwnersUploaded(), st.GetOwnersExpected(), st.GetMinOwners(), st.GetOwnersDeclined(), time.Unix(st.GetUpdatedUnix(), 0).UTC().Format(time.TimeOnly))
+	} else {
+		fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwners()), st.GetMinOwners())
+	}
 	if u := st.GetUploadedOwners(); len(u) > 0 {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
 	}
@@ -303,10 +309,8 @@ func printStatus(st *fedpcav1.JobStatus) {
 		code := job.Decline(d.GetReason())
 		fmt.Printf("declined  %s (%s): %s\n", d.GetOwner(), code, code.Text())
 	}
-	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
-		if a := user.Awaited(st); len(a) > 0 {
-			fmt.Printf("awaiting  %s\n", strings.Join(a, ", "))
-		}
+	if a := user.Awaited(st); len(a) > 0 {
+		fmt.Printf("missing   %s\n", strings.Join(a, ", "))
 	}
 	if m := st.GetCspMembers(); len(m) > 0 {
 		fmt.Printf("committee %s\n", strings.Join(m, ", "))
@@ -511,7 +515,7 @@ func interrupted(cmd *cli.Command, id string) error {
 	fmt.Fprintf(os.Stderr, `
 interrupted: job %s goes on without this command (the owners' budget stays reserved for it).
   re-attach and get the result:  fedpca user fetch%s --keys %s --out %s %s
-  see who is awaited:            fedpca user status%s %s
+  see its progress:              fedpca user status%s %s
   cancel it (budget returned):   fedpca user cancel%s %s
 `, prefix, conn, cmd.String("keys"), cmd.String("out"), prefix, conn, prefix, conn, prefix)
 	return errInterrupted
@@ -665,6 +669,9 @@ func printSummary(res *job.Result) {
 		return
 	}
 	fmt.Printf("privacy: (epsilon %.4g, delta %.3g)-DP, rho %.4g zCDP, plan %s tolerating %d\n", float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate)
+	if pr.Neighbours != "" {
+		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
+	}
 	for _, row := range pr.Collusion {
 		fmt.Printf("  user colluding with %-16s epsilon %.4g\n", row.With+":", float64(row.Epsilon))
 	}

@@ -24,21 +24,35 @@
 //
 // # Calibration and accounting (floating point)
 //
-// The release is one Gaussian mechanism: blocks R, v and n with sensitivities
-// Delta_b and variances S_b make it mu-Gaussian DP with mu^2 = sum_b
-// Delta_b^2 / S_b. Calibrate finds the largest mu that the exact (epsilon,
+// Neighbours are one row added to, or removed from, an owner's source; since
+// an owner keeps only its first max_owner_rows rows, an added row may push
+// out a kept one, so the release's sensitivity is the larger of adding one
+// row and replacing one kept row by another (Neighbours; Geometry.Mu2 gives
+// it in closed form for each layout: full, with its class-dependent v_k and
+// n_k; the profile's moments; its histogram). The release is one Gaussian
+// mechanism: blocks R, v and n with variances S_b make it mu-Gaussian DP with
+// mu^2 = Geometry.Mu2(S). Calibrate gives each block the share Split_b of
+// the add-one mu^2, scales the variances by the Factor the replacements
+// cost at that split, and finds the largest mu that the exact (epsilon,
 // delta) profile of the Gaussian mechanism allows (GaussMu, Balle and Wang
-// 2018), with room left for the discrete correction, and gives each block the
-// share Split_b of mu^2. Results report epsilon at delta from the exact
-// profile (GaussEpsilon) plus the correction: the protocol's noise is a sum of
-// discrete Gaussians per coordinate, and Correction bounds its distance to a
-// rounded continuous Gaussian, pointwise on a region plus the tails (see
-// there); at the protocol's scales it adds about 1e-10 to epsilon, computed
-// and reported with each result. Ledgers keep rho = mu^2/2 (zCDP and Gaussian
-// DP both compose by adding it); BudgetRho turns an owner's (epsilon, delta)
-// budget into rho by the same exact profile. TestGaussMuPublished and
-// TestGaussEpsilonPublished check GaussMu and GaussEpsilon against Google's
-// dp_accounting (testdata/analytic_gaussian.json, with its source).
+// 2018) once the discrete correction is set aside.
+//
+// Cost is the one privacy account: rho = mu^2/2 of the continuous
+// mechanism a release is compared with, the discrete correction eta (the
+// protocol's noise is a sum of discrete Gaussians per coordinate, and
+// Correction bounds its distance to a rounded continuous Gaussian,
+// pointwise on a region) and the tails outside the region. Costs compose by
+// adding; Cost.Epsilon gives the epsilon at delta of any composition. A
+// calibration's Cost covers the worst set of shares its plan can produce
+// (ShareBound, Plan.ShareBound) and is within its (epsilon, delta) as
+// Cost.Within computes it; every result, every owner's ledger and budget
+// check and the profile's total use Cost. At the protocol's usual scales
+// (16 fractional bits) eta is about 1e-10; at 4 bits it reaches 1e-3 to
+// 1e-2 per job. BudgetRho is the rho an (epsilon, delta) budget holds for
+// releases without correction, for display. TestGaussMuPublished and
+// TestGaussEpsilonPublished check GaussMu and GaussEpsilon against
+// Google's dp_accounting (testdata/analytic_gaussian.json, with its
+// source).
 //
 // DeltaFor, EpsilonFor and RhoFor convert between rho-zCDP and
 // (epsilon, delta)-DP with the bound of Canonne, Kamath and Steinke
@@ -55,13 +69,15 @@
 // A sum of independent discrete Gaussians is close to, but not exactly, a
 // discrete Gaussian. DDG accounts for it with the bound of Kairouz, Liu and
 // Steinke (ICML 2021, arXiv:2102.06387), generalised to shares of different
-// variances, and reports the size of the correction. GaussRho is the plain
-// Gaussian-mechanism rho.
+// variances, and reports the size of the correction (the accounting takes
+// its term into the Correction). GaussRho is the plain Gaussian-mechanism
+// rho.
 //
 // # Concurrency
 //
 // Sampler is not safe for concurrent use; make one per goroutine.
-// ParallelFill, the conversions, the Gaussian profile, the corrections, DDG
-// and GaussRho are pure functions and safe for concurrent use. The package has no mutable global
+// ParallelFill, the conversions, the Gaussian profile, the corrections,
+// Geometry, Cost, DDG and GaussRho are pure functions and values, safe for
+// concurrent use. The package has no mutable global
 // state.
 package dp

@@ -1,7 +1,6 @@
 package dp
 
 import (
-	"fmt"
 	"math"
 	"slices"
 )
@@ -22,7 +21,8 @@ import (
 // calibration used before: at epsilon 1, delta 1e-6 the whole release gets
 // noise 1/mu = 4.2247 in units of its sensitivity instead of 4.5313.
 // Gaussian DP composes exactly (mu^2 adds), so the ledgers keep
-// rho = mu^2 / 2 and compose by addition.
+// rho = mu^2 / 2 (with the discrete corrections: Cost) and compose by
+// addition.
 //
 // Numerics: Phi is evaluated in log space (logPhi), accurate far into the
 // tails, and the difference as exp(log Phi(a)) (1 - exp(epsilon +
@@ -34,7 +34,7 @@ import (
 //
 // The protocol's noise is not a continuous Gaussian: each coordinate gets a
 // sum of independent discrete Gaussians. Correction bounds the difference
-// (see there), and Profile applies it.
+// (see there), and Cost.Epsilon applies it.
 
 // safetyFactor inflates computed deltas before comparing them with a target.
 const safetyFactor = 1 + 1e-9
@@ -113,11 +113,21 @@ func GaussMu(eps, delta float64) float64 {
 
 // BlockNoise is the noise of one block of a release: the variances of the
 // independent discrete Gaussian shares each of its Dim coordinates gets (in
-// the query's integer units), and its L2 sensitivity in the same units.
+// the query's integer units).
 type BlockNoise struct {
-	Shares      []float64
-	Sensitivity float64
-	Dim         int
+	Shares []float64
+	Dim    int
+}
+
+// totals returns the total variance of each block's coordinates.
+func totals(blocks []BlockNoise) [3]float64 {
+	var s [3]float64
+	for b, bn := range blocks[:min(len(blocks), 3)] {
+		for _, v := range bn.Shares {
+			s[b] += v
+		}
+	}
+	return s
 }
 
 // Correction bounds the gap between the protocol's mechanism M (each
@@ -236,79 +246,12 @@ func DiscreteCorrection(blocks []BlockNoise, delta float64) Correction {
 	return c
 }
 
-// Mu returns the effective Gaussian-DP parameter of a release with the given
-// blocks: sqrt(sum_b Sensitivity_b^2 / S_b), with Sensitivity_b the L2
-// sensitivity of the whole block and S_b the total variance each of its
-// coordinates gets (+Inf if a block with a nonzero sensitivity has no noise).
-func Mu(blocks []BlockNoise) float64 {
-	m2 := 0.0
-	for _, b := range blocks {
-		if b.Sensitivity == 0 || b.Dim == 0 {
-			continue
-		}
-		s := 0.0
-		for _, v := range b.Shares {
-			s += v
-		}
-		if s <= 0 {
-			return math.Inf(1)
-		}
-		m2 += b.Sensitivity * b.Sensitivity / s
-	}
-	return math.Sqrt(m2)
-}
-
-// Profile returns the epsilon at which the release with the given blocks is
-// (epsilon, delta)-DP, from the exact Gaussian profile of its effective mu
-// and the discrete correction: epsilon = GaussEpsilon(mu, delta') + 2 Eta
-// with delta' = (delta - 2 e^(eps+Eta) t) e^-Eta (see Correction). It never
-// understates epsilon; +Inf when no bound applies.
-func Profile(blocks []BlockNoise, delta float64) (eps float64, mu float64, c Correction) {
-	mu = Mu(blocks)
-	c = DiscreteCorrection(blocks, delta)
-	if math.IsInf(mu, 1) || math.IsInf(c.Eta, 1) || math.IsNaN(mu) {
-		return math.Inf(1), mu, c
-	}
-	eps0 := GaussEpsilon(mu, delta)
-	t := math.Exp(c.LogTail)
-	dc := (delta - (math.Exp(eps0+1+c.Eta)+1)*t) * math.Exp(-c.Eta)
-	if !(dc > 0) {
-		return math.Inf(1), mu, c
-	}
-	e := GaussEpsilon(mu, dc)
-	if e > eps0+1 {
-		// The tail term assumed epsilon <= eps0 + 1 (it holds whenever the
-		// tails are small against delta, as they are by construction).
-		return math.Inf(1), mu, c
-	}
-	return e + 2*c.Eta, mu, c
-}
-
-// BudgetRho returns the zCDP budget (rho = mu^2/2) of a total (epsilon,
-// delta) guarantee for a ledger of Gaussian releases. Gaussian DP composes
-// exactly, mu^2 adding up, so releases whose rho sum to at most this are
-// together (epsilon, delta)-DP by the exact profile, before the discrete
-// corrections; those add 2 Eta per release to epsilon (of order 1e-10 at the
-// protocol's scales, reported with each result), and the budget keeps a
-// relative 1e-6 of epsilon and delta aside for them. It fails for epsilon
-// not positive and finite, or delta outside (0, 1).
-func BudgetRho(epsilon, delta float64) (float64, error) {
-	switch {
-	case math.IsNaN(epsilon) || epsilon <= 0 || math.IsInf(epsilon, 1):
-		return 0, fmt.Errorf("dp: budget: epsilon = %v must be positive and finite", epsilon)
-	case math.IsNaN(delta) || delta <= 0 || delta >= 1:
-		return 0, fmt.Errorf("dp: budget: delta = %v must be in (0, 1)", delta)
-	}
-	mu := GaussMu(epsilon*(1-1e-6), delta*(1-1e-6))
-	return mu * mu / 2, nil
-}
-
-// BudgetEpsilon returns the epsilon at delta of a ledger total rho (the
-// inverse of BudgetRho, without its margin): what an operator reads next to
-// rho.
-func BudgetEpsilon(rho, delta float64) float64 {
-	if math.IsNaN(rho) || rho < 0 {
-		return math.NaN()
-	}
-	return GaussEpsilon(math.Sqrt(2*rho), delta)
+// ReleaseCost returns the cost of a release of the given shape whose blocks
+// (R, v, n, in that order) get the given noise, with its correction (see
+// Correction) for the target delta: Rho = Geometry.Mu2 / 2 of the blocks'
+// total variances, Eta and Tail from DiscreteCorrection.
+func ReleaseCost(g Geometry, blocks []BlockNoise, delta float64) (Cost, Correction) {
+	c := DiscreteCorrection(blocks, delta)
+	mu2 := g.Mu2(totals(blocks))
+	return Cost{Rho: Float(mu2 / 2), Eta: Float(c.Eta), Tail: Float(math.Exp(c.LogTail))}, c
 }

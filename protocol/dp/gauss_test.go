@@ -108,29 +108,32 @@ func TestLogPhi(t *testing.T) {
 // tiny but positive and finite; it shrinks as the variance grows, grows with
 // the number of coordinates, and is infinite for a block without noise.
 func TestDiscreteCorrection(t *testing.T) {
-	small := DiscreteCorrection([]BlockNoise{{Shares: []float64{1e6}, Sensitivity: 1, Dim: 100}}, 1e-6)
-	large := DiscreteCorrection([]BlockNoise{{Shares: []float64{1e12}, Sensitivity: 1, Dim: 100}}, 1e-6)
-	wide := DiscreteCorrection([]BlockNoise{{Shares: []float64{1e6}, Sensitivity: 1, Dim: 10000}}, 1e-6)
+	small := DiscreteCorrection([]BlockNoise{{Shares: []float64{1e6}, Dim: 100}}, 1e-6)
+	large := DiscreteCorrection([]BlockNoise{{Shares: []float64{1e12}, Dim: 100}}, 1e-6)
+	wide := DiscreteCorrection([]BlockNoise{{Shares: []float64{1e6}, Dim: 10000}}, 1e-6)
 	if !(small.Eta > 0 && small.Eta < 1e-3) || !(large.Eta < small.Eta) || !(wide.Eta > small.Eta) {
 		t.Errorf("eta: small %g, large %g, wide %g", small.Eta, large.Eta, wide.Eta)
 	}
 	if small.LogTail > math.Log(1e-6)-tailMargin+1e-9 {
 		t.Errorf("tail e^%g above delta e^-40", small.LogTail)
 	}
-	split := DiscreteCorrection([]BlockNoise{{Shares: []float64{5e5, 5e5}, Sensitivity: 1, Dim: 100}}, 1e-6)
+	split := DiscreteCorrection([]BlockNoise{{Shares: []float64{5e5, 5e5}, Dim: 100}}, 1e-6)
 	if !(split.Log10Tau > math.Inf(-1)) || split.Eta < small.Eta {
 		t.Errorf("two shares: tau 10^%g, eta %g (one share %g)", split.Log10Tau, split.Eta, small.Eta)
 	}
-	if c := DiscreteCorrection([]BlockNoise{{Shares: []float64{0}, Sensitivity: 1, Dim: 3}}, 1e-6); !math.IsInf(c.Eta, 1) {
+	if c := DiscreteCorrection([]BlockNoise{{Shares: []float64{0}, Dim: 3}}, 1e-6); !math.IsInf(c.Eta, 1) {
 		t.Errorf("no noise: eta %g", c.Eta)
 	}
 }
 
 // TestProfileMeetsTarget: noise calibrated by Calibrate for (epsilon, delta)
-// reports at most epsilon at delta, correction included, and at least the
-// exact continuous value (the correction never lowers it); the R block's
-// sigma at epsilon 1, delta 1e-6, split 0.95 is within 1% of the exact
-// Gaussian calibration (dp_accounting: 4.2246789 / sqrt(0.95) = 4.3344).
+// costs at most epsilon at delta, correction included, and at least the
+// exact continuous value (the correction never lowers it), and not much
+// less (no more noise than needed); the R block's sigma at epsilon 1, delta
+// 1e-6, split 0.95/0.04/0.01 is the exact Gaussian calibration
+// (dp_accounting: 1/mu = 4.2246789) times the row cap's factor: with one
+// class the worst neighbours replace a row within its class, mu^2 = 2 f_R
+// + 2 f_v + f_v^2 / (2 f_R) times the add-one mu^2 (Geometry.Mu2).
 func TestProfileMeetsTarget(t *testing.T) {
 	const g = 16
 	for _, eps := range []float64{0.1, 0.5, 1, 2, 5} {
@@ -140,22 +143,23 @@ func TestProfileMeetsTarget(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				blocks := c.central(c.Variance)
-				got, mu, corr := Profile(blocks, delta)
-				if got > eps || got < GaussEpsilon(mu, delta) {
-					t.Errorf("eps %g delta %g dims %v: reports %.12g (continuous %.12g, correction %.3g)", eps, delta, l.Dims(), got, GaussEpsilon(mu, delta), 2*corr.Eta)
+				got := c.Cost.Epsilon(delta)
+				if got > eps || got < GaussEpsilon(c.Mu, delta) {
+					t.Errorf("eps %g delta %g dims %v: costs %.12g (continuous %.12g, correction %.3g)", eps, delta, l.Dims(), got, GaussEpsilon(c.Mu, delta), 2*c.Cost.Eta)
 				}
-				if eps-got > 1e-6*eps+2*corr.Eta+1e-9 {
-					t.Errorf("eps %g delta %g dims %v: reports %.12g, more noise than needed", eps, delta, l.Dims(), got)
+				if eps-got > 1e-6*eps+2*float64(c.Cost.Eta)+1e-9 {
+					t.Errorf("eps %g delta %g dims %v: costs %.12g, more noise than needed", eps, delta, l.Dims(), got)
 				}
 			}
 		}
 	}
-	c, err := Calibrate(1, 1e-6, Split{R: 0.95, V: 0.04, N: 0.01}, stats.Layout{D: 50, K: 1}, 1<<g, g)
+	sp := Split{R: 0.95, V: 0.04, N: 0.01}
+	c, err := Calibrate(1, 1e-6, sp, stats.Layout{D: 50, K: 1}, 1<<g, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if s := c.SigmaData(0); math.Abs(s/4.334429084960479-1) > 0.01 {
-		t.Errorf("sigma_R %g, exact calibration 4.3344", s)
+	factor := 2*sp.R + 2*sp.V + sp.V*sp.V/(2*sp.R)
+	if s, want := c.SigmaData(0), 4.2246789*math.Sqrt(factor/sp.R); math.Abs(s/want-1) > 0.01 {
+		t.Errorf("sigma_R %g, exact calibration with the cap's factor %g: %g", s, factor, want)
 	}
 }

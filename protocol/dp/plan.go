@@ -52,56 +52,79 @@ type Split struct {
 	N float64 `json:"n"`
 }
 
-// DefaultSplit puts most of the budget on R, where PCA's utility lives; v and
-// n are sums over many rows and tolerate more noise, all the more since PCA
-// centres S_T on a James-Stein-shrunk mean (analysis.Scatters.ShrinkCentring),
-// which keeps the noise on v from entering S_T in full.
+// DefaultSplit is PCA's: most of the budget on R, where PCA's utility
+// lives; v and n are sums over many rows and tolerate more noise, all the
+// more since PCA centres S_T on a James-Stein-shrunk mean
+// (analysis.Scatters.ShrinkCentring), which keeps the noise on v from
+// entering S_T in full.
 //
-// Measured (go run ./bench -suite split-sweep, 2026-11-24):
-// PCA captured variance q/q0 (k = 5, true centred scatter) averaged over the
-// ten shared datasets with a reference, epsilon 0.5/1/2 at delta 1e-6, 30
-// seeds each, central noise, exact Gaussian calibration, shrunk centring:
+// The split gives each block its share of the add-one mu^2; under
+// Neighbours the release's mu^2 is Factor times that (Geometry.Mu2). With
+// one class a replaced row changes no count, so the count's share is free
+// until adding a row costs as much as replacing one: 0.65/0.02/0.33 has
+// the R noise of 0.98/0.015/0.005 under the cap (sigma_R 6.07 against 6.02
+// at epsilon 1, delta 1e-6, C = 1), v's where the old default had it before
+// the cap was accounted for (34.6), and the count's ten times lower (8.5
+// against 84).
 //
-//	split (R/v/n)      eps 0.5  eps 1   eps 2   mean
-//	0.80/0.16/0.04     0.8053   0.8838  0.9411  0.8767
-//	0.90/0.08/0.02     0.8146   0.8909  0.9456  0.8837
-//	0.95/0.04/0.01     0.8172   0.8935  0.9453  0.8853   (the default until then)
-//	0.97/0.015/0.015   0.8172   0.8965  0.9482  0.8873
-//	0.98/0.016/0.004   0.8203   0.8936  0.9468  0.8869
-//	0.98/0.019/0.001   0.8242   0.8926  0.9472  0.8880
-//	0.99/0.008/0.002   0.8208   0.8949  0.9464  0.8873
-//	0.99/0.005/0.000   0.8181   0.8903  0.9449  0.8845
+// Measured (go run ./bench -suite split-sweep -split ..., 2026-11-27):
+// PCA captured variance q/q0 (k = 5, true centred scatter) averaged over
+// the ten shared datasets with a reference, epsilon 0.5/1/2 at delta 1e-6,
+// 30 seeds each, central noise, shrunk centring, calibrated under
+// Neighbours:
 //
-// Utility is flat for R between 0.95 and 0.99 (differences within the seed
-// noise, about 0.002); glass (214 rows) falls at 0.99, where the class sums
-// get too little. The default takes R = 0.98, which brings the R block's
-// noise within 1% of Analyze Gauss with the same (epsilon, delta) (sigma_R =
-// 4.2675 against 4.2247 at epsilon 1, delta 1e-6), and keeps the sums and the
-// count usable as a release: sigma_v = 34.5 and sigma_n = 59.7 there (a
-// count's noise over all the rows, not per owner).
-var DefaultSplit = Split{R: 0.98, V: 0.015, N: 0.005}
+//	split (R/v/n)      factor  eps 0.5  eps 1   eps 2   mean
+//	0.98/0.015/0.005   1.990   0.7723   0.8577  0.9222  0.8507   (the default until then)
+//	0.66/0.01/0.33     1.340   0.7739   0.8572  0.9229  0.8514
+//	0.65/0.02/0.33     1.340   0.7739   0.8585  0.9236  0.8520   (DefaultSplit)
+//	0.64/0.03/0.33     1.341   0.7773   0.8559  0.9222  0.8518
+//	0.70/0.02/0.28     1.440   0.7751   0.8592  0.9218  0.8520
+//	0.60/0.02/0.38     1.240   0.7745   0.8556  0.9234  0.8512
+//	0.55/0.02/0.43     1.140   0.7774   0.8554  0.9213  0.8514
+//	0.495/0.01/0.495   1.010   0.7756   0.8564  0.9239  0.8520
+//	0.98/0.015/0.005, add-one only (no valid guarantee):  0.8174 0.8959 0.9475  0.8869
+//
+// Utility is flat across these (within the seeds' noise, about 0.002):
+// R's noise is about the same in all, since under the cap R can have at
+// most half the add-one mu^2 (replacing a row by an orthogonal one changes R
+// by sqrt(2) B^2). The last row is what the default split gave when the cap's
+// replacements were not accounted for: the cap costs 0.036 of q/q0 on
+// average. An earlier sweep, for adding one row alone (2026-11-24), chose
+// 0.98/0.015/0.005 among R from 0.8 to 0.995, flat between 0.95 and 0.99.
+var DefaultSplit = Split{R: 0.65, V: 0.02, N: 0.33}
 
 // DiscriminantSplit is the default for DCA and LDA, which need the class
 // sums and counts (v_k, n_k) far more than PCA does.
 //
-// Measured (go run ./bench -suite dca-sweep): change of the 5-fold
-// cross-validated nearest-centroid accuracy on the DCA projections against
-// non-private DCA, averaged over the ten shared datasets, epsilon 0.5/1/2 at
-// delta = 1/N, 8 seeds, central noise, regulariser with the full noise
-// margin:
+// Under Neighbours a row replaced by one of another class changes R, v and
+// n by sqrt(2) times their add-one sensitivities (a factor 2 on mu^2), and
+// one replaced within its class changes v by up to 2 B: the factor is
+// above 2 unless n >= v^2 / (4 R). 0.25/0.5/0.25 (factor 2) has the R and v
+// noise of the earlier default 0.3/0.6/0.1 under the cap (factor 2.4) and
+// the counts' three times lower variance.
 //
-//	split (R/v/n)      eps 0.5   eps 1    eps 2    mean
-//	0.95/0.04/0.01     -0.139    -0.110   -0.058   -0.102   (DefaultSplit)
-//	0.80/0.16/0.04     -0.072    -0.051   -0.029   -0.051
-//	0.50/0.40/0.10     -0.048    -0.036   -0.025   -0.036
-//	0.40/0.54/0.06     -0.048    -0.031   -0.023   -0.034
-//	0.30/0.56/0.14     -0.047    -0.034   -0.024   -0.035
-//	0.20/0.72/0.08     -0.043    -0.032   -0.028   -0.034
-//	0.10/0.72/0.18     -0.047    -0.034   -0.029   -0.036
+// Measured (go run ./bench -suite dca-sweep -split ..., 2026-11-27):
+// change of the 5-fold cross-validated nearest-centroid accuracy on the
+// DCA projections against non-private DCA, averaged over the ten shared
+// datasets, epsilon 0.5/1/2 at delta = 1/N, 8 seeds, central noise,
+// regulariser with the full noise margin, calibrated under Neighbours:
 //
-// Flat for R between 0.1 and 0.4 with most of the rest on v; halving the
-// regulariser's noise margin costs 0.01 to 0.02, doubling it gains nothing.
-var DiscriminantSplit = Split{R: 0.3, V: 0.6, N: 0.1}
+//	split (R/v/n)   factor  eps 0.5   eps 1    eps 2    mean
+//	0.30/0.60/0.10  2.400   -0.0555   -0.0377  -0.0302  -0.0411   (the default until then)
+//	0.25/0.50/0.25  2.000   -0.0572   -0.0388  -0.0266  -0.0408   (DiscriminantSplit)
+//	0.30/0.50/0.20  2.017   -0.0524   -0.0374  -0.0302  -0.0400
+//	0.30/0.45/0.25  2.000   -0.0552   -0.0418  -0.0325  -0.0432
+//	0.20/0.45/0.35  2.000   -0.0576   -0.0383  -0.0298  -0.0419
+//	0.15/0.50/0.35  2.000   -0.0560   -0.0382  -0.0306  -0.0416
+//	0.35/0.40/0.25  2.000   -0.0586   -0.0373  -0.0305  -0.0421
+//	0.30/0.60/0.10, add-one only (no valid guarantee):  -0.0423  -0.0300  -0.0239  -0.0320
+//
+// Flat within the seeds' noise (about 0.003); the cap costs 0.009 of
+// accuracy on average. An earlier sweep for adding one row alone
+// (2026-11-24) found utility flat for R between 0.1 and 0.4 with most of
+// the rest on v, and halving the regulariser's noise margin costing 0.01 to
+// 0.02.
+var DiscriminantSplit = Split{R: 0.25, V: 0.5, N: 0.25}
 
 // DefaultSplitFor returns the default budget split of an analysis: the
 // discriminant one for "dca" and "lda", the profile rounds' for "moments"
@@ -152,46 +175,106 @@ func (s Split) of(b stats.Block) float64 {
 // function of public job parameters.
 type Calibration struct {
 	// Epsilon and Delta are the requested guarantee; Mu the Gaussian-DP
-	// parameter of the whole release calibrated for them (the exact Gaussian
-	// profile, with room left for the discrete correction), and Rho = Mu^2/2
-	// the zCDP the ledgers are charged.
+	// parameter of the whole release under Neighbours with the calibrated
+	// central noise (the exact Gaussian profile, with room left for the
+	// discrete correction), and Rho = Mu^2/2.
 	Epsilon, Delta, Mu, Rho float64
 	Split                   Split
-	// Sensitivity is the L2 sensitivity of each block in integer units:
-	// B^2 for R, B for v, 2^g for n (B = floor(2^g C)).
+	// Sensitivity is the L2 sensitivity of each block to adding one row, in
+	// integer units: B^2 for R, B for v, 2^g for n (B = floor(2^g C)).
 	Sensitivity [3]float64
 	// Dims are the numbers of coordinates of the blocks.
 	Dims [3]int
 	// Variance is the central variance of each block in integer units,
-	// ceil(Sensitivity^2 / (Split_b Mu^2)). Nil when noise is off.
+	// ceil(Sensitivity^2 Factor / (Split_b Mu^2)). Nil when noise is off.
 	Variance [3]*big.Int
 	// Bits is g, to convert to data units.
 	Bits uint
+	// Geometry is the release's shape, for its sensitivity under Neighbours
+	// (Geometry.Mu2).
+	Geometry Geometry
+	// Factor is mu^2 under Neighbours over mu^2 for adding one row, for this
+	// split and layout: how much more noise variance the row cap costs
+	// (1.99 for PCA's default split, 2.4 for DCA's; see Geometry.Mu2).
+	Factor float64
+	// Cost is what the job costs whoever's shares are in the release, as
+	// long as the honest ones reach the central variance: the cost of the
+	// central noise with the correction for the worst set of shares the
+	// plan can produce (ShareBound). Every owner's ledger is charged it;
+	// Cost.Epsilon(Delta) <= Epsilon.
+	Cost Cost
 }
 
 // NoiseOff reports whether the calibration adds no noise (tests and
 // simulations only; daemons refuse it unless explicitly allowed).
 func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 
+// ShareBound is what a noise plan can put in a release: at most Max shares,
+// each of at least MinWeight of the central variance (Plan.ShareBound).
+// Their sum is within the Kairouz-Liu-Steinke factor 1 +- tau of a discrete
+// Gaussian, tau <= 10 (Max - 1) exp(-pi^2 s) per coordinate with s the
+// smallest share's variance: added in descending order, the k-th parallel
+// sum (see DDG) is at least s k / (k+1) >= s/2.
+type ShareBound struct {
+	Max       int
+	MinWeight *big.Rat
+}
+
+// Central is the bound of a release with one share: the central noise.
+var Central = ShareBound{Max: 1, MinWeight: big.NewRat(1, 1)}
+
+// eta returns the bound's part of the correction per block: Dim_b (-log(1
+// - tau_b)) for central variances s (+Inf when tau_b >= 1).
+func (sb ShareBound) eta(s [3]float64, dims [3]int) float64 {
+	if sb.Max <= 1 {
+		return 0
+	}
+	w, _ := sb.MinWeight.Float64()
+	out := 0.0
+	for b, v := range s {
+		if dims[b] == 0 {
+			continue
+		}
+		tau := 10 * float64(sb.Max-1) * math.Exp(-math.Pi*math.Pi*v*w)
+		if !(w > 0) || tau >= 1 {
+			return math.Inf(1)
+		}
+		out += float64(dims[b]) * -math.Log1p(-tau)
+	}
+	return out
+}
+
 // Calibrate computes the central noise for (epsilon, delta) with the budget
-// split, for rows clipped to B in integer units at scale 2^bits, for the
-// blocks and sensitivities of a layout of any kind (stats.Layout.Sensitivity):
-// an empty block must get no share of the budget.
-//
-// The release is one Gaussian mechanism (see GaussDelta): the split gives
-// block b the share Split_b of mu^2, i.e. variance Sensitivity_b^2 /
-// (Split_b mu^2). mu is the largest that the exact Gaussian profile allows
-// at (epsilon, delta) once the discrete correction of the calibrated noise
-// (see Correction) is set aside: first mu0 for (epsilon, delta), then mu for
-// (epsilon - 2 Eta0, (delta - tails) e^-Eta0) with Eta0 the correction of
-// mu0's noise. More noise only lowers the correction, so the central noise
-// meets (epsilon, delta) with the correction included; a sum of shares with
-// at least this total variance does too, up to its own (KLS) term, which the
-// report computes.
+// split for a release of one share (Central); see CalibrateShares.
 func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint) (Calibration, error) {
+	return CalibrateShares(epsilon, delta, split, l, bound, bits, Central)
+}
+
+// CalibrateShares computes the central noise for (epsilon, delta) with the
+// budget split, for rows clipped to B in integer units at scale 2^bits, for
+// the blocks and sensitivities of a layout of any kind
+// (stats.Layout.Sensitivity), under Neighbours, for releases whose shares
+// are within sb. An empty block must get no share of the budget.
+//
+// The release is one Gaussian mechanism (see GaussDelta). The split gives
+// block b the share Split_b of the add-one mu^2, i.e. variance proportional
+// to Sensitivity_b^2 / Split_b, and Factor = Geometry.Mu2 of those
+// variances scales them to the mu^2 under Neighbours. mu is the largest that
+// the exact Gaussian profile allows at (epsilon, delta) once the discrete
+// correction is set aside: first mu0 for (epsilon, delta), then mu for
+// (epsilon - 2 Eta0, (delta - tails) e^-Eta0) with Eta0 the correction of
+// mu0's noise (more noise only lowers it), lowered further until the
+// calibration's Cost, computed exactly as ledgers compute it, is within
+// (epsilon, delta): an owner whose whole budget is the job's (epsilon,
+// delta) accepts it.
+func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint, sb ShareBound) (Calibration, error) {
 	if bound < 1 || bits > 30 {
 		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
 	}
+	if sb.Max < 1 || sb.MinWeight == nil || sb.MinWeight.Sign() <= 0 {
+		return Calibration{}, fmt.Errorf("calibrate: share bound %d shares of at least %v", sb.Max, sb.MinWeight)
+	}
+	geom := Geometry{Layout: l, Bound: bound, Bits: bits}
 	sens, dims := l.Sensitivity(bound, bits), l.Dims()
 	if err := split.Validate(); err != nil {
 		return Calibration{}, err
@@ -200,6 +283,9 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 		if dims[b] == 0 && split.of(b) != 0 {
 			return Calibration{}, fmt.Errorf("calibrate: block %s is empty in this layout; its budget share %v must be 0", b, split.of(b))
 		}
+		if dims[b] != 0 && split.of(b) == 0 {
+			return Calibration{}, fmt.Errorf("calibrate: the budget split gives block %s no share", b)
+		}
 	}
 	switch {
 	case math.IsNaN(epsilon) || epsilon <= 0 || math.IsInf(epsilon, 1):
@@ -207,9 +293,17 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 	case math.IsNaN(delta) || delta <= 0 || delta >= 1:
 		return Calibration{}, fmt.Errorf("calibrate: delta = %v must be in (0, 1)", delta)
 	}
-	c := Calibration{Epsilon: epsilon, Delta: delta, Split: split, Bits: bits, Dims: dims}
+	c := Calibration{Epsilon: epsilon, Delta: delta, Split: split, Bits: bits, Dims: dims, Geometry: geom}
+	c.Sensitivity = geom.Sensitivity()
+	var unit [3]float64 // variances giving block b the add-one mu^2 share Split_b
 	for _, b := range stats.Blocks {
-		c.Sensitivity[b], _ = new(big.Float).SetInt(sens[b]).Float64()
+		if dims[b] != 0 {
+			unit[b] = c.Sensitivity[b] * c.Sensitivity[b] / split.of(b)
+		}
+	}
+	c.Factor = geom.Mu2(unit)
+	if !(c.Factor > 0) || math.IsInf(c.Factor, 1) {
+		return Calibration{}, fmt.Errorf("calibrate: the split %+v gives no finite sensitivity", split)
 	}
 	variances := func(mu float64) ([3]*big.Int, error) {
 		var out [3]*big.Int
@@ -218,9 +312,9 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 				out[b] = new(big.Int)
 				continue
 			}
-			// variance = ceil(Delta^2 / (f mu^2)), exactly in rationals from
-			// the float64 value of f mu^2.
-			fr := new(big.Rat).SetFloat64(split.of(b) * mu * mu)
+			// variance = ceil(Delta^2 Factor / (f mu^2)), exactly in
+			// rationals from the float64 value of f mu^2 / Factor.
+			fr := new(big.Rat).SetFloat64(split.of(b) * mu * mu / c.Factor)
 			if fr == nil || fr.Sign() <= 0 {
 				return out, fmt.Errorf("calibrate: the budget split gives block %s no share", b)
 			}
@@ -229,22 +323,36 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 		}
 		return out, nil
 	}
+	cost := func(v [3]*big.Int) Cost {
+		blocks := c.central(v)
+		out, _ := ReleaseCost(geom, blocks, delta)
+		out.Eta += Float(sb.eta(totals(blocks), dims))
+		return out
+	}
 	mu0 := GaussMu(epsilon, delta)
 	v0, err := variances(mu0)
 	if err != nil {
 		return Calibration{}, err
 	}
-	corr := DiscreteCorrection(c.central(v0), delta)
-	t := math.Exp(corr.LogTail)
+	c0 := cost(v0)
 	// The targets keep a relative 1e-9 for the bisections' rounding.
-	mu := GaussMu(epsilon*(1-1e-9)-2*corr.Eta, delta*(1-1e-9)*math.Exp(-corr.Eta)-(math.Exp(epsilon)+1)*t)
-	if !(mu > 0) || math.IsInf(mu, 1) {
-		return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, corr.Eta)
+	mu := GaussMu(epsilon*(1-1e-9)-2*float64(c0.Eta), delta*(1-1e-9)*math.Exp(-float64(c0.Eta))-(math.Exp(epsilon)+1)*float64(c0.Tail))
+	for range 64 {
+		if !(mu > 0) || math.IsInf(mu, 1) {
+			return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, 2*c0.Eta)
+		}
+		if c.Variance, err = variances(mu); err != nil {
+			return Calibration{}, err
+		}
+		if c.Cost = cost(c.Variance); c.Cost.Within(epsilon, delta) {
+			break
+		}
+		mu *= 1 - 1e-6
 	}
-	if c.Variance, err = variances(mu); err != nil {
-		return Calibration{}, err
+	if !c.Cost.Within(epsilon, delta) {
+		return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, 2*c.Cost.Eta)
 	}
-	c.Mu, c.Rho = mu, mu*mu/2
+	c.Mu, c.Rho = c.Cost.Mu(), float64(c.Cost.Rho)
 	return c, nil
 }
 
@@ -254,12 +362,12 @@ func (c Calibration) central(variance [3]*big.Int) []BlockNoise {
 	return c.blocks(variance, []Share{{Party: "central", Weight: big.NewRat(1, 1)}})
 }
 
-// blocks describes the release's noise for the profile: each block's shares,
-// sensitivity and size.
+// blocks describes the release's noise for the correction: each block's
+// shares and size.
 func (c Calibration) blocks(variance [3]*big.Int, shares []Share) []BlockNoise {
 	out := make([]BlockNoise, 0, 3)
 	for _, b := range stats.Blocks {
-		bn := BlockNoise{Sensitivity: c.Sensitivity[b], Dim: c.Dims[b]}
+		bn := BlockNoise{Dim: c.Dims[b]}
 		for _, s := range shares {
 			v, _ := new(big.Rat).Mul(s.Weight, new(big.Rat).SetInt(variance[b])).Float64()
 			bn.Shares = append(bn.Shares, v)
@@ -271,7 +379,8 @@ func (c Calibration) blocks(variance [3]*big.Int, shares []Share) []BlockNoise {
 
 // NoNoise is the calibration of a noise-free job (tests and simulations).
 func NoNoise(bound int64, bits uint) Calibration {
-	c := Calibration{Epsilon: math.Inf(1), Mu: math.Inf(1), Rho: math.Inf(1), Bits: bits}
+	inf := Float(math.Inf(1))
+	c := Calibration{Epsilon: math.Inf(1), Mu: math.Inf(1), Rho: math.Inf(1), Bits: bits, Cost: Cost{Rho: inf, Eta: inf, Tail: inf}}
 	c.Sensitivity = [3]float64{float64(bound) * float64(bound), float64(bound), math.Ldexp(1, int(bits))}
 	return c
 }
@@ -563,13 +672,13 @@ func (c Calibration) NoiseVector(l stats.Layout, w *big.Rat, rnd io.Reader, work
 
 // Accounting is the privacy of a release given the shares that count.
 type Accounting struct {
-	// Rho is the zCDP of the release (for ledgers and composition): per
-	// block the Kairouz-Liu-Steinke bound for the sum of its shares (DDG),
-	// summed. Mu is its Gaussian-DP parameter.
-	Rho Float `json:"rho"`
-	Mu  Float `json:"mu"`
-	// Epsilon is the guarantee at the calibration's delta from the exact
-	// Gaussian profile with the discrete correction included (Profile);
+	// Cost is the release's cost (ReleaseCost of the shares' variances);
+	// Rho and Mu its parts for reports.
+	Cost Cost  `json:"cost"`
+	Rho  Float `json:"rho"`
+	Mu   Float `json:"mu"`
+	// Epsilon is Cost.Epsilon at the calibration's delta: the exact
+	// Gaussian profile with the discrete correction included;
 	// EpsilonCorrection (2 Eta) is the part of it that the correction adds.
 	Epsilon           Float `json:"epsilon"`
 	EpsilonCorrection Float `json:"epsilon_correction"`
@@ -583,6 +692,7 @@ type Accounting struct {
 func (c Calibration) Account(shares []Share) Accounting {
 	var acc Accounting
 	if c.NoiseOff() {
+		acc.Cost = c.Cost
 		acc.Rho, acc.Mu, acc.Epsilon = Float(math.Inf(1)), Float(math.Inf(1)), Float(math.Inf(1))
 		for b := range acc.Log10Tau {
 			acc.Log10Tau[b] = Float(math.Inf(-1))
@@ -590,15 +700,43 @@ func (c Calibration) Account(shares []Share) Accounting {
 		return acc
 	}
 	blocks := c.blocks(c.Variance, shares)
-	rho := 0.0
 	for _, b := range stats.Blocks {
-		r, lt := DDG(blocks[b].Shares, c.Sensitivity[b], c.Dims[b])
-		rho += r
+		_, lt := DDG(blocks[b].Shares, c.Sensitivity[b], c.Dims[b])
 		acc.Log10Tau[b] = Float(lt)
 	}
-	eps, mu, corr := Profile(blocks, c.Delta)
-	acc.Rho, acc.Mu, acc.Epsilon, acc.EpsilonCorrection = Float(rho), Float(mu), Float(eps), Float(2*corr.Eta)
+	cost, corr := ReleaseCost(c.Geometry, blocks, c.Delta)
+	acc.Cost, acc.Rho, acc.Mu = cost, cost.Rho, Float(cost.Mu())
+	acc.Epsilon, acc.EpsilonCorrection = Float(cost.Epsilon(c.Delta)), Float(2*corr.Eta)
 	return acc
+}
+
+// ShareBound returns what the plan can put in a release that is sealed with
+// at least minOwners uploads: at most one share per planned owner, the
+// proxy and each switching member, each of at least the smallest positive
+// weight any of them gets at any seal that can succeed.
+func (p Plan) ShareBound(minOwners int) (ShareBound, error) {
+	if err := p.Validate(); err != nil {
+		return ShareBound{}, err
+	}
+	sb := ShareBound{Max: p.Owners + 1 + p.CSPs}
+	for m := max(minOwners, 0); m <= p.Owners; m++ {
+		for _, r := range []Role{RoleOwner, RoleProxy, RoleCSP} {
+			w, err := p.Weight(r, m)
+			if errors.Is(err, ErrPlanInfeasible) {
+				break // such a seal fails: nothing is released
+			}
+			if err != nil {
+				return ShareBound{}, err
+			}
+			if w.Sign() > 0 && (sb.MinWeight == nil || w.Cmp(sb.MinWeight) < 0) {
+				sb.MinWeight = w
+			}
+		}
+	}
+	if sb.MinWeight == nil {
+		return ShareBound{}, fmt.Errorf("noise plan %s: no seal with at least %d owners can reach its guarantee", p.Kind, minOwners)
+	}
+	return sb, nil
 }
 
 // Collusion is one row of the collusion table: the guarantee left when the

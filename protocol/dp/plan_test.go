@@ -41,8 +41,9 @@ func TestCalibrate(t *testing.T) {
 		}
 		v, _ := new(big.Float).SetInt(c.Variance[blk]).Float64()
 		r := GaussRho(v, sens[blk])
-		// Ceil rounding: at most the block's budget, and within 1e-9 of it.
-		if want := DefaultSplit.of(blk) * c.Rho; r > want*(1+1e-12) || r < want*(1-1e-9) {
+		// Ceil rounding: at most the block's share of the add-one rho
+		// (rho under the cap over the factor), and within 1e-9 of it.
+		if want := DefaultSplit.of(blk) * c.Rho / c.Factor; r > want*(1+1e-9) || r < want*(1-1e-9) {
 			t.Errorf("block %s: rho %v, budget %v", blk, r, want)
 		}
 		rho += r
@@ -50,8 +51,13 @@ func TestCalibrate(t *testing.T) {
 	if eps := c.Account([]Share{{Party: "proxy", Weight: big.NewRat(1, 1)}}).Epsilon; eps > 1 || eps < 0.999 {
 		t.Errorf("epsilon of the calibrated noise %v, want 1", eps)
 	}
-	// Data units: sigma_R = C^2 / (sqrt(f_R) mu) with C = 1.
-	if got, want := c.SigmaData(stats.BlockR), 1/(math.Sqrt(DefaultSplit.R)*c.Mu); math.Abs(got-want) > 1e-9*want {
+	// One class: the worst neighbours replace a row within its class.
+	f := DefaultSplit
+	if want := 2*f.R + 2*f.V + f.V*f.V/(2*f.R); math.Abs(c.Factor/want-1) > 1e-9 {
+		t.Errorf("factor %v, want %v", c.Factor, want)
+	}
+	// Data units: sigma_R = C^2 sqrt(factor / f_R) / mu with C = 1.
+	if got, want := c.SigmaData(stats.BlockR), math.Sqrt(c.Factor/DefaultSplit.R)/c.Mu; math.Abs(got-want) > 1e-6*want {
 		t.Errorf("sigma_R %v, want %v", got, want)
 	}
 	if _, err := Calibrate(0, 1e-6, DefaultSplit, stats.Layout{D: 1, K: 1}, b, g); err == nil || !strings.Contains(err.Error(), "epsilon") {
@@ -70,8 +76,9 @@ func TestCalibrate(t *testing.T) {
 	if c.Variance[stats.BlockR].Sign() != 0 || c.Variance[stats.BlockV].Sign() != 0 || c.Dims != [3]int{0, 0, 9} {
 		t.Fatalf("histogram calibration %+v", c)
 	}
-	if got, want := c.SigmaData(stats.BlockN), 1/GaussMu(1, 1e-6); got < want || got > want*1.01 {
-		t.Errorf("histogram count sigma %v, want within 1%% above 1/mu = %v", got, want)
+	// A row moving between buckets changes two counts: sensitivity sqrt(2).
+	if got, want := c.SigmaData(stats.BlockN), math.Sqrt2/GaussMu(1, 1e-6); got < want || got > want*1.01 {
+		t.Errorf("histogram count sigma %v, want within 1%% above sqrt(2)/mu = %v", got, want)
 	}
 	if _, err := Calibrate(1, 1e-6, Split{R: 0.5, N: 0.5}, l, b, g); err == nil || !strings.Contains(err.Error(), "block R is empty") {
 		t.Errorf("a share for an empty block: %v", err)

@@ -2,7 +2,6 @@ package job
 
 import (
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
@@ -65,7 +64,7 @@ type rowResult struct {
 type pipeline struct {
 	spec    *Spec
 	layout  stats.Layout
-	maxRows int64 // the accumulator's
+	maxRows int64 // the accumulator's: rows beyond it are dropped as beyond the cap (a checked spec's cap is below it)
 
 	mu   sync.Mutex
 	turn *sync.Cond
@@ -94,7 +93,11 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	if err != nil {
 		return nil, ReadReport{}, err
 	}
-	rm, err := sch.NewRowMap(rows.Columns(), l.K > 1 && l.Kind == stats.Full)
+	useClasses := l.K > 1 && l.Kind == stats.Full
+	if err := sch.CheckSource(rows, useClasses); err != nil {
+		return nil, ReadReport{}, err
+	}
+	rm, err := sch.NewRowMap(rows.Columns(), useClasses)
 	if err != nil {
 		return nil, ReadReport{}, err
 	}
@@ -267,11 +270,10 @@ func (p *pipeline) commit(b *rowBatch) int {
 	}
 	rep := &p.rep
 	for r := range b.n {
-		if p.kept >= p.spec.MaxOwnerRows {
+		if p.kept >= min(p.spec.MaxOwnerRows, p.maxRows) {
+			// The rows used are complete: what follows (a source that
+			// fails further on included) changes nothing.
 			rep.Dropped += int64(b.n - r)
-			if b.fatal != nil {
-				p.failLocked(b.fatal)
-			}
 			p.stop.Store(true)
 			return r
 		}
@@ -281,10 +283,6 @@ func (p *pipeline) commit(b *rowBatch) int {
 		rep.Missing += res.missing
 		switch {
 		case res.err == nil:
-			if p.kept >= p.maxRows {
-				p.failLocked(fmt.Errorf("row %d: %w (at most %d)", p.kept+1, stats.ErrTooManyRows, p.maxRows))
-				return 0
-			}
 			p.kept++
 			if res.clipped {
 				rep.Clipped++

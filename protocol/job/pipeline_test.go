@@ -39,12 +39,10 @@ func readRowsSerial(s *Spec, sch *schema.Schema, rows schema.Rows) (*stats.Accum
 		bucket = NormBuckets(s.NormEdges, sch.Bits)
 	}
 	for {
-		if acc.Rows() >= s.MaxOwnerRows {
-			n, err := rd.Skip()
+		if acc.Rows() >= min(s.MaxOwnerRows, acc.MaxRows()) {
+			// Dropped; a source failing further on changes nothing.
+			n, _ := rd.Skip()
 			rep.Dropped += n
-			if err != nil {
-				return nil, rep, err
-			}
 			break
 		}
 		q, k, err := rd.Next()

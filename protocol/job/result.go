@@ -109,12 +109,23 @@ type Privacy struct {
 	Plan     string   `json:"noise_plan"`
 	Tolerate int      `json:"tolerate"`
 	Split    dp.Split `json:"split"`
-	// Epsilon and Rho are the guarantee with the user colluding with the
-	// worst Tolerate noise parties: what the job promises and owners are
-	// charged. Delta is the requested delta.
+	// Neighbours is the neighbouring relation of every guarantee here
+	// (dp.Neighbours).
+	Neighbours string `json:"neighbours,omitempty"`
+	// Cost is what the job charged every owner's ledger: its guarantee
+	// with the user colluding with the worst Tolerate noise parties,
+	// whichever they are and whoever uploaded (dp.Calibration.Cost).
+	// Epsilon is Cost.Epsilon(Delta), at most the job's epsilon, and Rho
+	// Cost.Rho. Delta is the requested delta. Compose the costs of several
+	// results (dp.Compose) for their total.
+	Cost    *dp.Cost `json:"cost,omitempty"`
 	Epsilon dp.Float `json:"epsilon"`
 	Delta   float64  `json:"delta"`
 	Rho     dp.Float `json:"rho"`
+	// SensitivityFactor is how much larger mu^2 is under Neighbours than
+	// for adding one row, at the job's split (dp.Calibration.Factor): the
+	// noise variance the row cap costs.
+	SensitivityFactor float64 `json:"sensitivity_factor,omitempty"`
 	// Mu is the Gaussian-DP parameter of the release with everyone honest,
 	// and EpsilonCorrection the part of that case's epsilon that the
 	// discrete-noise correction adds (see dp.Correction).
@@ -208,6 +219,7 @@ func PrivacyReport(s *Spec, sch *schema.Schema, owners, csps []string) (Privacy,
 	if cal.NoiseOff() {
 		inf := dp.Float(math.Inf(1))
 		pr.Epsilon, pr.Rho = inf, inf
+		pr.Cost = &cal.Cost
 		pr.Log10Tau = blockValues([3]float64{math.Inf(-1), math.Inf(-1), math.Inf(-1)})
 		return pr, nil
 	}
@@ -217,8 +229,9 @@ func PrivacyReport(s *Spec, sch *schema.Schema, owners, csps []string) (Privacy,
 		return pr, err
 	}
 	table := plan.CollusionTable(cal, shares)
-	worst := table[len(table)-1]
-	pr.Epsilon, pr.Rho, pr.Collusion = worst.Epsilon, worst.Rho, table
+	cost := cal.Cost
+	pr.Neighbours, pr.Cost, pr.SensitivityFactor, pr.Collusion = dp.Neighbours, &cost, cal.Factor, table
+	pr.Epsilon, pr.Rho = dp.Float(cost.Epsilon(s.Delta)), cost.Rho
 	honest := cal.Account(shares)
 	pr.Mu, pr.EpsilonCorrection = honest.Mu, honest.EpsilonCorrection
 	pr.Log10Tau = BlockValues{honest.Log10Tau[0], honest.Log10Tau[1], honest.Log10Tau[2]}

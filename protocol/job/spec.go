@@ -354,7 +354,8 @@ func (s *Spec) Layout(sch *schema.Schema) (stats.Layout, error) {
 	return stats.NewLayout(sch.D(), k)
 }
 
-// Calibration returns the central noise of the job for the schema.
+// Calibration returns the central noise of the job for the schema, and in
+// its Cost what the job charges every owner's ledger.
 func (s *Spec) Calibration(sch *schema.Schema) (dp.Calibration, error) {
 	if s.NoNoise {
 		return dp.NoNoise(sch.Bound(), sch.Bits), nil
@@ -363,7 +364,11 @@ func (s *Spec) Calibration(sch *schema.Schema) (dp.Calibration, error) {
 	if err != nil {
 		return dp.Calibration{}, err
 	}
-	return dp.Calibrate(s.Epsilon, s.Delta, s.Split, l, sch.Bound(), sch.Bits)
+	sb, err := s.Plan().ShareBound(s.MinOwners)
+	if err != nil {
+		return dp.Calibration{}, err
+	}
+	return dp.CalibrateShares(s.Epsilon, s.Delta, s.Split, l, sch.Bound(), sch.Bits, sb)
 }
 
 // Check validates the spec against the schema the owners serve and the HE

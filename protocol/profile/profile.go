@@ -46,6 +46,12 @@ type Budget struct {
 	Delta                  float64
 	Moments, Norms, Main   float64 // epsilons at Delta
 	MuMoments, MuNorms, Mu float64 // Mu: the main job's
+	// Spent is the rounds' cost, as their results account it (set once
+	// they ran); Main is then MainEpsilon's, and Total the epsilon at Delta
+	// of the rounds and a main job of epsilon Main together, discrete
+	// corrections included (dp.Compose): at most the total budget.
+	Spent *dp.Cost `json:",omitempty"`
+	Total float64  `json:",omitempty"`
 }
 
 // Split divides (epsilon, delta) by exact Gaussian-DP composition: the
@@ -75,15 +81,47 @@ func Split(epsilon, delta, share, momentsShare float64) (Budget, error) {
 	return b, nil
 }
 
-// Total returns the (epsilon at delta) of jobs composed: their mus (from
-// their results' accounting) add in squares.
-func Total(delta float64, mus ...float64) (mu, epsilon float64) {
-	s := 0.0
-	for _, m := range mus {
-		s += m * m
+// Total returns the cost of jobs composed (from their results' accounting,
+// job.Privacy.Cost) and its epsilon at delta: the one account the owners'
+// ledgers keep (dp.Compose).
+func Total(delta float64, costs ...dp.Cost) (dp.Cost, float64) {
+	c := dp.Compose(costs...)
+	return c, c.Epsilon(delta)
+}
+
+// MainEpsilon returns the largest epsilon (to a relative 1e-9, rounded
+// down) of a main job that, with the rounds already spent, stays within the
+// total (epsilon, delta): costOf gives the main job's cost at an epsilon
+// (its calibration's, dp.Calibration.Cost, discrete correction included).
+// It fails when no main job fits.
+func MainEpsilon(epsilon, delta float64, spent dp.Cost, costOf func(eps float64) (dp.Cost, error)) (float64, error) {
+	fits := func(e float64) (bool, error) {
+		c, err := costOf(e)
+		if err != nil {
+			return false, err
+		}
+		return dp.Compose(spent, c).Within(epsilon, delta), nil
 	}
-	mu = math.Sqrt(s)
-	return mu, dp.GaussEpsilon(mu, delta)
+	lo, hi := 0.0, epsilon
+	if ok, err := fits(hi); err != nil || ok {
+		return hi, err
+	}
+	for hi-lo > 1e-9*epsilon {
+		m := lo + (hi-lo)/2
+		ok, err := fits(m)
+		if err != nil {
+			return 0, err
+		}
+		if ok {
+			lo = m
+		} else {
+			hi = m
+		}
+	}
+	if lo == 0 {
+		return 0, fmt.Errorf("profile: the rounds spent epsilon %.6g of %g at delta %g: nothing is left for the main job", spent.Epsilon(delta), epsilon, delta)
+	}
+	return lo, nil
 }
 
 // decimal returns x to the given significant digits as an exact decimal.

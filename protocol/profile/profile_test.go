@@ -101,3 +101,47 @@ func TestClipAt(t *testing.T) {
 		t.Errorf("edges for d = 16: %v", e)
 	}
 }
+
+// TestMainEpsilonWithinTotal: the profile's rounds and the main job, each
+// calibrated at 4, 8 and 16 fractional bits (d = 30), compose (dp.Compose,
+// discrete corrections included: the owners' one account) to at most the
+// total budget when the main job gets MainEpsilon, and to within 1e-5 of
+// it. The epsilons of Split alone leave no room for the corrections: at 4
+// and 8 bits they compose to more than the total.
+func TestMainEpsilonWithinTotal(t *testing.T) {
+	const d, delta = 30, 1e-6
+	for _, g := range []uint{4, 8, 16} {
+		b, err := Split(1, delta, DefaultShare, DefaultMomentsShare)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mom, _ := stats.NewLayoutOf(stats.Moments, d, 1)
+		hist, _ := stats.NewLayoutOf(stats.Histogram, d, 21)
+		full, _ := stats.NewLayout(d, 1)
+		cost := func(eps float64, l stats.Layout, split dp.Split, bound int64) dp.Cost {
+			c, err := dp.Calibrate(eps, delta, split, l, bound, g)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return c.Cost
+		}
+		h := int64(1) << g
+		rounds := dp.Compose(cost(b.Moments, mom, MomentsSplit, int64(math.Floor(math.Sqrt(d)*float64(h)))), cost(b.Norms, hist, NormsSplit, h))
+		mainOf := func(eps float64) (dp.Cost, error) { return cost(eps, full, dp.DefaultSplit, h/2), nil }
+		main, err := MainEpsilon(1, delta, rounds, mainOf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m, _ := mainOf(main)
+		_, total := Total(delta, rounds, m)
+		if total > 1 || total < 1-1e-5 {
+			t.Errorf("g = %d: main epsilon %v, total %.9f", g, main, total)
+		}
+		old, _ := mainOf(b.Main)
+		_, naive := Total(delta, rounds, old)
+		if g < 16 && naive <= 1 {
+			t.Errorf("g = %d: Split's main epsilon %v composes to %.9f, not above 1", g, b.Main, naive)
+		}
+		t.Logf("g = %2d: main epsilon %.7f (Split's %.7f), total %.7f (Split's %.7f)", g, main, b.Main, total, naive)
+	}
+}

@@ -28,6 +28,39 @@ type Rows interface {
 	Line() int
 }
 
+// Computed is implemented by a source whose columns may be computed by a
+// query rather than read from a table (a database query): Computed names
+// those. A value that such a column cannot convert (a cast of a text that
+// is not a number, a division by zero) stops the query part-way on that
+// row, so whether the source can be read would depend on a row; the schema
+// therefore reads no computed column (Schema.CheckSource) and converts the
+// table's values itself, skipping a row it cannot convert.
+type Computed interface {
+	Computed() []string
+}
+
+// CheckSource refuses a source that computes a column the schema reads
+// (see Computed), with a *RowError for line 1 (the header's: the source
+// does not fit the schema) naming the column. It depends on the query, not
+// on the rows.
+func (s *Schema) CheckSource(src Rows, useClasses bool) error {
+	c, ok := src.(Computed)
+	if !ok {
+		return nil
+	}
+	computed := c.Computed()
+	for _, col := range s.Columns(useClasses) {
+		for _, name := range computed {
+			if strings.EqualFold(strings.TrimSpace(name), strings.TrimSpace(col)) {
+				return &RowError{Line: 1, Column: col, Err: errors.New("computed by the query (an expression, a cast or a constant, not a column of a table): " +
+					"a value it cannot convert would stop the query part-way; select the table's column itself and let the schema convert it " +
+					"(its center, scale, bounds, missing-value and categorical options)")}
+			}
+		}
+	}
+	return nil
+}
+
 // CSVOptions say how to read a CSV file. None of them changes the values
 // read (that is the schema's business), so they are not in the schema.
 type CSVOptions struct {
@@ -45,23 +78,40 @@ const bom = "\ufeff"
 // quoted fields and CRLF line ends are read as RFC 4180 says. Every row
 // must have as many fields as the header. Not safe for concurrent use.
 //
-// Lines without a double quote are split directly (one string per row, as
-// encoding/csv makes, cells sliced out of it); from the first line with a
-// quote on, or a line longer than the buffer, encoding/csv reads the rest
-// of the file. Both read quote-free lines alike (a trailing "\r\n" or, at
-// the end of the file, "\r" is dropped; empty lines are skipped), which
-// FuzzCSVRowsFastPath checks against encoding/csv alone.
+// Rows are read one physical line at a time. A line without a double quote
+// is split directly (one string per row, as encoding/csv makes, cells
+// sliced out of it). A line with one is a record of its own when its
+// quotes balance, or the start of a record whose quoted field goes on over
+// the next lines until they do (at most maxQuotedSpan bytes more); that
+// record is parsed by encoding/csv. A record that does not parse (a bare or
+// stray quote, a quote never closed) is refused as a *RowError for its
+// first line alone, and reading resumes at the line after it: one line with
+// an unbalanced quote costs that line, never the rest of the file. On files
+// encoding/csv reads without error both read the same records on the same
+// lines (FuzzCSVRowsFastPath); empty lines are skipped, a trailing "\r\n"
+// or, at the end of the file, "\r" dropped.
 type CSVRows struct {
-	csv    *csv.Reader
 	br     *bufio.Reader
+	comma  rune
 	header []string
-	line   int
+	line   int // the line the last row started on
+	read   int // the physical lines read so far (the header's included)
 	rec    []string
-	// slow is set once encoding/csv reads the rest; its line numbers then
-	// start after base lines.
-	slow bool
-	base int
+	// back holds lines read ahead for a record that did not parse, to be
+	// read again.
+	back []physLine
 }
+
+// physLine is a physical line, its "\n" included, and its number.
+type physLine struct {
+	b  []byte
+	no int
+}
+
+// maxQuotedSpan bounds how far past its first line a quoted field may
+// reach (bytes): a quote left open is given up there, not at the end of the
+// file.
+const maxQuotedSpan = 1 << 20
 
 // NewCSVRows reads the header of a CSV file.
 func NewCSVRows(r io.Reader, opt CSVOptions) (*CSVRows, error) {
@@ -108,7 +158,7 @@ func NewCSVRows(r io.Reader, opt CSVOptions) (*CSVRows, error) {
 	for _, c := range header {
 		line += strings.Count(c, "\n")
 	}
-	return &CSVRows{csv: cr, br: br, header: h, line: line}, nil
+	return &CSVRows{br: br, comma: delim, header: h, line: line, read: line}, nil
 }
 
 // peekLine returns the first line of br without consuming it (at most
@@ -169,89 +219,132 @@ func (c *CSVRows) Columns() []string { return c.header }
 func (c *CSVRows) Line() int { return c.line }
 
 // Delimiter returns the delimiter in use.
-func (c *CSVRows) Delimiter() rune { return c.csv.Comma }
+func (c *CSVRows) Delimiter() rune { return c.comma }
 
 // Next returns the next row's fields.
 func (c *CSVRows) Next() ([]string, error) {
-	if !c.slow {
-		rec, err := c.nextPlain()
-		if err != nil || rec != nil {
-			return rec, err
+	for {
+		l, err := c.physical()
+		if err != nil {
+			return nil, err
 		}
-	}
-	rec, err := c.csv.Read()
-	if err == io.EOF {
-		return nil, io.EOF
-	}
-	var pe *csv.ParseError
-	if errors.As(err, &pe) {
-		c.line = pe.StartLine
-		if c.line == 0 {
-			c.line = pe.Line
+		b := trimEOL(l.b)
+		if len(b) == 0 {
+			continue // an empty line
 		}
-		c.line += c.base
-		return nil, &RowError{Line: c.line, Err: fmt.Errorf("%v (quote fields that hold the delimiter or a quote, and double the quotes inside)", pe.Err)}
+		c.line = l.no
+		if bytes.IndexByte(b, '"') < 0 {
+			return c.check(c.split(string(b)))
+		}
+		return c.quoted(l)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("after line %d: %w", c.line, err)
-	}
-	c.line, _ = c.csv.FieldPos(0)
-	c.line += c.base
-	return c.check(rec)
 }
 
-// nextPlain reads the next non-empty line if it has no double quote and
-// splits it at the delimiter. Otherwise it hands the line and the rest of
-// the file to encoding/csv (c.slow) and returns nil.
-func (c *CSVRows) nextPlain() ([]string, error) {
+// physical returns the next physical line: one read ahead before, or the
+// next of the file; io.EOF at its end.
+func (c *CSVRows) physical() (physLine, error) {
+	if len(c.back) > 0 {
+		l := c.back[0]
+		c.back = c.back[1:]
+		return l, nil
+	}
+	var long []byte // a line longer than br's buffer, gathered
 	for {
-		b, err := c.br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull || bytes.IndexByte(b, '"') >= 0 {
-			// Hand over: encoding/csv reads this line again, then the rest.
-			rest := io.MultiReader(bytes.NewReader(bytes.Clone(b)), c.br)
-			comma := c.csv.Comma
-			c.csv = csv.NewReader(rest)
-			c.csv.Comma, c.csv.ReuseRecord, c.csv.FieldsPerRecord = comma, true, -1
-			c.slow, c.base = true, c.line
-			return nil, nil
-		}
-		if len(b) == 0 && err == io.EOF {
-			return nil, io.EOF
-		}
-		if err != nil && err != io.EOF {
-			return nil, fmt.Errorf("after line %d: %w", c.line, err)
-		}
-		c.line++
-		// As encoding/csv: drop "\n" or "\r\n"; at the end of the file a
-		// trailing "\r"; skip what is then empty.
-		n := len(b)
-		switch {
-		case n >= 2 && b[n-2] == '\r' && b[n-1] == '\n':
-			b = b[:n-2]
-		case n >= 1 && b[n-1] == '\n':
-			b = b[:n-1]
-		case n >= 1 && b[n-1] == '\r' && err == io.EOF:
-			b = b[:n-1]
-		}
-		if len(b) == 0 {
-			if err == io.EOF {
-				return nil, io.EOF
-			}
+		frag, err := c.br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			long = append(long, frag...)
 			continue
 		}
-		line := string(b)
-		rec := c.rec[:0]
-		for {
-			i := strings.IndexByte(line, byte(c.csv.Comma)) // an ASCII delimiter: NewCSVRows
-			if i < 0 {
-				break
-			}
-			rec = append(rec, line[:i])
-			line = line[i+1:]
+		b := frag // valid until the next read
+		if long != nil {
+			b = append(long, frag...)
 		}
-		c.rec = append(rec, line)
-		return c.check(c.rec)
+		switch {
+		case len(b) == 0 && err == io.EOF:
+			return physLine{}, io.EOF
+		case err != nil && err != io.EOF:
+			return physLine{}, fmt.Errorf("after line %d: %w", c.read, err)
+		}
+		c.read++
+		return physLine{b: b, no: c.read}, nil
 	}
+}
+
+// trimEOL drops what encoding/csv drops at the end of a line: "\n" or
+// "\r\n", or a "\r" at the end of the file.
+func trimEOL(b []byte) []byte {
+	n := len(b)
+	switch {
+	case n >= 2 && b[n-2] == '\r' && b[n-1] == '\n':
+		return b[:n-2]
+	case n >= 1 && b[n-1] == '\n':
+		return b[:n-1]
+	case n >= 1 && b[n-1] == '\r':
+		return b[:n-1] // the last line (a line read whole ends in "\n")
+	}
+	return b
+}
+
+// split cuts a quote-free line at the delimiter.
+func (c *CSVRows) split(line string) []string {
+	rec := c.rec[:0]
+	for {
+		i := strings.IndexByte(line, byte(c.comma)) // an ASCII delimiter: NewCSVRows
+		if i < 0 {
+			break
+		}
+		rec = append(rec, line[:i])
+		line = line[i+1:]
+	}
+	c.rec = append(rec, line)
+	return c.rec
+}
+
+// quoted reads a record that starts with a line holding a quote: the
+// lines until its quotes balance, parsed by encoding/csv. A record that
+// does not parse is refused for its first line; the lines after it are
+// read again.
+func (c *CSVRows) quoted(first physLine) ([]string, error) {
+	text := append([]byte(nil), first.b...)
+	var more []physLine
+	quotes := bytes.Count(first.b, []byte{'"'})
+	for quotes%2 == 1 && len(text)-len(first.b) <= maxQuotedSpan {
+		l, err := c.physical()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		l.b = append([]byte(nil), l.b...) // read ahead: keep it
+		more = append(more, l)
+		text = append(text, l.b...)
+		quotes += bytes.Count(l.b, []byte{'"'})
+	}
+	bad := func(why error) ([]string, error) {
+		c.back = append(more, c.back...)
+		return nil, &RowError{Line: first.no, Err: fmt.Errorf("%v (the line is skipped; quote fields that hold the delimiter or a quote, and double the quotes inside)", why)}
+	}
+	if quotes%2 == 1 {
+		if len(text)-len(first.b) > maxQuotedSpan {
+			return bad(fmt.Errorf("a quoted field is still open %d bytes further on", maxQuotedSpan))
+		}
+		return bad(errors.New("a quoted field is never closed"))
+	}
+	cr := csv.NewReader(bytes.NewReader(text))
+	cr.Comma, cr.FieldsPerRecord = c.comma, -1
+	rec, err := cr.Read()
+	if err != nil {
+		var pe *csv.ParseError
+		if errors.As(err, &pe) {
+			err = pe.Err
+		}
+		return bad(err)
+	}
+	if _, err := cr.Read(); err != io.EOF {
+		return bad(errors.New("a line break outside quotes within the record"))
+	}
+	return c.check(rec)
 }
 
 // check refuses a row whose number of fields is not the header's.

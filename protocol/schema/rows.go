@@ -323,6 +323,9 @@ func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
 // column), and the label column when useClasses is set; other columns are
 // ignored. Without useClasses every row is of class 0.
 func (s *Schema) NewRowReader(src Rows, useClasses bool) (*Reader, error) {
+	if err := s.CheckSource(src, useClasses); err != nil {
+		return nil, err
+	}
 	rm, err := s.NewRowMap(src.Columns(), useClasses)
 	if err != nil {
 		return nil, err

@@ -2,7 +2,9 @@
 # metrics checks (sourced by scripts/status-browser.sh and
 # scripts/metrics-check.sh). Every node is the real daemon over mutual TLS on
 # loopback TCP: a committee of three CSP members (any two re-encrypt), the
-# proxy with its status page and metrics, and two data owners holding slices of
+# proxy with its status page (loopback: plain HTTP) and metrics (on every
+# address: HTTPS for the operator certificate operator/ops, which the
+# certificates include with the name localhost), and two data owners holding slices of
 # wdbc. Jobs name a third owner, hospital-c, who never runs: a job waiting for
 # it stays open until its deadline, then seals with the two uploads.
 #
@@ -10,7 +12,8 @@
 #   deploy_job NAME OWNERS [ARGS] run `fedpca user run` in the background
 #   deploy_wait_uploads N         wait until the newest job has N uploads
 #   deploy_wait_job NAME          wait for a background job to finish
-#   scrape ADDR / series_value    read a /metrics endpoint / sum one series
+#   scrape ADDR / series_value    read a /metrics endpoint (https://... as the operator) / sum one series
+#   operator_get URL [CERT]       GET an operator page over HTTPS with a certificate (default operator-ops); prints the HTTP code
 # The EXIT trap stops every process this started (by PID) and removes the
 # work directory.
 
@@ -76,12 +79,13 @@ deploy_up() {
   mkdir -p "$work/logs" "$work/state" "$work/out"
   log "building fedpca"
   (cd "$root" && go build -o "$fedpca" ./cmd/fedpca)
-  "$fedpca" certs --out "$work/certs" proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 \
-    owner/hospital-a owner/hospital-b owner/hospital-c user/alice >/dev/null
+  "$fedpca" certs --out "$work/certs" --dns localhost proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 \
+    owner/hospital-a owner/hospital-b owner/hospital-c user/alice operator/ops >/dev/null
   "$fedpca" dataset export wdbc --owners hospital-a,hospital-b,hospital-c --out "$work/data" --seed 7 >/dev/null
   "$fedpca" user keygen --keys "$work/keys" >/dev/null
 
-  proxy_port=$(free_port); proxy_metrics=127.0.0.1:$(free_port); status_addr=127.0.0.1:$(free_port)
+  # The proxy's metrics listen on every address: HTTPS, operators only.
+  proxy_port=$(free_port); local pm; pm=$(free_port); proxy_metrics=https://localhost:$pm; status_addr=127.0.0.1:$(free_port)
   local csps=()
   for i in 1 2 3; do
     local port; port=$(free_port)
@@ -93,7 +97,7 @@ deploy_up() {
   done
   start proxy proxy serve --certs "$work/certs/proxy-proxy" --state "$work/state/proxy" \
     --listen "127.0.0.1:$proxy_port" "${csps[@]}" --threshold 2 \
-    --metrics-listen "$proxy_metrics" --status-listen "$status_addr"
+    --metrics-listen "0.0.0.0:$pm" --status-listen "$status_addr"
   log "committee of 3 (threshold 2) and the proxy started; status page http://$status_addr/"
   wait_for "the committee key" 60 grep -q "committee key ready" "$work/logs/proxy.log"
 
@@ -139,7 +143,18 @@ deploy_wait_uploads() { # N: the newest open job has N uploads
   wait_for "an open job with $1 uploads" 120 open_job_has_uploads "$1"
 }
 
-scrape() { curl -fsS "http://$1/metrics"; }
+scrape() {
+  case $1 in
+    https://*) curl -fsS --cacert "$work/certs/operator-ops/ca.pem" --cert "$work/certs/operator-ops/cert.pem" \
+                 --key "$work/certs/operator-ops/key.pem" "$1/metrics" ;;
+    *) curl -fsS "http://$1/metrics" ;;
+  esac
+}
+
+operator_get() { # URL [NODE-CERT-DIR]: the HTTP code of an HTTPS GET (000: no answer)
+  local d="$work/certs/${2:-operator-ops}"
+  curl -sS -o /dev/null -w '%{http_code}' --cacert "$d/ca.pem" --cert "$d/cert.pem" --key "$d/key.pem" "$1" 2>/dev/null || true
+}
 
 # series_value TEXT NAME [LABEL=VALUE...] prints the sum of the samples of
 # metric NAME whose labels include every LABEL=VALUE given, echoing the lines

@@ -441,8 +441,8 @@ func (ep *episode) checkBudgets(runs []*jobRun) {
 	for _, o := range ep.owners {
 		ow := ep.cl.Owner(o)
 		bal, err := ow.Balance(ds)
-		r.verify(InvBudget, err == nil && bal.Spent+bal.Reserved <= bal.Budget*(1+1e-9), ep, "",
-			"%s: spent rho %.6g + reserved %.6g of a budget of %.6g (%v)", o, bal.Spent, bal.Reserved, bal.Budget, err)
+		r.verify(InvBudget, err == nil && bal.SpentCost.Plus(bal.ReservedCost).Within(bal.Epsilon, bal.Delta), ep, "",
+			"%s: spent and reserved certify epsilon %.6g, above the budget of %.6g (%v)", o, bal.EpsilonReserved(), bal.Epsilon, err)
 		entries, err := ow.Ledger(ds)
 		if err != nil {
 			r.verify(InvCharged, false, ep, "", "%s ledger: %v", o, err)

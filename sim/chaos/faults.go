@@ -13,6 +13,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/sim/faultnet"
+	"github.com/fedpca/fedpca/transport"
 )
 
 // waitTrigger waits for an event's trigger; false if the job ended (or
@@ -107,7 +108,10 @@ func (ep *episode) restartChecked(n int) {
 	ep.rchecks += n
 }
 
-// proxySnapshot is what the proxy reports about every job.
+// proxySnapshot is what the proxy reports about every job to a user: who
+// uploaded once a job is sealed (an open job's status names no one, only
+// counts at the proxy's ticks; the owners' acknowledgements stand for its
+// uploads in the crash check).
 type proxySnapshot map[string]jobSnap
 
 type jobSnap struct {
@@ -183,12 +187,34 @@ func (ep *episode) crashProxy(ctx context.Context, e event, pause func()) {
 			ep.restartViolation("job %s… was %s before the proxy's crash, %s after", id[:12], b.state, a.state)
 		default:
 			for _, o := range append(slices.Clone(b.uploaded), acked[id]...) {
-				if !slices.Contains(a.uploaded, o) {
+				if !slices.Contains(a.uploaded, o) && !ep.included(ctx, id, o) {
 					ep.restartViolation("job %s…: upload of %s included (or acknowledged) before the proxy's crash, missing after", id[:12], o)
 				}
 			}
 		}
 	}
+}
+
+// included asks the proxy, as the owner, whether its upload is in the job's
+// sum: an open job names no one who uploaded to a user (only counts at its
+// ticks), but tells each owner about itself.
+func (ep *episode) included(ctx context.Context, id, owner string) bool {
+	oid := transport.Identity{Role: transport.RoleOwner, ID: owner}
+	conn, err := ep.cl.DialerAs(oid, "observer", false).Dial(ep.cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	for range 50 {
+		cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 2*time.Second)
+		r, err := fedpcav1.NewProxyServiceClient(conn).GetJob(cctx, &fedpcav1.GetJobRequest{JobId: id, Brief: true})
+		cancel()
+		if err == nil {
+			return r.GetJob().GetStatus().GetCallerIncluded()
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return false
 }
 
 // retryStart restarts a node, retrying a few times (a port may still be

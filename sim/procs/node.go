@@ -62,7 +62,7 @@ func runProxy(ctx context.Context, n sim.ProxyNode, ml net.Listener, log io.Writ
 	}
 	p, err := proxy.New(proxy.Config{ID: n.ID, Listener: l, Creds: creds, Insecure: n.Insecure, Store: n.State, MetricsListener: ml,
 		Committee: n.Committee, Threshold: n.Threshold, AllowNoNoise: n.AllowNoNoise, MaxConnections: n.MaxConnections,
-		MaxWatchers: n.MaxWatchers, SwitchTimeout: n.SwitchTimeout, Logger: logger})
+		MaxWatchers: n.MaxWatchers, SwitchTimeout: n.SwitchTimeout, ProgressInterval: n.ProgressInterval, Logger: logger})
 	if err != nil {
 		return err
 	}
@@ -125,7 +125,7 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 		owners = append(owners, o)
 	}
 	go func() {
-		if err := transport.ServeGatherer(ctx, ml, farm); err != nil {
+		if err := transport.ServeGatherer(ctx, ml, nil, farm, logger.Named("metrics")); err != nil { // a loopback address
 			logger.Error("metrics server", "error", err)
 		}
 	}()

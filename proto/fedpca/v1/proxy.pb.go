@@ -1597,6 +1597,9 @@ func (x *UploadHeader) GetSignature() []byte {
 	return nil
 }
 
+// BudgetReport is an owner's ledger for a dataset, for display: it depends
+// on the jobs the owner took part in, never on its rows. The owner's own
+// ledger decides.
 type BudgetReport struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Dataset     string                 `protobuf:"bytes,1,opt,name=dataset,proto3" json:"dataset,omitempty"`
@@ -1605,9 +1608,18 @@ type BudgetReport struct {
 	RhoReserved float64                `protobuf:"fixed64,4,opt,name=rho_reserved,json=rhoReserved,proto3" json:"rho_reserved,omitempty"`
 	// delta is the delta of the owner's budget, at which the proxy shows the
 	// amounts as epsilon next to rho (0: not reported).
-	Delta         float64 `protobuf:"fixed64,5,opt,name=delta,proto3" json:"delta,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Delta float64 `protobuf:"fixed64,5,opt,name=delta,proto3" json:"delta,omitempty"`
+	// The ledger's own accounting at delta (dp.Cost, discrete corrections
+	// included): the budget's epsilon, the epsilon certified for the jobs
+	// spent, and for those spent and reserved together; rho_remaining is the
+	// rho a further job without correction could still have. 0 from an
+	// owner that does not report them (the proxy then shows rho converted).
+	EpsilonBudget   float64 `protobuf:"fixed64,6,opt,name=epsilon_budget,json=epsilonBudget,proto3" json:"epsilon_budget,omitempty"`
+	EpsilonSpent    float64 `protobuf:"fixed64,7,opt,name=epsilon_spent,json=epsilonSpent,proto3" json:"epsilon_spent,omitempty"`
+	EpsilonReserved float64 `protobuf:"fixed64,8,opt,name=epsilon_reserved,json=epsilonReserved,proto3" json:"epsilon_reserved,omitempty"`
+	RhoRemaining    float64 `protobuf:"fixed64,9,opt,name=rho_remaining,json=rhoRemaining,proto3" json:"rho_remaining,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *BudgetReport) Reset() {
@@ -1671,6 +1683,34 @@ func (x *BudgetReport) GetRhoReserved() float64 {
 func (x *BudgetReport) GetDelta() float64 {
 	if x != nil {
 		return x.Delta
+	}
+	return 0
+}
+
+func (x *BudgetReport) GetEpsilonBudget() float64 {
+	if x != nil {
+		return x.EpsilonBudget
+	}
+	return 0
+}
+
+func (x *BudgetReport) GetEpsilonSpent() float64 {
+	if x != nil {
+		return x.EpsilonSpent
+	}
+	return 0
+}
+
+func (x *BudgetReport) GetEpsilonReserved() float64 {
+	if x != nil {
+		return x.EpsilonReserved
+	}
+	return 0
+}
+
+func (x *BudgetReport) GetRhoRemaining() float64 {
+	if x != nil {
+		return x.RhoRemaining
 	}
 	return 0
 }
@@ -2413,14 +2453,18 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\vciphertexts\x18\x02 \x01(\rR\vciphertexts\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12/\n" +
 	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\x12\x1c\n" +
-	"\tsignature\x18\x05 \x01(\fR\tsignature\"\x9d\x01\n" +
+	"\tsignature\x18\x05 \x01(\fR\tsignature\"\xb9\x02\n" +
 	"\fBudgetReport\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x1d\n" +
 	"\n" +
 	"rho_budget\x18\x02 \x01(\x01R\trhoBudget\x12\x1b\n" +
 	"\trho_spent\x18\x03 \x01(\x01R\brhoSpent\x12!\n" +
 	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\x12\x14\n" +
-	"\x05delta\x18\x05 \x01(\x01R\x05delta\"\x97\x01\n" +
+	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12%\n" +
+	"\x0eepsilon_budget\x18\x06 \x01(\x01R\repsilonBudget\x12#\n" +
+	"\repsilon_spent\x18\a \x01(\x01R\fepsilonSpent\x12)\n" +
+	"\x10epsilon_reserved\x18\b \x01(\x01R\x0fepsilonReserved\x12#\n" +
+	"\rrho_remaining\x18\t \x01(\x01R\frhoRemaining\"\x97\x01\n" +
 	"\x0eUploadResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x10already_included\x18\x02 \x01(\bR\x0falreadyIncluded\x12'\n" +
