@@ -9,8 +9,8 @@ import (
 	"testing"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 )
