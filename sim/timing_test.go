@@ -48,7 +48,10 @@ func TestNoUploadTimeReachesUser(t *testing.T) {
 	}
 	statusL, metricsL := listen(), listen()
 	port := func(l net.Listener) string { return fmt.Sprint(l.Addr().(*net.TCPAddr).Port) }
-	const every = time.Second
+	every := time.Second
+	if raceEnabled {
+		every = 2 * time.Second
+	}
 	var owners []OwnerConfig
 	var sch *schema.Schema
 	for i, rows := range []int{500, 40000, 500} {
@@ -136,9 +139,16 @@ func TestNoUploadTimeReachesUser(t *testing.T) {
 		t.Fatalf("the operator's /status.json: %d %.300s", code, body)
 	}
 	created := st.Jobs[0].Created
+	// A message or the seal comes at a tick plus the proxy's work: 250 ms
+	// of slack, 600 ms under the race detector (where a seal's noise and
+	// store commit alone take a few hundred milliseconds).
+	slack := 250 * time.Millisecond
+	if raceEnabled {
+		slack = 600 * time.Millisecond
+	}
 	onTick := func(at time.Time) bool {
 		off := at.Sub(created) % every
-		return off >= 0 && off < 250*time.Millisecond
+		return off >= 0 && off < slack
 	}
 	var uploads []time.Time
 	for _, o := range st.Jobs[0].Owners {
@@ -153,8 +163,11 @@ func TestNoUploadTimeReachesUser(t *testing.T) {
 	for _, at := range uploads {
 		offGrid = offGrid || !onTick(at)
 	}
+	if !offGrid && raceEnabled {
+		t.Skipf("every upload came within %v after a tick (%v after %v): the test shows nothing this time", slack, uploads, created)
+	}
 	if !offGrid {
-		t.Fatalf("every upload came within 250 ms after a tick (%v after %v): the test shows nothing", uploads, created)
+		t.Fatalf("every upload came within %v after a tick (%v after %v): the test shows nothing", slack, uploads, created)
 	}
 
 	mu.Lock()
