@@ -30,7 +30,7 @@ func TestCreateJobRetryAfterDeadline(t *testing.T) {
 	sch, owners := wdbcOwners(t, true)
 	_, u := startWithUser(ctx, t, sim.Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:2], AllowNoNoise: true})
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID, "hospital-x"},
-		MinOwners: 2, Deadline: time.Now().Add(6 * time.Second)}) // the owners prove their uploads before it, slowly under the race detector
+		MinOwners: 2, Deadline: time.Now().Add(raceSlowdown * 4 * time.Second)}) // the owners prove their uploads before it, slowly under the race detector
 	if err != nil {
 		t.Fatal(err)
 	}
