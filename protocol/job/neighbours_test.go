@@ -19,8 +19,15 @@ func capSpec(t *testing.T, sch *schema.Schema, analysis string, capRows int64) *
 	s := &Spec{Version: Version, Dataset: sch.ID, SchemaHash: sch.HashHex(), Analysis: analysis,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanCentral, Split: dp.DefaultSplitFor(analysis), MinOwners: 1,
 		CommitteeN: 1, CommitteeThreshold: 1}
-	if analysis == NormsJob {
+	switch analysis {
+	case NormsJob:
 		s.NormEdges = []fixedpoint.Decimal{fixedpoint.MustDecimal("0.3"), fixedpoint.MustDecimal("0.7")}
+	case MarginalsJob:
+		// Windows narrower than the values: the end buckets hold the tails.
+		s.Buckets = 4
+		for range sch.D() {
+			s.Windows = append(s.Windows, Window{Lo: fixedpoint.MustDecimal("-0.5"), Hi: fixedpoint.MustDecimal("0.6")})
+		}
 	}
 	if err := s.SetOwners([]string{"owner-000"}); err != nil {
 		t.Fatal(err)
@@ -42,8 +49,8 @@ func release(t *testing.T, s *Spec, sch *schema.Schema, header string, lines []s
 	return acc.Pack()
 }
 
-// TestNeighboursAtTheCap: for PCA, DCA, LDA and both rounds of the profile
-// (the moments and the norms histogram), neighbouring sources at the owner's
+// TestNeighboursAtTheCap: for PCA, DCA, LDA and the rounds of the profile
+// (the moments, the per-feature histograms and the norms histogram), neighbouring sources at the owner's
 // row cap (a row added before the cap, which pushes the last kept row out;
 // at the cap, where it is kept; after the cap, where it is dropped), read as
 // an owner reads them, change the release by no more than the sensitivity
@@ -72,7 +79,7 @@ func TestNeighboursAtTheCap(t *testing.T) {
 	const capRows = 4
 	for _, tc := range []struct {
 		analysis, schema string
-	}{{PCA, full}, {DCA, full}, {LDA, full}, {MomentsJob, box}, {NormsJob, full}} {
+	}{{PCA, full}, {DCA, full}, {LDA, full}, {MomentsJob, box}, {MarginalsJob, box}, {NormsJob, full}} {
 		t.Run(tc.analysis, func(t *testing.T) {
 			sch, err := schema.Parse([]byte(tc.schema))
 			if err != nil {

@@ -123,8 +123,13 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 			m = rm.Clone()
 		}
 		var bucket func([]int64) int
-		if l.Kind == stats.Histogram {
+		switch l.Kind {
+		case stats.Histogram:
 			bucket = NormBuckets(s.NormEdges, sch.Bits)
+		case stats.Marginals:
+			// Each value becomes its bucket in place; the row's class is 0.
+			marginal := MarginalBuckets(s, l.D, sch.Bits)
+			bucket = func(q []int64) int { marginal(q); return 0 }
 		}
 		wg.Add(1)
 		go func(m *schema.RowMap, acc *stats.Accumulator) {

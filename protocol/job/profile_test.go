@@ -47,6 +47,27 @@ func TestProfileRounds(t *testing.T) {
 	if got, want := acc.Pack(), []int64{0, 2 << 4, 2 << 4}; !slicesEqual(got, want) {
 		t.Fatalf("norms histogram %v, want %v", got, want)
 	}
+	// Marginals over [-1, 1] in 4 buckets, edges -0.5, 0, 0.5: a's values
+	// 1, -1, 0, 1 fall in buckets 3, 0, 2, 3 (an edge belongs to the bucket
+	// above it), b's 0, 1, 0.5, -1 in 2, 3, 3, 0.
+	mg := &Spec{Analysis: MarginalsJob, MaxOwnerRows: 10, Buckets: 4}
+	acc, _, err = ReadStatistics(mg, sch, strings.NewReader(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := acc.Pack(), []int64{1 << 4, 0, 1 << 4, 2 << 4, 1 << 4, 0, 1 << 4, 2 << 4}; !slicesEqual(got, want) {
+		t.Fatalf("marginals %v, want %v", got, want)
+	}
+	// Windows: a in [0, 1] and b in [-0.25, 0.25], 2 buckets each (edges
+	// 0.5 and 0); the end buckets take what lies beyond.
+	mg.Buckets, mg.Windows = 2, []Window{{Lo: fixedpoint.MustDecimal("0"), Hi: fixedpoint.MustDecimal("1")}, {Lo: fixedpoint.MustDecimal("-0.25"), Hi: fixedpoint.MustDecimal("0.25")}}
+	acc, _, err = ReadStatistics(mg, sch, strings.NewReader(rows))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := acc.Pack(), []int64{2 << 4, 2 << 4, 1 << 4, 3 << 4}; !slicesEqual(got, want) {
+		t.Fatalf("marginals with windows %v, want %v", got, want)
+	}
 }
 
 func slicesEqual(a, b []int64) bool {
