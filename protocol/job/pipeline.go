@@ -104,6 +104,9 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	if exact {
 		rm.Exact()
 	}
+	if s.ClampBox {
+		rm.ClampBox()
+	}
 	accs := make([]*stats.Accumulator, workers)
 	for i := range accs {
 		if accs[i], err = stats.NewAccumulator(l, sch.Bound(), sch.Bits); err != nil {

@@ -85,6 +85,11 @@ type Spec struct {
 	// same [-1, 1] for every feature when Windows is empty.
 	Buckets int      `json:"buckets,omitempty"`
 	Windows []Window `json:"windows,omitempty"`
+	// ClampBox (a moments job) clamps every value into [-1, 1] of the
+	// schema's units before the clip, whatever the declared bounds: the
+	// schema's map is then a window inside them, and the moments are of the
+	// values winsorized at its edges.
+	ClampBox bool `json:"clamp_box,omitempty"`
 	// Standardize (PCA) analyses the release's correlation matrix: the PCA
 	// of the rows standardised by the release's own standard deviations,
 	// independent of the schema's scales (post-processing: no privacy
@@ -282,6 +287,9 @@ func (s *Spec) Validate() error {
 			return bad("windows", "window %d [%s, %s] is empty", i, w.Lo, w.Hi)
 		}
 	}
+	if s.ClampBox && s.Analysis != MomentsJob {
+		return bad("clamp_box", "only for a moments job, not %s", s.Analysis)
+	}
 	if len(s.NormEdges) > MaxNormEdges {
 		return bad("norm_edges", "%d edges exceed %d", len(s.NormEdges), MaxNormEdges)
 	}
@@ -425,7 +433,7 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	if s.UsesClasses() && len(sch.Classes) < 2 && s.Analysis != Scatter {
 		return fmt.Errorf("job spec: analysis %s needs a schema with at least 2 classes; %s has %d", s.Analysis, sch.ID, len(sch.Classes))
 	}
-	if s.Analysis == MomentsJob || s.Analysis == MarginalsJob {
+	if (s.Analysis == MomentsJob && !s.ClampBox) || s.Analysis == MarginalsJob {
 		// The diagonal's sensitivity assumes every value in [-1, 1]: a row
 		// outside would be refused, and the owner's outcome would depend on
 		// its rows. The marginals count each value as clamped to its
