@@ -70,6 +70,10 @@ func DeclareBounds(data []byte, id, label string, widen float64) (*schema.Schema
 	return profile.BoundsSchema(&s)
 }
 
+// RawRows returns the rows' feature values as read (data units, no map),
+// for measurements.
+func RawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) { return rawRows(data, sch) }
+
 // rawRows returns the rows' feature values as read (data units, no map).
 func rawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) {
 	rows, err := schema.NewCSVRows(bytes.NewReader(data), schema.CSVOptions{})
