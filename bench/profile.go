@@ -198,4 +198,3 @@ func sha(s string) uint64 {
 	}
 	return h
 }
-

@@ -415,13 +415,3 @@ func writeJSON(path string, v any) error {
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
-
-func count(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
-		}
-	}
-	return n
-}

@@ -344,7 +344,7 @@ func TestBoundsOnly(t *testing.T) {
 		t.Errorf("the map written out hashes differently (%v)", err)
 	}
 	for doc, want := range map[string]string{
-		`{"id":"b","features":[{"name":"x","min":1,"max":1}]}`:             `"x": bounds [1, 1]`,
+		`{"id":"b","features":[{"name":"x","min":1,"max":1}]}`:            `"x": bounds [1, 1]`,
 		`{"id":"b","features":[{"name":"x","center":1,"min":0,"max":2}]}`: `"x" gives a center or a scale but not both`,
 		`{"id":"b","features":[{"name":"x","center":1}]}`:                 `"x" has no scale`,
 		`{"id":"b","features":[{"name":"x","min":0}]}`:                    `"x" has no scale`,
