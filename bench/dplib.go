@@ -24,6 +24,7 @@ import (
 // use). It returns the d x k components (orthonormal columns).
 func dpLibPCA(x *mat.Dense, lo, hi []float64, dataNorm, epsilon float64, k int, rng *rand.Rand) *mat.Dense {
 	n, d := x.Dims()
+	k = min(k, d)
 	xc := mat.NewDense(n, d, nil)
 	for j := range d {
 		sum := 0.0
@@ -63,7 +64,9 @@ func dpLibPCA(x *mat.Dense, lo, hi []float64, dataNorm, epsilon float64, k int, 
 		var t mat.VecDense
 		t.MulVec(proj.T(), mat.NewVecDense(m, u))
 		theta.SetCol(c, t.RawVector().Data)
-		proj = nullSpace(theta.Slice(0, d, 0, c+1))
+		if c+1 < k {
+			proj = nullSpace(theta.Slice(0, d, 0, c+1))
+		}
 	}
 	return theta
 }
