@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"gonum.org/v1/gonum/mat"
-	"gonum.org/v1/gonum/stat"
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -111,7 +110,7 @@ func dpLib(x *mat.Dense, sch *schema.Schema, k, reps int, seed string) (raw, sca
 		lo[j], _ = f.Min.Rat().Float64()
 		hi[j], _ = f.Max.Rat().Float64()
 	}
-	cov, std := standardized(x)
+	cov, std := sim.Standardized(x)
 	norm := 0.0
 	for j := range d {
 		norm += (hi[j] - lo[j]) * (hi[j] - lo[j])
@@ -134,28 +133,6 @@ func dpLib(x *mat.Dense, sch *schema.Schema, k, reps int, seed string) (raw, sca
 		return capturedStd(cov, std, w, func(j int) float64 { return hi[j] - lo[j] })
 	})
 	return raw, scaled
-}
-
-// standardized returns the covariance of the rows standardised with their
-// pooled mean and population std, and the stds.
-func standardized(x *mat.Dense) (*mat.SymDense, []float64) {
-	n, d := x.Dims()
-	z := mat.NewDense(n, d, nil)
-	std := make([]float64, d)
-	for j := range d {
-		col := mat.Col(nil, j, x)
-		m, s := stat.PopMeanStdDev(col, nil)
-		if s == 0 {
-			s = 1
-		}
-		std[j] = s
-		for i, v := range col {
-			z.Set(i, j, (v-m)/s)
-		}
-	}
-	cov := mat.NewSymDense(d, nil)
-	cov.SymOuterK(1/float64(n), z.T())
-	return cov, std
 }
 
 // capturedStd returns q/q0 on the standardised covariance of components w

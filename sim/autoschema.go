@@ -224,6 +224,30 @@ func autoReport(data []byte, prof *user.ProfileResult, rep *Report, delta float6
 	return out, nil
 }
 
+// Standardized returns the covariance of the rows standardised with their
+// pooled mean and population std (a constant feature divided by 1), and
+// the stds: what the utility is measured against, never used by the
+// system.
+func Standardized(x *mat.Dense) (*mat.SymDense, []float64) {
+	n, d := x.Dims()
+	std := make([]float64, d)
+	z := mat.NewDense(n, d, nil)
+	for j := range d {
+		col := mat.Col(nil, j, x)
+		mean, sd := stat.PopMeanStdDev(col, nil)
+		if sd == 0 {
+			sd = 1
+		}
+		std[j] = sd
+		for i, v := range col {
+			z.Set(i, j, (v-mean)/sd)
+		}
+	}
+	cov := mat.NewSymDense(d, nil)
+	cov.SymOuterK(1/float64(n), z.T())
+	return cov, std
+}
+
 // StandardUtility measures a PCA result made under sch against the
 // simulation's rows standardised with their pooled mean and population
 // std, unclipped.
@@ -240,24 +264,8 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 	if err != nil {
 		return u, err
 	}
-	n, d := x.Dims()
-	// The standardised rows: pooled mean and population std (measuring
-	// only).
-	std := make([]float64, d)
-	z := mat.NewDense(n, d, nil)
-	for j := range d {
-		col := mat.Col(nil, j, x)
-		mean, sd := stat.PopMeanStdDev(col, nil)
-		if sd == 0 {
-			sd = 1
-		}
-		std[j] = sd
-		for i, v := range col {
-			z.Set(i, j, (v-mean)/sd)
-		}
-	}
-	var cov mat.SymDense
-	cov.SymOuterK(1/float64(n), z.T())
+	_, d := x.Dims()
+	cov, std := Standardized(x)
 	// A component w in sch's units is the direction (w_j std_j / scale_j)
 	// in standardised units.
 	_, k := res.Components.W.Dims()
@@ -268,7 +276,7 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 			w.Set(j, i, res.Components.W.At(j, i)*std[j]/sc)
 		}
 	}
-	q := captured(&cov, orthonormal(w))
+	q := captured(cov, orthonormal(w))
 	if q == nil {
 		return u, fmt.Errorf("utility: eigendecomposition failed")
 	}
