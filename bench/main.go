@@ -27,8 +27,6 @@ import (
 
 func main() {
 	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, conns, sources, pipeline, timing, split-sweep or dca-sweep")
-	quantiles := flag.String("quantiles", "0", "quantiles of the norms C is set at, 0 for the default rule (suite profile)")
-	shares := flag.String("shares", "0", "the profile's shares of the budget, 0 for the defaults (suite profile)")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
@@ -86,7 +84,7 @@ func main() {
 		utility(ctx, utilityConfig{names: strings.Split(*names, ","), epsilons: floats(*epsilons), split: split,
 			plans: strings.Split(*plansFlag, ","), seeds: *seedsFlag, reps: *reps}, raw)
 	case "profile":
-		profileSuite(ctx, strings.Split(*names, ","), floats(*quantiles), floats(*shares), *reps)
+		profileSuite(ctx, strings.Split(*names, ","), *reps)
 	case "load":
 		load(ctx, ints(*owners)[0], raw)
 	case "conns":

@@ -2,8 +2,6 @@ package main
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"math"
@@ -106,7 +104,7 @@ func splitSweep(splits []sweepSplit) {
 				cal := sweepCalibrate(eps, delta, sp.s, l, ds.schema.Bound(), 16)
 				sum := 0.0
 				for seed := range seeds {
-					rnd := &counterStream{seed: sha256.Sum256(fmt.Appendf(nil, "%s/%d/%d/%d", name, si, ei, seed))}
+					rnd := sim.NoiseStream(fmt.Sprintf("%s/%d/%d/%d", name, si, ei, seed))
 					noise, err := cal.NoiseVector(l, big.NewRat(1, 1), rnd, 1)
 					if err != nil {
 						check(err)
@@ -227,8 +225,7 @@ func dcaSweep(splits []sweepSplit) {
 					cal := sweepCalibrate(eps, delta, sp.s, l, sch.Bound(), 16)
 					sum := 0.0
 					for seed := range seeds {
-						seedBytes := sha256.Sum256(fmt.Appendf(nil, "%s/%s/%v/%d", name, key, eps, seed))
-						noise, err := cal.NoiseVector(l, big.NewRat(1, 1), &counterStream{seed: seedBytes}, 1)
+						noise, err := cal.NoiseVector(l, big.NewRat(1, 1), sim.NoiseStream(fmt.Sprintf("%s/%s/%v/%d", name, key, eps, seed)), 1)
 						if err != nil {
 							check(err)
 						}
@@ -277,30 +274,4 @@ func loadSchema(name string, bits uint) sweepDataset {
 	check(err)
 	sch.Bits = bits
 	return sweepDataset{csv: raw, schema: sch}
-}
-
-// counterStream is a deterministic byte stream (SHA-256 in counter mode) for
-// reproducible experiments.
-type counterStream struct {
-	seed [32]byte
-	ctr  uint64
-	buf  []byte
-}
-
-func (c *counterStream) Read(p []byte) (int, error) {
-	n := 0
-	for n < len(p) {
-		if len(c.buf) == 0 {
-			var b [40]byte
-			copy(b[:], c.seed[:])
-			binary.LittleEndian.PutUint64(b[32:], c.ctr)
-			c.ctr++
-			h := sha256.Sum256(b[:])
-			c.buf = h[:]
-		}
-		k := copy(p[n:], c.buf)
-		c.buf = c.buf[k:]
-		n += k
-	}
-	return n, nil
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"time"
 
@@ -69,6 +70,10 @@ func DeclareBounds(data []byte, id, label string, widen float64) (*schema.Schema
 	return profile.BoundsSchema(&s)
 }
 
+// RawRows returns the rows' feature values as read (data units, no map),
+// for measurements.
+func RawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) { return rawRows(data, sch) }
+
 // rawRows returns the rows' feature values as read (data units, no map).
 func rawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) {
 	rows, err := schema.NewCSVRows(bytes.NewReader(data), schema.CSVOptions{})
@@ -110,11 +115,21 @@ func rawRows(data []byte, sch *schema.Schema) (*mat.Dense, error) {
 // under the schema it chose, within one total budget.
 type AutoOptions struct {
 	JobOptions
-	// Share, MomentsShare and Quantile are the profile's (zero: defaults).
-	Share, MomentsShare, Quantile float64
+	// Share, Method and Quantile are the profile's (zero: defaults).
+	Share, Quantile float64
+	Method          string
 	// KeepScales takes the simulation's schema's centers and scales as
-	// public (user.ProfileRequest.KeepScales): the profile chooses only C.
+	// public (profile.Options.KeepScales): the profile chooses only C.
 	KeepScales bool
+	// NoStandardize runs the main PCA in the profile's units, as user run
+	// does without --standardize (by default the main job standardises by
+	// its release's own diagonal when the scales are the profile's).
+	NoStandardize bool
+}
+
+// profileOptions returns the profile's options at the total budget.
+func (o AutoOptions) profileOptions(delta float64) profile.Options {
+	return profile.Options{Epsilon: o.Epsilon, Delta: delta, Share: o.Share, Method: o.Method, Quantile: o.Quantile, KeepScales: o.KeepScales}
 }
 
 // AutoReport is what an auto-schema run measured.
@@ -131,12 +146,7 @@ type AutoReport struct {
 
 // Jobs returns how many jobs the run composed: the profile's rounds and
 // the main job.
-func (r *AutoReport) Jobs() int {
-	if r.Profile.Moments == nil {
-		return 2
-	}
-	return 3
-}
+func (r *AutoReport) Jobs() int { return len(r.Profile.Rounds) + 1 }
 
 // TotalPrivacy is the composition of a run's jobs: their costs composed
 // (profile.Total: the owners' ledgers' account), and its epsilon at Delta.
@@ -176,8 +186,7 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 	if delta == 0 {
 		delta = job.DefaultDelta
 	}
-	prof, err := s.user.Profile(ctx, user.ProfileRequest{Declared: s.sch, Epsilon: o.Epsilon, Delta: delta,
-		Share: o.Share, MomentsShare: o.MomentsShare, Quantile: o.Quantile, KeepScales: o.KeepScales, Plan: o.Plan, Tolerate: o.Tolerate,
+	prof, err := s.user.Profile(ctx, user.ProfileRequest{Declared: s.sch, Options: o.profileOptions(delta), Plan: o.Plan, Tolerate: o.Tolerate,
 		MainAnalysis: o.Analysis, MainSplit: o.Split,
 		Owners: s.owners, MinOwners: o.MinOwners, Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows}, o.Progress)
 	if err != nil {
@@ -188,24 +197,55 @@ func (s *Simulator) RunAuto(ctx context.Context, o AutoOptions) (*AutoReport, er
 	// The profile's scales are noisy: the main PCA standardises by the
 	// release's own diagonal (free), so they matter only for the clipping
 	// and the balance of the noise. Public scales are taken as they are.
-	main.Standardize = o.Analysis == job.PCA && !o.KeepScales
+	main.Standardize = o.Analysis == job.PCA && !o.KeepScales && !o.NoStandardize
 	rep, err := s.Run(ctx, main)
 	if err != nil {
 		return nil, err
 	}
+	return autoReport(s.sim.Data, prof, rep, delta)
+}
+
+// autoReport composes a run's jobs and measures its main result.
+func autoReport(data []byte, prof *user.ProfileResult, rep *Report, delta float64) (*AutoReport, error) {
 	out := &AutoReport{Profile: prof, Schema: prof.Schema, Main: rep}
 	var costs []dp.Cost
-	for _, res := range []*job.Result{prof.Moments, prof.Norms, rep.Result} {
-		if res != nil && res.Privacy.Cost != nil {
-			costs = append(costs, *res.Privacy.Cost)
+	for _, res := range append(slices.Clone(prof.Rounds), rep.Result) {
+		if res.Privacy.Cost == nil {
+			return nil, fmt.Errorf("job %s reports no cost", res.JobID)
 		}
+		costs = append(costs, *res.Privacy.Cost)
 	}
 	total, eps := profile.Total(delta, costs...)
 	out.Total = TotalPrivacy{Rho: total.Rho, Mu: dp.Float(total.Mu()), Epsilon: dp.Float(eps), Delta: delta, Cost: total}
-	if out.Utility, err = s.StandardUtility(rep.Result, prof.Schema); err != nil {
+	var err error
+	if out.Utility, err = standardUtility(data, rep.Result, prof.Schema); err != nil {
 		return nil, err
 	}
 	return out, nil
+}
+
+// Standardized returns the covariance of the rows standardised with their
+// pooled mean and population std (a constant feature divided by 1), and
+// the stds: what the utility is measured against, never used by the
+// system.
+func Standardized(x *mat.Dense) (*mat.SymDense, []float64) {
+	n, d := x.Dims()
+	std := make([]float64, d)
+	z := mat.NewDense(n, d, nil)
+	for j := range d {
+		col := mat.Col(nil, j, x)
+		mean, sd := stat.PopMeanStdDev(col, nil)
+		if sd == 0 {
+			sd = 1
+		}
+		std[j] = sd
+		for i, v := range col {
+			z.Set(i, j, (v-mean)/sd)
+		}
+	}
+	cov := mat.NewSymDense(d, nil)
+	cov.SymOuterK(1/float64(n), z.T())
+	return cov, std
 }
 
 // StandardUtility measures a PCA result made under sch against the
@@ -224,24 +264,8 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 	if err != nil {
 		return u, err
 	}
-	n, d := x.Dims()
-	// The standardised rows: pooled mean and population std (measuring
-	// only).
-	std := make([]float64, d)
-	z := mat.NewDense(n, d, nil)
-	for j := range d {
-		col := mat.Col(nil, j, x)
-		mean, sd := stat.PopMeanStdDev(col, nil)
-		if sd == 0 {
-			sd = 1
-		}
-		std[j] = sd
-		for i, v := range col {
-			z.Set(i, j, (v-mean)/sd)
-		}
-	}
-	var cov mat.SymDense
-	cov.SymOuterK(1/float64(n), z.T())
+	_, d := x.Dims()
+	cov, std := Standardized(x)
 	// A component w in sch's units is the direction (w_j std_j / scale_j)
 	// in standardised units.
 	_, k := res.Components.W.Dims()
@@ -252,7 +276,7 @@ func standardUtility(data []byte, res *job.Result, sch *schema.Schema) (Standard
 			w.Set(j, i, res.Components.W.At(j, i)*std[j]/sc)
 		}
 	}
-	q := captured(&cov, orthonormal(w))
+	q := captured(cov, orthonormal(w))
 	if q == nil {
 		return u, fmt.Errorf("utility: eigendecomposition failed")
 	}

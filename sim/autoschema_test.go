@@ -39,7 +39,7 @@ func TestAutoSchema(t *testing.T) {
 		t.Errorf("total epsilon %v, want at most 1 and close to it", e)
 	}
 	t.Logf("profile: noisy n %.1f, C %s, clipped %.3f, q/q0 %.4f, total epsilon %.4f (rho %.4f)",
-		rep.Profile.Estimate.N, rep.Schema.ClipNorm, rep.Utility.ClippedFraction, rep.Utility.CapturedVarianceRatio, float64(rep.Total.Epsilon), float64(rep.Total.Rho))
+		rep.Profile.N, rep.Schema.ClipNorm, rep.Utility.ClippedFraction, rep.Utility.CapturedVarianceRatio, float64(rep.Total.Epsilon), float64(rep.Total.Rho))
 	if rep.Main.Result.Components == nil || rep.Utility.K != 5 || !(rep.Utility.CapturedVarianceRatio > 0) {
 		t.Fatalf("main job: %+v", rep.Utility)
 	}

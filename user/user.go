@@ -105,8 +105,12 @@ type Request struct {
 	// allows for this job (Spec.LargestOwnerRows).
 	MaxOwnerRows int64
 	Nonce        string
-	// NormEdges are the buckets of a norms job (the profile's second round).
+	// NormEdges are the buckets of a norms job, Buckets and Windows the
+	// grids of a marginals job (the profile's rounds).
 	NormEdges []fixedpoint.Decimal
+	Buckets   int
+	Windows   []job.Window
+	ClampBox  bool
 	// Standardize asks for the PCA of the release's correlation matrix.
 	Standardize bool
 }
@@ -307,7 +311,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 		minOwners = len(owners)
 	}
 	s := &job.Spec{
-		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K, NormEdges: r.NormEdges, Standardize: r.Standardize,
+		Version: job.Version, Dataset: r.Schema.ID, SchemaHash: r.Schema.HashHex(), Analysis: r.Analysis, K: r.K, NormEdges: r.NormEdges, Buckets: r.Buckets, Windows: r.Windows, ClampBox: r.ClampBox, Standardize: r.Standardize,
 		Epsilon: r.Epsilon, Delta: delta, NoNoise: r.NoNoise, NoisePlan: plan, Tolerate: r.Tolerate, Split: split,
 		MinOwners: minOwners, Deadline: r.Deadline.UTC().Truncate(time.Second),
 		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),

@@ -3,8 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"text/tabwriter"
 	"time"
 
 	"github.com/urfave/cli/v3"
@@ -19,21 +22,28 @@ import (
 func profileCommand() *cli.Command {
 	return &cli.Command{
 		Name:  "profile",
-		Usage: "choose a schema's centers, scales and clip norm privately, by two small jobs through the protocol",
+		Usage: "choose a schema's centers, scales and clip norm privately, by small jobs through the protocol",
 		Description: `The schema given must declare public bounds "min" and "max" on every feature (owners
-clamp to them). Two jobs spend --share of the total budget (--epsilon, --delta, as
-Gaussian DP: mu^2 adds): per-feature noisy sums and sums of squares, then a noisy
-histogram of the row norms. Writes OUT/schema.json (centers, scales, C at --quantile
-of the norms; bounds, label and classes kept: owners serving the declared schema
-take part under it) and OUT/profile.json (what each round released, the estimates
-and their noise), and prints the epsilon left for the main job at the same delta.
-With --keep-scales the schema's centers and scales are public already: no bounds
-are needed and one job, the norms histogram, spends the whole --share to choose C.
+clamp to them; a schema of bounds only, without centers or scales, will do). Three
+jobs spend --share of the total budget (--epsilon, --delta, as Gaussian DP: mu^2
+adds): per-feature noisy histograms over a grid on the bounds (locating each
+feature), per-feature noisy sums and sums of squares inside the windows they found
+(or the bounds, with few rows), then a noisy histogram of the row norms. Prints and
+writes each center and scale with its standard error, warns when a scale's noise
+is large or a feature's spread could not be resolved, and prints the epsilon left
+for the main job at the same delta and the command to run it (standardised: the
+PCA of the release's own correlation, which the noise of the scales does not
+reach). Writes OUT/schema.json (centers, scales, C at --quantile of the norms;
+bounds, label and classes kept: owners serving the declared schema take part
+under it) and OUT/profile.json (each parameter with its noise, what each round
+released). With --keep-scales the schema's centers and scales are public already:
+no bounds are needed and one job, the norms histogram, spends the whole --share to
+choose C.
 
   fedpca user profile --certs certs/user-alice --keys keys --proxy localhost:7000 \
     --schema wdbc.bounds.json --owners hospital-a,hospital-b --epsilon 1 --out profile/ \
     --committee csp-1,csp-2,csp-3
-  fedpca user run ... --schema profile/schema.json --epsilon <printed>`,
+  fedpca user run ... --schema profile/schema.json --epsilon <printed> --standardize`,
 		Flags: append(append(userConnFlags(true),
 			reqStr("schema", "the declared schema: bounds min and max on every feature"),
 			strsFlag("owners", "the owners asked to take part (comma-separated or repeated)"),
@@ -41,7 +51,7 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			floatFlag("epsilon", 1, "the total budget of the profile and the main job: epsilon"),
 			floatFlag("delta", job.DefaultDelta, "the total budget: delta, in (0, 1)"),
 			floatFlag("share", 0, "the profile's share of the total (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
-			floatFlag("moments-share", profile.DefaultMomentsShare, "the first round's share of the profile's"),
+			strFlag("method", profile.Quantiles, "how centers and scales are estimated: quantiles (locate, then measure inside the windows found) or moments (sums and sums of squares over the whole bounds, the earlier method)"),
 			floatFlag("quantile", 0, "C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
 			boolFlag("keep-scales", "the schema's centers and scales are public (a registry, a public reference sample): no bounds needed, the norms round alone takes --share and chooses only C"),
 			noisePlanFlag(),
@@ -67,9 +77,9 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 				return err
 			}
 			defer c.Close()
-			res, err := c.Profile(ctx, user.ProfileRequest{Declared: declared, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
-				Share: cmd.Float64("share"), MomentsShare: cmd.Float64("moments-share"), Quantile: cmd.Float64("quantile"),
-				KeepScales: cmd.Bool("keep-scales"), MainAnalysis: cmd.String("main-analysis"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
+			res, err := c.Profile(ctx, user.ProfileRequest{Declared: declared, Options: profile.Options{Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
+				Share: cmd.Float64("share"), Method: cmd.String("method"), Quantile: cmd.Float64("quantile"), KeepScales: cmd.Bool("keep-scales")},
+				MainAnalysis: cmd.String("main-analysis"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Owners: owners, MinOwners: cmd.Int("min-owners"),
 				Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows"))}, nil)
 			if err != nil {
 				return err
@@ -84,24 +94,37 @@ are needed and one job, the norms histogram, spends the whole --share to choose 
 			if err := writeJSON(filepath.Join(out, "profile.json"), res); err != nil {
 				return err
 			}
+			writeProfile(os.Stdout, res)
+			for _, w := range res.Warnings {
+				fmt.Fprintf(os.Stderr, "warning: %s\n", w)
+			}
 			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile)
-			fmt.Printf("the main job (%s) may spend epsilon %.6g at delta %g: with the profile's rounds (share %g of mu^2, epsilon %.6g alone), epsilon %.7g in all, discrete corrections included\n",
-				cmd.String("main-analysis"), res.Budget.Main, res.Budget.Delta, res.Share, res.Budget.Spent.Epsilon(res.Budget.Delta), res.Budget.Total)
-			if res.Estimate == nil {
-				return nil
-			}
-			at := 0
-			for _, b := range res.Estimate.AtNoise {
-				if b {
-					at++
-				}
-			}
-			if 2*at > len(res.Estimate.AtNoise) {
-				fmt.Fprintf(os.Stderr, "warning: %d of %d features' variances are below the profile's noise (%.3g of the declared half-range squared): "+
-					"at this budget and row count the profile cannot see their spreads, and the main job's PCA will be noisy; "+
-					"declare public scales if you have them, or run the main job with --standardize\n", at, len(res.Estimate.AtNoise), res.Estimate.VarNoise)
+			fmt.Printf("the main job (%s) may spend epsilon %.6g at delta %g: with the profile's %d rounds (share %g of mu^2, epsilon %.6g alone), epsilon %.7g in all, discrete corrections included\n",
+				cmd.String("main-analysis"), res.Budget.Main, res.Budget.Delta, len(res.Rounds), res.Share, res.Budget.Spent.Epsilon(res.Budget.Delta), res.Budget.Total)
+			if cmd.String("main-analysis") == job.PCA && !cmd.Bool("keep-scales") {
+				fmt.Printf("run it standardised (the scales above are noisy; the PCA of the release's own correlation is not):\n  fedpca user run ... --schema %s --epsilon %.6g --delta %g --standardize\n",
+					filepath.Join(out, "schema.json"), res.Budget.Main, res.Budget.Delta)
 			}
 			return nil
 		},
 	}
+}
+
+// writeProfile prints each feature's center and scale with its standard
+// error.
+func writeProfile(w io.Writer, res *user.ProfileResult) {
+	if len(res.Features) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d rows (noisy); each parameter with its standard error (%s):\n", int(math.Round(res.N)), res.Method)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "feature\tcenter\t+-\tscale\t+-\t\t")
+	for _, f := range res.Features {
+		note := ""
+		if f.Unresolved {
+			note = "unresolved: an upper estimate"
+		}
+		fmt.Fprintf(tw, "%s\t%.4g\t%.2g\t%.4g\t%.2g\t%s\t\n", f.Name, f.Center, f.CenterSE, f.Scale, f.ScaleSE, note)
+	}
+	tw.Flush()
 }

@@ -17,6 +17,7 @@ import (
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/profile"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/sim/chaos"
@@ -80,6 +81,10 @@ func simulateFlags() []cli.Flag {
 		floatFlag("profile-share", 0, "with --auto-schema: the profile's share of the total budget (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
 		floatFlag("quantile", 0, "with --auto-schema: C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
 		boolFlag("keep-scales", "with --auto-schema: take the pooled mean and std as public centers and scales (standing in for a registry's) and choose only C privately"),
+		strFlag("schema", "", "with --auto-schema: the schema the owners declare (min and max on every feature, no centers or scales needed), instead of the observed range widened by a quarter: what a real deployment's bounds give"),
+		strFlag("profile-method", profile.Quantiles, "with --auto-schema: quantiles or moments (see user profile --method)"),
+		boolFlag("cohort", "a synthetic clinical cohort (9 vital signs and lab values, --rows rows; see sim.ClinicalCohort) instead of --data or --dataset; with --auto-schema its hospitals' clinical ranges are the declared schema unless --schema says otherwise"),
+		intFlag("rows", 6600, "with --cohort: its rows"),
 	}
 }
 
@@ -122,7 +127,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 		}},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if !cmd.Bool("auto-schema") {
-				for _, f := range []string{"profile-share", "quantile", "keep-scales"} {
+				for _, f := range []string{"profile-share", "quantile", "keep-scales", "schema", "profile-method"} {
 					if cmd.IsSet(f) {
 						return fmt.Errorf("--%s needs --auto-schema (it sets the profile job, which only --auto-schema runs)", f)
 					}
@@ -181,20 +186,46 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 // newSimulator starts the simulated deployment the flags describe.
 func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string, error) {
 	data, name, err := simData(cmd.String("data"), cmd.String("dataset"), cmd.String("synthetic"), cmd.Uint64("seed"))
-	if err != nil {
+	var declared *schema.Schema
+	if cmd.Bool("cohort") {
+		if err == nil || cmd.String("data")+cmd.String("dataset")+cmd.String("synthetic") != "" {
+			return nil, "", errors.New("give one of --data, --dataset, --synthetic and --cohort")
+		}
+		data, name = sim.ClinicalCohort(cmd.Int("rows"), cmd.Uint64("seed")), "cohort"
+		if cmd.Bool("auto-schema") && !cmd.Bool("keep-scales") {
+			if declared, err = sim.CohortSchema(name); err != nil {
+				return nil, "", err
+			}
+		}
+	} else if err != nil {
 		return nil, "", err
+	}
+	label := cmd.String("label")
+	if cmd.Bool("cohort") && !cmd.IsSet("label") {
+		label = ""
 	}
 	log := hclog.NewNullLogger()
 	if lvl := cmd.String("log-level"); lvl != "off" {
 		log = hclog.New(&hclog.LoggerOptions{Name: "sim", Level: hclog.LevelFromString(lvl), Output: os.Stderr})
 	}
-	var declared *schema.Schema
-	if cmd.Bool("auto-schema") && !cmd.Bool("keep-scales") {
-		if declared, err = sim.DeclareBounds(data, name, cmd.String("label"), sim.DefaultWiden); err != nil {
+	switch path := cmd.String("schema"); {
+	case path != "" && cmd.Bool("keep-scales"):
+		return nil, "", errors.New("--schema declares bounds for the profile to choose centers and scales; --keep-scales takes the pooled ones: give one")
+	case path != "":
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", err
+		}
+		if declared, err = schema.Parse(b); err != nil {
+			return nil, "", fmt.Errorf("--schema %s: %w", path, err)
+		}
+		name = declared.ID
+	case declared == nil && cmd.Bool("auto-schema") && !cmd.Bool("keep-scales"):
+		if declared, err = sim.DeclareBounds(data, name, label, sim.DefaultWiden); err != nil {
 			return nil, "", err
 		}
 	}
-	s := sim.Simulation{Data: data, Name: name, Label: cmd.String("label"), Schema: declared, Owners: cmd.Int("owners"), How: cmd.String("partition"),
+	s := sim.Simulation{Data: data, Name: name, Label: label, Schema: declared, Owners: cmd.Int("owners"), How: cmd.String("partition"),
 		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: cmd.Int("csp-threshold"),
 		MinCommitteeMembers: cmd.Int("committee-min-members"), MinCommitteeThreshold: cmd.Int("committee-min-threshold"), TCP: cmd.String("transport") == "tcp",
 		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
@@ -347,17 +378,20 @@ reproduced with the command it prints.
 // against the standardised, unclipped rows.
 func runAuto(ctx context.Context, cmd *cli.Command, sm *sim.Simulator, opts sim.JobOptions, p *progress) error {
 	rep, err := sm.RunAuto(ctx, sim.AutoOptions{JobOptions: opts, Share: cmd.Float64("profile-share"), Quantile: cmd.Float64("quantile"),
-		KeepScales: cmd.Bool("keep-scales")})
+		Method: cmd.String("profile-method"), KeepScales: cmd.Bool("keep-scales")})
 	p.done()
 	if err != nil {
 		return err
 	}
 	rep.Main.WriteText(os.Stdout, cmd.Bool("components"))
-	if e := rep.Profile.Estimate; e != nil {
-		fmt.Printf("\nprofile: noisy n %.1f, mean noise %.3g and variance noise %.3g of the declared half-range, %d of %d variances at the noise level\n",
-			e.N, e.MeanNoise, e.VarNoise, count(e.AtNoise), len(e.AtNoise))
+	fmt.Println()
+	if len(rep.Profile.Features) > 0 {
+		writeProfile(os.Stdout, rep.Profile)
+		for _, w := range rep.Profile.Warnings {
+			fmt.Printf("warning: %s\n", w)
+		}
 	} else {
-		fmt.Printf("\nprofile: the norms round alone (public centers and scales)\n")
+		fmt.Printf("profile: the norms round alone (public centers and scales)\n")
 	}
 	fmt.Printf("chosen schema: C = %s (quantile %g of the noisy norm histogram), clips %.1f%% of the rows\n",
 		rep.Schema.ClipNorm, rep.Profile.Quantile, 100*rep.Utility.ClippedFraction)
@@ -380,14 +414,4 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
-}
-
-func count(b []bool) int {
-	n := 0
-	for _, x := range b {
-		if x {
-			n++
-		}
-	}
-	return n
 }

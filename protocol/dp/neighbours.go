@@ -28,11 +28,11 @@ type Geometry struct {
 }
 
 // Sensitivity returns the L2 sensitivity of each block to adding one row
-// (stats.Layout.Sensitivity) as float64.
+// (the square root of stats.Layout.Sensitivity2) as float64.
 func (g Geometry) Sensitivity() [3]float64 {
 	var out [3]float64
-	for b, s := range g.Layout.Sensitivity(g.Bound, g.Bits) {
-		out[b], _ = new(big.Float).SetInt(s).Float64()
+	for b, s := range g.Layout.Sensitivity2(g.Bound, g.Bits) {
+		out[b], _ = new(big.Float).SetPrec(128).Sqrt(new(big.Float).SetPrec(128).SetInt(s)).Float64()
 	}
 	return out
 }
@@ -63,7 +63,10 @@ func (g Geometry) Sensitivity() [3]float64 {
 //     maximum of t^2 ((2h - t)^2 / s_R + 1 / s_v) over t in [0, 2h] (box
 //     bound); also at most 2 m_R + 4 m_v (ball bound); the smaller holds;
 //   - histogram: one row moves from one bucket to another: 2 m_n when
-//     K >= 2.
+//     K >= 2;
+//   - marginals: each of the D features' values moves from one bucket to
+//     another, two counts each: 2 D 2^(2g) against the add-one D 2^(2g),
+//     2 m_n when K >= 2.
 //
 // These are upper bounds that the rows can reach (up to the rounding of
 // the rows to integers), so calibrating with them is tight. The result is
@@ -96,7 +99,7 @@ func (g Geometry) Mu2(s [3]float64) float64 {
 	case stats.Moments:
 		h := math.Ldexp(1, int(g.Bits))
 		out = max(out, min(2*mR+4*mV, float64(g.Layout.D)*boxTerm(16*h*h*h*h/s[stats.BlockR], 4*h*h/s[stats.BlockV])))
-	case stats.Histogram:
+	case stats.Histogram, stats.Marginals:
 		if g.Layout.K >= 2 {
 			out = max(out, 2*mN)
 		}

@@ -57,6 +57,16 @@ func inBall(x []float64, bound, box int64) []int64 {
 	return q
 }
 
+// buckets maps a row's values to buckets of a marginals layout, for rows
+// found as for the other layouts.
+func buckets(q []int64, k int) []int64 {
+	out := make([]int64, len(q))
+	for i, x := range q {
+		out[i] = (x%int64(k) + int64(k)) % int64(k)
+	}
+	return out
+}
+
 // TestMu2BoundsNeighbours: for every kind of layout, the largest change of a
 // release between neighbours (a row added; a kept row replaced by another,
 // of the same class or another, as the row cap makes) measured on real
@@ -79,6 +89,7 @@ func TestMu2BoundsNeighbours(t *testing.T) {
 		{stats.Moments, 3, 1, int64(math.Floor(math.Sqrt(3) * float64(h)))},
 		{stats.Moments, 4, 1, h}, // C = 1 < sqrt(d): the ball binds too
 		{stats.Histogram, 3, 5, h},
+		{stats.Marginals, 3, 5, h},
 	} {
 		l, err := stats.NewLayoutOf(tc.kind, tc.d, tc.k)
 		if err != nil {
@@ -101,7 +112,14 @@ func TestMu2BoundsNeighbours(t *testing.T) {
 			base := [][]int64{inBall([]float64{1, 2, 3, 4}[:tc.d], tc.bound/2, box)}
 			baseClass := []int{0}
 			worst := 0.0
+			if tc.kind == stats.Marginals {
+				// A marginals row is each feature's bucket.
+				base = [][]int64{{1, 2, 3}}
+			}
 			consider := func(q []int64, kq int, r []int64, kr int) {
+				if tc.kind == stats.Marginals {
+					q, r, kq, kr = buckets(q, tc.k), buckets(r, tc.k), 0, 0
+				}
 				// add q; replace q by r
 				with := packOf(t, l, tc.bound, bits, append(base[:1:1], q), append(baseClass[:1:1], kq))
 				without := packOf(t, l, tc.bound, bits, base, baseClass)

@@ -127,8 +127,8 @@ var DefaultSplit = Split{R: 0.65, V: 0.02, N: 0.33}
 var DiscriminantSplit = Split{R: 0.25, V: 0.5, N: 0.25}
 
 // DefaultSplitFor returns the default budget split of an analysis: the
-// discriminant one for "dca" and "lda", the profile rounds' for "moments"
-// and "norms", DefaultSplit otherwise.
+// discriminant one for "dca" and "lda", the profile rounds' for "moments",
+// "marginals" and "norms", DefaultSplit otherwise.
 func DefaultSplitFor(analysis string) Split {
 	switch analysis {
 	case "dca", "lda":
@@ -137,7 +137,7 @@ func DefaultSplitFor(analysis string) Split {
 		// The profile's first round: the diagonal and the sums have the
 		// same sensitivity (sqrt(d) in data units) and matter alike.
 		return Split{R: 0.45, V: 0.45, N: 0.1}
-	case "norms":
+	case "norms", "marginals":
 		// A histogram has only counts.
 		return Split{N: 1}
 	}
@@ -253,7 +253,7 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 // CalibrateShares computes the central noise for (epsilon, delta) with the
 // budget split, for rows clipped to B in integer units at scale 2^bits, for
 // the blocks and sensitivities of a layout of any kind
-// (stats.Layout.Sensitivity), under Neighbours, for releases whose shares
+// (stats.Layout.Sensitivity2), under Neighbours, for releases whose shares
 // are within sb. An empty block must get no share of the budget.
 //
 // The release is one Gaussian mechanism (see GaussDelta). The split gives
@@ -275,7 +275,7 @@ func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound 
 		return Calibration{}, fmt.Errorf("calibrate: share bound %d shares of at least %v", sb.Max, sb.MinWeight)
 	}
 	geom := Geometry{Layout: l, Bound: bound, Bits: bits}
-	sens, dims := l.Sensitivity(bound, bits), l.Dims()
+	sens2, dims := l.Sensitivity2(bound, bits), l.Dims()
 	if err := split.Validate(); err != nil {
 		return Calibration{}, err
 	}
@@ -318,7 +318,7 @@ func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound 
 			if fr == nil || fr.Sign() <= 0 {
 				return out, fmt.Errorf("calibrate: the budget split gives block %s no share", b)
 			}
-			v := new(big.Rat).SetInt(new(big.Int).Mul(sens[b], sens[b]))
+			v := new(big.Rat).SetInt(sens2[b])
 			out[b] = ceilRat(v.Quo(v, fr))
 		}
 		return out, nil

@@ -85,8 +85,21 @@ func TestCalibrate(t *testing.T) {
 	}
 	// Moments rows lie in the box: the diagonal's sensitivity is 2^g B, not B^2.
 	m, _ := stats.NewLayoutOf(stats.Moments, 30, 1)
-	if s := m.Sensitivity(b, g)[stats.BlockR]; s.Int64() != b<<g {
-		t.Errorf("moments R sensitivity %v, want 2^g B = %d", s, b<<g)
+	if s := m.Sensitivity2(b, g)[stats.BlockR]; s.Cmp(new(big.Int).Lsh(big.NewInt(b*b), 2*g)) != 0 {
+		t.Errorf("moments R squared sensitivity %v, want (2^g B)^2 = %d 2^%d", s, b*b, 2*g)
+	}
+	// Marginals: a row adds one to a count of each feature; moving each
+	// feature's value to another bucket changes two counts each.
+	mg, _ := stats.NewLayoutOf(stats.Marginals, 30, 16)
+	c, err = Calibrate(1, 1e-6, Split{N: 1}, mg, b, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Dims != [3]int{0, 0, 480} || math.Abs(c.Factor/2-1) > 1e-9 || math.Abs(c.Sensitivity[stats.BlockN]/(math.Sqrt(30)*math.Ldexp(1, g))-1) > 1e-12 {
+		t.Fatalf("marginals calibration: dims %v, factor %v, sensitivity %v", c.Dims, c.Factor, c.Sensitivity[stats.BlockN])
+	}
+	if got, want := c.SigmaData(stats.BlockN), math.Sqrt(60)/GaussMu(1, 1e-6); got < want || got > want*1.01 {
+		t.Errorf("marginals count sigma %v, want within 1%% above sqrt(2 d)/mu = %v", got, want)
 	}
 }
 

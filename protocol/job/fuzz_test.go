@@ -298,13 +298,20 @@ func FuzzReadStatistics(f *testing.F) {
 // FuzzProfileRounds reads arbitrary CSV through a bounded schema for the
 // profile's two rounds: reading never fails past the header, every moments
 // row stays in the box (sums of squares within rows 2^2g, sums within rows
-// 2^g), and the norms histogram counts every row used exactly once.
+// 2^g), also when clamped into it under a map that sends the bounds beyond;
+// the per-feature histograms over any window count every row used once per
+// feature, and the norms histogram exactly once.
 func FuzzProfileRounds(f *testing.F) {
 	sch, err := schema.Parse([]byte(`{"id":"t","features":[{"name":"a","center":"5","scale":"5","min":"0","max":"10"},{"name":"b","center":"-1","scale":"2","min":"-3","max":"1"}],"clip_norm":"1.5","quant_bits":8}`))
 	if err != nil {
 		f.Fatal(err)
 	}
+	narrow, err := schema.Parse([]byte(`{"id":"t","features":[{"name":"a","center":"4","scale":"2","min":"0","max":"10"},{"name":"b","center":"-1","scale":"1","min":"-3","max":"1"}],"clip_norm":"1.5","quant_bits":8}`))
+	if err != nil {
+		f.Fatal(err)
+	}
 	f.Add([]byte("a,b\n1,2\n30,-4\n-7,0.5\n"), int64(5), "0.5", "1.2")
+	f.Add([]byte("a,b\n1,2\n30,-4\n-7,0.5\n"), int64(5), "-0.5", "0.25")
 	f.Add([]byte("b,a\n1e3,x\n\n5,5\n"), int64(1), "0.001", "100")
 	f.Add([]byte(""), int64(1), "1", "2")
 	f.Fuzz(func(t *testing.T, data []byte, cap int64, e1, e2 string) {
@@ -330,7 +337,42 @@ func FuzzProfileRounds(f *testing.F) {
 				t.Fatalf("moments %v for %d rows: outside the box", pack, rep.Rows)
 			}
 		}
-		if err1 != nil || err2 != nil || d1.Sign() <= 0 || d1.Rat().Cmp(d2.Rat()) >= 0 {
+		// The moments clamped into the box, under a map that sends the
+		// bounds beyond it, stay in the box too.
+		acc, rep, err = ReadStatistics(&Spec{Analysis: MomentsJob, MaxOwnerRows: cap, MaxRows: cap, ClampBox: true}, narrow, bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("clamped moments: %v", err)
+		}
+		pack = acc.Pack()
+		for i := range 2 {
+			if pack[i] < 0 || pack[i] > rep.Rows*one*one || pack[2+i] > rep.Rows*one || pack[2+i] < -rep.Rows*one {
+				t.Fatalf("clamped moments %v for %d rows: outside the box", pack, rep.Rows)
+			}
+		}
+		if err1 != nil || err2 != nil || d1.Rat().Cmp(d2.Rat()) >= 0 {
+			return
+		}
+		// The marginals over the window [e1, e2] count every row used once
+		// per feature.
+		marginals := &Spec{Analysis: MarginalsJob, MaxOwnerRows: cap, MaxRows: cap, Buckets: 3, Windows: []Window{{Lo: d1, Hi: d2}, {Lo: d1, Hi: d2}}}
+		acc, rep, err = ReadStatistics(marginals, sch, bytes.NewReader(data))
+		if err != nil {
+			t.Fatalf("marginals: %v", err)
+		}
+		pack = acc.Pack()
+		for i := range 2 {
+			var total int64
+			for _, c := range pack[3*i : 3*i+3] {
+				if c < 0 {
+					t.Fatalf("negative count %d", c)
+				}
+				total += c
+			}
+			if total != rep.Rows*one {
+				t.Fatalf("feature %d's histogram holds %d rows at scale 2^g, %d were read", i, total/one, rep.Rows)
+			}
+		}
+		if d1.Sign() <= 0 {
 			return // Spec.Validate refuses edges that are not positive and increasing
 		}
 		acc, rep, err = ReadStatistics(norms, sch, bytes.NewReader(data))

@@ -19,8 +19,15 @@ func capSpec(t *testing.T, sch *schema.Schema, analysis string, capRows int64) *
 	s := &Spec{Version: Version, Dataset: sch.ID, SchemaHash: sch.HashHex(), Analysis: analysis,
 		Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanCentral, Split: dp.DefaultSplitFor(analysis), MinOwners: 1,
 		CommitteeN: 1, CommitteeThreshold: 1}
-	if analysis == NormsJob {
+	switch analysis {
+	case NormsJob:
 		s.NormEdges = []fixedpoint.Decimal{fixedpoint.MustDecimal("0.3"), fixedpoint.MustDecimal("0.7")}
+	case MarginalsJob:
+		// Windows narrower than the values: the end buckets hold the tails.
+		s.Buckets = 4
+		for range sch.D() {
+			s.Windows = append(s.Windows, Window{Lo: fixedpoint.MustDecimal("-0.5"), Hi: fixedpoint.MustDecimal("0.6")})
+		}
 	}
 	if err := s.SetOwners([]string{"owner-000"}); err != nil {
 		t.Fatal(err)
@@ -42,8 +49,8 @@ func release(t *testing.T, s *Spec, sch *schema.Schema, header string, lines []s
 	return acc.Pack()
 }
 
-// TestNeighboursAtTheCap: for PCA, DCA, LDA and both rounds of the profile
-// (the moments and the norms histogram), neighbouring sources at the owner's
+// TestNeighboursAtTheCap: for PCA, DCA, LDA and the rounds of the profile
+// (the moments, the per-feature histograms and the norms histogram), neighbouring sources at the owner's
 // row cap (a row added before the cap, which pushes the last kept row out;
 // at the cap, where it is kept; after the cap, where it is dropped), read as
 // an owner reads them, change the release by no more than the sensitivity
@@ -58,6 +65,9 @@ func TestNeighboursAtTheCap(t *testing.T) {
 		"label":"y","classes":["p","q","r"],"clip_norm":"1","quant_bits":12}`
 	box := `{"id":"cap","features":[{"name":"a","center":"0","scale":"1","min":"-1","max":"1"},{"name":"b","center":"0","scale":"1","min":"-1","max":"1"},{"name":"c","center":"0","scale":"1","min":"-1","max":"1"}],
 		"label":"y","classes":["p","q","r"],"clip_norm":"1.7320508","quant_bits":12}`
+	// Bounds beyond the box, for a moments job that clamps into it (the
+	// profile's windows).
+	wide := strings.ReplaceAll(box, `"min":"-1","max":"1"`, `"min":"-3","max":"2"`)
 	const header = "a,b,c,y"
 	// Pairs (x, r): x is the row added, r the last row kept before it comes:
 	// orthogonal rows of other classes, opposite rows, rows symmetric about
@@ -68,17 +78,24 @@ func TestNeighboursAtTheCap(t *testing.T) {
 	}
 	pairs = append(pairs, [2]string{"1,0,0,p", "0,1,0,q"}, [2]string{"1,0,0,p", "-1,0,0,p"}, [2]string{"0,0,1,r", "0.6,0.8,0,p"},
 		[2]string{"1,1,1,p", "-1,-1,-1,p"}, [2]string{"1,1,1,p", "0,0,0,p"}, [2]string{"1,-1,1,q", "1,1,-1,q"}, [2]string{"0.1,0,0,p", "0.9,0,0,q"})
+	pairs = append(pairs, [2]string{"2,2,2,p", "-3,-3,-3,p"}, [2]string{"5,-5,1.5,p", "-1.5,1.5,-2,q"})
 	base := []string{"0.2,0.1,-0.3,q", "-0.4,0.5,0.1,r", "0.3,0.3,0.3,p"}
 	const capRows = 4
 	for _, tc := range []struct {
 		analysis, schema string
-	}{{PCA, full}, {DCA, full}, {LDA, full}, {MomentsJob, box}, {NormsJob, full}} {
-		t.Run(tc.analysis, func(t *testing.T) {
+		clamp            bool
+	}{{PCA, full, false}, {DCA, full, false}, {LDA, full, false}, {MomentsJob, box, false}, {MomentsJob, wide, true}, {MarginalsJob, box, false}, {NormsJob, full, false}} {
+		name := tc.analysis
+		if tc.clamp {
+			name += " clamped"
+		}
+		t.Run(name, func(t *testing.T) {
 			sch, err := schema.Parse([]byte(tc.schema))
 			if err != nil {
 				t.Fatal(err)
 			}
 			s := capSpec(t, sch, tc.analysis, capRows)
+			s.ClampBox = tc.clamp
 			cal, err := s.Calibration(sch)
 			if err != nil {
 				t.Fatal(err)

@@ -69,9 +69,9 @@ func (r *Result) Validate() error {
 		return bad("features", "%v", err)
 	}
 	switch {
-	case rel.Layout.Kind == stats.Histogram && len(r.Classes) != 0:
-		return bad("classes", "%d names for a histogram (its buckets are not classes)", len(r.Classes))
-	case rel.Layout.Kind == stats.Histogram:
+	case (rel.Layout.Kind == stats.Histogram || rel.Layout.Kind == stats.Marginals) && len(r.Classes) != 0:
+		return bad("classes", "%d names for a %s release (its buckets are not classes)", len(r.Classes), rel.Layout.Kind)
+	case rel.Layout.Kind == stats.Histogram || rel.Layout.Kind == stats.Marginals:
 	case k == 1 && len(r.Classes) != 0:
 		return bad("classes", "%d names for a release without classes", len(r.Classes))
 	case k > 1 && len(r.Classes) != k:

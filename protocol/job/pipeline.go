@@ -104,6 +104,9 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	if exact {
 		rm.Exact()
 	}
+	if s.ClampBox {
+		rm.ClampBox()
+	}
 	accs := make([]*stats.Accumulator, workers)
 	for i := range accs {
 		if accs[i], err = stats.NewAccumulator(l, sch.Bound(), sch.Bits); err != nil {
@@ -123,8 +126,13 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 			m = rm.Clone()
 		}
 		var bucket func([]int64) int
-		if l.Kind == stats.Histogram {
+		switch l.Kind {
+		case stats.Histogram:
 			bucket = NormBuckets(s.NormEdges, sch.Bits)
+		case stats.Marginals:
+			// Each value becomes its bucket in place; the row's class is 0.
+			marginal := MarginalBuckets(s, l.D, sch.Bits)
+			bucket = func(q []int64) int { marginal(q); return 0 }
 		}
 		wg.Add(1)
 		go func(m *schema.RowMap, acc *stats.Accumulator) {

@@ -166,8 +166,8 @@ type ShareDoc struct {
 // row-major, scale 2^(2 bits)), V (K class sums, scale 2^bits), N (K counts,
 // scale 2^bits).
 type ReleaseDoc struct {
-	// Kind is empty for the full statistics, "moments" or "histogram" for
-	// the profile job's rounds.
+	// Kind is empty for the full statistics, "moments", "marginals" or
+	// "histogram" for the profile job's rounds.
 	Kind string  `json:"kind,omitempty"`
 	D    int     `json:"d"`
 	K    int     `json:"k"`
@@ -186,6 +186,8 @@ func (d *ReleaseDoc) Release() (*stats.Release, error) {
 		kind = stats.Moments
 	case stats.Histogram.String():
 		kind = stats.Histogram
+	case stats.Marginals.String():
+		kind = stats.Marginals
 	default:
 		return nil, fmt.Errorf("release: unknown kind %q", d.Kind)
 	}
@@ -193,8 +195,8 @@ func (d *ReleaseDoc) Release() (*stats.Release, error) {
 	if err != nil {
 		return nil, fmt.Errorf("release: %w", err)
 	}
-	if len(d.R) != l.RLen() || len(d.V) != l.VLen() || len(d.N) != l.K {
-		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for %s d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.K, l.Kind, d.D, d.K)
+	if len(d.R) != l.RLen() || len(d.V) != l.VLen() || len(d.N) != l.NLen() {
+		return nil, fmt.Errorf("release: block lengths %d/%d/%d, want %d/%d/%d for %s d=%d k=%d", len(d.R), len(d.V), len(d.N), l.RLen(), l.VLen(), l.NLen(), l.Kind, d.D, d.K)
 	}
 	vec := append(append(append([]int64{}, d.R...), d.V...), d.N...)
 	return stats.Unpack(l, d.Bits, vec)
@@ -329,11 +331,13 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 	if rel.Layout.Kind != stats.Full {
 		// A profile round: the release is the result; the profile package
 		// reads it.
-		if want := map[string]stats.Kind{MomentsJob: stats.Moments, NormsJob: stats.Histogram}[name]; want != rel.Layout.Kind {
+		if want := map[string]stats.Kind{MomentsJob: stats.Moments, MarginalsJob: stats.Marginals, NormsJob: stats.Histogram}[name]; want != rel.Layout.Kind {
 			return nil, fmt.Errorf("a %s release cannot give a %s result", rel.Layout.Kind, name)
 		}
+		// The noisy row count: of the first feature's buckets, for
+		// marginals.
 		var n int64
-		for _, c := range rel.N {
+		for _, c := range rel.N[:rel.Layout.K] {
 			n += c
 		}
 		return &Result{

@@ -27,18 +27,32 @@ const (
 	DCA     = "dca"
 	LDA     = "lda"
 	Scatter = "scatter" // the noisy release only
-	// The profile job's two rounds (see the profile package): per-feature
-	// sums and sums of squares of rows clamped to declared bounds, and a
-	// histogram of the rows' norms over public bucket edges.
-	MomentsJob = "moments"
-	NormsJob   = "norms"
+	// The profile job's rounds (see the profile package): per-feature
+	// sums and sums of squares of rows clamped to declared bounds; per-
+	// feature histograms of those values over public grids; a histogram of
+	// the rows' norms over public bucket edges.
+	MomentsJob   = "moments"
+	MarginalsJob = "marginals"
+	NormsJob     = "norms"
 )
 
 // Analyses lists every analysis a spec may name.
-var Analyses = []string{PCA, DCA, LDA, Scatter, MomentsJob, NormsJob}
+var Analyses = []string{PCA, DCA, LDA, Scatter, MomentsJob, MarginalsJob, NormsJob}
 
-// MaxNormEdges bounds the buckets of a norms job.
-const MaxNormEdges = 256
+// MaxNormEdges bounds the buckets of a norms job; MaxBuckets the buckets
+// per feature of a marginals job.
+const (
+	MaxNormEdges = 256
+	MaxBuckets   = 1024
+)
+
+// Window is a marginals job's grid for one feature: [Lo, Hi] in the
+// schema's units cut into Spec.Buckets buckets of equal width; the first
+// and the last bucket also hold the values below Lo and above Hi.
+type Window struct {
+	Lo fixedpoint.Decimal `json:"lo"`
+	Hi fixedpoint.Decimal `json:"hi"`
+}
 
 // Version is the spec format version. Version 2 commits to the owner list
 // (num_owners, owners_root) instead of naming the owners.
@@ -65,6 +79,17 @@ type Spec struct {
 	// positive, in the schema's units: bucket i holds the rows whose norm is
 	// at least edge i-1 and below edge i (rows are clipped first).
 	NormEdges []fixedpoint.Decimal `json:"norm_edges,omitempty"`
+	// Buckets and Windows are a marginals job's grids: each feature's
+	// values (in the schema's units, every one in [-1, 1]: Check asks for a
+	// schema in the box) counted in Buckets buckets over its window, the
+	// same [-1, 1] for every feature when Windows is empty.
+	Buckets int      `json:"buckets,omitempty"`
+	Windows []Window `json:"windows,omitempty"`
+	// ClampBox (a moments job) clamps every value into [-1, 1] of the
+	// schema's units before the clip, whatever the declared bounds: the
+	// schema's map is then a window inside them, and the moments are of the
+	// values winsorized at its edges.
+	ClampBox bool `json:"clamp_box,omitempty"`
 	// Standardize (PCA) analyses the release's correlation matrix: the PCA
 	// of the rows standardised by the release's own standard deviations,
 	// independent of the schema's scales (post-processing: no privacy
@@ -251,6 +276,20 @@ func (s *Spec) Validate() error {
 	if s.Standardize && s.Analysis != PCA {
 		return bad("standardize", "only for pca, not %s", s.Analysis)
 	}
+	if (s.Analysis == MarginalsJob) != (s.Buckets != 0) || (len(s.Windows) > 0 && s.Analysis != MarginalsJob) {
+		return bad("buckets", "a marginals job, and only a marginals job, has buckets and windows")
+	}
+	if s.Analysis == MarginalsJob && (s.Buckets < 2 || s.Buckets > MaxBuckets) {
+		return bad("buckets", "%d, want 2 to %d", s.Buckets, MaxBuckets)
+	}
+	for i, w := range s.Windows {
+		if w.Lo.Rat().Cmp(w.Hi.Rat()) >= 0 {
+			return bad("windows", "window %d [%s, %s] is empty", i, w.Lo, w.Hi)
+		}
+	}
+	if s.ClampBox && s.Analysis != MomentsJob {
+		return bad("clamp_box", "only for a moments job, not %s", s.Analysis)
+	}
 	if len(s.NormEdges) > MaxNormEdges {
 		return bad("norm_edges", "%d edges exceed %d", len(s.NormEdges), MaxNormEdges)
 	}
@@ -346,6 +385,11 @@ func (s *Spec) Layout(sch *schema.Schema) (stats.Layout, error) {
 		return stats.NewLayoutOf(stats.Moments, sch.D(), 1)
 	case NormsJob:
 		return stats.NewLayoutOf(stats.Histogram, sch.D(), len(s.NormEdges)+1)
+	case MarginalsJob:
+		if len(s.Windows) != 0 && len(s.Windows) != sch.D() {
+			return stats.Layout{}, fmt.Errorf("%d windows for %d features", len(s.Windows), sch.D())
+		}
+		return stats.NewLayoutOf(stats.Marginals, sch.D(), s.Buckets)
 	}
 	k := 1
 	if s.UsesClasses() && len(sch.Classes) > 0 {
@@ -389,12 +433,13 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	if s.UsesClasses() && len(sch.Classes) < 2 && s.Analysis != Scatter {
 		return fmt.Errorf("job spec: analysis %s needs a schema with at least 2 classes; %s has %d", s.Analysis, sch.ID, len(sch.Classes))
 	}
-	if s.Analysis == MomentsJob {
+	if (s.Analysis == MomentsJob && !s.ClampBox) || s.Analysis == MarginalsJob {
 		// The diagonal's sensitivity assumes every value in [-1, 1]: a row
 		// outside would be refused, and the owner's outcome would depend on
-		// its rows.
+		// its rows. The marginals count each value as clamped to its
+		// declared bounds: no row may be clipped.
 		if err := sch.InBox(); err != nil {
-			return fmt.Errorf("job spec: a moments job %w", err)
+			return fmt.Errorf("job spec: a %s job %w", s.Analysis, err)
 		}
 	}
 	if s.HEParams != p.ID() || s.HEParamsHash != p.Fingerprint() {

@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"io"
+	"math"
 	"math/big"
 	"runtime"
 	"slices"
@@ -107,6 +108,55 @@ func NormBuckets(edges []fixedpoint.Decimal, bits uint) func(q []int64) int {
 		})
 		return k
 	}
+}
+
+// MarginalBuckets returns the bucket map of a marginals job for d features:
+// it replaces each value of a (quantized) row by its bucket, the number of
+// the grid's inner edges at or below it, computed exactly in integers:
+// q_i >= ceil(2^g (lo + (hi - lo) j / K)) for j = 1 .. K-1, with the
+// feature's window [lo, hi] ([-1, 1] without windows) and K buckets.
+func MarginalBuckets(s *Spec, d int, bits uint) func(q []int64) {
+	thresholds := make([][]int64, d)
+	one := new(big.Rat).SetInt(new(big.Int).Lsh(big.NewInt(1), bits))
+	for i := range thresholds {
+		lo, hi := big.NewRat(-1, 1), big.NewRat(1, 1)
+		if len(s.Windows) > 0 {
+			lo, hi = s.Windows[i].Lo.Rat(), s.Windows[i].Hi.Rat()
+		}
+		width := new(big.Rat).Sub(hi, lo)
+		for j := 1; j < s.Buckets; j++ {
+			e := new(big.Rat).Mul(width, big.NewRat(int64(j), int64(s.Buckets)))
+			e.Add(e, lo).Mul(e, one)
+			thresholds[i] = append(thresholds[i], ceilInt64(e))
+		}
+	}
+	return func(q []int64) {
+		for i, x := range q {
+			k, _ := slices.BinarySearchFunc(thresholds[i], x, func(th, target int64) int {
+				if th <= target {
+					return -1
+				}
+				return 1
+			})
+			q[i] = int64(k)
+		}
+	}
+}
+
+// ceilInt64 returns the ceiling of r, saturated to the int64 range (a
+// threshold beyond every value a row can hold).
+func ceilInt64(r *big.Rat) int64 {
+	q, m := new(big.Int).QuoRem(r.Num(), r.Denom(), new(big.Int))
+	if m.Sign() > 0 {
+		q.Add(q, big.NewInt(1))
+	}
+	switch {
+	case q.Cmp(big.NewInt(math.MaxInt64)) > 0:
+		return math.MaxInt64
+	case q.Cmp(big.NewInt(math.MinInt64)) < 0:
+		return math.MinInt64
+	}
+	return q.Int64()
 }
 
 // OwnerCiphertexts packs an owner's statistics, adds its DP noise share (in

@@ -3,9 +3,7 @@ package profile
 import (
 	"fmt"
 	"math"
-	"math/big"
 	"strconv"
-	"strings"
 
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
@@ -22,8 +20,17 @@ const (
 	// places C well enough.
 	DefaultShare      = 0.1
 	DefaultNormsShare = 0.02
-	// DefaultMomentsShare is the moments round's share of the profile's.
-	DefaultMomentsShare = 0.5
+	// CoarseBuckets is the marginals round's buckets per feature; the
+	// moments' window spans the buckets whose counts exceed Significant
+	// times their noise, and one more each side.
+	CoarseBuckets = 32
+	Significant   = 2.0
+	// LocateThreshold is the rows per unit of the main job's noise, n mu /
+	// sqrt(d), from which the windows are used.
+	LocateThreshold = 300
+	// BootstrapReps is how many times the estimates are recomputed with
+	// fresh noise for their standard errors.
+	BootstrapReps = 200
 	// SmallQuantile, MiddleQuantile and LargeQuantile are the quantiles of
 	// the row norms C is set at by default (AutoQuantile): with few rows
 	// for the budget, more, and many; the thresholds separate them.
@@ -34,49 +41,82 @@ const (
 	MiddleThreshold = 1000
 )
 
+// The methods that estimate centers and scales.
+const (
+	// Quantiles (the default): two marginals rounds, per-feature noisy
+	// histograms over a coarse grid on the declared bounds, then a fine
+	// grid around what the first found; the median and the interquartile
+	// range.
+	Quantiles = "quantiles"
+	// Moments: one moments round, noisy sums and sums of squares of the
+	// values in the declared bounds; the mean and the standard deviation.
+	// Its noise grows with the bounds' width squared (kept for comparison).
+	Moments = "moments"
+)
+
+// The rounds' shares of the profile's mu^2, by method (the norms round
+// last).
+var RoundShares = map[string][]float64{
+	Quantiles: {0.3, 0.5, 0.2},
+	Moments:   {0.5, 0.5},
+}
+
 // The budget splits of the rounds (dp.DefaultSplitFor).
 var (
-	MomentsSplit = dp.DefaultSplitFor("moments")
-	NormsSplit   = dp.DefaultSplitFor("norms")
+	MomentsSplit   = dp.DefaultSplitFor("moments")
+	MarginalsSplit = dp.DefaultSplitFor("marginals")
+	NormsSplit     = dp.DefaultSplitFor("norms")
 )
 
 // Budget is a total (epsilon, delta) divided over the profile's rounds and
 // the main job, each as the epsilon of a job at the same delta.
 type Budget struct {
-	Delta                  float64
-	Moments, Norms, Main   float64 // epsilons at Delta
-	MuMoments, MuNorms, Mu float64 // Mu: the main job's
+	Delta  float64       `json:"delta"`
+	Rounds []RoundBudget `json:"rounds"`
+	// Main and Mu are the main job's epsilon and Gaussian-DP mu.
+	Main float64 `json:"main_epsilon"`
+	Mu   float64 `json:"main_mu"`
 	// Spent is the rounds' cost, as their results account it (set once
 	// they ran); Main is then MainEpsilon's, and Total the epsilon at Delta
 	// of the rounds and a main job of epsilon Main together, discrete
 	// corrections included (dp.Compose): at most the total budget.
-	Spent *dp.Cost `json:",omitempty"`
-	Total float64  `json:",omitempty"`
+	Spent *dp.Cost `json:"spent,omitempty"`
+	Total float64  `json:"total_epsilon,omitempty"`
+}
+
+// RoundBudget is one round's part: its epsilon at the budget's delta and
+// its mu.
+type RoundBudget struct {
+	Epsilon float64 `json:"epsilon"`
+	Mu      float64 `json:"mu"`
 }
 
 // Split divides (epsilon, delta) by exact Gaussian-DP composition: the
-// profile gets share of mu^2, the moments round momentsShare of that. A
-// momentsShare of 0 means no moments round (the schema's centers and scales
-// are public, see package doc): the norms round takes the whole share.
-func Split(epsilon, delta, share, momentsShare float64) (Budget, error) {
-	switch {
-	case !(share > 0 && share < 1):
+// profile gets share of mu^2, each round its fraction of that (fractions
+// summing to 1), the main job the rest.
+func Split(epsilon, delta, share float64, fractions []float64) (Budget, error) {
+	if !(share > 0 && share < 1) {
 		return Budget{}, fmt.Errorf("profile: share %v must be in (0, 1)", share)
-	case !(momentsShare >= 0 && momentsShare < 1):
-		return Budget{}, fmt.Errorf("profile: moments share %v must be in [0, 1)", momentsShare)
+	}
+	sum := 0.0
+	for _, f := range fractions {
+		if !(f > 0) {
+			return Budget{}, fmt.Errorf("profile: round share %v must be positive", f)
+		}
+		sum += f
+	}
+	if len(fractions) == 0 || math.Abs(sum-1) > 1e-9 {
+		return Budget{}, fmt.Errorf("profile: the rounds' shares %v must sum to 1", fractions)
 	}
 	mu := dp.GaussMu(epsilon, delta)
 	if !(mu > 0) || math.IsInf(mu, 0) {
 		return Budget{}, fmt.Errorf("profile: no Gaussian mechanism meets (%v, %v)", epsilon, delta)
 	}
-	b := Budget{Delta: delta,
-		MuMoments: mu * math.Sqrt(share*momentsShare),
-		MuNorms:   mu * math.Sqrt(share*(1-momentsShare)),
-		Mu:        mu * math.Sqrt(1-share)}
-	if b.MuMoments > 0 {
-		b.Moments = dp.GaussEpsilon(b.MuMoments, delta)
+	b := Budget{Delta: delta, Mu: mu * math.Sqrt(1-share)}
+	for _, f := range fractions {
+		m := mu * math.Sqrt(share*f)
+		b.Rounds = append(b.Rounds, RoundBudget{Epsilon: dp.GaussEpsilon(m, delta), Mu: m})
 	}
-	b.Norms = dp.GaussEpsilon(b.MuNorms, delta)
 	b.Main = dp.GaussEpsilon(b.Mu, delta)
 	return b, nil
 }
@@ -129,34 +169,17 @@ func decimal(x float64, digits int) (fixedpoint.Decimal, error) {
 	return fixedpoint.ParseDecimal(strconv.FormatFloat(x, 'g', digits, 64))
 }
 
-// exact returns a rational with a finite decimal expansion (half a sum or
-// difference of decimals) as a decimal, refusing to round.
-func exact(r *big.Rat) (fixedpoint.Decimal, error) {
-	text := strings.TrimRight(strings.TrimRight(r.FloatString(40), "0"), ".")
-	d, err := fixedpoint.ParseDecimal(text)
-	if err == nil && d.Rat().Cmp(r) != 0 {
-		err = fmt.Errorf("%s has more than 40 decimals", r.RatString())
-	}
-	return d, err
-}
-
 // BoundsSchema returns the moments round's schema: each feature mapped from
 // its declared [min, max] onto [-1, 1] and C = sqrt(d) rounded up, so that
 // no row is clipped. Every feature must declare both bounds.
 func BoundsSchema(declared *schema.Schema) (*schema.Schema, error) {
 	s := *declared
 	s.Features = append([]schema.Feature(nil), declared.Features...)
-	two := big.NewRat(2, 1)
 	for i, f := range s.Features {
 		if f.Min == nil || f.Max == nil || f.Min.Rat().Cmp(f.Max.Rat()) >= 0 {
 			return nil, fmt.Errorf("profile: feature %q needs declared bounds min < max (the schema's \"min\" and \"max\")", f.Name)
 		}
-		lo, hi := f.Min.Rat(), f.Max.Rat()
-		c, err := exact(new(big.Rat).Quo(new(big.Rat).Add(lo, hi), two))
-		if err != nil {
-			return nil, fmt.Errorf("profile: feature %q: %w", f.Name, err)
-		}
-		sc, err := exact(new(big.Rat).Quo(new(big.Rat).Sub(hi, lo), two))
+		c, sc, err := schema.BoundsMap(*f.Min, *f.Max)
 		if err != nil {
 			return nil, fmt.Errorf("profile: feature %q: %w", f.Name, err)
 		}
@@ -223,29 +246,6 @@ func FromMoments(bounds *schema.Schema, rel *stats.Release, sigmaR, sigmaV float
 		e.Mean[j], e.Std[j] = c+s*m, s*sd
 	}
 	return e, nil
-}
-
-// Schema returns the declared schema with the estimate's centers and
-// scales and the given clip norm (bounds, label and classes kept).
-func (e *Estimate) Schema(declared *schema.Schema, clip fixedpoint.Decimal) (*schema.Schema, error) {
-	s := *declared
-	s.Features = append([]schema.Feature(nil), declared.Features...)
-	for j := range s.Features {
-		c, err := decimal(e.Mean[j], 6)
-		if err != nil {
-			return nil, err
-		}
-		sc, err := decimal(e.Std[j], 6)
-		if err != nil {
-			return nil, err
-		}
-		s.Features[j].Center, s.Features[j].Scale = c, sc
-	}
-	s.ClipNorm = clip
-	if err := s.Validate(); err != nil {
-		return nil, fmt.Errorf("profile: %w", err)
-	}
-	return &s, nil
 }
 
 // Edges returns the public bucket edges of the norms round for d features:

@@ -11,24 +11,30 @@ import (
 )
 
 func TestSplitComposesToTotal(t *testing.T) {
-	b, err := Split(1, 1e-6, 0.1, 0.5)
+	b, err := Split(1, 1e-6, 0.1, RoundShares[Quantiles])
 	if err != nil {
 		t.Fatal(err)
 	}
-	mu := math.Sqrt(b.MuMoments*b.MuMoments + b.MuNorms*b.MuNorms + b.Mu*b.Mu)
-	if got := dp.GaussEpsilon(mu, 1e-6); math.Abs(got-1) > 1e-6 {
-		t.Fatalf("the rounds compose to epsilon %v, want 1", got)
+	mu2 := b.Mu * b.Mu
+	for _, r := range b.Rounds {
+		mu2 += r.Mu * r.Mu
+		if !(r.Epsilon < b.Main) {
+			t.Errorf("round %+v above the main job's %v", r, b.Main)
+		}
 	}
-	if !(b.Moments < b.Main && b.Norms < b.Main && b.Main < 1) {
-		t.Fatalf("budget %+v", b)
+	if got := dp.GaussEpsilon(math.Sqrt(mu2), 1e-6); math.Abs(got-1) > 1e-6 || len(b.Rounds) != 3 {
+		t.Fatalf("the rounds compose to epsilon %v, want 1 (%+v)", got, b)
 	}
 	// With public scales the norms round takes the whole share.
-	n, err := Split(1, 1e-6, 0.1, 0)
-	if err != nil || n.MuMoments != 0 || n.Moments != 0 || math.Abs(n.MuNorms-math.Sqrt(b.MuMoments*b.MuMoments+b.MuNorms*b.MuNorms)) > 1e-12 || n.Main != b.Main {
+	n, err := Split(1, 1e-6, 0.1, []float64{1})
+	if err != nil || len(n.Rounds) != 1 || math.Abs(n.Rounds[0].Mu*n.Rounds[0].Mu+n.Mu*n.Mu-mu2) > 1e-12 || n.Main != b.Main {
 		t.Fatalf("norms only: %+v (%v)", n, err)
 	}
-	for _, bad := range [][2]float64{{0, 0.5}, {1, 0.5}, {0.1, -0.1}, {0.1, 1}} {
-		if _, err := Split(1, 1e-6, bad[0], bad[1]); err == nil {
+	for _, bad := range []struct {
+		share float64
+		f     []float64
+	}{{0, []float64{1}}, {1, []float64{1}}, {0.1, []float64{0.5, 0.4}}, {0.1, []float64{1.5, -0.5}}, {0.1, nil}} {
+		if _, err := Split(1, 1e-6, bad.share, bad.f); err == nil {
 			t.Errorf("shares %v accepted", bad)
 		}
 	}
@@ -111,7 +117,7 @@ func TestClipAt(t *testing.T) {
 func TestMainEpsilonWithinTotal(t *testing.T) {
 	const d, delta = 30, 1e-6
 	for _, g := range []uint{4, 8, 16} {
-		b, err := Split(1, delta, DefaultShare, DefaultMomentsShare)
+		b, err := Split(1, delta, DefaultShare, RoundShares[Moments])
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +132,7 @@ func TestMainEpsilonWithinTotal(t *testing.T) {
 			return c.Cost
 		}
 		h := int64(1) << g
-		rounds := dp.Compose(cost(b.Moments, mom, MomentsSplit, int64(math.Floor(math.Sqrt(d)*float64(h)))), cost(b.Norms, hist, NormsSplit, h))
+		rounds := dp.Compose(cost(b.Rounds[0].Epsilon, mom, MomentsSplit, int64(math.Floor(math.Sqrt(d)*float64(h)))), cost(b.Rounds[1].Epsilon, hist, NormsSplit, h))
 		mainOf := func(eps float64) (dp.Cost, error) { return cost(eps, full, dp.DefaultSplit, h/2), nil }
 		main, err := MainEpsilon(1, delta, rounds, mainOf)
 		if err != nil {

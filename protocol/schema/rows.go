@@ -6,6 +6,7 @@ import (
 	"io"
 	"iter"
 	"math"
+	"slices"
 	"strings"
 	"sync"
 
@@ -246,6 +247,28 @@ func (rm *RowMap) Clone() *RowMap {
 	dec.comma, dec.filled, dec.dropped = nil, 0, 0
 	dec.cellText = make([]string, len(rm.dec.cellText))
 	return &RowMap{m: rm.m.clone(), dec: &dec, useClasses: rm.useClasses}
+}
+
+// ClampBox makes the map clamp every value into the box [-1, 1] of the
+// schema's units (at most 2^g in absolute value), after the declared
+// bounds and before the clip: a profile's round that measures the values
+// inside a window (the window is the schema's map) counts the rest at its
+// edges. The clamps are counted with the declared bounds'.
+func (rm *RowMap) ClampBox() {
+	m := *rm.m
+	one := int64(1) << m.s.Bits
+	m.bounds = slices.Clone(m.bounds)
+	for i, b := range m.bounds {
+		if !b.hasLo || b.lo < -one {
+			b.lo = -one
+		}
+		if !b.hasHi || b.hi > one {
+			b.hi = one
+		}
+		b.hasLo, b.hasHi = true, true
+		m.bounds[i] = b
+	}
+	rm.m = &m
 }
 
 // Exact makes the map use only the big-integer paths of package

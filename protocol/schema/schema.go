@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"slices"
 	"strings"
 	"unicode/utf8"
@@ -175,6 +176,9 @@ func Parse(data []byte) (*Schema, error) {
 		return nil, fmt.Errorf("schema: trailing data after the JSON object")
 	}
 	s = raw.Schema
+	if err := s.boundsOnly(data); err != nil {
+		return nil, err
+	}
 	s.ClipNorm = fixedpoint.MustDecimal(DefaultClipNorm)
 	if raw.ClipNorm != nil {
 		s.ClipNorm = *raw.ClipNorm
@@ -188,6 +192,66 @@ func Parse(data []byte) (*Schema, error) {
 		return nil, err
 	}
 	return &s, nil
+}
+
+// boundsOnly gives the features that declare bounds min and max and neither
+// a center nor a scale the map of their bounds onto [-1, 1] (BoundsMap): a
+// schema of bounds only is one a profile can start from, and serves as it
+// is until a profile chooses the map. A feature with neither bounds nor a
+// scale is left for Validate to refuse.
+func (s *Schema) boundsOnly(data []byte) error {
+	var given struct {
+		Features []map[string]json.RawMessage `json:"features"`
+	}
+	if err := json.Unmarshal(data, &given); err != nil || len(given.Features) != len(s.Features) {
+		return fmt.Errorf("schema: %v", err)
+	}
+	for i, g := range given.Features {
+		_, center := g["center"]
+		_, scale := g["scale"]
+		f := &s.Features[i]
+		switch {
+		case center && scale:
+		case f.Min == nil || f.Max == nil:
+			if !scale {
+				return fmt.Errorf("schema %s: feature %q has no scale: give its center and scale, or its bounds min and max (a profile then chooses the map)", s.ID, f.Name)
+			}
+		case center || scale:
+			return fmt.Errorf("schema %s: feature %q gives a center or a scale but not both: give both, or neither with bounds min and max (the bounds' map)", s.ID, f.Name)
+		default:
+			c, sc, err := BoundsMap(*f.Min, *f.Max)
+			if err != nil {
+				return fmt.Errorf("schema %s: feature %q: %w", s.ID, f.Name, err)
+			}
+			f.Center, f.Scale = c, sc
+		}
+	}
+	return nil
+}
+
+// BoundsMap returns the center (min+max)/2 and scale (max-min)/2 that map
+// [min, max] onto [-1, 1], exactly (half a sum of decimals is a decimal).
+func BoundsMap(lo, hi fixedpoint.Decimal) (center, scale fixedpoint.Decimal, err error) {
+	if lo.Rat().Cmp(hi.Rat()) >= 0 {
+		return center, scale, fmt.Errorf("bounds [%s, %s]: min must be below max", lo, hi)
+	}
+	two := big.NewRat(2, 1)
+	if center, err = exactDecimal(new(big.Rat).Quo(new(big.Rat).Add(lo.Rat(), hi.Rat()), two)); err != nil {
+		return center, scale, err
+	}
+	scale, err = exactDecimal(new(big.Rat).Quo(new(big.Rat).Sub(hi.Rat(), lo.Rat()), two))
+	return center, scale, err
+}
+
+// exactDecimal returns a rational with a finite decimal expansion as a
+// decimal, refusing to round.
+func exactDecimal(r *big.Rat) (fixedpoint.Decimal, error) {
+	text := strings.TrimRight(strings.TrimRight(r.FloatString(40), "0"), ".")
+	d, err := fixedpoint.ParseDecimal(text)
+	if err == nil && d.Rat().Cmp(r) != 0 {
+		err = fmt.Errorf("%s has more than 40 decimals", r.RatString())
+	}
+	return d, err
 }
 
 // FillDefaults writes out the defaults of the options that are set (the

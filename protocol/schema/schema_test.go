@@ -326,3 +326,31 @@ func FuzzClamp(f *testing.F) {
 		}
 	})
 }
+
+// TestBoundsOnly: a feature with bounds and neither center nor scale gets
+// the bounds' map (so a schema of bounds only is accepted wherever a
+// schema is, and hashes as the same schema with that map written out);
+// half a map, or neither bounds nor a scale, is refused naming the feature.
+func TestBoundsOnly(t *testing.T) {
+	s, err := Parse([]byte(`{"id":"b","features":[{"name":"glucose","min":40,"max":400},{"name":"age","center":50,"scale":10}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f := s.Features[0]; f.Center.String() != "220" || f.Scale.String() != "180" {
+		t.Errorf("glucose: center %s scale %s, want 220 and 180", f.Center, f.Scale)
+	}
+	full, err := Parse([]byte(`{"id":"b","features":[{"name":"glucose","center":220,"scale":180,"min":40,"max":400},{"name":"age","center":50,"scale":10}]}`))
+	if err != nil || full.HashHex() != s.HashHex() {
+		t.Errorf("the map written out hashes differently (%v)", err)
+	}
+	for doc, want := range map[string]string{
+		`{"id":"b","features":[{"name":"x","min":1,"max":1}]}`:            `"x": bounds [1, 1]`,
+		`{"id":"b","features":[{"name":"x","center":1,"min":0,"max":2}]}`: `"x" gives a center or a scale but not both`,
+		`{"id":"b","features":[{"name":"x","center":1}]}`:                 `"x" has no scale`,
+		`{"id":"b","features":[{"name":"x","min":0}]}`:                    `"x" has no scale`,
+	} {
+		if _, err := Parse([]byte(doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%s: %v, want %q", doc, err, want)
+		}
+	}
+}

@@ -21,6 +21,9 @@
 //   - Histogram keeps only K counts, one per bucket of the rows' norms
 //     (the caller says which bucket a row falls in): K values, and one row
 //     changes one count.
+//   - Marginals keeps K counts per feature, one per bucket of that
+//     feature's values (the caller maps each value to its bucket): D K
+//     values in the n block, and one row changes one count of each feature.
 //
 // Overflow: the accumulator checks that every row it is given is inside the
 // ball (||q||^2 <= B^2, in 128-bit integers), so each row changes an entry of

@@ -16,6 +16,7 @@ const (
 	Full Kind = iota
 	Moments
 	Histogram
+	Marginals
 )
 
 func (k Kind) String() string {
@@ -26,12 +27,14 @@ func (k Kind) String() string {
 		return "moments"
 	case Histogram:
 		return "histogram"
+	case Marginals:
+		return "marginals"
 	}
 	return fmt.Sprintf("kind(%d)", uint8(k))
 }
 
 // Layout is the shape of the packed statistics: D features, K classes (or
-// buckets, for a histogram).
+// buckets, for a histogram; buckets per feature, for marginals).
 type Layout struct {
 	D, K int
 	Kind Kind
@@ -55,7 +58,7 @@ func NewLayoutOf(kind Kind, d, k int) (Layout, error) {
 
 // Validate checks the dimensions.
 func (l Layout) Validate() error {
-	if l.Kind > Histogram {
+	if l.Kind > Marginals {
 		return fmt.Errorf("layout: unknown %s", l.Kind)
 	}
 	if l.D < 1 || l.K < 1 {
@@ -64,6 +67,9 @@ func (l Layout) Validate() error {
 	if l.Kind == Moments && l.K != 1 {
 		return fmt.Errorf("layout: a moments layout has one class, not %d", l.K)
 	}
+	if l.Kind == Marginals && l.K < 2 {
+		return fmt.Errorf("layout: marginals need at least 2 buckets per feature, not %d", l.K)
+	}
 	if l.D > 1<<14 || l.K > 1<<14 || l.Len() > MaxLen {
 		return fmt.Errorf("layout d=%d k=%d: %d values exceed %d", l.D, l.K, l.Len(), MaxLen)
 	}
@@ -71,27 +77,36 @@ func (l Layout) Validate() error {
 }
 
 // RLen is the length of the R block: d(d+1)/2, d for moments (the
-// diagonal), 0 for a histogram.
+// diagonal), 0 for a histogram and marginals.
 func (l Layout) RLen() int {
 	switch l.Kind {
 	case Moments:
 		return l.D
-	case Histogram:
+	case Histogram, Marginals:
 		return 0
 	}
 	return l.D * (l.D + 1) / 2
 }
 
-// VLen is the length of the v block, K d (0 for a histogram).
+// VLen is the length of the v block, K d (0 for a histogram and marginals).
 func (l Layout) VLen() int {
-	if l.Kind == Histogram {
+	if l.Kind == Histogram || l.Kind == Marginals {
 		return 0
 	}
 	return l.K * l.D
 }
 
+// NLen is the length of the n block: K counts, D K for marginals (feature
+// i's bucket k at M(i, k)).
+func (l Layout) NLen() int {
+	if l.Kind == Marginals {
+		return l.D * l.K
+	}
+	return l.K
+}
+
 // Len is the packed length.
-func (l Layout) Len() int { return l.RLen() + l.VLen() + l.K }
+func (l Layout) Len() int { return l.RLen() + l.VLen() + l.NLen() }
 
 // R returns the index of R[i][j] for i <= j (of R[i][i] for moments).
 func (l Layout) R(i, j int) int {
@@ -109,6 +124,9 @@ func (l Layout) V(k, i int) int { return l.RLen() + k*l.D + i }
 
 // N returns the index of n_k.
 func (l Layout) N(k int) int { return l.RLen() + l.VLen() + k }
+
+// M returns the index of feature i's bucket k in a marginals layout.
+func (l Layout) M(i, k int) int { return i*l.K + k }
 
 // Block names a part of the packed vector.
 type Block int
@@ -148,23 +166,29 @@ func (l Layout) Range(b Block) (lo, hi int) {
 }
 
 // Dims returns the numbers of coordinates of the blocks, in packing order.
-func (l Layout) Dims() [3]int { return [3]int{l.RLen(), l.VLen(), l.K} }
+func (l Layout) Dims() [3]int { return [3]int{l.RLen(), l.VLen(), l.NLen()} }
 
-// Sensitivity returns the L2 sensitivity of each block (R, v, n) in integer
-// units for rows clipped to the ball of radius b at scale 2^bits: B^2, B and
-// 2^g; for moments, whose rows are also in the box |q_i| <= 2^g, the
-// diagonal's is min(B^2, 2^g B) (sum q_i^4 <= max q_i^2 sum q_i^2); an empty
-// block's is 0.
-func (l Layout) Sensitivity(b int64, bits uint) [3]*big.Int {
-	bb := big.NewInt(b)
-	one := new(big.Int).Lsh(big.NewInt(1), bits)
+// Sensitivity2 returns the squared L2 sensitivity of each block (R, v, n)
+// to adding one row, in integer units, for rows clipped to the ball of
+// radius b at scale 2^bits: B^4, B^2 and 2^(2g); for moments, whose rows are
+// also in the box |q_i| <= 2^g, the diagonal's is min(B^4, 2^(2g) B^2)
+// (sum q_i^4 <= max q_i^2 sum q_i^2); for marginals, where a row adds 2^g
+// to one count of each of the D features, D 2^(2g); an empty block's is 0.
+// (Squared, because the marginals' sqrt(D) 2^g is not an integer.)
+func (l Layout) Sensitivity2(b int64, bits uint) [3]*big.Int {
+	bb := new(big.Int).Mul(big.NewInt(b), big.NewInt(b))
+	one := new(big.Int).Lsh(big.NewInt(1), 2*bits)
 	r := new(big.Int).Mul(bb, bb)
 	if l.Kind == Moments {
 		if box := new(big.Int).Mul(one, bb); box.Cmp(r) < 0 {
 			r = box
 		}
 	}
-	out := [3]*big.Int{r, bb, one}
+	n := one
+	if l.Kind == Marginals {
+		n = new(big.Int).Mul(one, big.NewInt(int64(l.D)))
+	}
+	out := [3]*big.Int{r, bb, n}
 	for i, n := range l.Dims() {
 		if n == 0 {
 			out[i] = new(big.Int)
@@ -186,6 +210,9 @@ var ErrNotClipped = errors.New("row is outside the clip ball")
 // ErrOutsideBox reports a moments row with a value beyond 2^g in absolute
 // value (a feature not clamped to its declared bounds).
 var ErrOutsideBox = errors.New("row is outside the box |z_i| <= 1")
+
+// ErrBucket reports a marginals row whose bucket index is out of range.
+var ErrBucket = errors.New("bucket out of range")
 
 // Accumulator sums clipped rows exactly. Not safe for concurrent use.
 type Accumulator struct {
@@ -221,7 +248,7 @@ func NewAccumulator(l Layout, b int64, bitsG uint) (*Accumulator, error) {
 	maxRows := math.MaxInt64 / max(int64(lo), int64(1)<<bitsG)
 	return &Accumulator{
 		l: l, bits: bitsG, b: b, b2: [2]uint64{hi, lo}, maxRows: maxRows,
-		r: make([]int64, l.RLen()), v: make([]int64, l.VLen()), counts: make([]int64, l.K),
+		r: make([]int64, l.RLen()), v: make([]int64, l.VLen()), counts: make([]int64, l.NLen()),
 	}, nil
 }
 
@@ -234,10 +261,12 @@ func (a *Accumulator) Rows() int64 { return a.rows }
 // MaxRows returns how many rows the accumulator accepts.
 func (a *Accumulator) MaxRows() int64 { return a.maxRows }
 
-// Add adds one clipped row of class k (of bucket k for a histogram). It
-// refuses rows of the wrong length, unknown classes, rows outside the ball
-// (or, for moments, the box) and rows beyond MaxRows, and leaves the
-// statistics unchanged when it does.
+// Add adds one clipped row of class k (of bucket k for a histogram). For
+// marginals, q holds each feature's bucket (the caller maps every value to
+// its bucket, as it does a histogram's row) and k is 0. It refuses rows of
+// the wrong length, unknown classes, rows outside the ball (or, for
+// moments, the box; for marginals, buckets out of range) and rows beyond
+// MaxRows, and leaves the statistics unchanged when it does.
 func (a *Accumulator) Add(q []int64, k int) error {
 	if a.rows >= a.maxRows {
 		return fmt.Errorf("row %d: %w (at most %d)", a.rows+1, ErrTooManyRows, a.maxRows)
@@ -290,6 +319,17 @@ func (a *Accumulator) check(q []int64, k int) error {
 	if len(q) != d {
 		return fmt.Errorf("row has %d values, want %d", len(q), d)
 	}
+	if a.l.Kind == Marginals {
+		if k != 0 {
+			return fmt.Errorf("class %d: a marginals row has class 0", k)
+		}
+		for _, x := range q {
+			if x < 0 || x >= int64(a.l.K) {
+				return fmt.Errorf("bucket %d: %w [0, %d)", x, ErrBucket, a.l.K)
+			}
+		}
+		return nil
+	}
 	if k < 0 || k >= a.l.K {
 		return fmt.Errorf("class %d out of range [0, %d)", k, a.l.K)
 	}
@@ -325,8 +365,14 @@ func (a *Accumulator) check(q []int64, k int) error {
 // diagonal, v and the count.
 func (a *Accumulator) addRest(q []int64, k int) {
 	a.rows++
-	if a.l.Kind == Histogram {
+	switch a.l.Kind {
+	case Histogram:
 		a.counts[k]++
+		return
+	case Marginals:
+		for i, b := range q {
+			a.counts[a.l.M(i, int(b))]++
+		}
 		return
 	}
 	if a.l.Kind == Moments {
@@ -570,8 +616,9 @@ func (r *Release) Pack() []int64 {
 }
 
 // Float returns the statistics in data units: the full symmetric d x d matrix
-// R / 2^(2g) row-major (for moments, its diagonal; for a histogram, zero),
-// the class sums v_k / 2^g and the counts n_k / 2^g.
+// R / 2^(2g) row-major (for moments, its diagonal; for a histogram and
+// marginals, zero), the class sums v_k / 2^g and the counts n_k / 2^g (for
+// marginals, the D K counts, at M(i, k)).
 // This is where the user leaves integers; it happens after all noise has
 // been added.
 func (r *Release) Float() (rr []float64, v [][]float64, n []float64) {
@@ -595,7 +642,7 @@ func (r *Release) Float() (rr []float64, v [][]float64, n []float64) {
 			v[k][i] = float64(r.V[k*d+i]) * s1
 		}
 	}
-	n = make([]float64, r.Layout.K)
+	n = make([]float64, r.Layout.NLen())
 	for k := range n {
 		n[k] = float64(r.N[k]) * s1
 	}

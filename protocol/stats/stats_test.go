@@ -192,7 +192,7 @@ func randomBallRows(rng *rand.Rand, n, d, k int, b int64) ([]int64, []int) {
 
 func TestAddBatchAndMergeMatchAdd(t *testing.T) {
 	rng := rand.New(rand.NewPCG(9, 9))
-	for _, kind := range []Kind{Full, Moments, Histogram} {
+	for _, kind := range []Kind{Full, Moments, Histogram, Marginals} {
 		for _, d := range []int{1, 7, 100, 300} {
 			k := 3
 			if kind == Moments {
@@ -204,6 +204,13 @@ func TestAddBatchAndMergeMatchAdd(t *testing.T) {
 			}
 			const b, g = 1 << 16, 16
 			rows, classes := randomBallRows(rng, 257, d, k, b)
+			if kind == Marginals {
+				// Each feature's bucket, class 0.
+				for i := range rows {
+					rows[i] = rng.Int64N(int64(k))
+				}
+				clear(classes)
+			}
 			one, _ := NewAccumulator(l, b, g)
 			for i, c := range classes {
 				if err := one.Add(rows[i*d:(i+1)*d], c); err != nil {
