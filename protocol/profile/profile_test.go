@@ -103,7 +103,7 @@ func TestClipAt(t *testing.T) {
 			t.Errorf("quantile %v: C %v (%v), want %s", q, c, err, want)
 		}
 	}
-	if e := Edges(16); len(e) != 21 || e[12].String() != "4" || e[0].String() != "0.5" {
+	if e := Edges(16); len(e) != 29 || e[20].String() != "4" || e[0].String() != "0.125" || e[28].String() != "16" {
 		t.Errorf("edges for d = 16: %v", e)
 	}
 }
@@ -149,5 +149,77 @@ func TestMainEpsilonWithinTotal(t *testing.T) {
 			t.Errorf("g = %d: Split's main epsilon %v composes to %.9f, not above 1", g, b.Main, naive)
 		}
 		t.Logf("g = %2d: main epsilon %.7f (Split's %.7f), total %.7f (Split's %.7f)", g, main, b.Main, total, naive)
+	}
+}
+
+// TestSpan: a window grows from the buckets above the seed level through
+// neighbours above the growth level, one bucket more each side; a bucket
+// above the growth level alone, away from the others, is noise; without a
+// seed there is no window.
+func TestSpan(t *testing.T) {
+	// 8 buckets on [-1, 1] (width 0.25); seed 10, grow 4.
+	m := Marginal{Lo: -1, Hi: 1, Counts: []float64{0, 5, 0, 6, 50, 12, 0, 0}}
+	lo, hi, ok := m.Span(10, 4)
+	// Buckets 3 (6, next to the seed), 4 and 5 (seeds); bucket 1 (5) is
+	// alone: the window is buckets 2..6.
+	if !ok || lo != -0.5 || hi != 0.75 {
+		t.Errorf("window [%v, %v] %v, want [-0.5, 0.75]", lo, hi, ok)
+	}
+	// With every bucket above 4 a seed (the single threshold of before),
+	// the lone bucket 1 stretches the window to the edge.
+	if lo, hi, _ := m.Span(4, 4); lo != -1 || hi != 0.75 {
+		t.Errorf("single threshold: window [%v, %v], want [-1, 0.75]", lo, hi)
+	}
+	if lo, hi, ok := (Marginal{Lo: -1, Hi: 1, Counts: []float64{3, 9, 5, 0}}).Span(10, 4); ok || lo != -1 || hi != 1 {
+		t.Errorf("no seed: [%v, %v] %v, want the whole range and false", lo, hi, ok)
+	}
+}
+
+// TestSeedSignificance: noise alone (standard normal per bucket) exceeds
+// the seed level in any of the round's d k buckets with probability at most
+// SeedAlpha (the union bound), and close to it.
+func TestSeedSignificance(t *testing.T) {
+	for _, d := range []int{1, 9, 30, 784} {
+		z := SeedSignificance(d, CoarseBuckets)
+		tail := 0.5 * math.Erfc(z/math.Sqrt2) // P(N(0,1) > z)
+		buckets := float64(d * CoarseBuckets)
+		if any := 1 - math.Pow(1-tail, buckets); any > SeedAlpha || any < 0.95*SeedAlpha {
+			t.Errorf("d = %d: seed at %.3f noise, P(noise seeds somewhere) = %.4f, want at most %v and close to it", d, z, any, SeedAlpha)
+		}
+	}
+	if z := SeedSignificance(9, 32); math.Abs(z-3.5773) > 1e-3 {
+		t.Errorf("d = 9: %v, want 3.577", z)
+	}
+}
+
+// TestFromMomentsFewRows: a noisy row count below 2 is taken at 2 and every
+// spread marked at the noise level (an upper estimate), not refused.
+func TestFromMomentsFewRows(t *testing.T) {
+	s, err := schema.Parse([]byte(`{"id":"few","quant_bits":8,"features":[{"name":"a","min":0,"max":10},{"name":"b","min":0,"max":10}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BoundsSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := stats.NewLayoutOf(stats.Moments, 2, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := make([]int64, l.Len())
+	vec[len(vec)-1] = -3 << 8 // the noisy count -3
+	rel, err := stats.Unpack(l, 8, vec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := FromMoments(b, rel, 10, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for j := range 2 {
+		if !e.AtNoise[j] || e.N != 2 || e.Mean[j] != 5 || e.Std[j] != 5 {
+			t.Errorf("feature %d: n %v mean %v std %v at noise %v, want 2, 5 (the middle), 5 (the half-range), true", j, e.N, e.Mean[j], e.Std[j], e.AtNoise[j])
+		}
 	}
 }
