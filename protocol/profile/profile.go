@@ -231,9 +231,11 @@ type Estimate struct {
 // FromMoments reads a moments release made under bounds (BoundsSchema),
 // whose v and R blocks have noise of standard deviation sigmaV and sigmaR
 // (data units of the release). The estimates degrade gracefully with the
-// noise: each mean is shrunk towards the middle of the declared range by
-// the positive-part James-Stein factor 1 - se^2/m^2 (se = sigmaV/n), and a
-// variance below the noise level sigmaR/n is taken at that level, so that
+// noise: the vector of means m (in units of each feature's half-range,
+// where every mean has the same noise se = sigmaV/n) is shrunk towards the
+// middles of the ranges by the positive-part James-Stein factor 1 - (d-2)
+// se^2/|m|^2 (each mean by 1 - se^2/m_i^2 when d < 3), and a variance below
+// the noise level sigmaR/n is taken at that level, so that
 // with too little data for the budget the schema falls back towards the
 // declared bounds instead of trusting noise. A noisy row count below 2 is
 // taken at 2, every spread then at the noise level.
@@ -249,12 +251,22 @@ func FromMoments(bounds *schema.Schema, rel *stats.Release, sigmaR, sigmaV float
 		e.N = 2
 	}
 	e.MeanNoise, e.VarNoise = sigmaV/e.N, sigmaR/e.N
+	means := make([]float64, d)
+	norm2 := 0.0
+	for j := range means {
+		means[j] = math.Max(-1, math.Min(1, v[0][j]/e.N))
+		norm2 += means[j] * means[j]
+	}
+	se2 := e.MeanNoise * e.MeanNoise
 	for j, f := range bounds.Features {
 		c, _ := f.Center.Rat().Float64()
 		s, _ := f.Scale.Rat().Float64()
-		m := math.Max(-1, math.Min(1, v[0][j]/e.N))
-		if m != 0 {
-			m *= math.Max(0, 1-e.MeanNoise*e.MeanNoise/(m*m))
+		m := means[j]
+		switch {
+		case d >= 3:
+			m *= math.Max(0, 1-float64(d-2)*se2/norm2)
+		case m != 0:
+			m *= math.Max(0, 1-se2/(m*m))
 		}
 		variance := rr[j*d+j]/e.N - m*m
 		if variance < e.VarNoise || few {

@@ -223,3 +223,54 @@ func TestFromMomentsFewRows(t *testing.T) {
 		}
 	}
 }
+
+// TestFromMomentsShrinksTheVector: the means are shrunk as one vector (the
+// positive-part James-Stein factor 1 - (d-2) se^2/|m|^2): all the way to the
+// middles when the vector is within its noise, a little when it stands out,
+// less than each mean alone would be.
+func TestFromMomentsShrinksTheVector(t *testing.T) {
+	s, err := schema.Parse([]byte(`{"id":"js","quant_bits":8,"features":[` +
+		`{"name":"a","min":0,"max":10},{"name":"b","min":0,"max":10},{"name":"c","min":0,"max":10},{"name":"d","min":0,"max":10}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := BoundsSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := stats.NewLayoutOf(stats.Moments, 4, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 100 rows, the sums' noise 50: se = 0.5 of the half-range 5.
+	for _, c := range []struct {
+		sums []int64
+		want []float64
+	}{
+		// |m|^2 = 0.0225 < 2 se^2: every mean at its middle.
+		{[]int64{10, -10, 5, 0}, []float64{5, 5, 5, 5}},
+		// m = 0.9 each, |m|^2 = 3.24: factor 1 - 0.5/3.24 (each alone:
+		// 1 - 0.25/0.81, 8.11).
+		{[]int64{90, 90, 90, 90}, []float64{5 + 4.5*(1-0.5/3.24), 5 + 4.5*(1-0.5/3.24), 5 + 4.5*(1-0.5/3.24), 5 + 4.5*(1-0.5/3.24)}},
+	} {
+		vec := make([]int64, l.Len())
+		for j, v := range c.sums {
+			vec[l.R(j, j)] = 100 << 16
+			vec[l.V(0, j)] = v << 8
+		}
+		vec[l.N(0)] = 100 << 8
+		rel, err := stats.Unpack(l, 8, vec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		e, err := FromMoments(b, rel, 10, 50)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, want := range c.want {
+			if math.Abs(e.Mean[j]-want) > 1e-9 {
+				t.Errorf("sums %v: mean %d %v, want %v", c.sums, j, e.Mean[j], want)
+			}
+		}
+	}
+}
