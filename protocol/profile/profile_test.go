@@ -192,31 +192,46 @@ func TestSeedSignificance(t *testing.T) {
 	}
 }
 
-// TestFromMomentsFewRows: a noisy row count below 2 is taken at 2 and every
-// spread marked at the noise level (an upper estimate), not refused.
-func TestFromMomentsFewRows(t *testing.T) {
-	s, err := schema.Parse([]byte(`{"id":"few","quant_bits":8,"features":[{"name":"a","min":0,"max":10},{"name":"b","min":0,"max":10}]}`))
-	if err != nil {
-		t.Fatal(err)
+// fromMoments returns FromMoments' estimate for d features declared on
+// [0, 10] (8 fractional bits) from a moments release of sums of squares rr,
+// sums v and count n (data units of the bounds schema) with the noise
+// levels sigmaR and sigmaV.
+func fromMoments(t *testing.T, rr, v []int64, n int64, sigmaR, sigmaV float64) *Estimate {
+	t.Helper()
+	d := len(v)
+	s := &schema.Schema{ID: "m", Bits: 8}
+	for j := range d {
+		lo, hi := fixedpoint.MustDecimal("0"), fixedpoint.MustDecimal("10")
+		s.Features = append(s.Features, schema.Feature{Name: string(rune('a' + j)), Center: fixedpoint.MustDecimal("5"), Scale: fixedpoint.MustDecimal("5"), Min: &lo, Max: &hi})
 	}
 	b, err := BoundsSchema(s)
 	if err != nil {
 		t.Fatal(err)
 	}
-	l, err := stats.NewLayoutOf(stats.Moments, 2, 1)
+	l, err := stats.NewLayoutOf(stats.Moments, d, 1)
 	if err != nil {
 		t.Fatal(err)
 	}
 	vec := make([]int64, l.Len())
-	vec[len(vec)-1] = -3 << 8 // the noisy count -3
+	for j := range d {
+		vec[l.R(j, j)], vec[l.V(0, j)] = rr[j]<<16, v[j]<<8
+	}
+	vec[l.N(0)] = n << 8
 	rel, err := stats.Unpack(l, 8, vec)
 	if err != nil {
 		t.Fatal(err)
 	}
-	e, err := FromMoments(b, rel, 10, 10)
+	e, err := FromMoments(b, rel, sigmaR, sigmaV)
 	if err != nil {
 		t.Fatal(err)
 	}
+	return e
+}
+
+// TestFromMomentsFewRows: a noisy row count below 2 is taken at 2 and every
+// spread marked at the noise level (an upper estimate), not refused.
+func TestFromMomentsFewRows(t *testing.T) {
+	e := fromMoments(t, []int64{0, 0}, []int64{0, 0}, -3, 10, 10)
 	for j := range 2 {
 		if !e.AtNoise[j] || e.N != 2 || e.Mean[j] != 5 || e.Std[j] != 5 {
 			t.Errorf("feature %d: n %v mean %v std %v at noise %v, want 2, 5 (the middle), 5 (the half-range), true", j, e.N, e.Mean[j], e.Std[j], e.AtNoise[j])
@@ -229,20 +244,8 @@ func TestFromMomentsFewRows(t *testing.T) {
 // middles when the vector is within its noise, a little when it stands out,
 // less than each mean alone would be.
 func TestFromMomentsShrinksTheVector(t *testing.T) {
-	s, err := schema.Parse([]byte(`{"id":"js","quant_bits":8,"features":[` +
-		`{"name":"a","min":0,"max":10},{"name":"b","min":0,"max":10},{"name":"c","min":0,"max":10},{"name":"d","min":0,"max":10}]}`))
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := BoundsSchema(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	l, err := stats.NewLayoutOf(stats.Moments, 4, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
 	// 100 rows, the sums' noise 50: se = 0.5 of the half-range 5.
+	js := 5 + 4.5*(1-0.5/3.24)
 	for _, c := range []struct {
 		sums []int64
 		want []float64
@@ -251,22 +254,9 @@ func TestFromMomentsShrinksTheVector(t *testing.T) {
 		{[]int64{10, -10, 5, 0}, []float64{5, 5, 5, 5}},
 		// m = 0.9 each, |m|^2 = 3.24: factor 1 - 0.5/3.24 (each alone:
 		// 1 - 0.25/0.81, 8.11).
-		{[]int64{90, 90, 90, 90}, []float64{5 + 4.5*(1-0.5/3.24), 5 + 4.5*(1-0.5/3.24), 5 + 4.5*(1-0.5/3.24), 5 + 4.5*(1-0.5/3.24)}},
+		{[]int64{90, 90, 90, 90}, []float64{js, js, js, js}},
 	} {
-		vec := make([]int64, l.Len())
-		for j, v := range c.sums {
-			vec[l.R(j, j)] = 100 << 16
-			vec[l.V(0, j)] = v << 8
-		}
-		vec[l.N(0)] = 100 << 8
-		rel, err := stats.Unpack(l, 8, vec)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := FromMoments(b, rel, 10, 50)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := fromMoments(t, []int64{100, 100, 100, 100}, c.sums, 100, 10, 50)
 		for j, want := range c.want {
 			if math.Abs(e.Mean[j]-want) > 1e-9 {
 				t.Errorf("sums %v: mean %d %v, want %v", c.sums, j, e.Mean[j], want)
