@@ -34,6 +34,13 @@ const DefaultWiden = 0.25
 // free, and it is looser than the rows; centers, scales and C come from
 // the profile (profile.BoundsSchema maps the bounds onto [-1, 1]).
 func DeclareBounds(data []byte, id, label string, widen float64) (*schema.Schema, error) {
+	return DeclareBoundsSides(data, id, label, widen, widen)
+}
+
+// DeclareBoundsSides is DeclareBounds with each observed range widened by
+// below of its width under it and above of it over it: bounds that are not
+// centred on the data, as clinical ranges seldom are.
+func DeclareBoundsSides(data []byte, id, label string, below, above float64) (*schema.Schema, error) {
 	inferred, err := schema.Infer(bytes.NewReader(data), id, label)
 	if err != nil {
 		return nil, err
@@ -55,8 +62,8 @@ func DeclareBounds(data []byte, id, label string, widen float64) (*schema.Schema
 			w = math.Max(math.Abs(lo), 1)
 		}
 		unit := math.Pow(10, math.Floor(math.Log10(w))-1)
-		minV := math.Floor((lo-widen*w)/unit) * unit
-		maxV := math.Ceil((hi+widen*w)/unit) * unit
+		minV := math.Floor((lo-below*w)/unit) * unit
+		maxV := math.Ceil((hi+above*w)/unit) * unit
 		mn, err := fixedpoint.ParseDecimal(strconv.FormatFloat(minV, 'g', 12, 64))
 		if err != nil {
 			return nil, err

@@ -9,9 +9,11 @@
 //
 //  1. locate (marginals), under the bounds schema (center (min+max)/2,
 //     scale (max-min)/2, so every value is in [-1, 1]): a noisy histogram
-//     of each feature over a coarse grid; the buckets above the noise, one
-//     more on each side, are the feature's window (the whole bounds when
-//     none is, or with few rows per unit of noise: LocateThreshold);
+//     of each feature over a coarse grid; the buckets above the noise
+//     (seeded where noise alone would hardly reach in any bucket of the
+//     round, grown through neighbours above twice it), one more on each
+//     side, are the feature's window (the whole bounds when none is, or
+//     with few rows per unit of noise: LocateThreshold);
 //  2. moments, under the schema that maps each window onto [-1, 1], the
 //     values clamped into it (spec clamp_box): the noisy count,
 //     per-feature sums and sums of squares, hence each feature's mean and

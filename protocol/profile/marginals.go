@@ -45,13 +45,27 @@ func ReadMarginals(rel *stats.Release, windows [][2]float64) ([]Marginal, float6
 	return out, total / float64(l.D), nil
 }
 
-// Span returns the window of a histogram's buckets whose counts exceed
-// threshold (the noise's multiple), one bucket added on each side, and
-// false when none does.
-func (m Marginal) Span(threshold float64) (lo, hi float64, ok bool) {
-	first, last := -1, -1
+// Span returns the window of a histogram's buckets that hold the feature:
+// the buckets whose counts exceed seed (noise that far out is rare among all
+// the buckets of a round), grown through their neighbours whose counts
+// exceed grow, one bucket added on each side; false when no count exceeds
+// seed. A bucket above grow alone, away from the others, is taken for noise.
+func (m Marginal) Span(seed, grow float64) (lo, hi float64, ok bool) {
+	in := make([]bool, len(m.Counts))
 	for j, c := range m.Counts {
-		if c > threshold {
+		in[j] = c > seed
+	}
+	for changed := true; changed; {
+		changed = false
+		for j, c := range m.Counts {
+			if !in[j] && c > grow && (j > 0 && in[j-1] || j+1 < len(in) && in[j+1]) {
+				in[j], changed = true, true
+			}
+		}
+	}
+	first, last := -1, -1
+	for j, ok := range in {
+		if ok {
 			if first < 0 {
 				first = j
 			}

@@ -103,7 +103,7 @@ func TestClipAt(t *testing.T) {
 			t.Errorf("quantile %v: C %v (%v), want %s", q, c, err, want)
 		}
 	}
-	if e := Edges(16); len(e) != 21 || e[12].String() != "4" || e[0].String() != "0.5" {
+	if e := Edges(16); len(e) != 29 || e[20].String() != "4" || e[0].String() != "0.125" || e[28].String() != "16" {
 		t.Errorf("edges for d = 16: %v", e)
 	}
 }
@@ -149,5 +149,118 @@ func TestMainEpsilonWithinTotal(t *testing.T) {
 			t.Errorf("g = %d: Split's main epsilon %v composes to %.9f, not above 1", g, b.Main, naive)
 		}
 		t.Logf("g = %2d: main epsilon %.7f (Split's %.7f), total %.7f (Split's %.7f)", g, main, b.Main, total, naive)
+	}
+}
+
+// TestSpan: a window grows from the buckets above the seed level through
+// neighbours above the growth level, one bucket more each side; a bucket
+// above the growth level alone, away from the others, is noise; without a
+// seed there is no window.
+func TestSpan(t *testing.T) {
+	// 8 buckets on [-1, 1] (width 0.25); seed 10, grow 4.
+	m := Marginal{Lo: -1, Hi: 1, Counts: []float64{0, 5, 0, 6, 50, 12, 0, 0}}
+	lo, hi, ok := m.Span(10, 4)
+	// Buckets 3 (6, next to the seed), 4 and 5 (seeds); bucket 1 (5) is
+	// alone: the window is buckets 2..6.
+	if !ok || lo != -0.5 || hi != 0.75 {
+		t.Errorf("window [%v, %v] %v, want [-0.5, 0.75]", lo, hi, ok)
+	}
+	// With every bucket above 4 a seed (the single threshold of before),
+	// the lone bucket 1 stretches the window to the edge.
+	if lo, hi, _ := m.Span(4, 4); lo != -1 || hi != 0.75 {
+		t.Errorf("single threshold: window [%v, %v], want [-1, 0.75]", lo, hi)
+	}
+	if lo, hi, ok := (Marginal{Lo: -1, Hi: 1, Counts: []float64{3, 9, 5, 0}}).Span(10, 4); ok || lo != -1 || hi != 1 {
+		t.Errorf("no seed: [%v, %v] %v, want the whole range and false", lo, hi, ok)
+	}
+}
+
+// TestSeedSignificance: noise alone (standard normal per bucket) exceeds
+// the seed level in any of the round's d k buckets with probability at most
+// SeedAlpha (the union bound), and close to it.
+func TestSeedSignificance(t *testing.T) {
+	for _, d := range []int{1, 9, 30, 784} {
+		z := SeedSignificance(d, CoarseBuckets)
+		tail := 0.5 * math.Erfc(z/math.Sqrt2) // P(N(0,1) > z)
+		buckets := float64(d * CoarseBuckets)
+		if any := 1 - math.Pow(1-tail, buckets); any > SeedAlpha || any < 0.95*SeedAlpha {
+			t.Errorf("d = %d: seed at %.3f noise, P(noise seeds somewhere) = %.4f, want at most %v and close to it", d, z, any, SeedAlpha)
+		}
+	}
+	if z := SeedSignificance(9, 32); math.Abs(z-3.5773) > 1e-3 {
+		t.Errorf("d = 9: %v, want 3.577", z)
+	}
+}
+
+// fromMoments returns FromMoments' estimate for d features declared on
+// [0, 10] (8 fractional bits) from a moments release of sums of squares rr,
+// sums v and count n (data units of the bounds schema) with the noise
+// levels sigmaR and sigmaV.
+func fromMoments(t *testing.T, rr, v []int64, n int64, sigmaR, sigmaV float64) *Estimate {
+	t.Helper()
+	d := len(v)
+	s := &schema.Schema{ID: "m", Bits: 8}
+	for j := range d {
+		lo, hi := fixedpoint.MustDecimal("0"), fixedpoint.MustDecimal("10")
+		s.Features = append(s.Features, schema.Feature{Name: string(rune('a' + j)), Center: fixedpoint.MustDecimal("5"), Scale: fixedpoint.MustDecimal("5"), Min: &lo, Max: &hi})
+	}
+	b, err := BoundsSchema(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := stats.NewLayoutOf(stats.Moments, d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	vec := make([]int64, l.Len())
+	for j := range d {
+		vec[l.R(j, j)], vec[l.V(0, j)] = rr[j]<<16, v[j]<<8
+	}
+	vec[l.N(0)] = n << 8
+	rel, err := stats.Unpack(l, 8, vec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := FromMoments(b, rel, sigmaR, sigmaV)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestFromMomentsFewRows: a noisy row count below 2 is taken at 2 and every
+// spread marked at the noise level (an upper estimate), not refused.
+func TestFromMomentsFewRows(t *testing.T) {
+	e := fromMoments(t, []int64{0, 0}, []int64{0, 0}, -3, 10, 10)
+	for j := range 2 {
+		if !e.AtNoise[j] || e.N != 2 || e.Mean[j] != 5 || e.Std[j] != 5 {
+			t.Errorf("feature %d: n %v mean %v std %v at noise %v, want 2, 5 (the middle), 5 (the half-range), true", j, e.N, e.Mean[j], e.Std[j], e.AtNoise[j])
+		}
+	}
+}
+
+// TestFromMomentsShrinksTheVector: the means are shrunk as one vector (the
+// positive-part James-Stein factor 1 - (d-2) se^2/|m|^2): all the way to the
+// middles when the vector is within its noise, a little when it stands out,
+// less than each mean alone would be.
+func TestFromMomentsShrinksTheVector(t *testing.T) {
+	// 100 rows, the sums' noise 50: se = 0.5 of the half-range 5.
+	js := 5 + 4.5*(1-0.5/3.24)
+	for _, c := range []struct {
+		sums []int64
+		want []float64
+	}{
+		// |m|^2 = 0.0225 < 2 se^2: every mean at its middle.
+		{[]int64{10, -10, 5, 0}, []float64{5, 5, 5, 5}},
+		// m = 0.9 each, |m|^2 = 3.24: factor 1 - 0.5/3.24 (each alone:
+		// 1 - 0.25/0.81, 8.11).
+		{[]int64{90, 90, 90, 90}, []float64{js, js, js, js}},
+	} {
+		e := fromMoments(t, []int64{100, 100, 100, 100}, c.sums, 100, 10, 50)
+		for j, want := range c.want {
+			if math.Abs(e.Mean[j]-want) > 1e-9 {
+				t.Errorf("sums %v: mean %d %v, want %v", c.sums, j, e.Mean[j], want)
+			}
+		}
 	}
 }

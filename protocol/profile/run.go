@@ -193,8 +193,8 @@ func Run(declared *schema.Schema, o Options, run Runner, mainCost MainCost) (*Re
 
 // quantiles runs the marginals round and the windowed moments: a noisy
 // histogram of each feature over a coarse grid on its declared bounds
-// locates it (the buckets above the noise, one more on each side: the
-// window; all of the bounds when none is above it, or with fewer than
+// locates it (the buckets above the noise, Marginal.Span: the window; all of
+// the bounds when none is above it, or with fewer than
 // LocateThreshold rows per unit of the main job's noise), then the moments of
 // the values winsorized at the window (a moments job under the schema that
 // maps each window onto [-1, 1], with the values clamped into it) measure
@@ -218,7 +218,7 @@ func (out *Result) quantiles(bounds *schema.Schema, round func(Round) (*job.Resu
 	win.Features = append([]schema.Feature(nil), bounds.Features...)
 	located := make([]bool, len(ms))
 	for i, m := range ms {
-		lo, hi, ok := m.Span(Significant * sigma)
+		lo, hi, ok := m.Span(SeedSignificance(len(ms), len(m.Counts))*sigma, Significant*sigma)
 		if !locate {
 			lo, hi = -1, 1
 		}
