@@ -408,8 +408,9 @@ among the jobs that name this owner.
 				}
 				defer conn.Close()
 				px := fedpcav1.NewProxyServiceClient(conn)
+				reach := &transport.Reach{Addr: cmd.String("proxy")}
 				var list *fedpcav1.ListJobsResponse
-				err = transport.Retry(ctx, transport.Call{What: "list this owner's jobs on the proxy", Timeout: time.Minute, Attempts: 5},
+				err = transport.Retry(ctx, transport.Call{What: "list this owner's jobs on the proxy", Timeout: time.Minute, Attempts: 5, Peer: "the proxy", Reach: reach},
 					func(ctx context.Context) (err error) {
 						list, err = px.ListJobs(ctx, &fedpcav1.ListJobsRequest{IncludeEnded: true, Brief: true})
 						return err
@@ -426,7 +427,7 @@ among the jobs that name this owner.
 					return fmt.Errorf("%w among the %d jobs that name this owner", err, len(ids))
 				}
 				var r *fedpcav1.GetPublishedResponse
-				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5},
+				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5, Peer: "the proxy", Reach: reach},
 					func(ctx context.Context) (err error) {
 						r, err = px.GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: id})
 						return err

@@ -1,0 +1,47 @@
+package main
+
+import (
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// Tests of what a newcomer meets in a real deployment of processes
+// (issue 30): failures are told at once and in one line, results say what
+// they are worth, nothing is overwritten.
+
+// TestUnreachableFailsFast: user run, user status and user jobs against an
+// address nobody listens on fail within seconds with one line naming the
+// address, and no WARN line per retry.
+func TestUnreachableFailsFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the binary against a closed port")
+	}
+	d := newDeployment(t, 2, 3, 2) // certificates and data; nothing started
+	closed := freePort(t)
+	keys := filepath.Join(d.dir, "keys")
+	if out, err := run(t, "user", "keygen", "--keys", keys); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	conn := []string{"--certs", d.certs("user", "alice"), "--proxy", closed}
+	for _, args := range [][]string{
+		append(append(append([]string{"user", "run"}, conn...), "--keys", keys, "--schema", d.schema, "--owners", strings.Join(d.owners, ","), "--epsilon", "1"), d.committee()...),
+		append([]string{"user", "status"}, append(conn, "0123")...),
+		append([]string{"user", "jobs"}, conn...),
+	} {
+		start := time.Now()
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		took := time.Since(start)
+		text := strings.TrimSpace(string(out))
+		t.Logf("%s (%s):\n%s", strings.Join(args[:2], " "), took.Round(time.Millisecond), text)
+		if err == nil || took > 15*time.Second {
+			t.Fatalf("%s: %v after %s", args[1], err, took)
+		}
+		if strings.Contains(text, "WARN") || strings.Count(text, "\n") > 0 ||
+			!strings.Contains(text, "cannot connect to the proxy at "+closed+" (connection refused)") {
+			t.Fatalf("%s: not one line naming the address:\n%s", args[1], text)
+		}
+	}
+}
