@@ -173,6 +173,7 @@ func TestJobLifecycle(t *testing.T) {
 	if !strings.HasPrefix(res.JobID, prefix) || res.NumOwners != 2 || len(res.Components.Eigenvalues) != 3 {
 		t.Fatalf("fetched result: job %s, %d owners, %d components", res.JobID, res.NumOwners, len(res.Components.Eigenvalues))
 	}
+	checkQualityPrinted(t, "user fetch", got, res)
 	for _, f := range []string{user.ComponentsFile, user.ReleaseFile} {
 		if _, err := os.Stat(filepath.Join(fetchOut, f)); err != nil {
 			t.Error(err)

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fedpca/fedpca/protocol/job"
 )
 
 // Tests of what a newcomer meets in a real deployment of processes
@@ -42,6 +44,23 @@ func TestUnreachableFailsFast(t *testing.T) {
 		if strings.Contains(text, "WARN") || strings.Count(text, "\n") > 0 ||
 			!strings.Contains(text, "cannot connect to the proxy at "+closed+" (connection refused)") {
 			t.Fatalf("%s: not one line naming the address:\n%s", args[1], text)
+		}
+	}
+}
+
+// checkQualityPrinted: a command that wrote res printed what it is worth:
+// the noise figures and every warning of result.json's quality.
+func checkQualityPrinted(t *testing.T, what, out string, res *job.Result) {
+	t.Helper()
+	if res.Quality == nil {
+		t.Fatalf("%s: the result has no quality (a noised job should)", what)
+	}
+	if !strings.Contains(out, "noise in the result: noisy n ") {
+		t.Errorf("%s printed no noise figures:\n%s", what, out)
+	}
+	for _, w := range res.Quality.Warnings {
+		if !strings.Contains(out, "warning: "+w+"\n") {
+			t.Errorf("%s did not print the result's warning %q:\n%s", what, w, out)
 		}
 	}
 }

@@ -296,6 +296,7 @@ func TestProcesses(t *testing.T) {
 		res.Privacy.Epsilon > 1+1e-9 || len(res.Privacy.Collusion) != 5 || res.Release == nil {
 		t.Fatalf("result: %+v", res)
 	}
+	checkQualityPrinted(t, "user run", stdout.String(), res)
 	csv, err := os.ReadFile(filepath.Join(out, user.ComponentsFile))
 	if err != nil || !strings.HasPrefix(string(csv), "feature,mean,component_1\n") || strings.Count(string(csv), "\n") != 31 {
 		t.Fatalf("components.csv: %v\n%s", err, csv)

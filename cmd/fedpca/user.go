@@ -675,4 +675,25 @@ func printSummary(res *job.Result) {
 	for _, row := range pr.Collusion {
 		fmt.Printf("  user colluding with %-16s epsilon %.4g\n", row.With+":", float64(row.Epsilon))
 	}
+	printQuality(res)
+}
+
+// printQuality says what a result is worth: the noise in it, and a warning
+// wherever the noise dominates (result.json's quality).
+func printQuality(res *job.Result) {
+	q := res.Quality
+	if q == nil {
+		return
+	}
+	fmt.Printf("noise in the result: noisy n %.1f ± %.3g; scatter entries ± %.3g (spectral norm ~%.3g)", res.NoisyN, q.NoisyNStd, q.EntryStd, q.NoiseSpectralNorm)
+	if q.EigenvalueStd > 0 {
+		fmt.Printf("; eigenvalues ± %.3g", q.EigenvalueStd)
+	}
+	fmt.Println()
+	for _, w := range q.Warnings {
+		fmt.Printf("warning: %s\n", w)
+	}
+	if len(q.Warnings) > 0 {
+		fmt.Println("  (the noise dominates there: a larger epsilon, more rows, or fewer features would help; result.json's quality has the figures)")
+	}
 }
