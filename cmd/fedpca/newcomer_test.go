@@ -64,3 +64,46 @@ func checkQualityPrinted(t *testing.T, what, out string, res *job.Result) {
 		}
 	}
 }
+
+// TestNoOverwrite: every command that writes files refuses, before any
+// work, to replace one that exists, naming it and --force; with --force it
+// replaces them. A failed owner project leaves no output file.
+func TestNoOverwrite(t *testing.T) {
+	dir := exported(t)
+	refuses := func(args ...string) {
+		t.Helper()
+		out, err := fedpca(t, dir, args...)
+		if err == nil || !strings.Contains(out, "exist") || !strings.Contains(out, "--force") {
+			t.Fatalf("%s over existing files: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+		if out, err := fedpca(t, dir, append(args, "--force")...); err != nil {
+			t.Fatalf("%s --force: %v\n%s", strings.Join(args[:2], " "), err, out)
+		}
+	}
+	refuses("dataset", "export", "wdbc", "--owners", "hospital-a,hospital-b", "--out", "data")
+	ref := []string{"reference", "--schema", "data/schema.json", "--data", "data/all.csv", "--out", "ref"}
+	if out, err := fedpca(t, dir, ref...); err != nil {
+		t.Fatalf("reference: %v\n%s", err, out)
+	}
+	refuses(ref...)
+	cov := []string{"user", "analyze", "--result", "ref/result.json", "--analysis", "covariance", "--out", "cov"}
+	if out, err := fedpca(t, dir, cov...); err != nil {
+		t.Fatalf("user analyze: %v\n%s", err, out)
+	}
+	refuses(cov...)
+	pca := []string{"user", "analyze", "--result", "ref/result.json", "--analysis", "pca", "-k", "2", "--out", "pca2"}
+	if out, err := fedpca(t, dir, pca...); err != nil {
+		t.Fatalf("user analyze: %v\n%s", err, out)
+	}
+	refuses(pca...)
+	proj := []string{"owner", "project", "--result", "ref/result.json", "--schema", "data/schema.json", "--data", "data/hospital-a.csv", "--out", "p.csv"}
+	if out, err := fedpca(t, dir, proj...); err != nil {
+		t.Fatalf("owner project: %v\n%s", err, out)
+	}
+	refuses(proj...)
+	// user run refuses before it calls anyone (the proxy here does not exist).
+	args := userRun("--owners", "hospital-a", "--out", "ref")
+	if out, err := fedpca(t, dir, args...); err == nil || !strings.Contains(out, filepath.Join("ref", "result.json")+" and 5 more output files exist") {
+		t.Fatalf("user run over an earlier result: %v\n%s", err, out)
+	}
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -25,6 +26,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/user"
 )
 
 // nodeFlags are common to the daemons.
@@ -393,10 +395,14 @@ among the jobs that name this owner.
 				strFlag("certs", "", "the owner's credentials directory"),
 				reqStr("proxy", "proxy address HOST:PORT"),
 				strFlag("out", "result.json", "where to write the document"),
+				forceFlag(),
 			},
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				if cmd.Args().Len() != 1 {
 					return fmt.Errorf("name one job: fedpca owner published [options] JOB (an ID or a unique prefix), got %d arguments", cmd.Args().Len())
+				}
+				if err := user.CheckNew(cmd.Bool("force"), cmd.String("out")); err != nil {
+					return err
 				}
 				creds, err := transport.LoadCredentials(cmd.String("certs"))
 				if err != nil {
@@ -435,7 +441,7 @@ among the jobs that name this owner.
 				if err != nil {
 					return err
 				}
-				if err := os.WriteFile(cmd.String("out"), r.GetResult(), 0o644); err != nil {
+				if err := transport.WriteFileAtomic(cmd.String("out"), r.GetResult()); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "wrote %s: the result of job %s\n", cmd.String("out"), id[:16])
@@ -456,6 +462,7 @@ scatter of these rows on the first two components. Costs no privacy budget.
 				reqStr("data", "the rows to project (CSV)"),
 				strFlag("out", "-", "output CSV file (- for standard output)"),
 				plotsFlag(),
+				forceFlag(),
 			},
 			Action: func(_ context.Context, cmd *cli.Command) error {
 				sch, err := loadSchema(cmd.String("schema"))
@@ -471,12 +478,19 @@ scatter of these rows on the first two components. Costs no privacy budget.
 					return err
 				}
 				defer in.Close()
-				out := os.Stdout
+				var out io.Writer = os.Stdout
+				commit := func() error { return nil }
 				if p := cmd.String("out"); p != "-" {
-					if out, err = os.Create(p); err != nil {
+					if err := user.CheckNew(cmd.Bool("force"), p); err != nil {
 						return err
 					}
-					defer out.Close()
+					f, err := newAtomicFile(p)
+					if err != nil {
+						return err
+					}
+					defer f.discard() // no partial file on failure
+					out = f
+					commit = f.commit
 				}
 				var coords []float64
 				var labels []string
@@ -489,6 +503,9 @@ scatter of these rows on the first two components. Costs no privacy budget.
 				}
 				n, err := job.ProjectCSV(res, sch, in, out, each)
 				if err != nil {
+					return err
+				}
+				if err := commit(); err != nil {
 					return err
 				}
 				k := len(res.Components.Eigenvalues)

@@ -61,7 +61,20 @@ func resultFlags() []cli.Flag {
 		plotsFlag(),
 		boolFlag("publish", "publish the result document for the owners"),
 		boolFlag("quiet", "no progress display (a bar on a terminal, one line per change otherwise)"),
+		forceFlag(),
 	}
+}
+
+// forceFlag lets a command replace output files; without it, a command
+// that would overwrite one refuses before doing any work.
+func forceFlag() cli.Flag {
+	return boolFlag("force", "replace existing output files (without it the command refuses before doing anything)")
+}
+
+// checkOutputs refuses, before any work and unless --force, when the
+// result files of --out exist.
+func checkOutputs(cmd *cli.Command) error {
+	return user.CheckNew(cmd.Bool("force"), user.OutputFiles(cmd.String("out"))...)
 }
 
 func userCommand() *cli.Command {
@@ -181,6 +194,9 @@ job was created with.
 					return err
 				}
 				if err := checkPlots(cmd, spec.Analysis); err != nil {
+					return err
+				}
+				if err := checkOutputs(cmd); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
@@ -413,6 +429,9 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err := checkPrivacy(cmd); err != nil {
 		return err
 	}
+	if err := checkOutputs(cmd); err != nil {
+		return err
+	}
 	split, err := dp.ParseSplit(cmd.String("budget-split"))
 	if err != nil {
 		return fmt.Errorf("--budget-split: %w", err)
@@ -524,6 +543,9 @@ interrupted: job %s goes on without this command (the owners' budget stays reser
 // writeResult writes a user's result files (and figures, with --plots) and
 // prints its summary.
 func writeResult(cmd *cli.Command, res *job.Result) error {
+	if err := checkOutputs(cmd); err != nil {
+		return err
+	}
 	paths, err := user.WriteOutputs(cmd.String("out"), res)
 	if err != nil {
 		return err
@@ -556,6 +578,7 @@ classes: that of a dca or lda job (a pca job releases no class statistics).
 			strFlag("target", "", "the feature regressed on the others (regression)"),
 			floatFlag("ridge", -1, "the regression's ridge lambda (default: the noise's spectral norm 2 sqrt(d) sigma_R, 0 without noise)"),
 			plotsFlag(),
+			forceFlag(),
 		},
 		Action: runAnalyze,
 	}
@@ -592,6 +615,9 @@ func runAnalyze(_ context.Context, cmd *cli.Command) error {
 	if derived {
 		if name == user.DeriveRegression && cmd.String("target") == "" {
 			return fmt.Errorf("--analysis regression needs --target FEATURE (one of %s)", strings.Join(res.Features, ", "))
+		}
+		if err := user.CheckNew(cmd.Bool("force"), filepath.Join(out, name+".json"), filepath.Join(out, name+".csv")); err != nil {
+			return err
 		}
 		paths, err := user.Derive(out, res, name, user.DeriveOptions{Target: cmd.String("target"), Ridge: cmd.Float64("ridge")})
 		if err != nil {
