@@ -152,17 +152,41 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 // last upload came shows no more than the ticks do), or if its deadline
 // passed; it fails the job if too few uploaded by then. Not sealed, it
 // returns when to look again (zero: at the deadline).
+//
+// A job that can no longer succeed ends as soon as that is known, at the
+// progress tick after the answer that made it so (as a seal would), so
+// that no owner's budget stays reserved for it: when so many owners
+// declined that the others cannot make MinOwners, or when, after
+// UnknownOwnerGrace, the owners this proxy has never heard from (a typo in
+// --owners) are needed to make it.
 func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, error) {
 	j.mu.Lock()
 	u, d, n := j.rec.Uploaded, j.rec.Declined, j.spec.NumOwners
 	now := time.Now()
 	past := !now.Before(j.spec.Deadline)
+	hopeless := n-d < j.spec.MinOwners
 	var at time.Time
-	if u+d == n && !past {
+	if (u+d == n || hopeless) && !past {
 		at = j.sealTime()
 	}
+	var strangers []string
+	note := ""
+	if u+d < n && !past && !hopeless {
+		strangers = p.strangers(j.awaited())
+		if len(strangers) > 0 && n-d-len(strangers) < j.spec.MinOwners {
+			if grace := j.rec.Created.Add(p.cfg.UnknownOwnerGrace); now.Before(grace) {
+				note = fmt.Sprintf("this proxy never heard from %s; the job fails at %s unless they call", p.strangerText(strangers), grace.UTC().Format("15:04:05 UTC"))
+				at, strangers = grace, nil // time for them to make their first call
+			} else {
+				hopeless = true
+			}
+		} else {
+			strangers = nil
+		}
+	}
+	j.note = note
 	j.mu.Unlock()
-	if (u+d < n || now.Before(at)) && !past {
+	if (u+d < n && !hopeless || now.Before(at)) && !past {
 		return false, at, nil
 	}
 	if u < j.spec.MinOwners {
@@ -175,10 +199,17 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 		}
 		j.mu.Unlock()
 		why := fmt.Sprintf("only %d of the %d owners needed uploaded", u, j.spec.MinOwners)
-		if past {
+		switch {
+		case past:
 			why += " by the deadline"
+		case len(strangers) > 0:
+			why = fmt.Sprintf("the job needs %d owners, and %s never called this proxy in %s: %s", j.spec.MinOwners,
+				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers))
+			missing = slices.DeleteFunc(missing, func(o string) bool { return slices.Contains(strangers, o) })
+		default:
+			why = fmt.Sprintf("%d of the %d owners declined: the other %d cannot make the %d needed", d, n, n-d, j.spec.MinOwners)
 		}
-		if len(missing) > 0 {
+		if len(missing) > 0 && past {
 			why += "; never uploaded: " + strings.Join(missing, ", ")
 		}
 		if d > 0 {
@@ -187,6 +218,28 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 		return true, time.Time{}, permanent{errors.New(why)}
 	}
 	return true, time.Time{}, p.seal(ctx, j)
+}
+
+// strangerText names owners this proxy never heard from, each with the
+// known owner it may be a typo of, and what to do.
+func (p *Proxy) strangerText(strangers []string) string {
+	near := p.nearest(strangers)
+	var parts []string
+	for _, s := range strangers {
+		if k := near[s]; k != "" {
+			parts = append(parts, fmt.Sprintf("%s (did you mean %s?)", s, k))
+		} else {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, ", ") + "; check the names in --owners (the IDs in the owners' certificates) and that those owners are running"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // seal chooses the active members, adds the proxy's noise share and the

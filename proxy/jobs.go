@@ -201,6 +201,7 @@ func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpc
 // ListJobs implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*fedpcav1.ListJobsResponse, error) {
 	who := caller(ctx)
+	p.contacted(who)
 	p.mu.Lock()
 	jobs := make([]*jobState, 0, len(p.jobs))
 	for _, j := range p.jobs {

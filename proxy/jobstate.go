@@ -39,8 +39,12 @@ type jobState struct {
 	store  *store                        // where an archived job's owners and answers are read
 	every  time.Duration                 // the progress interval (progress.go)
 
-	mu       sync.Mutex
-	rec      jobRecord
+	mu  sync.Mutex
+	rec jobRecord
+	// note is shown to the job's parties while it is open: the owners it
+	// needs that never called this proxy (maybeSeal; nothing that depends
+	// on an upload).
+	note     string
 	uploads  map[string]uploadRecord  // by owner; nil once archived
 	declines map[string]declineRecord // by owner; nil once archived
 	sum      []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded

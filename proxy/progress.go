@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -109,6 +110,9 @@ func (j *jobState) hideProgress(s *fedpcav1.JobStatus, now time.Time) {
 	s.Reason = "" // the proxy's reason counts every upload (upload.go)
 	if u > 0 {
 		s.Reason = fmt.Sprintf("%d of %d owners uploaded", u, j.spec.NumOwners)
+	}
+	if j.note != "" {
+		s.Reason = strings.TrimPrefix(s.Reason+"; "+j.note, "; ")
 	}
 }
 

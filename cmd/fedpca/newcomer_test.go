@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -106,4 +107,49 @@ func TestNoOverwrite(t *testing.T) {
 	if out, err := fedpca(t, dir, args...); err == nil || !strings.Contains(out, filepath.Join("ref", "result.json")+" and 5 more output files exist") {
 		t.Fatalf("user run over an earlier result: %v\n%s", err, out)
 	}
+}
+
+// TestJobFailsFast: a job fails as soon as it can no longer succeed, and
+// every owner's reservation for it goes back: when it needs an owner the
+// proxy never heard from (a typo in --owners: named, with the owner it may
+// mean), after the proxy's --unknown-owner-grace, and when so many owners
+// declined that the others cannot make the number needed. user run returns
+// then, not at the deadline (10 minutes).
+func TestJobFailsFast(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	d := newDeployment(t, 3, 1, 1)
+	d.startCSP(t, 0)
+	d.startProxy(t, "--unknown-owner-grace", "4s")
+	a := d.startOwner(t, d.owners[0], "--budget-epsilon", "0.5") // declines a job at epsilon 1
+	b := d.startOwner(t, d.owners[1])
+	d.startOwner(t, d.owners[2])
+	// Every owner has called the proxy once its watch runs.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	typo := "hosptial-c"
+	out, err, took := d.userRun(t, "--owners", d.owners[1]+","+typo, "--epsilon", "1", "--out", filepath.Join(d.dir, "typo"))
+	t.Logf("user run with a typo (%s):\n%s", took.Round(time.Millisecond), out)
+	if err == nil || took > time.Minute || !strings.Contains(out, typo+" (did you mean hospital-c?)") ||
+		!strings.Contains(out, "never heard from "+typo) || !strings.Contains(out, "failed: the job needs 2 owners, and 1 owner never called this proxy") {
+		t.Fatalf("a job naming an owner nobody knows: %v after %s", err, took)
+	}
+	refunded := func(p *proc) bool {
+		return p.count("job failed before any key switch: budget refunded", nil)+p.count("job ended before this owner uploaded: reservation released", nil) > 0
+	}
+	waitFor(t, ctx, func() bool { return refunded(b) })
+
+	out, err, took = d.userRun(t, "--owners", strings.Join(d.owners, ","), "--epsilon", "1", "--out", filepath.Join(d.dir, "declined"))
+	t.Logf("user run with an owner out of budget (%s):\n%s", took.Round(time.Millisecond), out)
+	if err == nil || took > time.Minute || !strings.Contains(out, "1 of the 3 owners declined: the other 2 cannot make the 3 needed") ||
+		!strings.Contains(out, "owner "+d.owners[0]+" declined (budget)") {
+		t.Fatalf("a job that can no longer succeed: %v after %s", err, took)
+	}
+	if a.count("declining job", nil) != 1 {
+		t.Errorf("%s declined %d jobs, want 1", d.owners[0], a.count("declining job", nil))
+	}
+	waitFor(t, ctx, func() bool {
+		return b.count("job failed before any key switch: budget refunded", nil)+b.count("job ended before this owner uploaded: reservation released", nil) == 2
+	})
 }

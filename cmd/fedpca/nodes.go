@@ -237,6 +237,7 @@ func proxyCommand() *cli.Command {
 				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for operator certificates from the deployment's CA (fedpca certs operator/NAME)"),
 				&cli.DurationFlag{Name: "progress-interval", Value: proxy.DefaultProgressInterval, Usage: "users and owners learn a running job's progress only at its creation plus multiples of this, and a job whose owners all answered is sealed at the next such instant: shares that compute faster (row counts) show to no one but the proxy", Sources: env("progress-interval")},
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
+				&cli.DurationFlag{Name: "unknown-owner-grace", Value: proxy.DefaultUnknownOwnerGrace, Usage: "a job that needs an owner this proxy never heard from (a typo in --owners, an owner not deployed) fails after this long from its creation, naming it", Sources: env("unknown-owner-grace")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				log := logger(cmd, "proxy")
@@ -273,7 +274,8 @@ func proxyCommand() *cli.Command {
 				}
 				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml, StatusListener: sl,
 					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), UploadMemory: int64(cmd.Int("upload-memory")) << 20, MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"), MaxWatchers: cmd.Int("max-watchers"),
-					SwitchTimeout: cmd.Duration("switch-timeout"), ProgressInterval: cmd.Duration("progress-interval"), Logger: log})
+					SwitchTimeout: cmd.Duration("switch-timeout"), ProgressInterval: cmd.Duration("progress-interval"),
+					UnknownOwnerGrace: cmd.Duration("unknown-owner-grace"), Logger: log})
 				if err != nil {
 					return err
 				}
