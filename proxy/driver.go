@@ -39,6 +39,10 @@ func (p *Proxy) startDriver(j *jobState) {
 	}()
 }
 
+// sealQuorumWait is how long a job past its deadline waits for enough
+// committee members to seal it (members restarting) before it fails.
+const sealQuorumWait = 10 * time.Second
+
 // permanent marks an error after which the job cannot succeed.
 type permanent struct{ error }
 
@@ -96,6 +100,12 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 		switch {
 		case errors.As(err, &perm):
 			reason = err.Error()
+		case state == fedpcav1.JobState_JOB_STATE_OPEN && errors.Is(err, errNoQuorum) && time.Since(waitStart) >= sealQuorumWait:
+			// Past its deadline, unsealed: nothing was switched, so the
+			// job ends and every owner's budget goes back, rather than
+			// waiting (user run with it) for members that may not return.
+			reason = fmt.Sprintf("the committee could not switch the job: %v, for %s after the deadline; nothing was released and every owner's budget goes back (run the job again once the members are up)",
+				err, sealQuorumWait)
 		case time.Since(waitStart) > p.cfg.SwitchTimeout:
 			reason = fmt.Sprintf("gave up after %s: %v", p.cfg.SwitchTimeout, diskFull(err))
 		}
@@ -252,15 +262,18 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	}
 	sts := p.memberStatus(ctx, false)
 	var active []uint32
-	var names []string
+	var names, down []string
 	for i, s := range sts {
-		if len(active) < c.Threshold && s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint {
+		ok := s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint
+		if len(active) < c.Threshold && ok {
 			active = append(active, uint32(i+1))
 			names = append(names, c.Members[i].ID)
+		} else if !ok {
+			down = append(down, "csp/"+c.Members[i].ID)
 		}
 	}
 	if len(active) < c.Threshold {
-		return fmt.Errorf("%w: %d of the %d needed", errNoQuorum, len(active), c.Threshold)
+		return fmt.Errorf("%w: %d of the %d needed (not ready: %s)", errNoQuorum, len(active), c.Threshold, strings.Join(down, ", "))
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()

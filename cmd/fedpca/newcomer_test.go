@@ -153,3 +153,46 @@ func TestJobFailsFast(t *testing.T) {
 		return b.count("job failed before any key switch: budget refunded", nil)+b.count("job ended before this owner uploaded: reservation released", nil) == 2
 	})
 }
+
+// TestCommitteeGoneFailsJob: two of three committee members stop while a
+// job is open; at its deadline the job cannot be sealed, fails soon after
+// (saying which members are not ready), every owner's budget goes back,
+// and user run returns.
+func TestCommitteeGoneFailsJob(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	d := newDeployment(t, 3, 3, 2)
+	var members []*proc
+	for i := range d.csps {
+		members = append(members, d.startCSP(t, i))
+	}
+	d.startProxy(t)
+	a := d.startOwner(t, d.owners[0])
+	d.startOwner(t, d.owners[1])
+	// hospital-c is not running: the job stays open until its deadline.
+	// It is known to the proxy, so only the committee decides the job.
+	c := d.startOwner(t, d.owners[2])
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	if _, err, _ := d.userRun(t, "--owners", d.owners[0], "--min-owners", "1", "--epsilon", "1", "--analysis", "scatter", "--out", filepath.Join(d.dir, "warmup")); err != nil {
+		t.Fatalf("a first job: %v", err)
+	}
+	c.stop()
+	keys := filepath.Join(d.dir, "keys")
+	p := startLines(t, append(append([]string{"user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy, "--schema", d.schema},
+		d.committee()...), "--owners", strings.Join(d.owners, ","), "--min-owners", "2", "--epsilon", "1", "--deadline", "15s", "--out", filepath.Join(d.dir, "out"))...)
+	waitFor(t, ctx, func() bool { return strings.Contains(p.text(), "created") || p.exited() })
+	members[1].stop()
+	members[2].stop()
+	deadline := time.Now().Add(15 * time.Second)
+	waitFor(t, ctx, p.exited)
+	after := time.Since(deadline)
+	out := p.text()
+	t.Logf("user run, %s after the deadline:\n%s", after.Round(time.Millisecond), out)
+	if p.cmd.ProcessState.ExitCode() == 0 || after > time.Minute || !strings.Contains(out, "the committee could not switch the job") ||
+		!strings.Contains(out, "csp/csp-2, csp/csp-3") {
+		t.Fatalf("user run with the committee gone: exit %d, %s after the deadline", p.cmd.ProcessState.ExitCode(), after)
+	}
+	waitFor(t, ctx, func() bool { return a.count("job failed before any key switch: budget refunded", nil) == 1 })
+}

@@ -660,7 +660,11 @@ func sameDir(a, b string) (bool, error) {
 }
 
 func progressLine(s *fedpcav1.JobStatus) string {
-	return fmt.Sprintf("%s: %d/%d owners uploaded, %d declined — %s", stateText(s.GetState()), s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined(), s.GetReason())
+	line := fmt.Sprintf("%s: %d/%d owners uploaded, %d declined", stateText(s.GetState()), s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined())
+	if r := s.GetReason(); r != "" {
+		line += " — " + r
+	}
+	return line
 }
 
 func declinedText(s *fedpcav1.JobStatus) string {
