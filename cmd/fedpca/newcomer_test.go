@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -195,4 +197,45 @@ func TestCommitteeGoneFailsJob(t *testing.T) {
 		t.Fatalf("user run with the committee gone: exit %d, %s after the deadline", p.cmd.ProcessState.ExitCode(), after)
 	}
 	waitFor(t, ctx, func() bool { return a.count("job failed before any key switch: budget refunded", nil) == 1 })
+}
+
+// TestNoUsableRow: a source of which no row is usable through its schema
+// (here every mean_radius is text) is an error: owner check prints its
+// report and exits non-zero saying why, owner serve refuses to start (before
+// it calls the proxy). The counts are the operator's own terminal's.
+func TestNoUsableRow(t *testing.T) {
+	dir := exported(t)
+	b, err := os.ReadFile(filepath.Join(dir, "data", "hospital-a.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := 1; i < len(lines); i++ {
+		_, rest, _ := strings.Cut(lines[i], ",")
+		lines[i] = "n/a," + rest
+	}
+	bad := filepath.Join(dir, "bad.csv")
+	if err := os.WriteFile(bad, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(dir, "empty.csv")
+	if err := os.WriteFile(empty, []byte(lines[0]+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for src, want := range map[string]string{bad: "no row of the source is usable: of its " + fmt.Sprint(len(lines)-1) + " rows, " + fmt.Sprint(len(lines)-1) + " are unreadable",
+		empty: "no row of the source is usable: the source has no rows"} {
+		out, err := fedpca(t, dir, "owner", "check", "--dataset", "data/schema.json="+src)
+		if err == nil || !strings.Contains(out, want) || strings.Contains(out, "NaN") || !strings.Contains(out, "no row used") {
+			t.Fatalf("owner check of %s: %v\n%s", filepath.Base(src), err, out)
+		}
+		out, err = fedpca(t, dir, "owner", "check", "--json", "--dataset", "data/schema.json="+src)
+		if err == nil || !strings.Contains(out, `"Used": 0`) {
+			t.Fatalf("owner check --json of %s: %v\n%s", filepath.Base(src), err, out)
+		}
+		out, err = fedpca(t, dir, "owner", "serve", "--insecure", "--id", "hospital-a", "--state", "state", "--proxy", "127.0.0.1:1",
+			"--dataset", "data/schema.json="+src, "--any-committee")
+		if err == nil || !strings.Contains(out, want) {
+			t.Fatalf("owner serve of %s: %v\n%s", filepath.Base(src), err, out)
+		}
+	}
 }
