@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -237,5 +238,42 @@ func TestNoUsableRow(t *testing.T) {
 		if err == nil || !strings.Contains(out, want) {
 			t.Fatalf("owner serve of %s: %v\n%s", filepath.Base(src), err, out)
 		}
+	}
+}
+
+// TestBoundsOnlySchemas: a schema that gives only min and max per feature
+// (no center or scale), and one-hot category features that give nothing
+// (an indicator's bounds are [0, 1]), are read by owner check as they are:
+// the schema a profile starts from is one the owners accept.
+func TestBoundsOnlySchemas(t *testing.T) {
+	corpus, err := filepath.Abs(filepath.Join("..", "..", "source", "testdata", "corpus"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(corpus, "categorical.schema.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sch map[string]any
+	if err := json.Unmarshal(b, &sch); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range sch["features"].([]any) {
+		f := f.(map[string]any)
+		delete(f, "center")
+		delete(f, "scale")
+		if _, ok := f["category"]; !ok {
+			f["min"], f["max"] = -10000, 10000 // wide public bounds
+		}
+	}
+	out, _ := json.Marshal(sch)
+	dir := t.TempDir()
+	p := filepath.Join(dir, "bounds.schema.json")
+	if err := os.WriteFile(p, out, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := fedpca(t, dir, "owner", "check", "--dataset", p+"="+filepath.Join(corpus, "categorical.csv"))
+	if err != nil || !strings.Contains(got, "rows used          178\n") || !strings.Contains(got, "rows skipped       0") {
+		t.Fatalf("owner check with a schema of bounds only: %v\n%s", err, got)
 	}
 }

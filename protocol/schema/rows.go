@@ -109,14 +109,15 @@ func (s *Schema) newMapper() (*Mapper, error) {
 		}
 		m.quant[i] = q
 		b := &m.bounds[i]
-		if f.Min != nil {
-			if b.lo, err = q.Quantize(f.Min.String(), &m.scratch); err != nil {
+		lo, hi := f.Bounds()
+		if lo != nil {
+			if b.lo, err = q.Quantize(lo.String(), &m.scratch); err != nil {
 				return nil, fmt.Errorf("schema %s: feature %q: min: %w", s.ID, f.Name, err)
 			}
 			b.hasLo = true
 		}
-		if f.Max != nil {
-			if b.hi, err = q.Quantize(f.Max.String(), &m.scratch); err != nil {
+		if hi != nil {
+			if b.hi, err = q.Quantize(hi.String(), &m.scratch); err != nil {
 				return nil, fmt.Errorf("schema %s: feature %q: max: %w", s.ID, f.Name, err)
 			}
 			b.hasHi = true
