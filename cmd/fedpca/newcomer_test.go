@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/source/pgtest"
 )
 
 // Tests of what a newcomer meets in a real deployment of processes
@@ -275,5 +276,90 @@ func TestBoundsOnlySchemas(t *testing.T) {
 	got, err := fedpca(t, dir, "owner", "check", "--dataset", p+"="+filepath.Join(corpus, "categorical.csv"))
 	if err != nil || !strings.Contains(got, "rows used          178\n") || !strings.Contains(got, "rows skipped       0") {
 		t.Fatalf("owner check with a schema of bounds only: %v\n%s", err, got)
+	}
+}
+
+// TestOwnerProject: owner project leaves out, and counts, the rows the
+// schema's drop policy leaves out (it used to stop at the first NA), copies
+// an ID column to join the rows back, leaves no output file when it fails,
+// and reads a PostgreSQL table as owner serve does.
+func TestOwnerProject(t *testing.T) {
+	corpus, err := filepath.Abs(corpusDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(corpus, "missing_drop.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	for i := range lines {
+		id := "record_id"
+		if i > 0 {
+			id = fmt.Sprintf("r%03d", i)
+		}
+		lines[i] = id + "," + lines[i]
+	}
+	data := filepath.Join(dir, "rows.csv")
+	if err := os.WriteFile(data, []byte(strings.Join(lines, "\n")+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sch := filepath.Join(corpus, "missing_drop.schema.json")
+	if out, err := fedpca(t, dir, "reference", "--schema", sch, "--data", data, "--k", "2", "--out", "ref"); err != nil {
+		t.Fatalf("reference: %v\n%s", err, out)
+	}
+	out, err := fedpca(t, dir, "owner", "project", "--result", "ref/result.json", "--schema", sch, "--data", data, "--id-column", "record_id", "--out", "p.csv")
+	if err != nil || !strings.Contains(out, "projected 178 of 186 rows on 2 components; left out 0 unreadable and 8 with a missing value") {
+		t.Fatalf("owner project with NA rows: %v\n%s", err, out)
+	}
+	got, err := os.ReadFile(filepath.Join(dir, "p.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows := strings.Split(strings.TrimSpace(string(got)), "\n")
+	if len(rows) != 179 || rows[0] != "record_id,component_1,component_2,label" || !strings.HasPrefix(rows[1], "r001,") {
+		t.Fatalf("p.csv: %d lines, first %q, %q", len(rows), rows[0], rows[1])
+	}
+	// Without an ID column the output says the order no longer holds.
+	if out, err := fedpca(t, dir, "owner", "project", "--result", "ref/result.json", "--schema", sch, "--data", data, "--out", "q.csv"); err != nil ||
+		!strings.Contains(out, "join them back with --id-column") {
+		t.Fatalf("owner project without an ID column: %v\n%s", err, out)
+	}
+	// A failure leaves no file, not even an empty one.
+	if out, err := fedpca(t, dir, "owner", "project", "--result", "ref/result.json", "--schema", sch, "--data", data, "--id-column", "nosuch", "--out", "r.csv"); err == nil ||
+		!strings.Contains(out, `no column "nosuch"`) {
+		t.Fatalf("owner project with a wrong ID column: %v\n%s", err, out)
+	}
+	if left, _ := filepath.Glob(filepath.Join(dir, "*r.csv*")); len(left) > 0 {
+		t.Fatalf("a failed owner project left %v", left)
+	}
+
+	// A PostgreSQL table, as an owner serves it.
+	srv := pgtest.Start(t)
+	ctx := context.Background()
+	conn, err := srv.Connect(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	clean, err := os.ReadFile(filepath.Join(corpus, "clean.csv"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pgtest.LoadCSV(ctx, conn, "wine", clean); err != nil {
+		t.Fatal(err)
+	}
+	conn.Close(ctx)
+	wine := filepath.Join(corpus, "wine.schema.json")
+	if out, err := fedpca(t, dir, "reference", "--schema", wine, "--data", filepath.Join(corpus, "clean.csv"), "--k", "2", "--out", "wine"); err != nil {
+		t.Fatalf("reference: %v\n%s", err, out)
+	}
+	fromCSV, err := fedpca(t, dir, "owner", "project", "--result", "wine/result.json", "--schema", wine, "--data", filepath.Join(corpus, "clean.csv"))
+	if err != nil {
+		t.Fatalf("owner project of the CSV: %v\n%s", err, fromCSV)
+	}
+	fromPG, err := fedpca(t, dir, "owner", "project", "--result", "wine/result.json", "--schema", wine, "--data", srv.URL("table=wine"))
+	if err != nil || fromPG != fromCSV || !strings.Contains(fromPG, "projected 178 of 178 rows") || strings.Contains(fromPG, pgtest.Password) {
+		t.Fatalf("owner project of the PostgreSQL table: %v\n%.300s", err, fromPG)
 	}
 }

@@ -25,6 +25,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
+	"github.com/fedpca/fedpca/source"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -452,21 +453,28 @@ among the jobs that name this owner.
 		}, {
 			Name:  "project",
 			Usage: "apply a published result to local rows: (z - mean) W, written as CSV",
-			Description: `Writes one CSV row per input row: component_1,...,component_k and, when the
-schema has classes, the row's label. With --plots DIR also the scree plot and the
-scatter of these rows on the first two components. Costs no privacy budget.
+			Description: `Writes one CSV row per input row the schema reads: [ID,]component_1,...,component_k
+and, when the schema has classes, the row's label. Rows a job would leave out
+(unreadable, or a missing value under the drop policy) are left out and counted;
+--id-column copies a column (a record number) first, to join the rows back. The
+values are in the schema's units: each feature centred, scaled, clamped and the
+row clipped, then projected. With --plots DIR also the scree plot and the scatter
+of these rows on the first two components. Costs no privacy budget.
 
-  fedpca owner project --result result.json --schema wdbc.schema.json --data hospital-a.csv \
-    --out projected.csv --plots figures/`,
+  fedpca owner project --result result.json --schema heart.schema.json --data heart.csv \
+    --id-column record_id --out projected.csv --plots figures/
+  fedpca owner project --result result.json --schema wdbc.schema.json \
+    --data 'postgres://fedpca@db:5432/cdw?table=wdbc' --out projected.csv`,
 			Flags: []cli.Flag{
 				reqStr("result", "the result document (result.json)"),
 				reqStr("schema", "the dataset's schema file"),
-				reqStr("data", "the rows to project (CSV)"),
-				strFlag("out", "-", "output CSV file (- for standard output)"),
+				reqStr("data", "the rows to project: a CSV file (plain or gzip) or a postgres:// URL, as an owner's --dataset SOURCE"),
+				strFlag("id-column", "", "a column of the source copied as the output's first column, to join the projected rows back to the source (rows the schema skips make the order alone unreliable)"),
+				strFlag("out", "-", "output CSV file (- for standard output), written in full or not at all"),
 				plotsFlag(),
 				forceFlag(),
 			},
-			Action: func(_ context.Context, cmd *cli.Command) error {
+			Action: func(ctx context.Context, cmd *cli.Command) error {
 				sch, err := loadSchema(cmd.String("schema"))
 				if err != nil {
 					return err
@@ -475,11 +483,6 @@ scatter of these rows on the first two components. Costs no privacy budget.
 				if err != nil {
 					return err
 				}
-				in, err := os.Open(cmd.String("data"))
-				if err != nil {
-					return err
-				}
-				defer in.Close()
 				var out io.Writer = os.Stdout
 				commit := func() error { return nil }
 				if p := cmd.String("out"); p != "-" {
@@ -494,24 +497,40 @@ scatter of these rows on the first two components. Costs no privacy budget.
 					out = f
 					commit = f.commit
 				}
+				rows, err := source.Open(ctx, cmd.String("data"))
+				if err != nil {
+					return err
+				}
+				defer rows.Close()
 				var coords []float64
 				var labels []string
-				var each func([]float64, string)
+				opt := job.ProjectOptions{IDColumn: cmd.String("id-column")}
 				if cmd.String("plots") != "" {
-					each = func(c []float64, class string) {
+					opt.Each = func(c []float64, class string) {
 						coords = append(coords, c...)
 						labels = append(labels, class)
 					}
 				}
-				n, err := job.ProjectCSV(res, sch, in, out, each)
+				rep, err := job.Project(res, sch, rows, out, opt)
 				if err != nil {
-					return err
+					return fmt.Errorf("%s: %w", source.Redact(cmd.String("data")), err)
 				}
 				if err := commit(); err != nil {
 					return err
 				}
+				n := rep.Written
 				k := len(res.Components.Eigenvalues)
-				fmt.Fprintf(os.Stderr, "projected %d rows on %d components\n", n, k)
+				fmt.Fprintf(os.Stderr, "projected %d of %d rows on %d components", n, rep.Rows, k)
+				if left := rep.Skipped + rep.Dropped; left > 0 {
+					fmt.Fprintf(os.Stderr, "; left out %d unreadable and %d with a missing value (drop policy), as a job does", rep.Skipped, rep.Dropped)
+					if opt.IDColumn == "" {
+						fmt.Fprint(os.Stderr, ": the output's rows no longer follow the source's order; join them back with --id-column")
+					}
+					for _, e := range rep.Examples {
+						fmt.Fprintf(os.Stderr, "\n  skipped: %s", e)
+					}
+				}
+				fmt.Fprintln(os.Stderr)
 				if dir := cmd.String("plots"); dir != "" {
 					var rows *mat.Dense
 					if n > 0 {
