@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -331,8 +332,8 @@ func TestAnalyzeCLI(t *testing.T) {
 	if after, _ := os.ReadFile(result); !bytes.Equal(before, after) {
 		t.Fatal("user analyze changed its input")
 	}
-	for _, tc := range [][]string{{"covariance"}, {"correlation"}, {"means"}, {"regression", "--target", "mean_radius"}, {"regression", "--target", "mean_radius", "--ridge", "100"}} {
-		out := filepath.Join(dir, "derived")
+	for i, tc := range [][]string{{"covariance"}, {"correlation"}, {"means"}, {"regression", "--target", "mean_radius"}, {"regression", "--target", "mean_radius", "--ridge", "100"}} {
+		out := filepath.Join(dir, fmt.Sprint("derived-", i))
 		got, err := fedpca(t, dir, append([]string{"user", "analyze", "--result", result, "--out", out, "--analysis"}, tc...)...)
 		if err != nil {
 			t.Fatalf("user analyze %v: %v\n%s", tc, err, got)

@@ -363,3 +363,37 @@ func TestOwnerProject(t *testing.T) {
 		t.Fatalf("owner project of the PostgreSQL table: %v\n%.300s", err, fromPG)
 	}
 }
+
+// TestDerivedUnits: every derived analysis says the units of its numbers,
+// in KIND.json and on the terminal.
+func TestDerivedUnits(t *testing.T) {
+	dir := exported(t)
+	if out, err := fedpca(t, dir, "reference", "--schema", "data/schema.json", "--data", "data/all.csv", "--out", "ref"); err != nil {
+		t.Fatalf("reference: %v\n%s", err, out)
+	}
+	for _, kind := range []string{"covariance", "correlation", "means", "regression"} {
+		args := []string{"user", "analyze", "--result", "ref/result.json", "--analysis", kind, "--out", kind}
+		if kind == "regression" {
+			args = append(args, "--target", "mean_radius")
+		}
+		out, err := fedpca(t, dir, args...)
+		if err != nil || !strings.Contains(out, "units: ") {
+			t.Fatalf("user analyze %s: %v\n%s", kind, err, out)
+		}
+		b, err := os.ReadFile(filepath.Join(dir, kind, kind+".json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc struct{ Units string }
+		if err := json.Unmarshal(b, &doc); err != nil {
+			t.Fatal(err)
+		}
+		want := "the schema's units: each feature as z = (x - center) / scale"
+		if kind == "correlation" {
+			want = "dimensionless"
+		}
+		if !strings.Contains(doc.Units, want) || !strings.Contains(out, doc.Units) {
+			t.Errorf("%s.json's units %q, want %q (terminal:\n%s)", kind, doc.Units, want, out)
+		}
+	}
+}

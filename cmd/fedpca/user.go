@@ -565,7 +565,9 @@ func analyzeCommand() *cli.Command {
 		Description: `Reads --result and writes into --out, which must be another directory than the
 result's (it is never overwritten). --analysis pca, dca, lda or scatter writes the
 files user run writes; covariance, correlation, means or regression writes
-KIND.json and KIND.csv, each with its noise scale. DCA and LDA need a release with
+KIND.json and KIND.csv, each with its noise scale. Every number is in the schema's
+units (each feature as z = (x - center) / scale, clamped to its min/max, each row
+clipped), not the data's: KIND.json's "units" says so for each. DCA and LDA need a release with
 classes: that of a dca or lda job (a pca job releases no class statistics).
 
   fedpca user analyze --result out/result.json --analysis pca -k 2 --out out/pca-k2
@@ -623,7 +625,7 @@ func runAnalyze(_ context.Context, cmd *cli.Command) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s of the release of job %s (no privacy cost)\nwrote %s\n", name, res.JobID[:min(16, len(res.JobID))], strings.Join(paths, ", "))
+		fmt.Printf("%s of the release of job %s (no privacy cost)\nunits: %s\nwrote %s\n", name, res.JobID[:min(16, len(res.JobID))], user.Units[name], strings.Join(paths, ", "))
 		return nil
 	}
 	if (name == job.DCA || name == job.LDA) && classes < 2 {
