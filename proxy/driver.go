@@ -185,7 +185,7 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 		strangers = p.strangers(j.awaited())
 		if len(strangers) > 0 && n-d-len(strangers) < j.spec.MinOwners {
 			if grace := j.rec.Created.Add(p.cfg.UnknownOwnerGrace); now.Before(grace) {
-				note = fmt.Sprintf("this proxy never heard from %s; the job fails at %s unless they call", p.strangerText(strangers), grace.UTC().Format("15:04:05 UTC"))
+				note = fmt.Sprintf("this proxy never heard from %s; the job fails at %s unless they call", p.strangerText(strangers, j.ownerList()), grace.UTC().Format("15:04:05 UTC"))
 				at, strangers = grace, nil // time for them to make their first call
 			} else {
 				hopeless = true
@@ -214,7 +214,7 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 			why += " by the deadline"
 		case len(strangers) > 0:
 			why = fmt.Sprintf("the job needs %d owners, and %s never called this proxy in %s: %s", j.spec.MinOwners,
-				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers))
+				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers, j.ownerList()))
 			missing = slices.DeleteFunc(missing, func(o string) bool { return slices.Contains(strangers, o) })
 		default:
 			why = fmt.Sprintf("%d of the %d owners declined: the other %d cannot make the %d needed", d, n, n-d, j.spec.MinOwners)
@@ -232,8 +232,8 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 
 // strangerText names owners this proxy never heard from, each with the
 // known owner it may be a typo of, and what to do.
-func (p *Proxy) strangerText(strangers []string) string {
-	near := p.nearest(strangers)
+func (p *Proxy) strangerText(strangers, named []string) string {
+	near := p.nearest(strangers, named)
 	var parts []string
 	for _, s := range strangers {
 		if k := near[s]; k != "" {
@@ -313,7 +313,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		prog.State, prog.Active, prog.CSPs, prog.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
 		prog.Timings.Seal = time.Since(start).Seconds()
 		prog.Timings.UploadWindow = prog.SealedAt.Sub(j.rec.Created).Seconds()
-		prog.Reason = "sealed with " + fmt.Sprint(len(owners)) + " owners; key switch by csp/" + strings.Join(names, ", csp/")
+		prog.Reason = "sealed with " + plural(len(owners), "owner") + "; key switch by csp/" + strings.Join(names, ", csp/")
 	}, func(prog *jobProgress) error { return p.store.seal(j.id, prog, enc, encMasks) })
 	if err != nil {
 		return err

@@ -265,6 +265,14 @@ func (j *jobState) awaited() []string {
 	return out
 }
 
+// ownerList returns the job's owners while it runs (nil once archived).
+func (j *jobState) ownerList() []string {
+	if t := j.owners.Load(); t != nil {
+		return t.Owners()
+	}
+	return nil
+}
+
 // uploadedOwners returns the owners that uploaded, sorted; j.mu must be held.
 func (j *jobState) uploadedOwners() ([]string, error) {
 	_, uploads, _, err := j.answers()
@@ -350,7 +358,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}
-	j.hideProgress(s, time.Now())
+	j.hideProgress(s, time.Now(), caller.Role == transport.RoleUser)
 	return s, nil
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -358,14 +359,18 @@ func (p *Proxy) strangers(owners []string) []string {
 }
 
 // nearest returns, for each stranger, the known owner whose ID is at most
-// two edits from it ("hosptial-b" -> "hospital-b"), as a hint.
-func (p *Proxy) nearest(strangers []string) map[string]string {
+// two edits from it ("hosptial-b" -> "hospital-b"), as a hint; not one the
+// job names already (hospital-b is no typo of hospital-a).
+func (p *Proxy) nearest(strangers, named []string) map[string]string {
 	p.contactMu.Lock()
 	defer p.contactMu.Unlock()
 	out := map[string]string{}
 	for _, s := range strangers {
 		best := 3
 		for k := range p.contacts {
+			if slices.Contains(named, k) {
+				continue
+			}
 			if d := editDistance(s, k); d < best || d == best && k < out[s] {
 				best, out[s] = d, k
 			}

@@ -104,7 +104,7 @@ func TestJobLifecycle(t *testing.T) {
 	}
 	d := newDeployment(t, 2, 1, 1)
 	d.startCSP(t, 0)
-	d.startProxy(t)
+	d.startProxy(t, "--unknown-owner-grace", "10m") // hospital-b's first call comes late
 	d.startOwner(t, d.owners[0])
 	keys := filepath.Join(d.dir, "keys")
 	if out, err := run(t, "user", "keygen", "--keys", keys); err != nil {
@@ -184,9 +184,13 @@ func TestJobLifecycle(t *testing.T) {
 	if err != nil || !regexp.MustCompile(prefix+`\s+pca\s+wdbc\s+done\s+2/2`).MatchString(list) {
 		t.Fatalf("user jobs after: %v\n%s", err, list)
 	}
+	// An ended job's status gives its deadline once, not "T (T)".
+	if st, err := run(t, append(append([]string{"user", "status"}, conn...), prefix)...); err != nil || !regexp.MustCompile(`(?m)^deadline  \S+$`).MatchString(st) {
+		t.Fatalf("user status of a done job: %v\n%s", err, st)
+	}
 	// An open job can be cancelled; a done one cannot.
 	if out, err := run(t, append(append([]string{"user", "cancel"}, conn...), prefix)...); err == nil || !strings.Contains(out, "can no longer be cancelled") ||
-		strings.Contains(out, "rpc error") {
+		strings.Contains(out, "rpc error") || !strings.Contains(out, "is done: its result is ready") || strings.Contains(out, "wait for its result") {
 		t.Fatalf("cancelling a done job: %v\n%s", err, out)
 	}
 	// The owner fetches a published result by prefix too.
@@ -206,7 +210,7 @@ func TestCancelFromCLI(t *testing.T) {
 	}
 	d := newDeployment(t, 2, 1, 1)
 	d.startCSP(t, 0)
-	d.startProxy(t)
+	d.startProxy(t, "--unknown-owner-grace", "10m") // hospital-b never runs
 	own := d.startOwner(t, d.owners[0])
 	keys := filepath.Join(d.dir, "keys")
 	if out, err := run(t, "user", "keygen", "--keys", keys); err != nil {

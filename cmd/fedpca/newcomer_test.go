@@ -144,11 +144,15 @@ func TestJobFailsFast(t *testing.T) {
 	}
 	waitFor(t, ctx, func() bool { return refunded(b) })
 
-	out, err, took = d.userRun(t, "--owners", strings.Join(d.owners, ","), "--epsilon", "1", "--out", filepath.Join(d.dir, "declined"))
+	out, err, took = d.userRun(t, "--owners", strings.Join(d.owners, ","), "--epsilon", "1", "--out", filepath.Join(d.dir, "declined"), "--quiet")
 	t.Logf("user run with an owner out of budget (%s):\n%s", took.Round(time.Millisecond), out)
 	if err == nil || took > time.Minute || !strings.Contains(out, "1 of the 3 owners declined: the other 2 cannot make the 3 needed") ||
 		!strings.Contains(out, "owner "+d.owners[0]+" declined (budget)") {
 		t.Fatalf("a job that can no longer succeed: %v after %s", err, took)
+	}
+	// --quiet: the error alone, no notes on the job or its progress.
+	if lines := strings.Split(strings.TrimSpace(out), "\n"); !strings.HasPrefix(lines[0], "fedpca: job ") {
+		t.Errorf("user run --quiet printed more than its error:\n%s", out)
 	}
 	if a.count("declining job", nil) != 1 {
 		t.Errorf("%s declined %d jobs, want 1", d.owners[0], a.count("declining job", nil))
@@ -179,8 +183,9 @@ func TestCommitteeGoneFailsJob(t *testing.T) {
 	c := d.startOwner(t, d.owners[2])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if _, err, _ := d.userRun(t, "--owners", d.owners[0], "--min-owners", "1", "--epsilon", "1", "--analysis", "scatter", "--out", filepath.Join(d.dir, "warmup")); err != nil {
-		t.Fatalf("a first job: %v", err)
+	if out, err, _ := d.userRun(t, "--owners", d.owners[0], "--min-owners", "1", "--epsilon", "1", "--analysis", "scatter", "--out", filepath.Join(d.dir, "warmup")); err != nil ||
+		!strings.Contains(out, "on wdbc, 1 owner,") || strings.Contains(out, ", 1 owners") || strings.Contains(out, "with 1 owners") {
+		t.Fatalf("a first job (one owner, said so): %v\n%s", err, out)
 	}
 	c.stop()
 	keys := filepath.Join(d.dir, "keys")
@@ -394,6 +399,28 @@ func TestDerivedUnits(t *testing.T) {
 		}
 		if !strings.Contains(doc.Units, want) || !strings.Contains(out, doc.Units) {
 			t.Errorf("%s.json's units %q, want %q (terminal:\n%s)", kind, doc.Units, want, out)
+		}
+	}
+}
+
+// TestWording: what the user's own checks say before anything is sent
+// (issue 30's list): a deadline of 0, an unknown analysis (no note about k
+// first), a delta that gives no guarantee, and an epsilon no noise level
+// meets, which names the largest that does.
+func TestWording(t *testing.T) {
+	dir := exported(t)
+	for _, tc := range []struct {
+		args       []string
+		want, none string
+	}{
+		{userRun("--owners", "hospital-a", "--deadline", "0s"), "--deadline 0s: want how long the job accepts uploads", "before the call"},
+		{userRun("--owners", "hospital-a", "--analysis", "pcaa"), `--analysis "pcaa": want pca, dca, lda or scatter`, "k: "},
+		{userRun("--owners", "hospital-a", "--delta", "0.5"), "--delta 0.5: a delta above 0.001 gives no meaningful guarantee", ""},
+		{[]string{"simulate", "--dataset", "wine", "--owners", "2", "--epsilon", "50"}, "the largest epsilon this job's noise allows is", ""},
+	} {
+		out, err := fedpca(t, dir, tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) || tc.none != "" && strings.Contains(out, tc.none) {
+			t.Errorf("%v: %v\n%s", tc.args[2:], err, out)
 		}
 	}
 }

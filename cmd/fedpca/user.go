@@ -15,6 +15,7 @@ import (
 	"github.com/urfave/cli/v3"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/owner"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -60,7 +61,7 @@ func resultFlags() []cli.Flag {
 		strFlag("out", "out", "directory for the outputs"),
 		plotsFlag(),
 		boolFlag("publish", "publish the result document for the owners"),
-		boolFlag("quiet", "no progress display (a bar on a terminal, one line per change otherwise)"),
+		boolFlag("quiet", "print only the result and errors: no progress display (a bar on a terminal, one line per change otherwise), no notes on the job's parameters"),
 		forceFlag(),
 	}
 }
@@ -199,7 +200,7 @@ job was created with.
 				if err := checkOutputs(cmd); err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
+				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owner%s, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, plural(spec.NumOwners), spec.Deadline.Format(time.RFC3339))
 				return waitAndWrite(ctx, cmd, c, spec, sch, time.Now())
 			}),
 		}, {
@@ -310,7 +311,11 @@ func printStatus(st *fedpcav1.JobStatus) {
 	fmt.Printf("analysis  %s on %s\n", st.GetAnalysis(), st.GetDataset())
 	fmt.Printf("user      %s\n", st.GetUser())
 	fmt.Printf("created   %s\n", time.Unix(st.GetCreatedUnix(), 0).UTC().Format(time.RFC3339))
-	fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
+	} else {
+		fmt.Printf("deadline  %s\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339))
+	}
 	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
 		// Who uploaded, and when, is the proxy's alone while the job runs.
 		fmt.Printf("uploads   %d of %d expected (%d needed), %d declined, as of %s (the proxy tells progress at fixed instants; who took part is listed once the job is sealed)\n",
@@ -342,13 +347,23 @@ func parseOwners(cmd *cli.Command) ([]string, error) {
 	return owners, nil
 }
 
-// checkPrivacy refuses what would otherwise be replaced silently.
+// maxDelta is the largest delta a user may ask for: above it (epsilon,
+// delta)-DP says little (delta is the chance that the guarantee fails).
+const maxDelta = 1e-3
+
+// checkPrivacy refuses what would otherwise be replaced silently, and what
+// no owner would accept.
 func checkPrivacy(cmd *cli.Command) error {
 	if cmd.Bool("no-noise") {
 		return nil
 	}
 	if d := cmd.Float64("delta"); !(d > 0 && d < 1) {
 		return fmt.Errorf("--delta %g: want a delta in (0, 1), e.g. %g", d, job.DefaultDelta)
+	} else if d > maxDelta {
+		return fmt.Errorf("--delta %g: a delta above %g gives no meaningful guarantee (it is the chance the guarantee fails, and should be far below 1 over the rows); owners accept at most %g per job unless their --max-delta allows more",
+			d, maxDelta, owner.DefaultMaxDelta)
+	} else if d > owner.DefaultMaxDelta && !cmd.Bool("quiet") {
+		fmt.Fprintf(os.Stderr, "note: --delta %g is above %g, the most an owner accepts per job unless its --max-delta allows more: owners with the default policy decline this job\n", d, owner.DefaultMaxDelta)
 	}
 	if e := cmd.Float64("epsilon"); !(e > 0) {
 		return fmt.Errorf("--epsilon %g: want a positive epsilon (or --no-noise for a test job)", e)
@@ -386,6 +401,9 @@ func checkK(analysis string, k, d, classes int) error {
 // too large is an error; the default is lowered to the most there are, and
 // stderr says so.
 func resolveK(cmd *cli.Command, analysis string, d, classes int) (int, error) {
+	if err := checkK(analysis, 0, d, classes); err != nil {
+		return 0, err // an unknown analysis, or one the dataset cannot have
+	}
 	k := cmd.Int("k")
 	err := checkK(analysis, k, d, classes)
 	if err == nil || cmd.IsSet("k") || k < 0 {
@@ -432,6 +450,9 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err := checkOutputs(cmd); err != nil {
 		return err
 	}
+	if d := cmd.Duration("deadline"); d <= 0 {
+		return fmt.Errorf("--deadline %s: want how long the job accepts uploads, a positive duration such as 10m", d)
+	}
 	split, err := dp.ParseSplit(cmd.String("budget-split"))
 	if err != nil {
 		return fmt.Errorf("--budget-split: %w", err)
@@ -460,17 +481,20 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if req.MaxOwnerRows == 0 {
+	quiet := cmd.Bool("quiet")
+	if req.MaxOwnerRows == 0 && !quiet {
 		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
 	}
-	if split == (dp.Split{}) && !req.NoNoise {
+	if split == (dp.Split{}) && !req.NoNoise && !quiet {
 		fmt.Fprintf(os.Stderr, "budget split: %s (the default for %s)\n", splitText(spec.Split), spec.Analysis)
 	}
 	start := time.Now()
 	if _, err := c.Submit(ctx, spec, sch); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owner%s, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, spec.NumOwners, plural(spec.NumOwners), spec.Deadline.Format(time.RFC3339))
+	}
 	return waitAndWrite(ctx, cmd, c, spec, sch, start)
 }
 
@@ -680,7 +704,7 @@ func declinedText(s *fedpcav1.JobStatus) string {
 
 // printSummary prints the result for a human.
 func printSummary(res *job.Result) {
-	fmt.Printf("job %s: %s on %s, %d owners, noisy n = %.1f\n", res.JobID, res.Analysis, res.Dataset, res.NumOwners, res.NoisyN)
+	fmt.Printf("job %s: %s on %s, %d owner%s, noisy n = %.1f\n", res.JobID, res.Analysis, res.Dataset, res.NumOwners, plural(res.NumOwners), res.NoisyN)
 	if c := res.Components; c != nil {
 		fmt.Printf("eigenvalues:")
 		for _, v := range c.Eigenvalues {
