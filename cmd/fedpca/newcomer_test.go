@@ -133,7 +133,7 @@ func TestJobFailsFast(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	typo := "hosptial-c"
-	out, err, took := d.userRun(t, "--owners", d.owners[1]+","+typo, "--epsilon", "1", "--out", filepath.Join(d.dir, "typo"))
+	out, took, err := d.userRun(t, "--owners", d.owners[1]+","+typo, "--epsilon", "1", "--out", filepath.Join(d.dir, "typo"))
 	t.Logf("user run with a typo (%s):\n%s", took.Round(time.Millisecond), out)
 	if err == nil || took > time.Minute || !strings.Contains(out, typo+" (did you mean hospital-c?)") ||
 		!strings.Contains(out, "never heard from "+typo) || !strings.Contains(out, "failed: the job needs 2 owners, and 1 owner never called this proxy") {
@@ -144,7 +144,7 @@ func TestJobFailsFast(t *testing.T) {
 	}
 	waitFor(t, ctx, func() bool { return refunded(b) })
 
-	out, err, took = d.userRun(t, "--owners", strings.Join(d.owners, ","), "--epsilon", "1", "--out", filepath.Join(d.dir, "declined"), "--quiet")
+	out, took, err = d.userRun(t, "--owners", strings.Join(d.owners, ","), "--epsilon", "1", "--out", filepath.Join(d.dir, "declined"), "--quiet")
 	t.Logf("user run with an owner out of budget (%s):\n%s", took.Round(time.Millisecond), out)
 	if err == nil || took > time.Minute || !strings.Contains(out, "1 of the 3 owners declined: the other 2 cannot make the 3 needed") ||
 		!strings.Contains(out, "owner "+d.owners[0]+" declined (budget)") {
@@ -183,7 +183,7 @@ func TestCommitteeGoneFailsJob(t *testing.T) {
 	c := d.startOwner(t, d.owners[2])
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
-	if out, err, _ := d.userRun(t, "--owners", d.owners[0], "--min-owners", "1", "--epsilon", "1", "--analysis", "scatter", "--out", filepath.Join(d.dir, "warmup")); err != nil ||
+	if out, _, err := d.userRun(t, "--owners", d.owners[0], "--min-owners", "1", "--epsilon", "1", "--analysis", "scatter", "--out", filepath.Join(d.dir, "warmup")); err != nil ||
 		!strings.Contains(out, "on wdbc, 1 owner,") || strings.Contains(out, ", 1 owners") || strings.Contains(out, "with 1 owners") {
 		t.Fatalf("a first job (one owner, said so): %v\n%s", err, out)
 	}

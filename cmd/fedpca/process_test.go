@@ -235,9 +235,9 @@ func (d *deployment) startOwner(t *testing.T, o string, extra ...string) *proc {
 }
 
 // userRun runs user run against the deployment (retrying while the
-// committee's key ceremony has not finished) and returns its output, its
-// error and how long the last attempt took.
-func (d *deployment) userRun(t *testing.T, extra ...string) (string, error, time.Duration) {
+// committee's key ceremony has not finished) and returns its output, how
+// long the last attempt took, and its error.
+func (d *deployment) userRun(t *testing.T, extra ...string) (string, time.Duration, error) {
 	t.Helper()
 	keys := filepath.Join(d.dir, "keys")
 	if _, err := os.Stat(keys); err != nil {
@@ -250,7 +250,7 @@ func (d *deployment) userRun(t *testing.T, extra ...string) (string, error, time
 		start := time.Now()
 		out, err := exec.Command(binary, args...).CombinedOutput()
 		if err == nil || !strings.Contains(string(out), "ceremony has not finished") || attempt == 100 {
-			return string(out), err, time.Since(start)
+			return string(out), time.Since(start), err
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
