@@ -171,10 +171,7 @@ func TestCommitteeGoneFailsJob(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	d := newDeployment(t, 3, 3, 2)
-	var members []*proc
-	for i := range d.csps {
-		members = append(members, d.startCSP(t, i))
-	}
+	members := d.startCSPs(t)
 	d.startProxy(t)
 	a := d.startOwner(t, d.owners[0])
 	d.startOwner(t, d.owners[1])
@@ -341,20 +338,7 @@ func TestOwnerProject(t *testing.T) {
 	}
 
 	// A PostgreSQL table, as an owner serves it.
-	srv := pgtest.Start(t)
-	ctx := context.Background()
-	conn, err := srv.Connect(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	clean, err := os.ReadFile(filepath.Join(corpus, "clean.csv"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pgtest.LoadCSV(ctx, conn, "wine", clean); err != nil {
-		t.Fatal(err)
-	}
-	conn.Close(ctx)
+	srv := pgWine(t)
 	wine := filepath.Join(corpus, "wine.schema.json")
 	if out, err := fedpca(t, dir, "reference", "--schema", wine, "--data", filepath.Join(corpus, "clean.csv"), "--k", "2", "--out", "wine"); err != nil {
 		t.Fatalf("reference: %v\n%s", err, out)

@@ -220,6 +220,15 @@ func (d *deployment) startCSP(t *testing.T, i int) *proc {
 		"--listen", d.csps[i], "--log-json", "--allow-no-noise")
 }
 
+// startCSPs starts every committee member.
+func (d *deployment) startCSPs(t *testing.T) []*proc {
+	var members []*proc
+	for i := range d.csps {
+		members = append(members, d.startCSP(t, i))
+	}
+	return members
+}
+
 func (d *deployment) startProxy(t *testing.T, extra ...string) *proc {
 	args := []string{"proxy", "serve", "--certs", d.certs("proxy", "proxy"), "--state", filepath.Join(d.dir, "state", "proxy"),
 		"--listen", d.proxy, "--threshold", fmt.Sprint(d.threshd), "--log-json", "--allow-no-noise"}
@@ -264,10 +273,7 @@ func TestProcesses(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	d := newDeployment(t, 3, 3, 2)
-	var members []*proc
-	for i := range d.csps {
-		members = append(members, d.startCSP(t, i))
-	}
+	members := d.startCSPs(t)
 	d.startProxy(t)
 	for _, o := range d.owners {
 		d.startOwner(t, o)
