@@ -215,9 +215,13 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		// Ended before this owner took part, or while it was down between
 		// reserving budget and storing its upload: nothing was sent, so
 		// the reservation (if any) goes back.
-		if err := o.ledger.ReleaseIfReserved(st.GetDataset(), id); err != nil {
+		released, err := o.ledger.ReleaseIfReserved(st.GetDataset(), id)
+		if err != nil {
 			o.log.Error("ledger release", "job", id[:16], "error", err)
 			return
+		}
+		if released {
+			o.log.Info("job ended before this owner uploaded: reservation released", "job", id[:16], "reason", st.GetReason())
 		}
 		o.setNote(id, jobNote{State: PartSkipped, Dataset: st.GetDataset(), Reason: "ended before this owner took part"})
 	case note.State == PartDeclined && note.Unreported:

@@ -628,13 +628,13 @@ func (l *ledger) Release(dataset, jobID string) error {
 }
 
 // ReleaseIfReserved releases a job's reservation if it has one (no entry,
-// or an entry in another state, is left alone).
-func (l *ledger) ReleaseIfReserved(dataset, jobID string) error {
+// or an entry in another state, is left alone) and says whether it did.
+func (l *ledger) ReleaseIfReserved(dataset, jobID string) (bool, error) {
 	err := l.transition(dataset, jobID, Released)
 	if errors.Is(err, errNoEntry) || errors.Is(err, errTransition) {
-		return nil
+		return false, nil
 	}
-	return err
+	return err == nil, err
 }
 
 // Refund returns a committed job that failed before any key switch.

@@ -372,6 +372,7 @@ func (p *Proxy) proofKey(fp string) (*zk.Key, error) {
 
 // GetCommittee implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
+	p.contacted(caller(ctx))
 	c, err := p.committeeKey()
 	if err != nil {
 		return nil, p.toStatus(err)

@@ -39,6 +39,10 @@ func (p *Proxy) startDriver(j *jobState) {
 	}()
 }
 
+// sealQuorumWait is how long a job past its deadline waits for enough
+// committee members to seal it (members restarting) before it fails.
+const sealQuorumWait = 10 * time.Second
+
 // permanent marks an error after which the job cannot succeed.
 type permanent struct{ error }
 
@@ -96,6 +100,12 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 		switch {
 		case errors.As(err, &perm):
 			reason = err.Error()
+		case state == fedpcav1.JobState_JOB_STATE_OPEN && errors.Is(err, errNoQuorum) && time.Since(waitStart) >= sealQuorumWait:
+			// Past its deadline, unsealed: nothing was switched, so the
+			// job ends and every owner's budget goes back, rather than
+			// waiting (user run with it) for members that may not return.
+			reason = fmt.Sprintf("the committee could not switch the job: %v, for %s after the deadline; nothing was released and every owner's budget goes back (run the job again once the members are up)",
+				err, sealQuorumWait)
 		case time.Since(waitStart) > p.cfg.SwitchTimeout:
 			reason = fmt.Sprintf("gave up after %s: %v", p.cfg.SwitchTimeout, diskFull(err))
 		}
@@ -152,17 +162,41 @@ func (p *Proxy) fail(j *jobState, reason string) error {
 // last upload came shows no more than the ticks do), or if its deadline
 // passed; it fails the job if too few uploaded by then. Not sealed, it
 // returns when to look again (zero: at the deadline).
+//
+// A job that can no longer succeed ends as soon as that is known, at the
+// progress tick after the answer that made it so (as a seal would), so
+// that no owner's budget stays reserved for it: when so many owners
+// declined that the others cannot make MinOwners, or when, after
+// UnknownOwnerGrace, the owners this proxy has never heard from (a typo in
+// --owners) are needed to make it.
 func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, error) {
 	j.mu.Lock()
 	u, d, n := j.rec.Uploaded, j.rec.Declined, j.spec.NumOwners
 	now := time.Now()
 	past := !now.Before(j.spec.Deadline)
+	hopeless := n-d < j.spec.MinOwners
 	var at time.Time
-	if u+d == n && !past {
+	if (u+d == n || hopeless) && !past {
 		at = j.sealTime()
 	}
+	var strangers []string
+	note := ""
+	if u+d < n && !past && !hopeless {
+		strangers = p.strangers(j.awaited())
+		if len(strangers) > 0 && n-d-len(strangers) < j.spec.MinOwners {
+			if grace := j.rec.Created.Add(p.cfg.UnknownOwnerGrace); now.Before(grace) {
+				note = fmt.Sprintf("this proxy never heard from %s; the job fails at %s unless they call", p.strangerText(strangers, j.ownerList()), grace.UTC().Format("15:04:05 UTC"))
+				at, strangers = grace, nil // time for them to make their first call
+			} else {
+				hopeless = true
+			}
+		} else {
+			strangers = nil
+		}
+	}
+	j.note = note
 	j.mu.Unlock()
-	if (u+d < n || now.Before(at)) && !past {
+	if (u+d < n && !hopeless || now.Before(at)) && !past {
 		return false, at, nil
 	}
 	if u < j.spec.MinOwners {
@@ -175,10 +209,17 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 		}
 		j.mu.Unlock()
 		why := fmt.Sprintf("only %d of the %d owners needed uploaded", u, j.spec.MinOwners)
-		if past {
+		switch {
+		case past:
 			why += " by the deadline"
+		case len(strangers) > 0:
+			why = fmt.Sprintf("the job needs %d owners, and %s never called this proxy in %s: %s", j.spec.MinOwners,
+				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers, j.ownerList()))
+			missing = slices.DeleteFunc(missing, func(o string) bool { return slices.Contains(strangers, o) })
+		default:
+			why = fmt.Sprintf("%d of the %d owners declined: the other %d cannot make the %d needed", d, n, n-d, j.spec.MinOwners)
 		}
-		if len(missing) > 0 {
+		if len(missing) > 0 && past {
 			why += "; never uploaded: " + strings.Join(missing, ", ")
 		}
 		if d > 0 {
@@ -187,6 +228,28 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 		return true, time.Time{}, permanent{errors.New(why)}
 	}
 	return true, time.Time{}, p.seal(ctx, j)
+}
+
+// strangerText names owners this proxy never heard from, each with the
+// known owner it may be a typo of, and what to do.
+func (p *Proxy) strangerText(strangers, named []string) string {
+	near := p.nearest(strangers, named)
+	var parts []string
+	for _, s := range strangers {
+		if k := near[s]; k != "" {
+			parts = append(parts, fmt.Sprintf("%s (did you mean %s?)", s, k))
+		} else {
+			parts = append(parts, s)
+		}
+	}
+	return strings.Join(parts, ", ") + "; check the names in --owners (the IDs in the owners' certificates) and that those owners are running"
+}
+
+func plural(n int, what string) string {
+	if n == 1 {
+		return "1 " + what
+	}
+	return fmt.Sprintf("%d %ss", n, what)
 }
 
 // seal chooses the active members, adds the proxy's noise share and the
@@ -199,15 +262,18 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	}
 	sts := p.memberStatus(ctx, false)
 	var active []uint32
-	var names []string
+	var names, down []string
 	for i, s := range sts {
-		if len(active) < c.Threshold && s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint {
+		ok := s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint
+		if len(active) < c.Threshold && ok {
 			active = append(active, uint32(i+1))
 			names = append(names, c.Members[i].ID)
+		} else if !ok {
+			down = append(down, "csp/"+c.Members[i].ID)
 		}
 	}
 	if len(active) < c.Threshold {
-		return fmt.Errorf("%w: %d of the %d needed", errNoQuorum, len(active), c.Threshold)
+		return fmt.Errorf("%w: %d of the %d needed (not ready: %s)", errNoQuorum, len(active), c.Threshold, strings.Join(down, ", "))
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -247,7 +313,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		prog.State, prog.Active, prog.CSPs, prog.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
 		prog.Timings.Seal = time.Since(start).Seconds()
 		prog.Timings.UploadWindow = prog.SealedAt.Sub(j.rec.Created).Seconds()
-		prog.Reason = "sealed with " + fmt.Sprint(len(owners)) + " owners; key switch by csp/" + strings.Join(names, ", csp/")
+		prog.Reason = "sealed with " + plural(len(owners), "owner") + "; key switch by csp/" + strings.Join(names, ", csp/")
 	}, func(prog *jobProgress) error { return p.store.seal(j.id, prog, enc, encMasks) })
 	if err != nil {
 		return err

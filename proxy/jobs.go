@@ -201,6 +201,7 @@ func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpc
 // ListJobs implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*fedpcav1.ListJobsResponse, error) {
 	who := caller(ctx)
+	p.contacted(who)
 	p.mu.Lock()
 	jobs := make([]*jobState, 0, len(p.jobs))
 	for _, j := range p.jobs {
@@ -425,6 +426,9 @@ func (p *Proxy) CancelJob(ctx context.Context, req *fedpcav1.CancelJobRequest) (
 			return p.cancelled(j, who) // cancelled before: the same answer
 		}
 		return nil, p.toStatus(fmt.Errorf("%w: job %s… has already failed: %s", ErrJobClosed, j.id[:16], j.rec.Reason))
+	case fedpcav1.JobState_JOB_STATE_DONE:
+		return nil, p.toStatus(fmt.Errorf("%w: job %s… is done: its result is ready (fedpca user fetch), so it can no longer be cancelled",
+			ErrJobClosed, j.id[:16]))
 	default:
 		return nil, p.toStatus(fmt.Errorf("%w: job %s… is %s: it was sealed and its key switch may have begun, so it can no longer be cancelled; wait for its result",
 			ErrJobClosed, j.id[:16], stateName(j.rec.State)))

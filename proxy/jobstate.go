@@ -39,8 +39,12 @@ type jobState struct {
 	store  *store                        // where an archived job's owners and answers are read
 	every  time.Duration                 // the progress interval (progress.go)
 
-	mu       sync.Mutex
-	rec      jobRecord
+	mu  sync.Mutex
+	rec jobRecord
+	// note is shown to the job's parties while it is open: the owners it
+	// needs that never called this proxy (maybeSeal; nothing that depends
+	// on an upload).
+	note     string
 	uploads  map[string]uploadRecord  // by owner; nil once archived
 	declines map[string]declineRecord // by owner; nil once archived
 	sum      []*rlwe.Ciphertext       // cached running sum of an open job; nil when not loaded
@@ -261,6 +265,14 @@ func (j *jobState) awaited() []string {
 	return out
 }
 
+// ownerList returns the job's owners while it runs (nil once archived).
+func (j *jobState) ownerList() []string {
+	if t := j.owners.Load(); t != nil {
+		return t.Owners()
+	}
+	return nil
+}
+
 // uploadedOwners returns the owners that uploaded, sorted; j.mu must be held.
 func (j *jobState) uploadedOwners() ([]string, error) {
 	_, uploads, _, err := j.answers()
@@ -346,7 +358,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}
 	}
-	j.hideProgress(s, time.Now())
+	j.hideProgress(s, time.Now(), caller.Role == transport.RoleUser)
 	return s, nil
 }
 

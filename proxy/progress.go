@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"fmt"
+	"strings"
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -98,7 +99,7 @@ func (j *jobState) sealTime() time.Time {
 // hideProgress makes a running job's status public: the counts as the last
 // tick found them, the tick's instant as the last update, no owner lists
 // and no upload timings. j.mu must be held.
-func (j *jobState) hideProgress(s *fedpcav1.JobStatus, now time.Time) {
+func (j *jobState) hideProgress(s *fedpcav1.JobStatus, now time.Time, user bool) {
 	if s.GetState() != fedpcav1.JobState_JOB_STATE_OPEN {
 		return
 	}
@@ -109,6 +110,9 @@ func (j *jobState) hideProgress(s *fedpcav1.JobStatus, now time.Time) {
 	s.Reason = "" // the proxy's reason counts every upload (upload.go)
 	if u > 0 {
 		s.Reason = fmt.Sprintf("%d of %d owners uploaded", u, j.spec.NumOwners)
+	}
+	if j.note != "" && user { // it names owners: the user's list, never an owner's to see
+		s.Reason = strings.TrimPrefix(s.Reason+"; "+j.note, "; ")
 	}
 }
 

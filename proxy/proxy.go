@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"syscall"
 	"time"
@@ -102,7 +103,12 @@ type Config struct {
 	// share takes, which grows with its rows, shows to no one but the proxy
 	// while it is shorter than this.
 	ProgressInterval time.Duration
-	Params           *he.Params
+	// UnknownOwnerGrace is how long an open job waits for an owner that
+	// has never called this proxy (a typo in the user's --owners, or an
+	// owner never deployed) before it fails, naming it, so that the other
+	// owners' reservations are released (default DefaultUnknownOwnerGrace).
+	UnknownOwnerGrace time.Duration
+	Params            *he.Params
 	// ServerOptions are added to the gRPC server's (tests: an interceptor
 	// that makes this proxy deviate from the protocol, to show that the
 	// honest parties detect it).
@@ -134,6 +140,9 @@ type Proxy struct {
 	cmtRespAt time.Time                      // when it was built
 
 	cmtRefresh sync.Mutex // held while rebuilding cmtResp
+
+	contactMu sync.Mutex
+	contacts  map[string]bool // the owners that ever called this proxy
 
 	ctx   context.Context // the Run context, for job drivers
 	wg    sync.WaitGroup
@@ -262,6 +271,9 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
 	}
+	if cfg.UnknownOwnerGrace <= 0 {
+		cfg.UnknownOwnerGrace = DefaultUnknownOwnerGrace
+	}
 	if l := cfg.StatusListener; l != nil {
 		if err := transport.CheckOperatorListener(l, cfg.Creds); err != nil {
 			return nil, fmt.Errorf("proxy: status page: %w", err)
@@ -301,11 +313,97 @@ func New(cfg Config) (*Proxy, error) {
 			"with that many owners connected the garbage collector would run without pause; raise GOMEMLIMIT or lower --max-watchers",
 			"limit_mib", limit>>20, "need_mib", need>>20, "max_watchers", cfg.MaxWatchers, "upload_memory_mib", cfg.UploadMemory>>20)
 	}
+	if p.contacts, err = p.store.contacts(); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("proxy: store: %w", err)
+	}
 	if err := p.load(); err != nil {
 		db.Close()
 		return nil, err
 	}
 	return p, nil
+}
+
+// DefaultUnknownOwnerGrace is Config.UnknownOwnerGrace's default: time for
+// an owner started with the job to make its first call.
+const DefaultUnknownOwnerGrace = 30 * time.Second
+
+// contacted records that an owner called this proxy (once per owner).
+func (p *Proxy) contacted(who transport.Identity) {
+	if who.Role != transport.RoleOwner {
+		return
+	}
+	p.contactMu.Lock()
+	defer p.contactMu.Unlock()
+	if p.contacts[who.ID] {
+		return
+	}
+	if err := p.store.putContact(who.ID, time.Now()); err != nil {
+		p.log.Warn("cannot record an owner's first call", "owner", who.ID, "error", err)
+		return
+	}
+	p.contacts[who.ID] = true
+}
+
+// strangers returns the owners of a list that never called this proxy.
+func (p *Proxy) strangers(owners []string) []string {
+	p.contactMu.Lock()
+	defer p.contactMu.Unlock()
+	var out []string
+	for _, o := range owners {
+		if !p.contacts[o] {
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// nearest returns, for each stranger, the known owner whose ID is at most
+// two edits from it ("hosptial-b" -> "hospital-b"), as a hint; not one the
+// job names already (hospital-b is no typo of hospital-a).
+func (p *Proxy) nearest(strangers, named []string) map[string]string {
+	p.contactMu.Lock()
+	defer p.contactMu.Unlock()
+	out := map[string]string{}
+	for _, s := range strangers {
+		best := 3
+		for k := range p.contacts {
+			if slices.Contains(named, k) {
+				continue
+			}
+			if d := editDistance(s, k); d < best || d == best && k < out[s] {
+				best, out[s] = d, k
+			}
+		}
+	}
+	return out
+}
+
+// editDistance is the Damerau-Levenshtein (optimal string alignment)
+// distance between two short strings.
+func editDistance(a, b string) int {
+	ra, rb := []rune(a), []rune(b)
+	d := make([][]int, len(ra)+1)
+	for i := range d {
+		d[i] = make([]int, len(rb)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(ra); i++ {
+		for j := 1; j <= len(rb); j++ {
+			cost := 1
+			if ra[i-1] == rb[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(ra)][len(rb)]
 }
 
 // load reads the committee and every job at start.

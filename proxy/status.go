@@ -18,6 +18,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/transport"
 )
 
@@ -412,6 +413,14 @@ type page struct {
 	Awaited, Uploaded int
 }
 
+// matchJob resolves a job ID or a unique prefix of it (job.MatchID).
+func (p *Proxy) matchJob(prefix string) (string, error) {
+	p.mu.Lock()
+	ids := slices.Sorted(maps.Keys(p.jobs))
+	p.mu.Unlock()
+	return job.MatchID(ids, prefix)
+}
+
 // StatusHandler returns the status page's handler (what StatusListener
 // serves; tests mount it on httptest servers).
 func (p *Proxy) StatusHandler() http.Handler {
@@ -420,7 +429,16 @@ func (p *Proxy) StatusHandler() http.Handler {
 		p.render(w, "index.html", p.page(p.Status(""), ""))
 	})
 	mux.HandleFunc("GET /jobs/{id}", func(w http.ResponseWriter, r *http.Request) {
-		pg := p.page(p.Status(r.PathValue("id")), r.PathValue("id"))
+		id, err := p.matchJob(r.PathValue("id"))
+		if err != nil {
+			http.Error(w, "no such job: "+err.Error(), http.StatusNotFound)
+			return
+		}
+		if id != r.PathValue("id") { // a prefix, as the CLI takes: the job's own page
+			http.Redirect(w, r, "/jobs/"+id, http.StatusFound)
+			return
+		}
+		pg := p.page(p.Status(id), id)
 		if pg.Job == nil {
 			http.Error(w, "no such job", http.StatusNotFound)
 			return

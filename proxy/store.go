@@ -38,6 +38,8 @@ import (
 //	jobs/<id>/published        the user's published result document
 //	seen/<sha256>              the job (16 hex digits) of every ciphertext
 //	                           ever folded in, to refuse replays
+//	contacts/<owner>           when the owner first called this proxy (RFC 3339): a job
+//	                           naming an owner never seen fails soon (UnknownOwnerGrace)
 //
 // Version 1 (no meta/version) kept a job in one jobs/<id>/record that held
 // every upload and decline, so that each upload rewrote all the earlier
@@ -54,6 +56,7 @@ var (
 	bucketUploads = []byte("uploads")
 	bucketDecline = []byte("declines")
 	bucketOwners  = []byte("owners")
+	bucketContact = []byte("contacts")
 	keyVersion    = []byte("version")
 	keyEpoch      = []byte("epoch")
 	keyCommittee  = []byte("committee")
@@ -205,7 +208,7 @@ type store struct {
 func openStore(db *bolt.DB) (*store, error) {
 	s := &store{db: db}
 	err := db.Update(func(tx *bolt.Tx) error {
-		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen, bucketTickets} {
+		for _, b := range [][]byte{bucketMeta, bucketJobs, bucketBudgets, bucketSeen, bucketTickets, bucketContact} {
 			if _, err := tx.CreateBucketIfNotExists(b); err != nil {
 				return err
 			}
@@ -591,6 +594,25 @@ func (s *store) fail(id string, prog *jobProgress) error {
 }
 
 // publish stores the user's published result document.
+// contacts returns the owners that ever called this proxy.
+func (s *store) contacts() (map[string]bool, error) {
+	out := map[string]bool{}
+	err := s.db.View(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketContact).ForEach(func(k, _ []byte) error {
+			out[string(k)] = true
+			return nil
+		})
+	})
+	return out, err
+}
+
+// putContact records an owner's first call.
+func (s *store) putContact(owner string, at time.Time) error {
+	return s.db.Update(func(tx *bolt.Tx) error {
+		return tx.Bucket(bucketContact).Put([]byte(owner), []byte(at.UTC().Format(time.RFC3339)))
+	})
+}
+
 func (s *store) publish(id string, doc []byte) error {
 	return s.update(id, nil, func(_ *bolt.Tx, b *bolt.Bucket) error { return b.Put(keyPublished, doc) })
 }

@@ -172,6 +172,7 @@ func (p *Proxy) WatchOwnerJobs(req *fedpcav1.WatchOwnerJobsRequest, stream fedpc
 	if who.Role != transport.RoleOwner {
 		return p.toStatus(fmt.Errorf("%w: only owners watch their jobs", ErrForbidden))
 	}
+	p.contacted(who)
 	since, resume, err := p.hub.resumeFrom(req.GetCursor())
 	if err != nil {
 		return p.toStatus(err)

@@ -36,7 +36,7 @@ status=0
   cd "$work/clone"
   # The block's daemons are this shell's jobs: stop them however it ends.
   bash -c 'set -euo pipefail; trap "kill \$(jobs -p) 2>/dev/null; wait 2>/dev/null" EXIT; source ./.walkthrough.sh'
-) || status=$?
+) 2>&1 | tee "$work/output.txt" || status=$?
 if [ "$status" -ne 0 ]; then
   echo "walkthrough: the README's block failed (exit $status); the daemons' logs:" >&2
   tail -n 20 "$work"/clone/logs/*.log >&2 || true
@@ -44,7 +44,13 @@ if [ "$status" -ne 0 ]; then
   exit 1
 fi
 
-echo "== checking what it left"
+echo "== checking what it printed and left"
+# A command that writes a result says what it is worth: the job's noise,
+# and a warning for each component the noise may account for.
+grep -q '^noise in the result: ' "$work/output.txt" || { echo "walkthrough: user run printed no noise figures" >&2; exit 1; }
+if grep -q '"warnings"' "$work/clone/out/result.json" && ! grep -q '^warning: component' "$work/output.txt"; then
+  echo "walkthrough: result.json has quality warnings that user run did not print" >&2; exit 1
+fi
 cd "$work/clone"
 for f in out/result.json out/components.csv out/components.npy out/release.json out/covariance/covariance.json \
          out/covariance/covariance.csv out/wdbc-pca-scree.png data/schema.json keys/he-secret.key; do

@@ -130,6 +130,10 @@ func TestStatusPage(t *testing.T) {
 			t.Errorf("the job page lacks %q", s)
 		}
 	}
+	// A prefix, as the CLI takes, leads to the job's page.
+	if byPrefix := get("/jobs/" + id[:8]); !strings.Contains(byPrefix, id) || !strings.Contains(byPrefix, "hospital-z") {
+		t.Errorf("the page of prefix %s is not the job's:\n%.300s", id[:8], byPrefix)
+	}
 	var one proxy.Status
 	if err := json.Unmarshal([]byte(get("/status.json?job="+id)), &one); err != nil || len(one.Jobs) != 1 || one.Jobs[0].ID != id {
 		t.Errorf("status.json?job=: %v, %+v", err, one.Jobs)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
@@ -123,6 +124,91 @@ type Call struct {
 	Retryable func(error) bool
 	// OnRetry, if set, is told about each failed attempt before the pause.
 	OnRetry func(attempt int, err error)
+	// Reach, if set, remembers whether the peer ever answered: while it
+	// never has, a connection that cannot be made is retried for
+	// NeverReachedGrace only (a peer still starting), then the call fails
+	// with one line naming the address (an UnreachableError). Retries past
+	// that are for a peer that was reachable (a restart, an outage).
+	Reach *Reach
+}
+
+// Reach is what a client knows of a peer's reachability: its address, and
+// whether it ever answered (any answer, a refusal too). Safe for
+// concurrent use; one per connection.
+type Reach struct {
+	Addr     string
+	answered atomic.Bool
+}
+
+// Answered reports whether the peer ever answered.
+func (r *Reach) Answered() bool { return r != nil && r.answered.Load() }
+
+// Observe records a call's outcome: the peer answered unless the
+// connection could not be made or the attempt ran out of time.
+func (r *Reach) Observe(err error) {
+	if r != nil && (err == nil || !Unreachable(err) && status.Code(err) != codes.DeadlineExceeded && !errors.Is(err, context.DeadlineExceeded)) {
+		r.answered.Store(true)
+	}
+}
+
+// GiveUp reports whether a call begun at start should stop retrying after
+// err: the peer never answered, the connection cannot be made and
+// NeverReachedGrace has passed.
+func (r *Reach) GiveUp(start time.Time, err error) bool {
+	return r != nil && !r.Answered() && Unreachable(err) && time.Since(start) >= NeverReachedGrace
+}
+
+// NeverReachedGrace is how long a call retries a peer that never answered
+// and whose connection cannot be made: long enough for a daemon started a
+// moment ago to listen, short enough that a wrong address is told at once.
+const NeverReachedGrace = 3 * time.Second
+
+// UnreachableError is Retry's error for a peer that never answered and
+// whose connection could not be made within NeverReachedGrace.
+type UnreachableError struct {
+	Call Call
+	Last error
+}
+
+func (e *UnreachableError) Error() string {
+	peer := e.Call.Peer
+	if peer == "" {
+		peer = "the peer"
+	}
+	return fmt.Sprintf("%s: cannot connect to %s at %s (%s): check that it is running and the address", e.Call.What, peer, e.Call.Reach.Addr, dialReason(e.Last))
+}
+
+// Unwrap returns the last attempt's error.
+func (e *UnreachableError) Unwrap() error { return e.Last }
+
+// GRPCStatus keeps the last attempt's status code under the plain text.
+func (e *UnreachableError) GRPCStatus() *status.Status {
+	return status.New(status.Code(e.Last), e.Error())
+}
+
+// Unreachable reports whether a call failed because no connection to the
+// peer could be made (refused, no route, no such host, a timeout while
+// connecting), not because of who the peer is or what it answered.
+func Unreachable(err error) bool {
+	if status.Code(err) != codes.Unavailable || IdentityError(err) {
+		return false
+	}
+	msg := status.Convert(err).Message()
+	return strings.Contains(msg, "connection error") || strings.Contains(msg, "name resolver error") ||
+		strings.Contains(msg, "produced zero addresses")
+}
+
+// dialReason is the reason a connection could not be made, in a few words
+// ("connection refused"), or Message's text when it has none of those.
+func dialReason(err error) string {
+	msg := Message(err)
+	for _, r := range []string{"connection refused", "no route to host", "network is unreachable", "no such host", "i/o timeout",
+		"connection reset by peer", "produced zero addresses"} {
+		if strings.Contains(msg, r) {
+			return r
+		}
+	}
+	return msg
 }
 
 // ErrDeadlinePassed is what a DeadlineError is (errors.Is).
@@ -221,8 +307,12 @@ func Retry(ctx context.Context, c Call, fn func(context.Context) error) error {
 		actx, cancel := context.WithDeadline(ctx, end)
 		err = fn(actx)
 		cancel()
+		c.Reach.Observe(err)
 		if err == nil {
 			return nil
+		}
+		if c.Reach.GiveUp(start, err) && ctx.Err() == nil {
+			return &UnreachableError{Call: c, Last: err}
 		}
 		if ctx.Err() != nil {
 			return fmt.Errorf("%s: %w (stopped after %d attempts in %s: %v)", c.What, ctx.Err(), attempt, since(start), Message(err))

@@ -3,11 +3,15 @@ package transport
 import (
 	"context"
 	"errors"
+	"net"
 	"strings"
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 )
 
@@ -255,5 +259,62 @@ func TestHandshakeResetIsTransient(t *testing.T) {
 		if err := wrap(detail); !IdentityError(err) || Transient(err) {
 			t.Errorf("%q: identity %v, transient %v; want an identity error", detail, IdentityError(err), Transient(err))
 		}
+	}
+}
+
+// TestNeverReachedFailsFast: a call to an address nobody listens on fails
+// within seconds, naming the address, while a peer that answered once and
+// then went away is retried (a restart is worth waiting for).
+func TestNeverReachedFailsFast(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close() // nobody listens there now
+	d := Dialer{Insecure: true, Self: Identity{Role: RoleUser, ID: "alice"}, ReconnectMaxDelay: 200 * time.Millisecond}
+	conn, err := d.Dial(addr, Identity{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	check := func(ctx context.Context) error {
+		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
+		return err
+	}
+	reach := &Reach{Addr: addr}
+	start := time.Now()
+	err = Retry(context.Background(), Call{What: "check health", Timeout: 5 * time.Second, Peer: "the proxy", Reach: reach,
+		Backoff: Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}}, check)
+	took := time.Since(start)
+	var ue *UnreachableError
+	if !errors.As(err, &ue) || took < NeverReachedGrace || took > NeverReachedGrace+2*time.Second {
+		t.Fatalf("after %s: %v", took, err)
+	}
+	if msg := err.Error(); !strings.Contains(msg, "cannot connect to the proxy at "+addr+" (connection refused)") || strings.Contains(msg, "\n") {
+		t.Fatalf("error %q", msg)
+	}
+	if status.Code(err) != codes.Unavailable {
+		t.Fatalf("code %v", status.Code(err))
+	}
+
+	// The same address, now served: the call succeeds and the peer counts
+	// as reached; once it stops, calls are retried past the grace.
+	l, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Skipf("the port was taken meanwhile: %v", err)
+	}
+	srv := grpc.NewServer()
+	healthpb.RegisterHealthServer(srv, health.NewServer())
+	go srv.Serve(l)
+	if err := Retry(context.Background(), Call{What: "check health", Timeout: 5 * time.Second, Reach: reach}, check); err != nil || !reach.Answered() {
+		t.Fatalf("served: %v (answered %v)", err, reach.Answered())
+	}
+	srv.Stop()
+	start = time.Now()
+	err = Retry(context.Background(), Call{What: "check health", Timeout: 5 * time.Second, Reach: reach, Deadline: time.Now().Add(NeverReachedGrace + time.Second),
+		Backoff: Backoff{Initial: 50 * time.Millisecond, Max: 200 * time.Millisecond}}, check)
+	if !errors.Is(err, ErrDeadlinePassed) || time.Since(start) < NeverReachedGrace {
+		t.Fatalf("a peer that answered before: after %s: %v", time.Since(start), err)
 	}
 }

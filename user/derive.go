@@ -27,6 +27,20 @@ const (
 // Derivations lists them.
 var Derivations = []string{DeriveCovariance, DeriveCorrelation, DeriveMeans, DeriveRegression}
 
+// SchemaUnits says what a number in the schema's units is: every value
+// a job sees, and every statistic of its release, is in them.
+const SchemaUnits = "the schema's units: each feature as z = (x - center) / scale with the schema's center and scale, " +
+	"clamped to its min/max, each row clipped to norm clip_norm; not the data's units (x = center + scale z undoes the map, not the clamp or the clip)"
+
+// Units says, for each derived analysis, the units of its numbers
+// (written into KIND.json as "units").
+var Units = map[string]string{
+	DeriveCovariance:  "entry (i, j) in units of scale_i scale_j: " + SchemaUnits,
+	DeriveCorrelation: "dimensionless (a correlation is the same in the data's units, up to the clamp and the clip)",
+	DeriveMeans:       "counts in rows; means and mean_std in " + SchemaUnits,
+	DeriveRegression:  "the target's z per each feature's z (a coefficient in data units is it times scale_target / scale_feature): " + SchemaUnits,
+}
+
 // DeriveOptions are the choices of a derived analysis.
 type DeriveOptions struct {
 	// Target names the regressed feature (regression).
@@ -62,7 +76,7 @@ func Derive(dir string, res *job.Result, kind string, o DeriveOptions) ([]string
 			return nil, err
 		}
 		if kind == DeriveCovariance {
-			doc = map[string]any{"job_id": res.JobID, "features": features, "noisy_n": cov.N, "entry_std": cov.EntryStd,
+			doc = map[string]any{"job_id": res.JobID, "units": Units[kind], "features": features, "noisy_n": cov.N, "entry_std": cov.EntryStd,
 				"estimate": "R - (v v^T - K sigma_v^2 I) / n, over n - 1: unbiased numerator, divided by the noisy n - 1", "covariance": rows(cov.C)}
 			table = matrixTable(features, cov.C)
 			break
@@ -71,7 +85,7 @@ func Derive(dir string, res *job.Result, kind string, o DeriveOptions) ([]string
 		if err != nil {
 			return nil, err
 		}
-		doc = map[string]any{"job_id": res.JobID, "features": features, "entry_std": rows(std),
+		doc = map[string]any{"job_id": res.JobID, "units": Units[kind], "features": features, "entry_std": rows(std),
 			"estimate":    "the covariance's entries over the square roots of its diagonal, clamped to [-1, 1]: biased (nonlinear); entry_std is first order",
 			"correlation": rows(corr)}
 		table = matrixTable(features, corr)
@@ -84,7 +98,7 @@ func Derive(dir string, res *job.Result, kind string, o DeriveOptions) ([]string
 		if len(classes) == 0 {
 			classes = []string{"all"}
 		}
-		doc = map[string]any{"job_id": res.JobID, "features": features, "classes": classes, "counts": cs.Counts, "count_std": cs.CountStd,
+		doc = map[string]any{"job_id": res.JobID, "units": Units[kind], "features": features, "classes": classes, "counts": cs.Counts, "count_std": cs.CountStd,
 			"means": cs.Means, "mean_std": cs.MeanStd, "estimate": "counts: unbiased; means v_k / n_k: unbiased to first order (ratios of noisy sums)"}
 		table = append(table, append([]string{"class", "count", "count_std", "mean_std"}, features...))
 		for k, c := range classes {
@@ -118,7 +132,7 @@ func Derive(dir string, res *job.Result, kind string, o DeriveOptions) ([]string
 			cs = append(cs, coef{features[f], reg.Coef[i], reg.CoefStd[i]})
 			table = append(table, []string{features[f], fmtF(reg.Coef[i]), fmtF(reg.CoefStd[i])})
 		}
-		doc = map[string]any{"job_id": res.JobID, "target": o.Target, "ridge": ridge, "intercept": reg.Intercept, "coefficients": cs,
+		doc = map[string]any{"job_id": res.JobID, "units": Units[kind], "target": o.Target, "ridge": ridge, "intercept": reg.Intercept, "coefficients": cs,
 			"estimate": "ridge regression on the covariance-corrected centred scatter (as scikit-learn's Ridge with fit_intercept): biased (ridge, matrix inverse); std is first order"}
 	default:
 		return nil, fmt.Errorf("unknown derived analysis %q (want one of %v)", kind, Derivations)

@@ -3,7 +3,9 @@ package user
 import (
 	"encoding/csv"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -25,6 +27,39 @@ const (
 	MeanNPYFile        = "mean.npy"
 	EigenvaluesNPYFile = "eigenvalues.npy"
 )
+
+// OutputFiles are the files WriteOutputs may write into dir.
+func OutputFiles(dir string) []string {
+	var ps []string
+	for _, f := range []string{ResultFile, ComponentsFile, ComponentsNPYFile, MeanNPYFile, EigenvaluesNPYFile, ReleaseFile} {
+		ps = append(ps, filepath.Join(dir, f))
+	}
+	return ps
+}
+
+// CheckNew refuses, unless force, when any of paths exists: no command
+// overwrites an output without --force. Commands call it before any work
+// (before a job is created), so that a refusal costs nothing.
+func CheckNew(force bool, paths ...string) error {
+	if force {
+		return nil
+	}
+	var there []string
+	for _, p := range paths {
+		if _, err := os.Lstat(p); err == nil {
+			there = append(there, p)
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	switch len(there) {
+	case 0:
+		return nil
+	case 1:
+		return fmt.Errorf("%s exists: give another output path, or --force to replace it", there[0])
+	}
+	return fmt.Errorf("%s and %d more output files exist (of an earlier run): give another output path, or --force to replace them", there[0], len(there)-1)
+}
 
 // WriteOutputs writes the result document, the components as CSV (one row
 // per feature, one column per component) and as NumPy arrays with the mean

@@ -135,7 +135,9 @@ type Config struct {
 // them: a job is named by its signed spec, so creating it again returns the
 // same job) are retried with backoff and jitter while the proxy is
 // unreachable, restarting or busy (transport.Retry): until the deadline of
-// the job the call serves (creating it), or callAttempts times.
+// the job the call serves (creating it), or callAttempts times. A proxy
+// that never answered and cannot be connected to fails a call within
+// transport.NeverReachedGrace (a wrong address or port), in one line.
 //
 // Recovery: the first attempt after an outage of the proxy (or of the
 // network to it) starts within 1 s of the outage's end, however long it
@@ -166,8 +168,11 @@ type Client struct {
 	cfg    Config
 	log    hclog.Logger
 	params he.Params
-	conn   *grpc.ClientConn
-	proxy  fedpcav1.ProxyServiceClient
+	// reach: whether the proxy ever answered; until it has, a proxy that
+	// cannot be connected to fails a call within seconds (transport.Reach).
+	reach *transport.Reach
+	conn  *grpc.ClientConn
+	proxy fedpcav1.ProxyServiceClient
 
 	mu  sync.Mutex
 	cmt *fedpcav1.GetCommitteeResponse // cached; refreshed when a job is refused for it
@@ -192,7 +197,7 @@ func NewClient(cfg Config) (*Client, error) {
 	if cfg.Dialer.ReconnectMaxDelay == 0 {
 		cfg.Dialer.ReconnectMaxDelay = ReconnectMaxDelay
 	}
-	c := &Client{cfg: cfg, log: cfg.Logger}
+	c := &Client{cfg: cfg, log: cfg.Logger, reach: &transport.Reach{Addr: cfg.ProxyAddr}}
 	var err error
 	if c.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
@@ -229,9 +234,12 @@ func (c *Client) callBefore(ctx context.Context, what string, deadline time.Time
 }
 
 func (c *Client) retry(ctx context.Context, call transport.Call, fn func(context.Context) error) error {
-	call.Peer, call.Backoff = "the proxy", callBackoff
+	call.Peer, call.Backoff, call.Reach = "the proxy", callBackoff, c.reach
 	call.OnRetry = func(attempt int, err error) {
-		if msg := transport.Message(err); strings.Contains(msg, "ceremony has not finished") {
+		if msg := transport.Message(err); !c.reach.Answered() {
+			// Not reached yet: it fails within seconds, in one line.
+			c.log.Debug("proxy not reachable yet; retrying", "call", call.What, "attempt", attempt, "error", msg)
+		} else if strings.Contains(msg, "ceremony has not finished") {
 			// A deployment just started: expected, not a failure.
 			c.log.Info("waiting for the committee's key ceremony to finish", "attempt", attempt)
 		} else {
@@ -402,8 +410,15 @@ func (c *Client) CreateRequest(s *job.Spec, sch *schema.Schema) (*fedpcav1.Creat
 // switch: the caller's ctx, not the job's deadline, bounds the wait).
 func (c *Client) Wait(ctx context.Context, id string, progress func(*fedpcav1.JobStatus)) (*fedpcav1.JobStatus, error) {
 	b := callBackoff
+	start := time.Now()
 	for {
 		last, err := c.watch(ctx, id, progress)
+		if last != nil {
+			c.reach.Observe(nil)
+		}
+		if c.reach.GiveUp(start, err) {
+			return nil, &transport.UnreachableError{Call: transport.Call{What: "watch job " + short(id), Peer: "the proxy", Reach: c.reach}, Last: err}
+		}
 		if last != nil && ended(last.GetState()) {
 			// The full status (owner lists, who declined and why).
 			var full *fedpcav1.GetJobResponse

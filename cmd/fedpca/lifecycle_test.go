@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -103,7 +104,7 @@ func TestJobLifecycle(t *testing.T) {
 	}
 	d := newDeployment(t, 2, 1, 1)
 	d.startCSP(t, 0)
-	d.startProxy(t)
+	d.startProxy(t, "--unknown-owner-grace", "10m") // hospital-b's first call comes late
 	d.startOwner(t, d.owners[0])
 	keys := filepath.Join(d.dir, "keys")
 	if out, err := run(t, "user", "keygen", "--keys", keys); err != nil {
@@ -173,6 +174,7 @@ func TestJobLifecycle(t *testing.T) {
 	if !strings.HasPrefix(res.JobID, prefix) || res.NumOwners != 2 || len(res.Components.Eigenvalues) != 3 {
 		t.Fatalf("fetched result: job %s, %d owners, %d components", res.JobID, res.NumOwners, len(res.Components.Eigenvalues))
 	}
+	checkQualityPrinted(t, "user fetch", got, res)
 	for _, f := range []string{user.ComponentsFile, user.ReleaseFile} {
 		if _, err := os.Stat(filepath.Join(fetchOut, f)); err != nil {
 			t.Error(err)
@@ -182,9 +184,13 @@ func TestJobLifecycle(t *testing.T) {
 	if err != nil || !regexp.MustCompile(prefix+`\s+pca\s+wdbc\s+done\s+2/2`).MatchString(list) {
 		t.Fatalf("user jobs after: %v\n%s", err, list)
 	}
+	// An ended job's status gives its deadline once, not "T (T)".
+	if st, err := run(t, append(append([]string{"user", "status"}, conn...), prefix)...); err != nil || !regexp.MustCompile(`(?m)^deadline  \S+$`).MatchString(st) {
+		t.Fatalf("user status of a done job: %v\n%s", err, st)
+	}
 	// An open job can be cancelled; a done one cannot.
 	if out, err := run(t, append(append([]string{"user", "cancel"}, conn...), prefix)...); err == nil || !strings.Contains(out, "can no longer be cancelled") ||
-		strings.Contains(out, "rpc error") {
+		strings.Contains(out, "rpc error") || !strings.Contains(out, "is done: its result is ready") || strings.Contains(out, "wait for its result") {
 		t.Fatalf("cancelling a done job: %v\n%s", err, out)
 	}
 	// The owner fetches a published result by prefix too.
@@ -204,7 +210,7 @@ func TestCancelFromCLI(t *testing.T) {
 	}
 	d := newDeployment(t, 2, 1, 1)
 	d.startCSP(t, 0)
-	d.startProxy(t)
+	d.startProxy(t, "--unknown-owner-grace", "10m") // hospital-b never runs
 	own := d.startOwner(t, d.owners[0])
 	keys := filepath.Join(d.dir, "keys")
 	if out, err := run(t, "user", "keygen", "--keys", keys); err != nil {
@@ -330,8 +336,8 @@ func TestAnalyzeCLI(t *testing.T) {
 	if after, _ := os.ReadFile(result); !bytes.Equal(before, after) {
 		t.Fatal("user analyze changed its input")
 	}
-	for _, tc := range [][]string{{"covariance"}, {"correlation"}, {"means"}, {"regression", "--target", "mean_radius"}, {"regression", "--target", "mean_radius", "--ridge", "100"}} {
-		out := filepath.Join(dir, "derived")
+	for i, tc := range [][]string{{"covariance"}, {"correlation"}, {"means"}, {"regression", "--target", "mean_radius"}, {"regression", "--target", "mean_radius", "--ridge", "100"}} {
+		out := filepath.Join(dir, fmt.Sprint("derived-", i))
 		got, err := fedpca(t, dir, append([]string{"user", "analyze", "--result", result, "--out", out, "--analysis"}, tc...)...)
 		if err != nil {
 			t.Fatalf("user analyze %v: %v\n%s", tc, err, got)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
 	"net"
 	"os"
@@ -24,7 +25,9 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/proxy"
+	"github.com/fedpca/fedpca/source"
 	"github.com/fedpca/fedpca/transport"
+	"github.com/fedpca/fedpca/user"
 )
 
 // nodeFlags are common to the daemons.
@@ -235,6 +238,7 @@ func proxyCommand() *cli.Command {
 				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for operator certificates from the deployment's CA (fedpca certs operator/NAME)"),
 				&cli.DurationFlag{Name: "progress-interval", Value: proxy.DefaultProgressInterval, Usage: "users and owners learn a running job's progress only at its creation plus multiples of this, and a job whose owners all answered is sealed at the next such instant: shares that compute faster (row counts) show to no one but the proxy", Sources: env("progress-interval")},
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
+				&cli.DurationFlag{Name: "unknown-owner-grace", Value: proxy.DefaultUnknownOwnerGrace, Usage: "a job that needs an owner this proxy never heard from (a typo in --owners, an owner not deployed) fails after this long from its creation, naming it", Sources: env("unknown-owner-grace")},
 			),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				log := logger(cmd, "proxy")
@@ -271,7 +275,8 @@ func proxyCommand() *cli.Command {
 				}
 				p, err := proxy.New(proxy.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), MetricsListener: ml, StatusListener: sl,
 					Committee: members, Threshold: t, AllowNoNoise: cmd.Bool("allow-no-noise"), UploadMemory: int64(cmd.Int("upload-memory")) << 20, MaxWaiting: cmd.Int("max-waiting"), MaxConnections: cmd.Int("max-connections"), MaxWatchers: cmd.Int("max-watchers"),
-					SwitchTimeout: cmd.Duration("switch-timeout"), ProgressInterval: cmd.Duration("progress-interval"), Logger: log})
+					SwitchTimeout: cmd.Duration("switch-timeout"), ProgressInterval: cmd.Duration("progress-interval"),
+					UnknownOwnerGrace: cmd.Duration("unknown-owner-grace"), Logger: log})
 				if err != nil {
 					return err
 				}
@@ -393,10 +398,14 @@ among the jobs that name this owner.
 				strFlag("certs", "", "the owner's credentials directory"),
 				reqStr("proxy", "proxy address HOST:PORT"),
 				strFlag("out", "result.json", "where to write the document"),
+				forceFlag(),
 			},
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				if cmd.Args().Len() != 1 {
 					return fmt.Errorf("name one job: fedpca owner published [options] JOB (an ID or a unique prefix), got %d arguments", cmd.Args().Len())
+				}
+				if err := user.CheckNew(cmd.Bool("force"), cmd.String("out")); err != nil {
+					return err
 				}
 				creds, err := transport.LoadCredentials(cmd.String("certs"))
 				if err != nil {
@@ -408,8 +417,9 @@ among the jobs that name this owner.
 				}
 				defer conn.Close()
 				px := fedpcav1.NewProxyServiceClient(conn)
+				reach := &transport.Reach{Addr: cmd.String("proxy")}
 				var list *fedpcav1.ListJobsResponse
-				err = transport.Retry(ctx, transport.Call{What: "list this owner's jobs on the proxy", Timeout: time.Minute, Attempts: 5},
+				err = transport.Retry(ctx, transport.Call{What: "list this owner's jobs on the proxy", Timeout: time.Minute, Attempts: 5, Peer: "the proxy", Reach: reach},
 					func(ctx context.Context) (err error) {
 						list, err = px.ListJobs(ctx, &fedpcav1.ListJobsRequest{IncludeEnded: true, Brief: true})
 						return err
@@ -426,7 +436,7 @@ among the jobs that name this owner.
 					return fmt.Errorf("%w among the %d jobs that name this owner", err, len(ids))
 				}
 				var r *fedpcav1.GetPublishedResponse
-				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5},
+				err = transport.Retry(ctx, transport.Call{What: "get the published result from the proxy", Timeout: time.Minute, Attempts: 5, Peer: "the proxy", Reach: reach},
 					func(ctx context.Context) (err error) {
 						r, err = px.GetPublished(ctx, &fedpcav1.GetPublishedRequest{JobId: id})
 						return err
@@ -434,7 +444,7 @@ among the jobs that name this owner.
 				if err != nil {
 					return err
 				}
-				if err := os.WriteFile(cmd.String("out"), r.GetResult(), 0o644); err != nil {
+				if err := transport.WriteFileAtomic(cmd.String("out"), r.GetResult()); err != nil {
 					return err
 				}
 				fmt.Fprintf(os.Stderr, "wrote %s: the result of job %s\n", cmd.String("out"), id[:16])
@@ -443,20 +453,28 @@ among the jobs that name this owner.
 		}, {
 			Name:  "project",
 			Usage: "apply a published result to local rows: (z - mean) W, written as CSV",
-			Description: `Writes one CSV row per input row: component_1,...,component_k and, when the
-schema has classes, the row's label. With --plots DIR also the scree plot and the
-scatter of these rows on the first two components. Costs no privacy budget.
+			Description: `Writes one CSV row per input row the schema reads: [ID,]component_1,...,component_k
+and, when the schema has classes, the row's label. Rows a job would leave out
+(unreadable, or a missing value under the drop policy) are left out and counted;
+--id-column copies a column (a record number) first, to join the rows back. The
+values are in the schema's units: each feature centred, scaled, clamped and the
+row clipped, then projected. With --plots DIR also the scree plot and the scatter
+of these rows on the first two components. Costs no privacy budget.
 
-  fedpca owner project --result result.json --schema wdbc.schema.json --data hospital-a.csv \
-    --out projected.csv --plots figures/`,
+  fedpca owner project --result result.json --schema heart.schema.json --data heart.csv \
+    --id-column record_id --out projected.csv --plots figures/
+  fedpca owner project --result result.json --schema wdbc.schema.json \
+    --data 'postgres://fedpca@db:5432/cdw?table=wdbc' --out projected.csv`,
 			Flags: []cli.Flag{
 				reqStr("result", "the result document (result.json)"),
 				reqStr("schema", "the dataset's schema file"),
-				reqStr("data", "the rows to project (CSV)"),
-				strFlag("out", "-", "output CSV file (- for standard output)"),
+				reqStr("data", "the rows to project: a CSV file (plain or gzip) or a postgres:// URL, as an owner's --dataset SOURCE"),
+				strFlag("id-column", "", "a column of the source copied as the output's first column, to join the projected rows back to the source (rows the schema skips make the order alone unreliable)"),
+				strFlag("out", "-", "output CSV file (- for standard output), written in full or not at all"),
 				plotsFlag(),
+				forceFlag(),
 			},
-			Action: func(_ context.Context, cmd *cli.Command) error {
+			Action: func(ctx context.Context, cmd *cli.Command) error {
 				sch, err := loadSchema(cmd.String("schema"))
 				if err != nil {
 					return err
@@ -465,33 +483,54 @@ scatter of these rows on the first two components. Costs no privacy budget.
 				if err != nil {
 					return err
 				}
-				in, err := os.Open(cmd.String("data"))
+				var out io.Writer = os.Stdout
+				commit := func() error { return nil }
+				if p := cmd.String("out"); p != "-" {
+					if err := user.CheckNew(cmd.Bool("force"), p); err != nil {
+						return err
+					}
+					f, err := newAtomicFile(p)
+					if err != nil {
+						return err
+					}
+					defer f.discard() // no partial file on failure
+					out = f
+					commit = f.commit
+				}
+				rows, err := source.Open(ctx, cmd.String("data"))
 				if err != nil {
 					return err
 				}
-				defer in.Close()
-				out := os.Stdout
-				if p := cmd.String("out"); p != "-" {
-					if out, err = os.Create(p); err != nil {
-						return err
-					}
-					defer out.Close()
-				}
+				defer rows.Close()
 				var coords []float64
 				var labels []string
-				var each func([]float64, string)
+				opt := job.ProjectOptions{IDColumn: cmd.String("id-column")}
 				if cmd.String("plots") != "" {
-					each = func(c []float64, class string) {
+					opt.Each = func(c []float64, class string) {
 						coords = append(coords, c...)
 						labels = append(labels, class)
 					}
 				}
-				n, err := job.ProjectCSV(res, sch, in, out, each)
+				rep, err := job.Project(res, sch, rows, out, opt)
 				if err != nil {
+					return fmt.Errorf("%s: %w", source.Redact(cmd.String("data")), err)
+				}
+				if err := commit(); err != nil {
 					return err
 				}
+				n := rep.Written
 				k := len(res.Components.Eigenvalues)
-				fmt.Fprintf(os.Stderr, "projected %d rows on %d components\n", n, k)
+				fmt.Fprintf(os.Stderr, "projected %d of %d rows on %d components", n, rep.Rows, k)
+				if left := rep.Skipped + rep.Dropped; left > 0 {
+					fmt.Fprintf(os.Stderr, "; left out %d unreadable and %d with a missing value (drop policy), as a job does", rep.Skipped, rep.Dropped)
+					if opt.IDColumn == "" {
+						fmt.Fprint(os.Stderr, ": the output's rows no longer follow the source's order; join them back with --id-column")
+					}
+					for _, e := range rep.Examples {
+						fmt.Fprintf(os.Stderr, "\n  skipped: %s", e)
+					}
+				}
+				fmt.Fprintln(os.Stderr)
 				if dir := cmd.String("plots"); dir != "" {
 					var rows *mat.Dense
 					if n > 0 {

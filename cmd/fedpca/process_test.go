@@ -220,18 +220,49 @@ func (d *deployment) startCSP(t *testing.T, i int) *proc {
 		"--listen", d.csps[i], "--log-json", "--allow-no-noise")
 }
 
-func (d *deployment) startProxy(t *testing.T) *proc {
+// startCSPs starts every committee member.
+func (d *deployment) startCSPs(t *testing.T) []*proc {
+	var members []*proc
+	for i := range d.csps {
+		members = append(members, d.startCSP(t, i))
+	}
+	return members
+}
+
+func (d *deployment) startProxy(t *testing.T, extra ...string) *proc {
 	args := []string{"proxy", "serve", "--certs", d.certs("proxy", "proxy"), "--state", filepath.Join(d.dir, "state", "proxy"),
 		"--listen", d.proxy, "--threshold", fmt.Sprint(d.threshd), "--log-json", "--allow-no-noise"}
 	for i, port := range d.csps {
 		args = append(args, "--csp", fmt.Sprintf("csp-%d=%s", i+1, port))
 	}
-	return start(t, "proxy", args...)
+	return start(t, "proxy", append(args, extra...)...)
 }
 
-func (d *deployment) startOwner(t *testing.T, o string) *proc {
-	return start(t, o, append([]string{"owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
-		"--proxy", d.proxy, "--dataset", d.schema + "=" + d.csvs[o], "--poll", "200ms", "--log-json", "--allow-no-noise"}, d.committee()...)...)
+func (d *deployment) startOwner(t *testing.T, o string, extra ...string) *proc {
+	return start(t, o, append(append([]string{"owner", "serve", "--certs", d.certs("owner", o), "--state", filepath.Join(d.dir, "state", o),
+		"--proxy", d.proxy, "--dataset", d.schema + "=" + d.csvs[o], "--poll", "200ms", "--log-json", "--allow-no-noise"}, d.committee()...), extra...)...)
+}
+
+// userRun runs user run against the deployment (retrying while the
+// committee's key ceremony has not finished) and returns its output, how
+// long the last attempt took, and its error.
+func (d *deployment) userRun(t *testing.T, extra ...string) (string, time.Duration, error) {
+	t.Helper()
+	keys := filepath.Join(d.dir, "keys")
+	if _, err := os.Stat(keys); err != nil {
+		if out, err := exec.Command(binary, "user", "keygen", "--keys", keys).CombinedOutput(); err != nil {
+			t.Fatalf("keygen: %v\n%s", err, out)
+		}
+	}
+	args := append(append([]string{"user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.proxy, "--schema", d.schema}, d.committee()...), extra...)
+	for attempt := 0; ; attempt++ {
+		start := time.Now()
+		out, err := exec.Command(binary, args...).CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "ceremony has not finished") || attempt == 100 {
+			return string(out), time.Since(start), err
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
 }
 
 // TestProcesses starts the daemons as separate processes on loopback ports,
@@ -242,10 +273,7 @@ func TestProcesses(t *testing.T) {
 		t.Skip("starts processes")
 	}
 	d := newDeployment(t, 3, 3, 2)
-	var members []*proc
-	for i := range d.csps {
-		members = append(members, d.startCSP(t, i))
-	}
+	members := d.startCSPs(t)
 	d.startProxy(t)
 	for _, o := range d.owners {
 		d.startOwner(t, o)
@@ -296,6 +324,7 @@ func TestProcesses(t *testing.T) {
 		res.Privacy.Epsilon > 1+1e-9 || len(res.Privacy.Collusion) != 5 || res.Release == nil {
 		t.Fatalf("result: %+v", res)
 	}
+	checkQualityPrinted(t, "user run", stdout.String(), res)
 	csv, err := os.ReadFile(filepath.Join(out, user.ComponentsFile))
 	if err != nil || !strings.HasPrefix(string(csv), "feature,mean,component_1\n") || strings.Count(string(csv), "\n") != 31 {
 		t.Fatalf("components.csv: %v\n%s", err, csv)

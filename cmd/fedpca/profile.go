@@ -60,6 +60,7 @@ choose C.
 			&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long each round accepts uploads", Sources: env("deadline")},
 			&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap (0: the largest the plaintext range allows)", Sources: env("max-owner-rows")},
 			reqStr("out", "directory for schema.json and profile.json"),
+			forceFlag(),
 		), append(committeeFlags("creates the profile's jobs"), logFlags()...)...),
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			if err := checkPrivacy(cmd); err != nil {
@@ -70,6 +71,10 @@ choose C.
 				return err
 			}
 			if err := committeePolicy(cmd).Validate(); err != nil {
+				return err
+			}
+			out := cmd.String("out")
+			if err := user.CheckNew(cmd.Bool("force"), filepath.Join(out, "schema.json"), filepath.Join(out, "profile.json")); err != nil {
 				return err
 			}
 			c, err := userClient(cmd)
@@ -84,7 +89,6 @@ choose C.
 			if err != nil {
 				return err
 			}
-			out := cmd.String("out")
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}

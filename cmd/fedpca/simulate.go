@@ -70,6 +70,7 @@ func simulateFlags() []cli.Flag {
 		strFlag("json", "", "write the JSON report to this file"),
 		strFlag("out", "", "directory for the result's files, as user run writes them (result.json, components.csv/.npy, ...)"),
 		plotsFlag(),
+		forceFlag(),
 		boolFlag("components", "print the components"),
 		&cli.DurationFlag{Name: "poll", Value: 0, Usage: "owners' poll interval when the proxy serves them no watch (0: 1 s, longer with many owners)", Sources: env("poll")},
 		strFlag("log-level", "off", "log level of the simulated nodes"),
@@ -139,6 +140,11 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 			}
 			if err := checkPlots(cmd, opts.Analysis); err != nil {
 				return err
+			}
+			if cmd.String("out") != "" {
+				if err := checkOutputs(cmd); err != nil {
+					return err
+				}
 			}
 			sm, name, err := newSimulator(ctx, cmd)
 			if err != nil {

@@ -48,6 +48,9 @@ func checkDatasets(ctx context.Context, sets []*owner.Dataset, log hclog.Logger)
 		if rep.Skipped > 0 {
 			log.Warn("rows the owner will skip", "dataset", d.Schema.ID, "first", strings.Join(rep.Examples, "; "))
 		}
+		if err := rep.Usable(); err != nil {
+			return fmt.Errorf("dataset %s (%s): %w (fedpca owner check --dataset shows each column's problems)", d.Schema.ID, d.Describe(), err)
+		}
 	}
 	return nil
 }
@@ -61,7 +64,8 @@ func ownerCheckCommand() *cli.Command {
 missing-value policy, values clamped to a feature's min/max, rows clipped, and each
 feature's min and max after the map. The report describes private rows: it is for
 the owner's operator. Fails, naming the column, when the source does not fit the
-schema. "owner serve" runs the same check at start.
+schema, and when no row of it is usable. "owner serve" runs the same check at start
+and refuses to start on either.
 
   fedpca owner check --dataset wdbc.schema.json=hospital-a.csv
   fedpca owner check --dataset wdbc.schema.json='postgres://fedpca@db:5432/cdw?table=wdbc'`,
@@ -92,9 +96,17 @@ schema. "owner serve" runs the same check at start.
 			if cmd.Bool("json") {
 				enc := json.NewEncoder(os.Stdout)
 				enc.SetIndent("", "  ")
-				return enc.Encode(reps)
+				if err := enc.Encode(reps); err != nil {
+					return err
+				}
 			}
-			return nil
+			var errs []error
+			for _, rep := range reps {
+				if err := rep.Usable(); err != nil {
+					errs = append(errs, fmt.Errorf("dataset %s: %w", rep.Schema, err))
+				}
+			}
+			return errors.Join(errs...)
 		},
 	}
 }

@@ -50,7 +50,10 @@ func TestOwnerCheckCorpus(t *testing.T) {
 				}
 				continue
 			}
-			if err != nil || !strings.Contains(s, "skipped: line ") || !strings.Contains(s, e.Contains) {
+			// A source none of whose rows is usable is an error too.
+			none := strings.Contains(s, "rows used          0\n")
+			if (err != nil) != none || none && !strings.Contains(s, "no row of the source is usable") ||
+				!strings.Contains(s, "skipped: line ") || !strings.Contains(s, e.Contains) {
 				t.Errorf("owner check %s: want the skipped row reported with %q: %v\n%s", arg, e.Contains, err, s)
 			}
 		}
@@ -151,16 +154,17 @@ func TestSchemaInferOptions(t *testing.T) {
 	}
 }
 
-// TestOwnerCheckPostgres: `owner check` reads a real PostgreSQL table (the
-// corpus's clean wine) with the password from PGPASSWORD or in the URL,
-// and never prints the password, not even in an error.
-func TestOwnerCheckPostgres(t *testing.T) {
+// pgWine starts a PostgreSQL server for the test (skipping it when none
+// starts) with the corpus's clean wine rows in table wine.
+func pgWine(t *testing.T) *pgtest.Server {
+	t.Helper()
 	srv := pgtest.Start(t)
 	ctx := context.Background()
 	conn, err := srv.Connect(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer conn.Close(ctx)
 	data, err := os.ReadFile(filepath.Join(corpusDir, "clean.csv"))
 	if err != nil {
 		t.Fatal(err)
@@ -168,7 +172,14 @@ func TestOwnerCheckPostgres(t *testing.T) {
 	if _, err := pgtest.LoadCSV(ctx, conn, "wine", data); err != nil {
 		t.Fatal(err)
 	}
-	conn.Close(ctx)
+	return srv
+}
+
+// TestOwnerCheckPostgres: `owner check` reads a real PostgreSQL table (the
+// corpus's clean wine) with the password from PGPASSWORD or in the URL,
+// and never prints the password, not even in an error.
+func TestOwnerCheckPostgres(t *testing.T) {
+	srv := pgWine(t)
 	sch := filepath.Join(corpusDir, "wine.schema.json")
 	cmd := exec.Command(binary, "owner", "check", "--dataset", sch+"="+srv.URLNoPassword("table=wine"))
 	cmd.Env = append(os.Environ(), "PGPASSWORD="+pgtest.Password)

@@ -8,6 +8,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/urfave/cli/v3"
@@ -48,6 +49,7 @@ owner (--owners names them, or owner-1..N).
 				intFlag("n", 3, "number of owners when --owners is not given"),
 				strFlag("partition", "iid", "how rows are dealt to the owners: iid, class, dirichlet=ALPHA or sizes=W1,W2,..."),
 				&cli.Uint64Flag{Name: "seed", Value: 1, Usage: "seed of the split", Sources: env("seed")},
+				forceFlag(),
 			},
 			Action: func(_ context.Context, cmd *cli.Command) error {
 				if cmd.Args().Len() != 1 {
@@ -73,12 +75,20 @@ owner (--owners names them, or owner-1..N).
 					return err
 				}
 				out := cmd.String("out")
-				if err := os.MkdirAll(out, 0o755); err != nil {
-					return err
-				}
 				files := map[string][]byte{"schema.json": sch.Canonical(), "all.csv": data}
+				var paths []string
 				for i, o := range owners {
 					files[o+".csv"] = parts[i]
+				}
+				for f := range files {
+					paths = append(paths, filepath.Join(out, f))
+				}
+				slices.Sort(paths)
+				if err := user.CheckNew(cmd.Bool("force"), paths...); err != nil {
+					return err
+				}
+				if err := os.MkdirAll(out, 0o755); err != nil {
+					return err
 				}
 				for f, b := range files {
 					if err := os.WriteFile(filepath.Join(out, f), b, 0o644); err != nil {
@@ -119,8 +129,12 @@ as a job, on all the rows at once, without encryption or noise. A job run with
 			strFlag("analysis", "pca", "pca, dca or lda"),
 			intFlag("k", 5, "components"),
 			strFlag("out", "reference", "output directory"),
+			forceFlag(),
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			if err := checkOutputs(cmd); err != nil {
+				return err
+			}
 			sch, err := loadSchema(cmd.String("schema"))
 			if err != nil {
 				return err

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v3"
 
+	"github.com/fedpca/fedpca/owner"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
@@ -60,8 +61,21 @@ func resultFlags() []cli.Flag {
 		strFlag("out", "out", "directory for the outputs"),
 		plotsFlag(),
 		boolFlag("publish", "publish the result document for the owners"),
-		boolFlag("quiet", "no progress display (a bar on a terminal, one line per change otherwise)"),
+		boolFlag("quiet", "print only the result and errors: no progress display (a bar on a terminal, one line per change otherwise), no notes on the job's parameters"),
+		forceFlag(),
 	}
+}
+
+// forceFlag lets a command replace output files; without it, a command
+// that would overwrite one refuses before doing any work.
+func forceFlag() cli.Flag {
+	return boolFlag("force", "replace existing output files (without it the command refuses before doing anything)")
+}
+
+// checkOutputs refuses, before any work and unless --force, when the
+// result files of --out exist.
+func checkOutputs(cmd *cli.Command) error {
+	return user.CheckNew(cmd.Bool("force"), user.OutputFiles(cmd.String("out"))...)
 }
 
 func userCommand() *cli.Command {
@@ -183,7 +197,10 @@ job was created with.
 				if err := checkPlots(cmd, spec.Analysis); err != nil {
 					return err
 				}
-				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owners, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
+				if err := checkOutputs(cmd); err != nil {
+					return err
+				}
+				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owner%s, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, plural(spec.NumOwners), spec.Deadline.Format(time.RFC3339))
 				return waitAndWrite(ctx, cmd, c, spec, sch, time.Now())
 			}),
 		}, {
@@ -294,7 +311,11 @@ func printStatus(st *fedpcav1.JobStatus) {
 	fmt.Printf("analysis  %s on %s\n", st.GetAnalysis(), st.GetDataset())
 	fmt.Printf("user      %s\n", st.GetUser())
 	fmt.Printf("created   %s\n", time.Unix(st.GetCreatedUnix(), 0).UTC().Format(time.RFC3339))
-	fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
+	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
+		fmt.Printf("deadline  %s (%s)\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339), deadlineText(st))
+	} else {
+		fmt.Printf("deadline  %s\n", time.Unix(st.GetDeadlineUnix(), 0).UTC().Format(time.RFC3339))
+	}
 	if st.GetState() == fedpcav1.JobState_JOB_STATE_OPEN {
 		// Who uploaded, and when, is the proxy's alone while the job runs.
 		fmt.Printf("uploads   %d of %d expected (%d needed), %d declined, as of %s (the proxy tells progress at fixed instants; who took part is listed once the job is sealed)\n",
@@ -326,13 +347,23 @@ func parseOwners(cmd *cli.Command) ([]string, error) {
 	return owners, nil
 }
 
-// checkPrivacy refuses what would otherwise be replaced silently.
+// maxDelta is the largest delta a user may ask for: above it (epsilon,
+// delta)-DP says little (delta is the chance that the guarantee fails).
+const maxDelta = 1e-3
+
+// checkPrivacy refuses what would otherwise be replaced silently, and what
+// no owner would accept.
 func checkPrivacy(cmd *cli.Command) error {
 	if cmd.Bool("no-noise") {
 		return nil
 	}
 	if d := cmd.Float64("delta"); !(d > 0 && d < 1) {
 		return fmt.Errorf("--delta %g: want a delta in (0, 1), e.g. %g", d, job.DefaultDelta)
+	} else if d > maxDelta {
+		return fmt.Errorf("--delta %g: a delta above %g gives no meaningful guarantee (it is the chance the guarantee fails, and should be far below 1 over the rows); owners accept at most %g per job unless their --max-delta allows more",
+			d, maxDelta, owner.DefaultMaxDelta)
+	} else if d > owner.DefaultMaxDelta && !cmd.Bool("quiet") {
+		fmt.Fprintf(os.Stderr, "note: --delta %g is above %g, the most an owner accepts per job unless its --max-delta allows more: owners with the default policy decline this job\n", d, owner.DefaultMaxDelta)
 	}
 	if e := cmd.Float64("epsilon"); !(e > 0) {
 		return fmt.Errorf("--epsilon %g: want a positive epsilon (or --no-noise for a test job)", e)
@@ -370,6 +401,9 @@ func checkK(analysis string, k, d, classes int) error {
 // too large is an error; the default is lowered to the most there are, and
 // stderr says so.
 func resolveK(cmd *cli.Command, analysis string, d, classes int) (int, error) {
+	if err := checkK(analysis, 0, d, classes); err != nil {
+		return 0, err // an unknown analysis, or one the dataset cannot have
+	}
 	k := cmd.Int("k")
 	err := checkK(analysis, k, d, classes)
 	if err == nil || cmd.IsSet("k") || k < 0 {
@@ -413,6 +447,12 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err := checkPrivacy(cmd); err != nil {
 		return err
 	}
+	if err := checkOutputs(cmd); err != nil {
+		return err
+	}
+	if d := cmd.Duration("deadline"); d <= 0 {
+		return fmt.Errorf("--deadline %s: want how long the job accepts uploads, a positive duration such as 10m", d)
+	}
 	split, err := dp.ParseSplit(cmd.String("budget-split"))
 	if err != nil {
 		return fmt.Errorf("--budget-split: %w", err)
@@ -441,17 +481,20 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if req.MaxOwnerRows == 0 {
+	quiet := cmd.Bool("quiet")
+	if req.MaxOwnerRows == 0 && !quiet {
 		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
 	}
-	if split == (dp.Split{}) && !req.NoNoise {
+	if split == (dp.Split{}) && !req.NoNoise && !quiet {
 		fmt.Fprintf(os.Stderr, "budget split: %s (the default for %s)\n", splitText(spec.Split), spec.Analysis)
 	}
 	start := time.Now()
 	if _, err := c.Submit(ctx, spec, sch); err != nil {
 		return err
 	}
-	fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owners, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, spec.NumOwners, spec.Deadline.Format(time.RFC3339))
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owner%s, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, spec.NumOwners, plural(spec.NumOwners), spec.Deadline.Format(time.RFC3339))
+	}
 	return waitAndWrite(ctx, cmd, c, spec, sch, start)
 }
 
@@ -524,6 +567,9 @@ interrupted: job %s goes on without this command (the owners' budget stays reser
 // writeResult writes a user's result files (and figures, with --plots) and
 // prints its summary.
 func writeResult(cmd *cli.Command, res *job.Result) error {
+	if err := checkOutputs(cmd); err != nil {
+		return err
+	}
 	paths, err := user.WriteOutputs(cmd.String("out"), res)
 	if err != nil {
 		return err
@@ -543,7 +589,9 @@ func analyzeCommand() *cli.Command {
 		Description: `Reads --result and writes into --out, which must be another directory than the
 result's (it is never overwritten). --analysis pca, dca, lda or scatter writes the
 files user run writes; covariance, correlation, means or regression writes
-KIND.json and KIND.csv, each with its noise scale. DCA and LDA need a release with
+KIND.json and KIND.csv, each with its noise scale. Every number is in the schema's
+units (each feature as z = (x - center) / scale, clamped to its min/max, each row
+clipped), not the data's: KIND.json's "units" says so for each. DCA and LDA need a release with
 classes: that of a dca or lda job (a pca job releases no class statistics).
 
   fedpca user analyze --result out/result.json --analysis pca -k 2 --out out/pca-k2
@@ -556,6 +604,7 @@ classes: that of a dca or lda job (a pca job releases no class statistics).
 			strFlag("target", "", "the feature regressed on the others (regression)"),
 			floatFlag("ridge", -1, "the regression's ridge lambda (default: the noise's spectral norm 2 sqrt(d) sigma_R, 0 without noise)"),
 			plotsFlag(),
+			forceFlag(),
 		},
 		Action: runAnalyze,
 	}
@@ -593,11 +642,14 @@ func runAnalyze(_ context.Context, cmd *cli.Command) error {
 		if name == user.DeriveRegression && cmd.String("target") == "" {
 			return fmt.Errorf("--analysis regression needs --target FEATURE (one of %s)", strings.Join(res.Features, ", "))
 		}
+		if err := user.CheckNew(cmd.Bool("force"), filepath.Join(out, name+".json"), filepath.Join(out, name+".csv")); err != nil {
+			return err
+		}
 		paths, err := user.Derive(out, res, name, user.DeriveOptions{Target: cmd.String("target"), Ridge: cmd.Float64("ridge")})
 		if err != nil {
 			return err
 		}
-		fmt.Printf("%s of the release of job %s (no privacy cost)\nwrote %s\n", name, res.JobID[:min(16, len(res.JobID))], strings.Join(paths, ", "))
+		fmt.Printf("%s of the release of job %s (no privacy cost)\nunits: %s\nwrote %s\n", name, res.JobID[:min(16, len(res.JobID))], user.Units[name], strings.Join(paths, ", "))
 		return nil
 	}
 	if (name == job.DCA || name == job.LDA) && classes < 2 {
@@ -634,7 +686,11 @@ func sameDir(a, b string) (bool, error) {
 }
 
 func progressLine(s *fedpcav1.JobStatus) string {
-	return fmt.Sprintf("%s: %d/%d owners uploaded, %d declined — %s", stateText(s.GetState()), s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined(), s.GetReason())
+	line := fmt.Sprintf("%s: %d/%d owners uploaded, %d declined", stateText(s.GetState()), s.GetOwnersUploaded(), s.GetOwnersExpected(), s.GetOwnersDeclined())
+	if r := s.GetReason(); r != "" {
+		line += " — " + r
+	}
+	return line
 }
 
 func declinedText(s *fedpcav1.JobStatus) string {
@@ -648,7 +704,7 @@ func declinedText(s *fedpcav1.JobStatus) string {
 
 // printSummary prints the result for a human.
 func printSummary(res *job.Result) {
-	fmt.Printf("job %s: %s on %s, %d owners, noisy n = %.1f\n", res.JobID, res.Analysis, res.Dataset, res.NumOwners, res.NoisyN)
+	fmt.Printf("job %s: %s on %s, %d owner%s, noisy n = %.1f\n", res.JobID, res.Analysis, res.Dataset, res.NumOwners, plural(res.NumOwners), res.NoisyN)
 	if c := res.Components; c != nil {
 		fmt.Printf("eigenvalues:")
 		for _, v := range c.Eigenvalues {
@@ -674,5 +730,26 @@ func printSummary(res *job.Result) {
 	}
 	for _, row := range pr.Collusion {
 		fmt.Printf("  user colluding with %-16s epsilon %.4g\n", row.With+":", float64(row.Epsilon))
+	}
+	printQuality(res)
+}
+
+// printQuality says what a result is worth: the noise in it, and a warning
+// wherever the noise dominates (result.json's quality).
+func printQuality(res *job.Result) {
+	q := res.Quality
+	if q == nil {
+		return
+	}
+	fmt.Printf("noise in the result: noisy n %.1f ± %.3g; scatter entries ± %.3g (spectral norm ~%.3g)", res.NoisyN, q.NoisyNStd, q.EntryStd, q.NoiseSpectralNorm)
+	if q.EigenvalueStd > 0 {
+		fmt.Printf("; eigenvalues ± %.3g", q.EigenvalueStd)
+	}
+	fmt.Println()
+	for _, w := range q.Warnings {
+		fmt.Printf("warning: %s\n", w)
+	}
+	if len(q.Warnings) > 0 {
+		fmt.Println("  (the noise dominates there: a larger epsilon, more rows, or fewer features would help; result.json's quality has the figures)")
 	}
 }

@@ -267,7 +267,48 @@ func Calibrate(epsilon, delta float64, split Split, l stats.Layout, bound int64,
 // calibration's Cost, computed exactly as ledgers compute it, is within
 // (epsilon, delta): an owner whose whole budget is the job's (epsilon,
 // delta) accepts it.
+//
+// When no noise level meets (epsilon, delta) (an epsilon so large that the
+// discrete correction alone exceeds it), the error names the largest
+// epsilon that works at delta, to three significant digits.
 func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint, sb ShareBound) (Calibration, error) {
+	c, err := calibrateShares(epsilon, delta, split, l, bound, bits, sb)
+	if !errors.Is(err, errNoLevel) {
+		return c, err
+	}
+	// Bisect on log epsilon for the largest that calibrates.
+	lo, hi := 0.0, epsilon
+	for try := epsilon / 2; try > 1e-6; try /= 2 {
+		if _, err := calibrateShares(try, delta, split, l, bound, bits, sb); err == nil {
+			lo = try
+			break
+		}
+	}
+	if lo == 0 {
+		return c, err
+	}
+	for range 40 {
+		mid := math.Sqrt(lo * hi)
+		if _, err := calibrateShares(mid, delta, split, l, bound, bits, sb); err == nil {
+			lo = mid
+		} else {
+			hi = mid
+		}
+		if hi/lo < 1+1e-4 {
+			break
+		}
+	}
+	most := math.Floor(lo*1000) / 1000
+	if lo >= 1 {
+		most = math.Floor(lo*100) / 100
+	}
+	return c, fmt.Errorf("%w: at delta %v the largest epsilon this job's noise allows is %.4g", err, delta, most)
+}
+
+// errNoLevel: no noise level meets (epsilon, delta).
+var errNoLevel = errors.New("no noise level meets the target")
+
+func calibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound int64, bits uint, sb ShareBound) (Calibration, error) {
 	if bound < 1 || bits > 30 {
 		return Calibration{}, fmt.Errorf("calibrate: clip bound %d and bits %d out of range", bound, bits)
 	}
@@ -339,7 +380,7 @@ func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound 
 	mu := GaussMu(epsilon*(1-1e-9)-2*float64(c0.Eta), delta*(1-1e-9)*math.Exp(-float64(c0.Eta))-(math.Exp(epsilon)+1)*float64(c0.Tail))
 	for range 64 {
 		if !(mu > 0) || math.IsInf(mu, 1) {
-			return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, 2*c0.Eta)
+			return Calibration{}, fmt.Errorf("calibrate: %w (%v, %v) with the discrete correction %.3g", errNoLevel, epsilon, delta, 2*c0.Eta)
 		}
 		if c.Variance, err = variances(mu); err != nil {
 			return Calibration{}, err
@@ -350,7 +391,7 @@ func CalibrateShares(epsilon, delta float64, split Split, l stats.Layout, bound 
 		mu *= 1 - 1e-6
 	}
 	if !c.Cost.Within(epsilon, delta) {
-		return Calibration{}, fmt.Errorf("calibrate: no noise level meets (%v, %v) with the discrete correction %.3g", epsilon, delta, 2*c.Cost.Eta)
+		return Calibration{}, fmt.Errorf("calibrate: %w (%v, %v) with the discrete correction %.3g", errNoLevel, epsilon, delta, 2*c.Cost.Eta)
 	}
 	c.Mu, c.Rho = c.Cost.Mu(), float64(c.Cost.Rho)
 	return c, nil

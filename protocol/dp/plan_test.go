@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/big"
 	"math/rand/v2"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -329,4 +331,29 @@ func TestPlanSummedVariance(t *testing.T) {
 			t.Errorf("block %s: summed variance %.1f, planned %.1f (tolerance %.2f%%)", b, got, want[b], 100*tol)
 		}
 	}
+}
+
+// TestCalibrateNamesLargestEpsilon: an epsilon no noise level meets is
+// refused naming the largest that works, which does calibrate (and a bit
+// more does not).
+func TestCalibrateNamesLargestEpsilon(t *testing.T) {
+	const g = 16
+	b := int64(1) << g
+	l := stats.Layout{D: 30, K: 2}
+	_, err := Calibrate(50, 1e-6, DefaultSplit, l, b, g)
+	if err == nil {
+		t.Skip("epsilon 50 calibrates here: nothing to name")
+	}
+	m := regexp.MustCompile(`the largest epsilon this job's noise allows is ([0-9.e+-]+)`).FindStringSubmatch(err.Error())
+	if m == nil {
+		t.Fatalf("error names no largest epsilon: %v", err)
+	}
+	most, _ := strconv.ParseFloat(m[1], 64)
+	if _, err := Calibrate(most, 1e-6, DefaultSplit, l, b, g); err != nil {
+		t.Errorf("the largest epsilon named, %v, does not calibrate: %v", most, err)
+	}
+	if _, err := Calibrate(most*1.01, 1e-6, DefaultSplit, l, b, g); err == nil {
+		t.Errorf("1%% above the largest epsilon named, %v, calibrates", most)
+	}
+	t.Log(err)
 }

@@ -192,10 +192,11 @@ func BoundsSchema(declared *schema.Schema) (*schema.Schema, error) {
 	s := *declared
 	s.Features = append([]schema.Feature(nil), declared.Features...)
 	for i, f := range s.Features {
-		if f.Min == nil || f.Max == nil || f.Min.Rat().Cmp(f.Max.Rat()) >= 0 {
+		lo, hi := f.Bounds() // a one-hot category's are [0, 1]
+		if lo == nil || hi == nil || lo.Rat().Cmp(hi.Rat()) >= 0 {
 			return nil, fmt.Errorf("profile: feature %q needs declared bounds min < max (the schema's \"min\" and \"max\")", f.Name)
 		}
-		c, sc, err := schema.BoundsMap(*f.Min, *f.Max)
+		c, sc, err := schema.BoundsMap(*lo, *hi)
 		if err != nil {
 			return nil, fmt.Errorf("profile: feature %q: %w", f.Name, err)
 		}

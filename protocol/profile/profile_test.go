@@ -83,6 +83,23 @@ func TestBoundsSchema(t *testing.T) {
 	if _, err := BoundsSchema(s); err == nil {
 		t.Error("a feature without bounds accepted")
 	}
+
+	// A one-hot category feature needs no declared bounds: an indicator is
+	// in [0, 1], mapped onto [-1, 1]; the bounds schema reads as the
+	// declared one (owners accept its jobs).
+	c, err := schema.Parse([]byte(`{"id":"c","features":[{"name":"a","min":0,"max":10},` +
+		`{"name":"kind=x","column":"kind","category":"x"},{"name":"kind=y","column":"kind","category":"y"}],` +
+		`"categorical":[{"column":"kind","categories":["x","y"]}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err = BoundsSchema(c)
+	if err != nil {
+		t.Fatalf("one-hot features without bounds: %v", err)
+	}
+	if f := b.Features[1]; f.Center.String() != "0.5" || f.Scale.String() != "0.5" || b.InBox() != nil || c.SameReading(b) != nil {
+		t.Errorf("category feature: center %s scale %s, in box %v, same reading %v", f.Center, f.Scale, b.InBox(), c.SameReading(b))
+	}
 }
 
 func TestClipAt(t *testing.T) {

@@ -81,13 +81,31 @@ func (s *Schema) Check(src Rows) (*CheckReport, error) {
 	lo, hi := rd.Range()
 	unit := math.Ldexp(1, -int(s.Bits))
 	for i, f := range s.Features {
-		r := FeatureRange{Name: f.Name, Min: math.NaN(), Max: math.NaN()}
-		if rep.Used > 0 {
-			r.Min, r.Max = float64(lo[i])*unit, float64(hi[i])*unit
+		if rep.Used > 0 { // no range of no row
+			rep.Features = append(rep.Features, FeatureRange{Name: f.Name, Min: float64(lo[i]) * unit, Max: float64(hi[i]) * unit})
 		}
-		rep.Features = append(rep.Features, r)
 	}
 	return rep, nil
+}
+
+// ErrNoUsableRow: a source of which no row can be used through its schema.
+var ErrNoUsableRow = errors.New("no row of the source is usable")
+
+// Usable is an error (ErrNoUsableRow) when no row of the source can be
+// used, saying what happened to them. It is for the owner's operator: it
+// counts the source's rows, which nothing that leaves the owner may.
+func (r *CheckReport) Usable() error {
+	if r.Used > 0 {
+		return nil
+	}
+	if r.Rows == 0 {
+		return fmt.Errorf("%w: the source has no rows", ErrNoUsableRow)
+	}
+	why := fmt.Sprintf("of its %d rows, %d are unreadable and %d have a missing value (drop policy)", r.Rows, r.Skipped, r.Missing)
+	if len(r.Examples) > 0 {
+		why += "; first: " + r.Examples[0]
+	}
+	return fmt.Errorf("%w: %s; fix the schema (a column's type, categories, labels, the missing-value policy) or the source", ErrNoUsableRow, why)
 }
 
 // String formats the report for a terminal.
@@ -112,6 +130,10 @@ func (r *CheckReport) String() string {
 	fmt.Fprintf(&b, "rows clipped       %d of %d (norm above the clip norm)\n", r.Clipped, r.Used)
 	for _, e := range r.Examples {
 		fmt.Fprintf(&b, "  skipped: %s\n", e)
+	}
+	if r.Used == 0 {
+		b.WriteString("no row used: no feature ranges\n")
+		return b.String()
 	}
 	fmt.Fprintf(&b, "%-24s %12s %12s   (after the map z = (x - center) / scale)\n", "feature", "min", "max")
 	for _, f := range r.Features {

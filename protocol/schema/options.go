@@ -306,16 +306,22 @@ func (d *decoder) decode(rec []string) ([]string, error) {
 			}
 			continue
 		}
+		fill := false
 		if p.isMiss[v] {
 			if p.missing.Policy == MissingDrop {
 				d.dropped++
 				return nil, &RowError{Column: p.name, Err: ErrMissing}
 			}
-			v, filled = p.fill, true
+			v, filled, fill = p.fill, true, true // the schema's decimal
 		} else if p.missing == nil && isDefaultMissing(v) {
 			return nil, &RowError{Column: p.name, Err: errMissingNoPolicy}
 		}
-		if d.s.DecimalComma {
+		if d.s.DecimalComma && !fill {
+			if strings.IndexByte(v, '.') >= 0 {
+				// 1.234 is 1234 with a thousands separator, or 1.234 in
+				// another locale: neither is read silently.
+				return nil, &RowError{Column: p.name, Err: fmt.Errorf("%q: a '.' in a number under \"decimal_comma\" (a thousands separator, or a decimal point?): remove thousands separators from the export, or set \"decimal_comma\": false", v)}
+			}
 			v = d.commaToDot(v)
 		}
 		d.cellText[i] = v

@@ -261,3 +261,39 @@ func TestDefaultMissingValuesDoNotStartLikeNumbers(t *testing.T) {
 		}
 	}
 }
+
+// TestReadingHints: a label that differs from a class only in case or white
+// space names the option to set, and a '.' under decimal_comma is refused
+// (1.234: a thousands separator or a decimal point?), not read as 1.234.
+func TestReadingHints(t *testing.T) {
+	s, err := Parse([]byte(`{"id":"h","features":[{"name":"a","center":"0","scale":"1"}],"label":"l","classes":["yes","no"],"decimal_comma":true}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rows, err := NewCSVRows(strings.NewReader("a;l\n1,5;yes\n1.234;no\n2;Yes\n3; no\n"), CSVOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rd, err := s.NewRowReader(rows, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var errs []string
+	for {
+		_, _, err := rd.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			errs = append(errs, err.Error())
+		} else {
+			errs = append(errs, "")
+		}
+	}
+	want := []string{"", `a '.' in a number under "decimal_comma"`, `set "ignore_case": true`, `set "trim": true`}
+	for i, w := range want {
+		if i >= len(errs) || (w == "") != (errs[i] == "") || !strings.Contains(errs[i], w) {
+			t.Errorf("row %d: %q, want %q", i, errs, w)
+		}
+	}
+}

@@ -109,14 +109,15 @@ func (s *Schema) newMapper() (*Mapper, error) {
 		}
 		m.quant[i] = q
 		b := &m.bounds[i]
-		if f.Min != nil {
-			if b.lo, err = q.Quantize(f.Min.String(), &m.scratch); err != nil {
+		lo, hi := f.Bounds()
+		if lo != nil {
+			if b.lo, err = q.Quantize(lo.String(), &m.scratch); err != nil {
 				return nil, fmt.Errorf("schema %s: feature %q: min: %w", s.ID, f.Name, err)
 			}
 			b.hasLo = true
 		}
-		if f.Max != nil {
-			if b.hi, err = q.Quantize(f.Max.String(), &m.scratch); err != nil {
+		if hi != nil {
+			if b.hi, err = q.Quantize(hi.String(), &m.scratch); err != nil {
 				return nil, fmt.Errorf("schema %s: feature %q: max: %w", s.ID, f.Name, err)
 			}
 			b.hasHi = true
@@ -163,9 +164,28 @@ func (s *Schema) InBox() error {
 func (m *Mapper) Class(label string) (int, error) {
 	k, ok := m.classes[m.s.normal(label)]
 	if !ok {
-		return 0, fmt.Errorf("%q: %w", label, ErrUnknownClass)
+		return 0, fmt.Errorf("%q: %w%s", label, ErrUnknownClass, m.s.classHint(label))
 	}
 	return k, nil
+}
+
+// classHint suggests the reading option that would make a label one of
+// the classes: trim, ignore_case, or both ("" when neither would).
+func (s *Schema) classHint(label string) string {
+	for _, c := range s.Classes {
+		var opts []string
+		l := label
+		if !s.Trim && strings.TrimSpace(l) != l {
+			l, opts = strings.TrimSpace(l), append(opts, `"trim": true`)
+		}
+		if !s.IgnoreCase && l != c && strings.EqualFold(l, c) {
+			l, opts = c, append(opts, `"ignore_case": true`)
+		}
+		if l == c && len(opts) > 0 {
+			return fmt.Sprintf(" (the class %q differs only in white space or case: set %s in the schema)", c, strings.Join(opts, " and "))
+		}
+	}
+	return ""
 }
 
 // Map quantizes, clamps to the declared bounds and clips one row given as

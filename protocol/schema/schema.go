@@ -194,8 +194,9 @@ func Parse(data []byte) (*Schema, error) {
 	return &s, nil
 }
 
-// boundsOnly gives the features that declare bounds min and max and neither
-// a center nor a scale the map of their bounds onto [-1, 1] (BoundsMap): a
+// boundsOnly gives the features that declare bounds min and max (a one-hot
+// category feature has [0, 1] without them) and neither a center nor a
+// scale the map of their bounds onto [-1, 1] (BoundsMap): a
 // schema of bounds only is one a profile can start from, and serves as it
 // is until a profile chooses the map. A feature with neither bounds nor a
 // scale is left for Validate to refuse.
@@ -210,16 +211,17 @@ func (s *Schema) boundsOnly(data []byte) error {
 		_, center := g["center"]
 		_, scale := g["scale"]
 		f := &s.Features[i]
+		lo, hi := f.Bounds() // a one-hot category's are [0, 1]
 		switch {
 		case center && scale:
-		case f.Min == nil || f.Max == nil:
+		case lo == nil || hi == nil:
 			if !scale {
 				return fmt.Errorf("schema %s: feature %q has no scale: give its center and scale, or its bounds min and max (a profile then chooses the map)", s.ID, f.Name)
 			}
 		case center || scale:
 			return fmt.Errorf("schema %s: feature %q gives a center or a scale but not both: give both, or neither with bounds min and max (the bounds' map)", s.ID, f.Name)
 		default:
-			c, sc, err := BoundsMap(*f.Min, *f.Max)
+			c, sc, err := BoundsMap(*lo, *hi)
 			if err != nil {
 				return fmt.Errorf("schema %s: feature %q: %w", s.ID, f.Name, err)
 			}
@@ -266,6 +268,24 @@ func (s *Schema) FillDefaults() {
 		s.Categorical[i].Missing = s.Categorical[i].Missing.withDefaults()
 	}
 }
+
+// Bounds returns the feature's bounds: its declared min and max, or for a
+// one-hot category feature without them [0, 1] (an indicator is 0 or 1, so
+// they change no value read); nil where there is none.
+func (f Feature) Bounds() (lo, hi *fixedpoint.Decimal) {
+	lo, hi = f.Min, f.Max
+	if f.Category != nil {
+		if lo == nil {
+			lo = &indicatorLo
+		}
+		if hi == nil {
+			hi = &indicatorHi
+		}
+	}
+	return lo, hi
+}
+
+var indicatorLo, indicatorHi = fixedpoint.MustDecimal("0"), fixedpoint.MustDecimal("1")
 
 // Validate checks the schema and names the first problem it finds.
 func (s *Schema) Validate() error {
