@@ -244,7 +244,24 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
 	}
 	if ended {
+		o.reportBudget(ctx, id, st.GetDataset())
 		o.prepare(ctx) // for the next job, now that this one no longer needs the CPU
+	}
+}
+
+// reportBudget tells the proxy this owner's budget for dataset once its part
+// in the ended job is settled (display only: the proxy would otherwise show
+// the reservation reported with the upload until the next job). One attempt:
+// a lost report is replaced by the next one.
+func (o *Owner) reportBudget(ctx context.Context, id, dataset string) {
+	b := o.budgetReport(dataset)
+	if b == nil || o.proxy == nil { // no ledger for it; no proxy connection (unit tests)
+		return
+	}
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	if _, err := o.proxy.ReportBudget(cctx, &fedpcav1.ReportBudgetRequest{JobId: id, Budget: b}); err != nil {
+		o.log.Debug("budget report not delivered", "job", id[:16], "error", status.Convert(err).Message())
 	}
 }
 

@@ -78,7 +78,22 @@ func Write(dir string, res *job.Result, rows *Rows) ([]string, error) {
 
 // FileBase is the start of a result's figure file names: its dataset and
 // analysis, e.g. "wine-pca", with characters unsafe in file names replaced.
-func FileBase(res *job.Result) string {
+func FileBase(res *job.Result) string { return fileBase(res.Dataset, res.Analysis) }
+
+// Paths are the files Write may write into dir for a result of dataset
+// and analysis (the scree plot and the scatter, SVG and PNG), so that a
+// command can refuse, before any work, to replace an earlier run's.
+func Paths(dir, dataset, analysis string) []string {
+	var ps []string
+	for _, kind := range []string{"scree", "scatter"} {
+		for _, ext := range []string{".svg", ".png"} {
+			ps = append(ps, filepath.Join(dir, fileBase(dataset, analysis)+"-"+kind+ext))
+		}
+	}
+	return ps
+}
+
+func fileBase(dataset, analysis string) string {
 	safe := func(s string) string {
 		return strings.Map(func(r rune) rune {
 			if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-' {
@@ -87,7 +102,7 @@ func FileBase(res *job.Result) string {
 			return '_'
 		}, s)
 	}
-	return safe(res.Dataset) + "-" + safe(res.Analysis)
+	return safe(dataset) + "-" + safe(analysis)
 }
 
 // Figure is a drawing of a given size, written as SVG or PNG.

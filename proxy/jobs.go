@@ -330,6 +330,32 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	return &fedpcav1.DeclineResponse{}, nil
 }
 
+// ReportBudget implements fedpcav1.ProxyServiceServer: an owner's budget
+// report once it has settled its part in an ended job, so that the status
+// shows what the job left spent or released, not the reservation the owner
+// reported with its upload. Display only: the owner's ledger decides.
+func (p *Proxy) ReportBudget(ctx context.Context, req *fedpcav1.ReportBudgetRequest) (*fedpcav1.ReportBudgetResponse, error) {
+	who := caller(ctx)
+	j, err := p.job(req.GetJobId())
+	if err != nil {
+		return nil, p.toStatus(err)
+	}
+	if err := j.party(who); err != nil {
+		return nil, p.toStatus(err)
+	}
+	b := budget(who.ID, req.GetBudget())
+	if b == nil {
+		return nil, p.toStatus(bad("budget: no dataset"))
+	}
+	if err := j.checkBudget(req.GetBudget()); err != nil {
+		return nil, p.toStatus(err)
+	}
+	if err := p.store.setBudget(b); err != nil {
+		return nil, p.toStatus(err)
+	}
+	return &fedpcav1.ReportBudgetResponse{}, nil
+}
+
 // budget is an owner's budget report as stored, or nil when the report
 // names no dataset.
 func budget(owner string, b *fedpcav1.BudgetReport) *budgetRecord {

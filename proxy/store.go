@@ -695,6 +695,11 @@ func (s *store) budgets() []budgetRecord {
 	return out
 }
 
+// setBudget replaces an owner's budget report for a dataset.
+func (s *store) setBudget(b *budgetRecord) error {
+	return s.db.Update(func(tx *bolt.Tx) error { return putBudget(tx, b) })
+}
+
 func putBudget(tx *bolt.Tx, b *budgetRecord) error {
 	if b == nil {
 		return nil

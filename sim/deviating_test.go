@@ -95,9 +95,11 @@ func TestDeviatingProxySwapsCommitteeKey(t *testing.T) {
 				ProxyServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)}}, "alice")
 			proxyCreds = cl.Creds("proxy/proxy")
 			// The user, shown the honest key, creates a job; the owners are
-			// shown the proxy's key.
+			// shown the proxy's key. One owner would do (MinOwners 1), so
+			// the job fails only once every owner has declined (a job fails
+			// as soon as the declines leave too few owners).
 			ids := IDs(owners)
-			_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, Epsilon: 1, Owners: ids, Deadline: time.Now().Add(time.Minute)})
+			_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, Epsilon: 1, Owners: ids, MinOwners: 1, Deadline: time.Now().Add(time.Minute)})
 			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) {
 				t.Fatalf("job %s (%s): uploaded %v, declined %v", st.GetState(), st.GetReason(), st.GetUploadedOwners(), st.GetDeclinedOwners())
 			}

@@ -21,7 +21,8 @@ import (
 // TestStatusPage runs a job that names three owners of which only two run:
 // after their uploads the job stays open, and the proxy's status page (HTML
 // and JSON) shows it with its owners, who uploaded and who is awaited, the
-// counts and the owners' budget reports; the metrics agree.
+// counts and the owners' budget reports; the metrics agree. Cancelled,
+// the job's budget shows refunded.
 func TestStatusPage(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -150,5 +151,30 @@ func TestStatusPage(t *testing.T) {
 	jobs, err := transport.Scrape(cl.proxyMetrics.Registry, "fedpca_proxy_jobs")
 	if err != nil || jobs["state=open"] != 1 {
 		t.Errorf("fedpca_proxy_jobs: %v, %v", jobs, err)
+	}
+
+	// Once the job ends, each owner settles its part and reports its budget
+	// again: the cancelled job is refunded, nothing stays reserved (the
+	// reports sent with the uploads said reserved).
+	if _, err := u.Cancel(ctx, id); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		st = proxy.Status{} // fields left out as zero must read as zero
+		if err := json.Unmarshal([]byte(get("/status.json")), &st); err != nil {
+			t.Fatal(err)
+		}
+		settled := len(st.Budgets) == 2
+		for _, b := range st.Budgets {
+			settled = settled && b.RhoReserved == 0 && b.RhoSpent == 0 && b.EpsilonReserved == 0
+		}
+		if settled {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("budgets after the job was cancelled: %+v", st.Budgets)
+		case <-time.After(50 * time.Millisecond):
+		}
 	}
 }

@@ -32,6 +32,7 @@ var Authorization = map[string][]string{
 	fedpcav1.ProxyService_WatchOwnerJobs_FullMethodName: {RoleOwner},
 	fedpcav1.ProxyService_Upload_FullMethodName:         {RoleOwner},
 	fedpcav1.ProxyService_Decline_FullMethodName:        {RoleOwner},
+	fedpcav1.ProxyService_ReportBudget_FullMethodName:   {RoleOwner},
 	fedpcav1.ProxyService_FetchResult_FullMethodName:    {RoleUser},
 	fedpcav1.ProxyService_PublishResult_FullMethodName:  {RoleUser},
 	fedpcav1.ProxyService_GetPublished_FullMethodName:   {RoleOwner, RoleUser},

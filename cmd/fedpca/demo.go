@@ -27,17 +27,21 @@ table, and the time of each phase. With --plots DIR it also draws each job's scr
 plot and the rows on the first two components (SVG and PNG); the figures in the
 README were made with
 
-  fedpca demo --plots docs/`,
+  fedpca demo --plots docs/ --force   # --force: they replace the committed ones`,
 		Flags: []cli.Flag{
 			strFlag("dataset", "wine", "bundled dataset: "+fmt.Sprint(datasets.Names())),
 			intFlag("owners", 5, "number of owners"),
 			floatFlag("epsilon", 1, "epsilon of each job"),
 			plotsFlag(),
+			forceFlag(),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			name := cmd.String("dataset")
 			data, err := datasets.CSV(name)
 			if err != nil {
+				return err
+			}
+			if err := checkPlotFiles(cmd, name, job.PCA, job.DCA); err != nil {
 				return err
 			}
 			fmt.Printf("fedpca demo: federated, differentially private PCA and DCA\n\n")

@@ -12,6 +12,7 @@ import (
 	"github.com/fedpca/fedpca/plots"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/sim"
+	"github.com/fedpca/fedpca/user"
 )
 
 func plotsFlag() cli.Flag {
@@ -25,6 +26,21 @@ func checkPlots(cmd *cli.Command, analysis string) error {
 		return fmt.Errorf("--plots: analysis %s has no components to plot", analysis)
 	}
 	return nil
+}
+
+// checkPlotFiles refuses, before any work and unless --force, when --plots
+// would replace a figure of an earlier run: those of dataset for each of
+// analyses.
+func checkPlotFiles(cmd *cli.Command, dataset string, analyses ...string) error {
+	dir := cmd.String("plots")
+	if dir == "" {
+		return nil
+	}
+	var paths []string
+	for _, a := range analyses {
+		paths = append(paths, plots.Paths(dir, dataset, a)...)
+	}
+	return user.CheckNew(cmd.Bool("force"), paths...)
 }
 
 // writePlots draws a result's figures into dir, with the scatter of the

@@ -106,6 +106,14 @@ func TestNoOverwrite(t *testing.T) {
 		t.Fatalf("owner project: %v\n%s", err, out)
 	}
 	refuses(proj...)
+	// Figures: an earlier run's are not replaced either (user analyze and
+	// owner project draw the same result's scree plot into one directory).
+	fig := []string{"user", "analyze", "--result", "ref/result.json", "--analysis", "pca", "-k", "2", "--out", "pca2b", "--plots", "figs"}
+	if out, err := fedpca(t, dir, fig...); err != nil {
+		t.Fatalf("user analyze --plots: %v\n%s", err, out)
+	}
+	refuses(append(fig[:len(fig)-3:len(fig)-3], "pca2c", "--plots", "figs")...)
+	refuses(append(proj[:len(proj)-1:len(proj)-1], "p2.csv", "--plots", "figs")...)
 	// user run refuses before it calls anyone (the proxy here does not exist).
 	args := userRun("--owners", "hospital-a", "--out", "ref")
 	if out, err := fedpca(t, dir, args...); err == nil || !strings.Contains(out, filepath.Join("ref", "result.json")+" and 5 more output files exist") {

@@ -483,6 +483,9 @@ of these rows on the first two components. Costs no privacy budget.
 				if err != nil {
 					return err
 				}
+				if err := checkPlotFiles(cmd, res.Dataset, res.Analysis); err != nil {
+					return err
+				}
 				var out io.Writer = os.Stdout
 				commit := func() error { return nil }
 				if p := cmd.String("out"); p != "-" {

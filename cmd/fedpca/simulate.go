@@ -151,6 +151,9 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				return err
 			}
 			defer sm.Close()
+			if err := checkPlotFiles(cmd, name, opts.Analysis); err != nil {
+				return err
+			}
 			sch := sm.Schema()
 			if opts.K, err = resolveK(cmd, opts.Analysis, len(sch.Features), len(sch.Classes)); err != nil {
 				return err

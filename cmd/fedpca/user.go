@@ -197,6 +197,9 @@ job was created with.
 				if err := checkPlots(cmd, spec.Analysis); err != nil {
 					return err
 				}
+				if err := checkPlotFiles(cmd, spec.Dataset, spec.Analysis); err != nil {
+					return err
+				}
 				if err := checkOutputs(cmd); err != nil {
 					return err
 				}
@@ -481,6 +484,9 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	if err := checkPlotFiles(cmd, spec.Dataset, spec.Analysis); err != nil {
+		return err
+	}
 	quiet := cmd.Bool("quiet")
 	if req.MaxOwnerRows == 0 && !quiet {
 		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
@@ -568,6 +574,9 @@ interrupted: job %s goes on without this command (the owners' budget stays reser
 // prints its summary.
 func writeResult(cmd *cli.Command, res *job.Result) error {
 	if err := checkOutputs(cmd); err != nil {
+		return err
+	}
+	if err := checkPlotFiles(cmd, res.Dataset, res.Analysis); err != nil {
 		return err
 	}
 	paths, err := user.WriteOutputs(cmd.String("out"), res)

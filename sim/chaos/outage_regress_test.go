@@ -65,8 +65,9 @@ func TestCreateJobAfterOutageUnderLoad(t *testing.T) {
 		// The failure of the issue: the proxy down from before the first
 		// attempt, the outage ends 1.9 s in, the deadline is 9-10 s away
 		// (the owners prove their uploads after the outage, slowly under
-		// the race detector).
-		{name: "outage", deadline: 10 * time.Second, down: 1334 * time.Millisecond,
+		// the race detector: three times that there, where one owner missed
+		// 10 s on a loaded machine).
+		{name: "outage", deadline: raceSlowdown * 10 * time.Second, down: 1334 * time.Millisecond,
 			cut: [2]time.Duration{241 * time.Millisecond, 1616 * time.Millisecond}},
 		// The deadline (1-2 s away) passes during the outage: the user is
 		// told so in plain words.

@@ -1786,6 +1786,94 @@ func (x *UploadResponse) GetAdmitted() bool {
 	return false
 }
 
+type ReportBudgetRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Budget        *BudgetReport          `protobuf:"bytes,2,opt,name=budget,proto3" json:"budget,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBudgetRequest) Reset() {
+	*x = ReportBudgetRequest{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBudgetRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBudgetRequest) ProtoMessage() {}
+
+func (x *ReportBudgetRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBudgetRequest.ProtoReflect.Descriptor instead.
+func (*ReportBudgetRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+}
+
+func (x *ReportBudgetRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+func (x *ReportBudgetRequest) GetBudget() *BudgetReport {
+	if x != nil {
+		return x.Budget
+	}
+	return nil
+}
+
+type ReportBudgetResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReportBudgetResponse) Reset() {
+	*x = ReportBudgetResponse{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReportBudgetResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReportBudgetResponse) ProtoMessage() {}
+
+func (x *ReportBudgetResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReportBudgetResponse.ProtoReflect.Descriptor instead.
+func (*ReportBudgetResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+}
+
 type DeclineRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -1797,7 +1885,7 @@ type DeclineRequest struct {
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1809,7 +1897,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1822,7 +1910,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *DeclineRequest) GetJobId() string {
@@ -1854,7 +1942,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1866,7 +1954,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1879,7 +1967,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
 }
 
 type FetchResultRequest struct {
@@ -1891,7 +1979,7 @@ type FetchResultRequest struct {
 
 func (x *FetchResultRequest) Reset() {
 	*x = FetchResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1903,7 +1991,7 @@ func (x *FetchResultRequest) String() string {
 func (*FetchResultRequest) ProtoMessage() {}
 
 func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1916,7 +2004,7 @@ func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
 func (*FetchResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *FetchResultRequest) GetJobId() string {
@@ -1939,7 +2027,7 @@ type FetchResultResponse struct {
 
 func (x *FetchResultResponse) Reset() {
 	*x = FetchResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1951,7 +2039,7 @@ func (x *FetchResultResponse) String() string {
 func (*FetchResultResponse) ProtoMessage() {}
 
 func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1964,7 +2052,7 @@ func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
 func (*FetchResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchResultResponse) GetMsg() isFetchResultResponse_Msg {
@@ -2022,7 +2110,7 @@ type ResultHeader struct {
 
 func (x *ResultHeader) Reset() {
 	*x = ResultHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2122,7 @@ func (x *ResultHeader) String() string {
 func (*ResultHeader) ProtoMessage() {}
 
 func (x *ResultHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2135,7 @@ func (x *ResultHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHeader.ProtoReflect.Descriptor instead.
 func (*ResultHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ResultHeader) GetJobId() string {
@@ -2089,7 +2177,7 @@ type PublishResultRequest struct {
 
 func (x *PublishResultRequest) Reset() {
 	*x = PublishResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2101,7 +2189,7 @@ func (x *PublishResultRequest) String() string {
 func (*PublishResultRequest) ProtoMessage() {}
 
 func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2114,7 +2202,7 @@ func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *PublishResultRequest) GetJobId() string {
@@ -2139,7 +2227,7 @@ type PublishResultResponse struct {
 
 func (x *PublishResultResponse) Reset() {
 	*x = PublishResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2239,7 @@ func (x *PublishResultResponse) String() string {
 func (*PublishResultResponse) ProtoMessage() {}
 
 func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2252,7 @@ func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
 }
 
 type GetPublishedRequest struct {
@@ -2176,7 +2264,7 @@ type GetPublishedRequest struct {
 
 func (x *GetPublishedRequest) Reset() {
 	*x = GetPublishedRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2188,7 +2276,7 @@ func (x *GetPublishedRequest) String() string {
 func (*GetPublishedRequest) ProtoMessage() {}
 
 func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2201,7 +2289,7 @@ func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishedRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *GetPublishedRequest) GetJobId() string {
@@ -2220,7 +2308,7 @@ type GetPublishedResponse struct {
 
 func (x *GetPublishedResponse) Reset() {
 	*x = GetPublishedResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2232,7 +2320,7 @@ func (x *GetPublishedResponse) String() string {
 func (*GetPublishedResponse) ProtoMessage() {}
 
 func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2245,7 +2333,7 @@ func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishedResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetPublishedResponse) GetResult() []byte {
@@ -2264,7 +2352,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2364,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2377,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -2308,7 +2396,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2320,7 +2408,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2333,7 +2421,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelJobResponse) GetJob() *JobStatus {
@@ -2469,7 +2557,11 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x10already_included\x18\x02 \x01(\bR\x0falreadyIncluded\x12'\n" +
 	"\x0fuploaded_owners\x18\x03 \x01(\rR\x0euploadedOwners\x12\x1a\n" +
-	"\badmitted\x18\x04 \x01(\bR\badmitted\"\x9d\x01\n" +
+	"\badmitted\x18\x04 \x01(\bR\badmitted\"]\n" +
+	"\x13ReportBudgetRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12/\n" +
+	"\x06budget\x18\x02 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x16\n" +
+	"\x14ReportBudgetResponse\"\x9d\x01\n" +
 	"\x0eDeclineRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x120\n" +
 	"\x06reason\x18\x04 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reason\x12/\n" +
@@ -2516,7 +2608,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x1aDECLINE_REASON_INVALID_JOB\x10\x05\x12 \n" +
 	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a\x12\x1c\n" +
-	"\x18DECLINE_REASON_NOT_NAMED\x10\b2\x8d\a\n" +
+	"\x18DECLINE_REASON_NOT_NAMED\x10\b2\xde\a\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
@@ -2525,7 +2617,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\bWatchJob\x12\x1a.fedpca.v1.WatchJobRequest\x1a\x1b.fedpca.v1.WatchJobResponse0\x01\x12W\n" +
 	"\x0eWatchOwnerJobs\x12 .fedpca.v1.WatchOwnerJobsRequest\x1a!.fedpca.v1.WatchOwnerJobsResponse0\x01\x12A\n" +
 	"\x06Upload\x12\x18.fedpca.v1.UploadRequest\x1a\x19.fedpca.v1.UploadResponse(\x010\x01\x12@\n" +
-	"\aDecline\x12\x19.fedpca.v1.DeclineRequest\x1a\x1a.fedpca.v1.DeclineResponse\x12N\n" +
+	"\aDecline\x12\x19.fedpca.v1.DeclineRequest\x1a\x1a.fedpca.v1.DeclineResponse\x12O\n" +
+	"\fReportBudget\x12\x1e.fedpca.v1.ReportBudgetRequest\x1a\x1f.fedpca.v1.ReportBudgetResponse\x12N\n" +
 	"\vFetchResult\x12\x1d.fedpca.v1.FetchResultRequest\x1a\x1e.fedpca.v1.FetchResultResponse0\x01\x12R\n" +
 	"\rPublishResult\x12\x1f.fedpca.v1.PublishResultRequest\x1a .fedpca.v1.PublishResultResponse\x12O\n" +
 	"\fGetPublished\x12\x1e.fedpca.v1.GetPublishedRequest\x1a\x1f.fedpca.v1.GetPublishedResponse\x12F\n" +
@@ -2544,7 +2637,7 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 }
 
 var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 33)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                  // 0: fedpca.v1.JobState
 	(DeclineReason)(0),             // 1: fedpca.v1.DeclineReason
@@ -2570,22 +2663,24 @@ var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(*UploadHeader)(nil),           // 21: fedpca.v1.UploadHeader
 	(*BudgetReport)(nil),           // 22: fedpca.v1.BudgetReport
 	(*UploadResponse)(nil),         // 23: fedpca.v1.UploadResponse
-	(*DeclineRequest)(nil),         // 24: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),        // 25: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),     // 26: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),    // 27: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),           // 28: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),   // 29: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil),  // 30: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),    // 31: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),   // 32: fedpca.v1.GetPublishedResponse
-	(*CancelJobRequest)(nil),       // 33: fedpca.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 34: fedpca.v1.CancelJobResponse
-	(*KeyAttestation)(nil),         // 35: fedpca.v1.KeyAttestation
+	(*ReportBudgetRequest)(nil),    // 24: fedpca.v1.ReportBudgetRequest
+	(*ReportBudgetResponse)(nil),   // 25: fedpca.v1.ReportBudgetResponse
+	(*DeclineRequest)(nil),         // 26: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),        // 27: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),     // 28: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),    // 29: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),           // 30: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),   // 31: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil),  // 32: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),    // 33: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),   // 34: fedpca.v1.GetPublishedResponse
+	(*CancelJobRequest)(nil),       // 35: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 36: fedpca.v1.CancelJobResponse
+	(*KeyAttestation)(nil),         // 37: fedpca.v1.KeyAttestation
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	35, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	37, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
 	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
 	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
@@ -2601,39 +2696,42 @@ var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	12, // 14: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
 	21, // 15: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
 	22, // 16: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 17: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	22, // 18: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	28, // 19: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 20: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 21: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 22: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 23: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	13, // 24: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	16, // 25: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	18, // 26: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	20, // 27: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	24, // 28: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	26, // 29: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	29, // 30: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	31, // 31: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	33, // 32: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 33: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 34: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 35: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	14, // 36: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	17, // 37: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	19, // 38: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	23, // 39: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	25, // 40: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	27, // 41: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	30, // 42: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	32, // 43: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	34, // 44: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	33, // [33:45] is the sub-list for method output_type
-	21, // [21:33] is the sub-list for method input_type
-	21, // [21:21] is the sub-list for extension type_name
-	21, // [21:21] is the sub-list for extension extendee
-	0,  // [0:21] is the sub-list for field type_name
+	22, // 17: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
+	1,  // 18: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	22, // 19: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	30, // 20: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	7,  // 21: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	2,  // 22: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 23: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 24: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	13, // 25: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	16, // 26: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	18, // 27: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	20, // 28: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	26, // 29: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	24, // 30: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
+	28, // 31: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	31, // 32: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	33, // 33: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	35, // 34: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	3,  // 35: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 36: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 37: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	14, // 38: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	17, // 39: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	19, // 40: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	23, // 41: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	27, // 42: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	25, // 43: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
+	29, // 44: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	32, // 45: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	34, // 46: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	36, // 47: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	35, // [35:48] is the sub-list for method output_type
+	22, // [22:35] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2647,7 +2745,7 @@ func file_fedpca_v1_proxy_proto_init() {
 		(*UploadRequest_Ciphertext)(nil),
 		(*UploadRequest_Proof)(nil),
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[25].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[27].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
 	}
@@ -2657,7 +2755,7 @@ func file_fedpca_v1_proxy_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   33,
+			NumMessages:   35,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

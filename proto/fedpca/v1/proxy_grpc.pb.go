@@ -27,6 +27,7 @@ const (
 	ProxyService_WatchOwnerJobs_FullMethodName = "/fedpca.v1.ProxyService/WatchOwnerJobs"
 	ProxyService_Upload_FullMethodName         = "/fedpca.v1.ProxyService/Upload"
 	ProxyService_Decline_FullMethodName        = "/fedpca.v1.ProxyService/Decline"
+	ProxyService_ReportBudget_FullMethodName   = "/fedpca.v1.ProxyService/ReportBudget"
 	ProxyService_FetchResult_FullMethodName    = "/fedpca.v1.ProxyService/FetchResult"
 	ProxyService_PublishResult_FullMethodName  = "/fedpca.v1.ProxyService/PublishResult"
 	ProxyService_GetPublished_FullMethodName   = "/fedpca.v1.ProxyService/GetPublished"
@@ -72,6 +73,11 @@ type ProxyServiceClient interface {
 	// Decline records that an owner will not take part, and why (a code of a
 	// closed public list: nothing else about the owner's data).
 	Decline(ctx context.Context, in *DeclineRequest, opts ...grpc.CallOption) (*DeclineResponse, error)
+	// ReportBudget updates an owner's budget report for a job's dataset once
+	// the owner has settled its part in the ended job (the reservation spent,
+	// refunded or released): display only, as the reports sent with uploads
+	// and declines.
+	ReportBudget(ctx context.Context, in *ReportBudgetRequest, opts ...grpc.CallOption) (*ReportBudgetResponse, error)
 	// FetchResult streams the job's result, key-switched to the user's key.
 	FetchResult(ctx context.Context, in *FetchResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResultResponse], error)
 	// PublishResult stores the user's result document for the job's owners.
@@ -194,6 +200,16 @@ func (c *proxyServiceClient) Decline(ctx context.Context, in *DeclineRequest, op
 	return out, nil
 }
 
+func (c *proxyServiceClient) ReportBudget(ctx context.Context, in *ReportBudgetRequest, opts ...grpc.CallOption) (*ReportBudgetResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ReportBudgetResponse)
+	err := c.cc.Invoke(ctx, ProxyService_ReportBudget_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *proxyServiceClient) FetchResult(ctx context.Context, in *FetchResultRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchResultResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[3], ProxyService_FetchResult_FullMethodName, cOpts...)
@@ -282,6 +298,11 @@ type ProxyServiceServer interface {
 	// Decline records that an owner will not take part, and why (a code of a
 	// closed public list: nothing else about the owner's data).
 	Decline(context.Context, *DeclineRequest) (*DeclineResponse, error)
+	// ReportBudget updates an owner's budget report for a job's dataset once
+	// the owner has settled its part in the ended job (the reservation spent,
+	// refunded or released): display only, as the reports sent with uploads
+	// and declines.
+	ReportBudget(context.Context, *ReportBudgetRequest) (*ReportBudgetResponse, error)
 	// FetchResult streams the job's result, key-switched to the user's key.
 	FetchResult(*FetchResultRequest, grpc.ServerStreamingServer[FetchResultResponse]) error
 	// PublishResult stores the user's result document for the job's owners.
@@ -326,6 +347,9 @@ func (UnimplementedProxyServiceServer) Upload(grpc.BidiStreamingServer[UploadReq
 }
 func (UnimplementedProxyServiceServer) Decline(context.Context, *DeclineRequest) (*DeclineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Decline not implemented")
+}
+func (UnimplementedProxyServiceServer) ReportBudget(context.Context, *ReportBudgetRequest) (*ReportBudgetResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ReportBudget not implemented")
 }
 func (UnimplementedProxyServiceServer) FetchResult(*FetchResultRequest, grpc.ServerStreamingServer[FetchResultResponse]) error {
 	return status.Error(codes.Unimplemented, "method FetchResult not implemented")
@@ -479,6 +503,24 @@ func _ProxyService_Decline_Handler(srv interface{}, ctx context.Context, dec fun
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProxyService_ReportBudget_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ReportBudgetRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ProxyServiceServer).ReportBudget(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: ProxyService_ReportBudget_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ProxyServiceServer).ReportBudget(ctx, req.(*ReportBudgetRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _ProxyService_FetchResult_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(FetchResultRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -570,6 +612,10 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Decline",
 			Handler:    _ProxyService_Decline_Handler,
+		},
+		{
+			MethodName: "ReportBudget",
+			Handler:    _ProxyService_ReportBudget_Handler,
 		},
 		{
 			MethodName: "PublishResult",
