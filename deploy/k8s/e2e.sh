@@ -9,6 +9,8 @@
 #   dry-run  every manifest the chart renders (default values, committee only,
 #            proxy only, owner only from a Secret, owner from PostgreSQL, the
 #            demo's certificate Job) applied with --dry-run=server
+#   demo     a committee release whose certificates a pre-install Job makes
+#            (certs.generate), helm test
 #   readme   README.md's "Deploy on Kubernetes" block, run as written: the
 #            committee, the proxy and three owners as separate releases,
 #            helm test, a PCA job at epsilon 1
@@ -145,7 +147,7 @@ chmod +x "$WORK/bin/"*
 export PATH="$WORK/bin:$PATH"
 # No storage provisioner here: the claims bind to hostPath volumes made now,
 # owned by the nodes' user.
-for i in $(seq 1 10); do
+for i in $(seq 1 14); do
   mkdir -p "$WORK/pv/$i" && chown 65532:65532 "$WORK/pv/$i" && chmod 700 "$WORK/pv/$i"
   printf 'apiVersion: v1\nkind: PersistentVolume\nmetadata: {name: pv-%s}\nspec:\n  capacity: {storage: 1Gi}\n  accessModes: [ReadWriteOnce]\n  persistentVolumeReclaimPolicy: Retain\n  hostPath: {path: "%s", type: Directory}\n---\n' "$i" "$WORK/pv/$i"
 done | kubectl apply -f - >/dev/null
@@ -172,6 +174,15 @@ dry owner-postgres --set committee.enabled=false,proxy.enabled=false \
   --set owner.data.secret=schema,owner.postgresPassword.secret=db-password
 dry demo-certs --set certs.generate=true,certs.extra='{user/alice,operator/ops}'
 kubectl delete namespace fedpca-dry --wait=false >/dev/null
+
+step demo "the demo's certificates: a committee release with certs.generate (pre-install Job), helm test"
+helm install demo "$chart" -n fedpca-demo --create-namespace --set certs.generate=true,proxy.enabled=false,owner.enabled=false \
+  --wait --timeout 5m >/dev/null
+helm test demo -n fedpca-demo >/dev/null
+kubectl -n fedpca-demo get pods,pvc --no-headers | awk '{print "  " $1, $2, $3}'
+helm uninstall demo -n fedpca-demo --wait >/dev/null
+kubectl delete namespace fedpca-demo --wait=true --timeout 3m >/dev/null
+log "demo: the Job issued the certificates, three members served from them, helm test passed"
 
 step readme "README.md's \"Deploy on Kubernetes\" block, as written"
 marker='<!-- e2e-k8s: deploy/k8s/e2e.sh runs this block as written -->'
