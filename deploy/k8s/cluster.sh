@@ -118,14 +118,8 @@ maxPods: 50
 YAML
 }
 
-wait_for() { # what seconds cmd...
-  local what=$1 secs=$2; shift 2
-  for _ in $(seq 1 $((secs * 2))); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.5
-  done
-  echo "e2e-k8s: $what not ready after ${secs}s" >&2; return 1
-}
+# shellcheck source=scripts/lib/wait.sh
+. "$(dirname "${BASH_SOURCE[0]}")/../../scripts/lib/wait.sh"   # wait_for DESCRIPTION SECONDS COMMAND...
 
 cluster_up() {
   mkdir -p "$WORK/log" "$WORK/pod-logs" "$WORK/etcd"

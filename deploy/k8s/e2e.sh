@@ -18,7 +18,8 @@
 #   pca      a PCA job, noise off, checked against the non-private run; the
 #            proxy's pod is deleted in the middle of it (two uploads acknowledged)
 #   dca      a DCA job, noise off, checked likewise, with one committee pod
-#            deleted and kept down (node cordoned): 2 of 3 switch
+#            deleted and kept down (node cordoned): 2 of 3 switch; a drain
+#            meanwhile is refused by the PodDisruptionBudget
 #   uninstall every release
 # then takes the cluster down and checks that the machine is as it was found:
 # no process, network namespace, link, iptables rule, mount, cgroup or image
@@ -34,6 +35,7 @@ done
 exec 9>/run/fedpca-e2e-k8s.lock
 flock -n 9 || { echo "e2e-k8s: another e2e-k8s is running" >&2; exit 1; }
 
+script_name=e2e-k8s
 NETNS=fedpca-e2e-$$
 WORK=$(mktemp -d /tmp/fedpca-k8s.XXXXXX)
 chmod 755 "$WORK"
@@ -194,6 +196,9 @@ r=$WORK/readme
 [ -s "$r/out/pca/result.json" ] || { echo "e2e-k8s: the README's job wrote no result" >&2; exit 1; }
 proxy_addr="$(kubectl -n $ns get svc proxy-proxy -o jsonpath='{.spec.clusterIP}'):7000"
 log "the README's block ran: 5 releases, helm test passed, a PCA job at epsilon 1 done (proxy at $proxy_addr)"
+committee_key() { kubectl -n $ns logs proxy-proxy-0 -c proxy 2>/dev/null | grep '"committee key ready"' | tail -1 | grep -o '"key":"[^"]*"'; }
+key_before=$(committee_key)
+[ -n "$key_before" ] || { echo "e2e-k8s: the proxy logged no committee key" >&2; exit 1; }
 
 step upgrade "helm upgrade of every release (allowNoNoise=true), rolling"
 for rel in committee proxy hospital-a hospital-b hospital-c; do
@@ -204,6 +209,9 @@ for s in committee-csp proxy-proxy hospital-a-owner hospital-b-owner hospital-c-
 done
 kubectl -n $ns get pods -l app.kubernetes.io/name=fedpca -o custom-columns=POD:.metadata.name,STARTED:.status.startTime,READY:.status.containerStatuses[0].ready --no-headers
 log "every release at revision 2: $(helm list -n $ns -o json | grep -o '"revision":"[0-9]*"' | sort | uniq -c | tr -s ' ')"
+wait_for "the upgraded proxy's committee key" 60 committee_key
+[ "$(committee_key)" = "$key_before" ] || { echo "e2e-k8s: the committee key changed in the upgrade: $key_before, now $(committee_key)" >&2; exit 1; }
+log "the committee key is the same after the upgrade: $key_before"
 
 fedpca dataset export wdbc --owners hospital-a,hospital-b,hospital-c --out "$WORK/ref-data" --seed 7 >/dev/null
 cmp -s "$WORK/ref-data/all.csv" "$r/data/all.csv" || { echo "e2e-k8s: the README's data is not the reference's" >&2; exit 1; }
@@ -244,6 +252,15 @@ kubectl -n $ns wait --for=condition=Ready pod/hospital-c-owner-0 --timeout 180s 
 kubectl cordon fedpca-e2e >/dev/null
 kubectl -n $ns delete pod committee-csp-1 --wait=true --timeout 60s >/dev/null
 kubectl -n $ns get pods -l app.kubernetes.io/component=csp --no-headers
+# The PodDisruptionBudget (minAvailable 2) now refuses to evict another member.
+if kubectl drain fedpca-e2e --pod-selector app.kubernetes.io/instance=committee,app.kubernetes.io/component=csp \
+    --delete-emptydir-data --timeout 8s >"$WORK/drain.log" 2>&1; then
+  cat "$WORK/drain.log"; echo "e2e-k8s: a drain evicted a second committee member" >&2; exit 1
+fi
+grep -q "disruption budget" "$WORK/drain.log" || { cat "$WORK/drain.log"; echo "e2e-k8s: the drain failed for another reason than the budget" >&2; exit 1; }
+running=$(kubectl -n $ns get pods -l app.kubernetes.io/component=csp --field-selector status.phase=Running --no-headers | wc -l)
+[ "$running" = 2 ] || { echo "e2e-k8s: $running members running after the refused drain, not 2" >&2; exit 1; }
+log "the PodDisruptionBudget refused to evict a second member (2 of 3 running)"
 user_run "$WORK/out/dca" --analysis dca --k 1 >"$WORK/dca.log" 2>&1 || { cat "$WORK/dca.log"; echo "e2e-k8s: the DCA job failed" >&2; exit 1; }
 phase=$(kubectl -n $ns get pod committee-csp-1 -o jsonpath='{.status.phase}' 2>/dev/null || echo gone)
 [ "$phase" != Running ] || { echo "e2e-k8s: committee-csp-1 came back during the job" >&2; exit 1; }
