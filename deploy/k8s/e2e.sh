@@ -200,9 +200,31 @@ committee_key() { kubectl -n $ns logs proxy-proxy-0 -c proxy 2>/dev/null | grep 
 key_before=$(committee_key)
 [ -n "$key_before" ] || { echo "e2e-k8s: the proxy logged no committee key" >&2; exit 1; }
 
-step upgrade "helm upgrade of every release (allowNoNoise=true), rolling"
+step upgrade "helm upgrade of every release (allowNoNoise=true), rolling; hospital-c's rows now from a claim"
+# hospital-c's rows move from its Secret to a volume of its own (a claim
+# bound to a hostPath volume holding the same files), read-only.
+mkdir -p "$WORK/data-c" && cp "$r/data/schema.json" "$r/data/hospital-c.csv" "$WORK/data-c/" && chmod 755 "$WORK/data-c"
+kubectl apply -f - >/dev/null <<Y
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-data-c}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadOnlyMany]
+  hostPath: {path: "$WORK/data-c", type: Directory}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: hospital-c-data, namespace: $ns}
+spec:
+  accessModes: [ReadOnlyMany]
+  storageClassName: ""
+  volumeName: pv-data-c
+  resources: {requests: {storage: 1Gi}}
+Y
 for rel in committee proxy hospital-a hospital-b hospital-c; do
-  helm upgrade "$rel" "$r/deploy/helm/fedpca" -n $ns --reuse-values --set allowNoNoise=true --wait --timeout 5m >/dev/null
+  extra=(); [ "$rel" = hospital-c ] && extra=(--set owner.data.secret=,owner.data.existingClaim=hospital-c-data)
+  helm upgrade "$rel" "$r/deploy/helm/fedpca" -n $ns --reuse-values --set allowNoNoise=true "${extra[@]}" --wait --timeout 5m >/dev/null
 done
 for s in committee-csp proxy-proxy hospital-a-owner hospital-b-owner hospital-c-owner; do
   kubectl -n $ns rollout status "sts/$s" --timeout 5m >/dev/null
@@ -245,7 +267,7 @@ kubectl -n $ns scale sts hospital-c-owner --replicas 1 >/dev/null
 wait "$job" || { cat "$WORK/pca.log"; echo "e2e-k8s: the PCA job failed" >&2; exit 1; }
 "$WORK/img/fedpca" compare --result "$WORK/out/pca/result.json" --reference "$WORK/ref-pca/result.json" --tolerance 1e-9
 grep -q '"num_owners": 3' "$WORK/out/pca/result.json" || { echo "e2e-k8s: the PCA job lost an upload" >&2; exit 1; }
-log "PCA matches the non-private run, with all 3 uploads (2 acknowledged before the proxy's deletion)"
+log "PCA matches the non-private run, with all 3 uploads (2 acknowledged before the proxy's deletion; hospital-c's rows from its claim)"
 
 step dca "DCA, noise off; committee pod committee-csp-1 (csp-2) deleted and kept down"
 kubectl -n $ns wait --for=condition=Ready pod/hospital-c-owner-0 --timeout 180s >/dev/null
