@@ -81,6 +81,7 @@ state = "$WORK/containerd/state"
       runtime_type = "io.containerd.runc.v2"
       [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc.options]
         SystemdCgroup = false
+        Root = "$WORK/runc"
   [plugins."io.containerd.grpc.v1.cri".cni]
     bin_dir = "/usr/lib/cni"
     conf_dir = "$WORK/cni"
@@ -125,6 +126,17 @@ cluster_up() {
   mkdir -p "$WORK/log" "$WORK/pod-logs" "$WORK/etcd"
   [ ! -d /var/log/containers ] || : >"$WORK/had-var-log-containers"
   : >"$WORK/pids"
+  # ip netns add makes /run/netns (a shared bind mount) if it is missing:
+  # cluster_down removes it again then, once no namespace is left in it.
+  [ -d /run/netns ] || : >"$WORK/made-run-netns"
+  # Fixed paths the daemons write whatever their flags: the shims' sockets
+  # (/run/containerd/s), the CNI result cache (/var/lib/cni) and the device
+  # plugin socket (/var/lib/kubelet/device-plugins). cluster_down removes
+  # what is ours in them, and each directory it made.
+  local d
+  for d in /run/containerd /run/containerd/s /var/lib/cni /var/lib/cni/results /var/lib/kubelet /var/lib/kubelet/device-plugins; do
+    [ -e "$d" ] || echo "$d" >>"$WORK/made-dirs"
+  done
   ip netns add "$NETNS"
   inns ip link set lo up
   inns ip link add node0 type veth peer name node0-peer
@@ -161,7 +173,7 @@ cluster_up() {
     --leader-elect=false --bind-address 127.0.0.1
   wait_for "containerd" 30 ctr -a "$WORK/containerd/containerd.sock" version
   start kubelet "$BIN/kubelet" --config "$WORK/kubelet.yaml" --kubeconfig "$WORK/admin.conf" \
-    --root-dir "$WORK/kubelet" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
+    --root-dir "$WORK/kubelet" --cert-dir "$WORK/kubelet-pki" --hostname-override "$NODE_NAME" --node-ip "$NODE_IP"
   start kube-proxy "$BIN/kube-proxy" --kubeconfig "$WORK/admin.conf" --hostname-override "$NODE_NAME" \
     --cluster-cidr "$POD_CIDR" --proxy-mode iptables --conntrack-max-per-core 0 \
     --metrics-bind-address 127.0.0.1:10249 --healthz-bind-address 127.0.0.1:10256
@@ -180,6 +192,10 @@ side_load() { ctr -a "$WORK/containerd/containerd.sock" -n k8s.io images import 
 cluster_down() {
   [ -n "${WORK:-}" ] && [ -d "$WORK" ] || return 0
   local sock=$WORK/containerd/containerd.sock
+  # Pods still there (a run that failed midway): let the kubelet stop them.
+  if [ -f "$WORK/admin.conf" ] && kc get --raw /readyz >/dev/null 2>&1; then
+    kc delete pods --all -A --grace-period 2 --timeout 60s >/dev/null 2>&1 || true
+  fi
   if [ -f "$WORK/pids" ]; then
     # The kubelet and kube-proxy first, so that nothing restarts the pods.
     for name in kubelet kube-proxy kube-scheduler kube-controller-manager kube-apiserver etcd; do
@@ -187,9 +203,10 @@ cluster_down() {
       [ -n "$pid" ] && kill "$pid" 2>/dev/null || true
     done
   fi
+  local ids=""
   if [ -S "$sock" ]; then
     # The pods' tasks and containers, then their sandboxes.
-    local ids; ids=$(ctr -a "$sock" -n k8s.io containers ls -q 2>/dev/null || true)
+    ids=$(ctr -a "$sock" -n k8s.io containers ls -q 2>/dev/null || true)
     for id in $ids; do ctr -a "$sock" -n k8s.io tasks kill -s SIGKILL "$id" >/dev/null 2>&1 || true; done
     sleep 1
     for id in $ids; do
@@ -234,5 +251,30 @@ cluster_down() {
     [ -L "$l" ] && case "$(readlink "$l")" in "$WORK"/*) rm -f "$l" ;; esac
   done
   [ -e "$WORK/had-var-log-containers" ] || rmdir /var/log/containers 2>/dev/null || true
+  # What the daemons left in the fixed paths: CNI results of our network
+  # and our sandboxes, the kubelet's device plugin socket, then every
+  # directory this run made, if it is empty by now.
+  # Our sandboxes are also those with a result of our network, fedpca-e2e.
+  local f
+  for f in /var/lib/cni/results/fedpca-e2e-*-eth0; do
+    [ -e "$f" ] || continue
+    f=${f##*/fedpca-e2e-}; ids="$ids ${f%-eth0}"
+  done
+  rm -f /var/lib/cni/results/fedpca-e2e-* 2>/dev/null
+  for id in $ids; do rm -f /var/lib/cni/results/cni-loopback-"$id"-lo; done
+  # A shim killed before it cleaned up leaves its socket, named by the hash
+  # of containerd's address, the namespace and the pod's ID.
+  for id in $ids; do
+    rm -f "/run/containerd/s/$(printf '%s' "$sock/k8s.io/$id" | sha256sum | cut -c1-64)"
+  done
+  if grep -qx /var/lib/kubelet/device-plugins "$WORK/made-dirs" 2>/dev/null; then
+    rm -f /var/lib/kubelet/device-plugins/kubelet.sock
+  fi
+  if [ -f "$WORK/made-dirs" ]; then
+    tac "$WORK/made-dirs" | while read -r d; do rmdir "$d" 2>/dev/null || true; done
+  fi
   ip netns del "$NETNS" 2>/dev/null || true
+  if [ -e "$WORK/made-run-netns" ] && [ -z "$(ls -A /run/netns 2>/dev/null)" ]; then
+    umount /run/netns 2>/dev/null; rmdir /run/netns 2>/dev/null || true
+  fi
 }

@@ -53,6 +53,11 @@ step() { # ends the running step (its time is printed and kept) and starts the n
     times+=("$(printf '%-10s %7s s' "$step_name" "$s")")
     log "step $step_name: ${s} s"
   fi
+  # E2E_K8S_STOP_AFTER=STEP fails the run there: to check the cleanup of a
+  # run that fails with its pods still up.
+  if [ -n "$step_name" ] && [ "$step_name" = "${E2E_K8S_STOP_AFTER:-}" ]; then
+    step_name=""; echo "e2e-k8s: stopping after $E2E_K8S_STOP_AFTER, as E2E_K8S_STOP_AFTER asks" >&2; exit 1
+  fi
   step_name=$1; step_ns=$now
   [ -n "$step_name" ] && log "step $step_name: $2"
   return 0
@@ -65,10 +70,12 @@ step() { # ends the running step (its time is printed and kept) and starts the n
 snapshot() (
   set +e +o pipefail
   echo "== links"; ip -o link show | awk -F': ' '{print $2}' | sed 's/@.*//' | grep -Ev '^(veth|br-)' | sort
-  echo "== netns"; ip netns list | awk '{print $1}' | grep fedpca-e2e | sort || true
+  echo "== netns"; ip netns list | awk '{print $1}' | grep fedpca-e2e | sort
+  echo "== /run/netns"; ls -d /run/netns 2>/dev/null; awk '$5 == "/run/netns" {print $5}' /proc/self/mountinfo
   echo "== iptables"; { iptables-save; iptables-legacy-save; } 2>/dev/null | grep -v '^#' | grep -Ev 'DOCKER|br-|docker' | sed 's/\[[0-9]*:[0-9]*\]//' | sort
   echo "== mounts"; awk -v w="$WORK" 'index($5, w) == 1 || $5 ~ /fedpca-e2e/ {print $5}' /proc/self/mountinfo | sort
-  echo "== cgroups"; ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null || true
+  echo "== cgroups"; ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null
+  echo "== fixed paths"; find /run/containerd /var/lib/cni /var/lib/kubelet -maxdepth 3 2>/dev/null | sort
   echo "== images"; docker images -q "$image" fedpca.local/pause:e2e 2>/dev/null
   echo "== logs"; ls -d /var/log/containers /var/log/pods 2>/dev/null; ls /var/log/containers /var/log/pods 2>/dev/null | sort
   # (the patterns' last character in brackets: grep's own command line does not match)
@@ -95,6 +102,7 @@ teardown() {
   local diff; diff=$(diff "$WORK/before" "$WORK.after")
   rm -f "$WORK.after"
   if [ -n "${KEEP:-}" ]; then echo "kept $WORK"; else rm -rf "$WORK"; fi
+  rm -f /run/fedpca-e2e-k8s.lock
   times+=("$(printf '%-10s %7s s' cleanup "$(printf '%.1f' "$(( $(date +%s%N) - td ))e-9")")")
   if [ -n "$diff" ]; then
     echo "e2e-k8s: the machine is not as it was found:" >&2; echo "$diff" >&2; status=1
@@ -231,6 +239,14 @@ for s in committee-csp proxy-proxy hospital-a-owner hospital-b-owner hospital-c-
 done
 kubectl -n $ns get pods -l app.kubernetes.io/name=fedpca -o custom-columns=POD:.metadata.name,STARTED:.status.startTime,READY:.status.containerStatuses[0].ready --no-headers
 log "every release at revision 2: $(helm list -n $ns -o json | grep -o '"revision":"[0-9]*"' | sort | uniq -c | tr -s ' ')"
+# A restarted owner reads the same files from its Secret: its jobs stay
+# charged to the same ledger (the budget is not spent again).
+for h in hospital-a hospital-b; do
+  if kubectl -n $ns logs "$h-owner-0" -c owner | grep -F "charged to another source's ledger"; then
+    echo "e2e-k8s: $h lost track of its ledger across the upgrade" >&2; exit 1
+  fi
+done
+log "hospital-a and hospital-b, restarted, still charge their jobs to the same ledgers"
 wait_for "the upgraded proxy's committee key" 60 committee_key
 [ "$(committee_key)" = "$key_before" ] || { echo "e2e-k8s: the committee key changed in the upgrade: $key_before, now $(committee_key)" >&2; exit 1; }
 log "the committee key is the same after the upgrade: $key_before"
