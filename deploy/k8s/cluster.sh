@@ -163,7 +163,8 @@ cluster_up() {
     --service-account-issuer https://kubernetes.default.svc --authorization-mode Node,RBAC \
     --kubelet-client-certificate "$p/admin.crt" --kubelet-client-key "$p/admin.key" \
     --kubelet-preferred-address-types InternalIP
-  wait_for "the API server" 90 inns "$BIN/kubectl" --kubeconfig "$WORK/admin.conf" get --raw /readyz
+  mkdir -p "$WORK/home"
+  wait_for "the API server" 90 kc get --raw /readyz
   start kube-controller-manager "$BIN/kube-controller-manager" --kubeconfig "$WORK/admin.conf" \
     --authentication-kubeconfig "$WORK/admin.conf" --authorization-kubeconfig "$WORK/admin.conf" \
     --service-account-private-key-file "$p/sa.key" --root-ca-file "$p/ca.crt" \
@@ -181,7 +182,9 @@ cluster_up() {
   wait_for "the default service account" 60 kc -n default get serviceaccount default
 }
 
-kc() { inns "$BIN/kubectl" --kubeconfig "$WORK/admin.conf" "$@"; }
+# kubectl (and helm) keep a discovery cache in $HOME/.kube: HOME is the
+# scratch directory's for them.
+kc() { HOME="$WORK/home" inns "$BIN/kubectl" --kubeconfig "$WORK/admin.conf" "$@"; }
 
 # side_load TAR: import an image archive (docker save) into the cluster's containerd.
 side_load() { ctr -a "$WORK/containerd/containerd.sock" -n k8s.io images import "$1" >/dev/null; }

@@ -75,7 +75,7 @@ snapshot() (
   echo "== iptables"; { iptables-save; iptables-legacy-save; } 2>/dev/null | grep -v '^#' | grep -Ev 'DOCKER|br-|docker' | sed 's/\[[0-9]*:[0-9]*\]//' | sort
   echo "== mounts"; awk -v w="$WORK" 'index($5, w) == 1 || $5 ~ /fedpca-e2e/ {print $5}' /proc/self/mountinfo | sort
   echo "== cgroups"; ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null
-  echo "== fixed paths"; find /run/containerd /var/lib/cni /var/lib/kubelet -maxdepth 3 2>/dev/null | sort
+  echo "== fixed paths"; find /run/containerd /var/lib/cni /var/lib/kubelet "$HOME/.kube" -maxdepth 3 2>/dev/null | sort
   echo "== images"; docker images -q "$image" fedpca.local/pause:e2e 2>/dev/null
   echo "== logs"; ls -d /var/log/containers /var/log/pods 2>/dev/null; ls /var/log/containers /var/log/pods 2>/dev/null | sort
   # (the patterns' last character in brackets: grep's own command line does not match)
@@ -142,11 +142,11 @@ ctr -a "$WORK/containerd/containerd.sock" -n k8s.io images tag "docker.io/librar
 # cluster, fedpca from the image's binary, all in the namespace.
 cat >"$WORK/bin/kubectl" <<W
 #!/bin/sh
-exec nsenter --net=/run/netns/$NETNS -- "$BIN/kubectl" --kubeconfig "$WORK/admin.conf" "\$@"
+HOME="$WORK/home" exec nsenter --net=/run/netns/$NETNS -- "$BIN/kubectl" --kubeconfig "$WORK/admin.conf" "\$@"
 W
 cat >"$WORK/bin/helm" <<W
 #!/bin/sh
-KUBECONFIG="$WORK/admin.conf" HELM_CACHE_HOME="$WORK/helm/cache" HELM_CONFIG_HOME="$WORK/helm/config" HELM_DATA_HOME="$WORK/helm/data" \
+HOME="$WORK/home" KUBECONFIG="$WORK/admin.conf" HELM_CACHE_HOME="$WORK/helm/cache" HELM_CONFIG_HOME="$WORK/helm/config" HELM_DATA_HOME="$WORK/helm/data" \
   exec nsenter --net=/run/netns/$NETNS -- "$BIN/helm" "\$@"
 W
 cat >"$WORK/bin/fedpca" <<W
