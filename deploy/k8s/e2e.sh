@@ -38,6 +38,7 @@ flock -n 9 || { echo "e2e-k8s: another e2e-k8s is running" >&2; exit 1; }
 script_name=e2e-k8s
 NETNS=fedpca-e2e-$$
 WORK=$(mktemp -d /tmp/fedpca-k8s.XXXXXX)
+trap 'rm -rf "$WORK"' EXIT   # until teardown's trap below
 chmod 755 "$WORK"
 image=fedpca:e2e-$$
 ns=fedpca
