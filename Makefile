@@ -57,6 +57,10 @@ proto: ## lint and regenerate proto/fedpca/v1/*.pb.go with buf
 e2e-docker: ## build the image, run the docker-compose deployment end to end, tear it down
 	./deploy/e2e.sh
 
+.PHONY: e2e-k8s
+e2e-k8s: ## root: build a single-node Kubernetes (Go modules, cached), install the Helm chart's roles as separate releases, jobs and faults, uninstall, leave the machine as found
+	./deploy/k8s/e2e.sh
+
 .PHONY: status-browser
 status-browser: ## the proxy's status page in headless Chromium (installs Debian's chromium if missing), screenshot in docs/
 	./scripts/status-browser.sh

@@ -256,3 +256,56 @@ func TestCLIReferenceFresh(t *testing.T) {
 		}
 	}
 }
+
+// TestCertsCopyFrom: credentials mounted group-readable (as a Kubernetes
+// Secret with an fsGroup mounts them) are refused by the nodes; certs
+// --copy-from copies them 0600 so that they load, and refuses a key that is
+// not the certificate's, or ROLE/ID arguments beside it.
+func TestCertsCopyFrom(t *testing.T) {
+	dir := t.TempDir()
+	if out, err := fedpca(t, dir, "certs", "--out", "certs", "csp/csp-1", "csp/csp-2"); err != nil {
+		t.Fatalf("certs: %v\n%s", err, out)
+	}
+	mounted := filepath.Join(dir, "mounted")
+	if err := os.MkdirAll(mounted, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ca.pem", "cert.pem", "key.pem"} {
+		b, err := os.ReadFile(filepath.Join(dir, "certs", "csp-csp-1", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mounted, name), b, 0o440); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := fedpca(t, dir, "health", "--certs", "mounted", "--addr", "127.0.0.1:1"); err == nil || !strings.Contains(out, "readable by group or others") {
+		t.Fatalf("a group-readable key was not refused: %v\n%s", err, out)
+	}
+	out, err := fedpca(t, dir, "certs", "--out", "copied", "--copy-from", "mounted")
+	if err != nil || !strings.Contains(out, "csp/csp-1") {
+		t.Fatalf("certs --copy-from: %v\n%s", err, out)
+	}
+	for _, name := range []string{"ca.pem", "cert.pem", "key.pem"} {
+		fi, err := os.Stat(filepath.Join(dir, "copied", name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("copied %s: %v %v", name, fi, err)
+		}
+	}
+	if out, err := fedpca(t, dir, "health", "--certs", "copied", "--addr", "127.0.0.1:1"); err == nil || strings.Contains(out, "credentials") {
+		t.Fatalf("health with the copied credentials should fail only to connect: %v\n%s", err, out)
+	}
+	other, err := os.ReadFile(filepath.Join(dir, "certs", "csp-csp-2", "key.pem"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(mounted, "key.pem"), other, 0o440); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fedpca(t, dir, "certs", "--out", "copied2", "--copy-from", "mounted"); err == nil || !strings.Contains(out, "--copy-from mounted") {
+		t.Fatalf("a key that is not the certificate's was copied: %v\n%s", err, out)
+	}
+	if out, err := fedpca(t, dir, "certs", "--out", "copied3", "--copy-from", "copied", "csp/csp-3"); err == nil || !strings.Contains(out, "name no ROLE/ID") {
+		t.Fatalf("--copy-from with ROLE/ID: %v\n%s", err, out)
+	}
+}

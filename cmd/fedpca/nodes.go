@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -105,19 +106,31 @@ served on a non-loopback address, and calls no RPC.
 To rotate node certificates, run it again with the same --out: the existing CA is
 reused and the named nodes get new certificates. To rotate the CA, create the new
 one in another directory and give nodes a ca.pem holding both CAs (--trust-also)
-until every node has a certificate from the new CA.`,
+until every node has a certificate from the new CA.
+
+With --copy-from DIR and no ROLE/ID, it copies one node's ca.pem, cert.pem and
+key.pem from DIR into OUT, each 0600 and owned by whoever runs it, after checking
+that they load: for credentials mounted from a Kubernetes Secret, whose files a
+non-root node cannot own (deploy/helm runs it in each pod's init container).`,
 		Flags: []cli.Flag{
 			reqStr("out", "output directory"),
+			strFlag("copy-from", "", "copy a node's credentials from this directory into OUT (0600) instead of issuing any"),
 			strFlag("ca-dir", "", "where the CA's certificate and key live (default OUT/ca); keep the key away from the nodes"),
 			strsFlag("dns", "DNS names to add to every certificate (for operators' tools)"),
 			strFlag("trust-also", "", "a PEM file of further CA certificates to trust (CA rotation)"),
 			&cli.DurationFlag{Name: "validity", Value: 365 * 24 * time.Hour, Usage: "certificate validity", Sources: env("validity")},
 		},
 		Action: func(_ context.Context, cmd *cli.Command) error {
+			out := cmd.String("out")
+			if from := cmd.String("copy-from"); from != "" {
+				if cmd.Args().Len() > 0 {
+					return errors.New("--copy-from copies one node's credentials: name no ROLE/ID with it")
+				}
+				return copyCredentials(from, out)
+			}
 			if cmd.Args().Len() == 0 {
 				return errors.New("name at least one node, e.g. proxy/proxy csp/csp-1 owner/hospital-a user/alice")
 			}
-			out := cmd.String("out")
 			caDir := cmd.String("ca-dir")
 			if caDir == "" {
 				caDir = filepath.Join(out, "ca")
@@ -157,6 +170,37 @@ until every node has a certificate from the new CA.`,
 			return nil
 		},
 	}
+}
+
+// copyCredentials copies a node's credentials directory from into out, each
+// file 0600, once they parse as a key pair and a CA bundle that trusts it.
+func copyCredentials(from, out string) error {
+	files := map[string][]byte{}
+	for _, name := range []string{transport.CAFile, transport.CertFile, transport.KeyFile} {
+		b, err := os.ReadFile(filepath.Join(from, name))
+		if err != nil {
+			return fmt.Errorf("--copy-from: %w", err)
+		}
+		files[name] = b
+	}
+	pair, err := tls.X509KeyPair(files[transport.CertFile], files[transport.KeyFile])
+	if err != nil {
+		return fmt.Errorf("--copy-from %s: %w", from, err)
+	}
+	creds, err := transport.NewCredentials(files[transport.CAFile], pair)
+	if err != nil {
+		return fmt.Errorf("--copy-from %s: %w", from, err)
+	}
+	if err := os.MkdirAll(out, 0o700); err != nil {
+		return err
+	}
+	for name, b := range files {
+		if err := os.WriteFile(filepath.Join(out, name), b, 0o600); err != nil {
+			return err
+		}
+	}
+	fmt.Printf("%-28s %s\n", creds.Identity.Short(), out)
+	return nil
 }
 
 func cspCommand() *cli.Command {

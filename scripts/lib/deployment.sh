@@ -66,14 +66,8 @@ start() {
   pids+=($!)
 }
 
-wait_for() { # DESCRIPTION SECONDS COMMAND...
-  local what=$1 secs=$2; shift 2
-  for _ in $(seq 1 $(( secs * 5 ))); do
-    if "$@" >/dev/null 2>&1; then return 0; fi
-    sleep 0.2
-  done
-  fail "timed out after ${secs}s waiting for $what"
-}
+# shellcheck source=scripts/lib/wait.sh
+source "$root/scripts/lib/wait.sh"   # wait_for DESCRIPTION SECONDS COMMAND...
 
 deploy_up() {
   mkdir -p "$work/logs" "$work/state" "$work/out"
