@@ -23,6 +23,21 @@ func caller(ctx context.Context) transport.Identity {
 	return id
 }
 
+// partyJob is the job id with the caller, when the caller is a party to
+// it (its user or an owner it names); the error is the gRPC status to
+// return.
+func (p *Proxy) partyJob(ctx context.Context, id string) (*jobState, transport.Identity, error) {
+	who := caller(ctx)
+	j, err := p.job(id)
+	if err == nil {
+		err = j.party(who)
+	}
+	if err != nil {
+		return nil, who, p.toStatus(err)
+	}
+	return j, who, nil
+}
+
 // callerCert returns the caller's verified TLS certificate (DER), or nil in
 // insecure mode.
 func callerCert(ctx context.Context) []byte {
@@ -168,12 +183,9 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 
 // GetJob implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) GetJob(ctx context.Context, req *fedpcav1.GetJobRequest) (*fedpcav1.GetJobResponse, error) {
-	j, err := p.job(req.GetJobId())
+	j, _, err := p.partyJob(ctx, req.GetJobId())
 	if err != nil {
-		return nil, p.toStatus(err)
-	}
-	if err := j.party(caller(ctx)); err != nil {
-		return nil, p.toStatus(err)
+		return nil, err
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -234,13 +246,9 @@ func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*f
 // status when it changes as the caller sees it: while the job is open, at
 // its progress ticks (progress.go), never at an upload.
 func (p *Proxy) WatchJob(req *fedpcav1.WatchJobRequest, stream fedpcav1.ProxyService_WatchJobServer) error {
-	j, err := p.job(req.GetJobId())
+	j, who, err := p.partyJob(stream.Context(), req.GetJobId())
 	if err != nil {
-		return p.toStatus(err)
-	}
-	who := caller(stream.Context())
-	if err := j.party(who); err != nil {
-		return p.toStatus(err)
+		return err
 	}
 	var last *fedpcav1.JobStatus
 	for {
@@ -292,13 +300,9 @@ func (p *Proxy) done() <-chan struct{} {
 
 // Decline implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fedpcav1.DeclineResponse, error) {
-	who := caller(ctx)
-	j, err := p.job(req.GetJobId())
+	j, who, err := p.partyJob(ctx, req.GetJobId())
 	if err != nil {
-		return nil, p.toStatus(err)
-	}
-	if err := j.party(who); err != nil {
-		return nil, p.toStatus(err)
+		return nil, err
 	}
 	reason, err := job.ParseDecline(int32(req.GetReason()))
 	if err != nil {
@@ -335,13 +339,9 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 // shows what the job left spent or released, not the reservation the owner
 // reported with its upload. Display only: the owner's ledger decides.
 func (p *Proxy) ReportBudget(ctx context.Context, req *fedpcav1.ReportBudgetRequest) (*fedpcav1.ReportBudgetResponse, error) {
-	who := caller(ctx)
-	j, err := p.job(req.GetJobId())
+	j, who, err := p.partyJob(ctx, req.GetJobId())
 	if err != nil {
-		return nil, p.toStatus(err)
-	}
-	if err := j.party(who); err != nil {
-		return nil, p.toStatus(err)
+		return nil, err
 	}
 	b := budget(who.ID, req.GetBudget())
 	if b == nil {
@@ -408,12 +408,9 @@ func (p *Proxy) PublishResult(ctx context.Context, req *fedpcav1.PublishResultRe
 
 // GetPublished implements fedpcav1.ProxyServiceServer.
 func (p *Proxy) GetPublished(ctx context.Context, req *fedpcav1.GetPublishedRequest) (*fedpcav1.GetPublishedResponse, error) {
-	j, err := p.job(req.GetJobId())
+	j, _, err := p.partyJob(ctx, req.GetJobId())
 	if err != nil {
-		return nil, p.toStatus(err)
-	}
-	if err := j.party(caller(ctx)); err != nil {
-		return nil, p.toStatus(err)
+		return nil, err
 	}
 	out, err := p.store.published(j.id)
 	if err != nil {
