@@ -3,7 +3,6 @@ package eigen
 import (
 	"fmt"
 	"math/bits"
-	"time"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"github.com/tuneinsight/lattigo/v5/he/hefloat"
@@ -125,11 +124,10 @@ var Classic = NSStep{A: 1.5, B: 0.5}
 // Block returns p = min(d, k + 10).
 func Block(d, k int) int { return min(d, k+10) }
 
-// Stats counts what a run cost.
+// Stats counts what a run cost (the caller times it: protocol/ reads no
+// clock; Solver.AfterIteration is the hook).
 type Stats struct {
 	Refreshes, Rotations, Products int
-	PerIteration                   []time.Duration
-	Setup                          time.Duration
 }
 
 // Solver runs the iteration for one committee and one layout.
@@ -142,6 +140,8 @@ type Solver struct {
 	encr  *rlwe.Encryptor
 	diag  []*rlwe.Ciphertext // the pre-rotated diagonals of C / B
 	Stats Stats
+	// AfterIteration, if set, is called after each iteration.
+	AfterIteration func(iteration int)
 }
 
 // Rotations lists the rotations a solver for (d, k) needs keys for.
@@ -172,7 +172,6 @@ func NewSolver(c *Committee, cfg Config, cov [][]float64) (*Solver, error) {
 		eval: hefloat.NewEvaluator(c.Params, c.Evk),
 		enc:  hefloat.NewEncoder(c.Params),
 		encr: rlwe.NewEncryptor(c.Params, c.PK)}
-	start := time.Now()
 	diags := l.diagonals(cov, cfg.Bound)
 	for t := range l.R {
 		giant := (t / cfg.Baby) * cfg.Baby * l.W
@@ -184,7 +183,6 @@ func NewSolver(c *Committee, cfg Config, cov [][]float64) (*Solver, error) {
 		}
 		s.diag = append(s.diag, ct)
 	}
-	s.Stats.Setup = time.Since(start)
 	return s, nil
 }
 
@@ -356,8 +354,7 @@ func (s *Solver) Run(q0 [][]float64) (q, y *rlwe.Ciphertext, err error) {
 	if q, err = s.encrypt(s.l.Pack(q0)); err != nil {
 		return nil, nil, err
 	}
-	for range s.cfg.Iterations {
-		start := time.Now()
+	for it := range s.cfg.Iterations {
 		if err := s.ensure(q, 1+3*min(1, len(s.cfg.NS))); err != nil {
 			return nil, nil, err
 		}
@@ -372,7 +369,9 @@ func (s *Solver) Run(q0 [][]float64) (q, y *rlwe.Ciphertext, err error) {
 				return nil, nil, err
 			}
 		}
-		s.Stats.PerIteration = append(s.Stats.PerIteration, time.Since(start))
+		if s.AfterIteration != nil {
+			s.AfterIteration(it)
+		}
 	}
 	if err := s.ensure(q, 1); err != nil {
 		return nil, nil, err
