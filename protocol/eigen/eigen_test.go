@@ -251,8 +251,8 @@ func defaultConfig() Config {
 // within 1e-3 rad of gonum's decomposition of the same covariance, whose
 // eigenvalues are first checked against reference.json.
 func TestWineComponents(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow: the encrypted iteration (about 30 s)")
+	if testing.Short() || raceEnabled {
+		t.Skip("slow: the encrypted iteration (about 90 s; TestSteps covers each step under -race)")
 	}
 	c, n := covariance(t, "wine", 0)
 	ref, err := datasets.LoadReference("wine")
@@ -273,15 +273,38 @@ func TestWineComponents(t *testing.T) {
 	}
 }
 
+// envConfig is defaultConfig with EIGEN_STEPS polar steps and
+// EIGEN_ITERATIONS iterations when set.
+func envConfig(t testing.TB) Config {
+	cfg := defaultConfig()
+	if v := os.Getenv("EIGEN_STEPS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.NS = slices.Repeat([]NSStep{Steep}, n)
+	}
+	if v := os.Getenv("EIGEN_ITERATIONS"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Iterations = n
+	}
+	return cfg
+}
+
 // TestDatasets measures every bundled dataset (k = 5, and k = 15 at d >=
-// 30) and reports the table of docs/design-components.md. Slow: skipped
-// under -short; EIGEN_DATASETS=wine,wdbc narrows it.
+// 30) and prints the rows of docs/design-components.md's table. Minutes
+// per dataset: it runs only with EIGEN_DATASETS set (all, or a list such
+// as wine,wdbc); EIGEN_STEPS and EIGEN_ITERATIONS set the public counts.
 func TestDatasets(t *testing.T) {
-	if testing.Short() {
-		t.Skip("slow: runs the encrypted iteration on every dataset")
+	v := os.Getenv("EIGEN_DATASETS")
+	if v == "" {
+		t.Skip("EIGEN_DATASETS=all (or a list) runs the encrypted iteration per dataset")
 	}
 	names := datasets.Names()
-	if v := os.Getenv("EIGEN_DATASETS"); v != "" {
+	if v != "all" {
 		names = splitComma(v)
 	}
 	for _, name := range names {
@@ -294,7 +317,7 @@ func TestDatasets(t *testing.T) {
 		for _, k := range ks {
 			ev, _ := exact(t, c)
 			gap := (ev[k-1] - ev[min(k, d-1)]) / ev[0]
-			r := solve(t, c, k, defaultConfig())
+			r := solve(t, c, k, envConfig(t))
 			fmt.Printf("| %s | %d | %d | %d | %.4f | %.1e | %.1e | %.1e | %d | %d | %.1f | %.0f |\n", name, d, k, Block(d, k), gap,
 				r.relErr, r.subspace, r.vector, r.refreshes, r.stats.Rotations, median(r.iterations).Seconds(), r.total.Seconds())
 		}
@@ -346,17 +369,17 @@ func (c *Committee) idealSecret() *rlwe.SecretKey {
 	return sk
 }
 
-// BenchmarkSonar50 times two subspace iterations (each the product and
-// three polar steps, with their refreshes) and the final product at d = 50,
-// k = 15 (p = 25) on sonar's first 50 features (a real 50-feature
-// covariance), for a 3-member committee; key generation and the input's
-// encryption are not timed. It reports the median iteration and the
+// BenchmarkSonar50 times one subspace iteration (the product and the polar
+// steps, EIGEN_STEPS of them, with their refreshes) and the final product
+// at d = 50, k = 15 (p = 25) on sonar's first 50 features (a real
+// 50-feature covariance), for a 3-member committee; key generation and the
+// input's encryption are not timed. It reports the iteration's time and the
 // refreshes and rotations per op.
 func BenchmarkSonar50(b *testing.B) {
 	c, _ := covariance(b, "sonar", 50)
 	d, k := len(c), 15
-	cfg := defaultConfig()
-	cfg.D, cfg.K, cfg.Iterations, cfg.Baby = d, k, 2, 8
+	cfg := envConfig(b)
+	cfg.D, cfg.K, cfg.Iterations, cfg.Baby = d, k, 1, 8
 	rots, err := Rotations(d, k, cfg.Baby)
 	if err != nil {
 		b.Fatal(err)

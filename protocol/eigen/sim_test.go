@@ -1,7 +1,12 @@
 package eigen
 
 import (
+	"fmt"
+	"os"
+	"slices"
 	"testing"
+
+	"github.com/fedpca/fedpca/datasets"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -58,5 +63,40 @@ func TestPlainIteration(t *testing.T) {
 	t.Logf("plain wine: %.2e %.2e %.2e", rel, sub, vec)
 	if rel > 1e-4 || sub > 1e-3 {
 		t.Fatalf("plain iteration misses the bar: %.2e, %.2e", rel, sub)
+	}
+}
+
+// TestPlainDatasets prints the float64 iteration's accuracy on every
+// dataset for a few fixed counts: the floor the encrypted run is compared
+// with (docs/design-components.md). EIGEN_PLAIN=1 to run.
+func TestPlainDatasets(t *testing.T) {
+	if os.Getenv("EIGEN_PLAIN") == "" {
+		t.Skip("EIGEN_PLAIN=1 prints the table")
+	}
+	for _, name := range datasets.Names() {
+		c, _ := covariance(t, name, 0)
+		d := len(c)
+		ks := []int{min(5, d)}
+		if d >= 30 {
+			ks = append(ks, 15)
+		}
+		ev, evec := exact(t, c)
+		for _, k := range ks {
+			row := fmt.Sprintf("| %s | %d | %d |", name, d, k)
+			for _, its := range []int{12, 24} {
+				for _, steps := range []int{3, 4, 5, 6} {
+					cfg := Config{Iterations: its, NS: slices.Repeat([]NSStep{Steep}, steps), Bound: 1}
+					q, y := plainRun(c, cfg, start(d, Block(d, k)))
+					vals, vecs, err := Ritz(fromDense(q), fromDense(y), k, 1, RitzTol)
+					if err != nil {
+						row += " - |"
+						continue
+					}
+					rel, sub, _ := accuracy(vals, vecs, ev, evec)
+					row += fmt.Sprintf(" %.0e / %.0e |", rel, sub)
+				}
+			}
+			fmt.Println(row)
+		}
 	}
 }
