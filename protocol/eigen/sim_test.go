@@ -93,7 +93,7 @@ func TestPlainDatasets(t *testing.T) {
 						continue
 					}
 					rel, sub, _ := accuracy(vals, vecs, ev, evec)
-					row += fmt.Sprintf(" %.0e / %.0e |", rel, sub)
+					row += fmt.Sprintf(" %.1e / %.1e |", rel, sub)
 				}
 			}
 			fmt.Println(row)
