@@ -191,13 +191,11 @@ type result struct {
 	total                    time.Duration   // iterations and final product
 }
 
-// solve runs the encrypted iteration end to end for a 3-member committee and
-// returns the top-k accuracy against the plaintext decomposition.
-func solve(t testing.TB, c [][]float64, k int, cfg Config) result {
+// newSolver runs the key ceremony of a 3-member committee for cfg and
+// encrypts c's diagonals.
+func newSolver(t testing.TB, c [][]float64, cfg Config) (*Committee, *Solver) {
 	t.Helper()
-	d := len(c)
-	cfg.D, cfg.K = d, k
-	rots, err := Rotations(d, k, cfg.Baby)
+	rots, err := Rotations(cfg.D, cfg.K, cfg.Baby)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,6 +207,16 @@ func solve(t testing.TB, c [][]float64, k int, cfg Config) result {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return com, s
+}
+
+// solve runs the encrypted iteration end to end for a 3-member committee and
+// returns the top-k accuracy against the plaintext decomposition.
+func solve(t testing.TB, c [][]float64, k int, cfg Config) result {
+	t.Helper()
+	d := len(c)
+	cfg.D, cfg.K = d, k
+	com, s := newSolver(t, c, cfg)
 	times := timeIterations(s)
 	begin := time.Now()
 	q, y, err := s.Run(start(d, Block(d, k)))
@@ -380,18 +388,7 @@ func BenchmarkSonar50(b *testing.B) {
 	d, k := len(c), 15
 	cfg := envConfig(b)
 	cfg.D, cfg.K, cfg.Iterations, cfg.Baby = d, k, 1, 8
-	rots, err := Rotations(d, k, cfg.Baby)
-	if err != nil {
-		b.Fatal(err)
-	}
-	com, err := NewCommittee(3, rots, []byte("bench"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	s, err := NewSolver(com, cfg, c)
-	if err != nil {
-		b.Fatal(err)
-	}
+	com, s := newSolver(b, c, cfg)
 	q0 := start(d, Block(d, k))
 	b.ResetTimer()
 	for range b.N {

@@ -26,13 +26,10 @@ func Ritz(q, y [][]float64, k int, bound, relTol float64) (values []float64, vec
 	var gram, a mat.Dense
 	gram.Mul(Q.T(), Q)
 	a.Mul(Q.T(), Y)
-	var es mat.EigenSym
-	if !es.Factorize(symOf(&gram), true) {
-		return nil, nil, errors.New("Q^T Q: no eigendecomposition")
+	gv, gvec, err := eigSym(&gram, "Q^T Q")
+	if err != nil {
+		return nil, nil, err
 	}
-	gv := es.Values(nil)
-	var gvec mat.Dense
-	es.VectorsTo(&gvec)
 	top := 0.0
 	for _, v := range gv {
 		top = math.Max(top, v)
@@ -55,20 +52,17 @@ func Ritz(q, y [][]float64, k int, bound, relTol float64) (values []float64, vec
 	var small, tmp mat.Dense
 	tmp.Mul(&a, w)
 	small.Mul(w.T(), &tmp)
-	var es2 mat.EigenSym
-	if !es2.Factorize(symOf(&small), true) {
-		return nil, nil, errors.New("Ritz matrix: no eigendecomposition")
+	theta, u, err := eigSym(&small, "the Ritz matrix")
+	if err != nil {
+		return nil, nil, err
 	}
-	theta := es2.Values(nil)
-	var u mat.Dense
-	es2.VectorsTo(&u)
 	order := make([]int, len(theta))
 	for i := range order {
 		order[i] = i
 	}
 	sort.Slice(order, func(i, j int) bool { return theta[order[i]] > theta[order[j]] })
 	var wu, x mat.Dense
-	wu.Mul(w, &u)
+	wu.Mul(w, u)
 	x.Mul(Q, &wu)
 	for _, i := range order[:k] {
 		values = append(values, theta[i]*bound)
@@ -84,6 +78,17 @@ func Ritz(q, y [][]float64, k int, bound, relTol float64) (values []float64, vec
 		vectors = append(vectors, v)
 	}
 	return values, vectors, nil
+}
+
+// eigSym decomposes m's symmetric part.
+func eigSym(m *mat.Dense, name string) ([]float64, *mat.Dense, error) {
+	var es mat.EigenSym
+	if !es.Factorize(symOf(m), true) {
+		return nil, nil, errors.New(name + ": no eigendecomposition")
+	}
+	var vec mat.Dense
+	es.VectorsTo(&vec)
+	return es.Values(nil), &vec, nil
 }
 
 // symOf symmetrises a square matrix.

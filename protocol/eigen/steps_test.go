@@ -14,18 +14,7 @@ func TestSteps(t *testing.T) {
 	c, _ := covariance(t, "wine", 0)
 	d, k := len(c), 5
 	cfg := Config{D: d, K: k, Iterations: 1, NS: []NSStep{Steep}, Bound: 1, Baby: 4}
-	rots, err := Rotations(d, k, cfg.Baby)
-	if err != nil {
-		t.Fatal(err)
-	}
-	com, err := NewCommittee(3, rots, []byte("steps"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := NewSolver(com, cfg, c)
-	if err != nil {
-		t.Fatal(err)
-	}
+	com, s := newSolver(t, c, cfg)
 	sk := com.idealSecret()
 	p := Block(d, k)
 	q0 := start(d, p)
