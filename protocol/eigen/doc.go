@@ -35,11 +35,19 @@
 // (semi-honest members; a deviating party is issue 28's subject, not this
 // package's). The members see only masked shares; nobody sees C, Y, Q or G.
 //
+// Parameters (ParamsLiteral): N = 2^14, log Q = 55 + 8 x 40, log P = 61,
+// log QP = 436 <= 438, the homomorphic encryption standard's bound for 128
+// bits at N = 2^14 with a ternary secret; scale 2^40; a refresh at level 3,
+// the lowest where 168-bit masks of 3 members fit (mhefloat
+// GetMinimumLevelForRefresh at 128 bits).
+//
 // What it does not do yet (placeholders, measured around): the conversion
 // from the owners' BGV aggregate into this layout (the input is encrypted
 // directly under the collective key from a plaintext covariance, by the
 // tests), and the final Rayleigh-Ritz: Release switches the block Q and
 // C Q to the user's key (mhe PublicKeySwitchProtocol), who solves the p x p
 // problem. That release shows the user 2 d p numbers, more than the top-k
-// components: it is not the issue's privacy claim.
+// components: it is not the issue's privacy claim. No member checks what it
+// refreshes (a refresh is a decryption oracle for a crafted ciphertext:
+// issue 28), no flooding is sized for the release, and n of n must answer.
 package eigen
