@@ -5,6 +5,8 @@ import (
 	"math/rand/v2"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/analysis"
 )
 
 // dpLibPCA is diffprivlib's PCA (IBM diffprivlib 0.6, models/pca.py with
@@ -59,7 +61,7 @@ func dpLibPCA(x *mat.Dense, lo, hi []float64, dataNorm, epsilon float64, k int, 
 			var pc, sub mat.Dense
 			pc.Mul(proj, cov)
 			sub.Mul(&pc, proj.T())
-			u = bingham(symOf(&sub), epsI, rng)
+			u = bingham(analysis.Symmetric(&sub), epsI, rng)
 		}
 		var t mat.VecDense
 		t.MulVec(proj.T(), mat.NewVecDense(m, u))
@@ -90,17 +92,6 @@ func eye(d int) *mat.Dense {
 		m.Set(i, i, 1)
 	}
 	return m
-}
-
-func symOf(a *mat.Dense) *mat.SymDense {
-	d, _ := a.Dims()
-	s := mat.NewSymDense(d, nil)
-	for i := range d {
-		for j := i; j < d; j++ {
-			s.SetSym(i, j, (a.At(i, j)+a.At(j, i))/2)
-		}
-	}
-	return s
 }
 
 // nullSpace returns the rows of an orthonormal basis of the complement of

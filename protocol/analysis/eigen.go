@@ -38,6 +38,19 @@ func symEigen(s mat.Symmetric) ([]float64, *mat.Dense, error) {
 	return vals, vecs, nil
 }
 
+// Symmetric is the symmetric part (A + A^T) / 2 of the square matrix a: a
+// product that is symmetric in exact arithmetic, made so in floating point.
+func Symmetric(a mat.Matrix) *mat.SymDense {
+	d, _ := a.Dims()
+	s := mat.NewSymDense(d, nil)
+	for i := range d {
+		for j := i; j < d; j++ {
+			s.SetSym(i, j, (a.At(i, j)+a.At(j, i))/2)
+		}
+	}
+	return s
+}
+
 // PSD returns the projection of the symmetric matrix s onto the cone of positive semidefinite
 // matrices in Frobenius norm: U max(L, 0) U^T where s = U L U^T.
 func PSD(s mat.Symmetric) (*mat.SymDense, error) {

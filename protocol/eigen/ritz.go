@@ -6,6 +6,8 @@ import (
 	"sort"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/analysis"
 )
 
 // Ritz solves the Rayleigh-Ritz problem of a block that need not be
@@ -83,24 +85,12 @@ func Ritz(q, y [][]float64, k int, bound, relTol float64) (values []float64, vec
 // eigSym decomposes m's symmetric part.
 func eigSym(m *mat.Dense, name string) ([]float64, *mat.Dense, error) {
 	var es mat.EigenSym
-	if !es.Factorize(symOf(m), true) {
+	if !es.Factorize(analysis.Symmetric(m), true) {
 		return nil, nil, errors.New(name + ": no eigendecomposition")
 	}
 	var vec mat.Dense
 	es.VectorsTo(&vec)
 	return es.Values(nil), &vec, nil
-}
-
-// symOf symmetrises a square matrix.
-func symOf(m *mat.Dense) *mat.SymDense {
-	n, _ := m.Dims()
-	s := mat.NewSymDense(n, nil)
-	for i := range n {
-		for j := i; j < n; j++ {
-			s.SetSym(i, j, (m.At(i, j)+m.At(j, i))/2)
-		}
-	}
-	return s
 }
 
 // RitzTol is the relative cut on Q^T Q's eigenvalues in Ritz: directions
