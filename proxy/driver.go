@@ -216,6 +216,8 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 			why = fmt.Sprintf("the job needs %d owners, and %s never called this proxy in %s: %s", j.spec.MinOwners,
 				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers, j.ownerList()))
 			missing = slices.DeleteFunc(missing, func(o string) bool { return slices.Contains(strangers, o) })
+		case d == n:
+			why = fmt.Sprintf("all %d owners declined", n)
 		default:
 			why = fmt.Sprintf("%d of the %d owners declined: the other %d cannot make the %d needed", d, n, n-d, j.spec.MinOwners)
 		}

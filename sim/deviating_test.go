@@ -100,7 +100,8 @@ func TestDeviatingProxySwapsCommitteeKey(t *testing.T) {
 			// as soon as the declines leave too few owners).
 			ids := IDs(owners)
 			_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, Epsilon: 1, Owners: ids, MinOwners: 1, Deadline: time.Now().Add(time.Minute)})
-			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) {
+			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) ||
+				!strings.HasPrefix(st.GetReason(), "all 3 owners declined; declined: ") {
 				t.Fatalf("job %s (%s): uploaded %v, declined %v", st.GetState(), st.GetReason(), st.GetUploadedOwners(), st.GetDeclinedOwners())
 			}
 			for _, d := range st.GetDeclinedOwners() {

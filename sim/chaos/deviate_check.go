@@ -45,8 +45,11 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 				declined++
 			}
 		}
+		// Every owner that answered refused the key; the job may fail as
+		// soon as the refusals leave too few owners, before the others
+		// answer.
 		r.verify(InvDevKey, o.served > 0 && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && st.GetReason() != "" && len(st.GetUploadedOwners()) == 0 &&
-			jr.result == nil && declined == len(ep.owners), ep, id,
+			jr.result == nil && declined > 0 && declined == len(st.GetDeclinedOwners()), ep, id,
 			"swapped keys served %d; job %s (%s), uploaded %v, %d of %d owners declined committee_key", o.served, st.GetState(), st.GetReason(),
 			st.GetUploadedOwners(), declined, len(ep.owners))
 	case DevReplay:
