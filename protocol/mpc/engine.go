@@ -1,0 +1,263 @@
+package mpc
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Shared is a matrix held as n additive shares over Z_2^128: S[i] is party
+// i's share and the value is their sum. Parties compute on their own share;
+// the only communication is an opening (every party sends its share of a
+// masked value to every other), counted by the Engine.
+type Shared struct {
+	R, C int
+	S    []Mat
+}
+
+// Params are the fixed-point parameters. F fractional bits; every value
+// that is truncated must lie in (-2^L, 2^L) before truncation (products
+// carry 2F fractional bits), and the truncation's masks have L + Lambda
+// bits, so an opened masked value is within statistical distance
+// 2^(1 - Lambda) of one independent of the value (Catrina and Saxena
+// 2010; Mohassel and Zhang, SecureML 2017, for matrices). L + Lambda + 1
+// must stay below 128, where the masked value cannot wrap.
+type Params struct {
+	F, L, Lambda uint
+}
+
+// DefaultParams: 32 fractional bits, values below 2^86 before truncation
+// (2^22 after a product's truncation), 40 bits of statistical hiding.
+var DefaultParams = Params{F: 32, L: 86, Lambda: 40}
+
+// Validate checks the bounds above.
+func (p Params) Validate() error {
+	if p.F == 0 || 2*p.F >= p.L || p.L+p.Lambda+1 >= 128 {
+		return fmt.Errorf("fixed point F %d L %d Lambda %d: want 0 < 2F < L and L + Lambda + 1 < 128", p.F, p.L, p.Lambda)
+	}
+	if p.Lambda < 40 {
+		return fmt.Errorf("statistical hiding of %d bits: want at least 40", p.Lambda)
+	}
+	return nil
+}
+
+// Cost counts the communication: rounds of openings (openings sent in the
+// same round count once) and the bytes each party sends.
+type Cost struct {
+	Rounds        int
+	BytesPerParty int64
+}
+
+// Engine runs n parties' shares in one process (the shares are kept
+// apart: no step reads another party's share except through an opening)
+// with a dealer's correlated randomness.
+type Engine struct {
+	N      int
+	P      Params
+	dealer *Dealer
+	Cost   Cost
+}
+
+// NewEngine returns an engine for n >= 2 parties.
+func NewEngine(n int, p Params, d *Dealer) (*Engine, error) {
+	if n < 2 {
+		return nil, errors.New("secret sharing needs at least 2 parties")
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if d == nil || d.n != n {
+		return nil, errors.New("dealer for a different number of parties")
+	}
+	return &Engine{N: n, P: p, dealer: d}, nil
+}
+
+// open runs one round in which the parties open every x: each party sends
+// its shares to the n - 1 others and all sum them.
+func (e *Engine) open(xs ...Shared) []Mat {
+	out := make([]Mat, len(xs))
+	words := 0
+	for k, x := range xs {
+		v := x.S[0]
+		for i := 1; i < e.N; i++ {
+			v = add(v, x.S[i])
+		}
+		out[k] = v
+		words += x.R * x.C
+	}
+	e.Cost.Rounds++
+	e.Cost.BytesPerParty += int64(words) * 16 * int64(e.N-1)
+	return out
+}
+
+// Share splits a public or input matrix into fresh shares (the input
+// party's step; no communication is counted beyond its one message).
+func (e *Engine) Share(m Mat) Shared { return e.dealer.split(m) }
+
+// Reveal opens x to every party. The solver reveals only its output,
+// and only to the user; tests use it to measure.
+func (e *Engine) Reveal(x Shared) Mat { return e.open(x)[0] }
+
+func (e *Engine) each(x Shared, f func(i int, s Mat) Mat) Shared {
+	out := Shared{R: x.R, C: x.C, S: make([]Mat, e.N)}
+	for i, s := range x.S {
+		out.S[i] = f(i, s)
+	}
+	if len(out.S) > 0 {
+		out.R, out.C = out.S[0].R, out.S[0].C
+	}
+	return out
+}
+
+// Add returns x + y.
+func (e *Engine) Add(x, y Shared) Shared {
+	return e.each(x, func(i int, s Mat) Mat { return add(s, y.S[i]) })
+}
+
+// Sub returns x - y.
+func (e *Engine) Sub(x, y Shared) Shared {
+	return e.each(x, func(i int, s Mat) Mat { return sub(s, y.S[i]) })
+}
+
+// AddPublic returns x + m for a public m (party 0 adds it).
+func (e *Engine) AddPublic(x Shared, m Mat) Shared {
+	return e.each(x, func(i int, s Mat) Mat {
+		if i == 0 {
+			return add(s, m)
+		}
+		return s
+	})
+}
+
+// Scale returns k x for a public integer k (no truncation).
+func (e *Engine) Scale(x Shared, k int64) Shared {
+	w := FromInt64(k)
+	return e.each(x, func(_ int, s Mat) Mat { return scale(s, w) })
+}
+
+// Transpose returns x^T (local).
+func (e *Engine) Transpose(x Shared) Shared {
+	return e.each(x, func(_ int, s Mat) Mat { return s.Transpose() })
+}
+
+// Product is one factor pair of a round of multiplications.
+type Product struct{ X, Y Shared }
+
+// MatMul returns every X Y, truncated by F + extra bits (extra divides
+// by 2^extra), in two rounds whatever the number of products: the
+// Beaver openings of X - A and Y - B, then the truncations.
+func (e *Engine) MatMul(extra uint, ps ...Product) ([]Shared, error) {
+	var opens []Shared
+	type tr struct{ a, b, ab Shared }
+	trs := make([]tr, len(ps))
+	for k, p := range ps {
+		if p.X.C != p.Y.R {
+			return nil, fmt.Errorf("product %d: %dx%d by %dx%d", k, p.X.R, p.X.C, p.Y.R, p.Y.C)
+		}
+		a, b, ab := e.dealer.triple(p.X.R, p.X.C, p.Y.C)
+		trs[k] = tr{a, b, ab}
+		opens = append(opens, e.Sub(p.X, a), e.Sub(p.Y, b))
+	}
+	opened := e.open(opens...)
+	raw := make([]Shared, len(ps))
+	for k := range ps {
+		E, F := opened[2*k], opened[2*k+1]
+		t := trs[k]
+		raw[k] = e.each(t.ab, func(i int, ab Mat) Mat {
+			z := add(ab, add(mul(E, t.b.S[i]), mul(t.a.S[i], F)))
+			if i == 0 {
+				z = add(z, mul(E, F))
+			}
+			return z
+		})
+	}
+	return e.Trunc(e.P.F+extra, raw...), nil
+}
+
+// Gram returns x^T x truncated by F, in two rounds (x - A opened once for
+// both factors).
+func (e *Engine) Gram(x Shared) Shared {
+	a, ata := e.dealer.gramPair(x.R, x.C)
+	E := e.open(e.Sub(x, a))[0]
+	Et := E.Transpose()
+	raw := e.each(ata, func(i int, z Mat) Mat {
+		at := a.S[i].Transpose()
+		z = add(z, add(mul(Et, a.S[i]), mul(at, E)))
+		if i == 0 {
+			z = add(z, mul(Et, E))
+		}
+		return z
+	})
+	return e.Trunc(e.P.F, raw)[0]
+}
+
+// Fixed is an operand opened once, masked, for many products on its left
+// (a covariance in every iteration): the mask's reuse is safe because the
+// masked value X - A is opened only once (SecureML's precomputed masks).
+type Fixed struct {
+	id   int
+	a    Shared
+	open Mat
+}
+
+// Fix opens x - A for later MulFixed calls (one round).
+func (e *Engine) Fix(x Shared) *Fixed {
+	id, a := e.dealer.fix(x.R, x.C)
+	return &Fixed{id: id, a: a, open: e.open(e.Sub(x, a))[0]}
+}
+
+// MulFixed returns X y truncated by F for the fixed X, in two rounds.
+func (e *Engine) MulFixed(x *Fixed, y Shared) (Shared, error) {
+	if x.open.C != y.R {
+		return Shared{}, fmt.Errorf("fixed product: %dx%d by %dx%d", x.open.R, x.open.C, y.R, y.C)
+	}
+	b, ab := e.dealer.fixedTriple(x.id, y.C)
+	F := e.open(e.Sub(y, b))[0]
+	raw := e.each(ab, func(i int, z Mat) Mat {
+		z = add(z, add(mul(x.open, b.S[i]), mul(x.a.S[i], F)))
+		if i == 0 {
+			z = add(z, mul(x.open, F))
+		}
+		return z
+	})
+	return e.Trunc(e.P.F, raw)[0], nil
+}
+
+// Trunc divides every x by 2^s (s <= F + a few bits), rounding down or
+// up by one unit, in one round: party 0 offsets x by 2^L into [0, 2^(L+1)),
+// the parties open c = x + 2^L + r for a dealt r < 2^(L+Lambda), and the
+// result is c >> s - r >> s - 2^(L-s). No wrap: L + Lambda + 1 < 128.
+func (e *Engine) Trunc(s uint, xs ...Shared) []Shared {
+	off := Pow2(e.P.L)
+	offOut := Pow2(e.P.L - s)
+	var opens []Shared
+	his := make([]Shared, len(xs))
+	for k, x := range xs {
+		r, hi := e.dealer.truncPair(x.R, x.C, e.P.L+e.P.Lambda, s)
+		his[k] = hi
+		opens = append(opens, e.each(x, func(i int, m Mat) Mat {
+			m = add(m, r.S[i])
+			if i == 0 {
+				for j := range m.V {
+					m.V[j] = m.V[j].Add(off)
+				}
+			}
+			return m
+		}))
+	}
+	opened := e.open(opens...)
+	out := make([]Shared, len(xs))
+	for k := range xs {
+		c := opened[k]
+		out[k] = e.each(his[k], func(i int, h Mat) Mat {
+			z := NewMat(h.R, h.C)
+			for j := range z.V {
+				z.V[j] = h.V[j].Neg()
+				if i == 0 {
+					z.V[j] = z.V[j].Add(c.V[j].Shr(s)).Sub(offOut)
+				}
+			}
+			return z
+		})
+	}
+	return out
+}
