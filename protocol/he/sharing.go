@@ -72,9 +72,10 @@ import (
 // float Gaussian (which is kept at a fresh encryption's sigma). It is sized
 // for a ct whose second component is the sum of proven uploads, so the
 // caller must have verified ct[1] exactly as for a key switch (see csp): a
-// crafted c1 (K T^-1, say) would make the decrypted noise hold K s, far
-// beyond what any flooding within the noise budget hides, and turn the
-// protocol into a decryption oracle for the committee secret.
+// crafted c1 (a constant K of 2^125, say) would put 2 K s into the noise
+// the receiver learns, beyond what any flooding within the noise budget
+// hides, and turn the protocol into a decryption oracle for the committee
+// secret.
 //
 // # Shares to encryption
 //
