@@ -47,17 +47,31 @@ type Cost struct {
 	BytesPerParty int64
 }
 
-// Engine runs n parties' shares in one process (the shares are kept
-// apart: no step reads another party's share except through an opening)
-// with a dealer's correlated randomness.
+// Net carries a party's openings: Exchange sends the party's share of a
+// round's masked values to every other party and returns the sum of all
+// parties' shares (mod 2^128).
+type Net interface {
+	Exchange(mine []Word) ([]Word, error)
+}
+
+// Engine runs the parties' shares: all n of them in one process (the
+// shares are kept apart: no step reads another party's share except
+// through an opening), or one party's (Me >= 0) with the others over a
+// Net. Its dealer is the whole dealer in the first case and the party's
+// view of it in the second. The first error (a Net or dealer failure)
+// sticks: later openings return zeros at once, so a program runs out
+// quickly, and Err reports it.
 type Engine struct {
 	N      int
+	Me     int // -1: every party here
 	P      Params
 	dealer *Dealer
+	net    Net
+	err    error
 	Cost   Cost
 }
 
-// NewEngine returns an engine for n >= 2 parties.
+// NewEngine returns an engine running all n >= 2 parties with dealer d.
 func NewEngine(n int, p Params, d *Dealer) (*Engine, error) {
 	if n < 2 {
 		return nil, errors.New("secret sharing needs at least 2 parties")
@@ -65,10 +79,30 @@ func NewEngine(n int, p Params, d *Dealer) (*Engine, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	if d == nil || d.n != n {
-		return nil, errors.New("dealer for a different number of parties")
+	if d == nil || d.n != n || d.me >= 0 {
+		return nil, errors.New("the engine needs the dealer of its n parties")
 	}
-	return &Engine{N: n, P: p, dealer: d}, nil
+	return &Engine{N: n, Me: -1, P: p, dealer: d}, nil
+}
+
+// NewPartyEngine returns party me's engine: its dealer view src
+// (NewPartySource) and its Net.
+func NewPartyEngine(n, me int, p Params, src *Dealer, net Net) (*Engine, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if src == nil || src.n != n || src.me != me || net == nil {
+		return nil, fmt.Errorf("party %d's engine needs its dealer view and a net", me)
+	}
+	return &Engine{N: n, Me: me, P: p, dealer: src, net: net}, nil
+}
+
+// Err returns the first failure of the net or the dealer.
+func (e *Engine) Err() error {
+	if e.err != nil {
+		return e.err
+	}
+	return e.dealer.Err()
 }
 
 // open runs one round in which the parties open every x: each party sends
@@ -76,34 +110,64 @@ func NewEngine(n int, p Params, d *Dealer) (*Engine, error) {
 func (e *Engine) open(xs ...Shared) []Mat {
 	out := make([]Mat, len(xs))
 	words := 0
-	for k, x := range xs {
-		v := x.S[0]
-		for i := 1; i < e.N; i++ {
-			v = add(v, x.S[i])
-		}
-		out[k] = v
+	for _, x := range xs {
 		words += x.R * x.C
 	}
 	e.Cost.Rounds++
 	e.Cost.BytesPerParty += int64(words) * 16 * int64(e.N-1)
+	if e.Me < 0 {
+		for k, x := range xs {
+			v := x.S[0]
+			for i := 1; i < e.N; i++ {
+				v = add(v, x.S[i])
+			}
+			out[k] = v
+		}
+		return out
+	}
+	mine := make([]Word, 0, words)
+	for _, x := range xs {
+		mine = append(mine, x.S[e.Me].V...)
+	}
+	var sum []Word
+	if e.Err() == nil {
+		var err error
+		if sum, err = e.net.Exchange(mine); err == nil && len(sum) != words {
+			err = fmt.Errorf("round %d: %d words opened, %d sent", e.Cost.Rounds, len(sum), words)
+		}
+		if err != nil {
+			e.err = err
+		}
+	}
+	if e.err != nil {
+		sum = make([]Word, words)
+	}
+	for k, x := range xs {
+		out[k] = Mat{R: x.R, C: x.C, V: sum[:x.R*x.C]}
+		sum = sum[x.R*x.C:]
+	}
 	return out
 }
 
-// Share splits a public or input matrix into fresh shares (the input
-// party's step; no communication is counted beyond its one message).
-func (e *Engine) Share(m Mat) Shared { return e.dealer.split(m) }
+// Share splits m into fresh shares: an input held by the dealer (tests;
+// the engine of all parties only).
+func (e *Engine) Share(m Mat) Shared {
+	return e.dealer.split(m.R, m.C, func() Mat { return m })
+}
 
 // Reveal opens x to every party. The solver reveals only its output,
 // and only to the user; tests use it to measure.
 func (e *Engine) Reveal(x Shared) Mat { return e.open(x)[0] }
 
+// each applies f to every share held here (all of them, or the party's).
 func (e *Engine) each(x Shared, f func(i int, s Mat) Mat) Shared {
 	out := Shared{R: x.R, C: x.C, S: make([]Mat, e.N)}
 	for i, s := range x.S {
+		if e.Me >= 0 && i != e.Me {
+			continue
+		}
 		out.S[i] = f(i, s)
-	}
-	if len(out.S) > 0 {
-		out.R, out.C = out.S[0].R, out.S[0].C
+		out.R, out.C = out.S[i].R, out.S[i].C
 	}
 	return out
 }
@@ -210,7 +274,7 @@ func (e *Engine) MulFixed(x *Fixed, y Shared) (Shared, error) {
 	if x.open.C != y.R {
 		return Shared{}, fmt.Errorf("fixed product: %dx%d by %dx%d", x.open.R, x.open.C, y.R, y.C)
 	}
-	b, ab := e.dealer.fixedTriple(x.id, y.C)
+	b, ab := e.dealer.fixedTriple(x.id, x.open.R, x.open.C, y.C)
 	F := e.open(e.Sub(y, b))[0]
 	raw := e.each(ab, func(i int, z Mat) Mat {
 		z = add(z, add(mul(x.open, b.S[i]), mul(x.a.S[i], F)))

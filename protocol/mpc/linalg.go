@@ -6,9 +6,14 @@ import "fmt"
 // zero): no communication.
 func (e *Engine) Const(m Mat) Shared {
 	s := Shared{R: m.R, C: m.C, S: make([]Mat, e.N)}
-	s.S[0] = m
-	for i := 1; i < e.N; i++ {
-		s.S[i] = NewMat(m.R, m.C)
+	for i := range e.N {
+		switch {
+		case e.Me >= 0 && i != e.Me:
+		case i == 0:
+			s.S[0] = m
+		default:
+			s.S[i] = NewMat(m.R, m.C)
+		}
 	}
 	return s
 }

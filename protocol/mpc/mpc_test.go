@@ -1,7 +1,6 @@
 package mpc
 
 import (
-	"bytes"
 	"math"
 	"math/big"
 	"math/rand/v2"
@@ -10,7 +9,7 @@ import (
 
 func newEngine(t testing.TB, n int) *Engine {
 	t.Helper()
-	d, err := NewDealer(n, bytes.NewReader(bytes.Repeat([]byte{7}, 32)))
+	d, err := NewDealer(n, rand.NewChaCha8([32]byte{7}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,7 +56,7 @@ func TestRingAgainstBig(t *testing.T) {
 	}
 }
 
-func randomMat(rng *rand.Rand, r, c int, scale float64) [][]float64 {
+func randomFloats(rng *rand.Rand, r, c int, scale float64) [][]float64 {
 	m := make([][]float64, r)
 	for i := range m {
 		m[i] = make([]float64, c)
@@ -96,7 +95,7 @@ func TestProducts(t *testing.T) {
 		e := newEngine(t, n)
 		f := e.P.F
 		rng := rand.New(rand.NewPCG(uint64(n), 3))
-		a, b := randomMat(rng, 7, 5, 4), randomMat(rng, 5, 3, 4)
+		a, b := randomFloats(rng, 7, 5, 4), randomFloats(rng, 5, 3, 4)
 		A, B := e.Share(EncodeMat(a, f)), e.Share(EncodeMat(b, f))
 		want := floatMul(a, b)
 		tol := 5 * 0x1p-32 * 20 // encoding error times the entries, plus a unit
@@ -196,7 +195,7 @@ func TestInvSqrt(t *testing.T) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const n = 6
 	// G = U diag(lambda) U^T with a random orthogonal U (Gram-Schmidt).
-	u := randomMat(rng, n, n, 1)
+	u := randomFloats(rng, n, n, 1)
 	for i := range n {
 		for j := range i {
 			dot := 0.0

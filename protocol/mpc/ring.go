@@ -59,6 +59,12 @@ func (a Word) Shl(s uint) Word {
 	}
 }
 
+// And is the bitwise and.
+func (a Word) And(b Word) Word { return Word{a.Hi & b.Hi, a.Lo & b.Lo} }
+
+// Bit returns bit j of a (0 or 1).
+func (a Word) Bit(j uint) uint64 { return a.Shr(j).Lo & 1 }
+
 // Pow2 returns 2^s for s < 128.
 func Pow2(s uint) Word { return Word{0, 1}.Shl(s) }
 
