@@ -104,4 +104,3 @@ func TestSharedDatasets(t *testing.T) {
 		}
 	}
 }
-
