@@ -95,4 +95,3 @@ func (e *Engine) MSBShift(x Shared, m uint) (Shared, error) {
 		return out
 	}), nil
 }
-
