@@ -71,7 +71,9 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	if err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
 		return nil, forbidden("job %s…: %v", spec.ID()[:12], err)
 	}
-	if spec.NoNoise && !c.cfg.AllowNoNoise {
+	// An exact components job is the owners' choice (their
+	// --allow-exact-components): the members learn nothing either way.
+	if spec.NoNoise && !spec.Components() && !c.cfg.AllowNoNoise {
 		return nil, forbidden("job %s… has no DP noise; this member refuses such jobs (they exist for tests and simulations)", spec.ID()[:12])
 	}
 	userPK, err := c.params.Codecs().PublicKey.Unmarshal(h.GetUserPublicKey())
