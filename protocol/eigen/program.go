@@ -134,7 +134,7 @@ const Sweeps = 8
 // shares and added, so that nobody sees the unmasked sum. Then: shares over
 // Z_2^128 (FromModT), cov / c^2 (Covariance), the block iteration
 // (SharedRun), the Rayleigh-Ritz matrix Q^T (C / c^2) Q and its top K
-// eigenpairs (mpc SymEig), the components Q W. It returns the party's share
+// eigenpairs (mpc SymEig), the components Q W and their Rayleigh quotients. It returns the party's share
 // of the output column (job.OutputLen: eigenvalues of cov / c^2, the d x K
 // components row-major, n).
 func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error) {
@@ -157,7 +157,8 @@ func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shar
 	}
 	cfg := j.Solver
 	cfg.D, cfg.K = l.D, j.K
-	q, y, err := SharedRun(e, a, Start(l.D, Block(l.D, j.K)), cfg)
+	fx := e.Fix(a)
+	q, y, err := SharedRunFixed(e, fx, Start(l.D, Block(l.D, j.K)), cfg)
 	if err != nil {
 		return mpc.Shared{}, err
 	}
@@ -165,7 +166,7 @@ func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shar
 	if err != nil {
 		return mpc.Shared{}, err
 	}
-	values, w, err := mpc.SymEig(e, e.Symmetrise(t[0]), j.K, Sweeps)
+	_, w, err := mpc.SymEig(e, e.Symmetrise(t[0]), j.K, Sweeps)
 	if err != nil {
 		return mpc.Shared{}, err
 	}
@@ -173,6 +174,18 @@ func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shar
 	if err != nil {
 		return mpc.Shared{}, err
 	}
+	// The eigenvalues as Rayleigh quotients v^T (C / c^2) v of the final
+	// vectors: second-order in their angle and free of the rounding the
+	// Jacobi sweeps accumulate on the diagonal.
+	av, err := e.MulFixed(fx, v[0])
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	prod, err := e.MulElem(v[0], av)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	values := e.ColumnSums(prod)
 	return e.Stack(values.Column(), v[0].Column(), n), nil
 }
 

@@ -9,14 +9,16 @@ import (
 	"testing"
 
 	"github.com/fedpca/fedpca/datasets"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
 
-// quantised reads a bundled dataset, standardises it, scales the rows by
-// 1/sqrt(d), clips them to norm 1 and quantises them at g bits: the rows
-// an owner would accumulate under a schema with clip norm 1.
+// quantised reads a bundled dataset, standardises it (population std),
+// clips the rows to norm 1 and quantises them at g bits, as reference.json
+// defines the preprocessing: the rows an owner would accumulate under a
+// schema with clip norm 1.
 func quantised(t testing.TB, name string, g uint) (rows [][]int64, d int) {
 	t.Helper()
 	b, err := datasets.CSV(name)
@@ -47,28 +49,26 @@ func quantised(t testing.TB, name string, g uint) (rows [][]int64, d int) {
 			ss += (r[j] - mean) * (r[j] - mean)
 		}
 		sd := math.Sqrt(ss / float64(len(x)))
-		if sd == 0 {
+		if sd <= 1e-12*(math.Abs(mean)+1) {
 			sd = 1
 		}
 		for _, r := range x {
-			r[j] = (r[j] - mean) / sd / math.Sqrt(float64(d))
+			r[j] = (r[j] - mean) / sd
 		}
+	}
+	// Quantise, then clip in integers as owners do (fixedpoint.Clipper).
+	clip, err := fixedpoint.NewClipper(1 << g)
+	if err != nil {
+		t.Fatal(err)
 	}
 	scale := math.Ldexp(1, int(g))
 	for _, r := range x {
-		norm := 0.0
-		for _, v := range r {
-			norm += v * v
-		}
-		// Room for the rounding: each coordinate moves by half a unit.
-		radius := 1 - math.Sqrt(float64(d))/scale
-		c := 1.0
-		if math.Sqrt(norm) > radius {
-			c = radius / math.Sqrt(norm)
-		}
 		q := make([]int64, d)
 		for j, v := range r {
-			q[j] = int64(math.Round(v * c * scale))
+			q[j] = int64(math.Round(v * scale))
+		}
+		if _, err := clip.Clip(q); err != nil {
+			t.Fatal(err)
 		}
 		rows = append(rows, q)
 	}

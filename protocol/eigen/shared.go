@@ -37,7 +37,12 @@ func SharedRun(e *mpc.Engine, c mpc.Shared, q0 [][]float64, cfg SharedConfig) (q
 	if c.R != c.C || c.R != len(q0) {
 		return q, y, fmt.Errorf("covariance %dx%d and start of %d rows", c.R, c.C, len(q0))
 	}
-	fx := e.Fix(c)
+	return SharedRunFixed(e, e.Fix(c), q0, cfg)
+}
+
+// SharedRunFixed is SharedRun on a covariance already opened masked (mpc
+// Fix), which the caller uses again.
+func SharedRunFixed(e *mpc.Engine, fx *mpc.Fixed, q0 [][]float64, cfg SharedConfig) (q, y mpc.Shared, err error) {
 	q = e.Const(mpc.EncodeMat(q0, e.P.F))
 	for range cfg.Iterations {
 		if y, err = e.MulFixed(fx, q); err != nil {
