@@ -46,7 +46,7 @@ func TestPartiesOverNet(t *testing.T) {
 	}
 	corrections := make(chan Mat, 1<<16)
 	dealer.SetSink(func(m Mat) { corrections <- m })
-	dry, err := NewEngine(n, DefaultParams, dealer)
+	dry, err := NewDealerEngine(n, DefaultParams, dealer)
 	if err != nil {
 		t.Fatal(err)
 	}
