@@ -265,6 +265,8 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	if err != nil {
 		return nil, fmt.Errorf("components of job %s… (round %d): %w", id[:12], e.Cost.Rounds, err)
 	}
+	// Public: the program's rounds and sizes depend on d and k only.
+	c.log.Debug("solve rounds", "job", id[:16], "rounds", e.Cost.Rounds, "opened_bytes_sent", e.Cost.BytesPerParty)
 	key, err := hex.DecodeString(chk.spec.ResultKey)
 	if err != nil {
 		return nil, invalid("result_key: %v", err)

@@ -267,3 +267,46 @@ func TestComponentsLeakNothing(t *testing.T) {
 	}
 	t.Logf("looked for %d statistics in %d log lines, %d files, %d bytes of metrics and %d bytes the user received", checked, len(lines), len(files), metrics.Len(), len(seen))
 }
+
+// TestComponentsCost measures a components job through the daemons for
+// docs/BENCHMARKS.md: COMPONENTS_BENCH=d50 runs PCA with k = 15 on sonar's
+// first 50 features split among 10 owners (a 2-of-3 committee, exact),
+// and prints submit-to-result, eigenvalue error and principal angle
+// against the statistics release of the same job.
+func TestComponentsCost(t *testing.T) {
+	if os.Getenv("COMPONENTS_BENCH") != "d50" {
+		t.Skip("COMPONENTS_BENCH=d50 runs the measurement")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("sonar")
+	var b strings.Builder
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Split(line, ",")
+		b.WriteString(strings.Join(append(f[:50:50], f[len(f)-1]), ",") + "\n")
+	}
+	s, err := NewSimulator(ctx, Simulation{Data: []byte(b.String()), Name: "sonar50", Label: "label", Owners: 10, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	const k = 15
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for range 3 {
+		out, _, d := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+		took = append(took, d)
+		n := float64(ref.Setup.Rows)
+		worst := 0.0
+		for i := range k {
+			want := ref.Result.Components.AllEigenvalues[i] / n
+			worst = math.Max(worst, math.Abs(out.Values[i]-want)/want)
+		}
+		t.Logf("d = 50, k = %d, 10 owners: %v submit to result (statistics release: %.2f s), eigenvalues within %.1e", k, d, ref.Timings.Total, worst)
+	}
+	slices.Sort(took)
+	t.Logf("median %v", took[1])
+}
