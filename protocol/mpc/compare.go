@@ -305,3 +305,9 @@ func (e *Engine) AddModT(a, b ModT) (ModT, error) {
 	}
 	return out, nil
 }
+
+// ShareModT splits public or input values into fresh shares mod t (tests;
+// the engine of all parties only).
+func (e *Engine) ShareModT(vals []uint64, t uint64) ModT {
+	return e.dealer.splitModT(len(vals), t, func() []uint64 { return vals })
+}
