@@ -12,17 +12,17 @@ const MaxSymEig = 64
 const DefaultSweeps = 8
 
 // Newton counts and initial guesses of the rotations (see rotate): the
-// inverse square root of r^2 = x^2 + y^2 in [1/8, 1) and of
+// inverse square root of r^2 = x^2 + y^2 in [1/32, 1) and of
 // h = (1 + |cos 2 theta|) / 2 in [1/2, 1]; the guesses' worst relative
-// errors are 0.356 and 0.046 (TestGuesses), hence 5 steps (2^-57) and 3
+// errors are 0.72 and 0.046 (TestGuesses), hence 6 steps (2^-42) and 3
 // (2^-38, at the fixed point's rounding).
 const (
-	jacobiR2Steps   = 5
+	jacobiR2Steps   = 6
 	jacobiHalfSteps = 3
 )
 
 var (
-	jacobiR2Guess   = guess{2.49, 27, 4} // 2.49 - 1.6875 a on [1/8, 1]
+	jacobiR2Guess   = guess{3.07, 20, 3} // 3.07 - 2.5 a on [1/32, 1]
 	jacobiHalfGuess = guess{1.79, 26, 5} // 1.79 - 0.8125 a on [1/2, 1]
 )
 
@@ -121,9 +121,11 @@ func roundRobin(p int) [][][2]int {
 
 // rotate applies the disjoint rotations pairs to A (J^T A J) and V (V J),
 // f fractional bits, all in the same rounds. With sigma = sign(x),
-// (x, sigma y) is normalised by the power of two 2^-e that brings
-// |x| + |y| into [1/2, 1) (Catrina-Saxena's one-hot msb; x = y = 0 is
-// set to (1/2, 0)); w = 1/sqrt(x^2 + y^2) (Newton on [1/8, 1)) gives
+// (x, sigma y) is normalised by the even power of two that brings
+// |x| + |y| into [1/4, 1) (Catrina-Saxena's one-hot msb, of the pair of
+// bits: half the comparisons of the exact msb, for one Newton step more;
+// x = y = 0 is set to (1/2, 0)); w = 1/sqrt(x^2 + y^2) (Newton on
+// [1/32, 1)) gives
 // cos 2 theta = |x| w and sin 2 theta = sigma y w, then h = (1 + |x| w)/2
 // in [1/2, 1] = c^2 and, with z = 1/sqrt(h) (Newton on [1/2, 1]),
 // c = h z and s = sigma y w z / 2: the same c and s as GVL's t, without a
@@ -151,7 +153,7 @@ func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, er
 		return A, V, err
 	}
 	absX, sy := e.rows(abs[0], 0, n), abs[1]
-	norm, err := e.normalise(e.Add(absX, e.rows(abs[0], n, 2*n)), m, false)
+	norm, err := e.normalise(e.Add(absX, e.rows(abs[0], n, 2*n)), m, true)
 	if err != nil {
 		return A, V, err
 	}

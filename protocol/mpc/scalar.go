@@ -145,26 +145,32 @@ type normalised struct {
 
 // normalise finds the one-hot most significant bit of every entry of the
 // column x (non-negative integers below 2^m) by one LTZ of the column of
-// x - 2^i, i < m, and returns x 2^(m-1-i) for the msb i (even: the power
-// rounded down to an even one). A zero entry gets the scale 0.
+// x - 2^i, i < m, and returns x 2^(m-1-i) for the msb i, in [2^(m-1),
+// 2^m). When even (m even), only the even i are compared, so the one-hot
+// marks the pair of bits holding the msb, with half the comparisons, and
+// x 2^(m-2-i) for the even i is in [2^(m-2), 2^m), an even power of two
+// (its square root in root). A zero entry gets the scale 0.
 func (e *Engine) normalise(x Shared, m uint, even bool) (normalised, error) {
-	b, err := e.lessPow2(x, m)
+	st := uint(1)
+	if even {
+		st = 2
+	}
+	if m%st != 0 {
+		return normalised{}, fmt.Errorf("even normalisation below 2^%d: want an even bound", m)
+	}
+	b, err := e.lessPow2(x, m, st)
 	if err != nil {
 		return normalised{}, err
 	}
-	pow := func(i uint) uint {
-		if even {
-			return (m - 1 - i) / 2 * 2
-		}
-		return m - 1 - i
-	}
-	w := make([]Word, m)
-	r := make([]Word, m)
-	inv := make([]Word, m)
-	for i := range m {
-		w[i] = Pow2(pow(i))
-		r[i] = Pow2(pow(i) / 2)
-		inv[i] = Pow2((m-1)/2 - pow(i)/2)
+	g := m / st
+	w := make([]Word, g)
+	r := make([]Word, g)
+	inv := make([]Word, g)
+	for i := range g {
+		pow := m - st*(i+1)
+		w[i] = Pow2(pow)
+		r[i] = Pow2(pow / 2)
+		inv[i] = Pow2((m-1)/2 - pow/2)
 	}
 	out := normalised{scale: e.oneHot(b, w), zero: e.cols(b, 0, 1)}
 	if even {
@@ -178,23 +184,23 @@ func (e *Engine) normalise(x Shared, m uint, even bool) (normalised, error) {
 	return out, nil
 }
 
-// lessPow2 returns the count x m shared bits [x_k < 2^i] (row k, column
-// i) for the column x of integers in [0, 2^m): one LTZ of the count m
-// values x_k - 2^i.
-func (e *Engine) lessPow2(x Shared, m uint) (Shared, error) {
+// lessPow2 returns the count x m/st shared bits [x_k < 2^(st i)] (row k,
+// column i) for the column x of integers in [0, 2^m): one LTZ of the
+// count m/st values x_k - 2^(st i).
+func (e *Engine) lessPow2(x Shared, m, st uint) (Shared, error) {
 	if x.C != 1 {
 		return Shared{}, fmt.Errorf("a %dx%d matrix where a column was due", x.R, x.C)
 	}
-	count := x.R
+	count, g := x.R, int(m/st)
 	wide := e.each(x, func(i int, s Mat) Mat {
-		out := NewMat(count*int(m), 1)
+		out := NewMat(count*g, 1)
 		for k := range count {
-			for j := range m {
+			for j := range g {
 				v := s.V[k]
 				if i == 0 {
-					v = v.Sub(Pow2(j))
+					v = v.Sub(Pow2(st * uint(j)))
 				}
-				out.V[k*int(m)+int(j)] = v
+				out.V[k*g+j] = v
 			}
 		}
 		return out
@@ -203,12 +209,12 @@ func (e *Engine) lessPow2(x Shared, m uint) (Shared, error) {
 	if err != nil {
 		return Shared{}, err
 	}
-	return e.each(lt, func(_ int, s Mat) Mat { return Mat{R: count, C: int(m), V: s.V} }), nil
+	return e.each(lt, func(_ int, s Mat) Mat { return Mat{R: count, C: g, V: s.V} }), nil
 }
 
-// oneHot returns sum_i e_i w_i per row of the bits b[:, i] = [x < 2^i]
-// (i < m), where e_i = b_{i+1} - b_i with b_m = 1 is the one-hot most
-// significant bit: w_{m-1} + sum_{i>=1} b_i (w_{i-1} - w_i) - b_0 w_0
+// oneHot returns sum_i e_i w_i per row of the bits b[:, i] = [x < 2^(st i)]
+// (i < m/st), where e_i = b_{i+1} - b_i with b_(m/st) = 1 is the one-hot
+// most significant bit (pair): w_{m-1} + sum_{i>=1} b_i (w_{i-1} - w_i) - b_0 w_0
 // (local). It is 0 for x = 0, whose bits are all 1.
 func (e *Engine) oneHot(b Shared, w []Word) Shared {
 	m := len(w)
