@@ -339,3 +339,43 @@ func splitInts(s string) []int {
 	}
 	return out
 }
+
+// TestSymEigOverNet runs SymEig (p = 4, two sweeps) and the scalar
+// functions as separate party engines over LocalNets: the program touches
+// only each party's own share and its control flow does not depend on the
+// data (the dealer's corrections come from a run on zero shares).
+func TestSymEigOverNet(t *testing.T) {
+	const n = 3
+	rng := rand.New(rand.NewPCG(41, 42))
+	f := DefaultParams.F
+	a, _ := spectrumMatrix(rng, []float64{0.9, 0.5, -0.3, 1e-3}, f)
+	prog := func(e *Engine, x Shared, _ ModT) []Mat {
+		vals, vecs, err := SymEig(e, x, 2, 2)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		col := e.each(x, func(_ int, s Mat) Mat { return Mat{R: 4, C: 1, V: s.V[:4]} })
+		pos, _ := e.Abs(col, f+2)
+		r, _ := e.Reciprocal(pos)
+		s, _ := e.Sqrt(pos)
+		return []Mat{e.Reveal(vals), e.Reveal(vecs), e.Reveal(r), e.Reveal(s)}
+	}
+	ref := newEngine(t, n)
+	want := prog(ref, ref.Share(a), ModT{T: 7, S: make([][]uint64, n)})
+	in := newEngine(t, n)
+	xt := ModT{T: 7, S: make([][]uint64, n)}
+	for i := range n {
+		xt.S[i] = []uint64{0}
+	}
+	got := overNet(t, n, in.Share(a), xt, prog)
+	for i := range n {
+		for k := range want {
+			for j := range want[k].V {
+				if d := math.Abs(got[i][k].V[j].Signed(f) - want[k].V[j].Signed(f)); d > 1e-6 {
+					t.Fatalf("party %d output %d entry %d: %g, want %g", i, k, j, got[i][k].V[j].Signed(f), want[k].V[j].Signed(f))
+				}
+			}
+		}
+	}
+}
