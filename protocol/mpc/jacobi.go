@@ -129,7 +129,8 @@ func roundRobin(p int) [][][2]int {
 // cos 2 theta = |x| w and sin 2 theta = sigma y w, then h = (1 + |x| w)/2
 // in [1/2, 1] = c^2 and, with z = 1/sqrt(h) (Newton on [1/2, 1]),
 // c = h z and s = sigma y w z / 2: the same c and s as GVL's t, without a
-// division and with no cancellation. 60 rounds a step.
+// division and with no cancellation. 65 rounds a step (two LTZ of
+// ceil(log2(f + 2)) + 2 rounds, 9 Newton steps of 4, 17 others).
 func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, error) {
 	n, p := len(pairs), A.R
 	m := f + 2 // |x|, |y| <= 2: below 2^m as integers, and |x| + |y| too
@@ -157,7 +158,7 @@ func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, er
 	if err != nil {
 		return A, V, err
 	}
-	// (|x|, sigma y) 2^(m-1-msb) >> (m - f): |x| + |y| in [1/2, 1).
+	// (|x|, sigma y) scaled >> (m - f): |x| + |y| in [1/4, 1).
 	raw, err := e.Hadamard(Product{e.stack(absX, sy), e.stack(norm.scale, norm.scale)})
 	if err != nil {
 		return A, V, err

@@ -309,8 +309,22 @@ func TestSymEigCost(t *testing.T) {
 	}
 	rng := rand.New(rand.NewPCG(31, 32))
 	for _, p := range []int{15, 25} {
-		lambda := spreadSpectrum(p, rng)
+		// One step's and the sort's share of the cost.
 		e := newEngine(t, 3)
+		f := (e.P.L - 6) / 2
+		A, V := e.Share(NewMat(p, p)), e.Share(NewMat(p, p))
+		step := e.Cost
+		if _, _, err := e.rotate(A, V, roundRobin(p)[0], f); err != nil {
+			t.Fatal(err)
+		}
+		sorted := e.Cost
+		if _, _, err := e.sortDesc(e.Share(NewMat(p, 1)), V, f+2); err != nil {
+			t.Fatal(err)
+		}
+		fmt.Printf("p = %d: a step %d rounds, %.2f MB per party; the sort %d rounds, %.2f MB\n", p,
+			sorted.Rounds-step.Rounds, float64(sorted.BytesPerParty-step.BytesPerParty)/1e6,
+			e.Cost.Rounds-sorted.Rounds, float64(e.Cost.BytesPerParty-sorted.BytesPerParty)/1e6)
+		lambda := spreadSpectrum(p, rng)
 		a, af := spectrumMatrix(rng, lambda, e.P.F)
 		for _, k := range []int{5, 15} {
 			if k > p {

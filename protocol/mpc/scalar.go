@@ -73,15 +73,16 @@ var (
 // multiplied again), and 0 where x = 0 (the normalisation's one-hot is
 // then empty). Catrina and Saxena's normalisation (one batched LTZ), the
 // line 48/17 - 32/17 a, three Newton steps y <- y (2 - a y), the shared
-// power of two back: 2 ceil(log2 M) + 21 rounds for M = F + range bits.
+// power of two back: ceil(log2 M) + 18 rounds for M = F + range bits (24
+// by default).
 func (e *Engine) Reciprocal(x Shared) (Shared, error) {
 	f := e.P.F
 	m := f + e.P.ScalarRangeBits()
-	norm, err := e.normalise(x, m, false)
+	raw, norm, err := e.normalised(x, m, false)
 	if err != nil {
 		return Shared{}, fmt.Errorf("reciprocal: %w", err)
 	}
-	a, y0 := e.truncGuess(norm.raw, m-f, 0, recipGuess, f)
+	a, y0 := e.truncGuess(raw, m-f, 0, recipGuess, f)
 	y, err := e.newtonRecip(a, y0, f, recipSteps)
 	if err != nil {
 		return Shared{}, err
@@ -93,18 +94,18 @@ func (e *Engine) Reciprocal(x Shared) (Shared, error) {
 // positive fixed-point values below 2^ScalarRangeBits, and 0 where x = 0:
 // the normalisation by an even power of two into [1/4, 1), a public line,
 // four Newton steps y <- y (3 - a y^2) / 2, the square root of the power
-// back.
+// back: ceil(log2 M) + 22 rounds (28 by default).
 func (e *Engine) InvSqrtScalar(x Shared) (Shared, error) {
 	f := e.P.F
 	m := f + e.P.ScalarRangeBits()
 	if (m-f)%2 != 0 {
 		return Shared{}, fmt.Errorf("inverse square root: range of %d bits, want an even number", m-f)
 	}
-	norm, err := e.normalise(x, m, true)
+	raw, norm, err := e.normalised(x, m, true)
 	if err != nil {
 		return Shared{}, fmt.Errorf("inverse square root: %w", err)
 	}
-	a, y0 := e.truncGuess(norm.raw, m-f, 0, invSqrtQuarter, f)
+	a, y0 := e.truncGuess(raw, m-f, 0, invSqrtQuarter, f)
 	y, err := e.newtonInvSqrt(a, y0, f, invSqrtSteps)
 	if err != nil {
 		return Shared{}, err
@@ -115,15 +116,15 @@ func (e *Engine) InvSqrtScalar(x Shared) (Shared, error) {
 // Sqrt returns sqrt(x) for the column x, in the range of InvSqrtScalar
 // (0 at 0): sqrt(a) = a / sqrt(a) on the normalised a in [1/4, 1), then
 // the inverse square root of the power back (a product by 1/sqrt(x) would
-// lose the relative precision of a small 1/sqrt(x)).
+// lose the relative precision of a small 1/sqrt(x)): 30 rounds by default.
 func (e *Engine) Sqrt(x Shared) (Shared, error) {
 	f := e.P.F
 	m := f + e.P.ScalarRangeBits()
-	norm, err := e.normalise(x, m, true)
+	raw, norm, err := e.normalised(x, m, true)
 	if err != nil {
 		return Shared{}, fmt.Errorf("square root: %w", err)
 	}
-	a, y0 := e.truncGuess(norm.raw, m-f, 0, invSqrtQuarter, f)
+	a, y0 := e.truncGuess(raw, m-f, 0, invSqrtQuarter, f)
 	y, err := e.newtonInvSqrt(a, y0, f, invSqrtSteps)
 	if err != nil {
 		return Shared{}, err
@@ -135,18 +136,17 @@ func (e *Engine) Sqrt(x Shared) (Shared, error) {
 	return e.mulTrunc([]uint{(m-1)/2 - (m-f)/2}, Product{r, norm.invRoot})
 }
 
-// normalised is x scaled by a shared power of two: raw = x scale (an
-// integer product, in [2^(m-1), 2^m), or [2^(m-2), 2^m) when even), the
-// factor scale, and for even ones its square root root and
-// invRoot = 2^((m-1)/2) / root; zero = [x = 0].
+// normalised is a shared power of two that scales x into [2^(m-1), 2^m)
+// (or [2^(m-2), 2^m) when even): scale, and for even ones its square
+// root root and invRoot = 2^((m-1)/2) / root; zero = [x = 0].
 type normalised struct {
-	raw, scale, root, invRoot, zero Shared
+	scale, root, invRoot, zero Shared
 }
 
 // normalise finds the one-hot most significant bit of every entry of the
 // column x (non-negative integers below 2^m) by one LTZ of the column of
-// x - 2^i, i < m, and returns x 2^(m-1-i) for the msb i, in [2^(m-1),
-// 2^m). When even (m even), only the even i are compared, so the one-hot
+// x - 2^i, i < m, and returns the scale 2^(m-1-i) for the msb i (x times
+// it is in [2^(m-1), 2^m)). When even (m even), only the even i are compared, so the one-hot
 // marks the pair of bits holding the msb, with half the comparisons, and
 // x 2^(m-2-i) for the even i is in [2^(m-2), 2^m), an even power of two
 // (its square root in root). A zero entry gets the scale 0.
@@ -176,12 +176,20 @@ func (e *Engine) normalise(x Shared, m uint, even bool) (normalised, error) {
 	if even {
 		out.root, out.invRoot = e.oneHot(b, r), e.oneHot(b, inv)
 	}
-	raw, err := e.Hadamard(Product{x, out.scale})
-	if err != nil {
-		return normalised{}, err
-	}
-	out.raw = raw[0]
 	return out, nil
+}
+
+// normalised returns x times the normalisation's scale (one round).
+func (e *Engine) normalised(x Shared, m uint, even bool) (Shared, normalised, error) {
+	norm, err := e.normalise(x, m, even)
+	if err != nil {
+		return Shared{}, norm, err
+	}
+	raw, err := e.Hadamard(Product{x, norm.scale})
+	if err != nil {
+		return Shared{}, norm, err
+	}
+	return raw[0], norm, nil
 }
 
 // lessPow2 returns the count x m/st shared bits [x_k < 2^(st i)] (row k,
