@@ -61,7 +61,7 @@ func sharedSymEig(t *testing.T, name string, k int) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	q, y, err := SharedRun(e, e.Share(mpc.EncodeMat(c, e.P.F)), start(d, Block(d, k)), DefaultShared)
+	q, y, err := SharedRun(e, e.Share(mpc.EncodeMat(c, e.P.F)), Start(d, Block(d, k)), DefaultShared)
 	if err != nil {
 		t.Fatal(err)
 	}
