@@ -158,38 +158,38 @@ func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, er
 	if err != nil {
 		return A, V, err
 	}
-	sigma := e.rows(sg, 0, n)
-	abs, err := e.Hadamard(Product{sg, xy}, Product{sigma, e.rows(xy, n, 2*n)})
+	sigma := e.Rows(sg, 0, n)
+	abs, err := e.Hadamard(Product{sg, xy}, Product{sigma, e.Rows(xy, n, n)})
 	if err != nil {
 		return A, V, err
 	}
-	absX, sy := e.rows(abs[0], 0, n), abs[1]
-	norm, err := e.normalise(e.Add(absX, e.rows(abs[0], n, 2*n)), m, true)
+	absX, sy := e.Rows(abs[0], 0, n), abs[1]
+	norm, err := e.normalise(e.Add(absX, e.Rows(abs[0], n, n)), m, true)
 	if err != nil {
 		return A, V, err
 	}
 	// (|x|, sigma y) scaled >> (m - f): |x| + |y| in [1/4, 1).
-	raw, err := e.Hadamard(Product{e.stack(absX, sy), e.stack(norm.scale, norm.scale)})
+	raw, err := e.Hadamard(Product{e.Stack(absX, sy), e.Stack(norm.scale, norm.scale)})
 	if err != nil {
 		return A, V, err
 	}
 	xyn := e.Trunc(m-f, raw[0])[0]
-	xyn = e.Add(xyn, e.stack(e.Scale(norm.zero, int64(1)<<(f-1)), e.Scale(norm.zero, 0)))
+	xyn = e.Add(xyn, e.Stack(e.Scale(norm.zero, int64(1)<<(f-1)), e.Scale(norm.zero, 0)))
 	sq, err := e.Hadamard(Product{xyn, xyn})
 	if err != nil {
 		return A, V, err
 	}
-	r2raw := e.Add(e.rows(sq[0], 0, n), e.rows(sq[0], n, 2*n))
+	r2raw := e.Add(e.Rows(sq[0], 0, n), e.Rows(sq[0], n, n))
 	r2, w0 := e.truncGuess(r2raw, f, 0, jacobiR2Guess, f)
 	w, err := e.newtonInvSqrt(r2, w0, f, jacobiR2Steps)
 	if err != nil {
 		return A, V, err
 	}
-	cs2, err := e.Hadamard(Product{xyn, e.stack(w, w)})
+	cs2, err := e.Hadamard(Product{xyn, e.Stack(w, w)})
 	if err != nil {
 		return A, V, err
 	}
-	cos2, sin2 := e.rows(cs2[0], 0, n), e.rows(cs2[0], n, 2*n)
+	cos2, sin2 := e.Rows(cs2[0], 0, n), e.Rows(cs2[0], n, n)
 	g := jacobiHalfGuess
 	tr := e.TruncEach([]uint{f + 1, f + 1 + g.J, f}, cos2, e.Scale(cos2, g.BetaNum), sin2)
 	beta := float64(g.BetaNum) / float64(uint64(1)<<g.J)
@@ -324,21 +324,4 @@ func oddEvenMerge(p int) [][][2]int {
 		}
 	}
 	return layers
-}
-
-// rows returns rows [from, to) of x.
-func (e *Engine) rows(x Shared, from, to int) Shared {
-	return e.each(x, func(_ int, s Mat) Mat {
-		return Mat{R: to - from, C: s.C, V: s.V[from*s.C : to*s.C]}
-	})
-}
-
-// stack returns x over y (the same number of columns).
-func (e *Engine) stack(x, y Shared) Shared {
-	return e.each(x, func(i int, s Mat) Mat {
-		out := NewMat(s.R+y.R, s.C)
-		copy(out.V, s.V)
-		copy(out.V[len(s.V):], y.S[i].V)
-		return out
-	})
 }
