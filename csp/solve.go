@@ -20,7 +20,7 @@ import (
 	"github.com/fedpca/fedpca/transport"
 )
 
-// Solve runs a components job's computation (docs/PROTOCOL.md section 8).
+// Solve runs a components job's computation (docs/PROTOCOL.md section 7.2).
 func (c *CSP) Solve(stream fedpcav1.CspService_SolveServer) error {
 	return c.status(c.solve(stream))
 }

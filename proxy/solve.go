@@ -183,10 +183,10 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj eigen.PCAJob, deal
 		}
 	}
 
-	// The dealer: the same program on zero shares, party 0's shares out
-	// in order, tagged with its round.
+	// The dealer: the same program on party 0's zero shares, its dealt
+	// shares out in order, each tagged with the round it precedes.
 	corrections := make(chan correction, 16)
-	dry, err := mpc.NewEngine(t, mpc.DefaultParams, dealer)
+	dry, err := mpc.NewDealerEngine(t, mpc.DefaultParams, dealer)
 	if err != nil {
 		return nil, err
 	}
@@ -215,9 +215,7 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj eigen.PCAJob, deal
 		defer wg.Done()
 		defer close(corrections)
 		zero := mpc.ModT{T: p.params.T(), S: make([][]uint64, t)}
-		for i := range zero.S {
-			zero.S[i] = make([]uint64, l.Len())
-		}
+		zero.S[0] = make([]uint64, l.Len())
 		_, dryErr = pj.Run(dry, zero, unmask)
 	}()
 	defer func() {

@@ -1,6 +1,13 @@
 package sim
 
 import (
+	"bytes"
+	"encoding/binary"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/prototext"
 	"os"
 	"strconv"
 
@@ -45,77 +52,13 @@ func TestComponentsWine(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	key, err := seal.NewExchangeKey()
-	if err != nil {
-		t.Fatal(err)
-	}
-	sch := s.Schema()
-	spec, err := s.user.Spec(ctx, userRequest(s, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true}))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
-	start := time.Now()
-	if _, err := s.user.Submit(ctx, spec, sch); err != nil {
-		t.Fatal(err)
-	}
-	st, err := s.user.Wait(ctx, spec.ID(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
-		t.Fatalf("job: %s", st.GetReason())
-	}
-	took := time.Since(start)
-
-	conn, err := s.Cluster().DialerAs(transport.Identity{Role: transport.RoleUser, ID: simUser}, "user", false).Dial(s.Cluster().ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	stream, err := fedpcav1.NewProxyServiceClient(conn).FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: spec.ID()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		t.Fatal(err)
-	}
-	hd := first.GetHeader()
-	if hd.GetCiphertexts() != 0 || len(hd.GetPoints()) != 2 {
-		t.Fatalf("header: %d ciphertexts, points %v", hd.GetCiphertexts(), hd.GetPoints())
-	}
-	var shares [][]byte
-	for _, pt := range hd.GetPoints() {
-		r, err := stream.Recv()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.GetCiphertext() != nil {
-			t.Fatal("a ciphertext in a components release")
-		}
-		b, err := seal.Open(key, job.OutputAAD(spec.ID(), pt), r.GetSealedOutput())
-		if err != nil {
-			t.Fatalf("member %d's output: %v", pt, err)
-		}
-		shares = append(shares, b)
-	}
-	if _, err := stream.Recv(); err != io.EOF {
-		t.Fatalf("after the outputs: %v", err)
-	}
-	d := len(sch.Features)
-	sum, err := job.SumShares(d, 5, shares...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out, err := job.DecodeOutput(sum, d, 5, mpc.DefaultParams.F, sch.Bits, sch.Bound())
-	if err != nil {
-		t.Fatal(err)
-	}
+	k := 5
+	out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	d := len(s.Schema().Features)
 	c := ref.Result.Components
 	n := float64(ref.Setup.Rows)
 	worstVal, worstDot := 0.0, 0.0
-	for i := range 5 {
+	for i := range k {
 		// The statistics release's eigenvalues are of the scatter; the
 		// components release's of the covariance (scatter / n).
 		want := c.AllEigenvalues[i] / n
@@ -147,4 +90,180 @@ func componentsLogger(t *testing.T) hclog.Logger {
 		return hclog.NewNullLogger()
 	}
 	return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
+}
+
+// runComponents runs a components job as the simulated user and fetches
+// its result over the proxy's API, as a user would: it returns the decoded
+// output, every byte the user received (the job statuses and the result
+// stream) and the time from submission to the result.
+func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions) (*job.Output, []byte, time.Duration) {
+	t.Helper()
+	key, err := seal.NewExchangeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := s.Schema()
+	spec, err := s.user.Spec(ctx, userRequest(s, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
+	start := time.Now()
+	if _, err := s.user.Submit(ctx, spec, sch); err != nil {
+		t.Fatal(err)
+	}
+	var seen bytes.Buffer
+	st, err := s.user.Wait(ctx, spec.ID(), func(st *fedpcav1.JobStatus) { seen.WriteString(prototext.Format(st)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen.WriteString(prototext.Format(st))
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("job: %s", st.GetReason())
+	}
+	conn, err := s.Cluster().DialerAs(transport.Identity{Role: transport.RoleUser, ID: simUser}, "user", false).Dial(s.Cluster().ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := fedpcav1.NewProxyServiceClient(conn).FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: spec.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	seen.WriteString(prototext.Format(first))
+	hd := first.GetHeader()
+	if hd.GetCiphertexts() != 0 || len(hd.GetPoints()) != spec.CommitteeThreshold {
+		t.Fatalf("header: %d ciphertexts, points %v", hd.GetCiphertexts(), hd.GetPoints())
+	}
+	var shares [][]byte
+	for _, pt := range hd.GetPoints() {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.WriteString(prototext.Format(r))
+		if r.GetSealedOutput() == nil {
+			t.Fatalf("%T in a components release, want sealed outputs only", r.GetMsg())
+		}
+		b, err := seal.Open(key, job.OutputAAD(spec.ID(), pt), r.GetSealedOutput())
+		if err != nil {
+			t.Fatalf("member %d's output: %v", pt, err)
+		}
+		shares = append(shares, b)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("after the outputs: %v", err)
+	}
+	d := len(sch.Features)
+	sum, err := job.SumShares(d, o.K, shares...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := job.DecodeOutput(sum, d, o.K, mpc.DefaultParams.F, sch.Bits, sch.Bound())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, seen.Bytes(), took
+}
+
+// TestComponentsLeakNothing: after an exact components job, no exact
+// statistic of the sum (any entry of R, v or n of magnitude at least 10^5,
+// as the statistics release of the same rows gives them) is in what the
+// user received, in the proxy's or the members' logs (debug level), in
+// their stores, or in the proxy's metrics: as a decimal, or (those of at
+// least 2^32) as 8 bytes mod T either way round. The statistics are taken from a statistics job
+// run after the logs, stores and metrics were read.
+func TestComponentsLeakNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	logs := &lockedBuffer{}
+	dir := t.TempDir()
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: dir, Seed: 1,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, JSONFormat: true, Output: logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, seen, _ := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true})
+	mfs, err := s.Cluster().proxyFamilies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	for _, mf := range mfs {
+		metrics.WriteString(prototext.Format(mf))
+	}
+	var lines []string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if line != "" && !strings.Contains(line, `"@module":"owner`) {
+			lines = append(lines, line)
+		}
+	}
+	files := map[string][]byte{}
+	err = filepath.WalkDir(filepath.Join(dir, "state"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(p, string(filepath.Separator)+"owner-") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		files[p] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) < 20 || len(files) < 4 || metrics.Len() == 0 {
+		t.Fatalf("%d log lines, %d files, %d bytes of metrics: the test does not see them", len(lines), len(files), metrics.Len())
+	}
+
+	// The exact statistics of the same rows.
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := ref.Result.Release
+	T := s.Cluster().Params().T()
+	var needles [][]byte
+	checked := 0
+	for _, x := range slices.Concat(rel.R, rel.V, rel.N) {
+		if x < 100000 && x > -100000 {
+			continue
+		}
+		checked++
+		m := uint64(x)
+		if x < 0 {
+			m = T - uint64(-x)
+		}
+		needles = append(needles, []byte(strconv.FormatInt(x, 10)))
+		if x >= 1<<32 || x <= -(1<<32) {
+			// 8 bytes with at most three zero bytes: not a chance match
+			// in a binary file's page headers.
+			needles = append(needles, binary.LittleEndian.AppendUint64(nil, m), binary.BigEndian.AppendUint64(nil, m))
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d statistics to look for", checked)
+	}
+	look := func(what string, b []byte) {
+		for _, n := range needles {
+			if bytes.Contains(b, n) {
+				t.Errorf("a statistic (%q) is in %s", n, what)
+				return
+			}
+		}
+	}
+	look("what the user received", seen)
+	look("the proxy's metrics", metrics.Bytes())
+	for _, l := range lines {
+		look("a log line", []byte(l))
+	}
+	for p, b := range files {
+		look(p, b)
+	}
+	t.Logf("looked for %d statistics in %d log lines, %d files, %d bytes of metrics and %d bytes the user received", checked, len(lines), len(files), metrics.Len(), len(seen))
 }

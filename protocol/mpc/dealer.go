@@ -1,7 +1,6 @@
 package mpc
 
 import (
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -92,11 +91,7 @@ func NewPartySource(n, me int, seed Seed, next func() (Mat, error)) (*Dealer, er
 // Err returns the first failure to receive party 0's corrections.
 func (d *Dealer) Err() error { return d.err }
 
-func word(r *rand.ChaCha8) Word {
-	var b [16]byte
-	_, _ = r.Read(b[:])
-	return Word{binary.LittleEndian.Uint64(b[:8]), binary.LittleEndian.Uint64(b[8:])}
-}
+func word(r *rand.ChaCha8) Word { return Word{r.Uint64(), r.Uint64()} }
 
 func randomMat(r *rand.ChaCha8, rows, cols int) Mat {
 	m := NewMat(rows, cols)

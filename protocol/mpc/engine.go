@@ -97,6 +97,25 @@ func NewPartyEngine(n, me int, p Params, src *Dealer, net Net) (*Engine, error) 
 	return &Engine{N: n, Me: me, P: p, dealer: src, net: net}, nil
 }
 
+// NewDealerEngine returns the engine the dealer runs a program on to make
+// party 0's corrections: the whole dealer as its source (every share is
+// dealt, party 0's go to the sink), party 0's arithmetic only, and openings
+// that return zeros (the dealer sees no opened value, and the program's
+// control flow does not depend on one).
+func NewDealerEngine(n int, p Params, d *Dealer) (*Engine, error) {
+	e, err := NewEngine(n, p, d)
+	if err != nil {
+		return nil, err
+	}
+	e.Me, e.net = 0, zeroNet{}
+	return e, nil
+}
+
+// zeroNet opens every value as zero.
+type zeroNet struct{}
+
+func (zeroNet) Exchange(mine []Word) ([]Word, error) { return make([]Word, len(mine)), nil }
+
 // Err returns the first failure of the net or the dealer.
 func (e *Engine) Err() error {
 	if e.err != nil {

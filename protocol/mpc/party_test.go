@@ -64,7 +64,7 @@ func overNet(t *testing.T, n int, xs Shared, xts ModT, prog func(*Engine, Shared
 	}
 	corrections := make(chan Mat, 1<<16)
 	dealer.SetSink(func(m Mat) { corrections <- m })
-	dry, err := NewEngine(n, DefaultParams, dealer)
+	dry, err := NewDealerEngine(n, DefaultParams, dealer)
 	if err != nil {
 		t.Fatal(err)
 	}
