@@ -122,9 +122,6 @@ func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (cov, n mpc.Shared, err 
 	return e.MulConst(cov, 1/(j.Clip*j.Clip)), total, nil
 }
 
-// Sweeps is the Jacobi sweeps of the final p x p eigenproblem.
-const Sweeps = 8
-
 // Run is a components job's program, the same for every party (its own
 // shares), for the engine of all parties, and for the dealer's run on zero
 // shares that makes party 0's corrections: its control flow does not
@@ -133,8 +130,9 @@ const Sweeps = 8
 // dealer only, returns the negated blinding masks, which are dealt as
 // shares and added, so that nobody sees the unmasked sum. Then: shares over
 // Z_2^128 (FromModT), cov / c^2 (Covariance), the block iteration
-// (SharedRun), the Rayleigh-Ritz matrix Q^T (C / c^2) Q and its top K
-// eigenpairs (mpc SymEig), the components Q W and their Rayleigh quotients. It returns the party's share
+// (SharedRun), the Rayleigh-Ritz step on shares (SharedRitz: Q
+// re-orthonormalised by two Newton-Schulz steps, the Ritz matrix's top K
+// eigenpairs by mpc SymEig, the components). It returns the party's share
 // of the output column (job.OutputLen: eigenvalues of cov / c^2, the d x K
 // components row-major, n).
 func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error) {
@@ -162,31 +160,11 @@ func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shar
 	if err != nil {
 		return mpc.Shared{}, err
 	}
-	t, err := e.MatMul(0, mpc.Product{X: e.Transpose(q), Y: y})
+	values, v, err := SharedRitz(e, q, y, j.K, cfg)
 	if err != nil {
 		return mpc.Shared{}, err
 	}
-	_, w, err := mpc.SymEig(e, e.Symmetrise(t[0]), j.K, Sweeps)
-	if err != nil {
-		return mpc.Shared{}, err
-	}
-	v, err := e.MatMul(0, mpc.Product{X: q, Y: w})
-	if err != nil {
-		return mpc.Shared{}, err
-	}
-	// The eigenvalues as Rayleigh quotients v^T (C / c^2) v of the final
-	// vectors: second-order in their angle and free of the rounding the
-	// Jacobi sweeps accumulate on the diagonal.
-	av, err := e.MulFixed(fx, v[0])
-	if err != nil {
-		return mpc.Shared{}, err
-	}
-	prod, err := e.MulElem(v[0], av)
-	if err != nil {
-		return mpc.Shared{}, err
-	}
-	values := e.ColumnSums(prod)
-	return e.Stack(values.Column(), v[0].Column(), n), nil
+	return e.Stack(values.Column(), v.Column(), n), nil
 }
 
 func constCol(n int, w mpc.Word) mpc.Mat {

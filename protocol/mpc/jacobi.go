@@ -6,23 +6,27 @@ import (
 )
 
 // MaxSymEig is the largest matrix SymEig takes.
-const MaxSymEig = 64
+const MaxSymEig = 32
 
-// DefaultSweeps is the Jacobi sweep count (measured: see SymEig).
+// DefaultSweeps is the public Jacobi sweep count: the smallest that meets
+// the bar (eigenvalues >= 1e-3 within 1e-6 relative, eigenvectors within
+// 1e-5 rad where the gap is >= 1e-4) at p = 25, k = 15 on a spectrum from
+// 1 to 1e-6 with clusters 1e-3 apart (TestSymEigCost: 7 sweeps leave
+// 2.6e-5 rad, 8 leave 7.6e-8, 10 the same); p = 15 needs 7.
 const DefaultSweeps = 8
 
 // Newton counts and initial guesses of the rotations (see rotate): the
-// inverse square root of r^2 = x^2 + y^2 in [1/8, 1) and of
+// inverse square root of r^2 = x^2 + y^2 in [1/32, 1) and of
 // h = (1 + |cos 2 theta|) / 2 in [1/2, 1]; the guesses' worst relative
-// errors are 0.356 and 0.046 (TestGuesses), hence 5 steps (2^-57) and 3
+// errors are 0.72 and 0.046 (TestGuesses), hence 6 steps (2^-42) and 3
 // (2^-38, at the fixed point's rounding).
 const (
-	jacobiR2Steps   = 5
+	jacobiR2Steps   = 6
 	jacobiHalfSteps = 3
 )
 
 var (
-	jacobiR2Guess   = guess{2.49, 27, 4} // 2.49 - 1.6875 a on [1/8, 1]
+	jacobiR2Guess   = guess{3.07, 20, 3} // 3.07 - 2.5 a on [1/32, 1]
 	jacobiHalfGuess = guess{1.79, 26, 5} // 1.79 - 0.8125 a on [1/2, 1]
 )
 
@@ -35,18 +39,24 @@ var (
 // The method is the cyclic Jacobi method with the parallel (round-robin)
 // ordering: p - 1 steps per sweep (p odd: a dummy index makes it p), each
 // of floor(p/2) disjoint rotations batched into the same rounds (Golub and
-// Van Loan, Matrix Computations, 4th ed., sections 8.5.2-8.5.5), for a
-// fixed public number of sweeps. Rotation (p, q) uses x = a_qq - a_pp and
+// Van Loan, Matrix Computations, section 8.5: the 2 x 2 symmetric Schur
+// decomposition symSchur2 and the parallel ordering), for a fixed public
+// number of sweeps. Rotation (p, q) uses x = a_qq - a_pp and
 // y = a_pq + a_qp: tan theta = t = sign(x) y / (|x| + sqrt(x^2 + y^2)),
-// c = 1/sqrt(1 + t^2), s = t c (Algorithm 8.5.1). It is evaluated
+// c = 1/sqrt(1 + t^2), s = t c, and A <- J^T A J, V <- V J with
+// J_pp = J_qq = c, J_pq = s, J_qp = -s. It is evaluated
 // homogeneously (rotate) with Catrina and Saxena's normalisation (FC 2010)
 // so that each Newton iteration runs on a fixed interval; x = y = 0 gives
 // the identity. The work runs at f = (L - 6)/2 fractional bits (40 by
 // default; the input is scaled up exactly and the outputs truncated
-// back), so that some 10^4 truncations leave the eigenvalues within 1e-9.
-// The eigenvalues (the diagonal) are sorted by Batcher's odd-even merge
-// network (Knuth, TAOCP vol. 3, 5.3.4), one LTZ per layer and the
-// eigenvector columns swapped along, and the top k kept.
+// back), so that the 10^4 truncations of 8 sweeps leave the eigenvalues
+// within about 1e-10 and the eigenvectors orthonormal within 1e-9
+// (measured). The eigenvalues (the diagonal) are sorted by Batcher's
+// odd-even merge network (Batcher, "Sorting networks and their
+// applications", AFIPS 1968; Knuth, TAOCP vol. 3, 5.3.4), one LTZ per
+// layer and the eigenvector columns swapped along, and the top k kept.
+// Rounds: 65 a step, (p - 1 + p%2) steps a sweep, 9 a layer of the sort
+// (10 layers at p = 16, 15 at 25 to 32), one for the output truncation.
 func SymEig(e *Engine, a Shared, k, sweeps int) (values, vectors Shared, err error) {
 	p := a.R
 	switch {
@@ -92,9 +102,9 @@ func SymEig(e *Engine, a Shared, k, sweeps int) (values, vectors Shared, err err
 	return values, vectors, nil
 }
 
-// roundRobin returns the p - 1 steps (p + 1 - p%2 ... for odd p, p) of
-// the parallel ordering: the circle method, index 0 fixed and the others
-// rotating; pairs with the dummy index of an odd p are left out.
+// roundRobin returns the steps of one sweep in the parallel ordering, p - 1
+// for an even p and p for an odd one (a dummy index p): the circle method,
+// index 0 fixed and the others rotating, pairs with the dummy left out.
 func roundRobin(p int) [][][2]int {
 	n := p + p%2
 	idx := make([]int, n)
@@ -121,13 +131,16 @@ func roundRobin(p int) [][][2]int {
 
 // rotate applies the disjoint rotations pairs to A (J^T A J) and V (V J),
 // f fractional bits, all in the same rounds. With sigma = sign(x),
-// (x, sigma y) is normalised by the power of two 2^-e that brings
-// |x| + |y| into [1/2, 1) (Catrina-Saxena's one-hot msb; x = y = 0 is
-// set to (1/2, 0)); w = 1/sqrt(x^2 + y^2) (Newton on [1/8, 1)) gives
+// (x, sigma y) is normalised by the even power of two that brings
+// |x| + |y| into [1/4, 1) (Catrina-Saxena's one-hot msb, of the pair of
+// bits: half the comparisons of the exact msb, for one Newton step more;
+// x = y = 0 is set to (1/2, 0)); w = 1/sqrt(x^2 + y^2) (Newton on
+// [1/32, 1)) gives
 // cos 2 theta = |x| w and sin 2 theta = sigma y w, then h = (1 + |x| w)/2
 // in [1/2, 1] = c^2 and, with z = 1/sqrt(h) (Newton on [1/2, 1]),
 // c = h z and s = sigma y w z / 2: the same c and s as GVL's t, without a
-// division and with no cancellation. 60 rounds a step.
+// division and with no cancellation. 65 rounds a step (two LTZ of
+// ceil(log2(f + 2)) + 2 rounds, 9 Newton steps of 4, 17 others).
 func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, error) {
 	n, p := len(pairs), A.R
 	m := f + 2 // |x|, |y| <= 2: below 2^m as integers, and |x| + |y| too
@@ -145,38 +158,38 @@ func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, er
 	if err != nil {
 		return A, V, err
 	}
-	sigma := e.rows(sg, 0, n)
-	abs, err := e.Hadamard(Product{sg, xy}, Product{sigma, e.rows(xy, n, 2*n)})
+	sigma := e.Rows(sg, 0, n)
+	abs, err := e.Hadamard(Product{sg, xy}, Product{sigma, e.Rows(xy, n, n)})
 	if err != nil {
 		return A, V, err
 	}
-	absX, sy := e.rows(abs[0], 0, n), abs[1]
-	norm, err := e.normalise(e.Add(absX, e.rows(abs[0], n, 2*n)), m, false)
+	absX, sy := e.Rows(abs[0], 0, n), abs[1]
+	norm, err := e.normalise(e.Add(absX, e.Rows(abs[0], n, n)), m, true)
 	if err != nil {
 		return A, V, err
 	}
-	// (|x|, sigma y) 2^(m-1-msb) >> (m - f): |x| + |y| in [1/2, 1).
-	raw, err := e.Hadamard(Product{e.stack(absX, sy), e.stack(norm.scale, norm.scale)})
+	// (|x|, sigma y) scaled >> (m - f): |x| + |y| in [1/4, 1).
+	raw, err := e.Hadamard(Product{e.Stack(absX, sy), e.Stack(norm.scale, norm.scale)})
 	if err != nil {
 		return A, V, err
 	}
 	xyn := e.Trunc(m-f, raw[0])[0]
-	xyn = e.Add(xyn, e.stack(e.Scale(norm.zero, int64(1)<<(f-1)), e.Scale(norm.zero, 0)))
+	xyn = e.Add(xyn, e.Stack(e.Scale(norm.zero, int64(1)<<(f-1)), e.Scale(norm.zero, 0)))
 	sq, err := e.Hadamard(Product{xyn, xyn})
 	if err != nil {
 		return A, V, err
 	}
-	r2raw := e.Add(e.rows(sq[0], 0, n), e.rows(sq[0], n, 2*n))
+	r2raw := e.Add(e.Rows(sq[0], 0, n), e.Rows(sq[0], n, n))
 	r2, w0 := e.truncGuess(r2raw, f, 0, jacobiR2Guess, f)
 	w, err := e.newtonInvSqrt(r2, w0, f, jacobiR2Steps)
 	if err != nil {
 		return A, V, err
 	}
-	cs2, err := e.Hadamard(Product{xyn, e.stack(w, w)})
+	cs2, err := e.Hadamard(Product{xyn, e.Stack(w, w)})
 	if err != nil {
 		return A, V, err
 	}
-	cos2, sin2 := e.rows(cs2[0], 0, n), e.rows(cs2[0], n, 2*n)
+	cos2, sin2 := e.Rows(cs2[0], 0, n), e.Rows(cs2[0], n, n)
 	g := jacobiHalfGuess
 	tr := e.TruncEach([]uint{f + 1, f + 1 + g.J, f}, cos2, e.Scale(cos2, g.BetaNum), sin2)
 	beta := float64(g.BetaNum) / float64(uint64(1)<<g.J)
@@ -311,21 +324,4 @@ func oddEvenMerge(p int) [][][2]int {
 		}
 	}
 	return layers
-}
-
-// rows returns rows [from, to) of x.
-func (e *Engine) rows(x Shared, from, to int) Shared {
-	return e.each(x, func(_ int, s Mat) Mat {
-		return Mat{R: to - from, C: s.C, V: s.V[from*s.C : to*s.C]}
-	})
-}
-
-// stack returns x over y (the same number of columns).
-func (e *Engine) stack(x, y Shared) Shared {
-	return e.each(x, func(i int, s Mat) Mat {
-		out := NewMat(s.R+y.R, s.C)
-		copy(out.V, s.V)
-		copy(out.V[len(s.V):], y.S[i].V)
-		return out
-	})
 }

@@ -5,11 +5,7 @@ import "fmt"
 // MulElem returns x * y entrywise in fixed point (truncated by F), in two
 // rounds.
 func (e *Engine) MulElem(x, y Shared) (Shared, error) {
-	p, err := e.Hadamard(Product{x, y})
-	if err != nil {
-		return Shared{}, err
-	}
-	return e.Trunc(e.P.F, p[0])[0], nil
+	return e.mulTrunc([]uint{e.P.F}, Product{x, y})
 }
 
 // MulConst returns c x in fixed point for a public real c (one round: the
@@ -30,68 +26,18 @@ func (e *Engine) RecipHalf(y Shared) (Shared, error) {
 		return Shared{}, fmt.Errorf("reciprocal of a %dx%d matrix: want a column", y.R, y.C)
 	}
 	w := e.AddPublic(e.MulConst(y, -32.0/17), constCol(y.R, Encode(48.0/17, e.P.F)))
-	two := constCol(y.R, Encode(2, e.P.F))
-	for range 5 {
-		yw, err := e.MulElem(y, w)
-		if err != nil {
-			return Shared{}, err
-		}
-		if w, err = e.MulElem(w, e.AddPublic(e.Scale(yw, -1), two)); err != nil {
-			return Shared{}, err
-		}
-	}
-	return w, nil
+	return e.newtonRecip(y, w, e.P.F, 5)
 }
 
-// MSBShift returns, for a column of shared integers 1 <= x < 2^m, the
-// shared integer 2^(m-1-i) where 2^i <= x < 2^(i+1): x times it lies in
-// [2^(m-1), 2^m). One batched LTZ of x - 2^j for every j (ceil(log2 m) + 2
-// rounds): [x >= 2^j] - [x >= 2^(j+1)] is the one-hot bit of i, and the
-// shift is their public combination.
+// MSBShift returns, for a column of shared integers 0 <= x < 2^m, the
+// shared integer 2^(m-1-i) where 2^i <= x < 2^(i+1) (0 for x = 0): x
+// times it lies in [2^(m-1), 2^m). One batched LTZ of x - 2^j for every j
+// (ceil(log2 m) + 2 rounds): [x < 2^(j+1)] - [x < 2^j] is the one-hot bit
+// of i, and the shift is their public combination (normalise).
 func (e *Engine) MSBShift(x Shared, m uint) (Shared, error) {
-	if x.C != 1 {
-		return Shared{}, fmt.Errorf("msb of a %dx%d matrix: want a column", x.R, x.C)
-	}
-	rows := x.R
-	// Column of x - 2^j, rows grouped by j.
-	big := e.each(x, func(i int, s Mat) Mat {
-		out := NewMat(rows*int(m), 1)
-		for j := range m {
-			for r := range rows {
-				v := s.V[r]
-				if i == 0 {
-					v = v.Sub(Pow2(j))
-				}
-				out.V[int(j)*rows+r] = v
-			}
-		}
-		return out
-	})
-	lt, err := e.LTZ(big, m+1)
+	norm, err := e.normalise(x, m, false)
 	if err != nil {
-		return Shared{}, err
+		return Shared{}, fmt.Errorf("msb: %w", err)
 	}
-	// ge_j = 1 - lt_j; shift = sum_j (ge_j - ge_(j+1)) 2^(m-1-j)
-	//       = sum_j ge_j 2^(m-1-j) - sum_(j>=1) ge_j 2^(m-j)
-	//       = ge_0 2^(m-1) - sum_(j>=1) ge_j 2^(m-1-j).
-	return e.each(lt, func(i int, s Mat) Mat {
-		out := NewMat(rows, 1)
-		for r := range rows {
-			var v Word
-			for j := range m {
-				ge := s.V[int(j)*rows+r].Neg() // -lt; the 1 is public
-				if i == 0 {
-					ge = ge.Add(one)
-				}
-				c := Pow2(m - 1 - j)
-				if j == 0 {
-					v = v.Add(ge.Mul(c))
-				} else {
-					v = v.Sub(ge.Mul(c))
-				}
-			}
-			out.V[r] = v
-		}
-		return out
-	}), nil
+	return norm.scale, nil
 }

@@ -38,7 +38,25 @@ func TestPartiesOverNet(t *testing.T) {
 	in := newEngine(t, n)
 	xs := in.Share(x)
 	xts := in.dealer.splitModT(len(plain), T, func() []uint64 { return plain })
+	got := overNet(t, n, xs, xts, program)
+	for i := range n {
+		for k := range want {
+			for j := range want[k].V {
+				g, w := got[i][k].V[j], want[k].V[j]
+				exact := k == 1 || k == 2 // the comparison and the conversion
+				if exact && g != w || !exact && math.Abs(g.Signed(DefaultParams.F)-w.Signed(DefaultParams.F)) > 0x1p-26 {
+					t.Fatalf("party %d output %d entry %d: %v, want %v", i, k, j, g, w)
+				}
+			}
+		}
+	}
+}
 
+// overNet runs prog on the shares xs and xts as n party engines over
+// LocalNets, with the dealer running prog on zero shares first to make
+// party 0's corrections, and returns every party's outputs.
+func overNet(t *testing.T, n int, xs Shared, xts ModT, prog func(*Engine, Shared, ModT) []Mat) [][]Mat {
+	t.Helper()
 	// The dealer: the same program on zero shares, party 0's shares to a channel.
 	dealer, err := NewDealer(n, rand.NewChaCha8([32]byte{99}))
 	if err != nil {
@@ -52,13 +70,13 @@ func TestPartiesOverNet(t *testing.T) {
 	}
 	// Zero shares made here, not dealt: the dealer's streams must follow the
 	// program's calls alone.
-	zero := Shared{R: x.R, C: x.C, S: make([]Mat, n)}
-	zeroT := ModT{T: T, S: make([][]uint64, n)}
+	zero := Shared{R: xs.R, C: xs.C, S: make([]Mat, n)}
+	zeroT := ModT{T: xts.T, S: make([][]uint64, n)}
 	for i := range n {
-		zero.S[i] = NewMat(x.R, x.C)
-		zeroT.S[i] = make([]uint64, len(plain))
+		zero.S[i] = NewMat(xs.R, xs.C)
+		zeroT.S[i] = make([]uint64, len(xts.S[0]))
 	}
-	program(dry, zero, zeroT)
+	prog(dry, zero, zeroT)
 	close(corrections)
 
 	nets := LocalNets(n)
@@ -80,11 +98,11 @@ func TestPartiesOverNet(t *testing.T) {
 				errs[i] = err
 				return
 			}
-			mine := Shared{R: x.R, C: x.C, S: make([]Mat, n)}
+			mine := Shared{R: xs.R, C: xs.C, S: make([]Mat, n)}
 			mine.S[i] = xs.S[i]
-			mt := ModT{T: T, S: make([][]uint64, n)}
+			mt := ModT{T: xts.T, S: make([][]uint64, n)}
 			mt.S[i] = xts.S[i]
-			got[i] = program(e, mine, mt)
+			got[i] = prog(e, mine, mt)
 			errs[i] = e.Err()
 		}()
 	}
@@ -93,14 +111,6 @@ func TestPartiesOverNet(t *testing.T) {
 		if errs[i] != nil {
 			t.Fatalf("party %d: %v", i, errs[i])
 		}
-		for k := range want {
-			for j := range want[k].V {
-				g, w := got[i][k].V[j], want[k].V[j]
-				exact := k == 1 || k == 2 // the comparison and the conversion
-				if exact && g != w || !exact && math.Abs(g.Signed(DefaultParams.F)-w.Signed(DefaultParams.F)) > 0x1p-26 {
-					t.Fatalf("party %d output %d entry %d: %v, want %v", i, k, j, g, w)
-				}
-			}
-		}
 	}
+	return got
 }

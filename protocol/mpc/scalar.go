@@ -73,15 +73,16 @@ var (
 // multiplied again), and 0 where x = 0 (the normalisation's one-hot is
 // then empty). Catrina and Saxena's normalisation (one batched LTZ), the
 // line 48/17 - 32/17 a, three Newton steps y <- y (2 - a y), the shared
-// power of two back: 2 ceil(log2 M) + 21 rounds for M = F + range bits.
+// power of two back: ceil(log2 M) + 18 rounds for M = F + range bits (24
+// by default).
 func (e *Engine) Reciprocal(x Shared) (Shared, error) {
 	f := e.P.F
 	m := f + e.P.ScalarRangeBits()
-	norm, err := e.normalise(x, m, false)
+	raw, norm, err := e.normalised(x, m, false)
 	if err != nil {
 		return Shared{}, fmt.Errorf("reciprocal: %w", err)
 	}
-	a, y0 := e.truncGuess(norm.raw, m-f, 0, recipGuess, f)
+	a, y0 := e.truncGuess(raw, m-f, 0, recipGuess, f)
 	y, err := e.newtonRecip(a, y0, f, recipSteps)
 	if err != nil {
 		return Shared{}, err
@@ -93,18 +94,18 @@ func (e *Engine) Reciprocal(x Shared) (Shared, error) {
 // positive fixed-point values below 2^ScalarRangeBits, and 0 where x = 0:
 // the normalisation by an even power of two into [1/4, 1), a public line,
 // four Newton steps y <- y (3 - a y^2) / 2, the square root of the power
-// back.
+// back: ceil(log2 M) + 22 rounds (28 by default).
 func (e *Engine) InvSqrtScalar(x Shared) (Shared, error) {
 	f := e.P.F
 	m := f + e.P.ScalarRangeBits()
 	if (m-f)%2 != 0 {
 		return Shared{}, fmt.Errorf("inverse square root: range of %d bits, want an even number", m-f)
 	}
-	norm, err := e.normalise(x, m, true)
+	raw, norm, err := e.normalised(x, m, true)
 	if err != nil {
 		return Shared{}, fmt.Errorf("inverse square root: %w", err)
 	}
-	a, y0 := e.truncGuess(norm.raw, m-f, 0, invSqrtQuarter, f)
+	a, y0 := e.truncGuess(raw, m-f, 0, invSqrtQuarter, f)
 	y, err := e.newtonInvSqrt(a, y0, f, invSqrtSteps)
 	if err != nil {
 		return Shared{}, err
@@ -115,15 +116,15 @@ func (e *Engine) InvSqrtScalar(x Shared) (Shared, error) {
 // Sqrt returns sqrt(x) for the column x, in the range of InvSqrtScalar
 // (0 at 0): sqrt(a) = a / sqrt(a) on the normalised a in [1/4, 1), then
 // the inverse square root of the power back (a product by 1/sqrt(x) would
-// lose the relative precision of a small 1/sqrt(x)).
+// lose the relative precision of a small 1/sqrt(x)): 30 rounds by default.
 func (e *Engine) Sqrt(x Shared) (Shared, error) {
 	f := e.P.F
 	m := f + e.P.ScalarRangeBits()
-	norm, err := e.normalise(x, m, true)
+	raw, norm, err := e.normalised(x, m, true)
 	if err != nil {
 		return Shared{}, fmt.Errorf("square root: %w", err)
 	}
-	a, y0 := e.truncGuess(norm.raw, m-f, 0, invSqrtQuarter, f)
+	a, y0 := e.truncGuess(raw, m-f, 0, invSqrtQuarter, f)
 	y, err := e.newtonInvSqrt(a, y0, f, invSqrtSteps)
 	if err != nil {
 		return Shared{}, err
@@ -135,66 +136,79 @@ func (e *Engine) Sqrt(x Shared) (Shared, error) {
 	return e.mulTrunc([]uint{(m-1)/2 - (m-f)/2}, Product{r, norm.invRoot})
 }
 
-// normalised is x scaled by a shared power of two: raw = x scale (an
-// integer product, in [2^(m-1), 2^m), or [2^(m-2), 2^m) when even), the
-// factor scale, and for even ones its square root root and
-// invRoot = 2^((m-1)/2) / root; zero = [x = 0].
+// normalised is a shared power of two that scales x into [2^(m-1), 2^m)
+// (or [2^(m-2), 2^m) when even): scale, and for even ones its square
+// root root and invRoot = 2^((m-1)/2) / root; zero = [x = 0].
 type normalised struct {
-	raw, scale, root, invRoot, zero Shared
+	scale, root, invRoot, zero Shared
 }
 
 // normalise finds the one-hot most significant bit of every entry of the
 // column x (non-negative integers below 2^m) by one LTZ of the column of
-// x - 2^i, i < m, and returns x 2^(m-1-i) for the msb i (even: the power
-// rounded down to an even one). A zero entry gets the scale 0.
+// x - 2^i, i < m, and returns the scale 2^(m-1-i) for the msb i (x times
+// it is in [2^(m-1), 2^m)). When even (m even), only the even i are compared, so the one-hot
+// marks the pair of bits holding the msb, with half the comparisons, and
+// x 2^(m-2-i) for the even i is in [2^(m-2), 2^m), an even power of two
+// (its square root in root). A zero entry gets the scale 0.
 func (e *Engine) normalise(x Shared, m uint, even bool) (normalised, error) {
-	b, err := e.lessPow2(x, m)
+	st := uint(1)
+	if even {
+		st = 2
+	}
+	if m%st != 0 {
+		return normalised{}, fmt.Errorf("even normalisation below 2^%d: want an even bound", m)
+	}
+	b, err := e.lessPow2(x, m, st)
 	if err != nil {
 		return normalised{}, err
 	}
-	pow := func(i uint) uint {
-		if even {
-			return (m - 1 - i) / 2 * 2
-		}
-		return m - 1 - i
-	}
-	w := make([]Word, m)
-	r := make([]Word, m)
-	inv := make([]Word, m)
-	for i := range m {
-		w[i] = Pow2(pow(i))
-		r[i] = Pow2(pow(i) / 2)
-		inv[i] = Pow2((m-1)/2 - pow(i)/2)
+	g := m / st
+	w := make([]Word, g)
+	r := make([]Word, g)
+	inv := make([]Word, g)
+	for i := range g {
+		pow := m - st*(i+1)
+		w[i] = Pow2(pow)
+		r[i] = Pow2(pow / 2)
+		inv[i] = Pow2((m-1)/2 - pow/2)
 	}
 	out := normalised{scale: e.oneHot(b, w), zero: e.cols(b, 0, 1)}
 	if even {
 		out.root, out.invRoot = e.oneHot(b, r), e.oneHot(b, inv)
 	}
-	raw, err := e.Hadamard(Product{x, out.scale})
-	if err != nil {
-		return normalised{}, err
-	}
-	out.raw = raw[0]
 	return out, nil
 }
 
-// lessPow2 returns the count x m shared bits [x_k < 2^i] (row k, column
-// i) for the column x of integers in [0, 2^m): one LTZ of the count m
-// values x_k - 2^i.
-func (e *Engine) lessPow2(x Shared, m uint) (Shared, error) {
+// normalised returns x times the normalisation's scale (one round).
+func (e *Engine) normalised(x Shared, m uint, even bool) (Shared, normalised, error) {
+	norm, err := e.normalise(x, m, even)
+	if err != nil {
+		return Shared{}, norm, err
+	}
+	raw, err := e.Hadamard(Product{x, norm.scale})
+	if err != nil {
+		return Shared{}, norm, err
+	}
+	return raw[0], norm, nil
+}
+
+// lessPow2 returns the count x m/st shared bits [x_k < 2^(st i)] (row k,
+// column i) for the column x of integers in [0, 2^m): one LTZ of the
+// count m/st values x_k - 2^(st i).
+func (e *Engine) lessPow2(x Shared, m, st uint) (Shared, error) {
 	if x.C != 1 {
 		return Shared{}, fmt.Errorf("a %dx%d matrix where a column was due", x.R, x.C)
 	}
-	count := x.R
+	count, g := x.R, int(m/st)
 	wide := e.each(x, func(i int, s Mat) Mat {
-		out := NewMat(count*int(m), 1)
+		out := NewMat(count*g, 1)
 		for k := range count {
-			for j := range m {
+			for j := range g {
 				v := s.V[k]
 				if i == 0 {
-					v = v.Sub(Pow2(j))
+					v = v.Sub(Pow2(st * uint(j)))
 				}
-				out.V[k*int(m)+int(j)] = v
+				out.V[k*g+j] = v
 			}
 		}
 		return out
@@ -203,12 +217,12 @@ func (e *Engine) lessPow2(x Shared, m uint) (Shared, error) {
 	if err != nil {
 		return Shared{}, err
 	}
-	return e.each(lt, func(_ int, s Mat) Mat { return Mat{R: count, C: int(m), V: s.V} }), nil
+	return e.each(lt, func(_ int, s Mat) Mat { return Mat{R: count, C: g, V: s.V} }), nil
 }
 
-// oneHot returns sum_i e_i w_i per row of the bits b[:, i] = [x < 2^i]
-// (i < m), where e_i = b_{i+1} - b_i with b_m = 1 is the one-hot most
-// significant bit: w_{m-1} + sum_{i>=1} b_i (w_{i-1} - w_i) - b_0 w_0
+// oneHot returns sum_i e_i w_i per row of the bits b[:, i] = [x < 2^(st i)]
+// (i < m/st), where e_i = b_{i+1} - b_i with b_(m/st) = 1 is the one-hot
+// most significant bit (pair): w_{m-1} + sum_{i>=1} b_i (w_{i-1} - w_i) - b_0 w_0
 // (local). It is 0 for x = 0, whose bits are all 1.
 func (e *Engine) oneHot(b Shared, w []Word) Shared {
 	m := len(w)

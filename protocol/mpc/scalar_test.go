@@ -17,7 +17,7 @@ func scalarInputs(p Params) []float64 {
 		vals = append(vals, math.Ldexp(1, i), math.Ldexp(1, i)*(2-1e-3))
 	}
 	rng := rand.New(rand.NewPCG(3, 4))
-	for range 100 {
+	for range 30 {
 		vals = append(vals, math.Exp2(rng.Float64()*(float64(p.ScalarRangeBits())+float64(p.F))-float64(p.F)))
 	}
 	return vals
@@ -73,11 +73,11 @@ func TestScalarFunctions(t *testing.T) {
 			if rel > tol {
 				t.Errorf("%s(%g) = %.12g, want %.12g (rel %.2e, tol %.2e)", c.name, in, g, w, rel, tol)
 			}
-			if in > 1e-3 {
+			if math.Abs(w) > 0x1p-10 && math.Abs(w) < 0x1p10 {
 				worst = max(worst, rel)
 			}
 		}
-		t.Logf("%s: %d values, worst relative error %.2e for x > 1e-3, %d rounds", c.name, len(vals), worst, rounds)
+		t.Logf("%s: %d values, worst relative error %.2e for results in [2^-10, 2^10], %d rounds", c.name, len(vals), worst, rounds)
 	}
 }
 
@@ -139,7 +139,7 @@ func TestGuesses(t *testing.T) {
 		want   float64
 	}{
 		{invSqrtQuarter, 0.25, 1, invSqrtSteps, 0x1p-40},
-		{jacobiR2Guess, 0.125, 1, jacobiR2Steps, 0x1p-48},
+		{jacobiR2Guess, 1.0 / 32, 1, jacobiR2Steps, 0x1p-42},
 		{jacobiHalfGuess, 0.5, 1, jacobiHalfSteps, 0x1p-38},
 	} {
 		beta := float64(c.g.BetaNum) / math.Ldexp(1, int(c.g.J))
