@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/csv"
 	"math"
+	mrand "math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
@@ -253,4 +256,53 @@ func TestRunWine(t *testing.T) {
 	if rel > 1e-4 || sub > 1e-3 {
 		t.Fatalf("wine: eigenvalues %.2e (bar 1e-4), angle %.2e rad (bar 1e-3)", rel, sub)
 	}
+}
+
+// TestRunLarge measures the members' program at d = 784, k = 10 in one
+// process (EIGEN_LARGE=1): synthetic rows with a decaying spectrum,
+// encrypted, converted with one member of three down.
+func TestRunLarge(t *testing.T) {
+	if os.Getenv("EIGEN_LARGE") == "" {
+		t.Skip("EIGEN_LARGE=1 runs d = 784")
+	}
+	const g, d, k, n = 16, 784, 10, 2000
+	rng := mrand.New(mrand.NewPCG(3, 4))
+	rows := make([][]int64, n)
+	clip, err := fixedpoint.NewClipper(1 << g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range rows {
+		q := make([]int64, d)
+		for j := range d {
+			q[j] = int64(math.Round(rng.NormFloat64() * math.Pow(0.97, float64(j)) * 0.2 * (1 << g)))
+		}
+		if _, err := clip.Clip(q); err != nil {
+			t.Fatal(err)
+		}
+		rows[i] = q
+	}
+	l, err := stats.NewLayout(d, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	x, _ := encryptedShares(t, l, rows, g)
+	t.Logf("statistics, encryption and conversion: %v", time.Since(start))
+	dealer, err := mpc.NewDealer(2, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
+	start = time.Now()
+	out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("d = %d, k = %d: the program in %v (both parties in one process), %d rounds, %.0f MB per party", d, k, time.Since(start), e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6)
+	_ = out
 }
