@@ -59,67 +59,96 @@ func (j PCAJob) Validate() error {
 // public truncations, so no step sees n or its size (Catrina and Saxena's
 // normalisation, FC 2010).
 func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (cov, n mpc.Shared, err error) {
-	l := j.Layout
-	if x.R != l.Len() || x.C != 1 {
-		return cov, n, fmt.Errorf("statistics of %dx%d, want %dx1", x.R, x.C, l.Len())
-	}
-	d, rlen := l.D, l.RLen()
-	f := e.P.F
-	// Sum the classes (linear): v (d x 1) and n (1 x 1).
-	v := e.Rows(x, l.V(0, 0), d)
-	n = e.Rows(x, l.N(0), 1)
-	for k := 1; k < l.K; k++ {
-		v = e.Add(v, e.Rows(x, l.V(k, 0), d))
-		n = e.Add(n, e.Rows(x, l.N(k), 1))
-	}
-	// n' = n + [n < 2^g] (2^g - n).
-	floor := mpc.Pow2(j.Bits)
-	below, err := e.LTZ(e.AddPublic(n, constCol(1, floor.Neg())), statsBits+1)
+	st, err := normalise(e, x, j.Layout, j.Bits, j.Clip)
 	if err != nil {
 		return cov, n, err
 	}
-	gap := e.AddPublic(e.Scale(n, -1), constCol(1, floor))
+	cov, _, err = st.covariance(e)
+	return cov, st.total, err
+}
+
+// normalised are the statistics over n's power of two (see Covariance).
+type normalised struct {
+	d, k  int
+	upper func(i, j int) int // R's index
+	rt    mpc.Shared         // R~: R / (2^g 2^(i+1)), the upper triangle
+	vt    mpc.Shared         // v~_k: v_k / 2^(i+1), d x K
+	nt    mpc.Shared         // n~_k: n_k' / 2^(i+1), K x 1
+	w     mpc.Shared         // 1 / n~, 1 x 1
+	total mpc.Shared         // the counts' raw sum (the output's n)
+	scale float64            // 1 / c^2
+}
+
+// normalise clamps each class count to at least one row (2^g: a noisy
+// count may be small or negative), finds the most significant bit of
+// their sum n, and brings R, the v_k and the n_k over it.
+func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip float64) (*normalised, error) {
+	if x.R != l.Len() || x.C != 1 {
+		return nil, fmt.Errorf("statistics of %dx%d, want %dx1", x.R, x.C, l.Len())
+	}
+	d, rlen, k := l.D, l.RLen(), l.K
+	f := e.P.F
+	vs := e.Rows(x, l.V(0, 0), d*k) // class k's sum is rows k d to (k+1) d
+	ns := e.Rows(x, l.N(0), k)
+	// n_k' = n_k + [n_k < 2^g] (2^g - n_k).
+	floor := mpc.Pow2(bits)
+	below, err := e.LTZ(e.AddPublic(ns, constCol(k, floor.Neg())), statsBits+1)
+	if err != nil {
+		return nil, err
+	}
+	gap := e.AddPublic(e.Scale(ns, -1), constCol(k, floor))
 	lift, err := e.Hadamard(mpc.Product{X: below, Y: gap})
 	if err != nil {
-		return cov, n, err
+		return nil, err
 	}
-	total := n
-	n = e.Add(n, lift[0])
+	total := e.ColumnSums(ns)
+	ns = e.Add(ns, lift[0])
+	n := e.ColumnSums(ns)
 	shift, err := e.MSBShift(n, statsBits)
 	if err != nil {
-		return cov, n, err
+		return nil, err
 	}
 	// R's product with the shift is below 2^(60 + g) c^2; truncate R first
 	// by what exceeds the engine's bound.
 	r := e.Rows(x, 0, rlen)
-	pre := int(statsBits+j.Bits) + int(math.Ceil(2*math.Log2(j.Clip))) + 1 - int(e.P.L-1)
+	pre := int(statsBits+bits) + int(math.Ceil(2*math.Log2(clip))) + 1 - int(e.P.L-1)
 	if pre > 0 {
 		r = e.Trunc(uint(pre), r)[0]
 	} else {
 		pre = 0
 	}
-	all := e.Stack(r, v, n)
+	all := e.Stack(r, vs, ns, n)
 	prod, err := e.Hadamard(mpc.Product{X: all, Y: e.Replicate(shift, all.R).Column()})
 	if err != nil {
-		return cov, n, err
+		return nil, err
 	}
-	rt := e.Trunc(statsBits+j.Bits-f-uint(pre), e.Rows(prod[0], 0, rlen))[0]
-	vn := e.Trunc(statsBits-f, e.Rows(prod[0], rlen, d+1))[0]
-	w, err := e.RecipHalf(e.Rows(vn, d, 1))
+	tr := e.TruncEach([]uint{statsBits + bits - f - uint(pre), statsBits - f}, e.Rows(prod[0], 0, rlen), e.Rows(prod[0], rlen, d*k+k+1))
+	rest := tr[1]
+	w, err := e.RecipHalf(e.Rows(rest, d*k+k, 1))
 	if err != nil {
-		return cov, n, err
+		return nil, err
 	}
-	scaled, err := e.MulElem(e.Stack(rt, e.Rows(vn, 0, d)), e.Replicate(w, rlen+d).Column())
+	vt := e.Rows(rest, 0, d*k)
+	// d x K, column k class k.
+	vt = e.Transpose(e.Reshape(vt, k, d))
+	return &normalised{d: d, k: k, upper: l.R, rt: tr[0], vt: vt, nt: e.Rows(rest, d*k, k), w: w, total: total, scale: 1 / (clip * clip)}, nil
+}
+
+// covariance returns S_T / (n c^2) and the mean v / n.
+func (st *normalised) covariance(e *mpc.Engine) (cov, mean mpc.Shared, err error) {
+	rlen := st.rt.R
+	v := e.ColumnSums(e.Transpose(st.vt)) // the classes summed, d x 1
+	scaled, err := e.MulElem(e.Stack(st.rt, v), e.Replicate(st.w, rlen+st.d).Column())
 	if err != nil {
-		return cov, n, err
+		return cov, mean, err
 	}
-	mean := e.Rows(scaled, rlen, d)
+	mean = e.Rows(scaled, rlen, st.d)
 	outer, err := e.MatMul(0, mpc.Product{X: mean, Y: e.Transpose(mean)})
 	if err != nil {
-		return cov, n, err
+		return cov, mean, err
 	}
-	cov = e.Sub(e.Symmetric(e.Rows(scaled, 0, rlen), d, l.R), outer[0])
-	return e.MulConst(cov, 1/(j.Clip*j.Clip)), total, nil
+	cov = e.Sub(e.Symmetric(e.Rows(scaled, 0, rlen), st.d, st.upper), outer[0])
+	return e.MulConst(cov, st.scale), mean, nil
 }
 
 // Run is a components job's program, the same for every party (its own

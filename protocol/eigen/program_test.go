@@ -7,6 +7,7 @@ import (
 	"math"
 	mrand "math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -24,6 +25,14 @@ import (
 // schema with clip norm 1.
 func quantised(t testing.TB, name string, g uint) (rows [][]int64, d int) {
 	t.Helper()
+	rows, d, _, _ = quantisedLabelled(t, name, g)
+	return rows, d
+}
+
+// quantisedLabelled is quantised with each row's class (the last column)
+// as an index into the sorted class names, and their number.
+func quantisedLabelled(t testing.TB, name string, g uint) (rows [][]int64, d int, labels []int, classes int) {
+	t.Helper()
 	b, err := datasets.CSV(name)
 	if err != nil {
 		t.Fatal(err)
@@ -33,6 +42,22 @@ func quantised(t testing.TB, name string, g uint) (rows [][]int64, d int) {
 		t.Fatal(err)
 	}
 	d = len(recs[0]) - 1
+	names := map[string]int{}
+	for _, rec := range recs[1:] {
+		names[rec[d]] = 0
+	}
+	sorted := make([]string, 0, len(names))
+	for nme := range names {
+		sorted = append(sorted, nme)
+	}
+	slices.Sort(sorted)
+	for i, nme := range sorted {
+		names[nme] = i
+	}
+	for _, rec := range recs[1:] {
+		labels = append(labels, names[rec[d]])
+	}
+	classes = len(sorted)
 	x := make([][]float64, len(recs)-1)
 	for i, rec := range recs[1:] {
 		x[i] = make([]float64, d)
@@ -75,7 +100,7 @@ func quantised(t testing.TB, name string, g uint) (rows [][]int64, d int) {
 		}
 		rows = append(rows, q)
 	}
-	return rows, d
+	return rows, d, labels, classes
 }
 
 // encryptedShares accumulates the rows, encrypts the statistics under a
@@ -83,12 +108,22 @@ func quantised(t testing.TB, name string, g uint) (rows [][]int64, d int) {
 // down: the two parties' shares mod T (party 0: point 1, the receiver).
 func encryptedShares(t testing.TB, l stats.Layout, rows [][]int64, g uint) (mpc.ModT, []int64) {
 	t.Helper()
+	return encryptedClassShares(t, l, rows, nil, g)
+}
+
+// encryptedClassShares is encryptedShares with each row's class.
+func encryptedClassShares(t testing.TB, l stats.Layout, rows [][]int64, labels []int, g uint) (mpc.ModT, []int64) {
+	t.Helper()
 	acc, err := stats.NewAccumulator(l, 1<<g, g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, q := range rows {
-		if err := acc.Add(q, 0); err != nil {
+	for i, q := range rows {
+		class := 0
+		if labels != nil {
+			class = labels[i]
+		}
+		if err := acc.Add(q, class); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -109,26 +144,30 @@ func encryptedShares(t testing.TB, l stats.Layout, rows [][]int64, g uint) (mpc.
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(cts) != 1 {
-		t.Fatalf("%d ciphertexts: the test handles one", len(cts))
-	}
+
 	active := []he.Point{1, 3}
-	own := map[he.Point]he.SlotShare{}
-	var pubs []*he.ConversionShare
-	for _, pt := range active {
-		s, pub, err := members[pt-1].EncToShare(cts[0], active)
+	own := map[he.Point][]uint64{}
+	for _, ct := range cts {
+		slots := map[he.Point]he.SlotShare{}
+		var pubs []*he.ConversionShare
+		for _, pt := range active {
+			s, pub, err := members[pt-1].EncToShare(ct, active)
+			if err != nil {
+				t.Fatal(err)
+			}
+			slots[pt] = s
+			pubs = append(pubs, pub)
+		}
+		agg, err := he.AggregateConversionShares(p, pubs)
 		if err != nil {
 			t.Fatal(err)
 		}
-		own[pt] = s
-		pubs = append(pubs, pub)
-	}
-	agg, err := he.AggregateConversionShares(p, pubs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if own[1], err = members[0].GetShare(cts[0], active, agg, own[1]); err != nil {
-		t.Fatal(err)
+		if slots[1], err = members[0].GetShare(ct, active, agg, slots[1]); err != nil {
+			t.Fatal(err)
+		}
+		for _, pt := range active {
+			own[pt] = append(own[pt], slots[pt]...)
+		}
 	}
 	x := mpc.ModT{T: p.T(), S: [][]uint64{own[1][:len(vec)], own[3][:len(vec)]}}
 	return x, vec

@@ -88,3 +88,31 @@ func (e *Engine) ColumnSums(x Shared) Shared {
 		return out
 	})
 }
+
+// Reshape reads x row-major as an r x c matrix (local).
+func (e *Engine) Reshape(x Shared, r, c int) Shared {
+	return e.each(x, func(_ int, s Mat) Mat { return Mat{R: r, C: c, V: s.V} })
+}
+
+// Diagonal returns the diagonal of the square x as a column (local).
+func (e *Engine) Diagonal(x Shared) Shared {
+	return e.each(x, func(_ int, s Mat) Mat {
+		out := NewMat(s.R, 1)
+		for i := range s.R {
+			out.V[i] = s.At(i, i)
+		}
+		return out
+	})
+}
+
+// AddDiagonal returns x + c I for the shared 1 x 1 c (local).
+func (e *Engine) AddDiagonal(x, c Shared) Shared {
+	return e.each(x, func(i int, s Mat) Mat {
+		out := NewMat(s.R, s.C)
+		copy(out.V, s.V)
+		for r := range s.R {
+			out.Set(r, r, out.At(r, r).Add(c.S[i].V[0]))
+		}
+		return out
+	})
+}
