@@ -135,11 +135,14 @@ func (j DCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shar
 	if err != nil {
 		return mpc.Shared{}, err
 	}
-	inv, err := e.InvSqrtScalar(e.ColumnSums(sq))
+	// ||w||^2 reaches rho^-1 (about 1e6 where features are constant):
+	// taken over 2^10 into the scalar functions' range, the 2^5 put back
+	// into the factor.
+	inv, err := e.InvSqrtScalar(e.MulConst(e.ColumnSums(sq), 0x1p-10))
 	if err != nil {
 		return mpc.Shared{}, err
 	}
-	unit, err := e.MulElem(w[0], e.Transpose(e.Replicate(inv, d)))
+	unit, err := e.MulElem(w[0], e.Transpose(e.Replicate(e.MulConst(inv, 0x1p-5), d)))
 	if err != nil {
 		return mpc.Shared{}, err
 	}
