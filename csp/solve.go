@@ -254,7 +254,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	if err != nil {
 		return nil, err
 	}
-	pj, err := chk.spec.PCAJob(chk.sch)
+	pj, err := chk.spec.Program(chk.sch)
 	if err != nil {
 		return nil, invalid("%v", err)
 	}

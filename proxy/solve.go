@@ -11,7 +11,7 @@ import (
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/protocol/eigen"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/mpc"
 )
@@ -49,7 +49,7 @@ func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return permanent{fmt.Errorf("read sealed job: %w", err)}
 	}
-	pj, err := j.spec.PCAJob(j.sch)
+	pj, err := j.spec.Program(j.sch)
 	if err != nil {
 		return permanent{err}
 	}
@@ -137,7 +137,7 @@ type correction struct {
 
 // runSolve runs the exchange after the requests: keys, conversion, rounds,
 // outputs (by party).
-func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj eigen.PCAJob, dealer *mpc.Dealer, streams []fedpcav1.CspService_SolveClient, names []string, in *switchState) ([][]byte, error) {
+func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, dealer *mpc.Dealer, streams []fedpcav1.CspService_SolveClient, names []string, in *switchState) ([][]byte, error) {
 	t := len(streams)
 	fail := func(i int, err error) error { return memberError(names[i], err) }
 
@@ -185,6 +185,10 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj eigen.PCAJob, deal
 
 	// The dealer: the same program on party 0's zero shares, its dealt
 	// shares out in order, each tagged with the round it precedes.
+	l, err := j.spec.Layout(j.sch)
+	if err != nil {
+		return nil, permanent{err}
+	}
 	corrections := make(chan correction, 16)
 	dry, err := mpc.NewDealerEngine(t, mpc.DefaultParams, dealer)
 	if err != nil {
@@ -197,7 +201,6 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj eigen.PCAJob, deal
 		case <-dctx.Done():
 		}
 	})
-	l := pj.Layout
 	unmask := func() []uint64 {
 		tm := p.params.T()
 		out := make([]uint64, 0, l.Len())

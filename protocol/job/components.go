@@ -99,12 +99,40 @@ func OpeningAAD(jobID string, round uint64, from, to uint32) []byte {
 	return fmt.Appendf(nil, "fedpca/opening\x00%s\x00%d\x00%d\x00%d", jobID, round, from, to)
 }
 
-// PCAJob returns the members' program parameters of a components job.
-func (s *Spec) PCAJob(sch *schema.Schema) (eigen.PCAJob, error) {
+// Program is a components job's members' program (protocol/eigen).
+type Program interface {
+	Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error)
+}
+
+// Program returns the members' program of a components job.
+func (s *Spec) Program(sch *schema.Schema) (Program, error) {
 	l, err := s.Layout(sch)
 	if err != nil {
-		return eigen.PCAJob{}, err
+		return nil, err
 	}
-	j := eigen.PCAJob{Layout: l, Bits: sch.Bits, Clip: math.Ldexp(float64(sch.Bound()), -int(sch.Bits)), K: s.K, Solver: eigen.DefaultShared}
-	return j, j.Validate()
+	clip := math.Ldexp(float64(sch.Bound()), -int(sch.Bits))
+	switch s.Analysis {
+	case PCA:
+		j := eigen.PCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
+		return j, j.Validate()
+	case DCA:
+		j := eigen.DCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
+		return j, j.Validate()
+	}
+	return nil, fmt.Errorf("no components program for %s", s.Analysis)
+}
+
+// Decode decodes a components job's summed output: PCA eigenvalues are of
+// the covariance (the program's are of cov / c^2), DCA's generalised
+// eigenvalues are dimensionless.
+func (s *Spec) Decode(sum []mpc.Word, sch *schema.Schema) (*Output, error) {
+	out, err := DecodeOutput(sum, sch.D(), s.K, mpc.DefaultParams.F, sch.Bits, sch.Bound())
+	if err != nil || s.Analysis == PCA {
+		return out, err
+	}
+	c := math.Ldexp(float64(sch.Bound()), -int(sch.Bits))
+	for i := range out.Values {
+		out.Values[i] /= c * c
+	}
+	return out, nil
 }

@@ -381,8 +381,11 @@ func (s *Spec) Validate() error {
 			return bad("result_key", "only for a components release")
 		}
 	case ReleaseComponents:
-		if s.Analysis != PCA {
-			return bad("release", "components of %s: only pca so far", s.Analysis)
+		if s.Analysis != PCA && s.Analysis != DCA {
+			return bad("release", "components of %s: pca and dca only", s.Analysis)
+		}
+		if s.Analysis == DCA && !s.NoNoise {
+			return bad("release", "components of dca: exact (no_noise) only so far; the regulariser's noise margin is not built on shares")
 		}
 		if s.K < 1 {
 			return bad("k", "a components release needs k >= 1")
@@ -488,6 +491,9 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	}
 	if s.Components() && s.K > sch.D() {
 		return fmt.Errorf("job spec: k: %d components of %d features", s.K, sch.D())
+	}
+	if s.Components() && s.Analysis == DCA && s.K > len(sch.Classes)-1 {
+		return fmt.Errorf("job spec: k: %d dca components of %d classes: at most %d", s.K, len(sch.Classes), len(sch.Classes)-1)
 	}
 	cal, err := s.Calibration(sch)
 	if err != nil {
