@@ -24,7 +24,6 @@ import (
 	"github.com/fedpca/fedpca/datasets"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
-	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/seal"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -159,12 +158,11 @@ func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions
 	if _, err := stream.Recv(); err != io.EOF {
 		t.Fatalf("after the outputs: %v", err)
 	}
-	d := len(sch.Features)
-	sum, err := job.SumShares(d, o.K, shares...)
+	sum, err := job.SumShares(len(sch.Features), o.K, shares...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := job.DecodeOutput(sum, d, o.K, mpc.DefaultParams.F, sch.Bits, sch.Bound())
+	out, err := spec.Decode(sum, sch)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -309,4 +307,42 @@ func TestComponentsCost(t *testing.T) {
 	}
 	slices.Sort(took)
 	t.Logf("median %v", took[1])
+}
+
+// TestComponentsDCAWine: exact components-only DCA through the daemons,
+// one member of three down, against the statistics release's DCA.
+func TestComponentsDCAWine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.DCA, K: 2, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cluster().StopCSP(0); err != nil {
+		t.Fatal(err)
+	}
+	out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: job.DCA, K: 2, NoNoise: true})
+	c := ref.Result.Components
+	d := len(s.Schema().Features)
+	for i := range 2 {
+		want := c.Eigenvalues[i]
+		col := mat.Col(nil, i, c.W)
+		norm, dot := 0.0, 0.0
+		for r := range d {
+			norm += col[r] * col[r]
+			dot += col[r] * out.Vectors[i][r]
+		}
+		angle := math.Acos(math.Min(1, math.Abs(dot)/math.Sqrt(norm)))
+		t.Logf("dca component %d: eigenvalue %.8f (statistics release %.8f), angle %.1e rad", i, out.Values[i], want, angle)
+		if math.Abs(out.Values[i]-want)/want > 1e-4 || angle > 1e-3 {
+			t.Errorf("dca component %d: eigenvalue %g against %g, angle %g rad", i, out.Values[i], want, angle)
+		}
+	}
+	t.Logf("dca components of wine through the daemons in %v", took)
 }
