@@ -139,19 +139,28 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 	if err != nil {
 		return nil, err
 	}
+	wrong := func(what string, args ...any) error {
+		return fmt.Errorf("components output: %s: the members' shares (points %v) do not add up to the job's output (a wrong or stale share); tell the proxy's operator", fmt.Sprintf(what, args...), points)
+	}
 	for j, v := range out.Vectors {
 		norm := 0.0
 		for _, x := range v {
 			norm += x * x
 		}
 		if norm = math.Sqrt(norm); !(math.Abs(norm-1) <= unitTolerance) {
-			return nil, fmt.Errorf("components output: component %d has length %.6g, not 1: the members' shares (points %v) do not add up to the job's output (a wrong or stale share); tell the proxy's operator", j+1, norm, points)
+			return nil, wrong("component %d has length %.6g, not 1", j+1, norm)
 		}
 	}
+	// Without noise the covariance of rows clipped to norm c has its
+	// eigenvalues in [0, c^2], and n counts rows.
+	c2 := math.Pow(math.Ldexp(float64(sch.Bound()), -int(sch.Bits)), 2)
 	for j, v := range out.Values {
-		if math.IsNaN(v) || math.IsInf(v, 0) {
-			return nil, fmt.Errorf("components output: eigenvalue %d is %v", j+1, v)
+		if math.IsNaN(v) || math.IsInf(v, 0) || s.NoNoise && (v < -unitTolerance*c2 || v > (1+unitTolerance)*c2) {
+			return nil, wrong("eigenvalue %d is %.6g, outside [0, %.6g] (rows clipped to norm %.6g)", j+1, v, c2, math.Sqrt(c2))
 		}
+	}
+	if s.NoNoise && (out.N < 1 || out.N != math.Round(out.N) || out.N > float64(s.MaxRows)) {
+		return nil, wrong("n = %.6g is not a count of at most max_rows = %d rows", out.N, s.MaxRows)
 	}
 	return out, nil
 }
