@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -25,6 +26,10 @@ import (
 // the shares and decodes the top components, their eigenvalues and n. No
 // statistic reaches the user.
 
+// badResult is a result the proxy sent that breaks the protocol: not
+// retried.
+type badResult struct{ error }
+
 // downloadSealed reads a components job's result stream: the header and
 // one sealed output share per point.
 func (c *Client) downloadSealed(ctx context.Context, s *job.Spec) (*fedpcav1.ResultHeader, [][]byte, error) {
@@ -38,22 +43,25 @@ func (c *Client) downloadSealed(ctx context.Context, s *job.Spec) (*fedpcav1.Res
 	}
 	hd := first.GetHeader()
 	if hd == nil {
-		return nil, nil, errors.New("bad result from the proxy: no header first")
+		return nil, nil, badResult{errors.New("bad result from the proxy: no header first")}
 	}
 	if n := hd.GetCiphertexts(); n != 0 {
-		return nil, nil, fmt.Errorf("bad header from the proxy: %d ciphertexts for a components job, which releases none (tell the proxy's operator: it may be sending the statistics)", n)
+		return nil, nil, badResult{fmt.Errorf("bad header from the proxy: %d ciphertexts for a components job, which releases none (tell the proxy's operator: it may be sending the statistics)", n)}
 	}
 	if err := checkPoints(s, hd.GetPoints()); err != nil {
-		return nil, nil, fmt.Errorf("bad header from the proxy: %w", err)
+		return nil, nil, badResult{fmt.Errorf("bad header from the proxy: %w", err)}
 	}
 	boxes := make([][]byte, len(hd.GetPoints()))
 	for i, pt := range hd.GetPoints() {
 		m, err := stream.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil, nil, badResult{fmt.Errorf("the proxy's result ended after %d of the %d members' sealed outputs", i, len(boxes))}
+		}
 		if err != nil {
 			return nil, nil, fmt.Errorf("sealed output of the member at point %d: %w", pt, err)
 		}
 		if boxes[i] = m.GetSealedOutput(); len(boxes[i]) == 0 {
-			return nil, nil, fmt.Errorf("the proxy sent no sealed output for the member at point %d (message %d of the result)", pt, i+1)
+			return nil, nil, badResult{fmt.Errorf("the proxy sent no sealed output for the member at point %d (message %d of the result)", pt, i+1)}
 		}
 	}
 	if err := transport.Finish(stream); err != nil {

@@ -2,17 +2,22 @@ package user
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"math"
+	"net"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/grpc"
 
 	"github.com/fedpca/fedpca/datasets"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -22,6 +27,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/seal"
+	"github.com/fedpca/fedpca/transport"
 )
 
 // TestResultKeyFile: the result key is made with the HE keys (0600, 32
@@ -304,5 +310,87 @@ func TestOpenComponentsErrors(t *testing.T) {
 	other2 := &Client{cfg: Config{ResultKey: other, Keys: tc.c.cfg.Keys}, params: tc.c.params}
 	if _, err := other2.Open(&Sealed{spec: tc.spec, sch: tc.sch, header: &fedpcav1.ResultHeader{Points: tc.points}, boxes: good}); err == nil || !strings.Contains(err.Error(), "use the --keys it was created with") {
 		t.Errorf("another result key: %v", err)
+	}
+}
+
+// fakeProxy serves a components job's result as the test sets it.
+type fakeProxy struct {
+	fedpcav1.UnimplementedProxyServiceServer
+	owners []string
+	msgs   []*fedpcav1.FetchResultResponse
+	calls  int
+}
+
+func (f *fakeProxy) GetJob(context.Context, *fedpcav1.GetJobRequest) (*fedpcav1.GetJobResponse, error) {
+	return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: &fedpcav1.JobStatus{ExpectedOwners: f.owners}}}, nil
+}
+
+func (f *fakeProxy) FetchResult(_ *fedpcav1.FetchResultRequest, stream grpc.ServerStreamingServer[fedpcav1.FetchResultResponse]) error {
+	f.calls++
+	for _, m := range f.msgs {
+		if err := stream.Send(m); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// TestFetchComponents: the user downloads a components job's result from
+// the proxy (the header with the members' points, then their sealed
+// shares), opens it, and refuses at once, without retrying, a result that
+// carries ciphertexts (the statistics), the wrong points or too few boxes.
+func TestFetchComponents(t *testing.T) {
+	tc := newComponentsCase(t)
+	fp := &fakeProxy{owners: []string{"hospital-a", "hospital-b"}}
+	srv := grpc.NewServer(transport.ServerOptions(nil, true, hclog.NewNullLogger(), nil)...)
+	fedpcav1.RegisterProxyServiceServer(srv, fp)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go srv.Serve(l)
+	defer srv.Stop()
+	c, err := NewClient(Config{Dialer: transport.Dialer{Insecure: true, Self: transport.Identity{Role: transport.RoleUser, ID: "alice"}},
+		ProxyAddr: l.Addr().String(), Keys: tc.c.cfg.Keys, ResultKey: tc.c.cfg.ResultKey, Params: &tc.c.params})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	header := func(cts uint32, points ...uint32) *fedpcav1.FetchResultResponse {
+		return &fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: &fedpcav1.ResultHeader{JobId: tc.spec.ID(),
+			Ciphertexts: cts, Owners: fp.owners, CspMembers: []string{"csp-1", "csp-3"}, Points: points}}}
+	}
+	box := func(b []byte) *fedpcav1.FetchResultResponse {
+		return &fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_SealedOutput{SealedOutput: b}}
+	}
+	boxes := tc.sealed(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	fp.msgs = []*fedpcav1.FetchResultResponse{header(0, 1, 3), box(boxes[0]), box(boxes[1])}
+	res, err := c.Fetch(ctx, tc.spec, tc.sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Output == nil || res.NoisyN != tc.central.NoisyN || !slices.Equal(res.Owners, fp.owners) {
+		t.Fatalf("result %+v", res)
+	}
+	for _, bad := range []struct {
+		what string
+		msgs []*fedpcav1.FetchResultResponse
+		want string
+	}{
+		{"ciphertexts", []*fedpcav1.FetchResultResponse{header(1, 1, 3), box(boxes[0]), box(boxes[1])}, "1 ciphertexts for a components job"},
+		{"one point", []*fedpcav1.FetchResultResponse{header(0, 1), box(boxes[0])}, "exactly 2 members, got 1"},
+		{"a box short", []*fedpcav1.FetchResultResponse{header(0, 1, 3), box(boxes[0])}, "ended after 1 of the 2 members' sealed outputs"},
+		{"an empty box", []*fedpcav1.FetchResultResponse{header(0, 1, 3), box(boxes[0]), box(nil)}, "no sealed output for the member at point 3"},
+	} {
+		fp.msgs, fp.calls = bad.msgs, 0
+		_, err := c.Fetch(ctx, tc.spec, tc.sch)
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%s: %v, want an error with %q", bad.what, err, bad.want)
+		}
+		if fp.calls != 1 {
+			t.Errorf("%s: fetched %d times, want once (a wrong result is not retried)", bad.what, fp.calls)
+		}
 	}
 }

@@ -607,7 +607,11 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 	var hd *fedpcav1.ResultHeader
 	var cts []*rlwe.Ciphertext
 	var boxes [][]byte
-	err = c.call(ctx, "fetch the result of job "+short(s.ID()), fetchTimeout, func(ctx context.Context) (err error) {
+	// A result the proxy sends wrong is not retried: it would be sent
+	// wrong again.
+	fetch := transport.Call{What: "fetch the result of job " + short(s.ID()), Timeout: fetchTimeout, Attempts: callAttempts,
+		Retryable: func(err error) bool { return !errors.As(err, new(badResult)) && transport.Transient(err) }}
+	err = c.retry(ctx, fetch, func(ctx context.Context) (err error) {
 		if s.Components() {
 			hd, boxes, err = c.downloadSealed(ctx, s)
 		} else {
