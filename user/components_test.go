@@ -112,7 +112,7 @@ type componentsCase struct {
 	shares  [][]mpc.Word
 }
 
-func newComponentsCase(t *testing.T) *componentsCase {
+func newComponentsCase(t testing.TB) *componentsCase {
 	t.Helper()
 	p, err := he.NewDefaultParams()
 	if err != nil {
@@ -177,7 +177,7 @@ func newComponentsCase(t *testing.T) *componentsCase {
 }
 
 // sealed seals each share to the job's result key for its point.
-func (tc *componentsCase) sealed(t *testing.T) [][]byte {
+func (tc *componentsCase) sealed(t testing.TB) [][]byte {
 	t.Helper()
 	rk, _ := hex.DecodeString(tc.spec.ResultKey)
 	boxes := make([][]byte, len(tc.shares))
@@ -393,4 +393,43 @@ func TestFetchComponents(t *testing.T) {
 			t.Errorf("%s: fetched %d times, want once (a wrong result is not retried)", bad.what, fp.calls)
 		}
 	}
+}
+
+// FuzzOpenOutput: whatever shares the members seal (any bytes, any
+// points), the user either refuses them, naming what is wrong, or decodes
+// k unit components of d entries, k finite eigenvalues and n: never a
+// panic.
+func FuzzOpenOutput(f *testing.F) {
+	tc := newComponentsCase(f)
+	f.Add(job.EncodeShare(tc.shares[0]), job.EncodeShare(tc.shares[1]), uint32(1), uint32(3))
+	f.Add(job.EncodeShare(tc.shares[0]), job.EncodeShare(tc.shares[1][1:]), uint32(1), uint32(3))
+	f.Add([]byte{}, []byte{1, 2, 3}, uint32(0), uint32(7))
+	rk, _ := hex.DecodeString(tc.spec.ResultKey)
+	d, k := tc.sch.D(), tc.spec.K
+	f.Fuzz(func(t *testing.T, a, b []byte, p0, p1 uint32) {
+		points := []uint32{p0, p1}
+		var boxes [][]byte
+		for i, sh := range [][]byte{a, b} {
+			box, err := seal.Seal(rk, job.OutputAAD(tc.spec.ID(), points[i]), sh)
+			if err != nil {
+				t.Fatal(err)
+			}
+			boxes = append(boxes, box)
+		}
+		out, err := OpenOutput(tc.c.cfg.ResultKey, tc.spec, tc.sch, points, boxes)
+		if err != nil {
+			if out != nil || err.Error() == "" {
+				t.Fatal("an output with an error, or an error without a message")
+			}
+			return
+		}
+		if len(out.Values) != k || len(out.Vectors) != k {
+			t.Fatalf("%d eigenvalues, %d vectors", len(out.Values), len(out.Vectors))
+		}
+		for _, v := range out.Vectors {
+			if len(v) != d {
+				t.Fatalf("a vector of %d entries", len(v))
+			}
+		}
+	})
 }
