@@ -80,7 +80,11 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 				continue
 			}
 		case fedpcav1.JobState_JOB_STATE_SWITCHING:
-			err = p.keySwitch(ctx, j)
+			if j.spec.Components() {
+				err = p.solve(ctx, j)
+			} else {
+				err = p.keySwitch(ctx, j)
+			}
 		default:
 			return
 		}
@@ -510,7 +514,13 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 			return nil, memberError(mc.ID, recvErr(stream, err))
 		}
 	}
-	if err := p.sendProofs(stream, j, owners); err != nil {
+	sendMsg := func(up *fedpcav1.OwnerUpload, part *fedpcav1.UploadPart) error {
+		if up != nil {
+			return stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: up}})
+		}
+		return stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: part}})
+	}
+	if err := p.sendProofs(sendMsg, j, owners); err != nil {
 		if _, ok := err.(permanent); ok {
 			return nil, err
 		}
@@ -535,7 +545,7 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 
 // sendProofs sends, in the order of owners, each owner's stored upload
 // proofs: its OwnerUpload, then its UploadParts.
-func (p *Proxy) sendProofs(stream fedpcav1.CspService_KeySwitchClient, j *jobState, owners []string) error {
+func (p *Proxy) sendProofs(sendMsg func(*fedpcav1.OwnerUpload, *fedpcav1.UploadPart) error, j *jobState, owners []string) error {
 	var hd fedpcav1.OwnerUpload
 	var part fedpcav1.UploadPart
 	var buf []byte
@@ -556,14 +566,14 @@ func (p *Proxy) sendProofs(stream fedpcav1.CspService_KeySwitchClient, j *jobSta
 		if err := r.next(&hd, &buf); err != nil {
 			return permanent{fmt.Errorf("owner %s's stored upload: %w", o, err)}
 		}
-		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &hd}}); err != nil {
+		if err := sendMsg(&hd, nil); err != nil {
 			return err
 		}
 		for k := range j.n {
 			if err := r.next(&part, &buf); err != nil {
 				return permanent{fmt.Errorf("owner %s's stored proof %d: %w", o, k, err)}
 			}
-			if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: &part}}); err != nil {
+			if err := sendMsg(nil, &part); err != nil {
 				return err
 			}
 		}

@@ -1,141 +1,151 @@
 package sim
 
 import (
-	"bytes"
+	"os"
+	"strconv"
+
 	"context"
-	"encoding/json"
+	"encoding/hex"
+	"github.com/hashicorp/go-hclog"
+	"io"
 	"math"
-	"strings"
 	"testing"
 	"time"
 
+	"gonum.org/v1/gonum/mat"
+
 	"github.com/fedpca/fedpca/datasets"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
-	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/mpc"
+	"github.com/fedpca/fedpca/protocol/seal"
+	"github.com/fedpca/fedpca/transport"
 )
 
-// Accuracy of an exact components job (issue 32): eigenvalues within 1e-4
-// relative error, principal angles within 1e-3 rad of the plaintext PCA of
-// the same rows.
-const (
-	componentsEigenTol = 1e-4
-	componentsAngleTol = 1e-3 // radians
-)
-
-// checkComponentsUtility checks a components job's utility against the
-// plaintext PCA of the same rows.
-func checkComponentsUtility(t *testing.T, what string, u *Utility, k int) {
-	t.Helper()
-	if len(u.PrincipalAnglesDeg) != k || len(u.EigenvalueRelErrors) != k || u.CapturedVarianceRatio == nil {
-		t.Fatalf("%s: utility %+v, want %d angles and eigenvalue errors and q/q0", what, u, k)
-	}
-	for i, a := range u.PrincipalAnglesDeg {
-		if rad := a * math.Pi / 180; rad > componentsAngleTol {
-			t.Errorf("%s: principal angle %d is %.3g rad, want at most %g", what, i+1, rad, componentsAngleTol)
-		}
-	}
-	for i, e := range u.EigenvalueRelErrors {
-		if e > componentsEigenTol {
-			t.Errorf("%s: eigenvalue %d relative error %.3g, want at most %g", what, i+1, e, componentsEigenTol)
-		}
-	}
-	if q := *u.CapturedVarianceRatio; q < 1-1e-6 {
-		t.Errorf("%s: q/q0 %v", what, q)
-	}
-}
-
-// TestComponentsExactWine: an exact components PCA job end to end through
-// the daemons (3 members, any 2 compute; owners allowing exact
-// components; no noise): the user's result holds the top k components,
-// their covariance eigenvalues and n, nothing else, and they equal the
-// plaintext PCA of the same rows within the issue's accuracy.
-func TestComponentsExactWine(t *testing.T) {
-	t.Skip("needs csp Solve")
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+// TestComponentsWine runs an exact components-only PCA job through the
+// daemons (3 owners, a 2-of-3 committee with one member down): the user
+// receives only the members' sealed output shares, which open to the top 5
+// components and eigenvalues of the same covariance the statistics release
+// gives.
+func TestComponentsWine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("COMPONENTS_TIMEOUT_S", 240))*time.Second)
 	defer cancel()
 	data, _ := datasets.CSV("wine")
-	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 5, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1,
-		AllowExactComponents: true})
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, Logger: componentsLogger(t),
+		AllowExactComponents: true}) // owners take part in exact components jobs only when allowed
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	const k = 3
-	rep, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: k, NoNoise: true, Release: job.ReleaseComponents})
+	// The reference: the statistics release of the same job, exact.
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true})
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := rep.Result
-	if res.Released != job.ReleaseComponents || res.Output == nil || res.Components != nil || res.Release != nil || res.Quality != nil {
-		t.Fatalf("result: released %q, output %v, statistics' components %v, release %v, quality %v",
-			res.Released, res.Output != nil, res.Components != nil, res.Release != nil, res.Quality != nil)
+	if err := s.Cluster().StopCSP(1); err != nil { // member 2 down: 2 of 3 answer
+		t.Fatal(err)
 	}
-	if res.NoisyN != float64(s.rows.n()) {
-		t.Errorf("n = %v, want the %d rows", res.NoisyN, s.rows.n())
-	}
-	doc, err := json.Marshal(res)
+
+	key, err := seal.NewExchangeKey()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := job.ParseResult(doc); err != nil {
-		t.Fatalf("the result document does not validate: %v", err)
+	sch := s.Schema()
+	spec, err := s.user.Spec(ctx, userRequest(s, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true}))
+	if err != nil {
+		t.Fatal(err)
 	}
-	for _, banned := range []string{`"mean"`, `"all_eigenvalues"`, `"explained_variance_ratio"`, `"release"`, `"quality"`} {
-		if bytes.Contains(doc, []byte(banned)) {
-			t.Errorf("the components result holds %s", banned)
+	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
+	start := time.Now()
+	if _, err := s.user.Submit(ctx, spec, sch); err != nil {
+		t.Fatal(err)
+	}
+	st, err := s.user.Wait(ctx, spec.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("job: %s", st.GetReason())
+	}
+	took := time.Since(start)
+
+	conn, err := s.Cluster().DialerAs(transport.Identity{Role: transport.RoleUser, ID: simUser}, "user", false).Dial(s.Cluster().ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := fedpcav1.NewProxyServiceClient(conn).FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: spec.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	hd := first.GetHeader()
+	if hd.GetCiphertexts() != 0 || len(hd.GetPoints()) != 2 {
+		t.Fatalf("header: %d ciphertexts, points %v", hd.GetCiphertexts(), hd.GetPoints())
+	}
+	var shares [][]byte
+	for _, pt := range hd.GetPoints() {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
 		}
+		if r.GetCiphertext() != nil {
+			t.Fatal("a ciphertext in a components release")
+		}
+		b, err := seal.Open(key, job.OutputAAD(spec.ID(), pt), r.GetSealedOutput())
+		if err != nil {
+			t.Fatalf("member %d's output: %v", pt, err)
+		}
+		shares = append(shares, b)
 	}
-	checkComponentsUtility(t, "wine exact components", rep.Utility, k)
-	t.Logf("wine exact components: angles %.3g deg, eigenvalue errors %.3g, timings %+v, bytes %+v",
-		rep.Utility.PrincipalAnglesDeg, rep.Utility.EigenvalueRelErrors, rep.Timings, rep.Bytes)
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("after the outputs: %v", err)
+	}
+	d := len(sch.Features)
+	sum, err := job.SumShares(d, 5, shares...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := job.DecodeOutput(sum, d, 5, mpc.DefaultParams.F, sch.Bits, sch.Bound())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ref.Result.Components
+	n := float64(ref.Setup.Rows)
+	worstVal, worstDot := 0.0, 0.0
+	for i := range 5 {
+		// The statistics release's eigenvalues are of the scatter; the
+		// components release's of the covariance (scatter / n).
+		want := c.AllEigenvalues[i] / n
+		worstVal = math.Max(worstVal, math.Abs(out.Values[i]-want)/want)
+		col := mat.Col(nil, i, c.W)
+		dot := 0.0
+		for r := range d {
+			dot += col[r] * out.Vectors[i][r]
+		}
+		worstDot = math.Max(worstDot, 1-math.Abs(dot))
+	}
+	t.Logf("components of wine through the daemons in %v: eigenvalues within %.1e, vectors within %.1e rad, n %g", took, worstVal, math.Sqrt(2*worstDot), out.N)
+	if worstVal > 1e-4 || math.Sqrt(2*worstDot) > 1e-2 || out.N != n {
+		t.Fatalf("components off: eigenvalues %.2e, vector angle %.2e, n %g (want %g)", worstVal, math.Sqrt(2*worstDot), out.N, n)
+	}
 }
 
-// TestComponentsUtility: the simulator measures a components result (the
-// top components and covariance eigenvalues, no mean) against the
-// plaintext PCA as it does a statistics result: a components result made
-// of the plaintext PCA itself has zero angles and eigenvalue errors, q/q0
-// 1 and the central accuracy; the report prints it and says the total
-// variance is not released.
-func TestComponentsUtility(t *testing.T) {
-	data, _ := datasets.CSV("wine")
-	sch, err := schema.Infer(bytes.NewReader(data), "wine", "label")
-	if err != nil {
-		t.Fatal(err)
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
 	}
-	rows, err := mapRows(sch, data)
-	if err != nil {
-		t.Fatal(err)
+	return def
+}
+
+// componentsLogger logs to stderr at the level of COMPONENTS_LOG (off by default).
+func componentsLogger(t *testing.T) hclog.Logger {
+	lvl := os.Getenv("COMPONENTS_LOG")
+	if lvl == "" {
+		return hclog.NewNullLogger()
 	}
-	const k = 3
-	central, _, err := job.Central(&job.Spec{Analysis: job.PCA, K: k, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}, sch, bytes.NewReader(data))
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := sch.D()
-	top := &job.TopComponents{W: make([][]float64, d)}
-	for i := range d {
-		for j := range k {
-			top.W[i] = append(top.W[i], -central.Components.W.At(i, j)) // the sign is free
-		}
-	}
-	for _, v := range central.Components.Eigenvalues {
-		top.Eigenvalues = append(top.Eigenvalues, v/central.NoisyN)
-	}
-	priv := &job.Result{JobID: central.JobID, Dataset: central.Dataset, SchemaHash: central.SchemaHash, Analysis: job.PCA, Features: central.Features,
-		NoisyN: central.NoisyN, Privacy: job.Privacy{NoNoise: true}, HEParams: "test", Released: job.ReleaseComponents, Output: top}
-	u, err := rows.utility(priv, central, 1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	checkComponentsUtility(t, "the plaintext PCA as a components result", u, k)
-	if u.Accuracy == nil || *u.Accuracy != *u.AccuracyCentral {
-		t.Errorf("accuracy %v, want the central %v (nearest centroid does not depend on the centring)", deref(u.Accuracy), deref(u.AccuracyCentral))
-	}
-	var out strings.Builder
-	(&Report{Setup: Setup{Analysis: job.PCA, Dataset: "wine"}, Result: priv, Utility: u}).WriteText(&out, true)
-	for _, want := range []string{"components only", "covariance eigenvalues", "total variance is not released", "exact components", "component"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("report lacks %q:\n%s", want, out.String())
-		}
-	}
+	return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
 }

@@ -264,7 +264,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		return nil, err
 	}
 	sm.cl = cl
-	if sm.user, err = cl.User("analyst"); err != nil {
+	if sm.user, err = cl.User(simUser); err != nil {
 		cl.Stop()
 		return nil, err
 	}
@@ -302,14 +302,6 @@ func (s *Simulator) traffic() map[string]Traffic {
 
 // Run runs one job through the deployment and measures it.
 func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
-	delta := o.Delta
-	if delta == 0 && !o.NoNoise {
-		delta = job.DefaultDelta
-	}
-	split := o.Split
-	if split == (dp.Split{}) {
-		split = dp.DefaultSplitFor(o.Analysis)
-	}
 	sch := s.sch
 	if o.Schema != nil {
 		sch = o.Schema
@@ -319,10 +311,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
-		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
-		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize, Release: o.Release}
-	spec, err := s.user.Spec(ctx, req)
+	spec, err := s.user.Spec(ctx, userRequest(s, o))
 	if err != nil {
 		return nil, err
 	}
@@ -380,6 +369,28 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// simUser is the simulated user's ID.
+const simUser = "analyst"
+
+// userRequest is the user's request for the job o describes.
+func userRequest(s *Simulator, o JobOptions) user.Request {
+	delta := o.Delta
+	if delta == 0 && !o.NoNoise {
+		delta = job.DefaultDelta
+	}
+	split := o.Split
+	if split == (dp.Split{}) {
+		split = dp.DefaultSplitFor(o.Analysis)
+	}
+	sch := s.sch
+	if o.Schema != nil {
+		sch = o.Schema
+	}
+	return user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
+		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
+		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize, Release: o.Release}
 }
 
 // fetch downloads the result, then decrypts and analyses it, timing the

@@ -58,16 +58,16 @@ func (j PCAJob) Validate() error {
 // The shift by 2^(i+1) is the shared integer 2^(59-i) of mpc MSBShift and
 // public truncations, so no step sees n or its size (Catrina and Saxena's
 // normalisation, FC 2010).
-func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (mpc.Shared, error) {
+func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (cov, n mpc.Shared, err error) {
 	l := j.Layout
 	if x.R != l.Len() || x.C != 1 {
-		return mpc.Shared{}, fmt.Errorf("statistics of %dx%d, want %dx1", x.R, x.C, l.Len())
+		return cov, n, fmt.Errorf("statistics of %dx%d, want %dx1", x.R, x.C, l.Len())
 	}
 	d, rlen := l.D, l.RLen()
 	f := e.P.F
 	// Sum the classes (linear): v (d x 1) and n (1 x 1).
 	v := e.Rows(x, l.V(0, 0), d)
-	n := e.Rows(x, l.N(0), 1)
+	n = e.Rows(x, l.N(0), 1)
 	for k := 1; k < l.K; k++ {
 		v = e.Add(v, e.Rows(x, l.V(k, 0), d))
 		n = e.Add(n, e.Rows(x, l.N(k), 1))
@@ -76,17 +76,18 @@ func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (mpc.Shared, error) {
 	floor := mpc.Pow2(j.Bits)
 	below, err := e.LTZ(e.AddPublic(n, constCol(1, floor.Neg())), statsBits+1)
 	if err != nil {
-		return mpc.Shared{}, err
+		return cov, n, err
 	}
 	gap := e.AddPublic(e.Scale(n, -1), constCol(1, floor))
 	lift, err := e.Hadamard(mpc.Product{X: below, Y: gap})
 	if err != nil {
-		return mpc.Shared{}, err
+		return cov, n, err
 	}
+	total := n
 	n = e.Add(n, lift[0])
 	shift, err := e.MSBShift(n, statsBits)
 	if err != nil {
-		return mpc.Shared{}, err
+		return cov, n, err
 	}
 	// R's product with the shift is below 2^(60 + g) c^2; truncate R first
 	// by what exceeds the engine's bound.
@@ -100,25 +101,92 @@ func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (mpc.Shared, error) {
 	all := e.Stack(r, v, n)
 	prod, err := e.Hadamard(mpc.Product{X: all, Y: e.Replicate(shift, all.R).Column()})
 	if err != nil {
-		return mpc.Shared{}, err
+		return cov, n, err
 	}
 	rt := e.Trunc(statsBits+j.Bits-f-uint(pre), e.Rows(prod[0], 0, rlen))[0]
 	vn := e.Trunc(statsBits-f, e.Rows(prod[0], rlen, d+1))[0]
 	w, err := e.RecipHalf(e.Rows(vn, d, 1))
 	if err != nil {
-		return mpc.Shared{}, err
+		return cov, n, err
 	}
 	scaled, err := e.MulElem(e.Stack(rt, e.Rows(vn, 0, d)), e.Replicate(w, rlen+d).Column())
 	if err != nil {
-		return mpc.Shared{}, err
+		return cov, n, err
 	}
 	mean := e.Rows(scaled, rlen, d)
 	outer, err := e.MatMul(0, mpc.Product{X: mean, Y: e.Transpose(mean)})
 	if err != nil {
+		return cov, n, err
+	}
+	cov = e.Sub(e.Symmetric(e.Rows(scaled, 0, rlen), d, l.R), outer[0])
+	return e.MulConst(cov, 1/(j.Clip*j.Clip)), total, nil
+}
+
+// Sweeps is the Jacobi sweeps of the final p x p eigenproblem.
+const Sweeps = 8
+
+// Run is a components job's program, the same for every party (its own
+// shares), for the engine of all parties, and for the dealer's run on zero
+// shares that makes party 0's corrections: its control flow does not
+// depend on the data. x holds the party's shares mod T of the blinded,
+// noised sum's slots (the layout's Len values); unmask, called by the
+// dealer only, returns the negated blinding masks, which are dealt as
+// shares and added, so that nobody sees the unmasked sum. Then: shares over
+// Z_2^128 (FromModT), cov / c^2 (Covariance), the block iteration
+// (SharedRun), the Rayleigh-Ritz matrix Q^T (C / c^2) Q and its top K
+// eigenpairs (mpc SymEig), the components Q W and their Rayleigh quotients. It returns the party's share
+// of the output column (job.OutputLen: eigenvalues of cov / c^2, the d x K
+// components row-major, n).
+func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error) {
+	if err := j.Validate(); err != nil {
 		return mpc.Shared{}, err
 	}
-	cov := e.Sub(e.Symmetric(e.Rows(scaled, 0, rlen), d, l.R), outer[0])
-	return e.MulConst(cov, 1/(j.Clip*j.Clip)), nil
+	l := j.Layout
+	masks := e.InputModT(l.Len(), x.T, unmask)
+	x, err := e.AddModT(x, masks)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	ints, err := e.FromModT(x)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	a, n, err := j.Covariance(e, ints)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	cfg := j.Solver
+	cfg.D, cfg.K = l.D, j.K
+	fx := e.Fix(a)
+	q, y, err := SharedRunFixed(e, fx, Start(l.D, Block(l.D, j.K)), cfg)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	t, err := e.MatMul(0, mpc.Product{X: e.Transpose(q), Y: y})
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	_, w, err := mpc.SymEig(e, e.Symmetrise(t[0]), j.K, Sweeps)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	v, err := e.MatMul(0, mpc.Product{X: q, Y: w})
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	// The eigenvalues as Rayleigh quotients v^T (C / c^2) v of the final
+	// vectors: second-order in their angle and free of the rounding the
+	// Jacobi sweeps accumulate on the diagonal.
+	av, err := e.MulFixed(fx, v[0])
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	prod, err := e.MulElem(v[0], av)
+	if err != nil {
+		return mpc.Shared{}, err
+	}
+	values := e.ColumnSums(prod)
+	return e.Stack(values.Column(), v[0].Column(), n), nil
 }
 
 func constCol(n int, w mpc.Word) mpc.Mat {

@@ -2,6 +2,9 @@ package eigen
 
 import (
 	"fmt"
+	"math/rand/v2"
+
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/fedpca/fedpca/protocol/mpc"
 )
@@ -34,7 +37,12 @@ func SharedRun(e *mpc.Engine, c mpc.Shared, q0 [][]float64, cfg SharedConfig) (q
 	if c.R != c.C || c.R != len(q0) {
 		return q, y, fmt.Errorf("covariance %dx%d and start of %d rows", c.R, c.C, len(q0))
 	}
-	fx := e.Fix(c)
+	return SharedRunFixed(e, e.Fix(c), q0, cfg)
+}
+
+// SharedRunFixed is SharedRun on a covariance already opened masked (mpc
+// Fix), which the caller uses again.
+func SharedRunFixed(e *mpc.Engine, fx *mpc.Fixed, q0 [][]float64, cfg SharedConfig) (q, y mpc.Shared, err error) {
 	q = e.Const(mpc.EncodeMat(q0, e.P.F))
 	for range cfg.Iterations {
 		if y, err = e.MulFixed(fx, q); err != nil {
@@ -52,4 +60,28 @@ func SharedRun(e *mpc.Engine, c mpc.Shared, q0 [][]float64, cfg SharedConfig) (q
 	}
 	y, err = e.MulFixed(fx, q)
 	return q, y, err
+}
+
+// Start is the public random start: a Gaussian d x p block from a public
+// seed, orthonormalised in the clear.
+func Start(d, p int) [][]float64 {
+	rng := rand.New(rand.NewPCG(1, 2))
+	a := mat.NewDense(d, p, nil)
+	for r := range d {
+		for c := range p {
+			a.Set(r, c, rng.NormFloat64())
+		}
+	}
+	var qr mat.QR
+	qr.Factorize(a)
+	var q mat.Dense
+	qr.QTo(&q)
+	out := make([][]float64, d)
+	for r := range d {
+		out[r] = make([]float64, p)
+		for c := range p {
+			out[r][c] = q.At(r, c)
+		}
+	}
+	return out
 }

@@ -35,7 +35,7 @@ func solveShared(t testing.TB, c [][]float64, k int, cfg SharedConfig) sharedRes
 	}
 	shares := e.Share(mpc.EncodeMat(c, e.P.F)) // B = 1: rows clipped to norm 1
 	begin := time.Now()
-	q, y, err := SharedRun(e, shares, start(d, Block(d, k)), cfg)
+	q, y, err := SharedRun(e, shares, Start(d, Block(d, k)), cfg)
 	run := time.Since(begin)
 	if err != nil {
 		t.Fatal(err)

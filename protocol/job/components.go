@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/fedpca/fedpca/protocol/eigen"
 	"github.com/fedpca/fedpca/protocol/mpc"
+	"github.com/fedpca/fedpca/protocol/schema"
 )
 
 // A components release's output, as the members' program leaves it in
@@ -80,4 +82,29 @@ func DecodeOutput(sum []mpc.Word, d, k int, f uint, bits uint, bound int64) (*Ou
 	}
 	out.N = math.Ldexp(sum[k+d*k].Signed(0), -int(bits))
 	return out, nil
+}
+
+// SolveKeyContext is the signature context of a member's X25519 key for a
+// job's openings (seal.Sign).
+const SolveKeyContext = "solve-exchange-key-v1"
+
+// SolveKeyMessage is what a member signs of its key for the job's
+// openings: the job, its point and the key.
+func SolveKeyMessage(jobID string, point uint32, key []byte) []byte {
+	return fmt.Appendf(nil, "%s\x00%d\x00%x", jobID, point, key)
+}
+
+// OpeningAAD binds a sealed opening to the job, the round and both parties.
+func OpeningAAD(jobID string, round uint64, from, to uint32) []byte {
+	return fmt.Appendf(nil, "fedpca/opening\x00%s\x00%d\x00%d\x00%d", jobID, round, from, to)
+}
+
+// PCAJob returns the members' program parameters of a components job.
+func (s *Spec) PCAJob(sch *schema.Schema) (eigen.PCAJob, error) {
+	l, err := s.Layout(sch)
+	if err != nil {
+		return eigen.PCAJob{}, err
+	}
+	j := eigen.PCAJob{Layout: l, Bits: sch.Bits, Clip: math.Ldexp(float64(sch.Bound()), -int(sch.Bits)), K: s.K, Solver: eigen.DefaultShared}
+	return j, j.Validate()
 }

@@ -138,7 +138,7 @@ type Spec struct {
 	// Release is what the user learns: the statistics (empty, the
 	// default) or, with "components", only the top K components, their
 	// eigenvalues and n, computed by the committee members in secret-shared
-	// arithmetic (docs/PROTOCOL.md section 8); ResultKey is then the
+	// arithmetic (docs/PROTOCOL.md section 7.2); ResultKey is then the
 	// user's X25519 public key (hex) that each member seals its share of
 	// the output to.
 	Release   string `json:"release,omitempty"`

@@ -278,3 +278,30 @@ func (e *Engine) FromModT(x ModT) (Shared, error) {
 	}
 	return e.Add(e.Sub(e.Const(zc), r), e.Scale(lt, int64(t))), nil
 }
+
+// InputModT deals count values mod t that the dealer holds (value is called
+// by the dealer only: the proxy's blinding masks, negated) as shares mod t.
+func (e *Engine) InputModT(count int, t uint64, value func() []uint64) ModT {
+	return e.dealer.splitModT(count, t, value)
+}
+
+// AddModT returns a + b for shares mod T (local).
+func (e *Engine) AddModT(a, b ModT) (ModT, error) {
+	if a.T != b.T || len(a.S) != len(b.S) {
+		return ModT{}, fmt.Errorf("shares mod %d and mod %d", a.T, b.T)
+	}
+	out := ModT{T: a.T, S: make([][]uint64, len(a.S))}
+	for i := range a.S {
+		if a.S[i] == nil {
+			continue
+		}
+		if len(a.S[i]) != len(b.S[i]) {
+			return ModT{}, fmt.Errorf("party %d: %d and %d values mod %d", i, len(a.S[i]), len(b.S[i]), a.T)
+		}
+		out.S[i] = make([]uint64, len(a.S[i]))
+		for j := range a.S[i] {
+			out.S[i][j] = addMod(a.S[i][j], b.S[i][j], a.T)
+		}
+	}
+	return out, nil
+}

@@ -291,37 +291,9 @@ func (e *Engine) MulFixed(x *Fixed, y Shared) (Shared, error) {
 // the parties open c = x + 2^L + r for a dealt r < 2^(L+Lambda), and the
 // result is c >> s - r >> s - 2^(L-s). No wrap: L + Lambda + 1 < 128.
 func (e *Engine) Trunc(s uint, xs ...Shared) []Shared {
-	off := Pow2(e.P.L)
-	offOut := Pow2(e.P.L - s)
-	var opens []Shared
-	his := make([]Shared, len(xs))
-	for k, x := range xs {
-		r, hi := e.dealer.truncPair(x.R, x.C, e.P.L+e.P.Lambda, s)
-		his[k] = hi
-		opens = append(opens, e.each(x, func(i int, m Mat) Mat {
-			m = add(m, r.S[i])
-			if i == 0 {
-				for j := range m.V {
-					m.V[j] = m.V[j].Add(off)
-				}
-			}
-			return m
-		}))
+	shifts := make([]uint, len(xs))
+	for k := range shifts {
+		shifts[k] = s
 	}
-	opened := e.open(opens...)
-	out := make([]Shared, len(xs))
-	for k := range xs {
-		c := opened[k]
-		out[k] = e.each(his[k], func(i int, h Mat) Mat {
-			z := NewMat(h.R, h.C)
-			for j := range z.V {
-				z.V[j] = h.V[j].Neg()
-				if i == 0 {
-					z.V[j] = z.V[j].Add(c.V[j].Shr(s)).Sub(offOut)
-				}
-			}
-			return z
-		})
-	}
-	return out
+	return e.TruncEach(shifts, xs...)
 }

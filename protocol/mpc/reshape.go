@@ -67,3 +67,24 @@ func (e *Engine) Symmetric(x Shared, d int, index func(i, j int) int) Shared {
 		return out
 	})
 }
+
+// Symmetrise returns (x + x^T) / 2, the halving by the truncation
+// protocol (one round): shares cannot be halved locally, a share's halving
+// is off by 2^127 whenever the shares wrap.
+func (e *Engine) Symmetrise(x Shared) Shared {
+	sum := e.each(x, func(_ int, s Mat) Mat { return add(s, s.Transpose()) })
+	return e.Trunc(1, sum)[0]
+}
+
+// ColumnSums returns the sums of x's columns as a column (local).
+func (e *Engine) ColumnSums(x Shared) Shared {
+	return e.each(x, func(_ int, s Mat) Mat {
+		out := NewMat(s.C, 1)
+		for r := range s.R {
+			for c := range s.C {
+				out.V[c] = out.V[c].Add(s.At(r, c))
+			}
+		}
+		return out
+	})
+}

@@ -58,7 +58,7 @@ type CspServiceClient interface {
 	// then one ciphertext per message; the member answers with one share per
 	// ciphertext, its DP noise share folded in. At most once per job.
 	KeySwitch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[KeySwitchRequest, KeySwitchResponse], error)
-	// Solve runs a components job (docs/PROTOCOL.md section 8): the member
+	// Solve runs a components job (docs/PROTOCOL.md section 7.2): the member
 	// checks the job and the uploads as for KeySwitch, turns the verified sum
 	// into additive shares with the other active members, runs the
 	// eigensolver's rounds with them (openings sealed member to member, the
@@ -190,7 +190,7 @@ type CspServiceServer interface {
 	// then one ciphertext per message; the member answers with one share per
 	// ciphertext, its DP noise share folded in. At most once per job.
 	KeySwitch(grpc.BidiStreamingServer[KeySwitchRequest, KeySwitchResponse]) error
-	// Solve runs a components job (docs/PROTOCOL.md section 8): the member
+	// Solve runs a components job (docs/PROTOCOL.md section 7.2): the member
 	// checks the job and the uploads as for KeySwitch, turns the verified sum
 	// into additive shares with the other active members, runs the
 	// eigensolver's rounds with them (openings sealed member to member, the
