@@ -93,6 +93,10 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 		}
 	}
 	t := r.Timings
+	switchName := "key switch (committee, unblinding)"
+	if res.Output != nil {
+		switchName = "committee solve (conversion, eigensolver, sealed outputs)"
+	}
 	fmt.Fprintln(w, "\n  time (seconds):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, row := range []struct {
@@ -103,7 +107,7 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 		{"proxy aggregate (validate and fold uploads)", t.Aggregate},
 		{"upload window (job created -> sealed)", t.UploadWindow},
 		{"seal (proxy noise, masks)", t.Seal},
-		{"key switch (committee, unblinding)", t.KeySwitch},
+		{switchName, t.KeySwitch},
 		{"user fetch", t.Fetch},
 		{"user decrypt + analysis", t.UserAnalysis},
 		{"total (submitted -> result)", t.Total},
