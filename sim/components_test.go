@@ -37,7 +37,8 @@ func TestComponentsWine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("COMPONENTS_TIMEOUT_S", 240))*time.Second)
 	defer cancel()
 	data, _ := datasets.CSV("wine")
-	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, Logger: componentsLogger(t)})
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, Logger: componentsLogger(t),
+		AllowExactComponents: true}) // owners take part in exact components jobs only when allowed
 	if err != nil {
 		t.Fatal(err)
 	}
