@@ -12,7 +12,6 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
-	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/seal"
 	"github.com/fedpca/fedpca/transport"
@@ -143,7 +142,7 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 	if err != nil {
 		return nil, err
 	}
-	out, err := job.DecodeOutput(sum, d, k, mpc.DefaultParams.F, sch.Bits, sch.Bound())
+	out, err := s.Decode(sum, sch)
 	if err != nil {
 		return nil, err
 	}
@@ -155,6 +154,9 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 		for _, x := range v {
 			norm += x * x
 		}
+		if s.Analysis == job.DCA && norm == 0 && math.Abs(out.Values[j]) < job.DCAResolution {
+			continue // a generalised eigenvalue below the block iteration's resolution: no direction
+		}
 		if norm = math.Sqrt(norm); !(math.Abs(norm-1) <= unitTolerance) {
 			return nil, wrong("component %d has length %.6g, not 1", j+1, norm)
 		}
@@ -162,6 +164,9 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 	// Without noise the covariance of rows clipped to norm c has its
 	// eigenvalues in [0, c^2], and n counts rows.
 	c2 := math.Pow(math.Ldexp(float64(sch.Bound()), -int(sch.Bits)), 2)
+	if s.Analysis == job.DCA {
+		c2 = 1 // generalised eigenvalues of S_B against S_T + rho I
+	}
 	for j, v := range out.Values {
 		if math.IsNaN(v) || math.IsInf(v, 0) || s.NoNoise && (v < -unitTolerance*c2 || v > (1+unitTolerance)*c2) {
 			return nil, wrong("eigenvalue %d is %.6g, outside [0, %.6g] (rows clipped to norm %.6g)", j+1, v, c2, math.Sqrt(c2))

@@ -2,7 +2,7 @@ package eigen
 
 import (
 	"fmt"
-	"math/rand/v2"
+	"math"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -104,14 +104,16 @@ func SharedRitz(e *mpc.Engine, q, y mpc.Shared, k int, cfg SharedConfig) (values
 	return values, x[0], nil
 }
 
-// Start is the public random start: a Gaussian d x p block from a public
-// seed, orthonormalised in the clear.
+// Start is the public random start: a Gaussian d x p block (Box-Muller on
+// the words of a stream keyed by a public constant), orthonormalised in the
+// clear. Every party computes the same block.
 func Start(d, p int) [][]float64 {
-	rng := rand.New(rand.NewPCG(1, 2))
+	s := mpc.NewStream(mpc.Seed{'f', 'e', 'd', 'p', 'c', 'a', ' ', 's', 't', 'a', 'r', 't'})
+	uniform := func() float64 { return (float64(s.Uint64()>>11) + 0.5) / (1 << 53) } // in (0, 1)
 	a := mat.NewDense(d, p, nil)
 	for r := range d {
 		for c := range p {
-			a.Set(r, c, rng.NormFloat64())
+			a.Set(r, c, math.Sqrt(-2*math.Log(uniform()))*math.Cos(2*math.Pi*uniform()))
 		}
 	}
 	var qr mat.QR

@@ -99,6 +99,10 @@ func OpeningAAD(jobID string, round uint64, from, to uint32) []byte {
 	return fmt.Appendf(nil, "fedpca/opening\x00%s\x00%d\x00%d\x00%d", jobID, round, from, to)
 }
 
+// DCAResolution is the generalised eigenvalue below which the DCA
+// program's block iteration resolves no direction (a zero vector).
+const DCAResolution = 1e-3
+
 // Program is a components job's members' program (protocol/eigen).
 type Program interface {
 	Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error)

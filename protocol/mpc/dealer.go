@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"math/rand/v2"
 )
 
 // Dealer is the source of correlated randomness (Beaver 1991): matrix
@@ -18,7 +17,7 @@ import (
 // 2012) would remove that assumption at a higher cost.
 //
 // Dealing is compressed with seeds (as in MP-SPDZ's and CrypTen's dealers):
-// party i >= 1 draws each of its shares from its own ChaCha8 stream, keyed
+// party i >= 1 draws each of its shares from its own AES-CTR stream (Stream), keyed
 // by a seed the dealer sends it once, and only party 0 receives its shares
 // explicitly, as value - sum of the others ("corrections"). The same Dealer
 // type serves three places: the dealer itself (every share; with a sink it
@@ -29,8 +28,8 @@ import (
 type Dealer struct {
 	n      int
 	me     int // -1: the dealer (every share)
-	master *rand.ChaCha8
-	party  []*rand.ChaCha8 // by party; nil where not held
+	master *Stream
+	party  []*Stream // by party; nil where not held
 	seeds  []Seed
 	sink   func(Mat) // dealer: receives party 0's shares
 	next0  func() (Mat, error)
@@ -48,17 +47,17 @@ func NewDealer(n int, src io.Reader) (*Dealer, error) {
 	if n < 2 {
 		return nil, errors.New("dealer for fewer than 2 parties")
 	}
-	d := &Dealer{n: n, me: -1, party: make([]*rand.ChaCha8, n), seeds: make([]Seed, n), fixed: map[int]Mat{}}
+	d := &Dealer{n: n, me: -1, party: make([]*Stream, n), seeds: make([]Seed, n), fixed: map[int]Mat{}}
 	var master Seed
 	if _, err := io.ReadFull(src, master[:]); err != nil {
 		return nil, fmt.Errorf("dealer seed: %w", err)
 	}
-	d.master = rand.NewChaCha8(master)
+	d.master = NewStream(master)
 	for i := 1; i < n; i++ {
 		if _, err := io.ReadFull(src, d.seeds[i][:]); err != nil {
 			return nil, fmt.Errorf("party seed: %w", err)
 		}
-		d.party[i] = rand.NewChaCha8(d.seeds[i])
+		d.party[i] = NewStream(d.seeds[i])
 	}
 	return d, nil
 }
@@ -76,14 +75,14 @@ func NewPartySource(n, me int, seed Seed, next func() (Mat, error)) (*Dealer, er
 	if me < 0 || me >= n {
 		return nil, fmt.Errorf("party %d of %d", me, n)
 	}
-	d := &Dealer{n: n, me: me, party: make([]*rand.ChaCha8, n)}
+	d := &Dealer{n: n, me: me, party: make([]*Stream, n)}
 	if me == 0 {
 		if next == nil {
 			return nil, errors.New("party 0 needs the dealer's corrections")
 		}
 		d.next0 = next
 	} else {
-		d.party[me] = rand.NewChaCha8(seed)
+		d.party[me] = NewStream(seed)
 	}
 	return d, nil
 }
@@ -91,9 +90,9 @@ func NewPartySource(n, me int, seed Seed, next func() (Mat, error)) (*Dealer, er
 // Err returns the first failure to receive party 0's corrections.
 func (d *Dealer) Err() error { return d.err }
 
-func word(r *rand.ChaCha8) Word { return Word{r.Uint64(), r.Uint64()} }
+func word(r *Stream) Word { return Word{r.Uint64(), r.Uint64()} }
 
-func randomMat(r *rand.ChaCha8, rows, cols int) Mat {
+func randomMat(r *Stream, rows, cols int) Mat {
 	m := NewMat(rows, cols)
 	for i := range m.V {
 		m.V[i] = word(r)
@@ -276,7 +275,7 @@ func (d *Dealer) modTMask(count int, t uint64, nbits uint) (modT ModT, r, low Sh
 // travels as a count x 1 matrix of words).
 func (d *Dealer) splitModT(count int, t uint64, value func() []uint64) ModT {
 	s := ModT{T: t, S: make([][]uint64, d.n)}
-	draw := func(r *rand.ChaCha8) []uint64 {
+	draw := func(r *Stream) []uint64 {
 		v := make([]uint64, count)
 		for j := range v {
 			v[j] = uniformMod(r, t)
@@ -325,7 +324,7 @@ func (d *Dealer) splitModT(count int, t uint64, value func() []uint64) ModT {
 }
 
 // uniformMod returns a uniform integer in [0, t) by rejection.
-func uniformMod(r *rand.ChaCha8, t uint64) uint64 {
+func uniformMod(r *Stream, t uint64) uint64 {
 	shift := uint(bits.LeadingZeros64(t - 1))
 	for {
 		if v := r.Uint64() >> shift; v < t {
