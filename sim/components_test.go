@@ -183,7 +183,7 @@ func TestComponentsLeakNothing(t *testing.T) {
 	data, _ := datasets.CSV("wine")
 	logs := &lockedBuffer{}
 	dir := t.TempDir()
-	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: dir, Seed: 1,
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: dir, Seed: 1, AllowExactComponents: true,
 		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, JSONFormat: true, Output: logs})})
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestComponentsCost(t *testing.T) {
 		f := strings.Split(line, ",")
 		b.WriteString(strings.Join(append(f[:50:50], f[len(f)-1]), ",") + "\n")
 	}
-	s, err := NewSimulator(ctx, Simulation{Data: []byte(b.String()), Name: name + "50", Label: "label", Owners: 10, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1})
+	s, err := NewSimulator(ctx, Simulation{Data: []byte(b.String()), Name: name + "50", Label: "label", Owners: 10, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, AllowExactComponents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -323,7 +323,7 @@ func TestComponentsDCAWine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	data, _ := datasets.CSV("wine")
-	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1})
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, AllowExactComponents: true})
 	if err != nil {
 		t.Fatal(err)
 	}
