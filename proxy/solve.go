@@ -11,8 +11,8 @@ import (
 	"time"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/mpc"
 )
 

@@ -302,10 +302,7 @@ func TestSymEigCost(t *testing.T) {
 	}
 	sweeps := []int{DefaultSweeps}
 	if v := os.Getenv("SYMEIG_SWEEPS"); v != "" {
-		sweeps = nil
-		for _, s := range splitInts(v) {
-			sweeps = append(sweeps, s)
-		}
+		sweeps = splitInts(v)
 	}
 	rng := rand.New(rand.NewPCG(31, 32))
 	for _, p := range []int{15, 25} {

@@ -1,7 +1,5 @@
 package mpc
 
-import "fmt"
-
 // Mat is a matrix of ring words, row-major: one party's share of a
 // shared matrix, or a public (opened) matrix.
 type Mat struct {
@@ -50,13 +48,6 @@ func Identity(n int, w Word) Mat {
 		m.Set(i, i, w)
 	}
 	return m
-}
-
-func (m Mat) sameShape(o Mat) error {
-	if m.R != o.R || m.C != o.C {
-		return fmt.Errorf("shape %dx%d against %dx%d", m.R, m.C, o.R, o.C)
-	}
-	return nil
 }
 
 func add(a, b Mat) Mat {
