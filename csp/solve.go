@@ -60,23 +60,12 @@ func (c *CSP) solve(stream fedpcav1.CspService_SolveServer) error {
 	defer c.switching.lock(id)()
 
 	h := headerDigest(hd.GetJob())
-	cts := make([]*rlwe.Ciphertext, chk.n)
-	for i := range cts {
+	cts, err := c.readSum(chk.n, h, func() ([]byte, error) {
 		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return invalid("stream ended after %d of %d ciphertexts", i, chk.n)
-		}
-		if err != nil {
-			return err
-		}
-		b := msg.GetCiphertext()
-		if b == nil {
-			return invalid("message %d: expected a ciphertext", i+1)
-		}
-		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(b); err != nil {
-			return invalid("ciphertext %d: %v", i, err)
-		}
-		hashField(h, b)
+		return msg.GetCiphertext(), err
+	})
+	if err != nil {
+		return err
 	}
 	if err := c.verifyUploads(solveUploads(stream), chk, st, cts); err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()

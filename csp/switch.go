@@ -224,23 +224,12 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	defer c.switching.lock(hd.GetJobId())()
 
 	h := headerDigest(hd)
-	cts := make([]*rlwe.Ciphertext, chk.n)
-	for i := range cts {
+	cts, err := c.readSum(chk.n, h, func() ([]byte, error) {
 		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return invalid("stream ended after %d of %d ciphertexts", i, chk.n)
-		}
-		if err != nil {
-			return err
-		}
-		b := msg.GetCiphertext()
-		if b == nil {
-			return invalid("message %d: expected a ciphertext", i+1)
-		}
-		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(b); err != nil {
-			return invalid("ciphertext %d: %v", i, err)
-		}
-		hashField(h, b)
+		return msg.GetCiphertext(), err
+	})
+	if err != nil {
+		return err
 	}
 	verifyStart := time.Now()
 	if err := c.verifyUploads(switchUploads(stream), chk, st, cts); err != nil {
@@ -359,6 +348,30 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 		}
 	}
 	return nil
+}
+
+// readSum reads the n ciphertexts of the sum that follow a request's
+// header (next returns the next message's ciphertext, nil for another
+// kind), hashing each into h.
+func (c *CSP) readSum(n int, h hash.Hash, next func() ([]byte, error)) ([]*rlwe.Ciphertext, error) {
+	cts := make([]*rlwe.Ciphertext, n)
+	for i := range cts {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			return nil, invalid("stream ended after %d of %d ciphertexts", i, n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			return nil, invalid("message %d: expected a ciphertext", i+1)
+		}
+		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(b); err != nil {
+			return nil, invalid("ciphertext %d: %v", i, err)
+		}
+		hashField(h, b)
+	}
+	return cts, nil
 }
 
 // nextUpload returns the next message of a request's uploads: an owner's

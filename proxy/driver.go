@@ -381,29 +381,38 @@ func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchState, er
 	return in, nil
 }
 
-// keySwitch asks every active member that has not answered yet for its
-// shares (the same active set every time: a member switches a job once),
-// then combines them and removes the masks.
-func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
+// startSwitch records that a sealed job's switch (or solve) started and
+// returns what it needs: the active members, the included owners, the
+// job's record and its inputs.
+func (p *Proxy) startSwitch(j *jobState) (active []uint32, owners []string, rec jobRecord, in *switchState, err error) {
 	j.mu.Lock()
-	active := slices.Clone(j.rec.Active)
+	defer j.mu.Unlock()
+	active = slices.Clone(j.rec.Active)
 	if !j.rec.Switched {
 		if err := p.commit(j, func(prog *jobProgress) {
 			prog.Switched, prog.SwitchStarted = true, time.Now().UTC()
 		}, func(prog *jobProgress) error { return p.store.setProgress(j.id, prog) }); err != nil {
-			j.mu.Unlock()
-			return err
+			return nil, nil, rec, nil, err
 		}
 	}
-	owners, err := j.uploadedOwners()
-	rec := j.rec
-	var in *switchState
+	owners, err = j.uploadedOwners()
+	rec = j.rec
 	if err == nil {
 		in, err = p.switchInputs(j, active)
 	}
-	j.mu.Unlock()
 	if err != nil {
-		return permanent{fmt.Errorf("read sealed job: %w", err)}
+		return nil, nil, rec, nil, permanent{fmt.Errorf("read sealed job: %w", err)}
+	}
+	return active, owners, rec, in, nil
+}
+
+// keySwitch asks every active member that has not answered yet for its
+// shares (the same active set every time: a member switches a job once),
+// then combines them and removes the masks.
+func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
+	active, owners, rec, in, err := p.startSwitch(j)
+	if err != nil {
+		return err
 	}
 	// The members still to ask, listed before any goroutine writes in.shares.
 	var missing []uint32

@@ -29,25 +29,9 @@ const solveAllowance = 10 * time.Minute
 // shares as the result. The proxy sees no opening (sealed member to
 // member) and no output (sealed to the user).
 func (p *Proxy) solve(ctx context.Context, j *jobState) error {
-	j.mu.Lock()
-	active := slices.Clone(j.rec.Active)
-	if !j.rec.Switched {
-		if err := p.commit(j, func(prog *jobProgress) {
-			prog.Switched, prog.SwitchStarted = true, time.Now().UTC()
-		}, func(prog *jobProgress) error { return p.store.setProgress(j.id, prog) }); err != nil {
-			j.mu.Unlock()
-			return err
-		}
-	}
-	owners, err := j.uploadedOwners()
-	rec := j.rec
-	var in *switchState
-	if err == nil {
-		in, err = p.switchInputs(j, active)
-	}
-	j.mu.Unlock()
+	active, owners, rec, in, err := p.startSwitch(j)
 	if err != nil {
-		return permanent{fmt.Errorf("read sealed job: %w", err)}
+		return err
 	}
 	pj, err := j.spec.Program(j.sch)
 	if err != nil {

@@ -1,14 +1,12 @@
 package eigen
 
 import (
-	"crypto/rand"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/fedpca/fedpca/datasets"
-	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
 
@@ -42,14 +40,7 @@ func TestDCAGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		x, _ := encryptedClassShares(t, l, rows, labels, g)
-		dealer, err := mpc.NewDealer(2, rand.Reader)
-		if err != nil {
-			t.Fatal(err)
-		}
-		e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
-		if err != nil {
-			t.Fatal(err)
-		}
+		e := twoParties(t)
 		job := DCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 		start := time.Now()
 		out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })

@@ -1,14 +1,12 @@
 package eigen
 
 import (
-	"crypto/rand"
 	"fmt"
 	"math"
 	"testing"
 	"time"
 
 	"github.com/fedpca/fedpca/datasets"
-	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
 
@@ -44,14 +42,7 @@ func TestGoldenDatasets(t *testing.T) {
 				t.Fatal(err)
 			}
 			x, _ := encryptedShares(t, l, rows, g)
-			dealer, err := mpc.NewDealer(2, rand.Reader)
-			if err != nil {
-				t.Fatal(err)
-			}
-			e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
-			if err != nil {
-				t.Fatal(err)
-			}
+			e := twoParties(t)
 			job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 			start := time.Now()
 			out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })

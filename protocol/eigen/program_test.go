@@ -184,14 +184,7 @@ func TestCovarianceFromEncrypted(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, _ := encryptedShares(t, l, rows, g)
-	dealer, err := mpc.NewDealer(2, rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := twoParties(t)
 	ints, err := e.FromModT(x)
 	if err != nil {
 		t.Fatal(err)
@@ -243,14 +236,7 @@ func TestRunWine(t *testing.T) {
 		t.Fatal(err)
 	}
 	x, _ := encryptedShares(t, l, rows, g)
-	dealer, err := mpc.NewDealer(2, rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := twoParties(t)
 	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 	out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
 	if err != nil {
@@ -328,14 +314,7 @@ func TestRunLarge(t *testing.T) {
 	start := time.Now()
 	x, _ := encryptedShares(t, l, rows, g)
 	t.Logf("statistics, encryption and conversion: %v", time.Since(start))
-	dealer, err := mpc.NewDealer(2, rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
-	if err != nil {
-		t.Fatal(err)
-	}
+	e := twoParties(t)
 	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 	start = time.Now()
 	out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
@@ -344,4 +323,19 @@ func TestRunLarge(t *testing.T) {
 	}
 	t.Logf("d = %d, k = %d: the program in %v (both parties in one process), %d rounds, %.0f MB per party", d, k, time.Since(start), e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6)
 	_ = out
+}
+
+// twoParties is the engine of two parties (two of three members) with a
+// dealer drawing from crypto/rand.
+func twoParties(t testing.TB) *mpc.Engine {
+	t.Helper()
+	dealer, err := mpc.NewDealer(2, rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := mpc.NewEngine(2, mpc.DefaultParams, dealer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
 }
