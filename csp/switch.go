@@ -43,6 +43,9 @@ type switchRecord struct {
 	Ciphertexts int       `json:"ciphertexts"`
 	NoNoise     bool      `json:"no_noise"`
 	At          time.Time `json:"at"`
+	// Release is "components" for a solved job, whose one stored share is
+	// the member's sealed output.
+	Release string `json:"release,omitempty"`
 }
 
 // checked is a validated key-switch header.
@@ -68,7 +71,9 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	if err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
 		return nil, forbidden("job %s…: %v", spec.ID()[:12], err)
 	}
-	if spec.NoNoise && !c.cfg.AllowNoNoise {
+	// An exact components job is the owners' choice (their
+	// --allow-exact-components): the members learn nothing either way.
+	if spec.NoNoise && !spec.Components() && !c.cfg.AllowNoNoise {
 		return nil, forbidden("job %s… has no DP noise; this member refuses such jobs (they exist for tests and simulations)", spec.ID()[:12])
 	}
 	userPK, err := c.params.Codecs().PublicKey.Unmarshal(h.GetUserPublicKey())
@@ -209,6 +214,9 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		return ErrNoKey
 	}
 	chk, err := c.checkHeader(hd, st)
+	if err == nil && chk.spec.Components() {
+		err = forbidden("job %s… releases only its components: its sum is solved among the members (Solve), never switched to the user", chk.spec.ID()[:12])
+	}
 	if err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()
 		return err
@@ -216,26 +224,15 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	defer c.switching.lock(hd.GetJobId())()
 
 	h := headerDigest(hd)
-	cts := make([]*rlwe.Ciphertext, chk.n)
-	for i := range cts {
+	cts, err := c.readSum(chk.n, h, func() ([]byte, error) {
 		msg, err := stream.Recv()
-		if errors.Is(err, io.EOF) {
-			return invalid("stream ended after %d of %d ciphertexts", i, chk.n)
-		}
-		if err != nil {
-			return err
-		}
-		b := msg.GetCiphertext()
-		if b == nil {
-			return invalid("message %d: expected a ciphertext", i+1)
-		}
-		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(b); err != nil {
-			return invalid("ciphertext %d: %v", i, err)
-		}
-		hashField(h, b)
+		return msg.GetCiphertext(), err
+	})
+	if err != nil {
+		return err
 	}
 	verifyStart := time.Now()
-	if err := c.verifyUploads(stream, chk, st, cts); err != nil {
+	if err := c.verifyUploads(switchUploads(stream), chk, st, cts); err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()
 		c.log.Warn("key switch refused: the sum is not the named owners' proven uploads", "job", chk.spec.ID()[:16], "error", err)
 		return err
@@ -299,7 +296,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 // proxy's noise and mask touch only c0). Otherwise the switch is refused
 // and no share is made: a subset, a double count, a dropped, foreign or
 // crafted ciphertext, whoever sent it.
-func (c *CSP) verifyUploads(stream fedpcav1.CspService_KeySwitchServer, chk *checked, st *secretFile, cts []*rlwe.Ciphertext) error {
+func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts []*rlwe.Ciphertext) error {
 	key, err := c.proofKey(st)
 	if err != nil {
 		return err
@@ -307,28 +304,27 @@ func (c *CSP) verifyUploads(stream fedpcav1.CspService_KeySwitchServer, chk *che
 	v := newVerifier(c.params, key, chk.spec.ID(), chk.n, runtime.GOMAXPROCS(0))
 	defer v.stop()
 	for _, owner := range chk.owners {
-		msg, err := stream.Recv()
+		up, _, what, err := next()
 		if errors.Is(err, io.EOF) {
 			return invalid("the stream ended before owner %s's upload: every included owner's upload must come with the sum", owner)
 		}
 		if err != nil {
 			return err
 		}
-		up := msg.GetUpload()
 		if up == nil || up.GetOwner() != owner {
-			return invalid("expected owner %s's upload (the header's order), got %s", owner, describe(msg))
+			return invalid("expected owner %s's upload (the header's order), got %s", owner, what)
 		}
 		digests := make([]job.PartDigests, chk.n)
 		for i := range chk.n {
-			if msg, err = stream.Recv(); err != nil {
+			_, pm, what, err := next()
+			if err != nil {
 				if errors.Is(err, io.EOF) {
 					return invalid("owner %s's upload ended after %d of %d ciphertexts", owner, i, chk.n)
 				}
 				return err
 			}
-			pm := msg.GetPart()
 			if pm == nil || len(pm.GetC0Digest()) != sha256.Size {
-				return invalid("owner %s's ciphertext %d: expected an upload part with a 32-byte c0 digest, got %s", owner, i, describe(msg))
+				return invalid("owner %s's ciphertext %d: expected an upload part with a 32-byte c0 digest, got %s", owner, i, what)
 			}
 			part := job.Part{C1: pm.GetC1(), Proof: pm.GetProof()}
 			copy(part.C0Digest[:], pm.GetC0Digest())
@@ -352,6 +348,46 @@ func (c *CSP) verifyUploads(stream fedpcav1.CspService_KeySwitchServer, chk *che
 		}
 	}
 	return nil
+}
+
+// readSum reads the n ciphertexts of the sum that follow a request's
+// header (next returns the next message's ciphertext, nil for another
+// kind), hashing each into h.
+func (c *CSP) readSum(n int, h hash.Hash, next func() ([]byte, error)) ([]*rlwe.Ciphertext, error) {
+	cts := make([]*rlwe.Ciphertext, n)
+	for i := range cts {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			return nil, invalid("stream ended after %d of %d ciphertexts", i, n)
+		}
+		if err != nil {
+			return nil, err
+		}
+		if b == nil {
+			return nil, invalid("message %d: expected a ciphertext", i+1)
+		}
+		if cts[i], err = c.params.Codecs().Ciphertext.Unmarshal(b); err != nil {
+			return nil, invalid("ciphertext %d: %v", i, err)
+		}
+		hashField(h, b)
+	}
+	return cts, nil
+}
+
+// nextUpload returns the next message of a request's uploads: an owner's
+// upload header or one of its parts (KeySwitch and Solve carry the same
+// messages), and the message's kind for errors.
+type nextUpload func() (*fedpcav1.OwnerUpload, *fedpcav1.UploadPart, string, error)
+
+// switchUploads reads a key-switch request's uploads.
+func switchUploads(stream fedpcav1.CspService_KeySwitchServer) nextUpload {
+	return func() (*fedpcav1.OwnerUpload, *fedpcav1.UploadPart, string, error) {
+		msg, err := stream.Recv()
+		if err != nil {
+			return nil, nil, "", err
+		}
+		return msg.GetUpload(), msg.GetPart(), describe(msg), nil
+	}
 }
 
 // describe names a key-switch message's kind, for errors.
@@ -551,7 +587,11 @@ func (c *CSP) storedShares(jobID string) ([][]byte, *switchRecord, error) {
 		if rec, err = decodeSwitchRecord(jobID, b.Get(recordKey)); err != nil {
 			return err
 		}
-		for i := 0; i < rec.Ciphertexts; i++ {
+		count := rec.Ciphertexts
+		if rec.Release == job.ReleaseComponents {
+			count = 1
+		}
+		for i := range count {
 			v := b.Get(shareKey(i))
 			if v == nil {
 				return fmt.Errorf("share %d missing", i)

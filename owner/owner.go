@@ -88,6 +88,13 @@ type Policy struct {
 	Committee job.CommitteePolicy
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
+	// AllowExactComponents accepts components jobs (job.ReleaseComponents)
+	// without DP noise: the user learns the exact top-k components, their
+	// eigenvalues and n of the rows, computed by the committee members in
+	// secret-shared arithmetic, and nothing else (docs/PROTOCOL.md). Off by
+	// default; a statistics job without noise still needs AllowNoNoise, and
+	// a components job with noise is accepted as any DP job.
+	AllowExactComponents bool
 }
 
 // check checks that the dataset names its rows (and that a file exists).
@@ -759,7 +766,10 @@ func retryable(err error) bool {
 // policyOK checks the job's privacy parameters against the policy.
 func policyOK(p Policy, spec *job.Spec) error {
 	if spec.NoNoise {
-		if !p.AllowNoNoise {
+		switch {
+		case spec.Components() && !p.AllowExactComponents:
+			return errors.New("the job releases exact components (no DP noise) and this owner's policy refuses such jobs (owner serve --allow-exact-components)")
+		case !spec.Components() && !p.AllowNoNoise:
 			return errors.New("the job has no DP noise and this owner's policy refuses such jobs")
 		}
 		return nil

@@ -80,7 +80,11 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 				continue
 			}
 		case fedpcav1.JobState_JOB_STATE_SWITCHING:
-			err = p.keySwitch(ctx, j)
+			if j.spec.Components() {
+				err = p.solve(ctx, j)
+			} else {
+				err = p.keySwitch(ctx, j)
+			}
 		default:
 			return
 		}
@@ -377,29 +381,38 @@ func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchState, er
 	return in, nil
 }
 
-// keySwitch asks every active member that has not answered yet for its
-// shares (the same active set every time: a member switches a job once),
-// then combines them and removes the masks.
-func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
+// startSwitch records that a sealed job's switch (or solve) started and
+// returns what it needs: the active members, the included owners, the
+// job's record and its inputs.
+func (p *Proxy) startSwitch(j *jobState) (active []uint32, owners []string, rec jobRecord, in *switchState, err error) {
 	j.mu.Lock()
-	active := slices.Clone(j.rec.Active)
+	defer j.mu.Unlock()
+	active = slices.Clone(j.rec.Active)
 	if !j.rec.Switched {
 		if err := p.commit(j, func(prog *jobProgress) {
 			prog.Switched, prog.SwitchStarted = true, time.Now().UTC()
 		}, func(prog *jobProgress) error { return p.store.setProgress(j.id, prog) }); err != nil {
-			j.mu.Unlock()
-			return err
+			return nil, nil, rec, nil, err
 		}
 	}
-	owners, err := j.uploadedOwners()
-	rec := j.rec
-	var in *switchState
+	owners, err = j.uploadedOwners()
+	rec = j.rec
 	if err == nil {
 		in, err = p.switchInputs(j, active)
 	}
-	j.mu.Unlock()
 	if err != nil {
-		return permanent{fmt.Errorf("read sealed job: %w", err)}
+		return nil, nil, rec, nil, permanent{fmt.Errorf("read sealed job: %w", err)}
+	}
+	return active, owners, rec, in, nil
+}
+
+// keySwitch asks every active member that has not answered yet for its
+// shares (the same active set every time: a member switches a job once),
+// then combines them and removes the masks.
+func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
+	active, owners, rec, in, err := p.startSwitch(j)
+	if err != nil {
+		return err
 	}
 	// The members still to ask, listed before any goroutine writes in.shares.
 	var missing []uint32
@@ -510,7 +523,13 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 			return nil, memberError(mc.ID, recvErr(stream, err))
 		}
 	}
-	if err := p.sendProofs(stream, j, owners); err != nil {
+	sendMsg := func(up *fedpcav1.OwnerUpload, part *fedpcav1.UploadPart) error {
+		if up != nil {
+			return stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: up}})
+		}
+		return stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: part}})
+	}
+	if err := p.sendProofs(sendMsg, j, owners); err != nil {
 		if _, ok := err.(permanent); ok {
 			return nil, err
 		}
@@ -535,7 +554,7 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 
 // sendProofs sends, in the order of owners, each owner's stored upload
 // proofs: its OwnerUpload, then its UploadParts.
-func (p *Proxy) sendProofs(stream fedpcav1.CspService_KeySwitchClient, j *jobState, owners []string) error {
+func (p *Proxy) sendProofs(sendMsg func(*fedpcav1.OwnerUpload, *fedpcav1.UploadPart) error, j *jobState, owners []string) error {
 	var hd fedpcav1.OwnerUpload
 	var part fedpcav1.UploadPart
 	var buf []byte
@@ -556,14 +575,14 @@ func (p *Proxy) sendProofs(stream fedpcav1.CspService_KeySwitchClient, j *jobSta
 		if err := r.next(&hd, &buf); err != nil {
 			return permanent{fmt.Errorf("owner %s's stored upload: %w", o, err)}
 		}
-		if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &hd}}); err != nil {
+		if err := sendMsg(&hd, nil); err != nil {
 			return err
 		}
 		for k := range j.n {
 			if err := r.next(&part, &buf); err != nil {
 				return permanent{fmt.Errorf("owner %s's stored proof %d: %w", o, k, err)}
 			}
-			if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Part{Part: &part}}); err != nil {
+			if err := sendMsg(nil, &part); err != nil {
 				return err
 			}
 		}

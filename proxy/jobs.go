@@ -109,8 +109,10 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if err := transport.VerifyTicket(p.cfg.Creds, spec, req.GetSignature(), cert); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrForbidden, err)
 	}
-	if spec.NoNoise && !p.cfg.AllowNoNoise {
-		return nil, bad("no_noise: this proxy refuses jobs without DP noise (they exist for tests and simulations)")
+	// An exact components job is the owners' choice (each needs
+	// --allow-exact-components), not a test's.
+	if spec.NoNoise && !spec.Components() && !p.cfg.AllowNoNoise {
+		return nil, bad("no_noise: this proxy refuses statistics jobs without DP noise (they exist for tests and simulations)")
 	}
 	if _, err := p.params.Codecs().PublicKey.Unmarshal(req.GetUserPublicKey()); err != nil {
 		return nil, bad("user_public_key: %v", err)

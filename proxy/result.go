@@ -21,7 +21,7 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 	}
 	j.mu.Lock()
 	owners, err := j.uploadedOwners()
-	state, csps := j.rec.State, slices.Clone(j.rec.CSPs)
+	state, csps, active := j.rec.State, slices.Clone(j.rec.CSPs), slices.Clone(j.rec.Active)
 	reason := j.rec.Reason
 	j.mu.Unlock()
 	if err != nil {
@@ -35,16 +35,25 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 		return p.toStatus(err)
 	}
 	defer release()
-	blobs, err := p.store.seq(j.id, "result", j.n)
+	hd := &fedpcav1.ResultHeader{JobId: j.id, Ciphertexts: uint32(j.n), Owners: owners, CspMembers: csps}
+	count := j.n
+	if j.spec.Components() {
+		// The members' sealed output shares, by point.
+		hd.Ciphertexts, hd.Points, count = 0, active, len(active)
+	}
+	blobs, err := p.store.seq(j.id, "result", count)
 	if err != nil {
 		return p.toStatus(err)
 	}
-	if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: &fedpcav1.ResultHeader{
-		JobId: j.id, Ciphertexts: uint32(j.n), Owners: owners, CspMembers: csps}}}); err != nil {
+	if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: hd}}); err != nil {
 		return err
 	}
 	for _, b := range blobs {
-		if err := stream.Send(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Ciphertext{Ciphertext: b}}); err != nil {
+		msg := &fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Ciphertext{Ciphertext: b}}
+		if j.spec.Components() {
+			msg = &fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_SealedOutput{SealedOutput: b}}
+		}
+		if err := stream.Send(msg); err != nil {
 			return err
 		}
 	}

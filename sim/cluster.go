@@ -382,7 +382,11 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr(), Keys: kp, Committee: c.Policy(), Logger: c.log.Named("user"), Params: &c.params})
+	rk, err := user.LoadResultKey(dir)
+	if err != nil {
+		return nil, err
+	}
+	return user.NewClient(user.Config{Dialer: c.dialer(uid), ProxyAddr: c.ProxyAddr(), Keys: kp, ResultKey: rk, Committee: c.Policy(), Logger: c.log.Named("user"), Params: &c.params})
 }
 
 // Policy is the committee policy of the cluster's owners and users

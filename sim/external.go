@@ -86,6 +86,8 @@ type FarmOwner struct {
 	Epsilon      float64 `json:"epsilon"`
 	Delta        float64 `json:"delta"`
 	AllowNoNoise bool    `json:"allow_no_noise"`
+	// AllowExactComponents is the owner's (owner.Policy).
+	AllowExactComponents bool `json:"allow_exact_components,omitempty"`
 }
 
 // external are the cluster's nodes run as processes.
@@ -226,7 +228,8 @@ func (c *Cluster) startFarms(owners []OwnerConfig) error {
 			return err
 		}
 		eps, delta := oc.budget()
-		farms[i%n].Owners = append(farms[i%n].Owners, FarmOwner{ID: oc.ID, Schema: sp, CSV: csv, Epsilon: eps, Delta: delta, AllowNoNoise: oc.Policy.AllowNoNoise})
+		farms[i%n].Owners = append(farms[i%n].Owners, FarmOwner{ID: oc.ID, Schema: sp, CSV: csv, Epsilon: eps, Delta: delta, AllowNoNoise: oc.Policy.AllowNoNoise,
+			AllowExactComponents: oc.Policy.AllowExactComponents})
 	}
 	var started []Process
 	for _, f := range farms {

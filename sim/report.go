@@ -18,6 +18,14 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	fmt.Fprintf(w, "%s on %s: %d rows x %d features, %d classes, %d owners (%s split), committee %d-of-%d, %s transport\n",
 		strings.ToUpper(s.Analysis), s.Dataset, s.Rows, s.D, s.Classes, s.Owners, s.Split, s.Threshold, s.CSPs, s.Transport)
 	res := r.Result
+	if t := res.Output; t != nil {
+		fmt.Fprintf(w, "\n  components only: the user learns the top %d components, their eigenvalues and n (%.1f), nothing else\n", len(t.Eigenvalues), res.NoisyN)
+		fmt.Fprintf(w, "  covariance eigenvalues:    %s\n", floats(t.Eigenvalues, "%.4g"))
+		fmt.Fprintln(w, "  (no explained-variance ratio: the total variance is not released)")
+		if components {
+			r.writeTop(w)
+		}
+	}
 	if c := res.Components; c != nil {
 		fmt.Fprintf(w, "\n  eigenvalues:               %s\n", floats(c.Eigenvalues, "%.4g"))
 		if c.ExplainedVarianceRatio != nil {
@@ -39,7 +47,9 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	}
 	fmt.Fprintln(w)
 	pr := res.Privacy
-	if pr.NoNoise {
+	if pr.NoNoise && res.Output != nil {
+		fmt.Fprintln(w, "  privacy: exact components, no DP noise (owners that allow exact components): nothing else left the committee, but the components are not differentially private")
+	} else if pr.NoNoise {
 		fmt.Fprintln(w, "  privacy: none (noise off: for tests and simulations only)")
 	} else {
 		fmt.Fprintf(w, "  privacy: (epsilon %.4g, delta %.3g)-DP (exact Gaussian profile, mu %.4g; %.4g-zCDP), noise plan %q tolerating %d colluders, split R/v/n %.3g/%.3g/%.3g\n",
@@ -83,6 +93,10 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 		}
 	}
 	t := r.Timings
+	switchName := "key switch (committee, unblinding)"
+	if res.Output != nil {
+		switchName = "committee solve (conversion, eigensolver, sealed outputs)"
+	}
 	fmt.Fprintln(w, "\n  time (seconds):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	for _, row := range []struct {
@@ -93,7 +107,7 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 		{"proxy aggregate (validate and fold uploads)", t.Aggregate},
 		{"upload window (job created -> sealed)", t.UploadWindow},
 		{"seal (proxy noise, masks)", t.Seal},
-		{"key switch (committee, unblinding)", t.KeySwitch},
+		{switchName, t.KeySwitch},
 		{"user fetch", t.Fetch},
 		{"user decrypt + analysis", t.UserAnalysis},
 		{"total (submitted -> result)", t.Total},
@@ -125,6 +139,26 @@ func (r *Report) writeComponents(w io.Writer) {
 		fmt.Fprintf(tw, "    %s\t", r.Result.Features[i])
 		for j := range k {
 			fmt.Fprintf(tw, "%+.3f\t", c.W.At(i, j))
+		}
+		fmt.Fprintln(tw)
+	}
+	tw.Flush()
+}
+
+func (r *Report) writeTop(w io.Writer) {
+	t := r.Result.Output
+	d, k := t.Dims()
+	fmt.Fprintln(w, "\n  components (columns; rows are features):")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "    feature\t")
+	for j := range k {
+		fmt.Fprintf(tw, "%d\t", j+1)
+	}
+	fmt.Fprintln(tw)
+	for i := range d {
+		fmt.Fprintf(tw, "    %s\t", r.Result.Features[i])
+		for j := range k {
+			fmt.Fprintf(tw, "%+.3f\t", t.W[i][j])
 		}
 		fmt.Fprintln(tw)
 	}

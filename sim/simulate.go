@@ -3,6 +3,7 @@ package sim
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"slices"
@@ -55,6 +56,10 @@ type Simulation struct {
 	Dir    string
 	Poll   time.Duration
 	Logger hclog.Logger
+	// AllowExactComponents lets the owners take part in components jobs
+	// without noise (owner.Policy; a job with JobOptions.Release
+	// components and NoNoise needs it).
+	AllowExactComponents bool
 	// Processes, ProxyProcess and OwnerFarms run nodes as processes (see
 	// Config).
 	Processes    Launcher
@@ -79,6 +84,9 @@ type JobOptions struct {
 	Schema *schema.Schema
 	// Standardize asks for the PCA of the release's correlation matrix.
 	Standardize bool
+	// Release is what the user learns: the statistics ("") or the top K
+	// components only (job.ReleaseComponents).
+	Release string
 	// Progress is called at every change of the job's status.
 	Progress func(*fedpcav1.JobStatus)
 }
@@ -101,6 +109,7 @@ type Setup struct {
 	Owners    int      `json:"owners"`
 	Split     string   `json:"split"`
 	Analysis  string   `json:"analysis"`
+	Release   string   `json:"release,omitempty"`
 	K         int      `json:"k"`
 	Epsilon   float64  `json:"epsilon"`
 	Delta     float64  `json:"delta"`
@@ -216,7 +225,9 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		id := fmt.Sprintf("owner-%05d", i+1)
 		sm.owners = append(sm.owners, id)
 		sm.ownerRows = max(sm.ownerRows, int64(bytes.Count(p, []byte("\n"))), 1) // at least its rows
-		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: OwnerPolicy(true)})
+		policy := OwnerPolicy(true)
+		policy.AllowExactComponents = s.AllowExactComponents
+		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: policy})
 	}
 	// Owners learn of jobs through the proxy's watch; those it refuses a
 	// watch poll. An owner's connection costs the proxy about 40 KiB, 56
@@ -253,7 +264,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		return nil, err
 	}
 	sm.cl = cl
-	if sm.user, err = cl.User("analyst"); err != nil {
+	if sm.user, err = cl.User(simUser); err != nil {
 		cl.Stop()
 		return nil, err
 	}
@@ -291,14 +302,6 @@ func (s *Simulator) traffic() map[string]Traffic {
 
 // Run runs one job through the deployment and measures it.
 func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
-	delta := o.Delta
-	if delta == 0 && !o.NoNoise {
-		delta = job.DefaultDelta
-	}
-	split := o.Split
-	if split == (dp.Split{}) {
-		split = dp.DefaultSplitFor(o.Analysis)
-	}
 	sch := s.sch
 	if o.Schema != nil {
 		sch = o.Schema
@@ -308,10 +311,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	req := user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
-		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
-		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize}
-	spec, err := s.user.Spec(ctx, req)
+	spec, err := s.user.Spec(ctx, userRequest(s, o))
 	if err != nil {
 		return nil, err
 	}
@@ -356,7 +356,7 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		transportName = "tcp"
 	}
 	rep.Setup = Setup{Dataset: s.sch.ID, Rows: int64(s.rows.n()), D: l.D, Classes: len(s.sch.Classes), Owners: len(s.owners), Split: s.sim.How,
-		Analysis: spec.Analysis, K: spec.K, Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
+		Analysis: spec.Analysis, Release: spec.Release, K: spec.K, Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
 		Tolerate: spec.Tolerate, BudgetR: spec.Split, CSPs: spec.CommitteeN, Threshold: spec.CommitteeThreshold, Transport: transportName, Bits: sch.Bits}
 	central, centralTime, err := s.central(spec, sch)
 	if err != nil {
@@ -369,6 +369,28 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		}
 	}
 	return rep, nil
+}
+
+// simUser is the simulated user's ID.
+const simUser = "analyst"
+
+// userRequest is the user's request for the job o describes.
+func userRequest(s *Simulator, o JobOptions) user.Request {
+	delta := o.Delta
+	if delta == 0 && !o.NoNoise {
+		delta = job.DefaultDelta
+	}
+	split := o.Split
+	if split == (dp.Split{}) {
+		split = dp.DefaultSplitFor(o.Analysis)
+	}
+	sch := s.sch
+	if o.Schema != nil {
+		sch = o.Schema
+	}
+	return user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
+		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
+		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize, Release: o.Release}
 }
 
 // fetch downloads the result, then decrypts and analyses it, timing the
@@ -439,6 +461,9 @@ func (s *Simulator) OwnerIDs() []string { return slices.Clone(s.owners) }
 // components, (z - mean) W, with each row's class name (nil without
 // classes): the rows of a scatter plot.
 func (s *Simulator) Projected(res *job.Result) (*mat.Dense, []string, error) {
+	if res.Output != nil {
+		return nil, nil, errors.New("project: a components release has no mean to centre the rows on")
+	}
 	if res.Components == nil {
 		return nil, nil, fmt.Errorf("project: the result has no components (analysis %s)", res.Analysis)
 	}

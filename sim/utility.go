@@ -110,25 +110,50 @@ func principalAngles(a, b *mat.Dense) []float64 {
 	return out
 }
 
+// private returns a private result's components (d x k), their
+// eigenvalues on the scale of the central result's (those of S_T) and the
+// mean they are centred on: a components release's covariance eigenvalues
+// times the rows' exact count, and no mean (nil).
+func private(priv, central *job.Result) (w *mat.Dense, eig, mean []float64) {
+	if t := priv.Output; t != nil {
+		d, k := t.Dims()
+		w = mat.NewDense(d, k, nil)
+		for i, row := range t.W {
+			w.SetRow(i, row)
+		}
+		for _, v := range t.Eigenvalues {
+			eig = append(eig, v*central.NoisyN)
+		}
+		return w, eig, nil
+	}
+	if pc := priv.Components; pc != nil {
+		return pc.W, pc.Eigenvalues, pc.Mean
+	}
+	return nil, nil, nil
+}
+
 func (r *labelledRows) utility(priv, central *job.Result, seed uint64) (*Utility, error) {
 	u := &Utility{}
-	pc, cc := priv.Components, central.Components
-	if pc == nil || cc == nil {
+	pW, pEig, pMean := private(priv, central)
+	cc := central.Components
+	if pW == nil || cc == nil {
 		return u, nil
 	}
-	_, k := pc.W.Dims()
+	_, k := pW.Dims()
 	_, kc := cc.W.Dims()
 	k = min(k, kc)
-	pw := mat.DenseCopyOf(pc.W.Slice(0, pc.W.RawMatrix().Rows, 0, k))
+	pw := mat.DenseCopyOf(pW.Slice(0, pW.RawMatrix().Rows, 0, k))
 	cw := mat.DenseCopyOf(cc.W.Slice(0, cc.W.RawMatrix().Rows, 0, k))
 	u.PrincipalAnglesDeg = principalAngles(pw, cw)
 	for i := range k {
 		want := cc.Eigenvalues[i]
-		u.EigenvalueRelErrors = append(u.EigenvalueRelErrors, math.Abs(pc.Eigenvalues[i]-want)/math.Max(math.Abs(want), 1e-300))
+		u.EigenvalueRelErrors = append(u.EigenvalueRelErrors, math.Abs(pEig[i]-want)/math.Max(math.Abs(want), 1e-300))
 	}
 	if priv.Analysis == job.PCA {
 		// q/q0 on the true centred scatter, whose top eigenvalues the
-		// central result holds in AllEigenvalues.
+		// central result holds in AllEigenvalues: it needs only the
+		// private components (and the simulator's rows), so a components
+		// release has it too.
 		rel, err := central.Release.Release()
 		if err != nil {
 			return nil, err
@@ -150,8 +175,14 @@ func (r *labelledRows) utility(priv, central *job.Result, seed uint64) (*Utility
 		u.CapturedVarianceRatioUncentred = captured(job.Moments(rel).R, q)
 	}
 	if r.classes > 1 {
+		// A components release has no mean: its rows are projected
+		// uncentred, which moves every projected row by the same vector and
+		// so leaves the nearest-centroid accuracy as it is.
+		if pMean == nil {
+			pMean = make([]float64, pw.RawMatrix().Rows)
+		}
 		u.Classifier = "nearest class centroid, 5-fold stratified cross-validation"
-		a := r.accuracy(r.project(pc.Mean, pw), seed)
+		a := r.accuracy(r.project(pMean, pw), seed)
 		b := r.accuracy(r.project(cc.Mean, cw), seed)
 		all := r.accuracy(r.z, seed)
 		u.Accuracy, u.AccuracyCentral, u.AccuracyAll = &a, &b, &all

@@ -45,6 +45,7 @@ var Authorization = map[string][]string{
 	fedpcav1.CspService_ReceiveShares_FullMethodName:  {RoleProxy},
 	fedpcav1.CspService_Finalize_FullMethodName:       {RoleProxy},
 	fedpcav1.CspService_KeySwitch_FullMethodName:      {RoleProxy},
+	fedpcav1.CspService_Solve_FullMethodName:          {RoleProxy},
 	// Every node of the deployment may ask any node for its health.
 	healthpb.Health_Check_FullMethodName: Roles,
 	healthpb.Health_Watch_FullMethodName: Roles,

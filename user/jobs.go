@@ -2,6 +2,7 @@ package user
 
 import (
 	"context"
+	"encoding/hex"
 	"fmt"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -61,7 +62,8 @@ func (c *Client) Job(ctx context.Context, id string) (*fedpcav1.JobInfo, error) 
 
 // Ticket returns a job's spec and schema as the proxy holds them, checked:
 // the spec's ID is the job's, the schema is the spec's, and the spec is for
-// this user's HE key (so that Fetch can decrypt the result).
+// this user's HE key (so that Fetch can decrypt the result), and a
+// components job's for its result key.
 func (c *Client) Ticket(ctx context.Context, id string) (*job.Spec, *schema.Schema, error) {
 	info, err := c.Job(ctx, id)
 	if err != nil {
@@ -86,6 +88,14 @@ func (c *Client) Ticket(ctx context.Context, id string) (*job.Spec, *schema.Sche
 	}
 	if fp := job.Fingerprint(c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public)); fp != spec.UserKey {
 		return nil, nil, fmt.Errorf("job %s is for the HE key %s…, not this key directory's %s…: use the --keys it was created with", short(id), spec.UserKey[:min(12, len(spec.UserKey))], fp[:12])
+	}
+	if spec.Components() {
+		if c.cfg.ResultKey == nil {
+			return nil, nil, ErrNoResultKey
+		}
+		if pub := hex.EncodeToString(c.cfg.ResultKey.PublicKey().Bytes()); pub != spec.ResultKey {
+			return nil, nil, fmt.Errorf("job %s's output is sealed to the result key %s…, not this key directory's %s…: use the --keys it was created with", short(id), spec.ResultKey[:min(12, len(spec.ResultKey))], pub[:12])
+		}
 	}
 	return spec, sch, nil
 }

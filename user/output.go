@@ -11,6 +11,7 @@ import (
 	"strconv"
 
 	"github.com/sbinet/npyio"
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/fedpca/fedpca/protocol/job"
 )
@@ -64,7 +65,9 @@ func CheckNew(force bool, paths ...string) error {
 // WriteOutputs writes the result document, the components as CSV (one row
 // per feature, one column per component) and as NumPy arrays with the mean
 // and the eigenvalues, and the noisy release into dir, and returns the
-// paths written.
+// paths written. A components job's result has no mean and no release: the
+// CSV has no mean column, eigenvalues.npy holds the covariance eigenvalues,
+// and neither mean.npy nor release.json is written.
 func WriteOutputs(dir string, res *job.Result) ([]string, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
@@ -79,6 +82,9 @@ func WriteOutputs(dir string, res *job.Result) ([]string, error) {
 		return nil, err
 	}
 	written = append(written, p)
+	if res.Output != nil {
+		return writeTop(dir, res, written)
+	}
 	if c := res.Components; c != nil {
 		p := filepath.Join(dir, ComponentsFile)
 		if err := writeComponentsCSV(p, res); err != nil {
@@ -105,6 +111,45 @@ func WriteOutputs(dir string, res *job.Result) ([]string, error) {
 		return nil, err
 	}
 	return append(written, p), nil
+}
+
+// writeTop writes a components job's components (CSV and NumPy) and
+// covariance eigenvalues.
+func writeTop(dir string, res *job.Result, written []string) ([]string, error) {
+	t := res.Output
+	d, k := t.Dims()
+	p := filepath.Join(dir, ComponentsFile)
+	header := []string{"feature"}
+	for j := range k {
+		header = append(header, fmt.Sprintf("component_%d", j+1))
+	}
+	table := [][]string{header}
+	for i := range d {
+		row := []string{res.Features[i]}
+		for j := range k {
+			row = append(row, strconv.FormatFloat(t.W[i][j], 'g', -1, 64))
+		}
+		table = append(table, row)
+	}
+	if err := writeCSV(p, table); err != nil {
+		return nil, err
+	}
+	written = append(written, p)
+	w := make([]float64, 0, d*k)
+	for _, row := range t.W {
+		w = append(w, row...)
+	}
+	for _, a := range []struct {
+		name string
+		val  any
+	}{{ComponentsNPYFile, mat.NewDense(d, k, w)}, {EigenvaluesNPYFile, t.Eigenvalues}} {
+		p := filepath.Join(dir, a.name)
+		if err := writeNPY(p, a.val); err != nil {
+			return nil, err
+		}
+		written = append(written, p)
+	}
+	return written, nil
 }
 
 func writeComponentsCSV(path string, res *job.Result) error {

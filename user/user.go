@@ -2,6 +2,7 @@ package user
 
 import (
 	"context"
+	"crypto/ecdh"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -31,10 +32,14 @@ import (
 const (
 	SecretKeyFile = "he-secret.key"
 	PublicKeyFile = "he-public.key"
+	// ResultKeyFile is the user's X25519 result key (32 bytes, 0600): the
+	// committee members seal their shares of a components job's output to
+	// its public key (job.Spec.ResultKey).
+	ResultKeyFile = "result.key"
 )
 
-// GenerateKeys writes a fresh HE key pair into dir (the secret key 0600).
-// It refuses to overwrite an existing secret key.
+// GenerateKeys writes a fresh HE key pair and a result key into dir (the
+// secret keys 0600). It refuses to overwrite an existing secret key.
 func GenerateKeys(dir string, p he.Params) (he.KeyPair, error) {
 	if _, err := os.Stat(filepath.Join(dir, SecretKeyFile)); err == nil {
 		return he.KeyPair{}, fmt.Errorf("%s already holds a key pair; remove it first to make a new one", dir)
@@ -49,7 +54,68 @@ func GenerateKeys(dir string, p he.Params) (he.KeyPair, error) {
 	if err := transport.WriteFileAtomic(filepath.Join(dir, PublicKeyFile), p.Codecs().PublicKey.Marshal(kp.Public)); err != nil {
 		return he.KeyPair{}, err
 	}
+	if _, err := LoadResultKey(dir); err != nil {
+		return he.KeyPair{}, err
+	}
 	return kp, nil
+}
+
+// LoadResultKey reads the result key of a key directory, making it on first
+// use when the directory holds an HE key pair and no result key (one made
+// before components jobs existed). A directory without HE keys gives
+// ErrNoKeys. The key is never logged.
+func LoadResultKey(dir string) (*ecdh.PrivateKey, error) {
+	path := filepath.Join(dir, ResultKeyFile)
+	b, err := readSecret(path)
+	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Join(dir, SecretKeyFile)); err != nil {
+			return nil, noKeys(err)
+		}
+		if err := newResultKey(path); err != nil {
+			return nil, fmt.Errorf("make the result key %s: %w", path, err)
+		}
+		b, err = readSecret(path)
+	}
+	if err != nil {
+		return nil, err
+	}
+	k, err := ecdh.X25519().NewPrivateKey(b)
+	if err != nil {
+		return nil, fmt.Errorf("%s: not an X25519 private key (%d bytes, want 32): remove it to make a new one (the results of components jobs sealed to it are then lost)", path, len(b))
+	}
+	return k, nil
+}
+
+// readSecret reads a secret key file, refusing one that group or others
+// can read.
+func readSecret(path string) ([]byte, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if fi.Mode().Perm()&0o077 != 0 {
+		return nil, fmt.Errorf("%s is readable by group or others (mode %v); chmod 600 it", path, fi.Mode().Perm())
+	}
+	return os.ReadFile(path)
+}
+
+// newResultKey writes a fresh X25519 key to path (0600) unless a key is
+// already there: written to a temporary file, then linked, so that two
+// processes making it at once keep the same one.
+func newResultKey(path string) error {
+	k, err := ecdh.X25519().GenerateKey(rand.Reader)
+	if err != nil {
+		return err
+	}
+	tmp := fmt.Sprintf("%s.%x.tmp", path, k.PublicKey().Bytes()[:8])
+	if err := transport.WriteFileAtomic(tmp, k.Bytes()); err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	if err := os.Link(tmp, path); err != nil && !errors.Is(err, os.ErrExist) {
+		return err
+	}
+	return nil
 }
 
 // noKeys wraps a key file that cannot be read: a missing one is ErrNoKeys.
@@ -113,6 +179,10 @@ type Request struct {
 	ClampBox  bool
 	// Standardize asks for the PCA of the release's correlation matrix.
 	Standardize bool
+	// Release is what the user learns: the statistics ("", the default) or
+	// only the top K components, their eigenvalues and n
+	// (job.ReleaseComponents, sealed to the client's ResultKey).
+	Release string
 }
 
 // Config configures a client.
@@ -120,6 +190,9 @@ type Config struct {
 	Dialer    transport.Dialer
 	ProxyAddr string
 	Keys      he.KeyPair
+	// ResultKey opens a components job's output (LoadResultKey); creating
+	// and fetching components jobs need it.
+	ResultKey *ecdh.PrivateKey
 	// Committee is the committee policy: jobs are created only under a key
 	// every member attested, of a committee of the pinned members (or, with
 	// AnyMembers, of any of the deployment's CSPs: local tests), at least
@@ -213,6 +286,10 @@ func NewClient(cfg Config) (*Client, error) {
 // ErrNoKeys: the client has no HE key pair, or its key directory holds
 // none (LoadKeys wraps it with the file it missed).
 var ErrNoKeys = errors.New("user: no HE key pair (run fedpca user keygen, and give its directory with --keys)")
+
+// ErrNoResultKey: a components job needs the client's result key
+// (LoadResultKey).
+var ErrNoResultKey = errors.New("user: no result key for a components job (give the key directory with --keys: its result.key is made on first use)")
 
 // Close closes the connection.
 func (c *Client) Close() error { return c.conn.Close() }
@@ -325,6 +402,13 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 		HEParams: c.params.ID(), HEParamsHash: c.params.Fingerprint(), CommitteeN: int(cmt.GetMembers()), CommitteeThreshold: int(cmt.GetThreshold()),
 		CommitteeKey: cmt.GetPublicKeyFingerprint(), User: c.cfg.Dialer.Identity().String(),
 		UserKey: job.Fingerprint(c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public)), Nonce: nonce,
+		Release: r.Release,
+	}
+	if r.Release == job.ReleaseComponents {
+		if c.cfg.ResultKey == nil {
+			return nil, ErrNoResultKey
+		}
+		s.ResultKey = hex.EncodeToString(c.cfg.ResultKey.PublicKey().Bytes())
 	}
 	if r.NoNoise {
 		s.Epsilon = 0
@@ -501,6 +585,9 @@ type Sealed struct {
 	sch    *schema.Schema
 	header *fedpcav1.ResultHeader
 	cts    []*rlwe.Ciphertext
+	// boxes are a components job's sealed output shares, one per header
+	// point.
+	boxes [][]byte
 }
 
 // Download downloads the result of a done job and checks its noise parties
@@ -514,10 +601,22 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 	if err != nil {
 		return nil, err
 	}
+	if s.Components() && c.cfg.ResultKey == nil {
+		return nil, ErrNoResultKey
+	}
 	var hd *fedpcav1.ResultHeader
 	var cts []*rlwe.Ciphertext
-	err = c.call(ctx, "fetch the result of job "+short(s.ID()), fetchTimeout, func(ctx context.Context) (err error) {
-		hd, cts, err = c.download(ctx, s.ID(), c.params.Chunks(l.Len()))
+	var boxes [][]byte
+	// A result the proxy sends wrong is not retried: it would be sent
+	// wrong again.
+	fetch := transport.Call{What: "fetch the result of job " + short(s.ID()), Timeout: fetchTimeout, Attempts: callAttempts,
+		Retryable: func(err error) bool { return !errors.As(err, new(badResult)) && transport.Transient(err) }}
+	err = c.retry(ctx, fetch, func(ctx context.Context) (err error) {
+		if s.Components() {
+			hd, boxes, err = c.downloadSealed(ctx, s)
+		} else {
+			hd, cts, err = c.download(ctx, s.ID(), c.params.Chunks(l.Len()))
+		}
 		return err
 	})
 	if err != nil {
@@ -538,7 +637,7 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 	if err := s.CheckNoiseParties(full.GetJob().GetStatus().GetExpectedOwners(), hd.GetOwners(), hd.GetCspMembers()); err != nil {
 		return nil, fmt.Errorf("fetch result: %w", err)
 	}
-	return &Sealed{spec: s, sch: sch, header: hd, cts: cts}, nil
+	return &Sealed{spec: s, sch: sch, header: hd, cts: cts, boxes: boxes}, nil
 }
 
 // Open decrypts a downloaded result and runs the job's analysis (no
@@ -546,6 +645,9 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 func (c *Client) Open(r *Sealed) (*job.Result, error) {
 	if c.cfg.Keys.Secret == nil {
 		return nil, ErrNoKeys
+	}
+	if r.spec.Components() {
+		return c.openComponents(r)
 	}
 	s, sch, hd := r.spec, r.sch, r.header
 	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, r.cts)
@@ -570,6 +672,9 @@ func (c *Client) download(ctx context.Context, id string, n int) (*fedpcav1.Resu
 		return nil, nil, err
 	}
 	hd := first.GetHeader()
+	if len(hd.GetPoints()) > 0 {
+		return nil, nil, fmt.Errorf("bad header from the proxy: members' points %v for a job of the statistics, which has no sealed output", hd.GetPoints())
+	}
 	if hd == nil || int(hd.GetCiphertexts()) != n {
 		return nil, nil, fmt.Errorf("bad header from the proxy (%d ciphertexts, want %d)", hd.GetCiphertexts(), n)
 	}

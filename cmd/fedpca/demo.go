@@ -21,7 +21,8 @@ func demoCommand() *cli.Command {
 		Description: `Starts a CSP committee of 3 (any 2 can re-encrypt), the proxy and 5 data owners
 holding random slices of the UCI Wine data, all talking gRPC over in-memory
 connections with mutual TLS, then runs a PCA and a DCA job at epsilon 1 as a data
-user and prints the components, the explained variance, the utility against the
+user, and a PCA job whose user learns only the components (exact, then at
+epsilon 1), and prints the components, the explained variance, the utility against the
 non-private result on the same rows, the privacy accounting with its collusion
 table, and the time of each phase. With --plots DIR it also draws each job's scree
 plot and the rows on the first two components (SVG and PNG); the figures in the
@@ -51,7 +52,7 @@ README were made with
 			fmt.Printf("            preprocessing: standardise with the pooled mean/std, clip rows to norm 1, 16 fractional bits\n")
 			start := time.Now()
 			sm, err := startSimulator(ctx, sim.Simulation{Data: data, Name: name, Label: "label", Owners: cmd.Int("owners"),
-				How: "iid", Seed: 1, CSPs: 3, Threshold: 2})
+				How: "iid", Seed: 1, CSPs: 3, Threshold: 2, AllowExactComponents: true})
 			if err != nil {
 				return err
 			}
@@ -72,6 +73,27 @@ README were made with
 						return err
 					}
 				}
+			}
+			// The components-only release: the committee computes the top
+			// components on shares and only those reach the user, exact
+			// (the owners here allow it) and at the same epsilon.
+			for _, exact := range []bool{true, false} {
+				title := fmt.Sprintf("epsilon %g", cmd.Float64("epsilon"))
+				if exact {
+					title = "exact (no DP noise; owners allow exact components)"
+				}
+				fmt.Printf("\n==== PCA, components only, %s ====\n\n", title)
+				p := newProgress(cmd.Int("owners"), "uploads")
+				o := sim.JobOptions{Analysis: job.PCA, K: 3, Release: job.ReleaseComponents, NoNoise: exact, Progress: p.job}
+				if !exact {
+					o.Epsilon, o.Plan = cmd.Float64("epsilon"), dp.PlanServers
+				}
+				rep, err := sm.Run(ctx, o)
+				p.done()
+				if err != nil {
+					return err
+				}
+				rep.WriteText(os.Stdout, true)
 			}
 			fmt.Printf("\nNext: `fedpca simulate --help` to try other datasets, owners, noise plans and budgets.\n")
 			return nil

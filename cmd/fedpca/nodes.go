@@ -375,6 +375,7 @@ It accepts only a committee key that every member of the committee it pins
 				floatFlag("max-delta", owner.DefaultMaxDelta, "largest delta of one job"),
 				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
+				boolFlag("allow-exact-components", "take part in components jobs without DP noise (user run --release components --no-noise): the user learns the exact top-k components, their eigenvalues and the row count, computed by the committee in secret-shared arithmetic, and nothing else; off: such jobs are declined (policy)"),
 				&cli.DurationFlag{Name: "poll", Value: 10 * time.Second, Usage: "how often to ask the proxy for jobs when it serves this owner no watch", Sources: env("poll")},
 				&cli.DurationFlag{Name: "idle-timeout", Value: 0, Usage: "close the connection to the proxy after this long without calls (with many owners and long polls; 0: keep it)", Sources: env("idle-timeout")},
 			), committeeFlags("takes part in jobs")...),
@@ -424,7 +425,7 @@ It accepts only a committee key that every member of the committee it pins
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
 					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), UploadHold: cmd.Duration("upload-hold"), Logger: log.With("id", d.Identity().ID),
 					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
-						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise")}})
+						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise"), AllowExactComponents: cmd.Bool("allow-exact-components")}})
 				if err != nil {
 					return err
 				}

@@ -78,6 +78,7 @@ func simulateFlags() []cli.Flag {
 		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),
 		strFlag("synthetic", "", "synthetic data ROWSxDxK (e.g. 10000x50x5) instead of --data or --dataset"),
 		boolFlag("standardize", "pca: the components of the release's correlation matrix (free post-processing; implied by --auto-schema)"),
+		releaseFlag(),
 		boolFlag("auto-schema", "choose the schema privately: owners serve declared bounds (the observed range widened by a quarter on each side), a profile job picks centers, scales and C, then the main job runs under it, all within --epsilon"),
 		floatFlag("profile-share", 0, "with --auto-schema: the profile's share of the total budget (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
 		floatFlag("quantile", 0, "with --auto-schema: C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
@@ -101,6 +102,7 @@ bytes each role sent and received. The default preprocessing is the reference's:
 standardise with the pooled mean and population std, clip rows to norm 1.
 
   fedpca simulate --dataset wdbc --owners 10 --analysis pca --epsilon 1 --json report.json
+  fedpca simulate --dataset wine --owners 5 --analysis pca -k 3 --release components --no-noise
   fedpca simulate --dataset wine --owners 20 --analysis dca --noise-plan all --tolerate 2 \
     --csp-nodes 3 --csp-threshold 2 --partition dirichlet=0.5`,
 		Flags: simulateFlags(),
@@ -234,7 +236,11 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 			return nil, "", err
 		}
 	}
-	s := sim.Simulation{Data: data, Name: name, Label: label, Schema: declared, Owners: cmd.Int("owners"), How: cmd.String("partition"),
+	// Owners take part in a components job without noise only when their
+	// policy allows exact components: the simulated ones do when asked
+	// for one.
+	exact := cmd.String("release") == job.ReleaseComponents && cmd.Bool("no-noise")
+	s := sim.Simulation{Data: data, Name: name, Label: label, Schema: declared, Owners: cmd.Int("owners"), How: cmd.String("partition"), AllowExactComponents: exact,
 		Seed: cmd.Uint64("seed"), CSPs: cmd.Int("csp-nodes"), Threshold: cmd.Int("csp-threshold"),
 		MinCommitteeMembers: cmd.Int("committee-min-members"), MinCommitteeThreshold: cmd.Int("committee-min-threshold"), TCP: cmd.String("transport") == "tcp",
 		Insecure: cmd.Bool("insecure"), Poll: cmd.Duration("poll"), Logger: log, Bits: uint(cmd.Int("bits")),
@@ -299,6 +305,12 @@ func jobOptions(cmd *cli.Command) (sim.JobOptions, error) {
 	o := sim.JobOptions{Analysis: cmd.String("analysis"), K: cmd.Int("k"), Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split,
 		Standardize: cmd.Bool("standardize")}
+	if o.Release, err = parseRelease(cmd, o.Analysis); err != nil {
+		return o, err
+	}
+	if o.Release == job.ReleaseComponents && cmd.Bool("auto-schema") {
+		return o, errors.New("--release components: not with --auto-schema (its main job is the PCA of the release's correlation matrix)")
+	}
 	if o.Standardize && o.Analysis != job.PCA {
 		return o, fmt.Errorf("--standardize is for pca, not %s", o.Analysis)
 	}

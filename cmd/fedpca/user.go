@@ -40,6 +40,35 @@ func noisePlanFlag() cli.Flag {
 	return strFlag("noise-plan", dp.PlanServers, "who adds the DP noise: central (the proxy), servers (the proxy and each CSP member), owners or all")
 }
 
+// releaseFlag is the flag that chooses what a job releases.
+func releaseFlag() cli.Flag {
+	return strFlag("release", "statistics", "what the user learns: statistics (the noisy scatter statistics, analysed here) or components (pca, and dca without noise: the committee computes the top k components, their eigenvalues and n in secret-shared arithmetic and only those reach the user, sealed to KEYS/result.key; with --no-noise only owners that allow exact components take part)")
+}
+
+// parseRelease reads --release for an analysis: the spec's Release.
+func parseRelease(cmd *cli.Command, analysis string) (string, error) {
+	switch r := cmd.String("release"); r {
+	case "", "statistics":
+		return job.ReleaseStatistics, nil
+	case job.ReleaseComponents:
+		if analysis != job.PCA && analysis != job.DCA {
+			return "", fmt.Errorf("--release components: for --analysis pca or dca, not %s", analysis)
+		}
+		if analysis == job.DCA && !cmd.Bool("no-noise") {
+			return "", errors.New("--release components with --analysis dca: exact (--no-noise) only so far")
+		}
+		if cmd.Bool("standardize") {
+			return "", errors.New("--release components: not with --standardize (the committee computes the covariance's components)")
+		}
+		if cmd.String("plots") != "" {
+			return "", errors.New("--plots: a components release has no figures (its scree plot needs every eigenvalue, of which only the top k are released)")
+		}
+		return job.ReleaseComponents, nil
+	default:
+		return "", fmt.Errorf("--release %q: want statistics or components", r)
+	}
+}
+
 // userConnFlags connect a user command to the proxy; keys says whether the
 // command needs the user's HE keys.
 func userConnFlags(keys bool) []cli.Flag {
@@ -84,11 +113,13 @@ func userCommand() *cli.Command {
 		Usage: "data user: keys, jobs, results",
 		Commands: []*cli.Command{profileCommand(), {
 			Name:  "keygen",
-			Usage: "make the user's HE key pair (the committee re-encrypts results to it)",
-			Description: `Writes KEYS/he-secret.key (0600) and KEYS/he-public.key; refuses to overwrite a key pair.
+			Usage: "make the user's HE key pair (the committee re-encrypts results to it) and result key",
+			Description: `Writes KEYS/he-secret.key (0600), KEYS/he-public.key and KEYS/result.key (0600, the X25519
+key that components jobs seal their output to; a directory made before it gets one on first
+use); refuses to overwrite a key pair.
 
   fedpca user keygen --keys keys`,
-			Flags: []cli.Flag{reqStr("keys", "directory for he-secret.key (0600) and he-public.key")},
+			Flags: []cli.Flag{reqStr("keys", "directory for he-secret.key (0600), he-public.key and result.key (0600)")},
 			Action: func(_ context.Context, cmd *cli.Command) error {
 				p, err := he.NewDefaultParams()
 				if err != nil {
@@ -116,6 +147,9 @@ and a threshold of --committee-min-threshold.
 Writes OUT/result.json (components, privacy accounting with the collusion table,
 and the noisy release), OUT/components.csv, OUT/components.npy, OUT/mean.npy,
 OUT/eigenvalues.npy and OUT/release.json; with --plots DIR also the scree plot.
+With --release components (pca) the user learns only the top k components, their
+covariance eigenvalues and n: OUT/result.json, OUT/components.csv, OUT/components.npy
+and OUT/eigenvalues.npy, no mean, no release, no figures.
 On a terminal a progress bar follows the uploads and the key switch.
 
 Ctrl-C stops waiting, not the job: it prints how to re-attach (fedpca user fetch)
@@ -133,6 +167,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
 				budgetSplitFlag(),
 				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
+				releaseFlag(),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
 			), append(committeeFlags("creates jobs"), resultFlags()...)...), logFlags()...),
@@ -197,6 +232,9 @@ job was created with.
 				if err := checkPlots(cmd, spec.Analysis); err != nil {
 					return err
 				}
+				if spec.Components() && cmd.String("plots") != "" {
+					return errors.New("--plots: a components release has no figures (its scree plot needs every eigenvalue, of which only the top k are released)")
+				}
 				if err := checkPlotFiles(cmd, spec.Dataset, spec.Analysis); err != nil {
 					return err
 				}
@@ -246,6 +284,9 @@ func userClient(cmd *cli.Command) (*user.Client, error) {
 	cfg := user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Committee: committeePolicy(cmd), Logger: log, Params: &p}
 	if cmd.String("keys") != "" {
 		if cfg.Keys, err = user.LoadKeys(cmd.String("keys"), p); err != nil {
+			return nil, err
+		}
+		if cfg.ResultKey, err = user.LoadResultKey(cmd.String("keys")); err != nil {
 			return nil, err
 		}
 	}
@@ -450,6 +491,10 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err := checkPrivacy(cmd); err != nil {
 		return err
 	}
+	release, err := parseRelease(cmd, cmd.String("analysis"))
+	if err != nil {
+		return err
+	}
 	if err := checkOutputs(cmd); err != nil {
 		return err
 	}
@@ -479,7 +524,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	req := user.Request{Schema: sch, Analysis: cmd.String("analysis"), K: k, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
 		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows")),
-		Standardize: cmd.Bool("standardize")}
+		Standardize: cmd.Bool("standardize"), Release: release}
 	spec, err := c.Spec(ctx, req)
 	if err != nil {
 		return err
@@ -713,6 +758,10 @@ func declinedText(s *fedpcav1.JobStatus) string {
 
 // printSummary prints the result for a human.
 func printSummary(res *job.Result) {
+	if res.Output != nil {
+		printComponentsSummary(res)
+		return
+	}
 	fmt.Printf("job %s: %s on %s, %d owner%s, noisy n = %.1f\n", res.JobID, res.Analysis, res.Dataset, res.NumOwners, plural(res.NumOwners), res.NoisyN)
 	if c := res.Components; c != nil {
 		fmt.Printf("eigenvalues:")
@@ -737,10 +786,43 @@ func printSummary(res *job.Result) {
 	if pr.Neighbours != "" {
 		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
 	}
+	printCollusion(pr)
+	printQuality(res)
+}
+
+func printCollusion(pr job.Privacy) {
 	for _, row := range pr.Collusion {
 		fmt.Printf("  user colluding with %-16s epsilon %.4g\n", row.With+":", float64(row.Epsilon))
 	}
-	printQuality(res)
+}
+
+// printComponentsSummary prints a components job's result: the top
+// components' eigenvalues, n and the privacy accounting, and what the
+// release does not hold.
+func printComponentsSummary(res *job.Result) {
+	t := res.Output
+	_, k := t.Dims()
+	n := "n"
+	if !res.Privacy.NoNoise {
+		n = "noisy n"
+	}
+	fmt.Printf("job %s: %s on %s, components only (top %d), %d owner%s, %s = %.1f\n", res.JobID, res.Analysis, res.Dataset, k, res.NumOwners, plural(res.NumOwners), n, res.NoisyN)
+	fmt.Printf("covariance eigenvalues:")
+	for _, v := range t.Eigenvalues {
+		fmt.Printf(" %.4g", v)
+	}
+	fmt.Println()
+	fmt.Println("released: these components, their eigenvalues and n only; no statistic, mean or total variance (so no explained-variance ratio)")
+	pr := res.Privacy
+	if pr.NoNoise {
+		fmt.Println("privacy: EXACT components (no DP noise): nothing but them left the committee, but they are not differentially private")
+		return
+	}
+	fmt.Printf("privacy: (epsilon %.4g, delta %.3g)-DP, rho %.4g zCDP, plan %s tolerating %d (the noise is added before the eigensolver; the components are its post-processing)\n", float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate)
+	if pr.Neighbours != "" {
+		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
+	}
+	printCollusion(pr)
 }
 
 // printQuality says what a result is worth: the noise in it, and a warning

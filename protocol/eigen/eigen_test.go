@@ -5,7 +5,6 @@ import (
 	"encoding/csv"
 	"fmt"
 	"math"
-	"math/rand/v2"
 	"os"
 	"slices"
 	"sort"
@@ -159,30 +158,6 @@ func accuracy(vals []float64, vecs [][]float64, ev []float64, evec [][]float64) 
 	return relErr, subspace, vector
 }
 
-// start is the public random start: a Gaussian d x p block from a public
-// seed, orthonormalised in the clear.
-func start(d, p int) [][]float64 {
-	rng := rand.New(rand.NewPCG(1, 2))
-	a := mat.NewDense(d, p, nil)
-	for r := range d {
-		for c := range p {
-			a.Set(r, c, rng.NormFloat64())
-		}
-	}
-	var qr mat.QR
-	qr.Factorize(a)
-	var q mat.Dense
-	qr.QTo(&q)
-	out := make([][]float64, d)
-	for r := range d {
-		out[r] = make([]float64, p)
-		for c := range p {
-			out[r][c] = q.At(r, c)
-		}
-	}
-	return out
-}
-
 type result struct {
 	relErr, subspace, vector float64
 	stats                    Stats
@@ -219,7 +194,7 @@ func solve(t testing.TB, c [][]float64, k int, cfg Config) result {
 	com, s := newSolver(t, c, cfg)
 	times := timeIterations(s)
 	begin := time.Now()
-	q, y, err := s.Run(start(d, Block(d, k)))
+	q, y, err := s.Run(Start(d, Block(d, k)))
 	runTime := time.Since(begin)
 	if err != nil {
 		t.Fatal(err)
@@ -389,7 +364,7 @@ func BenchmarkSonar50(b *testing.B) {
 	cfg := envConfig(b)
 	cfg.D, cfg.K, cfg.Iterations, cfg.Baby = d, k, 1, 8
 	com, s := newSolver(b, c, cfg)
-	q0 := start(d, Block(d, k))
+	q0 := Start(d, Block(d, k))
 	b.ResetTimer()
 	for range b.N {
 		before := com.Refreshes

@@ -53,7 +53,7 @@ func TestPlainIteration(t *testing.T) {
 	c, _ := covariance(t, "wine", 0)
 	cfg := defaultConfig()
 	d, k := len(c), 5
-	q, y := plainRun(c, cfg, start(d, Block(d, k)))
+	q, y := plainRun(c, cfg, Start(d, Block(d, k)))
 	vals, vecs, err := Ritz(fromDense(q), fromDense(y), k, cfg.Bound, RitzTol)
 	if err != nil {
 		t.Fatal(err)
@@ -86,7 +86,7 @@ func TestPlainDatasets(t *testing.T) {
 			for _, its := range []int{12, 24} {
 				for _, steps := range []int{3, 4, 5, 6} {
 					cfg := Config{Iterations: its, NS: slices.Repeat([]NSStep{Steep}, steps), Bound: 1}
-					q, y := plainRun(c, cfg, start(d, Block(d, k)))
+					q, y := plainRun(c, cfg, Start(d, Block(d, k)))
 					vals, vecs, err := Ritz(fromDense(q), fromDense(y), k, 1, RitzTol)
 					if err != nil {
 						row += " - |"

@@ -17,7 +17,7 @@ func TestSteps(t *testing.T) {
 	com, s := newSolver(t, c, cfg)
 	sk := com.idealSecret()
 	p := Block(d, k)
-	q0 := start(d, p)
+	q0 := Start(d, p)
 	ct, err := s.encrypt(s.l.Pack(q0))
 	if err != nil {
 		t.Fatal(err)

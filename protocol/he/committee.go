@@ -98,6 +98,7 @@ type Member struct {
 	floodPoly ring.Poly
 	addSK     *rlwe.SecretKey
 	userEnc   *Encryptor // under the user key of the last switch, with its prepared encryptions of zero
+	conv      *converter // encryption-to-shares and back (sharing.go); nil until first used
 }
 
 // NewMember generates a fresh secret key share for the member at point.
@@ -258,13 +259,6 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 	if ct.Degree() != 1 || ct.Level() != m.params.Level() || !ct.IsNTT {
 		return nil, fmt.Errorf("key switch: ciphertext of degree %d level %d, want degree 1 level %d in the NTT domain", ct.Degree(), ct.Level(), m.params.Level())
 	}
-	if m.flood == nil {
-		flood, err := newFlooder(rand.Reader, SmudgingLog2, m.params.N())
-		if err != nil {
-			return nil, fmt.Errorf("key switch: %w", err)
-		}
-		m.flood, m.floodPoly = flood, m.params.RingQ().NewPoly()
-	}
 	if m.userEnc == nil || !m.userEnc.pk.Equal(userPK) {
 		if m.userEnc, err = NewEncryptor(m.params, userPK); err != nil {
 			return nil, err
@@ -290,7 +284,7 @@ func (m *Member) KeySwitchShare(ct *rlwe.Ciphertext, userPK *rlwe.PublicKey, act
 	for range SwitchFactor { // + 2 ct[1] sk
 		rq.MulCoeffsMontgomeryThenAdd(ct.Value[1], sk.Value.Q, share.Value[0])
 	}
-	if err := m.addFlooding(share); err != nil {
+	if err := m.addFlooding(share.Value[0]); err != nil {
 		return nil, fmt.Errorf("key switch: %w", err)
 	}
 	return share, nil
@@ -308,16 +302,25 @@ func (m *Member) PrepareSwitch(n int) bool {
 	return true
 }
 
-// addFlooding adds a fresh flooding polynomial (m.flood) to share.Value[0],
-// in the NTT domain, where lattigo's GenShare adds its own flooding noise
-// for a ciphertext in the NTT domain (always with BGV).
-func (m *Member) addFlooding(share *mhe.PublicKeySwitchShare) error {
-	rq := m.params.RingQ().AtLevel(share.Level())
+// addFlooding adds a fresh flooding polynomial (m.flood, drawn from
+// crypto/rand) to p, the first component of a key-switch or
+// encryption-to-shares share, in the NTT domain, where lattigo's GenShare
+// adds its own flooding noise for a ciphertext in the NTT domain (always
+// with BGV).
+func (m *Member) addFlooding(p ring.Poly) error {
+	if m.flood == nil {
+		flood, err := newFlooder(rand.Reader, SmudgingLog2, m.params.N())
+		if err != nil {
+			return err
+		}
+		m.flood, m.floodPoly = flood, m.params.RingQ().NewPoly()
+	}
+	rq := m.params.RingQ().AtLevel(p.Level())
 	if err := m.flood.readPoly(rq, m.floodPoly); err != nil {
 		return err
 	}
 	rq.NTT(m.floodPoly, m.floodPoly)
-	rq.Add(share.Value[0], m.floodPoly, share.Value[0])
+	rq.Add(p, m.floodPoly, p)
 	return nil
 }
 

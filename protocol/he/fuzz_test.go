@@ -72,17 +72,23 @@ func keyEncodings(tb testing.TB, p Params) map[string][]byte {
 	if err != nil {
 		tb.Fatal(err)
 	}
+	_, conv, err := members[0].EncToShare(cts[0], []Point{1, 2})
+	if err != nil {
+		tb.Fatal(err)
+	}
 	return map[string][]byte{
-		c.PublicKey.Name():      c.PublicKey.Marshal(pk),
-		c.PublicKeyShare.Name(): c.PublicKeyShare.Marshal(pks),
-		c.KeySwitchShare.Name(): c.KeySwitchShare.Marshal(ks),
-		c.ShamirShare.Name():    c.ShamirShare.Marshal(dealt[2]),
-		c.SecretKey.Name():      c.SecretKey.Marshal(user.Secret),
+		c.ConversionShare.Name(): c.ConversionShare.Marshal(conv),
+		c.PublicKey.Name():       c.PublicKey.Marshal(pk),
+		c.PublicKeyShare.Name():  c.PublicKeyShare.Marshal(pks),
+		c.KeySwitchShare.Name():  c.KeySwitchShare.Marshal(ks),
+		c.ShamirShare.Name():     c.ShamirShare.Marshal(dealt[2]),
+		c.SecretKey.Name():       c.SecretKey.Marshal(user.Secret),
 	}
 }
 
 // FuzzKeys: the committee and user public keys, the ceremony's public-key
-// and Shamir shares, key-switch shares and secret keys (files). Every
+// and Shamir shares, key-switch and conversion shares and secret keys
+// (files). Every
 // decoder must refuse hostile bytes with ErrMalformed, and bytes it accepts
 // must re-encode to themselves.
 func FuzzKeys(f *testing.F) {
@@ -99,6 +105,7 @@ func FuzzKeys(f *testing.F) {
 		{c.KeySwitchShare.Name(), roundTrip(c.KeySwitchShare)},
 		{c.ShamirShare.Name(), roundTrip(c.ShamirShare)},
 		{c.SecretKey.Name(), roundTrip(c.SecretKey)},
+		{c.ConversionShare.Name(), roundTrip(c.ConversionShare)},
 	}
 	for i, cd := range codecs {
 		g := good[cd.name]

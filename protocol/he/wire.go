@@ -25,6 +25,9 @@ type Codecs struct {
 	KeySwitchShare Codec[*mhe.PublicKeySwitchShare]
 	// ShamirShare: a threshold share dealt from one member to another.
 	ShamirShare Codec[*mhe.ShamirSecretShare]
+	// ConversionShare: a member's public share of an encryption-to-shares
+	// conversion, and the proxy's aggregate of them.
+	ConversionShare Codec[*mhe.KeySwitchShare]
 	// SecretKey: a member's or user's secret key, for storage at rest.
 	SecretKey Codec[*rlwe.SecretKey]
 }
@@ -68,6 +71,12 @@ func (p Params) deriveCodecs() (*Codecs, error) {
 			return &mhe.PublicKeySwitchShare{Element: *rlwe.NewElement(p.Parameters, 1, level)}
 		},
 		func(s *mhe.PublicKeySwitchShare) []ring.Poly { return s.Value },
+		onlyQ); err != nil {
+		return nil, err
+	}
+	if c.ConversionShare, err = newCodec("conversion share",
+		func() *mhe.KeySwitchShare { return &mhe.KeySwitchShare{Value: p.RingQ().AtLevel(level).NewPoly()} },
+		func(s *mhe.KeySwitchShare) []ring.Poly { return []ring.Poly{s.Value} },
 		onlyQ); err != nil {
 		return nil, err
 	}

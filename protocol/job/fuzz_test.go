@@ -115,7 +115,15 @@ func fuzzResults(tb testing.TB) [][]byte {
 		}
 		out = append(out, b)
 	}
-	return out
+	// A components job's result (last).
+	top := &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: PCA, Features: h.Features,
+		Owners: []string{"hospital-a", "hospital-c"}, NumOwners: 2, NoisyN: 40, Privacy: pr, HEParams: h.HEParams, Released: ReleaseComponents,
+		Output: &TopComponents{W: [][]float64{{1, 0}, {0, 0.6}, {0, 0.8}}, Eigenvalues: []float64{0.5, 0.25}}}
+	b, err := json.Marshal(top)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return append(out, b)
 }
 
 func FuzzParseResult(f *testing.F) {
@@ -152,6 +160,21 @@ func FuzzParseResult(f *testing.F) {
 		if !bytes.Equal(enc, enc2) {
 			t.Fatalf("round trip changed the document:\n%s\n%s", enc, enc2)
 		}
+		if res.Released == ReleaseComponents {
+			if res.Release != nil || res.Components != nil || res.Output == nil {
+				t.Fatal("a components result with statistics, or without its output")
+			}
+			d, k := res.Output.Dims()
+			for j := range k {
+				if len(res.Output.Vector(j)) != d {
+					t.Fatal("components of uneven rows")
+				}
+			}
+			if _, err := Reanalyze(res, PCA, 1); err == nil {
+				t.Fatal("reanalysed a components result")
+			}
+			return
+		}
 		rel, err := res.Release.Release()
 		if err != nil {
 			t.Fatalf("validated release: %v", err)
@@ -164,6 +187,36 @@ func FuzzParseResult(f *testing.F) {
 			_, _ = Reanalyze(res, PCA, 1)
 		}
 	})
+}
+
+// TestParseComponentsResult: a components job's result holds its output
+// and nothing derived from the statistics; anything else is refused,
+// naming the field.
+func TestParseComponentsResult(t *testing.T) {
+	docs := fuzzResults(t)
+	top := docs[len(docs)-1]
+	if _, err := ParseResult(top); err != nil {
+		t.Fatalf("%v\n%s", err, top)
+	}
+	for what, c := range map[string]struct{ from, to, msg string }{
+		"dca":                 {`"analysis":"pca"`, `"analysis":"dca"`, "analysis: dca in a components result"},
+		"classes":             {`"features"`, `"classes":["a","b"],"features"`, "classes"},
+		"a release":           {`"he_params"`, `"release":{"d":1,"k":1,"bits":0,"r":[1],"v":[1],"n":[1]},"he_params"`, "release: present"},
+		"quality":             {`"he_params"`, `"quality":{"noisy_n_std":1},"he_params"`, "quality"},
+		"a mean":              {`"he_params"`, `"mean":[0,0,0],"components":[[1],[0],[0]],"eigenvalues":[1],"all_eigenvalues":[1,0,0],"explained_variance_ratio":[1],"he_params"`, "mean"},
+		"no output":           {`"output"`, `"other"`, "output: missing"},
+		"too few rows":        {`[0,0.6],`, ``, "want 3 rows"},
+		"an eigenvalue short": {`0.5,`, ``, "1 covariance eigenvalues for 2 components"},
+		"a ragged row":        {`[0,0.6]`, `[0]`, "row 1 has 1 entries"},
+	} {
+		b := bytes.Replace(top, []byte(c.from), []byte(c.to), 1)
+		if bytes.Equal(b, top) {
+			t.Fatalf("%s: %q not in the document", what, c.from)
+		}
+		if _, err := ParseResult(b); err == nil || !strings.Contains(err.Error(), c.msg) {
+			t.Errorf("%s: %v, want an error containing %q", what, err, c.msg)
+		}
+	}
 }
 
 // TestParseResult: the documents the real code writes parse, and broken ones
@@ -183,6 +236,9 @@ func TestParseResult(t *testing.T) {
 		"trailing data":         {"\n}", "\n} {}", "invalid character"},
 		"owner count":           {`"num_owners": 2`, `"num_owners": 3`, "num_owners"},
 		"repeated owner":        {`"hospital-c"`, `"hospital-a"`, "owners"},
+		"output in statistics":  {`"he_params"`, `"output": {"components": [[1]], "covariance_eigenvalues": [1]}, "he_params"`, "output: present"},
+		"unknown released":      {`"he_params"`, `"released": "everything", "he_params"`, "released"},
+		"components with stats": {`"he_params"`, `"released": "components", "he_params"`, "release: present in a components result"},
 	} {
 		b := bytes.Replace(pca, []byte(c.from), []byte(c.to), 1)
 		if bytes.Equal(b, pca) {

@@ -54,6 +54,16 @@ func (r *Result) Validate() error {
 	if r.HEParams == "" {
 		return bad("he_params", "missing")
 	}
+	switch r.Released {
+	case ReleaseStatistics:
+		if r.Output != nil {
+			return bad("output", "present in a result of the statistics")
+		}
+	case ReleaseComponents:
+		return r.validateComponents(bad)
+	default:
+		return bad("released", "%q, want none (the statistics) or %q", r.Released, ReleaseComponents)
+	}
 	if r.Release == nil {
 		return bad("release", "missing")
 	}
@@ -101,6 +111,45 @@ func (r *Result) Validate() error {
 		if cd, _ := c.Dims(); cd != d {
 			return bad("components", "of dimension %d for d = %d", cd, d)
 		}
+	}
+	return nil
+}
+
+// validateComponents checks a components job's result: PCA, the output of
+// the features' dimension, and nothing derived from the statistics (no
+// release, components' fields, quality figures or classes).
+func (r *Result) validateComponents(bad func(field, format string, args ...any) error) error {
+	switch {
+	case r.Analysis != PCA:
+		return bad("analysis", "%s in a components result, want %s", r.Analysis, PCA)
+	case r.Release != nil:
+		return bad("release", "present in a components result")
+	case r.Components != nil:
+		return bad("mean", "statistics' components (mean, all eigenvalues) in a components result")
+	case r.Quality != nil:
+		return bad("quality", "present in a components result")
+	case len(r.Classes) != 0:
+		return bad("classes", "%d names in a components result", len(r.Classes))
+	case r.Output == nil:
+		return bad("output", "missing")
+	}
+	if len(r.Features) == 0 {
+		return bad("features", "none")
+	}
+	if err := distinctNames(r.Features, func(string) bool { return true }); err != nil {
+		return bad("features", "%v", err)
+	}
+	if err := r.Output.Validate(len(r.Features)); err != nil {
+		return bad("output", "%v", err)
+	}
+	if err := distinctNames(r.Owners, ValidID); err != nil {
+		return bad("owners", "%v", err)
+	}
+	if r.NumOwners != len(r.Owners) {
+		return bad("num_owners", "%d, but %d owners are named", r.NumOwners, len(r.Owners))
+	}
+	if r.Privacy.Tolerate < 0 || !(r.Privacy.Delta >= 0 && r.Privacy.Delta < 1) {
+		return bad("privacy", "tolerate %d, delta %v out of range", r.Privacy.Tolerate, r.Privacy.Delta)
 	}
 	return nil
 }

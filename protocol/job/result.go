@@ -26,7 +26,9 @@ import (
 // is entry i of component j), "eigenvalues", "all_eigenvalues",
 // "explained_variance_ratio" (PCA), "rho", "rho_prime", "unit_components"
 // (DCA/LDA); none for a scatter-only release), then "privacy", "he_params"
-// and "release".
+// and "release". A components job's result has no components' fields, no
+// "quality" and no "release", but "released": "components" and "output"
+// (TopComponents).
 type Result struct {
 	JobID      string
 	Dataset    string
@@ -49,6 +51,12 @@ type Result struct {
 	Quality  *Quality
 	HEParams string
 	Release  *ReleaseDoc
+	// Released is ReleaseComponents for a components job, whose result
+	// holds only Output (the top components and their eigenvalues), NoisyN
+	// and the accounting: no Components, Release or Quality. Empty for a
+	// statistics job.
+	Released string
+	Output   *TopComponents
 }
 
 // resultJSON is Result's JSON layout (see Result).
@@ -67,13 +75,17 @@ type resultJSON struct {
 	Privacy  Privacy     `json:"privacy"`
 	Quality  *Quality    `json:"quality,omitempty"`
 	HEParams string      `json:"he_params"`
-	Release  *ReleaseDoc `json:"release"`
+	Release  *ReleaseDoc `json:"release,omitempty"`
+	// A components job's (Result.Released, Result.Output).
+	Released string         `json:"released,omitempty"`
+	Output   *TopComponents `json:"output,omitempty"`
 }
 
 // MarshalJSON encodes the result (see Result for the layout).
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{JobID: r.JobID, Dataset: r.Dataset, SchemaHash: r.SchemaHash, Analysis: r.Analysis, Features: r.Features,
-		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Standardized: r.Standardized, Privacy: r.Privacy, Quality: r.Quality, HEParams: r.HEParams, Release: r.Release}
+		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Standardized: r.Standardized, Privacy: r.Privacy, Quality: r.Quality, HEParams: r.HEParams, Release: r.Release,
+		Released: r.Released, Output: r.Output}
 	if r.Components != nil {
 		f, err := r.Components.Fields()
 		if err != nil {
@@ -91,7 +103,8 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 		return err
 	}
 	out := Result{JobID: j.JobID, Dataset: j.Dataset, SchemaHash: j.SchemaHash, Analysis: j.Analysis, Features: j.Features,
-		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Standardized: j.Standardized, Privacy: j.Privacy, Quality: j.Quality, HEParams: j.HEParams, Release: j.Release}
+		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Standardized: j.Standardized, Privacy: j.Privacy, Quality: j.Quality, HEParams: j.HEParams, Release: j.Release,
+		Released: j.Released, Output: j.Output}
 	if j.Fields != nil {
 		c, err := analysis.FromFields(j.Analysis, j.Fields)
 		if err != nil {
@@ -310,6 +323,9 @@ func Analyze(s *Spec, sch *schema.Schema, rel *stats.Release, owners []string, p
 // carries: free, since it only post-processes the release.
 func Reanalyze(res *Result, name string, k int) (*Result, error) {
 	if res.Release == nil {
+		if res.Released == ReleaseComponents {
+			return nil, errors.New("reanalyze: a components result carries no release (the job released only its top components), so nothing can be derived from it")
+		}
 		return nil, errors.New("reanalyze: the result carries no release")
 	}
 	rel, err := res.Release.Release()

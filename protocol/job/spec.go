@@ -135,7 +135,24 @@ type Spec struct {
 	UserKey string `json:"user_key"`
 	// Nonce makes two otherwise equal specs distinct jobs.
 	Nonce string `json:"nonce"`
+	// Release is what the user learns: the statistics (empty, the
+	// default) or, with "components", only the top K components, their
+	// eigenvalues and n, computed by the committee members in secret-shared
+	// arithmetic (docs/PROTOCOL.md section 7.2); ResultKey is then the
+	// user's X25519 public key (hex) that each member seals its share of
+	// the output to.
+	Release   string `json:"release,omitempty"`
+	ResultKey string `json:"result_key,omitempty"`
 }
+
+// Releases.
+const (
+	ReleaseStatistics = ""
+	ReleaseComponents = "components"
+)
+
+// Components reports whether the job releases the components only.
+func (s *Spec) Components() bool { return s.Release == ReleaseComponents }
 
 // Canonical returns the bytes the job ID is the hash of: the JSON encoding
 // with the struct's field order (encoding/json is deterministic for a struct
@@ -358,6 +375,30 @@ func (s *Spec) Validate() error {
 			return bad("noise_plan", "%v", err)
 		}
 	}
+	switch s.Release {
+	case ReleaseStatistics:
+		if s.ResultKey != "" {
+			return bad("result_key", "only for a components release")
+		}
+	case ReleaseComponents:
+		if s.Analysis != PCA && s.Analysis != DCA {
+			return bad("release", "components of %s: pca and dca only", s.Analysis)
+		}
+		if s.Analysis == DCA && !s.NoNoise {
+			return bad("release", "components of dca: exact (no_noise) only so far; the regulariser's noise margin is not built on shares")
+		}
+		if s.K < 1 {
+			return bad("k", "a components release needs k >= 1")
+		}
+		if s.Standardize {
+			return bad("standardize", "not with a components release")
+		}
+		if !hexHash.MatchString(s.ResultKey) {
+			return bad("result_key", "want the 64-hex-digit X25519 public key")
+		}
+	default:
+		return bad("release", "%q, want none (the statistics) or %q", s.Release, ReleaseComponents)
+	}
 	return nil
 }
 
@@ -447,6 +488,12 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	}
 	if _, err := s.Layout(sch); err != nil {
 		return fmt.Errorf("job spec: %w", err)
+	}
+	if s.Components() && s.K > sch.D() {
+		return fmt.Errorf("job spec: k: %d components of %d features", s.K, sch.D())
+	}
+	if s.Components() && s.Analysis == DCA && s.K > len(sch.Classes)-1 {
+		return fmt.Errorf("job spec: k: %d dca components of %d classes: at most %d", s.K, len(sch.Classes), len(sch.Classes)-1)
 	}
 	cal, err := s.Calibration(sch)
 	if err != nil {

@@ -90,3 +90,39 @@ func FuzzOpen(f *testing.F) {
 		}
 	})
 }
+
+func TestChannel(t *testing.T) {
+	a, _ := NewExchangeKey()
+	b, _ := NewExchangeKey()
+	ab, err := NewChannel(a, b.PublicKey().Bytes(), "job 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ba, err := NewChannel(b, a.PublicKey().Bytes(), "job 1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := ab.Seal(7, []byte("opening"), []byte("aad"))
+	if got, err := ba.Open(7, box, []byte("aad")); err != nil || string(got) != "opening" {
+		t.Fatalf("open: %q, %v", got, err)
+	}
+	for _, bad := range []struct {
+		name string
+		open func() ([]byte, error)
+	}{
+		{"another number", func() ([]byte, error) { return ba.Open(8, box, []byte("aad")) }},
+		{"another aad", func() ([]byte, error) { return ba.Open(7, box, []byte("other")) }},
+		{"its own message back", func() ([]byte, error) { return ab.Open(7, box, []byte("aad")) }},
+	} {
+		if _, err := bad.open(); !errors.Is(err, ErrOpen) {
+			t.Errorf("%s: %v, want ErrOpen", bad.name, err)
+		}
+	}
+	other, _ := NewChannel(b, a.PublicKey().Bytes(), "job 2")
+	if _, err := other.Open(7, box, []byte("aad")); !errors.Is(err, ErrOpen) {
+		t.Errorf("another context opened: %v", err)
+	}
+	if _, err := NewChannel(a, a.PublicKey().Bytes(), "x"); err == nil {
+		t.Error("a channel to oneself")
+	}
+}

@@ -113,6 +113,7 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 		}
 		m := transport.NewEmbeddedMetrics()
 		policy := sim.OwnerPolicy(fo.AllowNoNoise)
+		policy.AllowExactComponents = fo.AllowExactComponents
 		policy.Committee = f.Committee
 		o, err := owner.New(owner.Config{ID: fo.ID, Dialer: d, ProxyAddr: f.Proxy, Store: filepath.Join(f.State, "owner-"+fo.ID),
 			Datasets: []*owner.Dataset{{Schema: sch, CSV: fo.CSV, Epsilon: fo.Epsilon, Delta: fo.Delta}}, Metrics: m,

@@ -1582,6 +1582,661 @@ func (x *KeySwitchResponse) GetShare() []byte {
 	return nil
 }
 
+// SolveRequest: the header, the sum's ciphertexts and the uploads as for
+// KeySwitch (KeySwitchHeader's fields), then the relayed exchange keys, the
+// conversion's aggregate (party 0 only), and the rounds; party 0 also
+// receives the dealer's corrections, each before the round that needs it.
+type SolveRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*SolveRequest_Header
+	//	*SolveRequest_Ciphertext
+	//	*SolveRequest_Upload
+	//	*SolveRequest_Part
+	//	*SolveRequest_Keys
+	//	*SolveRequest_Conversion
+	//	*SolveRequest_Correction
+	//	*SolveRequest_Round
+	Msg           isSolveRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SolveRequest) Reset() {
+	*x = SolveRequest{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SolveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SolveRequest) ProtoMessage() {}
+
+func (x *SolveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SolveRequest.ProtoReflect.Descriptor instead.
+func (*SolveRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *SolveRequest) GetMsg() isSolveRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetHeader() *SolveHeader {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetCiphertext() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Ciphertext); ok {
+			return x.Ciphertext
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetUpload() *OwnerUpload {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Upload); ok {
+			return x.Upload
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetPart() *UploadPart {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Part); ok {
+			return x.Part
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetKeys() *SolveKeys {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Keys); ok {
+			return x.Keys
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetConversion() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Conversion); ok {
+			return x.Conversion
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetCorrection() *Correction {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Correction); ok {
+			return x.Correction
+		}
+	}
+	return nil
+}
+
+func (x *SolveRequest) GetRound() *SolveRound {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveRequest_Round); ok {
+			return x.Round
+		}
+	}
+	return nil
+}
+
+type isSolveRequest_Msg interface {
+	isSolveRequest_Msg()
+}
+
+type SolveRequest_Header struct {
+	Header *SolveHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type SolveRequest_Ciphertext struct {
+	Ciphertext []byte `protobuf:"bytes,2,opt,name=ciphertext,proto3,oneof"`
+}
+
+type SolveRequest_Upload struct {
+	Upload *OwnerUpload `protobuf:"bytes,3,opt,name=upload,proto3,oneof"`
+}
+
+type SolveRequest_Part struct {
+	Part *UploadPart `protobuf:"bytes,4,opt,name=part,proto3,oneof"`
+}
+
+type SolveRequest_Keys struct {
+	Keys *SolveKeys `protobuf:"bytes,5,opt,name=keys,proto3,oneof"`
+}
+
+type SolveRequest_Conversion struct {
+	Conversion []byte `protobuf:"bytes,6,opt,name=conversion,proto3,oneof"`
+}
+
+type SolveRequest_Correction struct {
+	Correction *Correction `protobuf:"bytes,7,opt,name=correction,proto3,oneof"`
+}
+
+type SolveRequest_Round struct {
+	Round *SolveRound `protobuf:"bytes,8,opt,name=round,proto3,oneof"`
+}
+
+func (*SolveRequest_Header) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Ciphertext) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Upload) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Part) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Keys) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Conversion) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Correction) isSolveRequest_Msg() {}
+
+func (*SolveRequest_Round) isSolveRequest_Msg() {}
+
+type SolveHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Job   *KeySwitchHeader       `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	// party is this member's index in the computation: its rank among the
+	// active points (party 0 is the lowest point, the conversion's
+	// receiver).
+	Party uint32 `protobuf:"varint,2,opt,name=party,proto3" json:"party,omitempty"`
+	// seed keys this member's stream of the dealer's randomness (32 bytes;
+	// empty for party 0, which receives corrections).
+	Seed          []byte `protobuf:"bytes,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SolveHeader) Reset() {
+	*x = SolveHeader{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SolveHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SolveHeader) ProtoMessage() {}
+
+func (x *SolveHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SolveHeader.ProtoReflect.Descriptor instead.
+func (*SolveHeader) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *SolveHeader) GetJob() *KeySwitchHeader {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+func (x *SolveHeader) GetParty() uint32 {
+	if x != nil {
+		return x.Party
+	}
+	return 0
+}
+
+func (x *SolveHeader) GetSeed() []byte {
+	if x != nil {
+		return x.Seed
+	}
+	return nil
+}
+
+// SolveKey is a member's X25519 key for one job's openings, signed with
+// its certificate key (protocol/job.SolveKeyMessage).
+type SolveKey struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Point         uint32                 `protobuf:"varint,1,opt,name=point,proto3" json:"point,omitempty"`
+	Key           []byte                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	Signature     []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
+	Certificate   []byte                 `protobuf:"bytes,4,opt,name=certificate,proto3" json:"certificate,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SolveKey) Reset() {
+	*x = SolveKey{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SolveKey) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SolveKey) ProtoMessage() {}
+
+func (x *SolveKey) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SolveKey.ProtoReflect.Descriptor instead.
+func (*SolveKey) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *SolveKey) GetPoint() uint32 {
+	if x != nil {
+		return x.Point
+	}
+	return 0
+}
+
+func (x *SolveKey) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *SolveKey) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+func (x *SolveKey) GetCertificate() []byte {
+	if x != nil {
+		return x.Certificate
+	}
+	return nil
+}
+
+type SolveKeys struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Keys          []*SolveKey            `protobuf:"bytes,1,rep,name=keys,proto3" json:"keys,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SolveKeys) Reset() {
+	*x = SolveKeys{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SolveKeys) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SolveKeys) ProtoMessage() {}
+
+func (x *SolveKeys) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SolveKeys.ProtoReflect.Descriptor instead.
+func (*SolveKeys) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *SolveKeys) GetKeys() []*SolveKey {
+	if x != nil {
+		return x.Keys
+	}
+	return nil
+}
+
+// Correction is one of party 0's shares of the dealer's randomness.
+type Correction struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Rows  uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
+	Cols  uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
+	// words are rows x cols 16-byte big-endian words.
+	Words         []byte `protobuf:"bytes,3,opt,name=words,proto3" json:"words,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Correction) Reset() {
+	*x = Correction{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Correction) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Correction) ProtoMessage() {}
+
+func (x *Correction) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Correction.ProtoReflect.Descriptor instead.
+func (*Correction) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *Correction) GetRows() uint32 {
+	if x != nil {
+		return x.Rows
+	}
+	return 0
+}
+
+func (x *Correction) GetCols() uint32 {
+	if x != nil {
+		return x.Cols
+	}
+	return 0
+}
+
+func (x *Correction) GetWords() []byte {
+	if x != nil {
+		return x.Words
+	}
+	return nil
+}
+
+// SolveRound carries one round's openings: from a member, its share of the
+// round's masked values sealed to each other party; to a member, the other
+// parties' boxes for it.
+type SolveRound struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Round         uint64                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
+	Openings      []*SealedOpening       `protobuf:"bytes,2,rep,name=openings,proto3" json:"openings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SolveRound) Reset() {
+	*x = SolveRound{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SolveRound) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SolveRound) ProtoMessage() {}
+
+func (x *SolveRound) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SolveRound.ProtoReflect.Descriptor instead.
+func (*SolveRound) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{28}
+}
+
+func (x *SolveRound) GetRound() uint64 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
+}
+
+func (x *SolveRound) GetOpenings() []*SealedOpening {
+	if x != nil {
+		return x.Openings
+	}
+	return nil
+}
+
+type SealedOpening struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	FromParty     uint32                 `protobuf:"varint,1,opt,name=from_party,json=fromParty,proto3" json:"from_party,omitempty"`
+	ToParty       uint32                 `protobuf:"varint,2,opt,name=to_party,json=toParty,proto3" json:"to_party,omitempty"`
+	Sealed        []byte                 `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SealedOpening) Reset() {
+	*x = SealedOpening{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SealedOpening) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SealedOpening) ProtoMessage() {}
+
+func (x *SealedOpening) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SealedOpening.ProtoReflect.Descriptor instead.
+func (*SealedOpening) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *SealedOpening) GetFromParty() uint32 {
+	if x != nil {
+		return x.FromParty
+	}
+	return 0
+}
+
+func (x *SealedOpening) GetToParty() uint32 {
+	if x != nil {
+		return x.ToParty
+	}
+	return 0
+}
+
+func (x *SealedOpening) GetSealed() []byte {
+	if x != nil {
+		return x.Sealed
+	}
+	return nil
+}
+
+// SolveResponse: first the member's SolveKey, then its public conversion
+// shares (one per ciphertext), then one SolveRound per round, then its
+// output share sealed to the user's result key (protocol/job.OutputAAD).
+type SolveResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*SolveResponse_Key
+	//	*SolveResponse_Conversion
+	//	*SolveResponse_Round
+	//	*SolveResponse_Output
+	Msg           isSolveResponse_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SolveResponse) Reset() {
+	*x = SolveResponse{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[30]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SolveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SolveResponse) ProtoMessage() {}
+
+func (x *SolveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[30]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SolveResponse.ProtoReflect.Descriptor instead.
+func (*SolveResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *SolveResponse) GetMsg() isSolveResponse_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *SolveResponse) GetKey() *SolveKey {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveResponse_Key); ok {
+			return x.Key
+		}
+	}
+	return nil
+}
+
+func (x *SolveResponse) GetConversion() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveResponse_Conversion); ok {
+			return x.Conversion
+		}
+	}
+	return nil
+}
+
+func (x *SolveResponse) GetRound() *SolveRound {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveResponse_Round); ok {
+			return x.Round
+		}
+	}
+	return nil
+}
+
+func (x *SolveResponse) GetOutput() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*SolveResponse_Output); ok {
+			return x.Output
+		}
+	}
+	return nil
+}
+
+type isSolveResponse_Msg interface {
+	isSolveResponse_Msg()
+}
+
+type SolveResponse_Key struct {
+	Key *SolveKey `protobuf:"bytes,1,opt,name=key,proto3,oneof"`
+}
+
+type SolveResponse_Conversion struct {
+	Conversion []byte `protobuf:"bytes,2,opt,name=conversion,proto3,oneof"`
+}
+
+type SolveResponse_Round struct {
+	Round *SolveRound `protobuf:"bytes,3,opt,name=round,proto3,oneof"`
+}
+
+type SolveResponse_Output struct {
+	Output []byte `protobuf:"bytes,4,opt,name=output,proto3,oneof"`
+}
+
+func (*SolveResponse_Key) isSolveResponse_Msg() {}
+
+func (*SolveResponse_Conversion) isSolveResponse_Msg() {}
+
+func (*SolveResponse_Round) isSolveResponse_Msg() {}
+
+func (*SolveResponse_Output) isSolveResponse_Msg() {}
+
 var File_fedpca_v1_csp_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_csp_proto_rawDesc = "" +
@@ -1704,7 +2359,56 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"job_owners\x18\n" +
 	" \x03(\tR\tjobOwners\")\n" +
 	"\x11KeySwitchResponse\x12\x14\n" +
-	"\x05share\x18\x01 \x01(\fR\x05share2\x9a\x04\n" +
+	"\x05share\x18\x01 \x01(\fR\x05share\"\xfe\x02\n" +
+	"\fSolveRequest\x120\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.fedpca.v1.SolveHeaderH\x00R\x06header\x12 \n" +
+	"\n" +
+	"ciphertext\x18\x02 \x01(\fH\x00R\n" +
+	"ciphertext\x120\n" +
+	"\x06upload\x18\x03 \x01(\v2\x16.fedpca.v1.OwnerUploadH\x00R\x06upload\x12+\n" +
+	"\x04part\x18\x04 \x01(\v2\x15.fedpca.v1.UploadPartH\x00R\x04part\x12*\n" +
+	"\x04keys\x18\x05 \x01(\v2\x14.fedpca.v1.SolveKeysH\x00R\x04keys\x12 \n" +
+	"\n" +
+	"conversion\x18\x06 \x01(\fH\x00R\n" +
+	"conversion\x127\n" +
+	"\n" +
+	"correction\x18\a \x01(\v2\x15.fedpca.v1.CorrectionH\x00R\n" +
+	"correction\x12-\n" +
+	"\x05round\x18\b \x01(\v2\x15.fedpca.v1.SolveRoundH\x00R\x05roundB\x05\n" +
+	"\x03msg\"e\n" +
+	"\vSolveHeader\x12,\n" +
+	"\x03job\x18\x01 \x01(\v2\x1a.fedpca.v1.KeySwitchHeaderR\x03job\x12\x14\n" +
+	"\x05party\x18\x02 \x01(\rR\x05party\x12\x12\n" +
+	"\x04seed\x18\x03 \x01(\fR\x04seed\"r\n" +
+	"\bSolveKey\x12\x14\n" +
+	"\x05point\x18\x01 \x01(\rR\x05point\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x1c\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\x12 \n" +
+	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"4\n" +
+	"\tSolveKeys\x12'\n" +
+	"\x04keys\x18\x01 \x03(\v2\x13.fedpca.v1.SolveKeyR\x04keys\"J\n" +
+	"\n" +
+	"Correction\x12\x12\n" +
+	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
+	"\x04cols\x18\x02 \x01(\rR\x04cols\x12\x14\n" +
+	"\x05words\x18\x03 \x01(\fR\x05words\"X\n" +
+	"\n" +
+	"SolveRound\x12\x14\n" +
+	"\x05round\x18\x01 \x01(\x04R\x05round\x124\n" +
+	"\bopenings\x18\x02 \x03(\v2\x18.fedpca.v1.SealedOpeningR\bopenings\"a\n" +
+	"\rSealedOpening\x12\x1d\n" +
+	"\n" +
+	"from_party\x18\x01 \x01(\rR\tfromParty\x12\x19\n" +
+	"\bto_party\x18\x02 \x01(\rR\atoParty\x12\x16\n" +
+	"\x06sealed\x18\x03 \x01(\fR\x06sealed\"\xaa\x01\n" +
+	"\rSolveResponse\x12'\n" +
+	"\x03key\x18\x01 \x01(\v2\x13.fedpca.v1.SolveKeyH\x00R\x03key\x12 \n" +
+	"\n" +
+	"conversion\x18\x02 \x01(\fH\x00R\n" +
+	"conversion\x12-\n" +
+	"\x05round\x18\x03 \x01(\v2\x15.fedpca.v1.SolveRoundH\x00R\x05round\x12\x18\n" +
+	"\x06output\x18\x04 \x01(\fH\x00R\x06outputB\x05\n" +
+	"\x03msg2\xda\x04\n" +
 	"\n" +
 	"CspService\x12F\n" +
 	"\tGetStatus\x12\x1b.fedpca.v1.GetStatusRequest\x1a\x1c.fedpca.v1.GetStatusResponse\x12=\n" +
@@ -1714,7 +2418,8 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"DealShares\x12\x1c.fedpca.v1.DealSharesRequest\x1a\x1d.fedpca.v1.DealSharesResponse\x12R\n" +
 	"\rReceiveShares\x12\x1f.fedpca.v1.ReceiveSharesRequest\x1a .fedpca.v1.ReceiveSharesResponse\x12C\n" +
 	"\bFinalize\x12\x1a.fedpca.v1.FinalizeRequest\x1a\x1b.fedpca.v1.FinalizeResponse\x12J\n" +
-	"\tKeySwitch\x12\x1b.fedpca.v1.KeySwitchRequest\x1a\x1c.fedpca.v1.KeySwitchResponse(\x010\x01B3Z1github.com/fedpca/fedpca/proto/fedpca/v1;fedpcav1b\x06proto3"
+	"\tKeySwitch\x12\x1b.fedpca.v1.KeySwitchRequest\x1a\x1c.fedpca.v1.KeySwitchResponse(\x010\x01\x12>\n" +
+	"\x05Solve\x12\x17.fedpca.v1.SolveRequest\x1a\x18.fedpca.v1.SolveResponse(\x010\x01B3Z1github.com/fedpca/fedpca/proto/fedpca/v1;fedpcav1b\x06proto3"
 
 var (
 	file_fedpca_v1_csp_proto_rawDescOnce sync.Once
@@ -1728,7 +2433,7 @@ func file_fedpca_v1_csp_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_csp_proto_rawDescData
 }
 
-var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 23)
+var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),       // 0: fedpca.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),      // 1: fedpca.v1.GetStatusResponse
@@ -1753,6 +2458,14 @@ var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*UploadPart)(nil),             // 20: fedpca.v1.UploadPart
 	(*KeySwitchHeader)(nil),        // 21: fedpca.v1.KeySwitchHeader
 	(*KeySwitchResponse)(nil),      // 22: fedpca.v1.KeySwitchResponse
+	(*SolveRequest)(nil),           // 23: fedpca.v1.SolveRequest
+	(*SolveHeader)(nil),            // 24: fedpca.v1.SolveHeader
+	(*SolveKey)(nil),               // 25: fedpca.v1.SolveKey
+	(*SolveKeys)(nil),              // 26: fedpca.v1.SolveKeys
+	(*Correction)(nil),             // 27: fedpca.v1.Correction
+	(*SolveRound)(nil),             // 28: fedpca.v1.SolveRound
+	(*SealedOpening)(nil),          // 29: fedpca.v1.SealedOpening
+	(*SolveResponse)(nil),          // 30: fedpca.v1.SolveResponse
 }
 var file_fedpca_v1_csp_proto_depIdxs = []int32{
 	17, // 0: fedpca.v1.GetStatusResponse.attestation:type_name -> fedpca.v1.KeyAttestation
@@ -1766,25 +2479,38 @@ var file_fedpca_v1_csp_proto_depIdxs = []int32{
 	21, // 8: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
 	19, // 9: fedpca.v1.KeySwitchRequest.upload:type_name -> fedpca.v1.OwnerUpload
 	20, // 10: fedpca.v1.KeySwitchRequest.part:type_name -> fedpca.v1.UploadPart
-	0,  // 11: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
-	3,  // 12: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
-	6,  // 13: fedpca.v1.CspService.RevealKeyShare:input_type -> fedpca.v1.RevealKeyShareRequest
-	9,  // 14: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
-	12, // 15: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
-	14, // 16: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
-	18, // 17: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
-	1,  // 18: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
-	4,  // 19: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
-	7,  // 20: fedpca.v1.CspService.RevealKeyShare:output_type -> fedpca.v1.RevealKeyShareResponse
-	11, // 21: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
-	13, // 22: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
-	16, // 23: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
-	22, // 24: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
-	18, // [18:25] is the sub-list for method output_type
-	11, // [11:18] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	24, // 11: fedpca.v1.SolveRequest.header:type_name -> fedpca.v1.SolveHeader
+	19, // 12: fedpca.v1.SolveRequest.upload:type_name -> fedpca.v1.OwnerUpload
+	20, // 13: fedpca.v1.SolveRequest.part:type_name -> fedpca.v1.UploadPart
+	26, // 14: fedpca.v1.SolveRequest.keys:type_name -> fedpca.v1.SolveKeys
+	27, // 15: fedpca.v1.SolveRequest.correction:type_name -> fedpca.v1.Correction
+	28, // 16: fedpca.v1.SolveRequest.round:type_name -> fedpca.v1.SolveRound
+	21, // 17: fedpca.v1.SolveHeader.job:type_name -> fedpca.v1.KeySwitchHeader
+	25, // 18: fedpca.v1.SolveKeys.keys:type_name -> fedpca.v1.SolveKey
+	29, // 19: fedpca.v1.SolveRound.openings:type_name -> fedpca.v1.SealedOpening
+	25, // 20: fedpca.v1.SolveResponse.key:type_name -> fedpca.v1.SolveKey
+	28, // 21: fedpca.v1.SolveResponse.round:type_name -> fedpca.v1.SolveRound
+	0,  // 22: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
+	3,  // 23: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
+	6,  // 24: fedpca.v1.CspService.RevealKeyShare:input_type -> fedpca.v1.RevealKeyShareRequest
+	9,  // 25: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
+	12, // 26: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
+	14, // 27: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
+	18, // 28: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
+	23, // 29: fedpca.v1.CspService.Solve:input_type -> fedpca.v1.SolveRequest
+	1,  // 30: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
+	4,  // 31: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
+	7,  // 32: fedpca.v1.CspService.RevealKeyShare:output_type -> fedpca.v1.RevealKeyShareResponse
+	11, // 33: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
+	13, // 34: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
+	16, // 35: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
+	22, // 36: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
+	30, // 37: fedpca.v1.CspService.Solve:output_type -> fedpca.v1.SolveResponse
+	30, // [30:38] is the sub-list for method output_type
+	22, // [22:30] is the sub-list for method input_type
+	22, // [22:22] is the sub-list for extension type_name
+	22, // [22:22] is the sub-list for extension extendee
+	0,  // [0:22] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_csp_proto_init() }
@@ -1798,13 +2524,29 @@ func file_fedpca_v1_csp_proto_init() {
 		(*KeySwitchRequest_Upload)(nil),
 		(*KeySwitchRequest_Part)(nil),
 	}
+	file_fedpca_v1_csp_proto_msgTypes[23].OneofWrappers = []any{
+		(*SolveRequest_Header)(nil),
+		(*SolveRequest_Ciphertext)(nil),
+		(*SolveRequest_Upload)(nil),
+		(*SolveRequest_Part)(nil),
+		(*SolveRequest_Keys)(nil),
+		(*SolveRequest_Conversion)(nil),
+		(*SolveRequest_Correction)(nil),
+		(*SolveRequest_Round)(nil),
+	}
+	file_fedpca_v1_csp_proto_msgTypes[30].OneofWrappers = []any{
+		(*SolveResponse_Key)(nil),
+		(*SolveResponse_Conversion)(nil),
+		(*SolveResponse_Round)(nil),
+		(*SolveResponse_Output)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_csp_proto_rawDesc), len(file_fedpca_v1_csp_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   23,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -26,6 +26,7 @@ const (
 	CspService_ReceiveShares_FullMethodName  = "/fedpca.v1.CspService/ReceiveShares"
 	CspService_Finalize_FullMethodName       = "/fedpca.v1.CspService/Finalize"
 	CspService_KeySwitch_FullMethodName      = "/fedpca.v1.CspService/KeySwitch"
+	CspService_Solve_FullMethodName          = "/fedpca.v1.CspService/Solve"
 )
 
 // CspServiceClient is the client API for CspService service.
@@ -57,6 +58,13 @@ type CspServiceClient interface {
 	// then one ciphertext per message; the member answers with one share per
 	// ciphertext, its DP noise share folded in. At most once per job.
 	KeySwitch(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[KeySwitchRequest, KeySwitchResponse], error)
+	// Solve runs a components job (docs/PROTOCOL.md section 7.2): the member
+	// checks the job and the uploads as for KeySwitch, turns the verified sum
+	// into additive shares with the other active members, runs the
+	// eigensolver's rounds with them (openings sealed member to member, the
+	// proxy relaying and dealing the correlated randomness) and seals its
+	// share of the output to the user's result key. At most once per job.
+	Solve(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SolveRequest, SolveResponse], error)
 }
 
 type cspServiceClient struct {
@@ -140,6 +148,19 @@ func (c *cspServiceClient) KeySwitch(ctx context.Context, opts ...grpc.CallOptio
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CspService_KeySwitchClient = grpc.BidiStreamingClient[KeySwitchRequest, KeySwitchResponse]
 
+func (c *cspServiceClient) Solve(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[SolveRequest, SolveResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &CspService_ServiceDesc.Streams[1], CspService_Solve_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[SolveRequest, SolveResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CspService_SolveClient = grpc.BidiStreamingClient[SolveRequest, SolveResponse]
+
 // CspServiceServer is the server API for CspService service.
 // All implementations must embed UnimplementedCspServiceServer
 // for forward compatibility.
@@ -169,6 +190,13 @@ type CspServiceServer interface {
 	// then one ciphertext per message; the member answers with one share per
 	// ciphertext, its DP noise share folded in. At most once per job.
 	KeySwitch(grpc.BidiStreamingServer[KeySwitchRequest, KeySwitchResponse]) error
+	// Solve runs a components job (docs/PROTOCOL.md section 7.2): the member
+	// checks the job and the uploads as for KeySwitch, turns the verified sum
+	// into additive shares with the other active members, runs the
+	// eigensolver's rounds with them (openings sealed member to member, the
+	// proxy relaying and dealing the correlated randomness) and seals its
+	// share of the output to the user's result key. At most once per job.
+	Solve(grpc.BidiStreamingServer[SolveRequest, SolveResponse]) error
 	mustEmbedUnimplementedCspServiceServer()
 }
 
@@ -199,6 +227,9 @@ func (UnimplementedCspServiceServer) Finalize(context.Context, *FinalizeRequest)
 }
 func (UnimplementedCspServiceServer) KeySwitch(grpc.BidiStreamingServer[KeySwitchRequest, KeySwitchResponse]) error {
 	return status.Error(codes.Unimplemented, "method KeySwitch not implemented")
+}
+func (UnimplementedCspServiceServer) Solve(grpc.BidiStreamingServer[SolveRequest, SolveResponse]) error {
+	return status.Error(codes.Unimplemented, "method Solve not implemented")
 }
 func (UnimplementedCspServiceServer) mustEmbedUnimplementedCspServiceServer() {}
 func (UnimplementedCspServiceServer) testEmbeddedByValue()                    {}
@@ -336,6 +367,13 @@ func _CspService_KeySwitch_Handler(srv interface{}, stream grpc.ServerStream) er
 // This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
 type CspService_KeySwitchServer = grpc.BidiStreamingServer[KeySwitchRequest, KeySwitchResponse]
 
+func _CspService_Solve_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(CspServiceServer).Solve(&grpc.GenericServerStream[SolveRequest, SolveResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type CspService_SolveServer = grpc.BidiStreamingServer[SolveRequest, SolveResponse]
+
 // CspService_ServiceDesc is the grpc.ServiceDesc for CspService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -372,6 +410,12 @@ var CspService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "KeySwitch",
 			Handler:       _CspService_KeySwitch_Handler,
+			ServerStreams: true,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "Solve",
+			Handler:       _CspService_Solve_Handler,
 			ServerStreams: true,
 			ClientStreams: true,
 		},

@@ -2020,6 +2020,7 @@ type FetchResultResponse struct {
 	//
 	//	*FetchResultResponse_Header
 	//	*FetchResultResponse_Ciphertext
+	//	*FetchResultResponse_SealedOutput
 	Msg           isFetchResultResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2080,6 +2081,15 @@ func (x *FetchResultResponse) GetCiphertext() []byte {
 	return nil
 }
 
+func (x *FetchResultResponse) GetSealedOutput() []byte {
+	if x != nil {
+		if x, ok := x.Msg.(*FetchResultResponse_SealedOutput); ok {
+			return x.SealedOutput
+		}
+	}
+	return nil
+}
+
 type isFetchResultResponse_Msg interface {
 	isFetchResultResponse_Msg()
 }
@@ -2092,9 +2102,18 @@ type FetchResultResponse_Ciphertext struct {
 	Ciphertext []byte `protobuf:"bytes,2,opt,name=ciphertext,proto3,oneof"`
 }
 
+type FetchResultResponse_SealedOutput struct {
+	// sealed_output is one member's share of a components release's
+	// output, sealed to the spec's result key (in ResultHeader.points'
+	// order).
+	SealedOutput []byte `protobuf:"bytes,3,opt,name=sealed_output,json=sealedOutput,proto3,oneof"`
+}
+
 func (*FetchResultResponse_Header) isFetchResultResponse_Msg() {}
 
 func (*FetchResultResponse_Ciphertext) isFetchResultResponse_Msg() {}
+
+func (*FetchResultResponse_SealedOutput) isFetchResultResponse_Msg() {}
 
 type ResultHeader struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
@@ -2102,8 +2121,11 @@ type ResultHeader struct {
 	Ciphertexts uint32                 `protobuf:"varint,2,opt,name=ciphertexts,proto3" json:"ciphertexts,omitempty"`
 	// owners are the owners whose uploads are in the result; csp_members the
 	// committee members that key-switched it (both name noise parties).
-	Owners        []string `protobuf:"bytes,3,rep,name=owners,proto3" json:"owners,omitempty"`
-	CspMembers    []string `protobuf:"bytes,4,rep,name=csp_members,json=cspMembers,proto3" json:"csp_members,omitempty"`
+	Owners     []string `protobuf:"bytes,3,rep,name=owners,proto3" json:"owners,omitempty"`
+	CspMembers []string `protobuf:"bytes,4,rep,name=csp_members,json=cspMembers,proto3" json:"csp_members,omitempty"`
+	// points are the Shamir points of the members whose sealed outputs
+	// follow (a components release; ciphertexts is then 0).
+	Points        []uint32 `protobuf:"varint,5,rep,packed,name=points,proto3" json:"points,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2162,6 +2184,13 @@ func (x *ResultHeader) GetOwners() []string {
 func (x *ResultHeader) GetCspMembers() []string {
 	if x != nil {
 		return x.CspMembers
+	}
+	return nil
+}
+
+func (x *ResultHeader) GetPoints() []uint32 {
+	if x != nil {
+		return x.Points
 	}
 	return nil
 }
@@ -2568,19 +2597,21 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budgetJ\x04\b\x02\x10\x03R\vreason_text\"\x11\n" +
 	"\x0fDeclineResponse\"+\n" +
 	"\x12FetchResultRequest\x12\x15\n" +
-	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"q\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x98\x01\n" +
 	"\x13FetchResultResponse\x121\n" +
 	"\x06header\x18\x01 \x01(\v2\x17.fedpca.v1.ResultHeaderH\x00R\x06header\x12 \n" +
 	"\n" +
 	"ciphertext\x18\x02 \x01(\fH\x00R\n" +
-	"ciphertextB\x05\n" +
-	"\x03msg\"\x80\x01\n" +
+	"ciphertext\x12%\n" +
+	"\rsealed_output\x18\x03 \x01(\fH\x00R\fsealedOutputB\x05\n" +
+	"\x03msg\"\x98\x01\n" +
 	"\fResultHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12 \n" +
 	"\vciphertexts\x18\x02 \x01(\rR\vciphertexts\x12\x16\n" +
 	"\x06owners\x18\x03 \x03(\tR\x06owners\x12\x1f\n" +
 	"\vcsp_members\x18\x04 \x03(\tR\n" +
-	"cspMembers\"E\n" +
+	"cspMembers\x12\x16\n" +
+	"\x06points\x18\x05 \x03(\rR\x06points\"E\n" +
 	"\x14PublishResultRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x16\n" +
 	"\x06result\x18\x02 \x01(\fR\x06result\"\x17\n" +
@@ -2748,6 +2779,7 @@ func file_fedpca_v1_proxy_proto_init() {
 	file_fedpca_v1_proxy_proto_msgTypes[27].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
+		(*FetchResultResponse_SealedOutput)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -1,0 +1,142 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/fedpca/fedpca/protocol/eigen"
+	"github.com/fedpca/fedpca/protocol/mpc"
+	"github.com/fedpca/fedpca/protocol/schema"
+)
+
+// A components release's output, as the members' program leaves it in
+// shares (protocol/eigen PCAJob.Run): one column of words, the k
+// eigenvalues of cov / c^2 (fixed point, F fractional bits, descending),
+// then the d x k eigenvectors (row-major, fixed point), then n (the
+// classes' counts summed, an integer at scale 2^g). Each active member
+// seals its share of the column to the spec's ResultKey (OutputAAD); the
+// user opens the t boxes, adds the shares and decodes.
+
+// OutputLen is the output column's length for d features and k components.
+func OutputLen(d, k int) int { return k + d*k + 1 }
+
+// OutputAAD binds a member's sealed output share to the job and the
+// member's point.
+func OutputAAD(jobID string, point uint32) []byte {
+	return fmt.Appendf(nil, "fedpca/components-output\x00%s\x00%d", jobID, point)
+}
+
+// EncodeShare lays a party's output share out as bytes (16 per word, big
+// endian).
+func EncodeShare(words []mpc.Word) []byte {
+	out := make([]byte, 0, 16*len(words))
+	for _, w := range words {
+		out = w.AppendBytes(out)
+	}
+	return out
+}
+
+// SumShares adds the members' output shares (EncodeShare's bytes).
+func SumShares(d, k int, shares ...[]byte) ([]mpc.Word, error) {
+	if len(shares) == 0 {
+		return nil, errors.New("components output: no share")
+	}
+	n := OutputLen(d, k)
+	sum := make([]mpc.Word, n)
+	for i, b := range shares {
+		if len(b) != 16*n {
+			return nil, fmt.Errorf("components output: share %d has %d bytes, want %d", i, len(b), 16*n)
+		}
+		for j := range sum {
+			sum[j] = sum[j].Add(mpc.WordFromBytes(b[16*j:]))
+		}
+	}
+	return sum, nil
+}
+
+// Output is a decoded components release.
+type Output struct {
+	// Values are the top k eigenvalues of the covariance (in the schema's
+	// units squared), descending; Vectors the unit eigenvectors (k rows of
+	// d); N the number of rows (noisy under DP).
+	Values  []float64
+	Vectors [][]float64
+	N       float64
+}
+
+// DecodeOutput reads the summed output column: the eigenvalues of
+// cov / c^2 scaled back by c^2 = (bound / 2^g)^2, the vectors, n / 2^g.
+func DecodeOutput(sum []mpc.Word, d, k int, f uint, bits uint, bound int64) (*Output, error) {
+	if len(sum) != OutputLen(d, k) {
+		return nil, fmt.Errorf("components output: %d words, want %d", len(sum), OutputLen(d, k))
+	}
+	c := math.Ldexp(float64(bound), -int(bits))
+	out := &Output{Values: make([]float64, k), Vectors: make([][]float64, k)}
+	for i := range k {
+		out.Values[i] = sum[i].Signed(f) * c * c
+		out.Vectors[i] = make([]float64, d)
+		for r := range d {
+			out.Vectors[i][r] = sum[k+r*k+i].Signed(f)
+		}
+	}
+	out.N = math.Ldexp(sum[k+d*k].Signed(0), -int(bits))
+	return out, nil
+}
+
+// SolveKeyContext is the signature context of a member's X25519 key for a
+// job's openings (seal.Sign).
+const SolveKeyContext = "solve-exchange-key-v1"
+
+// SolveKeyMessage is what a member signs of its key for the job's
+// openings: the job, its point and the key.
+func SolveKeyMessage(jobID string, point uint32, key []byte) []byte {
+	return fmt.Appendf(nil, "%s\x00%d\x00%x", jobID, point, key)
+}
+
+// OpeningAAD binds a sealed opening to the job, the round and both parties.
+func OpeningAAD(jobID string, round uint64, from, to uint32) []byte {
+	return fmt.Appendf(nil, "fedpca/opening\x00%s\x00%d\x00%d\x00%d", jobID, round, from, to)
+}
+
+// DCAResolution is the generalised eigenvalue below which the DCA
+// program's block iteration resolves no direction (a zero vector).
+const DCAResolution = 1e-3
+
+// Program is a components job's members' program (protocol/eigen).
+type Program interface {
+	Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error)
+}
+
+// Program returns the members' program of a components job.
+func (s *Spec) Program(sch *schema.Schema) (Program, error) {
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	clip := math.Ldexp(float64(sch.Bound()), -int(sch.Bits))
+	switch s.Analysis {
+	case PCA:
+		j := eigen.PCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
+		return j, j.Validate()
+	case DCA:
+		j := eigen.DCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
+		return j, j.Validate()
+	}
+	return nil, fmt.Errorf("no components program for %s", s.Analysis)
+}
+
+// Decode decodes a components job's summed output: PCA eigenvalues are of
+// the covariance (the program's are of cov / c^2), DCA's generalised
+// eigenvalues are dimensionless.
+func (s *Spec) Decode(sum []mpc.Word, sch *schema.Schema) (*Output, error) {
+	out, err := DecodeOutput(sum, sch.D(), s.K, mpc.DefaultParams.F, sch.Bits, sch.Bound())
+	if err != nil || s.Analysis == PCA {
+		return out, err
+	}
+	c := math.Ldexp(float64(sch.Bound()), -int(sch.Bits))
+	for i := range out.Values {
+		out.Values[i] /= c * c
+	}
+	return out, nil
+}

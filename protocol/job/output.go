@@ -1,0 +1,103 @@
+package job
+
+import (
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/fedpca/fedpca/protocol/schema"
+)
+
+// TopComponents is what a components release (Spec.Release =
+// ReleaseComponents) gives the user, in a result document's "output": the
+// top k unit eigenvectors of the covariance S_T / n of all the rows and
+// their eigenvalues, and nothing derived from the statistics (no mean, no
+// other eigenvalue, no explained-variance ratio: the total variance is not
+// released). With the result's noisy_n (exact without noise), that is all
+// the user learns.
+//
+// JSON: "components" is d x k, row-major (components[i][j] is entry i of
+// component j, as a statistics result's), "covariance_eigenvalues" the k
+// eigenvalues of S_T / n in the schema's units squared, descending (a
+// statistics result's "eigenvalues" are those of S_T, n times larger).
+type TopComponents struct {
+	W           [][]float64 `json:"components"`
+	Eigenvalues []float64   `json:"covariance_eigenvalues"`
+}
+
+// Dims returns d (features) and k (components).
+func (t *TopComponents) Dims() (d, k int) {
+	if len(t.W) == 0 {
+		return 0, 0
+	}
+	return len(t.W), len(t.W[0])
+}
+
+// Vector returns component j (length d).
+func (t *TopComponents) Vector(j int) []float64 {
+	v := make([]float64, len(t.W))
+	for i, row := range t.W {
+		v[i] = row[j]
+	}
+	return v
+}
+
+// Validate checks the shape: d x k components, k eigenvalues, all finite.
+func (t *TopComponents) Validate(d int) error {
+	rd, k := t.Dims()
+	if rd != d || k < 1 {
+		return fmt.Errorf("components are %d x %d, want %d rows (features) of at least one component", rd, k, d)
+	}
+	for i, row := range t.W {
+		if len(row) != k {
+			return fmt.Errorf("components row %d has %d entries, want %d", i, len(row), k)
+		}
+		for _, x := range row {
+			if math.IsNaN(x) || math.IsInf(x, 0) {
+				return fmt.Errorf("components row %d: %v", i, x)
+			}
+		}
+	}
+	if len(t.Eigenvalues) != k {
+		return fmt.Errorf("%d covariance eigenvalues for %d components", len(t.Eigenvalues), k)
+	}
+	for _, x := range t.Eigenvalues {
+		if math.IsNaN(x) || math.IsInf(x, 0) {
+			return fmt.Errorf("covariance eigenvalue %v", x)
+		}
+	}
+	return nil
+}
+
+// ComponentsResult assembles the result document of a components job from
+// its decoded output (DecodeOutput): the components, their eigenvalues, n
+// and the privacy accounting; no release, no mean, no quality figures
+// (those are derived from the statistics, which the user never sees).
+func ComponentsResult(s *Spec, sch *schema.Schema, out *Output, owners []string, pr Privacy, heParams string) (*Result, error) {
+	if !s.Components() {
+		return nil, errors.New("components result: the job releases the statistics")
+	}
+	d, k := sch.D(), s.K
+	if len(out.Values) != k || len(out.Vectors) != k {
+		return nil, fmt.Errorf("components result: %d eigenvalues and %d vectors, want k = %d", len(out.Values), len(out.Vectors), k)
+	}
+	top := &TopComponents{W: make([][]float64, d), Eigenvalues: append([]float64(nil), out.Values...)}
+	for i := range d {
+		top.W[i] = make([]float64, k)
+	}
+	for j, v := range out.Vectors {
+		if len(v) != d {
+			return nil, fmt.Errorf("components result: vector %d has %d entries, want d = %d", j+1, len(v), d)
+		}
+		for i, x := range v {
+			top.W[i][j] = x
+		}
+	}
+	if err := top.Validate(d); err != nil {
+		return nil, fmt.Errorf("components result: %w", err)
+	}
+	h := HeaderOf(s, sch, heParams)
+	return &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: s.Analysis, Features: h.Features,
+		Owners: owners, NumOwners: len(owners), NoisyN: out.N, Privacy: pr, HEParams: heParams,
+		Released: ReleaseComponents, Output: top}, nil
+}

@@ -1,0 +1,313 @@
+package mpc
+
+import (
+	"fmt"
+	"math/bits"
+)
+
+// ModT is a vector held as n additive shares mod T (S[i] is party i's): the
+// form lattigo's encryption-to-shares protocol gives a BGV plaintext in.
+type ModT struct {
+	T uint64
+	S [][]uint64
+}
+
+func addMod(a, b, t uint64) uint64 {
+	s, c := bits.Add64(a, b, 0)
+	if c != 0 || s >= t {
+		s -= t
+	}
+	return s
+}
+
+func subMod(a, b, t uint64) uint64 {
+	if a >= b {
+		return a - b
+	}
+	return a + (t - b)
+}
+
+// Hadamard returns every X * Y entrywise as integers (no truncation: for
+// shared bits and signs), in one round (Beaver).
+func (e *Engine) Hadamard(ps ...Product) ([]Shared, error) {
+	var opens []Shared
+	type tr struct{ a, b, ab Shared }
+	trs := make([]tr, len(ps))
+	for k, p := range ps {
+		if p.X.R != p.Y.R || p.X.C != p.Y.C {
+			return nil, fmt.Errorf("entrywise product %d: %dx%d by %dx%d", k, p.X.R, p.X.C, p.Y.R, p.Y.C)
+		}
+		a, b, ab := e.dealer.hadamardTriple(p.X.R, p.X.C)
+		trs[k] = tr{a, b, ab}
+		opens = append(opens, e.Sub(p.X, a), e.Sub(p.Y, b))
+	}
+	opened := e.open(opens...)
+	out := make([]Shared, len(ps))
+	for k := range ps {
+		E, F := opened[2*k], opened[2*k+1]
+		t := trs[k]
+		out[k] = e.each(t.ab, func(i int, ab Mat) Mat {
+			z := NewMat(ab.R, ab.C)
+			for j := range z.V {
+				v := ab.V[j].Add(E.V[j].Mul(t.b.S[i].V[j])).Add(t.a.S[i].V[j].Mul(F.V[j]))
+				if i == 0 {
+					v = v.Add(E.V[j].Mul(F.V[j]))
+				}
+				z.V[j] = v
+			}
+			return z
+		})
+	}
+	return out, nil
+}
+
+// cols returns columns [from, to) of x.
+func (e *Engine) cols(x Shared, from, to int) Shared {
+	return e.each(x, func(_ int, s Mat) Mat {
+		out := NewMat(s.R, to-from)
+		for i := range s.R {
+			copy(out.V[i*out.C:(i+1)*out.C], s.V[i*s.C+from:i*s.C+to])
+		}
+		return out
+	})
+}
+
+// linear returns, per party, f applied entrywise with party 0 adding the
+// constant: for maps x -> a x + b with public a, b per entry.
+func (e *Engine) affine(x Shared, a, b func(row, col int) Word) Shared {
+	return e.each(x, func(i int, s Mat) Mat {
+		out := NewMat(s.R, s.C)
+		for r := range s.R {
+			for c := range s.C {
+				v := s.At(r, c).Mul(a(r, c))
+				if i == 0 {
+					v = v.Add(b(r, c))
+				}
+				out.Set(r, c, v)
+			}
+		}
+		return out
+	})
+}
+
+var one = Word{0, 1}
+
+// lessThanBits returns the shared bit [c_i < r_i] per row i, for public
+// m-bit c_i and r_i given by its shared bits (row i, column j: bit j):
+// r > c where, at the highest bit where they differ, r has the one:
+// sum_j r_j (1 - c_j) prod_{j' > j} (1 - (c_j' xor r_j')), the suffix
+// products by a parallel prefix (Hillis and Steele 1986) in ceil(log2 m)
+// rounds, then one round for the sum's products (Catrina and de Hoogh
+// 2010, section 4, with a dealer's bits).
+func (e *Engine) lessThanBits(c []Word, rb Shared) (Shared, error) {
+	m := rb.C
+	cbit := func(row, j int) uint64 { return c[row].Bit(uint(j)) }
+	// eq[:, k] = equality of bit m-1-k (top first), gt[:, j] = r_j (1 - c_j).
+	eq := e.affine(rb, func(r, k int) Word {
+		if cbit(r, k) == 1 {
+			return one
+		}
+		return one.Neg()
+	}, func(r, k int) Word {
+		if cbit(r, k) == 1 {
+			return Word{}
+		}
+		return one
+	})
+	// Reverse the columns so that column k is bit m-1-k.
+	eq = e.each(eq, func(_ int, s Mat) Mat {
+		out := NewMat(s.R, s.C)
+		for r := range s.R {
+			for k := range s.C {
+				out.Set(r, k, s.At(r, m-1-k))
+			}
+		}
+		return out
+	})
+	for off := 1; off < m; off *= 2 {
+		prod, err := e.Hadamard(Product{e.cols(eq, off, m), e.cols(eq, 0, m-off)})
+		if err != nil {
+			return Shared{}, err
+		}
+		eq = e.each(eq, func(i int, s Mat) Mat {
+			out := NewMat(s.R, s.C)
+			copy(out.V, s.V)
+			p := prod[0].S[i]
+			for r := range s.R {
+				copy(out.V[r*s.C+off:(r+1)*s.C], p.V[r*p.C:(r+1)*p.C])
+			}
+			return out
+		})
+	}
+	// suffix[:, j] = prod over bits above j = eq column m-2-j; 1 for j = m-1.
+	gt := e.affine(rb, func(r, j int) Word {
+		if cbit(r, j) == 1 {
+			return Word{}
+		}
+		return one
+	}, func(int, int) Word { return Word{} })
+	lowGt := e.cols(gt, 0, m-1)
+	suffix := e.each(eq, func(_ int, s Mat) Mat {
+		out := NewMat(s.R, m-1)
+		for r := range s.R {
+			for j := range m - 1 {
+				out.Set(r, j, s.At(r, m-2-j))
+			}
+		}
+		return out
+	})
+	prod, err := e.Hadamard(Product{lowGt, suffix})
+	if err != nil {
+		return Shared{}, err
+	}
+	return e.each(gt, func(i int, g Mat) Mat {
+		out := NewMat(g.R, 1)
+		p := prod[0].S[i]
+		for r := range g.R {
+			v := g.At(r, m-1)
+			for j := range m - 1 {
+				v = v.Add(p.At(r, j))
+			}
+			out.V[r] = v
+		}
+		return out
+	}), nil
+}
+
+// LTZ returns the shared bit [x < 0] for each entry of the column x, whose
+// entries must satisfy |x| < 2^m (m + 1 + Lambda < 128): party 0 offsets
+// a = x + 2^m into [0, 2^(m+1)), the parties open c = a + r for a dealt r
+// with shared low bits, and [x >= 0] = floor(a / 2^m) = floor(c / 2^m) -
+// floor(r / 2^m) - [c mod 2^m < r mod 2^m] (Catrina and de Hoogh 2010).
+// ceil(log2 m) + 2 rounds.
+func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
+	if x.C != 1 {
+		return Shared{}, fmt.Errorf("LTZ of a %dx%d matrix: want a column", x.R, x.C)
+	}
+	if m+1+e.P.Lambda >= 128 || m < 2 {
+		return Shared{}, fmt.Errorf("LTZ bound 2^%d: want 2 <= m and m + 1 + Lambda < 128", m)
+	}
+	r, top, low := e.dealer.bitMask(x.R, m, e.P.Lambda)
+	off := Pow2(m)
+	masked := e.Add(e.AddPublic(x, constCol(x.R, off)), r)
+	c := e.open(masked)[0]
+	lowMask := Pow2(m).Sub(one)
+	cl := make([]Word, x.R)
+	for i := range cl {
+		cl[i] = c.V[i].And(lowMask)
+	}
+	lt, err := e.lessThanBits(cl, low)
+	if err != nil {
+		return Shared{}, err
+	}
+	// ltz = 1 - (c >> m - top - lt)
+	ge := e.Sub(e.Sub(e.Const(colOf(c, func(w Word) Word { return w.Shr(m) })), top), lt)
+	return e.AddPublic(e.Scale(ge, -1), constCol(x.R, one)), nil
+}
+
+func constCol(n int, w Word) Mat {
+	m := NewMat(n, 1)
+	for i := range m.V {
+		m.V[i] = w
+	}
+	return m
+}
+
+func colOf(c Mat, f func(Word) Word) Mat {
+	m := NewMat(c.R, c.C)
+	for i, w := range c.V {
+		m.V[i] = f(w)
+	}
+	return m
+}
+
+// FromModT converts shares mod T of signed integers (x mod T) with
+// -T/2 <= x < T/2 (the centred representative) into shares over Z_2^128
+// of the same integers. Party 0 offsets x by H = floor(T/2) into [0, T); the parties
+// open z = x + H + r mod T for a dealt r uniform mod T (perfectly hiding),
+// and x + H = z - r + T [z < r] over the integers. nbits is T's bit
+// length. ceil(log2 nbits) + 2 rounds.
+func (e *Engine) FromModT(x ModT) (Shared, error) {
+	if len(x.S) != e.N {
+		return Shared{}, fmt.Errorf("shares of %d parties, engine of %d", len(x.S), e.N)
+	}
+	t := x.T
+	nbits := uint(bits.Len64(t))
+	h := t / 2
+	count := -1
+	for i, s := range x.S {
+		if e.Me < 0 || i == e.Me {
+			count = len(s)
+		}
+	}
+	mt, r, low := e.dealer.modTMask(count, t, nbits)
+	// Open z = x + H + r mod T: each party's share mod T, summed over
+	// Z_2^128 (no wrap for n < 2^60) and reduced.
+	sh := Shared{R: count, C: 1, S: make([]Mat, e.N)}
+	for i := range e.N {
+		if e.Me >= 0 && i != e.Me {
+			continue
+		}
+		m := NewMat(count, 1)
+		for j := range count {
+			v := addMod(x.S[i][j], mt.S[i][j], t)
+			if i == 0 {
+				v = addMod(v, h, t)
+			}
+			m.V[j] = Word{0, v}
+		}
+		sh.S[i] = m
+	}
+	opened := e.open(sh)[0]
+	z := make([]uint64, count)
+	for j, w := range opened.V {
+		z[j] = bits.Rem64(w.Hi, w.Lo, t)
+	}
+	zw := make([]Word, count)
+	for j, v := range z {
+		zw[j] = Word{0, v}
+	}
+	lt, err := e.lessThanBits(zw, low)
+	if err != nil {
+		return Shared{}, err
+	}
+	// x = z - H - r + T lt
+	zc := NewMat(count, 1)
+	for j, v := range z {
+		zc.V[j] = Word{0, v}.Sub(Word{0, h})
+	}
+	return e.Add(e.Sub(e.Const(zc), r), e.Scale(lt, int64(t))), nil
+}
+
+// InputModT deals count values mod t that the dealer holds (value is called
+// by the dealer only: the proxy's blinding masks, negated) as shares mod t.
+func (e *Engine) InputModT(count int, t uint64, value func() []uint64) ModT {
+	return e.dealer.splitModT(count, t, value)
+}
+
+// AddModT returns a + b for shares mod T (local).
+func (e *Engine) AddModT(a, b ModT) (ModT, error) {
+	if a.T != b.T || len(a.S) != len(b.S) {
+		return ModT{}, fmt.Errorf("shares mod %d and mod %d", a.T, b.T)
+	}
+	out := ModT{T: a.T, S: make([][]uint64, len(a.S))}
+	for i := range a.S {
+		if a.S[i] == nil {
+			continue
+		}
+		if len(a.S[i]) != len(b.S[i]) {
+			return ModT{}, fmt.Errorf("party %d: %d and %d values mod %d", i, len(a.S[i]), len(b.S[i]), a.T)
+		}
+		out.S[i] = make([]uint64, len(a.S[i]))
+		for j := range a.S[i] {
+			out.S[i][j] = addMod(a.S[i][j], b.S[i][j], a.T)
+		}
+	}
+	return out, nil
+}
+
+// ShareModT splits public or input values into fresh shares mod t (tests;
+// the engine of all parties only).
+func (e *Engine) ShareModT(vals []uint64, t uint64) ModT {
+	return e.dealer.splitModT(len(vals), t, func() []uint64 { return vals })
+}

@@ -1,0 +1,5 @@
+//go:build !race
+
+package mpc
+
+const raceEnabled = false

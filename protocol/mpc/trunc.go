@@ -1,0 +1,40 @@
+package mpc
+
+// TruncEach divides xs[k] by 2^shifts[k], every one in the same round:
+// Trunc with a shift per operand (so that a product and a public multiple
+// of it can be truncated by different amounts together).
+func (e *Engine) TruncEach(shifts []uint, xs ...Shared) []Shared {
+	off := Pow2(e.P.L)
+	var opens []Shared
+	his := make([]Shared, len(xs))
+	for k, x := range xs {
+		r, hi := e.dealer.truncPair(x.R, x.C, e.P.L+e.P.Lambda, shifts[k])
+		his[k] = hi
+		opens = append(opens, e.each(x, func(i int, m Mat) Mat {
+			m = add(m, r.S[i])
+			if i == 0 {
+				for j := range m.V {
+					m.V[j] = m.V[j].Add(off)
+				}
+			}
+			return m
+		}))
+	}
+	opened := e.open(opens...)
+	out := make([]Shared, len(xs))
+	for k := range xs {
+		c, s := opened[k], shifts[k]
+		offOut := Pow2(e.P.L - s)
+		out[k] = e.each(his[k], func(i int, h Mat) Mat {
+			z := NewMat(h.R, h.C)
+			for j := range z.V {
+				z.V[j] = h.V[j].Neg()
+				if i == 0 {
+					z.V[j] = z.V[j].Add(c.V[j].Shr(s)).Sub(offOut)
+				}
+			}
+			return z
+		})
+	}
+	return out
+}

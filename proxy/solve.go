@@ -1,0 +1,345 @@
+package proxy
+
+import (
+	"context"
+	"crypto/rand"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"time"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/mpc"
+)
+
+// solveAllowance is the time a components job's computation may take
+// beyond CallTimeout.
+const solveAllowance = 10 * time.Minute
+
+// solve runs a sealed components job among its active members: each gets
+// the key-switch request (which it verifies the same way), then the proxy
+// relays their signed job keys, sums their conversion shares for party 0,
+// deals the correlated randomness (party i >= 1 its seed, party 0 its
+// corrections, made by running the same program on zero shares), relays
+// their sealed openings round by round, and keeps their sealed output
+// shares as the result. The proxy sees no opening (sealed member to
+// member) and no output (sealed to the user).
+func (p *Proxy) solve(ctx context.Context, j *jobState) error {
+	active, owners, rec, in, err := p.startSwitch(j)
+	if err != nil {
+		return err
+	}
+	pj, err := j.spec.Program(j.sch)
+	if err != nil {
+		return permanent{err}
+	}
+	slices.Sort(active)
+	t := len(active)
+	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout+time.Duration(len(owners)*j.n)*verifyAllowance+solveAllowance)
+	defer cancel()
+
+	dealer, err := mpc.NewDealer(t, rand.Reader)
+	if err != nil {
+		return err
+	}
+	streams := make([]fedpcav1.CspService_SolveClient, t)
+	names := make([]string, t)
+	for i, pt := range active {
+		mc, err := p.member(int(pt) - 1)
+		if err != nil {
+			return err
+		}
+		names[i] = mc.ID
+		if streams[i], err = mc.client.Solve(cctx); err != nil {
+			return memberError(mc.ID, err)
+		}
+		hd := &fedpcav1.SolveHeader{Job: &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
+			UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n), JobOwners: rec.Owners},
+			Party: uint32(i)}
+		if i > 0 {
+			s := dealer.Seed(i)
+			hd.Seed = s[:]
+		}
+		if err := p.sendSolveRequest(streams[i], j, owners, in, hd); err != nil {
+			if _, ok := err.(permanent); ok {
+				return err
+			}
+			return memberError(mc.ID, solveRecvErr(streams[i], err))
+		}
+	}
+	outputs, err := p.runSolve(cctx, j, pj, dealer, streams, names, in)
+	if err != nil {
+		return err
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	err = p.commit(j, func(prog *jobProgress) {
+		prog.State, prog.Reason = fedpcav1.JobState_JOB_STATE_DONE, "components ready for the user"
+		prog.Timings.KeySwitch = time.Since(prog.SwitchStarted).Seconds()
+	}, func(prog *jobProgress) error { return p.store.finish(j.id, prog, outputs) })
+	if err != nil {
+		return err
+	}
+	j.sealed = nil
+	p.m.phases.WithLabelValues("key_switch").Observe(j.rec.Timings.KeySwitch)
+	p.log.Info("job done", "job", j.id[:16], "owners", len(owners), "release", "components")
+	return nil
+}
+
+// sendSolveRequest sends a member the header, the blinded sum and the
+// included owners' uploads.
+func (p *Proxy) sendSolveRequest(stream fedpcav1.CspService_SolveClient, j *jobState, owners []string, in *switchState, hd *fedpcav1.SolveHeader) error {
+	if err := stream.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Header{Header: hd}}); err != nil {
+		return err
+	}
+	buf := make([]byte, 0, p.params.Codecs().Ciphertext.Size())
+	for _, ct := range in.blinded {
+		buf = p.params.Codecs().Ciphertext.Append(buf[:0], ct)
+		if err := stream.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Ciphertext{Ciphertext: buf}}); err != nil {
+			return err
+		}
+	}
+	return p.sendProofs(func(up *fedpcav1.OwnerUpload, part *fedpcav1.UploadPart) error {
+		if up != nil {
+			return stream.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Upload{Upload: up}})
+		}
+		return stream.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Part{Part: part}})
+	}, j, owners)
+}
+
+// correction is one of party 0's dealt shares, with the number of rounds
+// the dealer's run had opened when it was dealt: party 0 needs it before
+// its next opening.
+type correction struct {
+	m     mpc.Mat
+	round int
+}
+
+// runSolve runs the exchange after the requests: keys, conversion, rounds,
+// outputs (by party).
+func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, dealer *mpc.Dealer, streams []fedpcav1.CspService_SolveClient, names []string, in *switchState) ([][]byte, error) {
+	t := len(streams)
+	fail := func(i int, err error) error { return memberError(names[i], err) }
+
+	// Keys: each member's signed key, relayed to all.
+	keys := &fedpcav1.SolveKeys{}
+	for i, s := range streams {
+		r, err := s.Recv()
+		if err != nil {
+			return nil, fail(i, err)
+		}
+		if r.GetKey() == nil {
+			return nil, permanent{fmt.Errorf("csp/%s sent %T where its solve key was due", names[i], r.GetMsg())}
+		}
+		keys.Keys = append(keys.Keys, r.GetKey())
+	}
+	for i, s := range streams {
+		if err := s.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Keys{Keys: keys}}); err != nil {
+			return nil, fail(i, err)
+		}
+	}
+	// Conversion: the public shares summed, for party 0.
+	shares := make([][]*he.ConversionShare, j.n)
+	for i, s := range streams {
+		for k := range j.n {
+			r, err := s.Recv()
+			if err != nil {
+				return nil, fail(i, err)
+			}
+			cs, err := p.params.Codecs().ConversionShare.Unmarshal(r.GetConversion())
+			if err != nil {
+				return nil, permanent{fmt.Errorf("csp/%s sent a bad conversion share %d: %w", names[i], k, err)}
+			}
+			shares[k] = append(shares[k], cs)
+		}
+	}
+	for k := range j.n {
+		agg, err := he.AggregateConversionShares(p.params, shares[k])
+		if err != nil {
+			return nil, permanent{err}
+		}
+		if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Conversion{Conversion: p.params.Codecs().ConversionShare.Marshal(agg)}}); err != nil {
+			return nil, fail(0, err)
+		}
+	}
+
+	// The dealer: the same program on party 0's zero shares, its dealt
+	// shares out in order, each tagged with the round it precedes.
+	l, err := j.spec.Layout(j.sch)
+	if err != nil {
+		return nil, permanent{err}
+	}
+	corrections := make(chan correction, 16)
+	dry, err := mpc.NewDealerEngine(t, mpc.DefaultParams, dealer)
+	if err != nil {
+		return nil, err
+	}
+	dctx, dcancel := context.WithCancel(ctx)
+	dealer.SetSink(func(m mpc.Mat) {
+		select {
+		case corrections <- correction{m, dry.Cost.Rounds}:
+		case <-dctx.Done():
+		}
+	})
+	unmask := func() []uint64 {
+		tm := p.params.T()
+		out := make([]uint64, 0, l.Len())
+		for _, m := range in.masks {
+			for _, v := range m {
+				out = append(out, (tm-v%tm)%tm)
+			}
+		}
+		return out[:l.Len()]
+	}
+	var dryErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(corrections)
+		zero := mpc.ModT{T: p.params.T(), S: make([][]uint64, t)}
+		zero.S[0] = make([]uint64, l.Len())
+		_, dryErr = pj.Run(dry, zero, unmask)
+	}()
+	defer func() {
+		dcancel()
+		wg.Wait()
+	}()
+
+	// Every member's messages, received in its own goroutine.
+	inbox := make([]chan *fedpcav1.SolveResponse, t)
+	errs := make(chan error, t)
+	for i, s := range streams {
+		inbox[i] = make(chan *fedpcav1.SolveResponse, 4)
+		go func() {
+			defer close(inbox[i])
+			for {
+				r, err := s.Recv()
+				if err != nil {
+					errs <- fail(i, err)
+					return
+				}
+				select {
+				case inbox[i] <- r:
+				case <-ctx.Done():
+					return
+				}
+				if r.GetOutput() != nil {
+					return
+				}
+			}
+		}()
+	}
+	recv := func(i int) (*fedpcav1.SolveResponse, error) {
+		select {
+		case r, ok := <-inbox[i]:
+			if ok {
+				return r, nil
+			}
+			select {
+			case err := <-errs:
+				return nil, err
+			default:
+				return nil, fail(i, errors.New("the member ended the computation"))
+			}
+		case err := <-errs:
+			return nil, err
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	var pending *correction
+	sendCorrections := func(upTo int) error {
+		for {
+			if pending == nil {
+				c, ok := <-corrections
+				if !ok {
+					return nil
+				}
+				pending = &c
+			}
+			if pending.round > upTo {
+				return nil
+			}
+			m := pending.m
+			words := make([]byte, 0, 16*len(m.V))
+			for _, w := range m.V {
+				words = w.AppendBytes(words)
+			}
+			if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Correction{Correction: &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: words}}}); err != nil {
+				return fail(0, err)
+			}
+			pending = nil
+		}
+	}
+	outputs := make([][]byte, t)
+	for round := uint64(0); ; round++ {
+		if err := sendCorrections(int(round)); err != nil {
+			return nil, err
+		}
+		msgs := make([]*fedpcav1.SolveResponse, t)
+		done := 0
+		for i := range t {
+			r, err := recv(i)
+			if err != nil {
+				return nil, err
+			}
+			msgs[i] = r
+			if r.GetOutput() != nil {
+				outputs[i] = r.GetOutput()
+				done++
+			} else if r.GetRound().GetRound() != round+1 {
+				return nil, permanent{fmt.Errorf("csp/%s sent %T (round %d) where round %d was due", names[i], r.GetMsg(), r.GetRound().GetRound(), round+1)}
+			}
+		}
+		if done == t {
+			break
+		}
+		if done > 0 {
+			return nil, permanent{fmt.Errorf("the members ended the computation at different rounds (round %d)", round+1)}
+		}
+		relay := make([]*fedpcav1.SolveRound, t)
+		for i := range relay {
+			relay[i] = &fedpcav1.SolveRound{Round: round + 1}
+		}
+		for i, r := range msgs {
+			for _, o := range r.GetRound().GetOpenings() {
+				to := int(o.GetToParty())
+				if to >= t || to == i || int(o.GetFromParty()) != i {
+					return nil, permanent{fmt.Errorf("csp/%s sent an opening from party %d to party %d", names[i], o.GetFromParty(), to)}
+				}
+				relay[to].Openings = append(relay[to].Openings, o)
+			}
+		}
+		for i, s := range streams {
+			if err := s.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Round{Round: relay[i]}}); err != nil {
+				return nil, fail(i, err)
+			}
+		}
+	}
+	for i, s := range streams {
+		if err := s.CloseSend(); err != nil {
+			return nil, fail(i, err)
+		}
+	}
+	wg.Wait() // the dealer's run deals nothing after the last round
+	if dryErr != nil {
+		return nil, permanent{fmt.Errorf("the dealer's run: %w", dryErr)}
+	}
+	return outputs, nil
+}
+
+// solveRecvErr returns the member's status when a send failed because it
+// ended the stream.
+func solveRecvErr(stream fedpcav1.CspService_SolveClient, sendErr error) error {
+	if errors.Is(sendErr, io.EOF) {
+		if _, err := stream.Recv(); err != nil {
+			return err
+		}
+	}
+	return sendErr
+}

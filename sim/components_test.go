@@ -1,0 +1,356 @@
+package sim
+
+import (
+	"bytes"
+	"encoding/binary"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/prototext"
+	"os"
+	"strconv"
+
+	"context"
+	"encoding/hex"
+	"github.com/hashicorp/go-hclog"
+	"io"
+	"math"
+	"testing"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/datasets"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/seal"
+	"github.com/fedpca/fedpca/transport"
+)
+
+// TestComponentsWine runs an exact components-only PCA job through the
+// daemons (3 owners, a 2-of-3 committee with one member down): the user
+// receives only the members' sealed output shares, which open to the top 5
+// components and eigenvalues of the same covariance the statistics release
+// gives.
+func TestComponentsWine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("COMPONENTS_TIMEOUT_S", 240))*time.Second)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, Logger: componentsLogger(t),
+		AllowExactComponents: true}) // owners take part in exact components jobs only when allowed
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	// The reference: the statistics release of the same job, exact.
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cluster().StopCSP(1); err != nil { // member 2 down: 2 of 3 answer
+		t.Fatal(err)
+	}
+
+	k := 5
+	out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	d := len(s.Schema().Features)
+	c := ref.Result.Components
+	n := float64(ref.Setup.Rows)
+	worstVal, worstDot := 0.0, 0.0
+	for i := range k {
+		// The statistics release's eigenvalues are of the scatter; the
+		// components release's of the covariance (scatter / n).
+		want := c.AllEigenvalues[i] / n
+		worstVal = math.Max(worstVal, math.Abs(out.Values[i]-want)/want)
+		col := mat.Col(nil, i, c.W)
+		dot := 0.0
+		for r := range d {
+			dot += col[r] * out.Vectors[i][r]
+		}
+		worstDot = math.Max(worstDot, 1-math.Abs(dot))
+	}
+	t.Logf("components of wine through the daemons in %v: eigenvalues within %.1e, vectors within %.1e rad, n %g", took, worstVal, math.Sqrt(2*worstDot), out.N)
+	if worstVal > 1e-4 || math.Sqrt(2*worstDot) > 1e-2 || out.N != n {
+		t.Fatalf("components off: eigenvalues %.2e, vector angle %.2e, n %g (want %g)", worstVal, math.Sqrt(2*worstDot), out.N, n)
+	}
+}
+
+func envInt(name string, def int) int {
+	if v, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return v
+	}
+	return def
+}
+
+// componentsLogger logs to stderr at the level of COMPONENTS_LOG (off by default).
+func componentsLogger(t *testing.T) hclog.Logger {
+	lvl := os.Getenv("COMPONENTS_LOG")
+	if lvl == "" {
+		return hclog.NewNullLogger()
+	}
+	return hclog.New(&hclog.LoggerOptions{Level: hclog.LevelFromString(lvl), Output: os.Stderr})
+}
+
+// runComponents runs a components job as the simulated user and fetches
+// its result over the proxy's API, as a user would: it returns the decoded
+// output, every byte the user received (the job statuses and the result
+// stream) and the time from submission to the result.
+func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions) (*job.Output, []byte, time.Duration) {
+	t.Helper()
+	key, err := seal.NewExchangeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sch := s.Schema()
+	spec, err := s.user.Spec(ctx, userRequest(s, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
+	start := time.Now()
+	if _, err := s.user.Submit(ctx, spec, sch); err != nil {
+		t.Fatal(err)
+	}
+	var seen bytes.Buffer
+	st, err := s.user.Wait(ctx, spec.ID(), func(st *fedpcav1.JobStatus) { seen.WriteString(prototext.Format(st)) })
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen.WriteString(prototext.Format(st))
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("job: %s", st.GetReason())
+	}
+	conn, err := s.Cluster().DialerAs(transport.Identity{Role: transport.RoleUser, ID: simUser}, "user", false).Dial(s.Cluster().ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	stream, err := fedpcav1.NewProxyServiceClient(conn).FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: spec.ID()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	seen.WriteString(prototext.Format(first))
+	hd := first.GetHeader()
+	if hd.GetCiphertexts() != 0 || len(hd.GetPoints()) != spec.CommitteeThreshold {
+		t.Fatalf("header: %d ciphertexts, points %v", hd.GetCiphertexts(), hd.GetPoints())
+	}
+	var shares [][]byte
+	for _, pt := range hd.GetPoints() {
+		r, err := stream.Recv()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen.WriteString(prototext.Format(r))
+		if r.GetSealedOutput() == nil {
+			t.Fatalf("%T in a components release, want sealed outputs only", r.GetMsg())
+		}
+		b, err := seal.Open(key, job.OutputAAD(spec.ID(), pt), r.GetSealedOutput())
+		if err != nil {
+			t.Fatalf("member %d's output: %v", pt, err)
+		}
+		shares = append(shares, b)
+	}
+	if _, err := stream.Recv(); err != io.EOF {
+		t.Fatalf("after the outputs: %v", err)
+	}
+	sum, err := job.SumShares(len(sch.Features), o.K, shares...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := spec.Decode(sum, sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out, seen.Bytes(), took
+}
+
+// TestComponentsLeakNothing: after an exact components job, no exact
+// statistic of the sum (any entry of R, v or n of magnitude at least 10^5,
+// as the statistics release of the same rows gives them) is in what the
+// user received, in the proxy's or the members' logs (debug level), in
+// their stores, or in the proxy's metrics: as a decimal, or (those of at
+// least 2^32) as 8 bytes mod T either way round. The statistics are taken from a statistics job
+// run after the logs, stores and metrics were read.
+func TestComponentsLeakNothing(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	logs := &lockedBuffer{}
+	dir := t.TempDir()
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: dir, Seed: 1, AllowExactComponents: true,
+		Logger: hclog.New(&hclog.LoggerOptions{Level: hclog.Debug, JSONFormat: true, Output: logs})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_, seen, _ := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true})
+	mfs, err := s.Cluster().proxyFamilies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var metrics bytes.Buffer
+	for _, mf := range mfs {
+		metrics.WriteString(prototext.Format(mf))
+	}
+	var lines []string
+	for line := range strings.SplitSeq(logs.String(), "\n") {
+		if line != "" && !strings.Contains(line, `"@module":"owner`) {
+			lines = append(lines, line)
+		}
+	}
+	files := map[string][]byte{}
+	err = filepath.WalkDir(filepath.Join(dir, "state"), func(p string, d os.DirEntry, err error) error {
+		if err != nil || d.IsDir() || strings.Contains(p, string(filepath.Separator)+"owner-") {
+			return err
+		}
+		b, err := os.ReadFile(p)
+		files[p] = b
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(lines) < 20 || len(files) < 4 || metrics.Len() == 0 {
+		t.Fatalf("%d log lines, %d files, %d bytes of metrics: the test does not see them", len(lines), len(files), metrics.Len())
+	}
+
+	// The exact statistics of the same rows.
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: 5, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel := ref.Result.Release
+	T := s.Cluster().Params().T()
+	var needles [][]byte
+	checked := 0
+	for _, x := range slices.Concat(rel.R, rel.V, rel.N) {
+		if x < 100000 && x > -100000 {
+			continue
+		}
+		checked++
+		m := uint64(x)
+		if x < 0 {
+			m = T - uint64(-x)
+		}
+		needles = append(needles, []byte(strconv.FormatInt(x, 10)))
+		if x >= 1<<32 || x <= -(1<<32) {
+			// 8 bytes with at most three zero bytes: not a chance match
+			// in a binary file's page headers.
+			needles = append(needles, binary.LittleEndian.AppendUint64(nil, m), binary.BigEndian.AppendUint64(nil, m))
+		}
+	}
+	if checked < 50 {
+		t.Fatalf("only %d statistics to look for", checked)
+	}
+	look := func(what string, b []byte) {
+		for _, n := range needles {
+			if bytes.Contains(b, n) {
+				t.Errorf("a statistic (%q) is in %s", n, what)
+				return
+			}
+		}
+	}
+	look("what the user received", seen)
+	look("the proxy's metrics", metrics.Bytes())
+	for _, l := range lines {
+		look("a log line", []byte(l))
+	}
+	for p, b := range files {
+		look(p, b)
+	}
+	t.Logf("looked for %d statistics in %d log lines, %d files, %d bytes of metrics and %d bytes the user received", checked, len(lines), len(files), metrics.Len(), len(seen))
+}
+
+// TestComponentsCost measures a components job through the daemons for
+// docs/BENCHMARKS.md: COMPONENTS_BENCH=d50 runs PCA with k = 15 on sonar's
+// first 50 features split among 10 owners (a 2-of-3 committee, exact),
+// and prints submit-to-result, eigenvalue error and principal angle
+// against the statistics release of the same job.
+func TestComponentsCost(t *testing.T) {
+	bench := os.Getenv("COMPONENTS_BENCH")
+	if bench != "d50" && bench != "dca50" {
+		t.Skip("COMPONENTS_BENCH=d50 (PCA) or dca50 (DCA on digits' first 50 features, 2 components) runs the measurement")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	name, analysis, k := "sonar", job.PCA, 15
+	if bench == "dca50" {
+		name, analysis, k = "digits", job.DCA, 2
+	}
+	data, _ := datasets.CSV(name)
+	var b strings.Builder
+	for line := range strings.SplitSeq(strings.TrimSpace(string(data)), "\n") {
+		f := strings.Split(line, ",")
+		b.WriteString(strings.Join(append(f[:50:50], f[len(f)-1]), ",") + "\n")
+	}
+	s, err := NewSimulator(ctx, Simulation{Data: []byte(b.String()), Name: name + "50", Label: "label", Owners: 10, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, AllowExactComponents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref, err := s.Run(ctx, JobOptions{Analysis: analysis, K: k, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var took []time.Duration
+	for range 3 {
+		out, _, d := runComponents(ctx, t, s, JobOptions{Analysis: analysis, K: k, NoNoise: true})
+		took = append(took, d)
+		n := float64(ref.Setup.Rows)
+		worst := 0.0
+		for i := range k {
+			want := ref.Result.Components.Eigenvalues[i]
+			if analysis == job.PCA {
+				want = ref.Result.Components.AllEigenvalues[i] / n
+			}
+			worst = math.Max(worst, math.Abs(out.Values[i]-want)/want)
+		}
+		t.Logf("%s d = 50, k = %d, 10 owners: %v submit to result (statistics release: %.2f s), eigenvalues within %.1e", analysis, k, d, ref.Timings.Total, worst)
+	}
+	slices.Sort(took)
+	t.Logf("median %v", took[1])
+}
+
+// TestComponentsDCAWine: exact components-only DCA through the daemons,
+// one member of three down, against the statistics release's DCA.
+func TestComponentsDCAWine(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, AllowExactComponents: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ref, err := s.Run(ctx, JobOptions{Analysis: job.DCA, K: 2, NoNoise: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cluster().StopCSP(0); err != nil {
+		t.Fatal(err)
+	}
+	out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: job.DCA, K: 2, NoNoise: true})
+	c := ref.Result.Components
+	d := len(s.Schema().Features)
+	for i := range 2 {
+		want := c.Eigenvalues[i]
+		col := mat.Col(nil, i, c.W)
+		norm, dot := 0.0, 0.0
+		for r := range d {
+			norm += col[r] * col[r]
+			dot += col[r] * out.Vectors[i][r]
+		}
+		angle := math.Acos(math.Min(1, math.Abs(dot)/math.Sqrt(norm)))
+		t.Logf("dca component %d: eigenvalue %.8f (statistics release %.8f), angle %.1e rad", i, out.Values[i], want, angle)
+		if math.Abs(out.Values[i]-want)/want > 1e-4 || angle > 1e-3 {
+			t.Errorf("dca component %d: eigenvalue %g against %g, angle %g rad", i, out.Values[i], want, angle)
+		}
+	}
+	t.Logf("dca components of wine through the daemons in %v", took)
+}
