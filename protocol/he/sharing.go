@@ -213,6 +213,9 @@ func (m *Member) EncToShare(ct *rlwe.Ciphertext, active []Point) (SlotShare, *Co
 	if err := m.addFlooding(pub.Value); err != nil {
 		return nil, nil, fmt.Errorf("encryption to shares: %w", err)
 	}
+	// lattigo's share leaves a few residues in [q, 2q) (lazy reduction);
+	// the wire's codec takes only reduced ones.
+	m.params.RingQ().AtLevel(pub.Value.Level()).Reduce(pub.Value, pub.Value)
 	return c.slotShares(m.params, ct.Scale), &pub, nil
 }
 
@@ -315,6 +318,7 @@ func (m *Member) ShareToEncShare(seed []byte, active []Point, share SlotShare) (
 	if err := c.s2e.GenShare(sk, crp, c.coef, &out); err != nil {
 		return nil, fmt.Errorf("shares to encryption: %w", err)
 	}
+	m.params.RingQ().AtLevel(out.Value.Level()).Reduce(out.Value, out.Value)
 	return &out, nil
 }
 
