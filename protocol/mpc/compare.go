@@ -226,11 +226,44 @@ func colOf(c Mat, f func(Word) Word) Mat {
 // of the same integers. Party 0 offsets x by H = floor(T/2) into [0, T); the parties
 // open z = x + H + r mod T for a dealt r uniform mod T (perfectly hiding),
 // and x + H = z - r + T [z < r] over the integers. nbits is T's bit
-// length. ceil(log2 nbits) + 2 rounds.
+// length. ceil(log2 nbits) + 2 rounds per chunk of ConvertChunk values:
+// the comparison shares every bit as a word, so chunks bound the memory
+// (a d = 784 sum holds 307,720 values).
 func (e *Engine) FromModT(x ModT) (Shared, error) {
 	if len(x.S) != e.N {
 		return Shared{}, fmt.Errorf("shares of %d parties, engine of %d", len(x.S), e.N)
 	}
+	count := -1
+	for i, s := range x.S {
+		if e.Me < 0 || i == e.Me {
+			count = len(s)
+		}
+	}
+	if count <= ConvertChunk {
+		return e.fromModT(x)
+	}
+	var parts []Shared
+	for lo := 0; lo < count; lo += ConvertChunk {
+		hi := min(lo+ConvertChunk, count)
+		part := ModT{T: x.T, S: make([][]uint64, len(x.S))}
+		for i, s := range x.S {
+			if s != nil {
+				part.S[i] = s[lo:hi]
+			}
+		}
+		y, err := e.fromModT(part)
+		if err != nil {
+			return Shared{}, err
+		}
+		parts = append(parts, y)
+	}
+	return e.Stack(parts...), nil
+}
+
+// ConvertChunk is how many values FromModT converts at once.
+const ConvertChunk = 1 << 14
+
+func (e *Engine) fromModT(x ModT) (Shared, error) {
 	t := x.T
 	nbits := uint(bits.Len64(t))
 	h := t / 2

@@ -65,3 +65,29 @@ func TestFromModT(t *testing.T) {
 		}
 	}
 }
+
+// TestFromModTChunks: a conversion longer than a chunk, in chunks.
+func TestFromModTChunks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("33,000 comparisons")
+	}
+	const T = 1<<60 - 16383
+	e := newEngine(t, 2)
+	rng := rand.New(rand.NewPCG(11, 12))
+	vals := make([]int64, 2*ConvertChunk+5)
+	plain := make([]uint64, len(vals))
+	for i := range vals {
+		vals[i] = rng.Int64N(T) - T/2
+		plain[i] = uint64((vals[i] + T) % T)
+	}
+	got, err := e.FromModT(e.ShareModT(plain, T))
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.Reveal(got)
+	for i, v := range vals {
+		if out.V[i] != FromInt64(v) {
+			t.Fatalf("value %d: %v, want %d", i, out.V[i].Signed(0), v)
+		}
+	}
+}
