@@ -230,8 +230,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	x.S[me] = mine
 
 	// The rounds.
-	in := newSolveInbox(stream)
-	defer in.stop()
+	in := newSolveInbox(stream) // its reader ends with the stream
 	var seed mpc.Seed
 	copy(seed[:], hd.GetSeed())
 	src, err := mpc.NewPartySource(len(active), me, seed, in.correction)
@@ -351,9 +350,6 @@ func newSolveInbox(stream fedpcav1.CspService_SolveServer) *solveInbox {
 	}()
 	return in
 }
-
-// stop is a no-op: the reader ends with the stream.
-func (in *solveInbox) stop() {}
 
 // correction is party 0's dealer source.
 func (in *solveInbox) correction() (mpc.Mat, error) {

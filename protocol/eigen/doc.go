@@ -1,9 +1,13 @@
-// Package eigen is the feasibility measurement of issue 32's route (i): the
-// top eigenpairs of a d x d covariance C that stays encrypted under a
-// committee's key, computed by block subspace iteration with the
-// normalisation evaluated homomorphically and a collective refresh as the
-// bootstrapper. Nothing here is wired into a job yet; docs/design-components.md
-// holds the measured tables.
+// Package eigen computes a components job's eigenpairs without anyone
+// seeing the statistics. What jobs run is route (ii) (docs/PROTOCOL.md 7.2):
+// PCAJob and DCAJob, the members' program on additive shares (protocol/mpc),
+// from the verified sum's shares to the components (program.go, dca.go,
+// shared.go). The rest of this comment and solver.go, committee.go and
+// ritz.go are route (i), kept as the measurement that ruled it out: the
+// top eigenpairs of a covariance C that stays encrypted under a committee's
+// CKKS key, by block subspace iteration with the normalisation evaluated
+// homomorphically and a collective refresh as the bootstrapper
+// (docs/design-components.md holds its tables).
 //
 // What it computes. With a block of p = min(d, k + 10) columns and a fixed
 // count T of iterations (public parameters, not read from the spectrum):

@@ -92,11 +92,11 @@ func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip floa
 	ns := e.Rows(x, l.N(0), k)
 	// n_k' = n_k + [n_k < 2^g] (2^g - n_k).
 	floor := mpc.Pow2(bits)
-	below, err := e.LTZ(e.AddPublic(ns, constCol(k, floor.Neg())), statsBits+1)
+	below, err := e.LTZ(e.AddPublic(ns, mpc.ConstCol(k, floor.Neg())), statsBits+1)
 	if err != nil {
 		return nil, err
 	}
-	gap := e.AddPublic(e.Scale(ns, -1), constCol(k, floor))
+	gap := e.AddPublic(e.Scale(ns, -1), mpc.ConstCol(k, floor))
 	lift, err := e.Hadamard(mpc.Product{X: below, Y: gap})
 	if err != nil {
 		return nil, err
@@ -194,12 +194,4 @@ func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shar
 		return mpc.Shared{}, err
 	}
 	return e.Stack(values.Column(), v.Column(), n), nil
-}
-
-func constCol(n int, w mpc.Word) mpc.Mat {
-	m := mpc.NewMat(n, 1)
-	for i := range m.V {
-		m.V[i] = w
-	}
-	return m
 }

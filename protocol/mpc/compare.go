@@ -189,7 +189,7 @@ func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	}
 	r, top, low := e.dealer.bitMask(x.R, m, e.P.Lambda)
 	off := Pow2(m)
-	masked := e.Add(e.AddPublic(x, constCol(x.R, off)), r)
+	masked := e.Add(e.AddPublic(x, ConstCol(x.R, off)), r)
 	c := e.open(masked)[0]
 	lowMask := Pow2(m).Sub(one)
 	cl := make([]Word, x.R)
@@ -202,10 +202,11 @@ func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	}
 	// ltz = 1 - (c >> m - top - lt)
 	ge := e.Sub(e.Sub(e.Const(colOf(c, func(w Word) Word { return w.Shr(m) })), top), lt)
-	return e.AddPublic(e.Scale(ge, -1), constCol(x.R, one)), nil
+	return e.AddPublic(e.Scale(ge, -1), ConstCol(x.R, one)), nil
 }
 
-func constCol(n int, w Word) Mat {
+// ConstCol returns the public n x 1 column of w.
+func ConstCol(n int, w Word) Mat {
 	m := NewMat(n, 1)
 	for i := range m.V {
 		m.V[i] = w

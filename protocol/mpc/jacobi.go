@@ -193,8 +193,8 @@ func (e *Engine) rotate(A, V Shared, pairs [][2]int, f uint) (Shared, Shared, er
 	g := jacobiHalfGuess
 	tr := e.TruncEach([]uint{f + 1, f + 1 + g.J, f}, cos2, e.Scale(cos2, g.BetaNum), sin2)
 	beta := float64(g.BetaNum) / float64(uint64(1)<<g.J)
-	h := e.AddPublic(tr[0], constCol(n, Encode(0.5, f)))
-	z0 := e.AddPublic(e.Scale(tr[1], -1), constCol(n, Encode(g.Alpha-beta/2, f)))
+	h := e.AddPublic(tr[0], ConstCol(n, Encode(0.5, f)))
+	z0 := e.AddPublic(e.Scale(tr[1], -1), ConstCol(n, Encode(g.Alpha-beta/2, f)))
 	z, err := e.newtonInvSqrt(h, z0, f, jacobiHalfSteps)
 	if err != nil {
 		return A, V, err

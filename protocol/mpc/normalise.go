@@ -25,7 +25,7 @@ func (e *Engine) RecipHalf(y Shared) (Shared, error) {
 	if y.C != 1 {
 		return Shared{}, fmt.Errorf("reciprocal of a %dx%d matrix: want a column", y.R, y.C)
 	}
-	w := e.AddPublic(e.MulConst(y, -32.0/17), constCol(y.R, Encode(48.0/17, e.P.F)))
+	w := e.AddPublic(e.MulConst(y, -32.0/17), ConstCol(y.R, Encode(48.0/17, e.P.F)))
 	return e.newtonRecip(y, w, e.P.F, 5)
 }
 

@@ -22,7 +22,7 @@ func (e *Engine) Sign(x Shared, m uint) (Shared, error) {
 	if err != nil {
 		return Shared{}, fmt.Errorf("sign: %w", err)
 	}
-	return e.AddPublic(e.Scale(lt, -2), constCol(x.R, one)), nil
+	return e.AddPublic(e.Scale(lt, -2), ConstCol(x.R, one)), nil
 }
 
 // Abs returns |x| = Sign(x) x for the column x (|x| < 2^m as integers):
@@ -266,15 +266,15 @@ func (e *Engine) mulTruncs(shifts []uint, ps ...Product) ([]Shared, error) {
 func (e *Engine) truncGuess(raw Shared, s uint, off float64, g guess, f uint) (a, y0 Shared) {
 	out := e.TruncEach([]uint{s, s + g.J}, raw, e.Scale(raw, g.BetaNum))
 	beta := float64(g.BetaNum) / float64(uint64(1)<<g.J)
-	a = e.AddPublic(out[0], constCol(raw.R, Encode(off, f)))
-	y0 = e.AddPublic(e.Scale(out[1], -1), constCol(raw.R, Encode(g.Alpha-beta*off, f)))
+	a = e.AddPublic(out[0], ConstCol(raw.R, Encode(off, f)))
+	y0 = e.AddPublic(e.Scale(out[1], -1), ConstCol(raw.R, Encode(g.Alpha-beta*off, f)))
 	return a, y0
 }
 
 // newtonRecip runs Newton's iteration y <- y (2 - a y) for 1/a (f
 // fractional bits), four rounds a step.
 func (e *Engine) newtonRecip(a, y Shared, f uint, steps int) (Shared, error) {
-	two := constCol(a.R, Pow2(f+1))
+	two := ConstCol(a.R, Pow2(f+1))
 	for range steps {
 		ay, err := e.mulTrunc([]uint{f}, Product{a, y})
 		if err != nil {
