@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
@@ -306,16 +307,18 @@ func memberName(st *secretFile, pt uint32) string {
 }
 
 // solveInbox reads the proxy's messages after the conversion: party 0's
-// corrections and every party's rounds, each in its own queue.
+// correction frames and every party's round frames, each in its own
+// unbounded queue, so that its reader never blocks: the proxy relays one
+// member's frames to the others while they send theirs.
 type solveInbox struct {
-	corrections chan *fedpcav1.Correction
-	rounds      chan *fedpcav1.SolveRound
+	corrections queue[*fedpcav1.Correction]
+	rounds      queue[*fedpcav1.SolveRound]
 	done        chan struct{}
 	err         error // set before done closes
 }
 
 func newSolveInbox(stream fedpcav1.CspService_SolveServer) *solveInbox {
-	in := &solveInbox{corrections: make(chan *fedpcav1.Correction, 1024), rounds: make(chan *fedpcav1.SolveRound, 4), done: make(chan struct{})}
+	in := &solveInbox{corrections: newQueue[*fedpcav1.Correction](), rounds: newQueue[*fedpcav1.SolveRound](), done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
 		for {
@@ -329,19 +332,9 @@ func newSolveInbox(stream fedpcav1.CspService_SolveServer) *solveInbox {
 			}
 			switch {
 			case msg.GetCorrection() != nil:
-				select {
-				case in.corrections <- msg.GetCorrection():
-				case <-stream.Context().Done():
-					in.err = stream.Context().Err()
-					return
-				}
+				in.corrections.push(msg.GetCorrection())
 			case msg.GetRound() != nil:
-				select {
-				case in.rounds <- msg.GetRound():
-				case <-stream.Context().Done():
-					in.err = stream.Context().Err()
-					return
-				}
+				in.rounds.push(msg.GetRound())
 			default:
 				in.err = invalid("unexpected %T during the rounds", msg.GetMsg())
 				return
@@ -351,79 +344,159 @@ func newSolveInbox(stream fedpcav1.CspService_SolveServer) *solveInbox {
 	return in
 }
 
-// correction is party 0's dealer source.
-func (in *solveInbox) correction() (mpc.Mat, error) {
+// queue is an unbounded FIFO with one consumer.
+type queue[T any] struct {
+	mu    sync.Mutex
+	items []T
+	wake  chan struct{}
+}
+
+func newQueue[T any]() queue[T] { return queue[T]{wake: make(chan struct{}, 1)} }
+
+func (q *queue[T]) push(v T) {
+	q.mu.Lock()
+	q.items = append(q.items, v)
+	q.mu.Unlock()
 	select {
-	case c := <-in.corrections:
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pop returns the next item, waiting for one; false once done is closed
+// and the queue is empty.
+func (q *queue[T]) pop(done <-chan struct{}) (T, bool) {
+	for {
+		q.mu.Lock()
+		if len(q.items) > 0 {
+			v := q.items[0]
+			var zero T
+			q.items[0] = zero
+			q.items = q.items[1:]
+			q.mu.Unlock()
+			return v, true
+		}
+		q.mu.Unlock()
+		select {
+		case <-q.wake:
+		case <-done:
+			q.mu.Lock()
+			empty := len(q.items) == 0
+			q.mu.Unlock()
+			if empty {
+				var zero T
+				return zero, false
+			}
+		}
+	}
+}
+
+// correction is party 0's dealer source: one matrix, from its frames.
+func (in *solveInbox) correction() (mpc.Mat, error) {
+	var m mpc.Mat
+	at := 0
+	for first := true; ; first = false {
+		c, ok := in.corrections.pop(in.done)
+		if !ok {
+			return mpc.Mat{}, in.err
+		}
 		r, k := int(c.GetRows()), int(c.GetCols())
-		if r < 0 || k < 0 || r*k > 1<<26 || len(c.GetWords()) != 16*r*k {
-			return mpc.Mat{}, invalid("correction of %dx%d with %d bytes", r, k, len(c.GetWords()))
+		if first {
+			if r*k > 1<<26 {
+				return mpc.Mat{}, invalid("correction of %dx%d", r, k)
+			}
+			m = mpc.NewMat(r, k)
+		} else if r != m.R || k != m.C {
+			return mpc.Mat{}, invalid("a frame of a %dx%d correction in one of %dx%d", r, k, m.R, m.C)
 		}
-		m := mpc.NewMat(r, k)
-		for i := range m.V {
-			m.V[i] = mpc.WordFromBytes(c.GetWords()[16*i:])
+		w := c.GetWords()
+		n := len(w) / 16
+		if len(w)%16 != 0 || n > job.FrameWords || at+n > len(m.V) {
+			return mpc.Mat{}, invalid("a frame of %d bytes at word %d of a %dx%d correction", len(w), at, r, k)
 		}
-		return m, nil
-	case <-in.done:
-		return mpc.Mat{}, in.err
+		for i := range n {
+			m.V[at+i] = mpc.WordFromBytes(w[16*i:])
+		}
+		at += n
+		if !c.GetMore() {
+			if at != len(m.V) {
+				return mpc.Mat{}, invalid("a %dx%d correction ended after %d words", r, k, at)
+			}
+			return m, nil
+		}
 	}
 }
 
 // solveNet is a member's Net: its share of each round's masked values
-// sealed to each other party over the proxy, theirs opened and added.
+// sealed to each other party over the proxy, in frames, theirs opened and
+// added. Each channel numbers its frames (the nonces) in each direction.
 type solveNet struct {
-	id       string
-	me       int
-	channels []*seal.Channel
-	send     func(*fedpcav1.SolveResponse) error
-	in       *solveInbox
-	round    uint64
+	id         string
+	me         int
+	channels   []*seal.Channel
+	send       func(*fedpcav1.SolveResponse) error
+	in         *solveInbox
+	round      uint64
+	sent, recv []uint64 // frames sealed to and opened from each party
 }
 
 func (n *solveNet) Exchange(mine []mpc.Word) ([]mpc.Word, error) {
 	n.round++
+	if n.sent == nil {
+		n.sent, n.recv = make([]uint64, len(n.channels)), make([]uint64, len(n.channels))
+	}
 	plain := job.EncodeShare(mine)
-	out := &fedpcav1.SolveRound{Round: n.round}
-	for p, ch := range n.channels {
-		if p == n.me {
-			continue
+	frames := job.Frames(len(mine))
+	for f, fr := range frames {
+		out := &fedpcav1.SolveRound{Round: n.round}
+		for p, ch := range n.channels {
+			if p == n.me {
+				continue
+			}
+			out.Openings = append(out.Openings, &fedpcav1.SealedOpening{FromParty: uint32(n.me), ToParty: uint32(p), More: f < len(frames)-1,
+				Sealed: ch.Seal(n.sent[p], plain[16*fr[0]:16*fr[1]], job.OpeningAAD(n.id, n.round, f, uint32(n.me), uint32(p)))})
+			n.sent[p]++
 		}
-		out.Openings = append(out.Openings, &fedpcav1.SealedOpening{FromParty: uint32(n.me), ToParty: uint32(p),
-			Sealed: ch.Seal(n.round, plain, job.OpeningAAD(n.id, n.round, uint32(n.me), uint32(p)))})
-	}
-	if err := n.send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Round{Round: out}}); err != nil {
-		return nil, err
-	}
-	var r *fedpcav1.SolveRound
-	select {
-	case r = <-n.in.rounds:
-	case <-n.in.done:
-		return nil, n.in.err
-	}
-	if r.GetRound() != n.round {
-		return nil, invalid("round %d relayed where round %d was due", r.GetRound(), n.round)
+		if err := n.send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Round{Round: out}}); err != nil {
+			return nil, err
+		}
 	}
 	sum := slices.Clone(mine)
-	seen := map[uint32]bool{}
-	for _, o := range r.GetOpenings() {
-		from := o.GetFromParty()
-		if o.GetToParty() != uint32(n.me) || int(from) >= len(n.channels) || int(from) == n.me || seen[from] {
-			return nil, invalid("round %d: an opening from party %d to party %d", n.round, from, o.GetToParty())
+	got := make([]int, len(n.channels)) // frames opened from each party this round
+	for waiting := len(n.channels) - 1; waiting > 0; {
+		r, ok := n.in.rounds.pop(n.in.done)
+		if !ok {
+			return nil, n.in.err
 		}
-		seen[from] = true
-		b, err := n.channels[from].Open(n.round, o.GetSealed(), job.OpeningAAD(n.id, n.round, from, uint32(n.me)))
-		if err != nil {
-			return nil, invalid("round %d: party %d's opening: %v", n.round, from, err)
+		if r.GetRound() != n.round {
+			return nil, invalid("round %d relayed where round %d was due", r.GetRound(), n.round)
 		}
-		if len(b) != 16*len(mine) {
-			return nil, invalid("round %d: party %d opened %d bytes, want %d", n.round, from, len(b), 16*len(mine))
+		for _, o := range r.GetOpenings() {
+			from := o.GetFromParty()
+			if o.GetToParty() != uint32(n.me) || int(from) >= len(n.channels) || int(from) == n.me || got[from] == len(frames) {
+				return nil, invalid("round %d: an opening from party %d to party %d", n.round, from, o.GetToParty())
+			}
+			f := got[from]
+			b, err := n.channels[from].Open(n.recv[from], o.GetSealed(), job.OpeningAAD(n.id, n.round, f, from, uint32(n.me)))
+			if err != nil {
+				return nil, invalid("round %d: party %d's opening (frame %d): %v", n.round, from, f, err)
+			}
+			n.recv[from]++
+			lo, hi := frames[f][0], frames[f][1]
+			if len(b) != 16*(hi-lo) {
+				return nil, invalid("round %d: party %d opened %d bytes in frame %d, want %d", n.round, from, len(b), f, 16*(hi-lo))
+			}
+			for i := lo; i < hi; i++ {
+				sum[i] = sum[i].Add(mpc.WordFromBytes(b[16*(i-lo):]))
+			}
+			got[from]++
+			if o.GetMore() != (got[from] < len(frames)) {
+				return nil, invalid("round %d: party %d's frame %d says more %v of %d frames", n.round, from, f, o.GetMore(), len(frames))
+			}
+			if got[from] == len(frames) {
+				waiting--
+			}
 		}
-		for i := range sum {
-			sum[i] = sum[i].Add(mpc.WordFromBytes(b[16*i:]))
-		}
-	}
-	if len(seen) != len(n.channels)-1 {
-		return nil, invalid("round %d: %d of the %d other parties' openings", n.round, len(seen), len(n.channels)-1)
 	}
 	return sum, nil
 }

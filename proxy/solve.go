@@ -266,58 +266,81 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 				return nil
 			}
 			m := pending.m
-			words := make([]byte, 0, 16*len(m.V))
-			for _, w := range m.V {
-				words = w.AppendBytes(words)
-			}
-			if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Correction{Correction: &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: words}}}); err != nil {
-				return fail(0, err)
+			frames := job.Frames(len(m.V))
+			for f, fr := range frames {
+				words := make([]byte, 0, 16*(fr[1]-fr[0]))
+				for _, w := range m.V[fr[0]:fr[1]] {
+					words = w.AppendBytes(words)
+				}
+				c := &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: words, More: f < len(frames)-1}
+				if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Correction{Correction: c}}); err != nil {
+					return fail(0, err)
+				}
 			}
 			pending = nil
 		}
 	}
+	// The rounds: each member's frames of a round relayed, box by box, to
+	// their recipients as they come (the members queue what they receive,
+	// so a member still sending its own frames never holds this up).
+	relay := func(i int, r *fedpcav1.SolveResponse, round uint64) (more bool, err error) {
+		if r.GetRound() == nil || r.GetRound().GetRound() != round {
+			return false, permanent{fmt.Errorf("csp/%s sent %T (round %d) where round %d was due", names[i], r.GetMsg(), r.GetRound().GetRound(), round)}
+		}
+		ops := r.GetRound().GetOpenings()
+		if len(ops) != t-1 {
+			return false, permanent{fmt.Errorf("csp/%s sent %d openings in round %d, want one to each of %d parties", names[i], len(ops), round, t-1)}
+		}
+		seen := map[uint32]bool{}
+		for _, o := range ops {
+			to := int(o.GetToParty())
+			if to >= t || to == i || int(o.GetFromParty()) != i || seen[uint32(to)] || o.GetMore() != ops[0].GetMore() {
+				return false, permanent{fmt.Errorf("csp/%s sent an opening from party %d to party %d", names[i], o.GetFromParty(), to)}
+			}
+			seen[uint32(to)] = true
+			if err := streams[to].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Round{Round: &fedpcav1.SolveRound{Round: round, Openings: []*fedpcav1.SealedOpening{o}}}}); err != nil {
+				return false, fail(to, err)
+			}
+		}
+		return ops[0].GetMore(), nil
+	}
 	outputs := make([][]byte, t)
-	for round := uint64(0); ; round++ {
-		if err := sendCorrections(int(round)); err != nil {
+	for round := uint64(1); ; round++ {
+		if err := sendCorrections(int(round - 1)); err != nil {
 			return nil, err
 		}
-		msgs := make([]*fedpcav1.SolveResponse, t)
+		first := make([]*fedpcav1.SolveResponse, t)
 		done := 0
 		for i := range t {
 			r, err := recv(i)
 			if err != nil {
 				return nil, err
 			}
-			msgs[i] = r
+			first[i] = r
 			if r.GetOutput() != nil {
 				outputs[i] = r.GetOutput()
 				done++
-			} else if r.GetRound().GetRound() != round+1 {
-				return nil, permanent{fmt.Errorf("csp/%s sent %T (round %d) where round %d was due", names[i], r.GetMsg(), r.GetRound().GetRound(), round+1)}
 			}
 		}
 		if done == t {
 			break
 		}
 		if done > 0 {
-			return nil, permanent{fmt.Errorf("the members ended the computation at different rounds (round %d)", round+1)}
+			return nil, permanent{fmt.Errorf("the members ended the computation at different rounds (round %d)", round)}
 		}
-		relay := make([]*fedpcav1.SolveRound, t)
-		for i := range relay {
-			relay[i] = &fedpcav1.SolveRound{Round: round + 1}
-		}
-		for i, r := range msgs {
-			for _, o := range r.GetRound().GetOpenings() {
-				to := int(o.GetToParty())
-				if to >= t || to == i || int(o.GetFromParty()) != i {
-					return nil, permanent{fmt.Errorf("csp/%s sent an opening from party %d to party %d", names[i], o.GetFromParty(), to)}
+		for i := range t {
+			r := first[i]
+			for {
+				more, err := relay(i, r, round)
+				if err != nil {
+					return nil, err
 				}
-				relay[to].Openings = append(relay[to].Openings, o)
-			}
-		}
-		for i, s := range streams {
-			if err := s.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Round{Round: relay[i]}}); err != nil {
-				return nil, fail(i, err)
+				if !more {
+					break
+				}
+				if r, err = recv(i); err != nil {
+					return nil, err
+				}
 			}
 		}
 	}

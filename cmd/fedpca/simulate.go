@@ -27,7 +27,8 @@ import (
 
 // cpuProfile writes a CPU profile of this process to
 // $FEDPCA_CPUPROFILE_DIR/NAME.pprof until stop, when that variable is set
-// (bench -cpuprofile sets it for the nodes it runs as processes).
+// (bench -cpuprofile sets it for the nodes it runs as processes; simulate
+// profiles itself as simulate.pprof).
 func cpuProfile(name string) (stop func(), err error) {
 	dir := os.Getenv("FEDPCA_CPUPROFILE_DIR")
 	if dir == "" {
@@ -148,6 +149,11 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 					return err
 				}
 			}
+			stop, err := cpuProfile("simulate")
+			if err != nil {
+				return err
+			}
+			defer stop()
 			sm, name, err := newSimulator(ctx, cmd)
 			if err != nil {
 				return err

@@ -94,9 +94,26 @@ func SolveKeyMessage(jobID string, point uint32, key []byte) []byte {
 	return fmt.Appendf(nil, "%s\x00%d\x00%x", jobID, point, key)
 }
 
-// OpeningAAD binds a sealed opening to the job, the round and both parties.
-func OpeningAAD(jobID string, round uint64, from, to uint32) []byte {
-	return fmt.Appendf(nil, "fedpca/opening\x00%s\x00%d\x00%d\x00%d", jobID, round, from, to)
+// OpeningAAD binds a sealed frame of an opening to the job, the round,
+// the frame's index and both parties.
+func OpeningAAD(jobID string, round uint64, frame int, from, to uint32) []byte {
+	return fmt.Appendf(nil, "fedpca/opening\x00%s\x00%d\x00%d\x00%d\x00%d", jobID, round, frame, from, to)
+}
+
+// FrameWords is the most 16-byte words one message of the computation
+// carries (a frame of an opening or of a correction): 1 MiB, so that every
+// message stays well below the transport's 16 MiB limit whatever d (a
+// conversion's comparison opens 2 million words in one round at d >= 180).
+const FrameWords = 1 << 16
+
+// Frames returns the [lo, hi) bounds of the frames of n words: at least
+// one (an empty one for n = 0), each of at most FrameWords.
+func Frames(n int) [][2]int {
+	out := [][2]int{}
+	for lo := 0; lo < n || len(out) == 0; lo += FrameWords {
+		out = append(out, [2]int{lo, min(lo+FrameWords, n)})
+	}
+	return out
 }
 
 // DCAResolution is the generalised eigenvalue below which the DCA

@@ -1943,13 +1943,18 @@ func (x *SolveKeys) GetKeys() []*SolveKey {
 	return nil
 }
 
-// Correction is one of party 0's shares of the dealer's randomness.
+// Correction is one of party 0's shares of the dealer's randomness, in
+// frames of at most protocol/job.FrameWords words (a gRPC message stays
+// below transport.MaxMessageBytes).
 type Correction struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Rows  uint32                 `protobuf:"varint,1,opt,name=rows,proto3" json:"rows,omitempty"`
 	Cols  uint32                 `protobuf:"varint,2,opt,name=cols,proto3" json:"cols,omitempty"`
-	// words are rows x cols 16-byte big-endian words.
-	Words         []byte `protobuf:"bytes,3,opt,name=words,proto3" json:"words,omitempty"`
+	// words are this frame's 16-byte big-endian words, in row-major order
+	// after the earlier frames'.
+	Words []byte `protobuf:"bytes,3,opt,name=words,proto3" json:"words,omitempty"`
+	// more: frames of the same matrix follow.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2005,9 +2010,17 @@ func (x *Correction) GetWords() []byte {
 	return nil
 }
 
-// SolveRound carries one round's openings: from a member, its share of the
-// round's masked values sealed to each other party; to a member, the other
-// parties' boxes for it.
+func (x *Correction) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
+// SolveRound carries one frame of a round's openings: from a member, its
+// share of the round's masked values sealed to each other party; to a
+// member, another party's box for it. A round's share travels in frames of
+// at most protocol/job.FrameWords words, each sealed on its own.
 type SolveRound struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Round         uint64                 `protobuf:"varint,1,opt,name=round,proto3" json:"round,omitempty"`
@@ -2061,10 +2074,12 @@ func (x *SolveRound) GetOpenings() []*SealedOpening {
 }
 
 type SealedOpening struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	FromParty     uint32                 `protobuf:"varint,1,opt,name=from_party,json=fromParty,proto3" json:"from_party,omitempty"`
-	ToParty       uint32                 `protobuf:"varint,2,opt,name=to_party,json=toParty,proto3" json:"to_party,omitempty"`
-	Sealed        []byte                 `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	FromParty uint32                 `protobuf:"varint,1,opt,name=from_party,json=fromParty,proto3" json:"from_party,omitempty"`
+	ToParty   uint32                 `protobuf:"varint,2,opt,name=to_party,json=toParty,proto3" json:"to_party,omitempty"`
+	Sealed    []byte                 `protobuf:"bytes,3,opt,name=sealed,proto3" json:"sealed,omitempty"`
+	// more: frames of this round from this party follow.
+	More          bool `protobuf:"varint,4,opt,name=more,proto3" json:"more,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2120,8 +2135,16 @@ func (x *SealedOpening) GetSealed() []byte {
 	return nil
 }
 
+func (x *SealedOpening) GetMore() bool {
+	if x != nil {
+		return x.More
+	}
+	return false
+}
+
 // SolveResponse: first the member's SolveKey, then its public conversion
-// shares (one per ciphertext), then one SolveRound per round, then its
+// shares (one per ciphertext), then one SolveRound per frame of each
+// round, then its
 // output share sealed to the user's result key (protocol/job.OutputAAD).
 type SolveResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -2386,21 +2409,23 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\tsignature\x18\x03 \x01(\fR\tsignature\x12 \n" +
 	"\vcertificate\x18\x04 \x01(\fR\vcertificate\"4\n" +
 	"\tSolveKeys\x12'\n" +
-	"\x04keys\x18\x01 \x03(\v2\x13.fedpca.v1.SolveKeyR\x04keys\"J\n" +
+	"\x04keys\x18\x01 \x03(\v2\x13.fedpca.v1.SolveKeyR\x04keys\"^\n" +
 	"\n" +
 	"Correction\x12\x12\n" +
 	"\x04rows\x18\x01 \x01(\rR\x04rows\x12\x12\n" +
 	"\x04cols\x18\x02 \x01(\rR\x04cols\x12\x14\n" +
-	"\x05words\x18\x03 \x01(\fR\x05words\"X\n" +
+	"\x05words\x18\x03 \x01(\fR\x05words\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"X\n" +
 	"\n" +
 	"SolveRound\x12\x14\n" +
 	"\x05round\x18\x01 \x01(\x04R\x05round\x124\n" +
-	"\bopenings\x18\x02 \x03(\v2\x18.fedpca.v1.SealedOpeningR\bopenings\"a\n" +
+	"\bopenings\x18\x02 \x03(\v2\x18.fedpca.v1.SealedOpeningR\bopenings\"u\n" +
 	"\rSealedOpening\x12\x1d\n" +
 	"\n" +
 	"from_party\x18\x01 \x01(\rR\tfromParty\x12\x19\n" +
 	"\bto_party\x18\x02 \x01(\rR\atoParty\x12\x16\n" +
-	"\x06sealed\x18\x03 \x01(\fR\x06sealed\"\xaa\x01\n" +
+	"\x06sealed\x18\x03 \x01(\fR\x06sealed\x12\x12\n" +
+	"\x04more\x18\x04 \x01(\bR\x04more\"\xaa\x01\n" +
 	"\rSolveResponse\x12'\n" +
 	"\x03key\x18\x01 \x01(\v2\x13.fedpca.v1.SolveKeyH\x00R\x03key\x12 \n" +
 	"\n" +
