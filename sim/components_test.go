@@ -328,29 +328,33 @@ func TestComponentsDCAWine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ref, err := s.Run(ctx, JobOptions{Analysis: job.DCA, K: 2, NoNoise: true})
-	if err != nil {
-		t.Fatal(err)
+	refs := map[string]*Report{}
+	for _, a := range []string{job.DCA, job.LDA} {
+		if refs[a], err = s.Run(ctx, JobOptions{Analysis: a, K: 2, NoNoise: true}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Cluster().StopCSP(0); err != nil {
 		t.Fatal(err)
 	}
-	out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: job.DCA, K: 2, NoNoise: true})
-	c := ref.Result.Components
 	d := len(s.Schema().Features)
-	for i := range 2 {
-		want := c.Eigenvalues[i]
-		col := mat.Col(nil, i, c.W)
-		norm, dot := 0.0, 0.0
-		for r := range d {
-			norm += col[r] * col[r]
-			dot += col[r] * out.Vectors[i][r]
+	for _, a := range []string{job.DCA, job.LDA} {
+		out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: a, K: 2, NoNoise: true})
+		c := refs[a].Result.Components
+		for i := range 2 {
+			want := c.Eigenvalues[i]
+			col := mat.Col(nil, i, c.W)
+			norm, dot := 0.0, 0.0
+			for r := range d {
+				norm += col[r] * col[r]
+				dot += col[r] * out.Vectors[i][r]
+			}
+			angle := math.Acos(math.Min(1, math.Abs(dot)/math.Sqrt(norm)))
+			t.Logf("%s component %d: eigenvalue %.8f (statistics release %.8f), angle %.1e rad", a, i, out.Values[i], want, angle)
+			if math.Abs(out.Values[i]-want)/want > 1e-4 || angle > 1e-3 {
+				t.Errorf("%s component %d: eigenvalue %g against %g, angle %g rad", a, i, out.Values[i], want, angle)
+			}
 		}
-		angle := math.Acos(math.Min(1, math.Abs(dot)/math.Sqrt(norm)))
-		t.Logf("dca component %d: eigenvalue %.8f (statistics release %.8f), angle %.1e rad", i, out.Values[i], want, angle)
-		if math.Abs(out.Values[i]-want)/want > 1e-4 || angle > 1e-3 {
-			t.Errorf("dca component %d: eigenvalue %g against %g, angle %g rad", i, out.Values[i], want, angle)
-		}
+		t.Logf("%s components of wine through the daemons in %v", a, took)
 	}
-	t.Logf("dca components of wine through the daemons in %v", took)
 }

@@ -20,8 +20,10 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	res := r.Result
 	if t := res.Output; t != nil {
 		fmt.Fprintf(w, "\n  components only: the user learns the top %d components, their eigenvalues and n (%.1f), nothing else\n", len(t.Eigenvalues), res.NoisyN)
-		fmt.Fprintf(w, "  covariance eigenvalues:    %s\n", floats(t.Eigenvalues, "%.4g"))
-		fmt.Fprintln(w, "  (no explained-variance ratio: the total variance is not released)")
+		fmt.Fprintf(w, "  %-26s %s\n", job.EigenvaluesName(res.Analysis)+":", floats(t.Eigenvalues, "%.4g"))
+		if res.Analysis == job.PCA {
+			fmt.Fprintln(w, "  (no explained-variance ratio: the total variance is not released)")
+		}
 		if components {
 			r.writeTop(w)
 		}

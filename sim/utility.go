@@ -113,7 +113,8 @@ func principalAngles(a, b *mat.Dense) []float64 {
 // private returns a private result's components (d x k), their
 // eigenvalues on the scale of the central result's (those of S_T) and the
 // mean they are centred on: a components release's covariance eigenvalues
-// times the rows' exact count, and no mean (nil).
+// times the rows' exact count (PCA; DCA's and LDA's generalised
+// eigenvalues as they are), and no mean (nil).
 func private(priv, central *job.Result) (w *mat.Dense, eig, mean []float64) {
 	if t := priv.Output; t != nil {
 		d, k := t.Dims()
@@ -121,8 +122,12 @@ func private(priv, central *job.Result) (w *mat.Dense, eig, mean []float64) {
 		for i, row := range t.W {
 			w.SetRow(i, row)
 		}
+		scale := 1.0
+		if priv.Analysis == job.PCA {
+			scale = central.NoisyN
+		}
 		for _, v := range t.Eigenvalues {
-			eig = append(eig, v*central.NoisyN)
+			eig = append(eig, v*scale)
 		}
 		return w, eig, nil
 	}

@@ -154,7 +154,7 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 		for _, x := range v {
 			norm += x * x
 		}
-		if s.Analysis == job.DCA && norm == 0 && math.Abs(out.Values[j]) < job.DCAResolution {
+		if s.Analysis != job.PCA && norm == 0 && math.Abs(out.Values[j]) < job.DCAResolution {
 			continue // a generalised eigenvalue below the block iteration's resolution: no direction
 		}
 		if norm = math.Sqrt(norm); !(math.Abs(norm-1) <= unitTolerance) {
@@ -164,12 +164,16 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 	// Without noise the covariance of rows clipped to norm c has its
 	// eigenvalues in [0, c^2], and n counts rows.
 	c2 := math.Pow(math.Ldexp(float64(sch.Bound()), -int(sch.Bits)), 2)
-	if s.Analysis == job.DCA {
-		c2 = 1 // generalised eigenvalues of S_B against S_T + rho I
+	what := fmt.Sprintf("rows clipped to norm %.6g", math.Sqrt(c2))
+	switch s.Analysis {
+	case job.DCA:
+		c2, what = 1, "generalised eigenvalues of S_B against S_T + rho I"
+	case job.LDA:
+		c2, what = math.Inf(1), "LDA's lambda / (1 - lambda)"
 	}
 	for j, v := range out.Values {
-		if math.IsNaN(v) || math.IsInf(v, 0) || s.NoNoise && (v < -unitTolerance*c2 || v > (1+unitTolerance)*c2) {
-			return nil, wrong("eigenvalue %d is %.6g, outside [0, %.6g] (rows clipped to norm %.6g)", j+1, v, c2, math.Sqrt(c2))
+		if math.IsNaN(v) || math.IsInf(v, 0) || s.NoNoise && (v < -unitTolerance*min(c2, 1) || v > (1+unitTolerance)*c2) {
+			return nil, wrong("eigenvalue %d is %.6g, outside [0, %.6g] (%s)", j+1, v, c2, what)
 		}
 	}
 	if s.NoNoise && (out.N < 1 || out.N != math.Round(out.N) || out.N > float64(s.MaxRows)) {

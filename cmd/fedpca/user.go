@@ -42,7 +42,7 @@ func noisePlanFlag() cli.Flag {
 
 // releaseFlag is the flag that chooses what a job releases.
 func releaseFlag() cli.Flag {
-	return strFlag("release", "statistics", "what the user learns: statistics (the noisy scatter statistics, analysed here) or components (pca, and dca without noise: the committee computes the top k components, their eigenvalues and n in secret-shared arithmetic and only those reach the user, sealed to KEYS/result.key; with --no-noise only owners that allow exact components take part)")
+	return strFlag("release", "statistics", "what the user learns: statistics (the noisy scatter statistics, analysed here) or components (pca, and dca or lda without noise: the committee computes the top k components, their eigenvalues and n in secret-shared arithmetic and only those reach the user, sealed to KEYS/result.key; with --no-noise only owners that allow exact components take part)")
 }
 
 // parseRelease reads --release for an analysis: the spec's Release.
@@ -51,11 +51,11 @@ func parseRelease(cmd *cli.Command, analysis string) (string, error) {
 	case "", "statistics":
 		return job.ReleaseStatistics, nil
 	case job.ReleaseComponents:
-		if analysis != job.PCA && analysis != job.DCA {
-			return "", fmt.Errorf("--release components: for --analysis pca or dca, not %s", analysis)
+		if analysis != job.PCA && analysis != job.DCA && analysis != job.LDA {
+			return "", fmt.Errorf("--release components: for --analysis pca, dca or lda, not %s", analysis)
 		}
-		if analysis == job.DCA && !cmd.Bool("no-noise") {
-			return "", errors.New("--release components with --analysis dca: exact (--no-noise) only so far")
+		if analysis != job.PCA && !cmd.Bool("no-noise") {
+			return "", fmt.Errorf("--release components with --analysis %s: exact (--no-noise) only so far", analysis)
 		}
 		if cmd.Bool("standardize") {
 			return "", errors.New("--release components: not with --standardize (the committee computes the covariance's components)")
@@ -807,7 +807,7 @@ func printComponentsSummary(res *job.Result) {
 		n = "noisy n"
 	}
 	fmt.Printf("job %s: %s on %s, components only (top %d), %d owner%s, %s = %.1f\n", res.JobID, res.Analysis, res.Dataset, k, res.NumOwners, plural(res.NumOwners), n, res.NoisyN)
-	fmt.Printf("covariance eigenvalues:")
+	fmt.Printf("%s:", job.EigenvaluesName(res.Analysis))
 	for _, v := range t.Eigenvalues {
 		fmt.Printf(" %.4g", v)
 	}

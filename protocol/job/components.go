@@ -136,7 +136,10 @@ func (s *Spec) Program(sch *schema.Schema) (Program, error) {
 	case PCA:
 		j := eigen.PCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
 		return j, j.Validate()
-	case DCA:
+	case DCA, LDA:
+		// LDA's generalised eigenvectors are DCA's: with the same rho,
+		// S_B w = mu (S_W + rho I) w exactly when S_B w = lambda (S_T + rho I) w,
+		// mu = lambda / (1 - lambda) (S_T = S_W + S_B); Decode maps the values.
 		j := eigen.DCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
 		return j, j.Validate()
 	}
@@ -145,7 +148,8 @@ func (s *Spec) Program(sch *schema.Schema) (Program, error) {
 
 // Decode decodes a components job's summed output: PCA eigenvalues are of
 // the covariance (the program's are of cov / c^2), DCA's generalised
-// eigenvalues are dimensionless.
+// eigenvalues lambda are dimensionless, in [0, 1), and LDA's are
+// mu = lambda / (1 - lambda), a public map of the output.
 func (s *Spec) Decode(sum []mpc.Word, sch *schema.Schema) (*Output, error) {
 	out, err := DecodeOutput(sum, sch.D(), s.K, mpc.DefaultParams.F, sch.Bits, sch.Bound())
 	if err != nil || s.Analysis == PCA {
@@ -154,6 +158,12 @@ func (s *Spec) Decode(sum []mpc.Word, sch *schema.Schema) (*Output, error) {
 	c := math.Ldexp(float64(sch.Bound()), -int(sch.Bits))
 	for i := range out.Values {
 		out.Values[i] /= c * c
+		if s.Analysis == LDA {
+			if out.Values[i] >= 1 {
+				return nil, fmt.Errorf("components output: DCA eigenvalue %d is %g, want below 1 for LDA's lambda / (1 - lambda)", i+1, out.Values[i])
+			}
+			out.Values[i] /= 1 - out.Values[i]
+		}
 	}
 	return out, nil
 }

@@ -18,11 +18,21 @@ import (
 //
 // JSON: "components" is d x k, row-major (components[i][j] is entry i of
 // component j, as a statistics result's), "covariance_eigenvalues" the k
-// eigenvalues of S_T / n in the schema's units squared, descending (a
-// statistics result's "eigenvalues" are those of S_T, n times larger).
+// eigenvalues, descending: for PCA those of S_T / n in the schema's units
+// squared (a statistics result's "eigenvalues" are those of S_T, n times
+// larger); for DCA and LDA the generalised eigenvalues, as a statistics
+// result's (the field keeps its name).
 type TopComponents struct {
 	W           [][]float64 `json:"components"`
 	Eigenvalues []float64   `json:"covariance_eigenvalues"`
+}
+
+// EigenvaluesName names a components release's eigenvalues for analysis.
+func EigenvaluesName(analysis string) string {
+	if analysis == PCA {
+		return "covariance eigenvalues"
+	}
+	return "generalised eigenvalues"
 }
 
 // Dims returns d (features) and k (components).

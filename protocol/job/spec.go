@@ -381,11 +381,11 @@ func (s *Spec) Validate() error {
 			return bad("result_key", "only for a components release")
 		}
 	case ReleaseComponents:
-		if s.Analysis != PCA && s.Analysis != DCA {
-			return bad("release", "components of %s: pca and dca only", s.Analysis)
+		if s.Analysis != PCA && s.Analysis != DCA && s.Analysis != LDA {
+			return bad("release", "components of %s: pca, dca and lda only", s.Analysis)
 		}
-		if s.Analysis == DCA && !s.NoNoise {
-			return bad("release", "components of dca: exact (no_noise) only so far; the regulariser's noise margin is not built on shares")
+		if s.Analysis != PCA && !s.NoNoise {
+			return bad("release", "components of %s: exact (no_noise) only so far; the regulariser's noise margin is not built on shares", s.Analysis)
 		}
 		if s.K < 1 {
 			return bad("k", "a components release needs k >= 1")
