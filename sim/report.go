@@ -25,7 +25,8 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 			fmt.Fprintln(w, "  (no explained-variance ratio: the total variance is not released)")
 		}
 		if components {
-			r.writeTop(w)
+			_, k := t.Dims()
+			r.writeComponents(w, k, func(i, j int) float64 { return t.W[i][j] })
 		}
 	}
 	if c := res.Components; c != nil {
@@ -44,7 +45,8 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 			fmt.Fprintf(w, "  regulariser rho:           %.4g\n", c.Rho)
 		}
 		if components {
-			r.writeComponents(w)
+			_, k := c.Dims()
+			r.writeComponents(w, k, c.W.At)
 		}
 	}
 	fmt.Fprintln(w)
@@ -127,9 +129,9 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	tw.Flush()
 }
 
-func (r *Report) writeComponents(w io.Writer) {
-	c := r.Result.Components
-	d, k := c.Dims()
+// writeComponents prints the k components at(i, j) (columns), a row per
+// feature.
+func (r *Report) writeComponents(w io.Writer, k int, at func(i, j int) float64) {
 	fmt.Fprintln(w, "\n  components (columns; rows are features):")
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprint(tw, "    feature\t")
@@ -137,30 +139,10 @@ func (r *Report) writeComponents(w io.Writer) {
 		fmt.Fprintf(tw, "%d\t", j+1)
 	}
 	fmt.Fprintln(tw)
-	for i := range d {
-		fmt.Fprintf(tw, "    %s\t", r.Result.Features[i])
+	for i, f := range r.Result.Features {
+		fmt.Fprintf(tw, "    %s\t", f)
 		for j := range k {
-			fmt.Fprintf(tw, "%+.3f\t", c.W.At(i, j))
-		}
-		fmt.Fprintln(tw)
-	}
-	tw.Flush()
-}
-
-func (r *Report) writeTop(w io.Writer) {
-	t := r.Result.Output
-	d, k := t.Dims()
-	fmt.Fprintln(w, "\n  components (columns; rows are features):")
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprint(tw, "    feature\t")
-	for j := range k {
-		fmt.Fprintf(tw, "%d\t", j+1)
-	}
-	fmt.Fprintln(tw)
-	for i := range d {
-		fmt.Fprintf(tw, "    %s\t", r.Result.Features[i])
-		for j := range k {
-			fmt.Fprintf(tw, "%+.3f\t", t.W[i][j])
+			fmt.Fprintf(tw, "%+.3f\t", at(i, j))
 		}
 		fmt.Fprintln(tw)
 	}
