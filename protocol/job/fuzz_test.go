@@ -198,8 +198,14 @@ func TestParseComponentsResult(t *testing.T) {
 	if _, err := ParseResult(top); err != nil {
 		t.Fatalf("%v\n%s", err, top)
 	}
+	// DCA's and LDA's components results (generalised eigenvectors) parse too.
+	for _, a := range []string{DCA, LDA} {
+		if _, err := ParseResult(bytes.Replace(top, []byte(`"analysis":"pca"`), []byte(`"analysis":"`+a+`"`), 1)); err != nil {
+			t.Errorf("a components result of %s: %v", a, err)
+		}
+	}
 	for what, c := range map[string]struct{ from, to, msg string }{
-		"dca":                 {`"analysis":"pca"`, `"analysis":"dca"`, "analysis: dca in a components result"},
+		"scatter":             {`"analysis":"pca"`, `"analysis":"scatter"`, "analysis: scatter in a components result"},
 		"classes":             {`"features"`, `"classes":["a","b"],"features"`, "classes"},
 		"a release":           {`"he_params"`, `"release":{"d":1,"k":1,"bits":0,"r":[1],"v":[1],"n":[1]},"he_params"`, "release: present"},
 		"quality":             {`"he_params"`, `"quality":{"noisy_n_std":1},"he_params"`, "quality"},

@@ -90,14 +90,8 @@ func (r *Result) Validate() error {
 	if err := distinctNames(r.Classes, func(string) bool { return true }); err != nil {
 		return bad("classes", "%v", err)
 	}
-	if err := distinctNames(r.Owners, ValidID); err != nil {
-		return bad("owners", "%v", err)
-	}
-	if r.NumOwners != len(r.Owners) {
-		return bad("num_owners", "%d, but %d owners are named", r.NumOwners, len(r.Owners))
-	}
-	if r.Privacy.Tolerate < 0 || !(r.Privacy.Delta >= 0 && r.Privacy.Delta < 1) {
-		return bad("privacy", "tolerate %d, delta %v out of range", r.Privacy.Tolerate, r.Privacy.Delta)
+	if err := r.validateParties(bad); err != nil {
+		return err
 	}
 	c := r.Components
 	switch {
@@ -115,13 +109,13 @@ func (r *Result) Validate() error {
 	return nil
 }
 
-// validateComponents checks a components job's result: PCA, the output of
-// the features' dimension, and nothing derived from the statistics (no
-// release, components' fields, quality figures or classes).
+// validateComponents checks a components job's result: PCA, DCA or LDA,
+// the output of the features' dimension, and nothing derived from the
+// statistics (no release, components' fields, quality figures or classes).
 func (r *Result) validateComponents(bad func(field, format string, args ...any) error) error {
 	switch {
-	case r.Analysis != PCA:
-		return bad("analysis", "%s in a components result, want %s", r.Analysis, PCA)
+	case r.Analysis != PCA && r.Analysis != DCA && r.Analysis != LDA:
+		return bad("analysis", "%s in a components result, want %s, %s or %s", r.Analysis, PCA, DCA, LDA)
 	case r.Release != nil:
 		return bad("release", "present in a components result")
 	case r.Components != nil:
@@ -142,6 +136,12 @@ func (r *Result) validateComponents(bad func(field, format string, args ...any) 
 	if err := r.Output.Validate(len(r.Features)); err != nil {
 		return bad("output", "%v", err)
 	}
+	return r.validateParties(bad)
+}
+
+// validateParties checks what every result says of its parties: distinct
+// valid owner IDs, their number, and the privacy's ranges.
+func (r *Result) validateParties(bad func(field, format string, args ...any) error) error {
 	if err := distinctNames(r.Owners, ValidID); err != nil {
 		return bad("owners", "%v", err)
 	}
