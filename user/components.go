@@ -32,17 +32,9 @@ type badResult struct{ error }
 // downloadSealed reads a components job's result stream: the header and
 // one sealed output share per point.
 func (c *Client) downloadSealed(ctx context.Context, s *job.Spec) (*fedpcav1.ResultHeader, [][]byte, error) {
-	stream, err := c.proxy.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: s.ID()})
+	stream, hd, err := c.openResult(ctx, s.ID())
 	if err != nil {
 		return nil, nil, err
-	}
-	first, err := stream.Recv()
-	if err != nil {
-		return nil, nil, err
-	}
-	hd := first.GetHeader()
-	if hd == nil {
-		return nil, nil, badResult{errors.New("bad result from the proxy: no header first")}
 	}
 	if n := hd.GetCiphertexts(); n != 0 {
 		return nil, nil, badResult{fmt.Errorf("bad header from the proxy: %d ciphertexts for a components job, which releases none (tell the proxy's operator: it may be sending the statistics)", n)}

@@ -661,8 +661,8 @@ func (c *Client) Open(r *Sealed) (*job.Result, error) {
 	return job.Analyze(s, sch, rel, hd.GetOwners(), pr, c.params.ID())
 }
 
-// download reads a result stream: its header and n ciphertexts.
-func (c *Client) download(ctx context.Context, id string, n int) (*fedpcav1.ResultHeader, []*rlwe.Ciphertext, error) {
+// openResult opens job id's result stream and reads its header.
+func (c *Client) openResult(ctx context.Context, id string) (fedpcav1.ProxyService_FetchResultClient, *fedpcav1.ResultHeader, error) {
 	stream, err := c.proxy.FetchResult(ctx, &fedpcav1.FetchResultRequest{JobId: id})
 	if err != nil {
 		return nil, nil, err
@@ -672,10 +672,22 @@ func (c *Client) download(ctx context.Context, id string, n int) (*fedpcav1.Resu
 		return nil, nil, err
 	}
 	hd := first.GetHeader()
+	if hd == nil {
+		return nil, nil, badResult{errors.New("bad result from the proxy: no header first")}
+	}
+	return stream, hd, nil
+}
+
+// download reads a result stream: its header and n ciphertexts.
+func (c *Client) download(ctx context.Context, id string, n int) (*fedpcav1.ResultHeader, []*rlwe.Ciphertext, error) {
+	stream, hd, err := c.openResult(ctx, id)
+	if err != nil {
+		return nil, nil, err
+	}
 	if len(hd.GetPoints()) > 0 {
 		return nil, nil, fmt.Errorf("bad header from the proxy: members' points %v for a job of the statistics, which has no sealed output", hd.GetPoints())
 	}
-	if hd == nil || int(hd.GetCiphertexts()) != n {
+	if int(hd.GetCiphertexts()) != n {
 		return nil, nil, fmt.Errorf("bad header from the proxy (%d ciphertexts, want %d)", hd.GetCiphertexts(), n)
 	}
 	cts := make([]*rlwe.Ciphertext, n)

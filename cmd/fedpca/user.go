@@ -782,15 +782,18 @@ func printSummary(res *job.Result) {
 		fmt.Println("privacy: NO NOISE (test job)")
 		return
 	}
-	fmt.Printf("privacy: (epsilon %.4g, delta %.3g)-DP, rho %.4g zCDP, plan %s tolerating %d\n", float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate)
-	if pr.Neighbours != "" {
-		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
-	}
-	printCollusion(pr)
+	printDP(pr, "")
 	printQuality(res)
 }
 
-func printCollusion(pr job.Privacy) {
+// printDP prints a DP result's accounting (note follows its first line):
+// the guarantee, the neighbour relation, and what each collusion with the
+// user leaves.
+func printDP(pr job.Privacy, note string) {
+	fmt.Printf("privacy: (epsilon %.4g, delta %.3g)-DP, rho %.4g zCDP, plan %s tolerating %d%s\n", float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate, note)
+	if pr.Neighbours != "" {
+		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
+	}
 	for _, row := range pr.Collusion {
 		fmt.Printf("  user colluding with %-16s epsilon %.4g\n", row.With+":", float64(row.Epsilon))
 	}
@@ -818,11 +821,7 @@ func printComponentsSummary(res *job.Result) {
 		fmt.Println("privacy: EXACT components (no DP noise): nothing but them left the committee, but they are not differentially private")
 		return
 	}
-	fmt.Printf("privacy: (epsilon %.4g, delta %.3g)-DP, rho %.4g zCDP, plan %s tolerating %d (the noise is added before the eigensolver; the components are its post-processing)\n", float64(pr.Epsilon), pr.Delta, float64(pr.Rho), pr.Plan, pr.Tolerate)
-	if pr.Neighbours != "" {
-		fmt.Printf("  neighbours: %s\n", pr.Neighbours)
-	}
-	printCollusion(pr)
+	printDP(pr, " (the noise is added before the eigensolver; the components are its post-processing)")
 }
 
 // printQuality says what a result is worth: the noise in it, and a warning
