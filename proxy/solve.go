@@ -268,11 +268,7 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 			m := pending.m
 			frames := job.Frames(len(m.V))
 			for f, fr := range frames {
-				words := make([]byte, 0, 16*(fr[1]-fr[0]))
-				for _, w := range m.V[fr[0]:fr[1]] {
-					words = w.AppendBytes(words)
-				}
-				c := &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: words, More: f < len(frames)-1}
+				c := &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: job.EncodeShare(m.V[fr[0]:fr[1]]), More: f < len(frames)-1}
 				if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Correction{Correction: c}}); err != nil {
 					return fail(0, err)
 				}

@@ -27,8 +27,8 @@ func OutputAAD(jobID string, point uint32) []byte {
 	return fmt.Appendf(nil, "fedpca/components-output\x00%s\x00%d", jobID, point)
 }
 
-// EncodeShare lays a party's output share out as bytes (16 per word, big
-// endian).
+// EncodeShare lays words out as bytes (16 per word, big endian): an output
+// share, a frame of an opening or of a correction.
 func EncodeShare(words []mpc.Word) []byte {
 	out := make([]byte, 0, 16*len(words))
 	for _, w := range words {
