@@ -70,37 +70,42 @@ func Allowed(method, role string) bool {
 // (plaintext) mode, where there is no certificate to read it from.
 const InsecureIdentityHeader = "x-fedpca-insecure-identity"
 
-// callerOf returns the authenticated identity of the caller: from its
-// verified TLS certificate, or, only when insecure is set, from the header.
-func callerOf(ctx context.Context, insecure bool) (Identity, error) {
+// callerOf returns the authenticated caller: from its TLS certificate,
+// verified in the handshake (Credentials.ServerTLS: its domain's CAs, its
+// role accepted from the domain, the roster's key), or, only when insecure
+// is set, from the header (and no key).
+func callerOf(ctx context.Context, insecure bool) (Peer, error) {
 	if insecure {
 		md, _ := metadata.FromIncomingContext(ctx)
 		v := md.Get(InsecureIdentityHeader)
 		if len(v) != 1 {
-			return Identity{}, fmt.Errorf("insecure mode: missing %s header", InsecureIdentityHeader)
+			return Peer{}, fmt.Errorf("insecure mode: missing %s header", InsecureIdentityHeader)
 		}
-		return ParseIdentity(v[0])
+		id, err := ParseIdentity(v[0])
+		return Peer{Identity: id}, err
 	}
 	p, ok := peer.FromContext(ctx)
 	if !ok {
-		return Identity{}, ErrNoIdentity
+		return Peer{}, ErrNoIdentity
 	}
 	ti, ok := p.AuthInfo.(credentials.TLSInfo)
 	if !ok || len(ti.State.VerifiedChains) == 0 || len(ti.State.VerifiedChains[0]) == 0 {
-		return Identity{}, fmt.Errorf("no verified client certificate")
+		return Peer{}, fmt.Errorf("no verified client certificate")
 	}
-	return IdentityOf(ti.State.VerifiedChains[0][0])
+	leaf := ti.State.VerifiedChains[0][0]
+	id, err := IdentityOf(leaf)
+	return Peer{Identity: id, Key: KeyFingerprint(leaf)}, err
 }
 
 func authorize(ctx context.Context, method string, insecure bool) (context.Context, error) {
-	id, err := callerOf(ctx, insecure)
+	p, err := callerOf(ctx, insecure)
 	if err != nil {
 		return ctx, status.Error(codes.Unauthenticated, err.Error())
 	}
-	if !Allowed(method, id.Role) {
-		return ctx, status.Errorf(codes.PermissionDenied, "%s may not call %s", id.Short(), method)
+	if !Allowed(method, p.Role) {
+		return ctx, status.Errorf(codes.PermissionDenied, "%s may not call %s", p.Short(), method)
 	}
-	return WithIdentity(ctx, id), nil
+	return WithPeer(ctx, p), nil
 }
 
 // serverKeepalive pings a connection after 30 s without activity and

@@ -16,14 +16,20 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"time"
+
+	"github.com/spiffe/go-spiffe/v2/spiffeid"
 )
 
-// CA is a deployment's certificate authority. The CA key signs node
-// certificates and nothing else; keep it offline after issuing them.
+// CA is a trust domain's certificate authority: it signs the certificates
+// of its organisation's nodes and nothing else, and may name them only in
+// its own domain (an X.509 name constraint on spiffe://DOMAIN). Keep its key
+// offline after issuing them.
 type CA struct {
-	Cert *x509.Certificate
-	Key  crypto.Signer
+	Cert   *x509.Certificate
+	Key    crypto.Signer
+	Domain string
 }
 
 // Files of a CA directory.
@@ -35,8 +41,21 @@ func serial() (*big.Int, error) {
 	return rand.Int(rand.Reader, new(big.Int).Lsh(big.NewInt(1), 127))
 }
 
-// NewCA creates a self-signed ECDSA P-256 CA valid for the given duration.
+// NewCA creates a self-signed ECDSA P-256 CA of the single-CA domain
+// (TrustDomain) valid for the given duration.
 func NewCA(name string, validity time.Duration) (*CA, error) {
+	return newCA(TrustDomain, name, validity)
+}
+
+// NewDomainCA creates the CA of an organisation's trust domain.
+func NewDomainCA(domain string, validity time.Duration) (*CA, error) {
+	if _, err := spiffeid.TrustDomainFromString(domain); err != nil {
+		return nil, fmt.Errorf("trust domain %q: %w", domain, err)
+	}
+	return newCA(domain, "fedpca CA of "+domain, validity)
+}
+
+func newCA(domain, name string, validity time.Duration) (*CA, error) {
 	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
 	if err != nil {
 		return nil, err
@@ -55,6 +74,11 @@ func NewCA(name string, validity time.Duration) (*CA, error) {
 		BasicConstraintsValid: true,
 		IsCA:                  true,
 		MaxPathLenZero:        true,
+		// SPIFFE: a signing certificate names its trust domain; the name
+		// constraint keeps every certificate it signs in that domain.
+		URIs:                        []*url.URL{{Scheme: "spiffe", Host: domain}},
+		PermittedURIDomains:         []string{domain},
+		PermittedDNSDomainsCritical: true,
 	}
 	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
 	if err != nil {
@@ -64,19 +88,40 @@ func NewCA(name string, validity time.Duration) (*CA, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &CA{Cert: cert, Key: key}, nil
+	return &CA{Cert: cert, Key: key, Domain: domain}, nil
 }
 
-// Issue creates a node certificate for the identity, usable as TLS client
-// and server, with optional DNS names and IP addresses (for operators'
-// tools; fedpca itself checks the URI SAN). It returns PEM cert and key.
-func (ca *CA) Issue(id Identity, dns []string, ips []net.IP, validity time.Duration) (certPEM, keyPEM []byte, err error) {
+// domainOf is the trust domain a CA certificate issues in: its name
+// constraint's, else its spiffe:// URI's, else (a CA of an earlier release)
+// the single-CA domain.
+func domainOf(cert *x509.Certificate) string {
+	if len(cert.PermittedURIDomains) == 1 {
+		return cert.PermittedURIDomains[0]
+	}
+	for _, u := range cert.URIs {
+		if u.Scheme == "spiffe" && u.Host != "" {
+			return u.Host
+		}
+	}
+	return TrustDomain
+}
+
+// Issue creates a node certificate for the identity (in the CA's domain),
+// usable as TLS client and server, with optional DNS names and IP
+// addresses (for operators' tools; fedpca itself checks the URI SAN). key
+// is the node's key, or nil for a fresh one. It returns PEM cert and key.
+func (ca *CA) Issue(id Identity, key crypto.Signer, dns []string, ips []net.IP, validity time.Duration) (certPEM, keyPEM []byte, err error) {
 	if err := id.Validate(); err != nil {
 		return nil, nil, err
 	}
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		return nil, nil, err
+	if id.TrustDomain != "" && id.TrustDomain != ca.Domain {
+		return nil, nil, fmt.Errorf("%s: this CA issues identities of trust domain %s only", id, ca.Domain)
+	}
+	id.TrustDomain = ca.Domain
+	if key == nil {
+		if key, err = ecdsa.GenerateKey(elliptic.P256(), rand.Reader); err != nil {
+			return nil, nil, err
+		}
 	}
 	sn, err := serial()
 	if err != nil {
@@ -89,7 +134,7 @@ func (ca *CA) Issue(id Identity, dns []string, ips []net.IP, validity time.Durat
 	}
 	tmpl := &x509.Certificate{
 		SerialNumber: sn,
-		Subject:      pkix.Name{CommonName: id.Short(), Organization: []string{"fedpca"}},
+		Subject:      pkix.Name{CommonName: id.Short(), Organization: []string{"fedpca", ca.Domain}},
 		NotBefore:    now.Add(-5 * time.Minute),
 		NotAfter:     notAfter,
 		KeyUsage:     x509.KeyUsageDigitalSignature,
@@ -98,7 +143,7 @@ func (ca *CA) Issue(id Identity, dns []string, ips []net.IP, validity time.Durat
 		DNSNames:     dns,
 		IPAddresses:  ips,
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, &key.PublicKey, ca.Key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.Cert, key.Public(), ca.Key)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -111,10 +156,10 @@ func (ca *CA) Issue(id Identity, dns []string, ips []net.IP, validity time.Durat
 }
 
 // Credentials issues a certificate for the identity and returns the node's
-// credentials in memory, trusting this CA only (tests and tools that need
-// no files).
+// credentials in memory, trusting this CA only for every role (tests and
+// tools that need no files).
 func (ca *CA) Credentials(id Identity, validity time.Duration) (*Credentials, error) {
-	certPEM, keyPEM, err := ca.Issue(id, nil, nil, validity)
+	certPEM, keyPEM, err := ca.Issue(id, nil, nil, nil, validity)
 	if err != nil {
 		return nil, err
 	}
@@ -122,7 +167,17 @@ func (ca *CA) Credentials(id Identity, validity time.Duration) (*Credentials, er
 	if err != nil {
 		return nil, err
 	}
-	return NewCredentials(ca.CertPEM(), pair)
+	trust, err := NewTrust(ca.TrustEntry(slices.Clone(Roles)))
+	if err != nil {
+		return nil, err
+	}
+	return NewCredentialsTrust(trust, pair)
+}
+
+// TrustEntry is the CA's trust domain as a trust store entry accepting roles,
+// with an empty roster.
+func (ca *CA) TrustEntry(roles []string) Domain {
+	return Domain{Bundle: Bundle{Name: ca.Domain, Authorities: []string{string(ca.CertPEM())}}, Roles: roles}
 }
 
 // CertPEM returns the CA certificate in PEM.
@@ -159,29 +214,104 @@ func LoadCA(dir string) (*CA, error) {
 	if !ok || !cert.IsCA {
 		return nil, errors.New("load CA: not a CA certificate and key")
 	}
-	return &CA{Cert: cert, Key: signer}, nil
+	return &CA{Cert: cert, Key: signer, Domain: domainOf(cert)}, nil
+}
+
+// NodeOptions say how WriteNode issues a node's credentials.
+type NodeOptions struct {
+	DNS      []string
+	IPs      []net.IP
+	Validity time.Duration
+	// CABundle is the ca.pem written beside the certificate (nil: the
+	// CA's certificate): the single-CA layout's trust, and a file for
+	// operators' tools (curl --cacert).
+	CABundle []byte
+	// Trust, when set, is written as the node's trust.json (which then
+	// takes precedence over ca.pem).
+	Trust *Trust
+	// NewKey issues the certificate for a fresh key even when the
+	// directory holds one. Without it a renewed certificate keeps the
+	// node's key, and with it the node's identity: every pin of it holds.
+	NewKey bool
 }
 
 // WriteNode issues a certificate for the identity and writes a node's
-// credentials directory: ca.pem (the CA bundle to trust), cert.pem and
-// key.pem, all 0600.
-func (ca *CA) WriteNode(dir string, id Identity, caBundle []byte, dns []string, ips []net.IP, validity time.Duration) error {
-	certPEM, keyPEM, err := ca.Issue(id, dns, ips, validity)
-	if err != nil {
-		return err
-	}
-	if err := os.MkdirAll(dir, 0o700); err != nil {
-		return err
-	}
-	if caBundle == nil {
-		caBundle = ca.CertPEM()
-	}
-	for name, b := range map[string][]byte{CAFile: caBundle, CertFile: certPEM, KeyFile: keyPEM} {
-		if err := writeFile(filepath.Join(dir, name), b); err != nil {
-			return err
+// credentials directory, all 0600: ca.pem, cert.pem, key.pem and, with
+// opt.Trust, trust.json. It returns the node's key fingerprint.
+func (ca *CA) WriteNode(dir string, id Identity, opt NodeOptions) (string, error) {
+	var key crypto.Signer
+	if !opt.NewKey {
+		if b, err := os.ReadFile(filepath.Join(dir, KeyFile)); err == nil {
+			if key, err = parseKey(b); err != nil {
+				return "", fmt.Errorf("%s: %w (remove it, or issue with a new key)", filepath.Join(dir, KeyFile), err)
+			}
 		}
 	}
-	return nil
+	certPEM, keyPEM, err := ca.Issue(id, key, opt.DNS, opt.IPs, opt.Validity)
+	if err != nil {
+		return "", err
+	}
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return "", err
+	}
+	bundle := opt.CABundle
+	if bundle == nil {
+		bundle = ca.CertPEM()
+	}
+	files := map[string][]byte{CAFile: bundle, CertFile: certPEM, KeyFile: keyPEM}
+	if opt.Trust != nil {
+		files[TrustFile] = opt.Trust.Marshal()
+	}
+	for name, b := range files {
+		if err := writeFile(filepath.Join(dir, name), b); err != nil {
+			return "", err
+		}
+	}
+	blk, _ := pem.Decode(certPEM)
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return "", err
+	}
+	return KeyFingerprint(cert), nil
+}
+
+// parseKey reads a PEM PKCS #8 private key.
+func parseKey(b []byte) (crypto.Signer, error) {
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return nil, errors.New("not a PEM key")
+	}
+	k, err := x509.ParsePKCS8PrivateKey(blk.Bytes)
+	if err != nil {
+		return nil, err
+	}
+	s, ok := k.(crypto.Signer)
+	if !ok {
+		return nil, errors.New("not a signing key")
+	}
+	return s, nil
+}
+
+// NodeFingerprint reads the key fingerprint of the certificate in a node's
+// credentials directory.
+func NodeFingerprint(dir string) (Identity, string, error) {
+	b, err := os.ReadFile(filepath.Join(dir, CertFile))
+	if err != nil {
+		return Identity{}, "", err
+	}
+	blk, _ := pem.Decode(b)
+	if blk == nil {
+		return Identity{}, "", fmt.Errorf("%s: not a PEM certificate", filepath.Join(dir, CertFile))
+	}
+	cert, err := x509.ParseCertificate(blk.Bytes)
+	if err != nil {
+		return Identity{}, "", err
+	}
+	id, err := IdentityOf(cert)
+	if err != nil {
+		return Identity{}, "", err
+	}
+	return id, KeyFingerprint(cert), nil
 }
 
 // writeFile writes b to path with mode 0600, atomically (temporary file and

@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"crypto/x509"
 	"errors"
 	"fmt"
 
@@ -13,35 +14,47 @@ import (
 // did not all attest: the proxy that handed it out may have substituted it.
 var ErrKeyNotAttested = errors.New("committee key not attested by every committee member")
 
-// VerifyMemberSignature checks a committee member's signature: certDER
-// chains to a trusted CA, names csp/<member>, and its key verifies sig of
-// msg in the signature context. In insecure mode (creds nil) there is no CA
-// to check against and nothing is verified; the daemons warn about that
-// mode at start.
-func VerifyMemberSignature(creds *Credentials, member string, certDER []byte, context string, msg, sig []byte) error {
-	return verifyNodeSignature(creds, RoleCSP, member, certDER, context, msg, sig)
+// VerifyMemberSignature checks a committee member's signature: certDER is a
+// trusted csp/<member> certificate (Credentials.Verify) whose key, when key
+// is set, is that fingerprint, and its key verifies sig of msg in the
+// signature context. It returns the certificate's key fingerprint. In
+// insecure mode (creds nil) there is nothing to check against and nothing
+// is verified; the daemons warn about that mode at start.
+func VerifyMemberSignature(creds *Credentials, member, key string, certDER []byte, context string, msg, sig []byte) (string, error) {
+	return verifyNodeSignature(creds, RoleCSP, member, key, certDER, context, msg, sig)
 }
 
 // VerifyOwnerSignature checks a data owner's signature (of its upload
-// statement): certDER chains to a trusted CA, names owner/<owner>, and its
-// key verifies sig of msg in the signature context. In insecure mode (creds
-// nil) nothing is verified.
-func VerifyOwnerSignature(creds *Credentials, owner string, certDER []byte, context string, msg, sig []byte) error {
-	return verifyNodeSignature(creds, RoleOwner, owner, certDER, context, msg, sig)
+// statement) against the owner as the job names it: certDER is a trusted
+// owner/<ID> certificate of the owner's key (owner.Key, which the user
+// signed), and it verifies sig of msg in the signature context. A
+// certificate with the owner's name and another key, whoever issued it, is
+// refused naming both keys. In insecure mode (creds nil) nothing is
+// verified.
+func VerifyOwnerSignature(creds *Credentials, owner job.Owner, certDER []byte, context string, msg, sig []byte) error {
+	if creds != nil && owner.Key == "" {
+		return fmt.Errorf("the job names owner %s without a key: its statement cannot be checked", owner.ID)
+	}
+	_, err := verifyNodeSignature(creds, RoleOwner, owner.ID, owner.Key, certDER, context, msg, sig)
+	return err
 }
 
-func verifyNodeSignature(creds *Credentials, role, node string, certDER []byte, context string, msg, sig []byte) error {
+func verifyNodeSignature(creds *Credentials, role, node, key string, certDER []byte, context string, msg, sig []byte) (string, error) {
 	if creds == nil {
-		return nil
+		return "", nil
 	}
 	cert, id, err := creds.VerifyDER(certDER)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if id.Role != role || id.ID != node {
-		return fmt.Errorf("signed by %s, expected %s/%s", id.Short(), role, node)
+		return "", fmt.Errorf("signed by %s, expected %s/%s", id, role, node)
 	}
-	return seal.Verify(cert.PublicKey, context, msg, sig)
+	got := KeyFingerprint(cert)
+	if key != "" && got != key {
+		return "", &KeyMismatchError{Who: id.String(), Want: key, Got: got, Where: "the job"}
+	}
+	return got, seal.Verify(cert.PublicKey, context, msg, sig)
 }
 
 // Attest signs a committee key statement with the member's certificate key
@@ -79,6 +92,20 @@ func CommitteeStatement(c *fedpcav1.GetCommitteeResponse) (job.KeyStatement, err
 		}
 		st.Members[p-1] = a.GetMember()
 	}
+	// Each member's key is its attestation's certificate's: every member
+	// signed the whole list of keys, so no attestation can be swapped for
+	// one of another key.
+	st.MemberKeys = make([]string, n)
+	for _, a := range c.GetAttestations() {
+		if len(a.GetCertificate()) == 0 {
+			continue // insecure mode: unsigned
+		}
+		cert, err := x509.ParseCertificate(a.GetCertificate())
+		if err != nil {
+			return st, fmt.Errorf("%w: attestation at point %d: certificate: %v", ErrKeyNotAttested, a.GetPoint(), err)
+		}
+		st.MemberKeys[a.GetPoint()-1] = KeyFingerprint(cert)
+	}
 	if err := st.Validate(); err != nil {
 		return st, fmt.Errorf("%w: %v", ErrKeyNotAttested, err)
 	}
@@ -87,13 +114,17 @@ func CommitteeStatement(c *fedpcav1.GetCommitteeResponse) (job.KeyStatement, err
 
 // VerifyCommittee checks that every member of the committee attested the
 // committee key the proxy publishes: one attestation per point, each
-// certificate from the deployment's CA naming the member (role csp), each
-// signature valid over the same statement; and that the committee is one
-// the node's policy accepts (its pinned members, at least its minimum size
-// and threshold: errors wrap job.ErrCommitteePolicy). It returns the
+// certificate a trusted csp/<member> identity, each signature valid over the
+// same statement, which lists every member's key; and that the committee is
+// one the node's policy accepts (its pinned members by key, at least its
+// minimum size and threshold: errors wrap job.ErrCommitteePolicy, a pin
+// that does not match is a *job.PinError naming the keys). It returns the
 // statement. In insecure mode (creds nil) signatures cannot be checked and
 // only the shape and the policy are.
 func VerifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, policy job.CommitteePolicy) (job.KeyStatement, error) {
+	if creds != nil && !policy.Keyed() {
+		return job.KeyStatement{}, fmt.Errorf("%w: a committee pinned by name only (%s): a node with certificates pins members by key", job.ErrCommitteePolicy, policy)
+	}
 	st, err := CommitteeStatement(c)
 	if err != nil {
 		return st, err
@@ -103,7 +134,7 @@ func VerifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, polic
 	}
 	msg := st.Bytes()
 	for _, a := range c.GetAttestations() {
-		if err := VerifyMemberSignature(creds, a.GetMember(), a.GetCertificate(), job.AttestationContext, msg, a.GetSignature()); err != nil {
+		if _, err := VerifyMemberSignature(creds, a.GetMember(), st.MemberKey(a.GetPoint()), a.GetCertificate(), job.AttestationContext, msg, a.GetSignature()); err != nil {
 			return st, fmt.Errorf("%w: member %s (point %d): %v", ErrKeyNotAttested, a.GetMember(), a.GetPoint(), err)
 		}
 	}

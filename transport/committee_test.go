@@ -15,16 +15,23 @@ import (
 	"github.com/fedpca/fedpca/transport/transporttest"
 )
 
-// attestedCommittee returns the credentials of an owner and a committee
-// response of 3 members (threshold 2) that every member attested, with a
-// stand-in key (VerifyCommittee never parses it).
-func attestedCommittee(tb testing.TB) (*transport.Credentials, *fedpcav1.GetCommitteeResponse, *transport.Credentials) {
-	return attestedCommitteeOf(tb, 3, 2)
+// committee is a test committee: an owner's and the proxy's credentials
+// (all from one CA), the CA, and a committee response that every member
+// attested, with a stand-in key (VerifyCommittee never parses it), and the
+// pins of its members.
+type committee struct {
+	ca           *transport.CA
+	owner, proxy *transport.Credentials
+	resp         *fedpcav1.GetCommitteeResponse
+	pins         []job.MemberPin
 }
 
-// attestedCommitteeOf is attestedCommittee with n members csp-1..csp-n
-// and threshold t.
-func attestedCommitteeOf(tb testing.TB, n, t int) (*transport.Credentials, *fedpcav1.GetCommitteeResponse, *transport.Credentials) {
+// attestedCommittee is a committee of 3 members, threshold 2.
+func attestedCommittee(tb testing.TB) committee { return attestedCommitteeOf(tb, 3, 2) }
+
+// attestedCommitteeOf is a committee of n members csp-1..csp-n and
+// threshold t.
+func attestedCommitteeOf(tb testing.TB, n, t int) committee {
 	ca, err := transport.NewCA("test CA", time.Hour)
 	if err != nil {
 		tb.Fatal(err)
@@ -33,20 +40,25 @@ func attestedCommitteeOf(tb testing.TB, n, t int) (*transport.Credentials, *fedp
 	resp := &fedpcav1.GetCommitteeResponse{HeParams: "bgv", HeParamsHash: job.Fingerprint([]byte("params")), Members: int32(n), Threshold: int32(t),
 		PublicKey: key, PublicKeyFingerprint: job.Fingerprint(key), CeremonyId: "c1"}
 	st := job.KeyStatement{Ceremony: "c1", HEParams: resp.HeParamsHash, Threshold: t, Key: resp.PublicKeyFingerprint}
+	var members []*transport.Credentials
+	var pins []job.MemberPin
 	for i := range n {
-		st.Members = append(st.Members, fmt.Sprintf("csp-%d", i+1))
-	}
-	for i, id := range st.Members {
+		id := fmt.Sprintf("csp-%d", i+1)
 		creds := transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleCSP, ID: id})
-		a, err := transport.Attest(creds, id, uint32(i+1), st)
+		members = append(members, creds)
+		st.Members, st.MemberKeys = append(st.Members, id), append(st.MemberKeys, creds.Key)
+		pins = append(pins, job.MemberPin{ID: id, Key: creds.Key})
+	}
+	for i, creds := range members {
+		a, err := transport.Attest(creds, st.Members[i], uint32(i+1), st)
 		if err != nil {
 			tb.Fatal(err)
 		}
 		resp.Attestations = append(resp.Attestations, a)
 	}
-	owner := transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})
-	proxy := transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleProxy, ID: "proxy"})
-	return owner, resp, proxy
+	return committee{ca: ca, resp: resp, pins: pins,
+		owner: transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"}),
+		proxy: transporttest.Credentials(tb, ca, transport.Identity{Role: transport.RoleProxy, ID: "proxy"})}
 }
 
 // anyCommittee accepts any committee of the default size that every member
@@ -58,11 +70,12 @@ var anyCommittee = job.CommitteePolicy{AnyMembers: true}
 // statement that differs in any field: each is ErrKeyNotAttested; another
 // committee than the pinned one is refused by the committee policy.
 func TestVerifyCommittee(t *testing.T) {
-	owner, good, proxy := attestedCommittee(t)
+	c := attestedCommittee(t)
+	owner, good, proxy := c.owner, c.resp, c.proxy
 	if st, err := transport.VerifyCommittee(owner, good, anyCommittee); err != nil || st.Key != good.PublicKeyFingerprint {
 		t.Fatalf("honest committee: %v", err)
 	}
-	if _, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: []string{"csp-3", "csp-1", "csp-2"}}); err != nil {
+	if _, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: []job.MemberPin{c.pins[2], c.pins[0], c.pins[1]}}); err != nil {
 		t.Fatalf("pinned committee: %v", err)
 	}
 	for name, mutate := range map[string]func(r *fedpcav1.GetCommitteeResponse){
@@ -96,9 +109,58 @@ func TestVerifyCommittee(t *testing.T) {
 			t.Errorf("%s: %v", name, err)
 		}
 	}
-	_, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-4"}})
-	if !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), "the committee is csp/csp-1, csp/csp-2, csp/csp-3, and this node pins csp/csp-1, csp/csp-2, csp/csp-4 (--committee)") {
+	other := transporttest.Credentials(t, c.ca, transport.Identity{Role: transport.RoleCSP, ID: "csp-4"})
+	_, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: []job.MemberPin{c.pins[0], c.pins[1], {ID: "csp-4", Key: other.Key}}})
+	if !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), "no member of the committee holds the pinned csp/csp-4 (key "+other.Key+")") ||
+		!strings.Contains(err.Error(), "csp/csp-3 (key "+c.pins[2].Key+")") {
 		t.Errorf("another committee than the pinned one: %v", err)
+	}
+	if _, err := transport.VerifyCommittee(owner, good, job.CommitteePolicy{Members: job.PinNames("csp-1", "csp-2", "csp-3")}); !errors.Is(err, job.ErrCommitteePolicy) ||
+		!strings.Contains(err.Error(), "pins members by key") {
+		t.Errorf("a pin by name only, with certificates: %v", err)
+	}
+}
+
+// TestCommitteePinnedByKey: whoever holds the CA (here the deployment's
+// own, as in the single-CA layout) issues csp/csp-1..3 certificates with
+// fresh keys and attests a committee of its own: every signature chains to
+// the CA and names the right member, and a node that pins the members by
+// key refuses it, naming the key it pinned and the one it got.
+func TestCommitteePinnedByKey(t *testing.T) {
+	honest := attestedCommittee(t)
+	forged := attestedCommittee(t)
+	// The forged committee is of the same CA as the owner's.
+	forged.resp.Attestations = nil
+	st, _ := transport.CommitteeStatement(honest.resp)
+	st.MemberKeys = nil
+	var fresh []*transport.Credentials
+	for _, id := range st.Members {
+		cr := transporttest.Credentials(t, honest.ca, transport.Identity{Role: transport.RoleCSP, ID: id})
+		fresh = append(fresh, cr)
+		st.MemberKeys = append(st.MemberKeys, cr.Key)
+	}
+	for i, cr := range fresh {
+		a, _ := transport.Attest(cr, st.Members[i], uint32(i+1), st)
+		forged.resp.Attestations = append(forged.resp.Attestations, a)
+	}
+	forged.resp.CeremonyId = honest.resp.CeremonyId
+	if _, err := transport.VerifyCommittee(honest.owner, forged.resp, anyCommittee); err != nil {
+		t.Fatalf("the forged committee is well attested by certificates of the deployment's CA: %v", err)
+	}
+	_, err := transport.VerifyCommittee(honest.owner, forged.resp, job.CommitteePolicy{Members: honest.pins})
+	var pe *job.PinError
+	if !errors.As(err, &pe) || !strings.Contains(err.Error(), "csp/csp-1 presents key "+fresh[0].Key+", not the pinned key "+honest.pins[0].Key) {
+		t.Errorf("forged committee under key pins: %v", err)
+	}
+	// A roster that knows the members by key refuses the certificates
+	// themselves.
+	trust, err := transport.NewTrust(transport.Domain{Bundle: transport.Bundle{Name: transport.TrustDomain, Authorities: []string{string(honest.ca.CertPEM())},
+		Nodes: []transport.Node{{ID: "spiffe://fedpca/csp/csp-1", Key: honest.pins[0].Key}}}, Roles: transport.Roles})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := trust.Verify(fresh[0].Leaf); err == nil || !strings.Contains(err.Error(), "presents key "+fresh[0].Key) || !strings.Contains(err.Error(), "by key "+honest.pins[0].Key) {
+		t.Errorf("a roster's member with another key: %v", err)
 	}
 }
 
@@ -110,12 +172,13 @@ func TestVerifyCommittee(t *testing.T) {
 // minimum, is refused when the node starts.
 func TestCommitteePolicy(t *testing.T) {
 	for _, c := range []struct{ n, t int }{{1, 1}, {2, 2}, {3, 1}} {
-		owner, r, _ := attestedCommitteeOf(t, c.n, c.t)
+		cm := attestedCommitteeOf(t, c.n, c.t)
+		owner, r := cm.owner, cm.resp
 		var ids []string
 		for i := range c.n {
 			ids = append(ids, fmt.Sprintf("csp-%d", i+1))
 		}
-		for _, p := range []job.CommitteePolicy{anyCommittee, {Members: ids}} {
+		for _, p := range []job.CommitteePolicy{anyCommittee, {Members: cm.pins}} {
 			_, err := transport.VerifyCommittee(owner, r, p)
 			want := fmt.Sprintf("the committee is %d-of-%d (csp/%s), and this node requires at least 3 members with a threshold of at least 2", c.t, c.n, strings.Join(ids, ", csp/"))
 			flags := fmt.Sprintf("--committee-min-members %d --committee-min-threshold %d", c.n, c.t)
@@ -134,9 +197,11 @@ func TestCommitteePolicy(t *testing.T) {
 	}{
 		{job.CommitteePolicy{}, "no committee pinned: name the CSP members this node trusts with --committee"},
 		{job.CommitteePolicy{MinMembers: 1, MinThreshold: 1}, "no committee pinned"},
-		{job.CommitteePolicy{Members: []string{"csp-1"}}, "--committee names one member, below this node's minimum committee of 3 (--committee-min-members"},
-		{job.CommitteePolicy{Members: []string{"csp-1", "csp-1", "csp-2"}}, `"csp-1" appears twice`},
-		{job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-3"}, AnyMembers: true}, "--committee and --any-committee together"},
+		{job.CommitteePolicy{Members: job.PinNames("csp-1")}, "--committee names one member, below this node's minimum committee of 3 (--committee-min-members"},
+		{job.CommitteePolicy{Members: job.PinNames("csp-1", "csp-1", "csp-2")}, `pins csp/csp-1 twice`},
+		{job.CommitteePolicy{Members: []job.MemberPin{{ID: "csp-1", Key: job.Fingerprint(nil)}, {ID: "csp-2", Key: job.Fingerprint(nil)}, {ID: "csp-3"}}}, `pins csp/csp-2 (key ` + job.Fingerprint(nil) + `) twice`},
+		{job.CommitteePolicy{Members: []job.MemberPin{{ID: "csp-1", Key: "abc"}, {ID: "csp-2"}, {ID: "csp-3"}}}, `csp-1: key "abc" is not a 64-hex-digit fingerprint`},
+		{job.CommitteePolicy{Members: job.PinNames("csp-1", "csp-2", "csp-3"), AnyMembers: true}, "--committee and --any-committee together"},
 		{job.CommitteePolicy{AnyMembers: true, MinMembers: 1}, "a threshold of at least 2 needs at least 2 members, not 1"},
 		{job.CommitteePolicy{AnyMembers: true, MinMembers: -1}, "want 1 to 64"},
 	} {
@@ -144,7 +209,7 @@ func TestCommitteePolicy(t *testing.T) {
 			t.Errorf("policy %+v: %v, want %q", c.p, err, c.msg)
 		}
 	}
-	for _, p := range []job.CommitteePolicy{anyCommittee, {Members: []string{"csp-1", "csp-2", "csp-3"}}, {AnyMembers: true, MinMembers: 1, MinThreshold: 1}} {
+	for _, p := range []job.CommitteePolicy{anyCommittee, {Members: job.PinNames("csp-1", "csp-2", "csp-3")}, {AnyMembers: true, MinMembers: 1, MinThreshold: 1}} {
 		if err := p.Validate(); err != nil {
 			t.Errorf("policy %+v: %v", p, err)
 		}
@@ -156,7 +221,8 @@ func TestCommitteePolicy(t *testing.T) {
 // has one attestation per member, a key whose fingerprint is the one
 // attested, and every signature from the member it names.
 func FuzzVerifyCommittee(f *testing.F) {
-	owner, good, _ := attestedCommittee(f)
+	c := attestedCommittee(f)
+	owner, good := c.owner, c.resp
 	b, _ := proto.Marshal(good)
 	f.Add(b)
 	bad := proto.Clone(good).(*fedpcav1.GetCommitteeResponse)
@@ -179,7 +245,7 @@ func FuzzVerifyCommittee(f *testing.F) {
 			t.Fatalf("accepted %+v for a key %s with %d attestations", st, job.Fingerprint(r.GetPublicKey()), len(r.GetAttestations()))
 		}
 		for _, a := range r.GetAttestations() {
-			if err := transport.VerifyMemberSignature(owner, a.GetMember(), a.GetCertificate(), job.AttestationContext, st.Bytes(), a.GetSignature()); err != nil {
+			if _, err := transport.VerifyMemberSignature(owner, a.GetMember(), st.MemberKey(a.GetPoint()), a.GetCertificate(), job.AttestationContext, st.Bytes(), a.GetSignature()); err != nil {
 				t.Fatalf("accepted an attestation that does not verify: %v", err)
 			}
 		}

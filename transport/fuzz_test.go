@@ -18,8 +18,9 @@ import (
 
 // FuzzIdentity: identities arrive as URI SANs of certificates and, in
 // insecure mode, as a request header. ParseIdentity accepts only a valid
-// role and ID and round-trips; IdentityOf accepts a certificate only with
-// exactly one fedpca SPIFFE ID, which is then the certificate's URI.
+// trust domain, role and ID and round-trips; IdentityOf accepts a
+// certificate only with exactly one URI SAN, a SPIFFE ID of the form
+// spiffe://DOMAIN/ROLE/ID, which is then the identity's URI.
 func FuzzIdentity(f *testing.F) {
 	for _, s := range []string{
 		"owner/hospital-a", "spiffe://fedpca/csp/csp-1", "user/alice.b", "admin/x", "owner/", "owner/a/b",
@@ -35,31 +36,27 @@ func FuzzIdentity(f *testing.F) {
 				t.Fatalf("accepted invalid %+v", id)
 			}
 			back, err := ParseIdentity(id.String())
-			if err != nil || back != id {
+			if err != nil || back.Short() != id.Short() || back.Domain() != id.Domain() || back.TrustDomain == "" {
 				t.Fatalf("%q -> %+v -> %s -> %+v, %v", s, id, id.String(), back, err)
 			}
-			if short, err := ParseIdentity(id.Short()); err != nil || short != id {
+			if short, err := ParseIdentity(id.Short()); err != nil || short.Short() != id.Short() || short.TrustDomain != "" {
 				t.Fatalf("short form of %+v: %+v, %v", id, short, err)
 			}
 		}
 		cert := &x509.Certificate{}
-		var ours []string
 		for _, line := range strings.Split(s, "\n") {
 			u, err := url.Parse(line)
 			if err != nil {
 				continue
 			}
 			cert.URIs = append(cert.URIs, u)
-			if u.Scheme == "spiffe" && u.Host == TrustDomain {
-				ours = append(ours, u.String())
-			}
 		}
 		id, err := IdentityOf(cert)
 		if err != nil {
 			return
 		}
-		if len(ours) != 1 || id.String() != ours[0] || id.Validate() != nil {
-			t.Fatalf("certificate with URIs %q: identity %+v", ours, id)
+		if len(cert.URIs) != 1 || id.String() != cert.URIs[0].String() || id.Validate() != nil || id.TrustDomain == "" {
+			t.Fatalf("certificate with URIs %q: identity %+v", cert.URIs, id)
 		}
 	})
 }
@@ -76,13 +73,13 @@ func FuzzCertificates(f *testing.F) {
 	}
 	other, _ := NewCA("another CA", time.Hour)
 	node := func(c *CA, id Identity) (certPEM, keyPEM []byte) {
-		cp, kp, err := c.Issue(id, nil, nil, time.Hour)
+		cp, kp, err := c.Issue(id, nil, nil, nil, time.Hour)
 		if err != nil {
 			f.Fatal(err)
 		}
 		return cp, kp
 	}
-	proxyCert, proxyKey := node(ca, Identity{RoleProxy, "proxy"})
+	proxyCert, proxyKey := node(ca, Identity{Role: RoleProxy, ID: "proxy"})
 	pair, err := tls.X509KeyPair(proxyCert, proxyKey)
 	if err != nil {
 		f.Fatal(err)
@@ -92,8 +89,8 @@ func FuzzCertificates(f *testing.F) {
 		f.Fatal(err)
 	}
 	der := func(p []byte) []byte { b, _ := pem.Decode(p); return b.Bytes }
-	userCert, _ := node(ca, Identity{RoleUser, "alice"})
-	foreignCert, _ := node(other, Identity{RoleUser, "alice"})
+	userCert, _ := node(ca, Identity{Role: RoleUser, ID: "alice"})
+	foreignCert, _ := node(other, Identity{Role: RoleUser, ID: "alice"})
 	for _, b := range [][]byte{der(userCert), der(proxyCert), der(foreignCert), ca.Cert.Raw, der(userCert)[:100]} {
 		f.Add(uint8(0), b)
 	}

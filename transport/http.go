@@ -2,7 +2,6 @@ package transport
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -27,7 +26,7 @@ func OperatorAccess(l net.Listener) string {
 	if Loopback(l.Addr()) {
 		return "plain HTTP (loopback only)"
 	}
-	return "HTTPS, client certificate from the deployment CA required"
+	return "HTTPS, client certificate of a trusted domain required"
 }
 
 // CheckOperatorListener checks that ServeOperator can serve l: a listener
@@ -58,15 +57,7 @@ func ServeOperator(ctx context.Context, l net.Listener, creds *Credentials, h ht
 	if Loopback(l.Addr()) {
 		return serveHTTP(ctx, srv, l, false)
 	}
-	cfg := creds.ServerTLS()
-	cfg.VerifyConnection = func(cs tls.ConnectionState) error {
-		if len(cs.PeerCertificates) == 0 {
-			return errors.New("no client certificate")
-		}
-		_, err := IdentityOf(cs.PeerCertificates[0])
-		return err
-	}
-	srv.TLSConfig = cfg
+	srv.TLSConfig = creds.ServerTLS()
 	srv.Handler = operatorsOnly(srv.Handler)
 	return serveHTTP(ctx, srv, l, true)
 }
@@ -85,7 +76,7 @@ func operatorsOnly(h http.Handler) http.Handler {
 			if err == nil {
 				who = id.Short()
 			}
-			http.Error(w, fmt.Sprintf("403 forbidden: %s may not read the operator pages; they need a certificate of role %s from the deployment's CA (fedpca certs --out DIR operator/NAME)",
+			http.Error(w, fmt.Sprintf("403 forbidden: %s may not read the operator pages; they need a certificate of role %s from a trust domain this node accepts it from (fedpca certs issue operator/NAME)",
 				who, strings.Join(Authorization[OperatorPages], " or ")), http.StatusForbidden)
 			return
 		}

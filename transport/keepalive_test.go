@@ -104,7 +104,7 @@ func TestKeepaliveDropsVanishedPeer(t *testing.T) {
 	defer bh.Close()
 	go bh.serve(t, inner.Addr().String())
 
-	conn, err := Dialer{Insecure: true, Self: Identity{RoleOwner, "o"}}.Dial(fl.Addr().String(), Identity{})
+	conn, err := Dialer{Insecure: true, Self: Identity{Role: RoleOwner, ID: "o"}}.Dial(fl.Addr().String(), Identity{})
 	if err != nil {
 		t.Fatal(err)
 	}

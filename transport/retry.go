@@ -449,7 +449,7 @@ func (e plainError) GRPCStatus() *status.Status { return status.Convert(e.err) }
 // messages ("" when the server's message says it all).
 func Advice(err error) string {
 	if IdentityError(err) && status.Code(err) == codes.Unavailable {
-		return "; the address is another node's, or its certificate is not from this deployment's CA: check the address"
+		return "; the address is another node's, or its certificate is not one this node trusts: check the address"
 	}
 	switch status.Code(err) {
 	case codes.Unavailable:

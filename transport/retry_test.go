@@ -77,7 +77,7 @@ func TestRetry(t *testing.T) {
 	// Identity and authorization errors are never retried, whatever the
 	// call's Retryable says.
 	for _, e := range []error{status.Error(codes.PermissionDenied, "not yours"), status.Error(codes.Unauthenticated, "no certificate"),
-		status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: server is csp/csp-1, expected proxy/*"`)} {
+		status.Error(codes.Unavailable, `connection error: desc = "transport: authentication handshake failed: server is spiffe://fedpca/csp/csp-1, expected proxy/*"`)} {
 		n = 0
 		err = Retry(ctx, Call{What: "get job", Timeout: time.Second, Backoff: fast, Attempts: 10, Retryable: func(error) bool { return true }},
 			func(context.Context) error { n++; return e })
@@ -85,7 +85,7 @@ func TestRetry(t *testing.T) {
 			t.Fatalf("%v: %d attempts, %v", e, n, err)
 		}
 	}
-	if got := err.Error(); !strings.HasPrefix(got, "get job: TLS handshake failed: server is csp/csp-1, expected proxy/*; the address is another node's") {
+	if got := err.Error(); !strings.HasPrefix(got, "get job: TLS handshake failed: server is spiffe://fedpca/csp/csp-1, expected proxy/*; the address is another node's") {
 		t.Fatalf("handshake failure text %q", got)
 	}
 

@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 )
 
 // Files of a node's credentials directory (as written by WriteNode).
@@ -19,23 +18,25 @@ const (
 	KeyFile  = "key.pem"
 )
 
-// Credentials are a node's certificate, key and trusted CAs. Immutable after
-// loading; safe for concurrent use.
+// Credentials are a node's certificate, key and trust store. Immutable
+// after loading; safe for concurrent use.
 type Credentials struct {
-	Pool     *x509.CertPool
+	Trust    *Trust
 	Cert     tls.Certificate
 	Leaf     *x509.Certificate
 	Identity Identity
+	// Key is the node's key fingerprint (KeyFingerprint of Leaf): what
+	// others pin it by.
+	Key string
 }
 
-// LoadCredentials reads ca.pem (one or more CA certificates: a bundle lets
-// nodes trust an old and a new CA while certificates are rotated), cert.pem
-// and key.pem from dir. The key file must not be readable by others.
+// LoadCredentials reads cert.pem and key.pem from dir, and its trust store:
+// trust.json (a federation of trust domains with their rosters), or, in a
+// directory that has none, ca.pem (one or more CA certificates of the
+// single-CA domain fedpca: a bundle lets nodes trust an old and a new CA
+// while certificates are rotated). The key file must not be readable by
+// others.
 func LoadCredentials(dir string) (*Credentials, error) {
-	caPEM, err := os.ReadFile(filepath.Join(dir, CAFile))
-	if err != nil {
-		return nil, fmt.Errorf("credentials: %w", err)
-	}
 	keyPath := filepath.Join(dir, KeyFile)
 	if fi, err := os.Stat(keyPath); err == nil && fi.Mode().Perm()&0o077 != 0 {
 		return nil, fmt.Errorf("credentials: %s is readable by group or others (mode %v); chmod 600 it", keyPath, fi.Mode().Perm())
@@ -44,13 +45,41 @@ func LoadCredentials(dir string) (*Credentials, error) {
 	if err != nil {
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
-	return NewCredentials(caPEM, pair)
+	trust, err := LoadTrust(dir)
+	if err != nil {
+		return nil, err
+	}
+	return NewCredentialsTrust(trust, pair)
 }
 
-// NewCredentials builds credentials from a PEM CA bundle and a key pair.
+// LoadTrust reads the trust store of a credentials directory: trust.json,
+// or else ca.pem (LegacyTrust).
+func LoadTrust(dir string) (*Trust, error) {
+	b, err := os.ReadFile(filepath.Join(dir, TrustFile))
+	if err == nil {
+		t, err := ParseTrust(b)
+		if err != nil {
+			return nil, fmt.Errorf("credentials: %s: %w", filepath.Join(dir, TrustFile), err)
+		}
+		return t, nil
+	}
+	if !errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	caPEM, err := os.ReadFile(filepath.Join(dir, CAFile))
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %s has neither %s nor %s: %w", dir, TrustFile, CAFile, err)
+	}
+	t, err := LegacyTrust(caPEM)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %s: %w", filepath.Join(dir, CAFile), err)
+	}
+	return t, nil
+}
+
+// NewCredentials builds credentials of the single-CA domain from a PEM CA
+// bundle and a key pair.
 func NewCredentials(caPEM []byte, pair tls.Certificate) (*Credentials, error) {
-	pool := x509.NewCertPool()
-	n := 0
 	for rest := caPEM; ; {
 		var b *pem.Block
 		b, rest = pem.Decode(rest)
@@ -64,12 +93,17 @@ func NewCredentials(caPEM []byte, pair tls.Certificate) (*Credentials, error) {
 		if !c.IsCA {
 			return nil, fmt.Errorf("credentials: CA bundle holds %q, which is not a CA", c.Subject.CommonName)
 		}
-		pool.AddCert(c)
-		n++
 	}
-	if n == 0 {
-		return nil, errors.New("credentials: CA bundle holds no certificate")
+	trust, err := LegacyTrust(caPEM)
+	if err != nil {
+		return nil, err
 	}
+	return NewCredentialsTrust(trust, pair)
+}
+
+// NewCredentialsTrust builds credentials from a trust store and a key pair,
+// which the trust store must accept.
+func NewCredentialsTrust(trust *Trust, pair tls.Certificate) (*Credentials, error) {
 	if len(pair.Certificate) == 0 {
 		return nil, errors.New("credentials: no certificate")
 	}
@@ -78,34 +112,27 @@ func NewCredentials(caPEM []byte, pair tls.Certificate) (*Credentials, error) {
 		return nil, fmt.Errorf("credentials: %w", err)
 	}
 	pair.Leaf = leaf
-	c := &Credentials{Pool: pool, Cert: pair, Leaf: leaf}
+	c := &Credentials{Trust: trust, Cert: pair, Leaf: leaf, Key: KeyFingerprint(leaf)}
 	if c.Identity, err = c.Verify(leaf, pair.Certificate[1:]...); err != nil {
 		return nil, fmt.Errorf("credentials: own certificate: %w", err)
 	}
 	return c, nil
 }
 
-// Verify checks that cert chains to a trusted CA (for client or server use)
-// and returns its identity. It is also how signed job specs are checked: the
-// user's certificate travels with the spec.
+// Verify checks that cert is a trusted identity (Trust.Verify: its domain's
+// CAs, a role accepted from the domain, the roster's key) and returns it.
+// It is also how signed job specs and statements are checked: the signer's
+// certificate travels with them.
 func (c *Credentials) Verify(cert *x509.Certificate, intermediates ...[]byte) (Identity, error) {
-	inter := x509.NewCertPool()
+	var inter []*x509.Certificate
 	for _, der := range intermediates {
 		ic, err := x509.ParseCertificate(der)
 		if err != nil {
 			return Identity{}, err
 		}
-		inter.AddCert(ic)
+		inter = append(inter, ic)
 	}
-	if _, err := cert.Verify(x509.VerifyOptions{
-		Roots:         c.Pool,
-		Intermediates: inter,
-		CurrentTime:   time.Now(),
-		KeyUsages:     []x509.ExtKeyUsage{x509.ExtKeyUsageClientAuth, x509.ExtKeyUsageServerAuth},
-	}); err != nil {
-		return Identity{}, fmt.Errorf("certificate %q: %w", cert.Subject.CommonName, err)
-	}
-	return IdentityOf(cert)
+	return c.Trust.Verify(cert, inter...)
 }
 
 // VerifyDER is Verify for a DER-encoded certificate.
@@ -132,8 +159,23 @@ func (c *Credentials) ServerTLS() *tls.Config {
 		MinVersion:   tls.VersionTLS13,
 		Certificates: []tls.Certificate{c.Cert},
 		ClientAuth:   tls.RequireAndVerifyClientCert,
-		ClientCAs:    c.Pool,
+		ClientCAs:    c.Trust.Pool(),
+		// The chain to some trusted CA is not enough: the client's
+		// identity must be of its own domain's CAs, of a role accepted
+		// from that domain, and of the roster's key.
+		VerifyConnection: func(cs tls.ConnectionState) error {
+			if len(cs.PeerCertificates) == 0 {
+				return errors.New("client presented no certificate")
+			}
+			_, err := c.verifyPeer(cs.PeerCertificates)
+			return err
+		},
 	}
+}
+
+// verifyPeer checks a TLS peer's chain (leaf first).
+func (c *Credentials) verifyPeer(chain []*x509.Certificate) (Identity, error) {
+	return c.Trust.Verify(chain[0], chain[1:]...)
 }
 
 // ClientTLS returns the client side of mutual TLS 1.3. The server's chain is
@@ -159,20 +201,19 @@ func (c *Credentials) ClientTLS(expect Identity) *tls.Config {
 			if len(cs.PeerCertificates) == 0 {
 				return errors.New("server presented no certificate")
 			}
-			var inter [][]byte
-			for _, ic := range cs.PeerCertificates[1:] {
-				inter = append(inter, ic.Raw)
-			}
-			id, err := c.Verify(cs.PeerCertificates[0], inter...)
+			id, err := c.verifyPeer(cs.PeerCertificates)
 			if err != nil {
 				return fmt.Errorf("server certificate: %w", err)
 			}
-			if expect.Role != "" && (id.Role != expect.Role || (expect.ID != "" && id.ID != expect.ID)) {
+			if !id.Matches(expect) {
 				want := expect.Role + "/" + expect.ID
 				if expect.ID == "" {
 					want = expect.Role + "/*"
 				}
-				return fmt.Errorf("server is %s, expected %s", id.Short(), want)
+				if expect.TrustDomain != "" {
+					want = "spiffe://" + expect.TrustDomain + "/" + want
+				}
+				return fmt.Errorf("server is %s, expected %s", id, want)
 			}
 			return nil
 		},

@@ -38,7 +38,7 @@ func pki(t *testing.T, ids ...string) map[string]*Credentials {
 			t.Fatal(err)
 		}
 		nd := filepath.Join(dir, id.Role+"-"+id.ID)
-		if err := ca.WriteNode(nd, id, nil, nil, nil, time.Hour); err != nil {
+		if _, err := ca.WriteNode(nd, id, NodeOptions{Validity: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		fi, _ := os.Stat(filepath.Join(nd, KeyFile))
@@ -49,7 +49,7 @@ func pki(t *testing.T, ids ...string) map[string]*Credentials {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if c.Identity != id {
+		if !c.Identity.Matches(id) {
 			t.Fatalf("identity %v, want %v", c.Identity, id)
 		}
 		out[s] = c
@@ -70,7 +70,7 @@ func TestClientChecksServerIdentity(t *testing.T) {
 	for _, tc := range []struct {
 		expect Identity
 		ok     bool
-	}{{Identity{RoleCSP, ""}, false}, {Identity{RoleOwner, "o2"}, false}, {Identity{RoleOwner, "o1"}, true}, {Identity{RoleOwner, ""}, true}} {
+	}{{Identity{Role: RoleCSP, ID: ""}, false}, {Identity{Role: RoleOwner, ID: "o2"}, false}, {Identity{Role: RoleOwner, ID: "o1"}, true}, {Identity{Role: RoleOwner, ID: ""}, true}} {
 		conn, _ := d.Dial("passthrough:///bufnet", tc.expect)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
@@ -105,7 +105,7 @@ func TestWrongServerNotRetried(t *testing.T) {
 		_, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{})
 		return err
 	})
-	if attempts != 1 || err == nil || !strings.Contains(err.Error(), "server is csp/csp-1, expected proxy/*") || strings.Contains(err.Error(), "rpc error") {
+	if attempts != 1 || err == nil || !strings.Contains(err.Error(), "server is spiffe://fedpca/csp/csp-1, expected proxy/*") || strings.Contains(err.Error(), "rpc error") {
 		t.Fatalf("%d attempts in %s: %v", attempts, time.Since(start), err)
 	}
 	t.Logf("%s", err)
@@ -121,7 +121,7 @@ func TestInsecureModeIdentityHeader(t *testing.T) {
 	for _, tc := range []struct {
 		self Identity
 		want codes.Code
-	}{{Identity{RoleOwner, "o"}, codes.Unimplemented}, {Identity{RoleCSP, "c"}, codes.PermissionDenied}} {
+	}{{Identity{Role: RoleOwner, ID: "o"}, codes.Unimplemented}, {Identity{Role: RoleCSP, ID: "c"}, codes.PermissionDenied}} {
 		conn, err := Dialer{Insecure: true, Self: tc.self, Options: []grpc.DialOption{dialOpt}}.Dial("passthrough:///bufnet", Identity{})
 		if err != nil {
 			t.Fatal(err)
@@ -135,17 +135,17 @@ func TestInsecureModeIdentityHeader(t *testing.T) {
 }
 
 func TestIdentity(t *testing.T) {
-	for _, s := range []string{"owner/hospital-a", "spiffe://fedpca/csp/csp-1", "user/alice.b"} {
+	for _, s := range []string{"owner/hospital-a", "spiffe://fedpca/csp/csp-1", "user/alice.b", "spiffe://hospital-a/owner/x"} {
 		if _, err := ParseIdentity(s); err != nil {
 			t.Errorf("%s: %v", s, err)
 		}
 	}
-	for _, s := range []string{"admin/x", "owner/", "owner", "spiffe://other/owner/x", "owner/a/b", "owner/-x"} {
+	for _, s := range []string{"admin/x", "owner/", "owner", "spiffe://Other/owner/x", "spiffe://other/owner", "owner/a/b", "owner/-x", "spiffe://x/owner/a/b"} {
 		if _, err := ParseIdentity(s); err == nil {
 			t.Errorf("%s accepted", s)
 		}
 	}
-	if got := (Identity{RoleOwner, "h"}).String(); got != "spiffe://fedpca/owner/h" {
+	if got := (Identity{Role: RoleOwner, ID: "h"}).String(); got != "spiffe://fedpca/owner/h" {
 		t.Error(got)
 	}
 }
@@ -154,7 +154,7 @@ func TestLoadCredentialsRefusesOpenKey(t *testing.T) {
 	dir := t.TempDir()
 	ca, _ := NewCA("ca", time.Hour)
 	nd := filepath.Join(dir, "n")
-	if err := ca.WriteNode(nd, Identity{RoleOwner, "o"}, nil, nil, nil, time.Hour); err != nil {
+	if _, err := ca.WriteNode(nd, Identity{Role: RoleOwner, ID: "o"}, NodeOptions{Validity: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	os.Chmod(filepath.Join(nd, KeyFile), 0o644)

@@ -16,7 +16,7 @@ import (
 const (
 	KeyCommitmentContext = "ceremony-public-key-commitment-v1"
 	DealtShareContext    = "ceremony-dealt-share-v1"
-	AttestationContext   = "committee-key-attestation-v1"
+	AttestationContext   = "committee-key-attestation-v2"
 )
 
 // NonceSize is the size of the nonce that opens a key share commitment.
@@ -75,6 +75,13 @@ type KeyStatement struct {
 	Threshold int
 	// Members are the members' IDs by point: Members[i] is at point i+1.
 	Members []string
+	// MemberKeys are the members' certificate key fingerprints by point
+	// (hex SHA-256 of the SubjectPublicKeyInfo; all empty in insecure mode):
+	// each member attests the whole committee by key, as it verified the
+	// others' signed commitments in the ceremony, so that a member's
+	// attestation cannot be replaced by one of another key, and members
+	// later know each other by key.
+	MemberKeys []string
 	// Key is the fingerprint of the committee public key.
 	Key string
 }
@@ -96,7 +103,31 @@ func (s KeyStatement) Validate() error {
 	if err := distinctNames(s.Members, ValidID); err != nil {
 		return fmt.Errorf("key statement: members: %w", err)
 	}
+	if len(s.MemberKeys) != len(s.Members) {
+		return fmt.Errorf("key statement: %d member keys for %d members", len(s.MemberKeys), len(s.Members))
+	}
+	keyed := s.MemberKeys[0] != ""
+	seen := map[string]bool{}
+	for i, k := range s.MemberKeys {
+		switch {
+		case keyed && !hexHash.MatchString(k):
+			return fmt.Errorf("key statement: member %s: key %.70q is not a 64-hex-digit fingerprint", s.Members[i], k)
+		case !keyed && k != "":
+			return fmt.Errorf("key statement: member %s has a key and %s none", s.Members[i], s.Members[0])
+		case keyed && seen[k]:
+			return fmt.Errorf("key statement: member %s: key %s is another member's too", s.Members[i], k)
+		}
+		seen[k] = true
+	}
 	return nil
+}
+
+// MemberKey returns the key of the member at a point ("" if none).
+func (s KeyStatement) MemberKey(point uint32) string {
+	if point < 1 || int(point) > len(s.MemberKeys) {
+		return ""
+	}
+	return s.MemberKeys[point-1]
 }
 
 // Bytes returns the canonical bytes a member signs (with
@@ -105,7 +136,7 @@ func (s KeyStatement) Bytes() []byte {
 	var b strings.Builder
 	fmt.Fprintf(&b, "ceremony=%s\nhe_params=%s\nthreshold=%d\nmembers=%d\n", s.Ceremony, s.HEParams, s.Threshold, len(s.Members))
 	for i, m := range s.Members {
-		fmt.Fprintf(&b, "member=%d:%s\n", i+1, m)
+		fmt.Fprintf(&b, "member=%d:%s:%s\n", i+1, m, s.MemberKey(uint32(i+1)))
 	}
 	fmt.Fprintf(&b, "key=%s\n", s.Key)
 	return []byte(b.String())

@@ -7,22 +7,55 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 )
 
 // The spec commits to its owners without naming them: OwnersRoot is the
-// root of a Merkle tree over the sorted owner IDs and NumOwners their
+// root of a Merkle tree over the owners, each by its ID and its key
+// fingerprint, sorted by ID, and NumOwners their
 // number, both covered by the job ID and so by the user's signature. The
 // full list travels only to those who need it (the proxy, the committee and
 // the user, each of which recomputes the root); an owner receives the spec
 // and its own inclusion proof, ceil(log2 n) hashes, and checks that its ID is
-// the proven leaf. What an owner downloads for a job is therefore
-// independent of the number of owners up to that proof.
+// the proven leaf, with its own key. What an owner downloads for a job is
+// therefore independent of the number of owners up to that proof.
+//
+// The user names each owner by its key (from the user's own roster, never
+// from the proxy): every member holds each owner's upload statement to the
+// key the signed list gives it, so a certificate with the owner's name and
+// another key (issued by whoever holds a CA) signs nothing a member accepts.
 //
 // The tree is RFC 9162's (Certificate Transparency 2.0, section 2.1), with
-// SHA-256 and its domain separation: a leaf hashes 0x00 || owner ID, an
-// inner node 0x01 || left || right, and a tree of n > 1 leaves splits at the
-// largest power of two below n (so that no two lists share a root, and a
-// leaf is never mistaken for a node).
+// SHA-256 and its domain separation: a leaf hashes 0x00 || owner ID || 0x00
+// || key (hex; an ID holds no 0x00, and a keyless owner of insecure mode
+// hashes 0x00 || ID), an inner node 0x01 || left || right, and a tree of n >
+// 1 leaves splits at the largest power of two below n (so that no two lists
+// share a root, and a leaf is never mistaken for a node).
+
+// Owner names a job's owner: its ID and the fingerprint of its certificate's
+// key (hex SHA-256 of the SubjectPublicKeyInfo; empty only in insecure mode,
+// where nothing is signed).
+type Owner struct {
+	ID  string `json:"id"`
+	Key string `json:"key,omitempty"`
+}
+
+// String is "ID (key 1234abcd…)", for messages.
+func (o Owner) String() string {
+	if o.Key == "" {
+		return o.ID
+	}
+	return o.ID + " (key " + o.Key + ")"
+}
+
+// OwnerIDs returns the owners' IDs, in order.
+func OwnerIDs(owners []Owner) []string {
+	out := make([]string, len(owners))
+	for i, o := range owners {
+		out[i] = o.ID
+	}
+	return out
+}
 
 // MaxProofHashes bounds an inclusion proof: the depth of a tree of
 // MaxOwners leaves.
@@ -35,10 +68,14 @@ const (
 
 type digest = [sha256.Size]byte
 
-func leafHash(id string) digest {
+func leafHash(o Owner) digest {
 	h := sha256.New()
 	h.Write([]byte{leafPrefix})
-	h.Write([]byte(id))
+	h.Write([]byte(o.ID))
+	if o.Key != "" {
+		h.Write([]byte{0})
+		h.Write([]byte(o.Key))
+	}
 	return digest(h.Sum(nil))
 }
 
@@ -53,7 +90,7 @@ func nodeHash(l, r []byte) digest {
 // OwnerTree is the Merkle tree of a job's owner list, kept by the proxy to
 // give every owner its proof.
 type OwnerTree struct {
-	owners []string
+	owners []Owner
 	// levels[0] are the leaf hashes, each next level pairs the one below
 	// from the left, carrying a last unpaired node up unchanged (which is
 	// RFC 9162's split at the largest power of two); the last level is the
@@ -62,24 +99,37 @@ type OwnerTree struct {
 }
 
 // CheckOwnerList checks an owner list on its own: 1 to MaxOwners valid IDs,
-// sorted, none twice.
-func CheckOwnerList(owners []string) error {
+// sorted, none twice, each with a key (a 64-hex-digit fingerprint) or,
+// insecure mode, none with one.
+func CheckOwnerList(owners []Owner) error {
 	if len(owners) == 0 || len(owners) > MaxOwners {
 		return fmt.Errorf("owners: %d owners, want 1 to %d", len(owners), MaxOwners)
 	}
+	keyed := owners[0].Key != ""
 	for i, o := range owners {
-		if !ValidID(o) {
-			return fmt.Errorf("owners: %q is not a valid id", o)
+		if !ValidID(o.ID) {
+			return fmt.Errorf("owners: %q is not a valid id", o.ID)
 		}
-		if i > 0 && owners[i-1] >= o {
-			return fmt.Errorf("owners: must be sorted, without repeats (%q after %q)", o, owners[i-1])
+		if i > 0 && owners[i-1].ID >= o.ID {
+			return fmt.Errorf("owners: must be sorted, without repeats (%q after %q)", o.ID, owners[i-1].ID)
+		}
+		switch {
+		case keyed && !hexHash.MatchString(o.Key):
+			return fmt.Errorf("owners: %s: key %.70q is not a 64-hex-digit fingerprint", o.ID, o.Key)
+		case !keyed && o.Key != "":
+			return fmt.Errorf("owners: %s has a key and %s none: name every owner by its key", o.ID, owners[0].ID)
 		}
 	}
 	return nil
 }
 
+// SortOwners sorts an owner list by ID.
+func SortOwners(owners []Owner) {
+	slices.SortFunc(owners, func(a, b Owner) int { return strings.Compare(a.ID, b.ID) })
+}
+
 // NewOwnerTree builds the tree of an owner list (checked by CheckOwnerList).
-func NewOwnerTree(owners []string) (*OwnerTree, error) {
+func NewOwnerTree(owners []Owner) (*OwnerTree, error) {
 	if err := CheckOwnerList(owners); err != nil {
 		return nil, err
 	}
@@ -104,7 +154,10 @@ func NewOwnerTree(owners []string) (*OwnerTree, error) {
 }
 
 // Owners returns the list (sorted; not to be modified).
-func (t *OwnerTree) Owners() []string { return t.owners }
+func (t *OwnerTree) Owners() []Owner { return t.owners }
+
+// IDs returns the owners' IDs (sorted).
+func (t *OwnerTree) IDs() []string { return OwnerIDs(t.owners) }
 
 // Root returns the root, in hex as the spec holds it.
 func (t *OwnerTree) Root() string {
@@ -115,7 +168,16 @@ func (t *OwnerTree) Root() string {
 // Index returns the position of an owner in the list, and false when the
 // list does not name it.
 func (t *OwnerTree) Index(owner string) (int, bool) {
-	return slices.BinarySearch(t.owners, owner)
+	return slices.BinarySearchFunc(t.owners, owner, func(o Owner, id string) int { return strings.Compare(o.ID, id) })
+}
+
+// Owner returns the listed owner of an ID (with its key).
+func (t *OwnerTree) Owner(id string) (Owner, bool) {
+	i, ok := t.Index(id)
+	if !ok {
+		return Owner{}, false
+	}
+	return t.owners[i], true
 }
 
 // OwnerProof is the inclusion proof of one owner: its position in the
@@ -138,10 +200,10 @@ func (t *OwnerTree) Proof(i int) OwnerProof {
 	return p
 }
 
-// VerifyOwnerProof checks that the owner is leaf p.Index of a tree of n
-// leaves whose root is root (hex), by RFC 9162's verification algorithm
-// (section 2.1.3.2).
-func VerifyOwnerProof(root string, n int, owner string, p OwnerProof) error {
+// VerifyOwnerProof checks that the owner (its ID and key) is leaf p.Index of
+// a tree of n leaves whose root is root (hex), by RFC 9162's verification
+// algorithm (section 2.1.3.2).
+func VerifyOwnerProof(root string, n int, owner Owner, p OwnerProof) error {
 	want, err := hex.DecodeString(root)
 	if err != nil || len(want) != sha256.Size {
 		return errors.New("owner proof: the root is not a hex SHA-256")

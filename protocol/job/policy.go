@@ -21,17 +21,38 @@ const (
 // refuses, or a policy that cannot be met.
 var ErrCommitteePolicy = errors.New("committee policy")
 
+// MemberPin pins a committee member by its key: the fingerprint of its
+// certificate's key (hex SHA-256 of the SubjectPublicKeyInfo). ID is its
+// name, for messages; a pin without a key (insecure mode, where nothing is
+// signed) compares names only, and a node with certificates refuses one.
+type MemberPin struct {
+	ID  string
+	Key string
+}
+
+// String is "csp-1 (key ab12…)".
+func (p MemberPin) String() string {
+	switch {
+	case p.Key == "":
+		return "csp/" + p.ID
+	case p.ID == "":
+		return "key " + p.Key
+	}
+	return "csp/" + p.ID + " (key " + p.Key + ")"
+}
+
 // CommitteePolicy is what an owner or a user requires of a committee before
 // it accepts its key, besides every member's attestation of it
 // (transport.VerifyCommittee). The proxy names the committee and relays
 // the attestations, so its word alone never decides who the members are:
-// the node pins them from its own configuration, and refuses a committee
-// too small to spread trust. The zero value pins nothing and refuses every
-// committee (Validate says why).
+// the node pins them by key from its own configuration (a certificate with
+// a pinned member's name and another key, whoever issued it, is not that
+// member), and refuses a committee too small to spread trust. The zero
+// value pins nothing and refuses every committee (Validate says why).
 type CommitteePolicy struct {
 	// Members pins the committee: the key must be attested by exactly these
-	// CSP member IDs (in any order). Required unless AnyMembers.
-	Members []string
+	// members, by key (in any order). Required unless AnyMembers.
+	Members []MemberPin
 	// AnyMembers accepts any committee of the deployment's CSPs whose
 	// members all attested the key: which CSPs, the proxy decides. For
 	// local tests only.
@@ -39,6 +60,16 @@ type CommitteePolicy struct {
 	// MinMembers and MinThreshold are the smallest committee and threshold
 	// accepted (0: DefaultMinCommitteeMembers, DefaultMinCommitteeThreshold).
 	MinMembers, MinThreshold int
+}
+
+// PinNames pins members by name only (insecure mode, tests without
+// certificates).
+func PinNames(ids ...string) []MemberPin {
+	out := make([]MemberPin, len(ids))
+	for i, id := range ids {
+		out[i] = MemberPin{ID: id}
+	}
+	return out
 }
 
 // Minimums returns the smallest committee size and threshold the policy
@@ -59,16 +90,37 @@ func (p CommitteePolicy) String() string {
 	m, t := p.Minimums()
 	who := "any members"
 	if len(p.Members) > 0 {
-		who = "members " + strings.Join(slices.Sorted(slices.Values(p.Members)), ",")
+		who = "members " + strings.Join(p.pins(), ", ")
 	}
 	return fmt.Sprintf("%s; at least %d members, threshold at least %d", who, m, t)
+}
+
+// pins are the pins as strings, sorted.
+func (p CommitteePolicy) pins() []string {
+	var out []string
+	for _, m := range p.Members {
+		out = append(out, m.String())
+	}
+	slices.Sort(out)
+	return out
 }
 
 // Key identifies the policy among others (a key cache shared by owners
 // with different policies).
 func (p CommitteePolicy) Key() string {
 	m, t := p.Minimums()
-	return fmt.Sprintf("%s/%t/%d/%d", strings.Join(slices.Sorted(slices.Values(p.Members)), ","), p.AnyMembers, m, t)
+	return fmt.Sprintf("%s/%t/%d/%d", strings.Join(p.pins(), ","), p.AnyMembers, m, t)
+}
+
+// Keyed reports whether every pin has a key (what a node with certificates
+// requires).
+func (p CommitteePolicy) Keyed() bool {
+	for _, m := range p.Members {
+		if m.Key == "" {
+			return false
+		}
+	}
+	return true
 }
 
 // The flags that set a node's policy (fedpca owner serve, user run, user
@@ -94,14 +146,25 @@ func (p CommitteePolicy) Validate() error {
 	}
 	switch {
 	case len(p.Members) == 0 && !p.AnyMembers:
-		return fmt.Errorf("%w: no committee pinned: name the CSP members this node trusts with %s (for example %s csp-1,csp-2,csp-3, as your deployment lists them), "+
-			"so that it accepts a committee key only from them and never on the proxy's word; for local tests only, %s accepts any committee of the deployment's CSPs",
+		return fmt.Errorf("%w: no committee pinned: name the CSP members this node trusts with %s (for example %s csp-1,csp-2,csp-3, resolved to keys by this node's trust store, "+
+			"or ID=FINGERPRINT), so that it accepts a committee key only from those keys and never on the proxy's word; for local tests only, %s accepts any committee of the deployment's CSPs",
 			ErrCommitteePolicy, flagCommittee, flagCommittee, flagAnyCommittee)
 	case len(p.Members) > 0 && p.AnyMembers:
 		return fmt.Errorf("%w: %s and %s together: pin the committee or accept any, not both", ErrCommitteePolicy, flagCommittee, flagAnyCommittee)
 	}
-	if err := distinctNames(p.Members, ValidID); err != nil {
-		return fmt.Errorf("%w: %s: %w", ErrCommitteePolicy, flagCommittee, err)
+	ids, keys := map[string]bool{}, map[string]bool{}
+	for _, m := range p.Members {
+		switch {
+		case m.ID != "" && !ValidID(m.ID):
+			return fmt.Errorf("%w: %s: %q is not a valid member ID", ErrCommitteePolicy, flagCommittee, m.ID)
+		case m.Key != "" && !hexHash.MatchString(m.Key):
+			return fmt.Errorf("%w: %s: %s: key %.70q is not a 64-hex-digit fingerprint", ErrCommitteePolicy, flagCommittee, m.ID, m.Key)
+		case m.ID == "" && m.Key == "":
+			return fmt.Errorf("%w: %s: an empty pin", ErrCommitteePolicy, flagCommittee)
+		case m.ID != "" && ids[m.ID], m.Key != "" && keys[m.Key]:
+			return fmt.Errorf("%w: %s pins %s twice", ErrCommitteePolicy, flagCommittee, m)
+		}
+		ids[m.ID], keys[m.Key] = m.ID != "", m.Key != ""
 	}
 	if len(p.Members) > 0 && len(p.Members) < m {
 		return fmt.Errorf("%w: %s names %s, below this node's minimum committee of %d (%s lowers it, for local tests)",
@@ -128,15 +191,43 @@ func (p CommitteePolicy) Check(st KeyStatement) error {
 			"The proxy's operator sets the committee (fedpca proxy serve --csp ... --threshold); to accept a smaller one anyway (local tests), lower this node's minimum with %s %d %s %d",
 			ErrCommitteePolicy, st.Threshold, n, strings.Join(st.Members, ", csp/"), m, t, strings.Join(why, "; "), flagMinMembers, n, flagMinThreshold, st.Threshold)
 	}
-	if len(p.Members) > 0 {
-		want, got := slices.Sorted(slices.Values(p.Members)), slices.Sorted(slices.Values(st.Members))
-		if !slices.Equal(want, got) {
-			return fmt.Errorf("%w: the committee is csp/%s, and this node pins csp/%s (%s)",
-				ErrCommitteePolicy, strings.Join(got, ", csp/"), strings.Join(want, ", csp/"), flagCommittee)
+	if len(p.Members) == 0 {
+		return nil
+	}
+	var got []string
+	for i, m := range st.Members {
+		got = append(got, MemberPin{ID: m, Key: st.MemberKeys[i]}.String())
+	}
+	slices.Sort(got)
+	refuse := func(why string) error {
+		return &PinError{Why: fmt.Sprintf("%s: the committee the proxy names is %s, and this node pins %s (%s)",
+			why, strings.Join(got, ", "), strings.Join(p.pins(), ", "), flagCommittee)}
+	}
+	if len(p.Members) != len(st.Members) {
+		return refuse(fmt.Sprintf("%s attested, %s pinned", count(len(st.Members), "member"), count(len(p.Members), "member")))
+	}
+	for _, pin := range p.Members {
+		i := slices.IndexFunc(st.Members, func(m string) bool { return pin.Key == "" && m == pin.ID })
+		if pin.Key != "" {
+			i = slices.Index(st.MemberKeys, pin.Key)
+		}
+		if i < 0 {
+			if j := slices.Index(st.Members, pin.ID); pin.Key != "" && j >= 0 {
+				return refuse(fmt.Sprintf("csp/%s presents key %s, not the pinned key %s", pin.ID, st.MemberKeys[j], pin.Key))
+			}
+			return refuse(fmt.Sprintf("no member of the committee holds the pinned %s", pin))
 		}
 	}
 	return nil
 }
+
+// PinError is a committee the node's pin refuses: the fault is the pin or
+// the committee the proxy names, and the message names both by key. It
+// wraps ErrCommitteePolicy.
+type PinError struct{ Why string }
+
+func (e *PinError) Error() string { return ErrCommitteePolicy.Error() + ": " + e.Why }
+func (e *PinError) Unwrap() error { return ErrCommitteePolicy }
 
 // count is n nouns, in words for one.
 func count(n int, noun string) string {

@@ -55,8 +55,9 @@ type Window struct {
 }
 
 // Version is the spec format version. Version 2 commits to the owner list
-// (num_owners, owners_root) instead of naming the owners.
-const Version = 2
+// (num_owners, owners_root) instead of naming the owners; version 3 names
+// each owner in that list by its key as well as its ID.
+const Version = 3
 
 // DefaultDelta is used when a spec leaves delta at 0.
 const DefaultDelta = 1e-6
@@ -105,7 +106,8 @@ type Spec struct {
 	Tolerate  int      `json:"tolerate"`
 	Split     dp.Split `json:"split"`
 	// NumOwners owners are asked to take part: the planned owners of the
-	// noise plan. The spec commits to their sorted IDs by OwnersRoot, the
+	// noise plan. The spec commits to them, each by its ID and key
+	// fingerprint, sorted by ID, by OwnersRoot, the
 	// hex Merkle root of the list (see OwnerTree), without naming them, so
 	// that what an owner receives does not grow with the owners. MinOwners
 	// is how many uploads the job needs; it is sealed when all owners
@@ -192,7 +194,7 @@ func ValidJobID(s string) bool { return hexHash.MatchString(s) }
 
 // SetOwners commits the spec to an owner list (CheckOwnerList): its number
 // and Merkle root.
-func (s *Spec) SetOwners(owners []string) error {
+func (s *Spec) SetOwners(owners []Owner) error {
 	t, err := NewOwnerTree(owners)
 	if err != nil {
 		return fmt.Errorf("job spec: %w", err)
@@ -204,7 +206,7 @@ func (s *Spec) SetOwners(owners []string) error {
 // CheckOwners checks an owner list received for the job (by the proxy from
 // the user, by a committee member or the user from the proxy): a valid list
 // of NumOwners owners whose root is OwnersRoot.
-func (s *Spec) CheckOwners(owners []string) error {
+func (s *Spec) CheckOwners(owners []Owner) error {
 	if len(owners) != s.NumOwners {
 		return fmt.Errorf("owners: %d owners, the spec commits to %d", len(owners), s.NumOwners)
 	}
@@ -219,8 +221,8 @@ func (s *Spec) CheckOwners(owners []string) error {
 }
 
 // CheckMember checks an owner's inclusion proof against the spec's owners
-// root: what an owner checks to know that the job names it.
-func (s *Spec) CheckMember(owner string, p OwnerProof) error {
+// root: what an owner checks to know that the job names it, with its key.
+func (s *Spec) CheckMember(owner Owner, p OwnerProof) error {
 	return VerifyOwnerProof(s.OwnersRoot, s.NumOwners, owner, p)
 }
 
@@ -228,7 +230,7 @@ func (s *Spec) CheckMember(owner string, p OwnerProof) error {
 // proxy, to a committee member or to the user) against the job's owner list,
 // itself checked against the spec (CheckOwners): at least min_owners of
 // them, each one of the job's owners, none twice.
-func (s *Spec) CheckIncluded(owners, included []string) error {
+func (s *Spec) CheckIncluded(owners []Owner, included []string) error {
 	if err := s.CheckOwners(owners); err != nil {
 		return err
 	}
@@ -240,7 +242,7 @@ func (s *Spec) CheckIncluded(owners, included []string) error {
 		if seen[o] {
 			return fmt.Errorf("owners: %q is included twice", o)
 		}
-		if _, found := slices.BinarySearch(owners, o); !found {
+		if _, found := slices.BinarySearchFunc(owners, o, func(x Owner, id string) int { return strings.Compare(x.ID, id) }); !found {
 			return fmt.Errorf("owners: %q is not one of the spec's owners", o)
 		}
 		seen[o] = true
@@ -252,7 +254,7 @@ func (s *Spec) CheckIncluded(owners, included []string) error {
 // job's owners and those included (CheckIncluded) and the committee members that switched it
 // (exactly the spec's threshold of them, valid and distinct IDs). The
 // privacy accounting of the release is computed from these names.
-func (s *Spec) CheckNoiseParties(owners, included, csps []string) error {
+func (s *Spec) CheckNoiseParties(owners []Owner, included, csps []string) error {
 	if err := s.CheckIncluded(owners, included); err != nil {
 		return err
 	}

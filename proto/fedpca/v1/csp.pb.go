@@ -1430,9 +1430,10 @@ type KeySwitchHeader struct {
 	// member's noise top-up).
 	Owners      []string `protobuf:"bytes,8,rep,name=owners,proto3" json:"owners,omitempty"`
 	Ciphertexts uint32   `protobuf:"varint,9,opt,name=ciphertexts,proto3" json:"ciphertexts,omitempty"`
-	// job_owners is the job's whole owner list, which the member checks
-	// against the spec's owners_root before checking owners against it.
-	JobOwners     []string `protobuf:"bytes,10,rep,name=job_owners,json=jobOwners,proto3" json:"job_owners,omitempty"`
+	// job_owner_refs is the job's whole owner list with each owner's key,
+	// which the member checks against the spec's owners_root before checking
+	// owners against it, and each upload statement's signer against.
+	JobOwnerRefs  []*OwnerRef `protobuf:"bytes,11,rep,name=job_owner_refs,json=jobOwnerRefs,proto3" json:"job_owner_refs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1530,9 +1531,9 @@ func (x *KeySwitchHeader) GetCiphertexts() uint32 {
 	return 0
 }
 
-func (x *KeySwitchHeader) GetJobOwners() []string {
+func (x *KeySwitchHeader) GetJobOwnerRefs() []*OwnerRef {
 	if x != nil {
-		return x.JobOwners
+		return x.JobOwnerRefs
 	}
 	return nil
 }
@@ -2260,6 +2261,61 @@ func (*SolveResponse_Round) isSolveResponse_Msg() {}
 
 func (*SolveResponse_Output) isSolveResponse_Msg() {}
 
+// OwnerRef names an owner of a job: its ID and the fingerprint of its
+// certificate's key (hex SHA-256 of the SubjectPublicKeyInfo; empty in
+// insecure mode), which every member holds the owner's upload statement to.
+type OwnerRef struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Key           string                 `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *OwnerRef) Reset() {
+	*x = OwnerRef{}
+	mi := &file_fedpca_v1_csp_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *OwnerRef) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*OwnerRef) ProtoMessage() {}
+
+func (x *OwnerRef) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_csp_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use OwnerRef.ProtoReflect.Descriptor instead.
+func (*OwnerRef) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_csp_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *OwnerRef) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *OwnerRef) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 var File_fedpca_v1_csp_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_csp_proto_rawDesc = "" +
@@ -2367,7 +2423,7 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"UploadPart\x12\x1b\n" +
 	"\tc0_digest\x18\x01 \x01(\fR\bc0Digest\x12\x0e\n" +
 	"\x02c1\x18\x02 \x01(\fR\x02c1\x12\x14\n" +
-	"\x05proof\x18\x03 \x01(\fR\x05proof\"\xb6\x02\n" +
+	"\x05proof\x18\x03 \x01(\fR\x05proof\"\xe4\x02\n" +
 	"\x0fKeySwitchHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\fR\x04spec\x12\x1c\n" +
@@ -2377,10 +2433,10 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\x06schema\x18\x06 \x01(\fR\x06schema\x12\x16\n" +
 	"\x06active\x18\a \x03(\rR\x06active\x12\x16\n" +
 	"\x06owners\x18\b \x03(\tR\x06owners\x12 \n" +
-	"\vciphertexts\x18\t \x01(\rR\vciphertexts\x12\x1d\n" +
-	"\n" +
-	"job_owners\x18\n" +
-	" \x03(\tR\tjobOwners\")\n" +
+	"\vciphertexts\x18\t \x01(\rR\vciphertexts\x129\n" +
+	"\x0ejob_owner_refs\x18\v \x03(\v2\x13.fedpca.v1.OwnerRefR\fjobOwnerRefsJ\x04\b\n" +
+	"\x10\vR\n" +
+	"job_owners\")\n" +
 	"\x11KeySwitchResponse\x12\x14\n" +
 	"\x05share\x18\x01 \x01(\fR\x05share\"\xfe\x02\n" +
 	"\fSolveRequest\x120\n" +
@@ -2433,7 +2489,10 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"conversion\x12-\n" +
 	"\x05round\x18\x03 \x01(\v2\x15.fedpca.v1.SolveRoundH\x00R\x05round\x12\x18\n" +
 	"\x06output\x18\x04 \x01(\fH\x00R\x06outputB\x05\n" +
-	"\x03msg2\xda\x04\n" +
+	"\x03msg\",\n" +
+	"\bOwnerRef\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\tR\x03key2\xda\x04\n" +
 	"\n" +
 	"CspService\x12F\n" +
 	"\tGetStatus\x12\x1b.fedpca.v1.GetStatusRequest\x1a\x1c.fedpca.v1.GetStatusResponse\x12=\n" +
@@ -2458,7 +2517,7 @@ func file_fedpca_v1_csp_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_csp_proto_rawDescData
 }
 
-var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_fedpca_v1_csp_proto_msgTypes = make([]protoimpl.MessageInfo, 32)
 var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*GetStatusRequest)(nil),       // 0: fedpca.v1.GetStatusRequest
 	(*GetStatusResponse)(nil),      // 1: fedpca.v1.GetStatusResponse
@@ -2491,6 +2550,7 @@ var file_fedpca_v1_csp_proto_goTypes = []any{
 	(*SolveRound)(nil),             // 28: fedpca.v1.SolveRound
 	(*SealedOpening)(nil),          // 29: fedpca.v1.SealedOpening
 	(*SolveResponse)(nil),          // 30: fedpca.v1.SolveResponse
+	(*OwnerRef)(nil),               // 31: fedpca.v1.OwnerRef
 }
 var file_fedpca_v1_csp_proto_depIdxs = []int32{
 	17, // 0: fedpca.v1.GetStatusResponse.attestation:type_name -> fedpca.v1.KeyAttestation
@@ -2504,38 +2564,39 @@ var file_fedpca_v1_csp_proto_depIdxs = []int32{
 	21, // 8: fedpca.v1.KeySwitchRequest.header:type_name -> fedpca.v1.KeySwitchHeader
 	19, // 9: fedpca.v1.KeySwitchRequest.upload:type_name -> fedpca.v1.OwnerUpload
 	20, // 10: fedpca.v1.KeySwitchRequest.part:type_name -> fedpca.v1.UploadPart
-	24, // 11: fedpca.v1.SolveRequest.header:type_name -> fedpca.v1.SolveHeader
-	19, // 12: fedpca.v1.SolveRequest.upload:type_name -> fedpca.v1.OwnerUpload
-	20, // 13: fedpca.v1.SolveRequest.part:type_name -> fedpca.v1.UploadPart
-	26, // 14: fedpca.v1.SolveRequest.keys:type_name -> fedpca.v1.SolveKeys
-	27, // 15: fedpca.v1.SolveRequest.correction:type_name -> fedpca.v1.Correction
-	28, // 16: fedpca.v1.SolveRequest.round:type_name -> fedpca.v1.SolveRound
-	21, // 17: fedpca.v1.SolveHeader.job:type_name -> fedpca.v1.KeySwitchHeader
-	25, // 18: fedpca.v1.SolveKeys.keys:type_name -> fedpca.v1.SolveKey
-	29, // 19: fedpca.v1.SolveRound.openings:type_name -> fedpca.v1.SealedOpening
-	25, // 20: fedpca.v1.SolveResponse.key:type_name -> fedpca.v1.SolveKey
-	28, // 21: fedpca.v1.SolveResponse.round:type_name -> fedpca.v1.SolveRound
-	0,  // 22: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
-	3,  // 23: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
-	6,  // 24: fedpca.v1.CspService.RevealKeyShare:input_type -> fedpca.v1.RevealKeyShareRequest
-	9,  // 25: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
-	12, // 26: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
-	14, // 27: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
-	18, // 28: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
-	23, // 29: fedpca.v1.CspService.Solve:input_type -> fedpca.v1.SolveRequest
-	1,  // 30: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
-	4,  // 31: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
-	7,  // 32: fedpca.v1.CspService.RevealKeyShare:output_type -> fedpca.v1.RevealKeyShareResponse
-	11, // 33: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
-	13, // 34: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
-	16, // 35: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
-	22, // 36: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
-	30, // 37: fedpca.v1.CspService.Solve:output_type -> fedpca.v1.SolveResponse
-	30, // [30:38] is the sub-list for method output_type
-	22, // [22:30] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	31, // 11: fedpca.v1.KeySwitchHeader.job_owner_refs:type_name -> fedpca.v1.OwnerRef
+	24, // 12: fedpca.v1.SolveRequest.header:type_name -> fedpca.v1.SolveHeader
+	19, // 13: fedpca.v1.SolveRequest.upload:type_name -> fedpca.v1.OwnerUpload
+	20, // 14: fedpca.v1.SolveRequest.part:type_name -> fedpca.v1.UploadPart
+	26, // 15: fedpca.v1.SolveRequest.keys:type_name -> fedpca.v1.SolveKeys
+	27, // 16: fedpca.v1.SolveRequest.correction:type_name -> fedpca.v1.Correction
+	28, // 17: fedpca.v1.SolveRequest.round:type_name -> fedpca.v1.SolveRound
+	21, // 18: fedpca.v1.SolveHeader.job:type_name -> fedpca.v1.KeySwitchHeader
+	25, // 19: fedpca.v1.SolveKeys.keys:type_name -> fedpca.v1.SolveKey
+	29, // 20: fedpca.v1.SolveRound.openings:type_name -> fedpca.v1.SealedOpening
+	25, // 21: fedpca.v1.SolveResponse.key:type_name -> fedpca.v1.SolveKey
+	28, // 22: fedpca.v1.SolveResponse.round:type_name -> fedpca.v1.SolveRound
+	0,  // 23: fedpca.v1.CspService.GetStatus:input_type -> fedpca.v1.GetStatusRequest
+	3,  // 24: fedpca.v1.CspService.KeyGen:input_type -> fedpca.v1.KeyGenRequest
+	6,  // 25: fedpca.v1.CspService.RevealKeyShare:input_type -> fedpca.v1.RevealKeyShareRequest
+	9,  // 26: fedpca.v1.CspService.DealShares:input_type -> fedpca.v1.DealSharesRequest
+	12, // 27: fedpca.v1.CspService.ReceiveShares:input_type -> fedpca.v1.ReceiveSharesRequest
+	14, // 28: fedpca.v1.CspService.Finalize:input_type -> fedpca.v1.FinalizeRequest
+	18, // 29: fedpca.v1.CspService.KeySwitch:input_type -> fedpca.v1.KeySwitchRequest
+	23, // 30: fedpca.v1.CspService.Solve:input_type -> fedpca.v1.SolveRequest
+	1,  // 31: fedpca.v1.CspService.GetStatus:output_type -> fedpca.v1.GetStatusResponse
+	4,  // 32: fedpca.v1.CspService.KeyGen:output_type -> fedpca.v1.KeyGenResponse
+	7,  // 33: fedpca.v1.CspService.RevealKeyShare:output_type -> fedpca.v1.RevealKeyShareResponse
+	11, // 34: fedpca.v1.CspService.DealShares:output_type -> fedpca.v1.DealSharesResponse
+	13, // 35: fedpca.v1.CspService.ReceiveShares:output_type -> fedpca.v1.ReceiveSharesResponse
+	16, // 36: fedpca.v1.CspService.Finalize:output_type -> fedpca.v1.FinalizeResponse
+	22, // 37: fedpca.v1.CspService.KeySwitch:output_type -> fedpca.v1.KeySwitchResponse
+	30, // 38: fedpca.v1.CspService.Solve:output_type -> fedpca.v1.SolveResponse
+	31, // [31:39] is the sub-list for method output_type
+	23, // [23:31] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_csp_proto_init() }
@@ -2571,7 +2632,7 @@ func file_fedpca_v1_csp_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_csp_proto_rawDesc), len(file_fedpca_v1_csp_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   31,
+			NumMessages:   32,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -386,9 +386,11 @@ type CreateJobRequest struct {
 	// schema is the canonical JSON schema of the dataset; the spec holds its
 	// hash.
 	Schema []byte `protobuf:"bytes,4,opt,name=schema,proto3" json:"schema,omitempty"`
-	// owners is the job's owner list (sorted IDs): the spec commits to it by
-	// its num_owners and owners_root, which the proxy checks it against.
-	Owners        []string `protobuf:"bytes,5,rep,name=owners,proto3" json:"owners,omitempty"`
+	// owner_refs is the job's owner list (sorted by ID), each owner by its ID
+	// and its key fingerprint, from the user's own roster: the spec commits
+	// to it by its num_owners and owners_root, which the proxy checks it
+	// against.
+	OwnerRefs     []*OwnerRef `protobuf:"bytes,7,rep,name=owner_refs,json=ownerRefs,proto3" json:"owner_refs,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,9 +453,9 @@ func (x *CreateJobRequest) GetSchema() []byte {
 	return nil
 }
 
-func (x *CreateJobRequest) GetOwners() []string {
+func (x *CreateJobRequest) GetOwnerRefs() []*OwnerRef {
 	if x != nil {
-		return x.Owners
+		return x.OwnerRefs
 	}
 	return nil
 }
@@ -503,17 +505,19 @@ func (x *CreateJobResponse) GetJob() *JobStatus {
 }
 
 type JobStatus struct {
-	state          protoimpl.MessageState `protogen:"open.v1"`
-	JobId          string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	State          JobState               `protobuf:"varint,2,opt,name=state,proto3,enum=fedpca.v1.JobState" json:"state,omitempty"`
-	Dataset        string                 `protobuf:"bytes,3,opt,name=dataset,proto3" json:"dataset,omitempty"`
-	Analysis       string                 `protobuf:"bytes,4,opt,name=analysis,proto3" json:"analysis,omitempty"`
-	User           string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
-	ExpectedOwners []string               `protobuf:"bytes,6,rep,name=expected_owners,json=expectedOwners,proto3" json:"expected_owners,omitempty"`
-	UploadedOwners []string               `protobuf:"bytes,7,rep,name=uploaded_owners,json=uploadedOwners,proto3" json:"uploaded_owners,omitempty"`
-	DeclinedOwners []*DeclinedOwner       `protobuf:"bytes,8,rep,name=declined_owners,json=declinedOwners,proto3" json:"declined_owners,omitempty"`
-	MinOwners      int32                  `protobuf:"varint,9,opt,name=min_owners,json=minOwners,proto3" json:"min_owners,omitempty"`
-	DeadlineUnix   int64                  `protobuf:"varint,10,opt,name=deadline_unix,json=deadlineUnix,proto3" json:"deadline_unix,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	JobId    string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	State    JobState               `protobuf:"varint,2,opt,name=state,proto3,enum=fedpca.v1.JobState" json:"state,omitempty"`
+	Dataset  string                 `protobuf:"bytes,3,opt,name=dataset,proto3" json:"dataset,omitempty"`
+	Analysis string                 `protobuf:"bytes,4,opt,name=analysis,proto3" json:"analysis,omitempty"`
+	User     string                 `protobuf:"bytes,5,opt,name=user,proto3" json:"user,omitempty"`
+	// expected_owner_refs is the job's owner list (sorted by ID, with each
+	// owner's key fingerprint), for the job's user only.
+	ExpectedOwnerRefs []*OwnerRef      `protobuf:"bytes,26,rep,name=expected_owner_refs,json=expectedOwnerRefs,proto3" json:"expected_owner_refs,omitempty"`
+	UploadedOwners    []string         `protobuf:"bytes,7,rep,name=uploaded_owners,json=uploadedOwners,proto3" json:"uploaded_owners,omitempty"`
+	DeclinedOwners    []*DeclinedOwner `protobuf:"bytes,8,rep,name=declined_owners,json=declinedOwners,proto3" json:"declined_owners,omitempty"`
+	MinOwners         int32            `protobuf:"varint,9,opt,name=min_owners,json=minOwners,proto3" json:"min_owners,omitempty"`
+	DeadlineUnix      int64            `protobuf:"varint,10,opt,name=deadline_unix,json=deadlineUnix,proto3" json:"deadline_unix,omitempty"`
 	// reason explains a failure, or what an open or switching job waits for.
 	Reason string `protobuf:"bytes,11,opt,name=reason,proto3" json:"reason,omitempty"`
 	// csp_members are the committee members taking part in the key switch.
@@ -602,9 +606,9 @@ func (x *JobStatus) GetUser() string {
 	return ""
 }
 
-func (x *JobStatus) GetExpectedOwners() []string {
+func (x *JobStatus) GetExpectedOwnerRefs() []*OwnerRef {
 	if x != nil {
-		return x.ExpectedOwners
+		return x.ExpectedOwnerRefs
 	}
 	return nil
 }
@@ -2481,22 +2485,23 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0fCommitteeMember\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x14\n" +
 	"\x05point\x18\x02 \x01(\rR\x05point\x12\x18\n" +
-	"\ahealthy\x18\x03 \x01(\bR\ahealthy\"\x9c\x01\n" +
+	"\ahealthy\x18\x03 \x01(\bR\ahealthy\"\xc6\x01\n" +
 	"\x10CreateJobRequest\x12\x12\n" +
 	"\x04spec\x18\x01 \x01(\fR\x04spec\x12\x1c\n" +
 	"\tsignature\x18\x02 \x01(\fR\tsignature\x12&\n" +
 	"\x0fuser_public_key\x18\x03 \x01(\fR\ruserPublicKey\x12\x16\n" +
-	"\x06schema\x18\x04 \x01(\fR\x06schema\x12\x16\n" +
-	"\x06owners\x18\x05 \x03(\tR\x06owners\";\n" +
+	"\x06schema\x18\x04 \x01(\fR\x06schema\x122\n" +
+	"\n" +
+	"owner_refs\x18\a \x03(\v2\x13.fedpca.v1.OwnerRefR\townerRefsJ\x04\b\x05\x10\x06R\x06owners\";\n" +
 	"\x11CreateJobResponse\x12&\n" +
-	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\xe2\x05\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\x95\x06\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.fedpca.v1.JobStateR\x05state\x12\x18\n" +
 	"\adataset\x18\x03 \x01(\tR\adataset\x12\x1a\n" +
 	"\banalysis\x18\x04 \x01(\tR\banalysis\x12\x12\n" +
-	"\x04user\x18\x05 \x01(\tR\x04user\x12'\n" +
-	"\x0fexpected_owners\x18\x06 \x03(\tR\x0eexpectedOwners\x12'\n" +
+	"\x04user\x18\x05 \x01(\tR\x04user\x12C\n" +
+	"\x13expected_owner_refs\x18\x1a \x03(\v2\x13.fedpca.v1.OwnerRefR\x11expectedOwnerRefs\x12'\n" +
 	"\x0fuploaded_owners\x18\a \x03(\tR\x0euploadedOwners\x12A\n" +
 	"\x0fdeclined_owners\x18\b \x03(\v2\x18.fedpca.v1.DeclinedOwnerR\x0edeclinedOwners\x12\x1d\n" +
 	"\n" +
@@ -2513,7 +2518,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0fowners_expected\x18\x11 \x01(\x05R\x0eownersExpected\x12'\n" +
 	"\x0fowners_uploaded\x18\x12 \x01(\x05R\x0eownersUploaded\x12'\n" +
 	"\x0fowners_declined\x18\x13 \x01(\x05R\x0eownersDeclined\x12'\n" +
-	"\x0fcaller_included\x18\x14 \x01(\bR\x0ecallerIncluded\"\xc0\x01\n" +
+	"\x0fcaller_included\x18\x14 \x01(\bR\x0ecallerIncludedJ\x04\b\x06\x10\aR\x0fexpected_owners\"\xc0\x01\n" +
 	"\fPhaseTimings\x12+\n" +
 	"\x11aggregate_seconds\x18\x01 \x01(\x01R\x10aggregateSeconds\x122\n" +
 	"\x15upload_window_seconds\x18\x02 \x01(\x01R\x13uploadWindowSeconds\x12!\n" +
@@ -2708,61 +2713,64 @@ var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(*CancelJobRequest)(nil),       // 35: fedpca.v1.CancelJobRequest
 	(*CancelJobResponse)(nil),      // 36: fedpca.v1.CancelJobResponse
 	(*KeyAttestation)(nil),         // 37: fedpca.v1.KeyAttestation
+	(*OwnerRef)(nil),               // 38: fedpca.v1.OwnerRef
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
 	37, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
-	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
-	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
-	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
-	8,  // 5: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
-	1,  // 6: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
-	15, // 7: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
-	12, // 8: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
-	15, // 9: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
-	7,  // 10: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
-	7,  // 11: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	7,  // 12: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
-	15, // 13: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
-	12, // 14: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
-	21, // 15: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	22, // 16: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	22, // 17: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 18: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	22, // 19: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	30, // 20: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 21: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 22: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 23: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 24: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	13, // 25: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	16, // 26: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	18, // 27: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	20, // 28: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	26, // 29: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	24, // 30: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
-	28, // 31: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	31, // 32: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	33, // 33: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	35, // 34: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 35: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 36: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 37: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	14, // 38: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	17, // 39: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	19, // 40: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	23, // 41: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	27, // 42: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	25, // 43: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
-	29, // 44: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	32, // 45: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	34, // 46: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	36, // 47: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	38, // 2: fedpca.v1.CreateJobRequest.owner_refs:type_name -> fedpca.v1.OwnerRef
+	7,  // 3: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
+	0,  // 4: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
+	38, // 5: fedpca.v1.JobStatus.expected_owner_refs:type_name -> fedpca.v1.OwnerRef
+	9,  // 6: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
+	8,  // 7: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
+	1,  // 8: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
+	15, // 9: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
+	12, // 10: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	15, // 11: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
+	7,  // 12: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
+	7,  // 13: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
+	7,  // 14: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
+	15, // 15: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
+	12, // 16: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	21, // 17: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	22, // 18: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	22, // 19: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
+	1,  // 20: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	22, // 21: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	30, // 22: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	7,  // 23: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	2,  // 24: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	5,  // 25: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	10, // 26: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	13, // 27: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	16, // 28: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	18, // 29: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	20, // 30: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	26, // 31: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	24, // 32: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
+	28, // 33: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	31, // 34: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	33, // 35: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	35, // 36: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	3,  // 37: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	6,  // 38: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	11, // 39: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	14, // 40: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	17, // 41: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	19, // 42: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	23, // 43: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	27, // 44: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	25, // 45: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
+	29, // 46: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	32, // 47: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	34, // 48: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	36, // 49: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	37, // [37:50] is the sub-list for method output_type
+	24, // [24:37] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
