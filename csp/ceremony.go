@@ -151,7 +151,7 @@ func memberIDs(refs []*fedpcav1.MemberRef, threshold int) ([]string, error) {
 		}
 		ids[m.GetPoint()-1] = m.GetId()
 	}
-	st := job.KeyStatement{Ceremony: "x", HEParams: job.Fingerprint(nil), Key: job.Fingerprint(nil), Threshold: threshold, Members: ids}
+	st := job.KeyStatement{Ceremony: "x", HEParams: job.Fingerprint(nil), Key: job.Fingerprint(nil), Threshold: threshold, Members: ids, MemberKeys: make([]string, len(ids))}
 	if err := st.Validate(); err != nil {
 		return nil, err
 	}
@@ -191,7 +191,7 @@ func (c *CSP) revealKeyShare(req *fedpcav1.RevealKeyShareRequest) (*fedpcav1.Rev
 		return nil, invalid("commitments: %d for a committee of %d (a member reveals its share only once every member has committed)", len(req.GetCommitments()), n)
 	}
 	me := uint32(cer.member.Point())
-	commitments := make([][]byte, n)
+	commitments, keys := make([][]byte, n), make([]string, n)
 	for _, mc := range req.GetCommitments() {
 		p := mc.GetPoint()
 		if p < 1 || int(p) > n || commitments[p-1] != nil {
@@ -204,13 +204,24 @@ func (c *CSP) revealKeyShare(req *fedpcav1.RevealKeyShareRequest) (*fedpcav1.Rev
 			if !bytes.Equal(mc.GetCommitment(), cer.keyGenResp.GetKeyShareCommitment()) {
 				return nil, invalid("the commitment at this member's point (%d) is not the one it made", p)
 			}
-		} else if err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(p), mc.GetCertificate(), job.KeyCommitmentContext,
-			job.KeyCommitmentMessage(cer.id, p, mc.GetCommitment()), mc.GetSignature()); err != nil {
-			return nil, invalid("the commitment at point %d is not signed by csp/%s for this ceremony: %v", p, cer.memberAt(p), err)
+			if c.cfg.Creds != nil {
+				keys[p-1] = c.cfg.Creds.Key
+			}
+		} else {
+			key, err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(p), "", mc.GetCertificate(), job.KeyCommitmentContext,
+				job.KeyCommitmentMessage(cer.id, p, mc.GetCommitment()), mc.GetSignature())
+			if err != nil {
+				return nil, invalid("the commitment at point %d is not signed by csp/%s for this ceremony: %v", p, cer.memberAt(p), err)
+			}
+			keys[p-1] = key
 		}
 		commitments[p-1] = bytes.Clone(mc.GetCommitment())
 	}
-	cer.commitments = commitments
+	if err := c.checkPeers(cer, keys); err != nil {
+		c.log.Error("refusing a ceremony with members this member does not pin", "ceremony", cer.id, "error", err)
+		return nil, err
+	}
+	cer.commitments, cer.memberKeys = commitments, keys
 	cer.revealReq, cer.revealResp = roundDigest(req), &fedpcav1.RevealKeyShareResponse{PublicKeyShare: cer.share, Nonce: cer.nonce}
 	return cer.revealResp, nil
 }
@@ -233,6 +244,9 @@ func (c *CSP) dealShares(req *fedpcav1.DealSharesRequest) (*fedpcav1.DealSharesR
 			return nil, fmt.Errorf("%w: ceremony %q: this member already dealt its shares to other exchange keys", ErrCeremony, cer.id)
 		}
 		return cer.dealResp, nil // replayed
+	}
+	if cer.commitments == nil {
+		return nil, fmt.Errorf("%w: ceremony %q: shares are dealt only after every member committed and revealed", ErrCeremony, cer.id)
 	}
 	if len(req.GetMembers()) != cer.committee.N {
 		return nil, invalid("members: %d exchange keys for a committee of %d", len(req.GetMembers()), cer.committee.N)
@@ -288,8 +302,27 @@ func (c *CSP) checkExchangeKey(cer *ceremony, mk *fedpcav1.MemberKey) error {
 	if c.cfg.Creds == nil {
 		return nil // insecure mode: nothing to verify against
 	}
-	return transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(mk.GetPoint()), mk.GetCertificate(),
+	_, err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(mk.GetPoint()), cer.memberKeys[mk.GetPoint()-1], mk.GetCertificate(),
 		exchangeContext, exchangeMessage(cer.id, mk.GetPoint(), mk.GetExchangeKey()), mk.GetExchangeKeySignature())
+	return err
+}
+
+// checkPeers checks the committee's keys, as the signed commitments gave
+// them, against the member's pins (Config.Peers), if any: exactly the
+// pinned keys, this member's own among them.
+func (c *CSP) checkPeers(cer *ceremony, keys []string) error {
+	if len(c.cfg.Peers) == 0 {
+		return nil
+	}
+	st := job.KeyStatement{Members: make([]string, len(keys)), MemberKeys: keys, Threshold: cer.committee.Threshold}
+	for i := range keys {
+		st.Members[i] = cer.memberAt(uint32(i + 1))
+	}
+	p := job.CommitteePolicy{Members: c.cfg.Peers, MinMembers: 1, MinThreshold: 1}
+	if err := p.Check(st); err != nil {
+		return invalid("this member takes part only in the committee it pins (csp serve --committee): %v", err)
+	}
+	return nil
 }
 
 // memberAt returns the ID of the committee member at a point ("" if none).
@@ -334,7 +367,7 @@ func (c *CSP) receiveShares(req *fedpcav1.ReceiveSharesRequest) error {
 		got[from] = true
 		// Only the dealer at that point can have made the box: the proxy
 		// that relays it could otherwise seal a share of its own.
-		if err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(from), cer.certs[from], job.DealtShareContext,
+		if _, err := transport.VerifyMemberSignature(c.cfg.Creds, cer.memberAt(from), cer.memberKeys[from-1], cer.certs[from], job.DealtShareContext,
 			job.DealtShareMessage(cer.id, from, me, s.GetSealed()), s.GetSignature()); err != nil {
 			return invalid("share from member %d is not signed by it: %v", from, err)
 		}
@@ -388,13 +421,13 @@ func (c *CSP) finalize(req *fedpcav1.FinalizeRequest) (*fedpcav1.FinalizeRespons
 	if err != nil {
 		return nil, invalid("committee: %v", err)
 	}
-	statement := job.KeyStatement{Ceremony: cer.id, HEParams: c.params.Fingerprint(), Threshold: cer.committee.Threshold, Members: ids, Key: fp}
+	statement := job.KeyStatement{Ceremony: cer.id, HEParams: c.params.Fingerprint(), Threshold: cer.committee.Threshold, Members: ids, MemberKeys: cer.memberKeys, Key: fp}
 	att, err := transport.Attest(c.cfg.Creds, c.cfg.ID, uint32(cer.member.Point()), statement)
 	if err != nil {
 		return nil, err
 	}
 	st := &secretFile{
-		CeremonyID: cer.id, HEParams: c.params.ID(), Members: cer.members, Secret: cer.member.SecretState(),
+		CeremonyID: cer.id, HEParams: c.params.ID(), Members: cer.members, MemberKeys: cer.memberKeys, Secret: cer.member.SecretState(),
 		CommitteeKey: req.GetCommitteePublicKey(), Fingerprint: fp, Attestation: att,
 		FinalizedAt: time.Now().UTC(),
 	}

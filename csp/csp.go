@@ -48,6 +48,12 @@ type Config struct {
 	MetricsListener net.Listener
 	// Params is the HE parameter set (default: he.NewDefaultParams).
 	Params *he.Params
+	// Peers, when set, pins the committee this member takes part in by key:
+	// it reveals its key share only when every commitment is signed by one
+	// of these keys (its own among them), and none is missing. Unset, it
+	// takes part with any members its trust store accepts as csp (the
+	// owners' and users' pins still decide whether the key is used).
+	Peers []job.MemberPin
 }
 
 // CSP is a committee member. Its methods are safe for concurrent use.
@@ -90,6 +96,12 @@ type ceremony struct {
 	exchange  *ecdh.PrivateKey
 	keys      map[he.Point][]byte // members' verified exchange keys
 	certs     map[uint32][]byte   // members' certificates (DER), by point, from their exchange keys
+	// memberKeys are the members' certificate key fingerprints by point,
+	// bound when their signed commitments are verified (this member's own
+	// its own key): every later message of the ceremony from a point must
+	// be signed by the same key, and the attestation lists them. Empty
+	// strings in insecure mode.
+	memberKeys []string
 	// share is this member's public-key share (encoded) and nonce opens its
 	// commitment; commitments are every member's, by point, as verified
 	// when the member revealed its share (nil before).
@@ -116,6 +128,10 @@ type secretFile struct {
 	Secret       he.SecretState        `json:"secret"`
 	CommitteeKey []byte                `json:"committee_public_key"`
 	Fingerprint  string                `json:"committee_key_fingerprint"`
+	// MemberKeys are the members' key fingerprints by point, as this
+	// member verified them in the ceremony and attested them: it knows the
+	// other members by these keys when it computes with them.
+	MemberKeys []string `json:"member_keys"`
 	// Attestation is this member's signed statement about the key.
 	Attestation *fedpcav1.KeyAttestation `json:"attestation"`
 	FinalizedAt time.Time                `json:"finalized_at"`
@@ -244,6 +260,10 @@ func decodeSecrets(b []byte, p he.Params) (*secretFile, *he.Member, error) {
 	}
 	if a := st.Attestation; a == nil || a.GetPoint() != uint32(st.Secret.Point) {
 		return nil, nil, errors.New("no attestation of the committee key (the file predates attested keys: move the state directory aside and let the proxy run a new ceremony)")
+	}
+	if len(st.MemberKeys) != st.Secret.N {
+		return nil, nil, errors.New("the committee's member keys are not recorded (the file predates committees attested by key: owners and users no longer accept its attestation; " +
+			"move the state directory aside and let the proxy run a new ceremony)")
 	}
 	return &st, m, nil
 }

@@ -3,6 +3,7 @@ package csp
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -45,7 +46,10 @@ func FuzzKeySwitchHeader(f *testing.F) {
 		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: job.Fingerprint(cpk), User: alice.Identity.String(), UserKey: job.Fingerprint(userPK), Nonce: "fuzz"}
-	all := []string{"hospital-a", "hospital-b", "hospital-c"}
+	var all []job.Owner
+	for _, id := range []string{"hospital-a", "hospital-b", "hospital-c"} {
+		all = append(all, job.Owner{ID: id, Key: job.Fingerprint([]byte(id))})
+	}
 	if err := spec.SetOwners(all); err != nil {
 		f.Fatal(err)
 	}
@@ -58,14 +62,21 @@ func FuzzKeySwitchHeader(f *testing.F) {
 	st := &secretFile{Fingerprint: job.Fingerprint(cpk), Secret: he.SecretState{Point: 1, N: 3, Threshold: 2}}
 	id, canon, sc := spec.ID(), spec.Canonical(), sch.Canonical()
 	valid := &fedpcav1.KeySwitchHeader{JobId: id, Spec: canon, Signature: sig, UserCertificate: alice.Leaf.Raw, UserPublicKey: userPK,
-		Schema: sc, Active: []uint32{1, 2}, Owners: []string{"hospital-a", "hospital-c"}, Ciphertexts: 1, JobOwners: all}
+		Schema: sc, Active: []uint32{1, 2}, Owners: []string{"hospital-a", "hospital-c"}, Ciphertexts: 1, JobOwnerRefs: transport.OwnerRefs(all)}
 	if _, err := c.checkHeader(valid, st); err != nil {
 		f.Fatalf("valid header refused: %v", err)
 	}
-	list := strings.Join(all, ",")
+	// An owner list is "ID=KEY,...".
+	var entries []string
+	for _, o := range all {
+		entries = append(entries, o.ID+"="+o.Key)
+	}
+	list := strings.Join(entries, ",")
+	rekeyed := strings.Replace(list, all[1].Key, job.Fingerprint([]byte("a key the proxy's CA issued")), 1)
 	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                               // valid
-	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-z", list+",hospital-z", uint32(1))                 // an owner added
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-z", list+",hospital-z="+all[0].Key, uint32(1))     // an owner added
 	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-z", "hospital-a,hospital-b,hospital-z", uint32(1)) // replaced
+	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-b", rekeyed, uint32(1))                            // an owner's key replaced
 	f.Add(id, canon, eveSig, eve.Leaf.Raw, uint8(0), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                              // wrong role
 	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(1), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                               // another key
 	f.Add(id, canon, sig, alice.Leaf.Raw, uint8(2), sc, []byte{1, 2}, "hospital-a,hospital-c", list, uint32(1))                               // truncated key
@@ -83,8 +94,13 @@ func FuzzKeySwitchHeader(f *testing.F) {
 		case 2:
 			pk = userPK[:len(userPK)/2]
 		}
+		var refs []*fedpcav1.OwnerRef
+		for _, e := range strings.Split(jobOwners, ",") {
+			id, key, _ := strings.Cut(e, "=")
+			refs = append(refs, &fedpcav1.OwnerRef{Id: id, Key: key})
+		}
 		hd := &fedpcav1.KeySwitchHeader{JobId: jobID, Spec: specB, Signature: sig, UserCertificate: cert, UserPublicKey: pk,
-			Schema: schemaB, Owners: strings.Split(owners, ","), Ciphertexts: n, JobOwners: strings.Split(jobOwners, ",")}
+			Schema: schemaB, Owners: strings.Split(owners, ","), Ciphertexts: n, JobOwnerRefs: refs}
 		for _, a := range active {
 			hd.Active = append(hd.Active, uint32(a))
 		}
@@ -96,11 +112,16 @@ func FuzzKeySwitchHeader(f *testing.F) {
 		if s.ID() != jobID || job.Fingerprint(pk) != s.UserKey || s.CommitteeKey != st.Fingerprint {
 			t.Fatal("accepted a header for another job, user key or committee")
 		}
-		if err := transport.VerifyTicket(self, s, sig, cert); err != nil {
+		if _, err := transport.VerifyTicket(self, s, sig, cert); err != nil {
 			t.Fatalf("accepted a ticket that does not verify: %v", err)
 		}
 		if jobOwners != list {
 			t.Fatalf("accepted the owner list %q, the spec commits to %q", jobOwners, list)
+		}
+		for _, o := range all {
+			if chk.keys[o.ID] != o.Key && slices.Contains(chk.owners, o.ID) {
+				t.Fatalf("owner %s would be held to key %s, the spec names %s", o.ID, chk.keys[o.ID], o.Key)
+			}
 		}
 		if err := s.CheckIncluded(all, chk.owners); err != nil || chk.n != int(n) || !bytes.Equal(chk.sch.Canonical(), schemaB) && chk.sch.HashHex() != s.SchemaHash {
 			t.Fatalf("accepted owners %v, %d ciphertexts: %v", chk.owners, n, err)
@@ -124,7 +145,7 @@ func FuzzStoreRecords(f *testing.F) {
 	cpkb := p.Codecs().PublicKey.Marshal(cpk)
 	refs := []*fedpcav1.MemberRef{{Id: "csp-1", Point: 1}, {Id: "csp-2", Point: 2}, {Id: "csp-3", Point: 3}}
 	secret, _ := json.Marshal(secretFile{CeremonyID: "c1", HEParams: p.ID(), Members: refs, Secret: members[1].SecretState(),
-		CommitteeKey: cpkb, Fingerprint: job.Fingerprint(cpkb), Attestation: &fedpcav1.KeyAttestation{Member: "csp-2", Point: 2}, FinalizedAt: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)})
+		CommitteeKey: cpkb, Fingerprint: job.Fingerprint(cpkb), MemberKeys: []string{job.Fingerprint([]byte("1")), job.Fingerprint([]byte("2")), job.Fingerprint([]byte("3"))}, Attestation: &fedpcav1.KeyAttestation{Member: "csp-2", Point: 2}, FinalizedAt: time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)})
 	if _, _, err := decodeSecrets(secret, p); err != nil {
 		f.Fatalf("valid secret file refused: %v", err)
 	}

@@ -264,8 +264,9 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 }
 
 // solveChannels checks every other active member's signed key for the job
-// (its certificate is the member's at that point of the committee) and
-// derives a channel to each, by party.
+// (its certificate is the member's at that point of the committee, of the
+// key this member verified in the ceremony and attested) and derives a
+// channel to each, by party.
 func (c *CSP) solveChannels(keys *fedpcav1.SolveKeys, st *secretFile, id string, priv *ecdh.PrivateKey, active []he.Point, me int) ([]*seal.Channel, error) {
 	if keys == nil {
 		return nil, invalid("expected the active members' solve keys")
@@ -284,7 +285,7 @@ func (c *CSP) solveChannels(keys *fedpcav1.SolveKeys, st *secretFile, id string,
 			return nil, invalid("no solve key for member %d", pt)
 		}
 		name := memberName(st, uint32(pt))
-		if err := transport.VerifyMemberSignature(c.cfg.Creds, name, k.GetCertificate(), job.SolveKeyContext, job.SolveKeyMessage(id, uint32(pt), k.GetKey()), k.GetSignature()); err != nil {
+		if _, err := transport.VerifyMemberSignature(c.cfg.Creds, name, st.MemberKeys[pt-1], k.GetCertificate(), job.SolveKeyContext, job.SolveKeyMessage(id, uint32(pt), k.GetKey()), k.GetSignature()); err != nil {
 			return nil, invalid("the solve key of member %d is not signed by csp/%s: %v", pt, name, err)
 		}
 		ch, err := seal.NewChannel(priv, k.GetKey(), "solve "+id)

@@ -55,7 +55,9 @@ type checked struct {
 	userPK *rlwe.PublicKey
 	active []he.Point
 	owners []string
-	n      int
+	// keys are the included owners' keys, as the job names them.
+	keys map[string]string
+	n    int
 }
 
 // checkHeader validates everything about a key-switch request that can be
@@ -68,7 +70,7 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	if spec.ID() != h.GetJobId() {
 		return nil, invalid("job_id %q is not the spec's ID %s", h.GetJobId(), spec.ID())
 	}
-	if err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
+	if _, err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
 		return nil, forbidden("job %s…: %v", spec.ID()[:12], err)
 	}
 	// An exact components job is the owners' choice (their
@@ -108,8 +110,13 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 		return nil, invalid("active set %v does not include this member (%d)", active, st.Secret.Point)
 	}
 	owners := h.GetOwners()
-	if err := spec.CheckIncluded(h.GetJobOwners(), owners); err != nil {
+	jobOwners := transport.Owners(h.GetJobOwnerRefs())
+	if err := spec.CheckIncluded(jobOwners, owners); err != nil {
 		return nil, invalid("%v", err)
+	}
+	keys := make(map[string]string, len(owners))
+	for _, o := range jobOwners {
+		keys[o.ID] = o.Key
 	}
 	l, err := spec.Layout(sch)
 	if err != nil {
@@ -119,7 +126,7 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	if int(h.GetCiphertexts()) != n {
 		return nil, invalid("ciphertexts: %d announced, the job's layout needs %d", h.GetCiphertexts(), n)
 	}
-	return &checked{spec: spec, sch: sch, userPK: userPK, active: active, owners: owners, n: n}, nil
+	return &checked{spec: spec, sch: sch, userPK: userPK, active: active, owners: owners, keys: keys, n: n}, nil
 }
 
 // hashField writes a length-prefixed field.
@@ -141,9 +148,10 @@ func headerDigest(hd *fedpcav1.KeySwitchHeader) hash.Hash {
 	for _, o := range hd.GetOwners() {
 		hashField(h, []byte(o))
 	}
-	hashField(h, []byte(fmt.Sprintf("job_owners %d", len(hd.GetJobOwners()))))
-	for _, o := range hd.GetJobOwners() {
-		hashField(h, []byte(o))
+	hashField(h, []byte(fmt.Sprintf("job_owners %d", len(hd.GetJobOwnerRefs()))))
+	for _, o := range hd.GetJobOwnerRefs() {
+		hashField(h, []byte(o.GetId()))
+		hashField(h, []byte(o.GetKey()))
 	}
 	return h
 }
@@ -333,8 +341,9 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 				return err
 			}
 		}
-		if err := transport.VerifyOwnerSignature(c.cfg.Creds, owner, up.GetCertificate(), job.UploadContext, job.UploadStatement(chk.spec.ID(), owner, digests), up.GetSignature()); err != nil {
-			return invalid("owner %s's upload is not signed by its certificate (%v): the proxy cannot vouch for an upload", owner, err)
+		if err := transport.VerifyOwnerSignature(c.cfg.Creds, job.Owner{ID: owner, Key: chk.keys[owner]}, up.GetCertificate(), job.UploadContext,
+			job.UploadStatement(chk.spec.ID(), owner, digests), up.GetSignature()); err != nil {
+			return invalid("owner %s's upload is not signed by the key the job names it by (%v): the proxy cannot vouch for an upload", owner, err)
 		}
 	}
 	sums, err := v.wait()

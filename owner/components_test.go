@@ -31,7 +31,7 @@ func TestExactComponentsPolicy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	owners := []string{"hospital-a", "hospital-b"}
+	owners := ownerList(o, "hospital-a", "hospital-b")
 	mk := func(components, noNoise bool) ticketCase {
 		s := &job.Spec{Version: job.Version, Dataset: "wdbc", SchemaHash: sch.HashHex(), Analysis: job.PCA, K: 1,
 			Epsilon: 1, Delta: 1e-6, NoisePlan: dp.PlanServers, Split: dp.DefaultSplit, MinOwners: 1,

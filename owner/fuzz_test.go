@@ -27,7 +27,7 @@ func fuzzOwner(f testing.TB, ca *transport.CA, p he.Params, dir string) (*Owner,
 	o, err := New(Config{Dialer: transport.Dialer{Creds: transporttest.Credentials(f, ca, transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})},
 		ProxyAddr: "proxy:7000", Store: dir, Params: &p,
 		Datasets: []*Dataset{{Schema: sch, Epsilon: 10, Delta: 1e-6, Open: func() (io.ReadCloser, error) { return io.NopCloser(strings.NewReader("a,b,label\n")), nil }}},
-		Policy:   Policy{Committee: job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-3"}}}})
+		Policy:   Policy{Committee: job.CommitteePolicy{Members: []job.MemberPin{{ID: "csp-1", Key: job.Fingerprint([]byte("1"))}, {ID: "csp-2", Key: job.Fingerprint([]byte("2"))}, {ID: "csp-3", Key: job.Fingerprint([]byte("3"))}}}}})
 	if err != nil {
 		f.Fatal(err)
 	}
@@ -58,8 +58,22 @@ func (tc ticketCase) ticket() *fedpcav1.GetJobResponse {
 	return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Spec: tc.spec, Signature: tc.sig, UserCertificate: tc.cert}, OwnerProof: tc.proof}
 }
 
+// ownerList names owners by key: hospital-a, the test's owner o, by its
+// own, the others by stand-ins.
+func ownerList(o *Owner, ids ...string) []job.Owner {
+	var out []job.Owner
+	for _, id := range ids {
+		key := job.Fingerprint([]byte(id))
+		if id == o.cfg.ID {
+			key = o.cfg.Dialer.Creds.Key
+		}
+		out = append(out, job.Owner{ID: id, Key: key})
+	}
+	return out
+}
+
 // proofOf is the inclusion proof the proxy gives owner i of a list.
-func proofOf(tb testing.TB, owners []string, i int) *fedpcav1.OwnerProof {
+func proofOf(tb testing.TB, owners []job.Owner, i int) *fedpcav1.OwnerProof {
 	t, err := job.NewOwnerTree(owners)
 	if err != nil {
 		tb.Fatal(err)
@@ -90,7 +104,7 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 		Deadline:  time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 20_000, MaxOwnerRows: 10_000,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 1, CommitteeThreshold: 1,
 		CommitteeKey: h("c"), User: alice.Identity.String(), UserKey: h("d"), Nonce: "fuzz"}
-	owners := []string{"hospital-a", "hospital-b"}
+	owners := ownerList(o, "hospital-a", "hospital-b")
 	if err := spec.SetOwners(owners); err != nil {
 		tb.Fatal(err)
 	}
@@ -102,21 +116,30 @@ func ticketCases(tb testing.TB, dir string) (*Owner, []ticketCase) {
 	mnist := bytes.Replace(spec.Canonical(), []byte(`"wdbc"`), []byte(`"mnist"`), 1)
 	mine := proofOf(tb, owners, 0)
 	notMine := *spec
-	if err := notMine.SetOwners([]string{"hospital-b", "hospital-c"}); err != nil {
+	if err := notMine.SetOwners(ownerList(o, "hospital-b", "hospital-c")); err != nil {
 		tb.Fatal(err)
 	}
 	notMineSig, _ := notMine.Sign(alice.Signer())
+	// The user's roster (or a forger's) names hospital-a by another key.
+	otherKey := *spec
+	forged := []job.Owner{{ID: "hospital-a", Key: job.Fingerprint([]byte("a key the proxy's CA issued"))}, owners[1]}
+	if err := otherKey.SetOwners(forged); err != nil {
+		tb.Fatal(err)
+	}
+	otherKeySig, _ := otherKey.Sign(alice.Signer())
 	return o, []ticketCase{
 		{"valid", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, mine, 0, ""},
 		{"another schema", other.ID(), other.Canonical(), otherSig, alice.Leaf.Raw, mine, job.DeclineSchemaMismatch, "schema hash eeeeeeeeeeee… differs from this owner's " + sch.HashHex()[:12] + "… for dataset wdbc"},
-		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, mine, job.DeclineInvalidJob, "signed by proxy/alice, which is not a user"},
+		{"certificate of the wrong role", spec.ID(), spec.Canonical(), wrongRole, proxyAsUser.Leaf.Raw, mine, job.DeclineInvalidJob, "signed by spiffe://fedpca/proxy/alice, which is not a user"},
 		{"ID of another spec", other.ID(), spec.Canonical(), sig, alice.Leaf.Raw, mine, job.DeclineInvalidJob, "the job ID is not the hash of its spec"},
 		{"another dataset", job.Fingerprint(mnist), mnist, sig, alice.Leaf.Raw, mine, job.DeclineSchemaMismatch, `does not serve dataset "mnist"`},
 		{"signature of another spec", spec.ID(), spec.Canonical(), otherSig, alice.Leaf.Raw, mine, job.DeclineInvalidJob, "signature does not verify"},
-		{"the proof of another owner", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, proofOf(tb, owners, 1), job.DeclineNotNamed, "hospital-a is not leaf 1"},
-		{"a proof from another list", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, proofOf(tb, []string{"hospital-a", "hospital-z"}, 0), job.DeclineNotNamed, "hospital-a is not leaf 0"},
+		{"the proof of another owner", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, proofOf(tb, owners, 1), job.DeclineNotNamed, "is not leaf 1"},
+		{"a proof from another list", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, proofOf(tb, ownerList(o, "hospital-a", "hospital-z"), 0), job.DeclineNotNamed, "is not leaf 0"},
 		{"no proof", spec.ID(), spec.Canonical(), sig, alice.Leaf.Raw, nil, job.DeclineNotNamed, "fewer hashes than the tree is deep"},
-		{"a job that does not name this owner", notMine.ID(), notMine.Canonical(), notMineSig, alice.Leaf.Raw, proofOf(tb, []string{"hospital-b", "hospital-c"}, 0), job.DeclineNotNamed, "hospital-a is not leaf 0"},
+		{"a job that does not name this owner", notMine.ID(), notMine.Canonical(), notMineSig, alice.Leaf.Raw, proofOf(tb, ownerList(o, "hospital-b", "hospital-c"), 0), job.DeclineNotNamed, "is not leaf 0"},
+		{"a job that names this owner by another key", otherKey.ID(), otherKey.Canonical(), otherKeySig, alice.Leaf.Raw, proofOf(tb, forged, 0), job.DeclineNotNamed,
+			"the job does not name this owner by its key " + o.cfg.Dialer.Creds.Key},
 	}
 }
 
@@ -161,10 +184,10 @@ func FuzzTicket(f *testing.F) {
 		if r != nil || s.ID() != id || ds.Schema.HashHex() != s.SchemaHash || s.Dataset != ds.Schema.ID {
 			t.Fatalf("took part in job %q (%s): %+v", id, s.ID(), r)
 		}
-		if err := transport.VerifyTicket(o.cfg.Dialer.Creds, s, sig, cert); err != nil {
+		if _, err := transport.VerifyTicket(o.cfg.Dialer.Creds, s, sig, cert); err != nil {
 			t.Fatalf("took part in a job not signed by its user: %v", err)
 		}
-		if err := s.CheckMember(o.cfg.ID, job.OwnerProof{Index: int(index), Path: proof.Path}); err != nil {
+		if err := s.CheckMember(job.Owner{ID: o.cfg.ID, Key: o.cfg.Dialer.Creds.Key}, job.OwnerProof{Index: int(index), Path: proof.Path}); err != nil {
 			t.Fatalf("took part in a job whose owner list does not name it: %v", err)
 		}
 	})

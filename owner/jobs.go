@@ -282,7 +282,14 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	}
 	dataset := spec.Dataset
 	ck, err := o.committeeKey(ctx, spec)
-	if errors.Is(err, errWrongCommittee) {
+	var pin *job.PinError
+	switch {
+	case errors.As(err, &pin):
+		o.log.Error("this owner's committee pin does not match the committee the proxy names: refusing the job, nothing is uploaded; check --committee against the members' key fingerprints",
+			"job", id[:16], "error", err)
+		o.decline(ctx, id, dataset, refuse(job.DeclineCommitteePin, "%v", err))
+		return
+	case errors.Is(err, errWrongCommittee):
 		o.log.Error("the proxy's committee key is not attested by the committee: refusing the job, nothing is uploaded", "job", id[:16], "error", err)
 		o.decline(ctx, id, dataset, refuse(job.DeclineCommitteeKey, "%v", err))
 		return
@@ -508,14 +515,19 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 		}
 		sch = js
 	}
-	if err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate()); err != nil {
+	user, err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate())
+	if err != nil {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job is not properly signed: %v", err)
 	}
 	proof := job.OwnerProof{Index: int(t.GetOwnerProof().GetIndex()), Path: t.GetOwnerProof().GetPath()}
-	if err := spec.CheckMember(o.cfg.ID, proof); err != nil {
-		return nil, ds, nil, refuse(job.DeclineNotNamed, "%v", err)
+	me := job.Owner{ID: o.cfg.ID}
+	if c := o.cfg.Dialer.Creds; c != nil {
+		me.Key = c.Key
 	}
-	if err := userOK(o.cfg.Policy, spec.User); err != nil {
+	if err := spec.CheckMember(me, proof); err != nil {
+		return nil, ds, nil, refuse(job.DeclineNotNamed, "%v: the job does not name this owner by its key %s (if the user named it, the user's roster holds another key for it)", err, me.Key)
+	}
+	if err := userOK(o.cfg.Policy, user); err != nil {
 		return nil, ds, nil, refuse(job.DeclineUserNotAllowed, "%v", err)
 	}
 	if err := policyOK(o.cfg.Policy, spec); err != nil {

@@ -73,9 +73,10 @@ func (d *Dataset) ledgerKey() (string, error) {
 
 // Policy says which jobs an owner takes part in.
 type Policy struct {
-	// Users lists the users allowed to run jobs ("user/alice" or the full
-	// SPIFFE ID); empty allows every user of the deployment.
-	Users []string
+	// Users lists the users allowed to run jobs, each by key (a name
+	// alone only in insecure mode, where nothing is signed); empty allows
+	// every user this owner's trust store accepts.
+	Users []transport.Peer
 	// MaxEpsilon is the largest epsilon of one job (0: no limit besides the
 	// budget); MaxDelta the largest delta (0: DefaultMaxDelta).
 	MaxEpsilon float64
@@ -501,7 +502,7 @@ func (o *Owner) fetchCommitteeKey(ctx context.Context, spec *job.Spec) (*rlwe.Pu
 	}
 	st, err := transport.VerifyCommittee(o.cfg.Dialer.Creds, cmt, o.cfg.Policy.Committee)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errWrongCommittee, err)
+		return nil, fmt.Errorf("%w: %w", errWrongCommittee, err)
 	}
 	switch {
 	case st.Key != spec.CommitteeKey:
@@ -546,6 +547,53 @@ func (o *Owner) prepare(ctx context.Context) {
 
 var errWrongCommittee = errors.New("committee key refused")
 
+// Pin checks: how often the owner asks for the committee until the proxy
+// has one, then how often it looks again for a new committee (a new
+// ceremony), besides the check of every job's committee.
+var (
+	pinRetry   = time.Second
+	pinRecheck = 10 * time.Minute
+)
+
+// checkPin checks the owner's committee pin against the committee the proxy
+// names as soon as the owner starts (once the proxy has a committee), and
+// again whenever the attested committee changes: a pin that does not match
+// is said at once, in the owner's own log, naming the keys pinned and
+// attested, rather than at the first job (whose user would see only a
+// decline). It sends nothing but the request for the committee (without
+// the key's bytes) and changes nothing.
+func (o *Owner) checkPin(ctx context.Context) {
+	last := ""
+	for {
+		wait := pinRetry
+		cctx, cancel := context.WithTimeout(ctx, callTimeout)
+		cmt, err := o.proxy.GetCommittee(cctx, &fedpcav1.GetCommitteeRequest{WithoutKey: true})
+		cancel()
+		if err == nil {
+			wait = pinRecheck
+			if fp := cmt.GetPublicKeyFingerprint(); fp != last {
+				last = fp
+				_, err := transport.VerifyCommitteePin(o.cfg.Dialer.Creds, cmt, o.cfg.Policy.Committee)
+				var pin *job.PinError
+				switch {
+				case errors.As(err, &pin):
+					o.log.Error("THIS OWNER'S COMMITTEE PIN DOES NOT MATCH the committee the proxy names: it will decline every job under this committee (committee_pin) "+
+						"until --committee names the members' key fingerprints (fedpca certs prints them; each member logs its own at start)", "error", err)
+				case err != nil:
+					o.log.Error("the committee the proxy names is not attested by its members: this owner will decline its jobs (committee_key)", "error", err)
+				default:
+					o.log.Info("committee pin checked: the proxy's committee is the pinned one", "committee_key", fp[:16], "members", len(cmt.GetAttestations()))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		}
+	}
+}
+
 // Balance returns a dataset's privacy budget balance.
 func (o *Owner) Balance(dataset string) (Balance, error) { return o.ledger.Balance(dataset) }
 
@@ -582,6 +630,9 @@ func (o *Owner) Run(ctx context.Context) error {
 	}
 	slices.Sort(names)
 	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval, "committee", o.cfg.Policy.Committee.String())
+	if c := o.cfg.Dialer.Creds; c != nil {
+		o.log.Info("this owner's identity", "id", c.Identity.String(), "key", c.Key)
+	}
 	if o.cfg.Policy.Committee.AnyMembers {
 		o.log.Warn("no committee pinned: any committee of the deployment's CSPs whose members attested the key is accepted, as the proxy names it (local tests only; pin it with --committee)")
 	}
@@ -594,11 +645,13 @@ func (o *Owner) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup // the jobs being handled
 	wctx, stopWatch := context.WithCancel(ctx)
-	watched := make(chan struct{})
+	watched, pinned := make(chan struct{}), make(chan struct{})
 	go func() { defer close(watched); o.watch(wctx, &wg) }()
+	go func() { defer close(pinned); o.checkPin(wctx) }()
 	stop := func() {
 		stopWatch()
 		<-watched
+		<-pinned
 		wg.Wait()
 	}
 	tick := time.NewTicker(o.cfg.PollInterval)
@@ -790,14 +843,20 @@ func policyOK(p Policy, spec *job.Spec) error {
 	return nil
 }
 
-func userOK(p Policy, user string) error {
+// userOK checks the user that signed a job against the owner's list of
+// allowed users: by key (a certificate with an allowed user's name and
+// another key is not that user), by name only where the list has no key.
+func userOK(p Policy, user transport.Peer) error {
 	if len(p.Users) == 0 {
 		return nil
 	}
 	for _, u := range p.Users {
-		if u == user || "spiffe://fedpca/"+u == user {
+		if u.Key != "" && u.Key == user.Key && (u.ID == "" || user.Matches(u.Identity)) {
+			return nil
+		}
+		if u.Key == "" && user.Matches(u.Identity) {
 			return nil
 		}
 	}
-	return fmt.Errorf("user %s is not in this owner's list of allowed users", user)
+	return fmt.Errorf("user %s (key %s) is not in this owner's list of allowed users (--users)", user, user.Key)
 }

@@ -6,6 +6,7 @@ import (
 	"math"
 	"runtime"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -76,7 +77,7 @@ func answersOf(t *testing.T, j *jobState, owners []string) ownerAnswers {
 	out = append(out, st)
 	for _, o := range owners {
 		who := transport.Identity{Role: transport.RoleOwner, ID: o}
-		if named, err := j.named(o); err != nil || !named {
+		if _, named, err := j.named(o); err != nil || !named {
 			t.Fatalf("owner %s: named %v, %v", o, named, err)
 		}
 		info, err := j.info(who)
@@ -88,16 +89,25 @@ func answersOf(t *testing.T, j *jobState, owners []string) ownerAnswers {
 			t.Fatal(err)
 		}
 		pr := r.GetOwnerProof()
-		if err := j.spec.CheckMember(o, job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
+		if err := j.spec.CheckMember(keyedOwners([]string{o})[0], job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
 			t.Fatalf("owner %s's proof: %v", o, err)
 		}
 		out = append(out, info, pr)
 	}
-	if named, err := j.named("owner-99999"); err != nil || named {
+	if _, named, err := j.named("owner-99999"); err != nil || named {
 		t.Fatalf("a stranger: named %v, %v", named, err)
 	}
-	if err := j.party(transport.Identity{Role: transport.RoleOwner, ID: "owner-99999"}); err == nil {
+	if err := j.party(transport.Peer{Identity: transport.Identity{Role: transport.RoleOwner, ID: "owner-99999"}}); err == nil {
 		t.Fatal("a stranger is a party")
+	}
+	// An owner's name with another key (a certificate whoever holds a CA
+	// could issue) is not that owner.
+	forged := transport.Peer{Identity: transport.Identity{Role: transport.RoleOwner, ID: owners[0]}, Key: job.Fingerprint([]byte("a forged key"))}
+	if err := j.party(forged); err == nil || !strings.Contains(err.Error(), "presents key "+forged.Key) || !strings.Contains(err.Error(), "by key "+keyedOwners(owners[:1])[0].Key) {
+		t.Fatalf("an owner's name with another key: %v", err)
+	}
+	if err := j.party(transport.Peer{Identity: forged.Identity, Key: keyedOwners(owners[:1])[0].Key}); err != nil {
+		t.Fatalf("the owner with its key: %v", err)
 	}
 	list, answered, err := j.answered()
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
 	"google.golang.org/grpc"
@@ -159,15 +161,18 @@ func (p *Proxy) checkCommittee(c *committeeRecord) error {
 	if _, err := p.params.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
 		return fmt.Errorf("committee key: %w", err)
 	}
-	_, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), p.ownPolicy(c.Members))
-	return err
-}
-
-// ownPolicy is the proxy's check of its committee: exactly the configured
-// members, whatever their number (the minimum is the owners' and users'
-// policy to enforce; warnSmallCommittee tells the operator).
-func (p *Proxy) ownPolicy(ms []Member) job.CommitteePolicy {
-	return job.CommitteePolicy{Members: memberIDs(ms), MinMembers: 1, MinThreshold: 1}
+	st, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), job.CommitteePolicy{AnyMembers: true, MinMembers: 1, MinThreshold: 1})
+	if err != nil {
+		return err
+	}
+	// Exactly the configured members, whatever their number (the minimum
+	// is the owners' and users' policy to enforce; warnSmallCommittee
+	// tells the operator), each by the key its TLS certificate showed
+	// (Trust.Verify held it to the proxy's roster, if it lists it).
+	if want := memberIDs(c.Members); !slices.Equal(st.Members, want) {
+		return fmt.Errorf("%w: the attested committee is csp/%s, this proxy's is csp/%s", transport.ErrKeyNotAttested, strings.Join(st.Members, ", csp/"), strings.Join(want, ", csp/"))
+	}
+	return nil
 }
 
 // warnSmallCommittee tells the operator of a committee that owners and
@@ -371,13 +376,18 @@ func (p *Proxy) proofKey(fp string) (*zk.Key, error) {
 }
 
 // GetCommittee implements fedpcav1.ProxyServiceServer.
-func (p *Proxy) GetCommittee(ctx context.Context, _ *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
+func (p *Proxy) GetCommittee(ctx context.Context, req *fedpcav1.GetCommitteeRequest) (*fedpcav1.GetCommitteeResponse, error) {
 	p.contacted(caller(ctx))
 	c, err := p.committeeKey()
 	if err != nil {
 		return nil, p.toStatus(err)
 	}
-	return p.committeeResponse(ctx, c), nil
+	r := p.committeeResponse(ctx, c)
+	if req.GetWithoutKey() {
+		r = &fedpcav1.GetCommitteeResponse{HeParams: r.GetHeParams(), HeParamsHash: r.GetHeParamsHash(), Members: r.GetMembers(), Threshold: r.GetThreshold(),
+			PublicKeyFingerprint: r.GetPublicKeyFingerprint(), MemberStatus: r.GetMemberStatus(), CeremonyId: r.GetCeremonyId(), Attestations: r.GetAttestations()}
+	}
+	return r, nil
 }
 
 // committeeResponse describes the committee, with which members hold its key

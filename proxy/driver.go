@@ -189,7 +189,7 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 		strangers = p.strangers(j.awaited())
 		if len(strangers) > 0 && n-d-len(strangers) < j.spec.MinOwners {
 			if grace := j.rec.Created.Add(p.cfg.UnknownOwnerGrace); now.Before(grace) {
-				note = fmt.Sprintf("this proxy never heard from %s; the job fails at %s unless they call", p.strangerText(strangers, j.ownerList()), grace.UTC().Format("15:04:05 UTC"))
+				note = fmt.Sprintf("this proxy never heard from %s; the job fails at %s unless they call", p.strangerText(strangers, job.OwnerIDs(j.ownerList())), grace.UTC().Format("15:04:05 UTC"))
 				at, strangers = grace, nil // time for them to make their first call
 			} else {
 				hopeless = true
@@ -218,7 +218,7 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 			why += " by the deadline"
 		case len(strangers) > 0:
 			why = fmt.Sprintf("the job needs %d owners, and %s never called this proxy in %s: %s", j.spec.MinOwners,
-				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers, j.ownerList()))
+				plural(len(strangers), "owner"), p.cfg.UnknownOwnerGrace, p.strangerText(strangers, job.OwnerIDs(j.ownerList())))
 			missing = slices.DeleteFunc(missing, func(o string) bool { return slices.Contains(strangers, o) })
 		case d == n:
 			why = fmt.Sprintf("all %d owners declined", n)
@@ -512,7 +512,7 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 	}
 	hd := &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
 		UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n),
-		JobOwners: rec.Owners}
+		JobOwnerRefs: transport.OwnerRefs(rec.Owners)}
 	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
 		return nil, memberError(mc.ID, recvErr(stream, err))
 	}

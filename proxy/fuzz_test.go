@@ -42,7 +42,7 @@ func fuzzRecord(tb testing.TB) storedJob {
 		HEParams: he.DefaultParamsID, HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "fuzz"}
 	owners := []string{"hospital-a", "hospital-b", "hospital-c"}
-	if err := s.SetOwners(owners); err != nil {
+	if err := s.SetOwners(keyedOwners(owners)); err != nil {
 		tb.Fatal(err)
 	}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -54,7 +54,7 @@ func fuzzRecord(tb testing.TB) storedJob {
 		return b
 	}
 	return storedJob{id: s.ID(),
-		ticket:   enc(jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Owners: owners, Created: at}),
+		ticket:   enc(jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Owners: keyedOwners(owners), Created: at}),
 		progress: enc(jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "1 of 3 owners uploaded", Updated: at, Uploaded: 1}),
 		uploads:  [][]byte{enc(uploadRecord{Owner: "hospital-b", Digest: h("e"), At: at})}}
 }
@@ -72,24 +72,34 @@ func FuzzUploadHeader(f *testing.F) {
 		f.Fatal(err)
 	}
 	d := sha256.Sum256(nil)
-	if err := j.checkUpload("hospital-a", &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 1, Digest: d[:],
+	// The caller is an owner by its certificate; keyed by its name's
+	// stand-in key (keyedOwners), or, rekeyed, by another key.
+	caller := func(owner string, rekeyed bool) transport.Peer {
+		key := job.Fingerprint([]byte(owner))
+		if rekeyed {
+			key = job.Fingerprint([]byte("another key"))
+		}
+		return transport.Peer{Identity: transport.Identity{Role: transport.RoleOwner, ID: owner}, Key: key}
+	}
+	if _, err := j.checkUpload(caller("hospital-a", false), &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 1, Digest: d[:],
 		Budget: &fedpcav1.BudgetReport{Dataset: "wdbc", RhoBudget: 1}}); err != nil {
 		f.Fatalf("valid header refused: %v", err)
 	}
-	f.Add("hospital-a", uint32(1), d[:], "wdbc", 1.0, 0.5, 0.25)
-	f.Add("hospital-a", uint32(1), d[:], "", math.NaN(), 0.0, 0.0)
-	f.Add("hospital-a", uint32(1), d[:], "wdbc", math.NaN(), 0.0, 0.0)
-	f.Add("hospital-a", uint32(1), d[:], "wdbc", math.Inf(1), 0.0, 0.0)
-	f.Add("hospital-a", uint32(1), d[:], "wdbc", 1.0, -1.0, 0.0)
-	f.Add("hospital-a", uint32(1), d[:], "mnist", 1.0, 0.0, 0.0)
-	f.Add("hospital-z", uint32(1), d[:], "wdbc", 1.0, 0.0, 0.0)
-	f.Add("hospital-a", uint32(2), d[:], "wdbc", 1.0, 0.0, 0.0)
-	f.Add("hospital-a", uint32(1<<31), d[:], "wdbc", 1.0, 0.0, 0.0)
-	f.Add("hospital-a", uint32(1), d[:31], "wdbc", 1.0, 0.0, 0.0)
-	f.Fuzz(func(t *testing.T, owner string, n uint32, digest []byte, dataset string, budget, spent, reserved float64) {
+	f.Add("hospital-a", false, uint32(1), d[:], "wdbc", 1.0, 0.5, 0.25)
+	f.Add("hospital-a", true, uint32(1), d[:], "wdbc", 1.0, 0.5, 0.25)
+	f.Add("hospital-a", false, uint32(1), d[:], "", math.NaN(), 0.0, 0.0)
+	f.Add("hospital-a", false, uint32(1), d[:], "wdbc", math.NaN(), 0.0, 0.0)
+	f.Add("hospital-a", false, uint32(1), d[:], "wdbc", math.Inf(1), 0.0, 0.0)
+	f.Add("hospital-a", false, uint32(1), d[:], "wdbc", 1.0, -1.0, 0.0)
+	f.Add("hospital-a", false, uint32(1), d[:], "mnist", 1.0, 0.0, 0.0)
+	f.Add("hospital-z", false, uint32(1), d[:], "wdbc", 1.0, 0.0, 0.0)
+	f.Add("hospital-a", false, uint32(2), d[:], "wdbc", 1.0, 0.0, 0.0)
+	f.Add("hospital-a", false, uint32(1<<31), d[:], "wdbc", 1.0, 0.0, 0.0)
+	f.Add("hospital-a", false, uint32(1), d[:31], "wdbc", 1.0, 0.0, 0.0)
+	f.Fuzz(func(t *testing.T, owner string, rekeyed bool, n uint32, digest []byte, dataset string, budget, spent, reserved float64) {
 		b := &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: budget, RhoSpent: spent, RhoReserved: reserved}
 		hd := &fedpcav1.UploadHeader{JobId: id, Ciphertexts: n, Digest: digest, Budget: b}
-		err := j.checkUpload(owner, hd)
+		named, err := j.checkUpload(caller(owner, rekeyed), hd)
 		if budgetErr := j.checkBudget(b); budgetErr == nil && dataset != "" {
 			// An accepted report is storable.
 			if _, err := json.Marshal(budgetRecord{Owner: owner, Dataset: dataset, RhoBudget: budget, RhoSpent: spent, RhoReserved: reserved}); err != nil {
@@ -99,8 +109,8 @@ func FuzzUploadHeader(f *testing.F) {
 		if err != nil {
 			return
 		}
-		if !slices.Contains(j.owners.Load().Owners(), owner) || int(n) != j.n || len(digest) != sha256.Size {
-			t.Fatalf("accepted owner %q, %d ciphertexts, digest of %d bytes", owner, n, len(digest))
+		if !slices.Contains(j.owners.Load().Owners(), named) || named.ID != owner || rekeyed || int(n) != j.n || len(digest) != sha256.Size {
+			t.Fatalf("accepted owner %q (rekeyed %v) as %v, %d ciphertexts, digest of %d bytes", owner, rekeyed, named, n, len(digest))
 		}
 		if dataset != "" && (dataset != j.spec.Dataset || !(budget >= 0 && spent >= 0 && reserved >= 0) ||
 			math.IsInf(budget+spent+reserved, 0)) {
@@ -180,7 +190,7 @@ func FuzzStoreRecords(f *testing.F) {
 			if err := j.spec.CheckOwners(j.owners.Load().Owners()); err != nil {
 				t.Fatalf("loaded a job whose owner list is not its spec's: %v", err)
 			}
-			who := transport.Identity{Role: transport.RoleOwner, ID: j.owners.Load().Owners()[0]}
+			who := transport.Identity{Role: transport.RoleOwner, ID: j.owners.Load().Owners()[0].ID}
 			if _, err := j.status(true, who); err != nil {
 				t.Fatal(err)
 			}
@@ -195,7 +205,7 @@ func FuzzStoreRecords(f *testing.F) {
 				t.Fatal(err)
 			}
 			pr := r.GetOwnerProof()
-			if err := j.spec.CheckMember(who.ID, job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
+			if err := j.spec.CheckMember(j.owners.Load().Owners()[0], job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
 				t.Fatalf("the ticket's proof: %v", err)
 			}
 			j.mu.Unlock()

@@ -23,6 +23,12 @@ func caller(ctx context.Context) transport.Identity {
 	return id
 }
 
+// callerPeer is the caller with its key.
+func callerPeer(ctx context.Context) transport.Peer {
+	p, _ := transport.CallerPeer(ctx)
+	return p
+}
+
 // partyJob is the job id with the caller, when the caller is a party to
 // it (its user or an owner it names); the error is the gRPC status to
 // return.
@@ -30,7 +36,7 @@ func (p *Proxy) partyJob(ctx context.Context, id string) (*jobState, transport.I
 	who := caller(ctx)
 	j, err := p.job(id)
 	if err == nil {
-		err = j.party(who)
+		err = j.party(callerPeer(ctx))
 	}
 	if err != nil {
 		return nil, who, p.toStatus(err)
@@ -62,17 +68,23 @@ func (p *Proxy) job(id string) (*jobState, error) {
 	return j, nil
 }
 
-// party checks that the caller is the job's user or one of its owners.
-func (j *jobState) party(id transport.Identity) error {
+// party checks that the caller is the job's user or one of its owners, an
+// owner by the key the job names it by (a certificate with its name and
+// another key, whoever issued it, cannot upload, decline or read the job in
+// its place).
+func (j *jobState) party(id transport.Peer) error {
 	switch id.Role {
 	case transport.RoleUser:
 		if id.String() == j.spec.User {
 			return nil
 		}
 	case transport.RoleOwner:
-		named, err := j.named(id.ID)
+		o, named, err := j.named(id.ID)
 		if err != nil {
 			return err
+		}
+		if named && o.Key != "" && id.Key != "" && o.Key != id.Key {
+			return fmt.Errorf("%w: %v", ErrNotYours, &transport.KeyMismatchError{Who: id.String(), Want: o.Key, Got: id.Key, Where: "job " + j.id[:12] + "…"})
 		}
 		if named {
 			return nil
@@ -106,7 +118,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		return nil, fmt.Errorf("%w: the spec names user %s but the caller is %s", ErrForbidden, spec.User, who)
 	}
 	cert := callerCert(ctx)
-	if err := transport.VerifyTicket(p.cfg.Creds, spec, req.GetSignature(), cert); err != nil {
+	if _, err := transport.VerifyTicket(p.cfg.Creds, spec, req.GetSignature(), cert); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrForbidden, err)
 	}
 	// An exact components job is the owners' choice (each needs
@@ -127,7 +139,8 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if err := spec.Check(sch, p.params); err != nil {
 		return nil, bad("%v", err)
 	}
-	if err := spec.CheckOwners(req.GetOwners()); err != nil {
+	owners := transport.Owners(req.GetOwnerRefs())
+	if err := spec.CheckOwners(owners); err != nil {
 		return nil, bad("%v", err)
 	}
 	// The same signed spec again, with the same key and schema, is the same
@@ -156,7 +169,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		return j, nil // created meanwhile by a concurrent retry
 	}
 	rec := jobRecord{
-		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Owners: req.GetOwners(), Created: now},
+		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Owners: owners, Created: now},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: now},
 	}
 	j, err := newJobState(id, rec, nil, nil, p.params.Chunks, p.store, false)
@@ -227,7 +240,7 @@ func (p *Proxy) ListJobs(ctx context.Context, req *fedpcav1.ListJobsRequest) (*f
 		if !req.GetIncludeEnded() && j.ended() {
 			continue // before party: an ended job's owners are in the store
 		}
-		if err := j.party(who); errors.Is(err, ErrNotYours) {
+		if err := j.party(callerPeer(ctx)); errors.Is(err, ErrNotYours) {
 			continue
 		} else if err != nil {
 			return nil, p.toStatus(err)

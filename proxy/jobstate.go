@@ -214,13 +214,14 @@ func names(t *job.OwnerTree, owner string) bool {
 	return ok
 }
 
-// named reports whether the job's spec names the owner.
-func (j *jobState) named(owner string) (bool, error) {
+// named reports whether the job's spec names the owner, and how (its key).
+func (j *jobState) named(owner string) (job.Owner, bool, error) {
 	if t := j.owners.Load(); t != nil {
-		return names(t, owner), nil
+		o, ok := t.Owner(owner)
+		return o, ok, nil
 	}
 	a, err := j.store.answerOf(j.id, owner)
-	return a.named, err
+	return job.Owner{ID: owner, Key: a.key}, a.named, err
 }
 
 // answerOf returns the owner's upload record and whether it declined;
@@ -240,7 +241,7 @@ func (j *jobState) answerOf(owner string) (up *uploadRecord, declined bool, err 
 // answers returns the owner list and the owners' answers (the maps are the
 // job's own while it runs: callers must not change them); j.mu must be
 // held.
-func (j *jobState) answers() (owners []string, uploads map[string]uploadRecord, declines map[string]declineRecord, err error) {
+func (j *jobState) answers() (owners []job.Owner, uploads map[string]uploadRecord, declines map[string]declineRecord, err error) {
 	if t := j.owners.Load(); t != nil {
 		return t.Owners(), j.uploads, j.declines, nil
 	}
@@ -255,7 +256,7 @@ func (j *jobState) awaited() []string {
 		return nil
 	}
 	var out []string
-	for _, o := range t.Owners() {
+	for _, o := range t.IDs() {
 		if _, ok := j.uploads[o]; !ok {
 			if _, ok := j.declines[o]; !ok {
 				out = append(out, o)
@@ -266,7 +267,7 @@ func (j *jobState) awaited() []string {
 }
 
 // ownerList returns the job's owners while it runs (nil once archived).
-func (j *jobState) ownerList() []string {
+func (j *jobState) ownerList() []job.Owner {
 	if t := j.owners.Load(); t != nil {
 		return t.Owners()
 	}
@@ -353,7 +354,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 		if err != nil {
 			return nil, err
 		}
-		s.ExpectedOwners, s.UploadedOwners = owners, slices.Sorted(maps.Keys(uploads))
+		s.ExpectedOwnerRefs, s.UploadedOwners = transport.OwnerRefs(owners), slices.Sorted(maps.Keys(uploads))
 		for _, d := range byOwner(declines) {
 			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
 		}

@@ -13,6 +13,7 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/protocol/mpc"
 )
 
@@ -58,7 +59,7 @@ func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 			return memberError(mc.ID, err)
 		}
 		hd := &fedpcav1.SolveHeader{Job: &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
-			UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n), JobOwners: rec.Owners},
+			UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n), JobOwnerRefs: transport.OwnerRefs(rec.Owners)},
 			Party: uint32(i)}
 		if i > 0 {
 			s := dealer.Seed(i)

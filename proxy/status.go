@@ -313,7 +313,7 @@ func (j *jobState) answered() ([]string, map[string]OwnerStatus, error) {
 	for _, d := range declines {
 		out[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.Reason.Text()}
 	}
-	return owners, out, nil
+	return job.OwnerIDs(owners), out, nil
 }
 
 // jobStatus builds a job's status from a copy of its record, its owner list

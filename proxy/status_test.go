@@ -29,7 +29,7 @@ func TestStatusListener(t *testing.T) {
 	creds := map[string]*transport.Credentials{}
 	for _, id := range []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, {Role: transport.RoleOperator, ID: "ops"}, {Role: transport.RoleUser, ID: "alice"}} {
 		d := filepath.Join(dir, "certs", id.Role)
-		if err := ca.WriteNode(d, id, nil, nil, nil, time.Hour); err != nil {
+		if _, err := ca.WriteNode(d, id, transport.NodeOptions{Validity: time.Hour}); err != nil {
 			t.Fatal(err)
 		}
 		if creds[id.Role], err = transport.LoadCredentials(d); err != nil {

@@ -116,10 +116,11 @@ type jobTicket struct {
 	Signature []byte `json:"signature"`
 	UserCert  []byte `json:"user_certificate"`
 	Schema    []byte `json:"schema"`
-	// Owners is the job's owner list, which the spec commits to by its
-	// root: the proxy keeps it for the committee, the user and its own
-	// bookkeeping; owners get their inclusion proofs from it.
-	Owners  []string  `json:"owners"`
+	// Owners is the job's owner list (each by ID and key), which the spec
+	// commits to by its root: the proxy keeps it for the committee, the
+	// user and its own bookkeeping; owners get their inclusion proofs from
+	// it.
+	Owners  []job.Owner `json:"owners"`
 	Created time.Time `json:"created"`
 }
 
@@ -377,7 +378,7 @@ func hasPrefix(k []byte, prefix string) bool {
 
 // archiveJob indexes an ended job's owners (jobs/<id>/owners), once: from
 // then on they are looked up in the store (answerOf, answers).
-func (s *store) archiveJob(id string, owners []string) error {
+func (s *store) archiveJob(id string, owners []job.Owner) error {
 	return s.update(id, nil, func(_ *bolt.Tx, b *bolt.Bucket) error {
 		if b.Bucket(bucketOwners) != nil {
 			return nil
@@ -388,7 +389,11 @@ func (s *store) archiveJob(id string, owners []string) error {
 		}
 		ob.FillPercent = 1 // the keys are added in order (the list is sorted), once
 		for _, o := range owners {
-			if err := ob.Put([]byte(o), []byte("1")); err != nil {
+			v := o.Key // the key the job names the owner by
+			if v == "" {
+				v = "1" // insecure mode: named, by no key
+			}
+			if err := ob.Put([]byte(o.ID), []byte(v)); err != nil {
 				return err
 			}
 		}
@@ -399,6 +404,7 @@ func (s *store) archiveJob(id string, owners []string) error {
 // ownerAnswer is what an archived job's store says about one owner.
 type ownerAnswer struct {
 	named   bool
+	key     string
 	upload  *uploadRecord
 	decline *declineRecord
 }
@@ -411,7 +417,11 @@ func (s *store) answerOf(id, owner string) (a ownerAnswer, err error) {
 			return fmt.Errorf("job %s has no owner index", id)
 		}
 		k := []byte(owner)
-		a.named = ob.Get(k) != nil
+		v := ob.Get(k)
+		a.named = v != nil
+		if len(v) > 1 {
+			a.key = string(v)
+		}
 		if v := b.Bucket(bucketUploads).Get(k); v != nil {
 			a.upload = new(uploadRecord)
 			if err := json.Unmarshal(v, a.upload); err != nil {
@@ -431,7 +441,7 @@ func (s *store) answerOf(id, owner string) (a ownerAnswer, err error) {
 
 // answers reads an archived job's owner list (from its ticket) and all its
 // owners' answers.
-func (s *store) answers(id string) (owners []string, uploads map[string]uploadRecord, declines map[string]declineRecord, err error) {
+func (s *store) answers(id string) (owners []job.Owner, uploads map[string]uploadRecord, declines map[string]declineRecord, err error) {
 	err = s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		var t jobTicket
 		if err := json.Unmarshal(tx.Bucket(bucketTickets).Get([]byte(id)), &t); err != nil {

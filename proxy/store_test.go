@@ -38,12 +38,12 @@ func testJob(tb testing.TB, n int) (string, jobRecord, []string) {
 		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 30_000 * int64(n), MaxOwnerRows: 30_000,
 		HEParams: he.DefaultParamsID, HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: "spiffe://fedpca/user/alice", UserKey: h("d"), Nonce: "store"}
-	if err := s.SetOwners(owners); err != nil {
+	if err := s.SetOwners(keyedOwners(owners)); err != nil {
 		tb.Fatal(err)
 	}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
 	return s.ID(), jobRecord{
-		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Owners: owners, Created: at},
+		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: []byte{1, 2}, Schema: sch.Canonical(), Owners: keyedOwners(owners), Created: at},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: at},
 	}, owners
 }

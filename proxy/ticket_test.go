@@ -23,6 +23,15 @@ import (
 // ticketJob returns an open job of n owners as CreateJob stores it, signed
 // with a real user certificate, over a schema of d features: what every
 // owner's ticket holds.
+// keyedOwners names owners by stand-in keys (the SHA-256 of each ID).
+func keyedOwners(ids []string) []job.Owner {
+	out := make([]job.Owner, len(ids))
+	for i, id := range ids {
+		out[i] = job.Owner{ID: id, Key: job.Fingerprint([]byte(id))}
+	}
+	return out
+}
+
 func ticketJob(tb testing.TB, n, d int) (*jobState, []string) {
 	tb.Helper()
 	features := make([]string, d)
@@ -48,7 +57,7 @@ func ticketJob(tb testing.TB, n, d int) (*jobState, []string) {
 		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxOwnerRows: 1000,
 		HEParams: he.DefaultParamsID, HEParamsHash: h("b"), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: h("c"), User: alice.Identity.String(), UserKey: h("d"), Nonce: "0123456789abcdef01234567"}
-	if err := s.SetOwners(owners); err != nil {
+	if err := s.SetOwners(keyedOwners(owners)); err != nil {
 		tb.Fatal(err)
 	}
 	if err := s.SetOwnerRows(1000); err != nil {
@@ -60,7 +69,7 @@ func ticketJob(tb testing.TB, n, d int) (*jobState, []string) {
 	}
 	at := time.Date(2029, 1, 1, 0, 0, 0, 0, time.UTC)
 	rec := jobRecord{
-		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: sig, UserCert: alice.Leaf.Raw, Schema: sch.Canonical(), Owners: owners, Created: at},
+		jobTicket:   jobTicket{Spec: s.Canonical(), Signature: sig, UserCert: alice.Leaf.Raw, Schema: sch.Canonical(), Owners: keyedOwners(owners), Created: at},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: at},
 	}
 	j, err := newJobState(s.ID(), rec, nil, nil, func(int) int { return 1 }, nil, false)
@@ -170,7 +179,7 @@ func TestTicketUnsharedWhenJobEnds(t *testing.T) {
 	if !j.archived() {
 		t.Fatal("the ended job was not archived")
 	}
-	if err := j.spec.CheckMember(owners[1], job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
+	if err := j.spec.CheckMember(keyedOwners(owners)[1], job.OwnerProof{Index: int(pr.GetIndex()), Path: pr.GetPath()}); err != nil {
 		t.Fatalf("an archived job's ticket: %v", err)
 	}
 }

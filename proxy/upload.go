@@ -46,7 +46,8 @@ func (p *Proxy) Upload(stream fedpcav1.ProxyService_UploadServer) error {
 
 func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.UploadResponse, error) {
 	ctx := stream.Context()
-	owner := caller(ctx).ID
+	who := callerPeer(ctx)
+	owner := who.ID
 	first, err := stream.Recv()
 	if err != nil {
 		return nil, err
@@ -59,7 +60,8 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	if err != nil {
 		return nil, err
 	}
-	if err := j.checkUpload(owner, hd); err != nil {
+	named, err := j.checkUpload(who, hd)
+	if err != nil {
 		return nil, err
 	}
 	if done, resp, err := p.checkIncluded(j, owner, hd.GetDigest()); done {
@@ -150,8 +152,8 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		return nil, bad("digest: the ciphertexts' SHA-256 is not the header's digest")
 	}
 	proofs.cert, proofs.signature = callerCert(ctx), hd.GetSignature()
-	if err := transport.VerifyOwnerSignature(p.cfg.Creds, owner, proofs.cert, job.UploadContext, job.UploadStatement(j.id, owner, proofs.digests), proofs.signature); err != nil {
-		return nil, bad("signature: the upload statement is not signed by owner %s's certificate: %v", owner, err)
+	if err := transport.VerifyOwnerSignature(p.cfg.Creds, named, proofs.cert, job.UploadContext, job.UploadStatement(j.id, owner, proofs.digests), proofs.signature); err != nil {
+		return nil, bad("signature: the upload statement is not signed by owner %s's key as the job names it: %v", owner, err)
 	}
 	p.m.phases.WithLabelValues("verify").Observe(verifying.Seconds())
 	if err := p.writeProofs(j.id, owner, hd.GetDigest(), proofs); err != nil {
@@ -386,14 +388,19 @@ var errNothingToFold = errors.New("no upload to fold")
 // checkUpload validates an upload header against the job (everything that
 // can be checked before the ciphertexts arrive). It reads only the job's
 // immutable fields (and the store, for an archived job).
-func (j *jobState) checkUpload(owner string, hd *fedpcav1.UploadHeader) error {
-	named, err := j.named(owner)
+func (j *jobState) checkUpload(who transport.Peer, hd *fedpcav1.UploadHeader) (job.Owner, error) {
+	if err := j.party(who); err != nil {
+		return job.Owner{}, err
+	}
+	o, _, err := j.named(who.ID)
 	if err != nil {
-		return err
+		return job.Owner{}, err
 	}
-	if !named {
-		return fmt.Errorf("%w: job %s… does not name owner %s", ErrNotYours, j.id[:12], owner)
-	}
+	return o, j.checkUploadHeader(hd)
+}
+
+// checkUploadHeader checks an upload's header against the job.
+func (j *jobState) checkUploadHeader(hd *fedpcav1.UploadHeader) error {
 	if len(hd.GetDigest()) != sha256.Size {
 		return bad("digest: want %d bytes, got %d", sha256.Size, len(hd.GetDigest()))
 	}

@@ -93,7 +93,7 @@ func (h *watchHub) sequence(j *jobState, apply func(seq uint64) error) error {
 	for w := range h.subs {
 		// (An archived job, whose owners are looked up in the store, no
 		// longer changes state; a lookup that fails announces nothing.)
-		if named, err := j.named(w.owner); err != nil || !named {
+		if _, named, err := j.named(w.owner); err != nil || !named {
 			continue
 		}
 		select {
@@ -332,7 +332,7 @@ func (p *Proxy) ownerJobs(who transport.Identity, keep func(state fedpcav1.JobSt
 		if !keep(state, seq) {
 			continue
 		}
-		if named, err := j.named(who.ID); err != nil || !named {
+		if _, named, err := j.named(who.ID); err != nil || !named {
 			if err != nil {
 				return nil, err
 			}

@@ -14,7 +14,7 @@ import (
 // resumes from its own cursors only.
 func TestWatchHub(t *testing.T) {
 	h := newWatchHub(2, "EPOCH")
-	tree, err := job.NewOwnerTree([]string{"a"})
+	tree, err := job.NewOwnerTree([]job.Owner{{ID: "a"}})
 	if err != nil {
 		t.Fatal(err)
 	}

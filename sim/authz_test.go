@@ -31,7 +31,7 @@ func TestAuthorizationRealDaemons(t *testing.T) {
 	defer cl.Stop()
 	ca, _ := transport.NewCA("another CA", time.Hour)
 	fdir := filepath.Join(t.TempDir(), "foreign")
-	if err := ca.WriteNode(fdir, transport.Identity{Role: transport.RoleProxy, ID: "proxy"}, nil, nil, nil, time.Hour); err != nil {
+	if _, err := ca.WriteNode(fdir, transport.Identity{Role: transport.RoleProxy, ID: "proxy"}, transport.NodeOptions{Validity: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	foreign, err := transport.LoadCredentials(fdir)

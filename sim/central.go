@@ -59,7 +59,7 @@ func centralSpec(sch *schema.Schema, analysis string, epsilon, delta float64) *j
 	s := &job.Spec{Version: job.Version, Dataset: sch.ID, SchemaHash: sch.HashHex(), Analysis: analysis, K: 5,
 		Epsilon: epsilon, Delta: delta, NoisePlan: dp.PlanCentral, Split: dp.DefaultSplitFor(analysis), MinOwners: 1,
 		CommitteeN: 1, CommitteeThreshold: 1}
-	if err := s.SetOwners([]string{"central"}); err != nil {
+	if err := s.SetOwners([]job.Owner{{ID: "central"}}); err != nil {
 		panic(err)
 	}
 	if err := s.SetOwnerRows(1 << 40); err != nil {

@@ -251,12 +251,12 @@ func (c *Cluster) makeCerts() error {
 		}
 		ids = append(ids, id)
 	}
+	dir := filepath.Join(c.cfg.Dir, "certs")
+	if _, err := ca.WriteDeployment(dir, ids, transport.NodeOptions{Validity: 24 * time.Hour}); err != nil {
+		return err
+	}
 	for _, id := range ids {
-		dir := filepath.Join(c.cfg.Dir, "certs", id.Role+"-"+id.ID)
-		if err := ca.WriteNode(dir, id, nil, nil, nil, 24*time.Hour); err != nil {
-			return err
-		}
-		cr, err := transport.LoadCredentials(dir)
+		cr, err := transport.LoadCredentials(filepath.Join(dir, id.Role+"-"+id.ID))
 		if err != nil {
 			return err
 		}
@@ -393,13 +393,44 @@ func (c *Cluster) User(id string) (*user.Client, error) {
 // (Config.CommitteePolicy).
 func (c *Cluster) Policy() job.CommitteePolicy {
 	if p := c.cfg.CommitteePolicy; p != nil {
-		return *p
+		q := *p
+		if len(q.Members) == 0 && !q.AnyMembers {
+			q.Members = c.Pins() // its minimums, the cluster's members
+		}
+		return q
 	}
-	ids := make([]string, c.cfg.CSPs)
-	for i := range ids {
-		ids[i] = CSPID(i)
+	return job.CommitteePolicy{Members: c.Pins(), MinMembers: c.cfg.CSPs, MinThreshold: c.cfg.Threshold}
+}
+
+// OwnerRefs names owners as a job's owner list does: by ID and the key of
+// the cluster's certificate of each (in insecure mode, none), or, for an
+// owner the cluster issued no certificate, a stand-in key.
+func (c *Cluster) OwnerRefs(ids ...string) []*fedpcav1.OwnerRef {
+	var out []job.Owner
+	for _, id := range ids {
+		o := job.Owner{ID: id}
+		if !c.cfg.Insecure {
+			o.Key = job.Fingerprint([]byte(id))
+			if cr := c.creds["owner/"+id]; cr != nil {
+				o.Key = cr.Key
+			}
+		}
+		out = append(out, o)
 	}
-	return job.CommitteePolicy{Members: ids, MinMembers: c.cfg.CSPs, MinThreshold: c.cfg.Threshold}
+	return transport.OwnerRefs(out)
+}
+
+// Pins are the cluster's committee members by key (by name in insecure
+// mode).
+func (c *Cluster) Pins() []job.MemberPin {
+	pins := make([]job.MemberPin, c.cfg.CSPs)
+	for i := range pins {
+		pins[i].ID = CSPID(i)
+		if cr := c.creds["csp/"+CSPID(i)]; cr != nil {
+			pins[i].Key = cr.Key
+		}
+	}
+	return pins
 }
 
 // probe is the identity the cluster uses to ask a proxy process whether the

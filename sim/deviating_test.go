@@ -213,7 +213,9 @@ func TestCeremonyRefusesSubstitutedKey(t *testing.T) {
 	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, cl.Policy()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, job.CommitteePolicy{Members: []string{"csp-1", "csp-2", "csp-4"}}); !errors.Is(err, job.ErrCommitteePolicy) {
+	others := cl.Pins()
+	others[2].Key = job.Fingerprint([]byte("csp-4's key"))
+	if _, err := transport.VerifyCommittee(cl.Creds("owner/"+owners[0].ID), info, job.CommitteePolicy{Members: others}); !errors.Is(err, job.ErrCommitteePolicy) {
 		t.Fatalf("a pinned committee of other members accepted: %v", err)
 	}
 }

@@ -83,7 +83,7 @@ func TestHostileSolve(t *testing.T) {
 	header := func(s *job.Spec, in *fedpcav1.GetJobResponse) *fedpcav1.KeySwitchHeader {
 		return &fedpcav1.KeySwitchHeader{JobId: s.ID(), Spec: in.GetJob().GetSpec(), Signature: in.GetJob().GetSignature(),
 			UserCertificate: in.GetJob().GetUserCertificate(), UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public),
-			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: owners, Ciphertexts: 1, JobOwners: owners}
+			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: owners, Ciphertexts: 1, JobOwnerRefs: e.cl.OwnerRefs(owners...)}
 	}
 	good := func() *fedpcav1.SolveHeader { return &fedpcav1.SolveHeader{Job: header(spec, info), Party: 0} }
 	both := []switchUpload{upA, upB}

@@ -373,7 +373,7 @@ func TestHostileJobs(t *testing.T) {
 		wantCode(t, tc.what, err, tc.code, tc.msg)
 	}
 	// Reads by outsiders.
-	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical(), Owners: []string{"hospital-a"}}); err != nil {
+	if _, err := alicePX.CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: canon, Signature: sig, UserPublicKey: pk, Schema: e.sch.Canonical(), OwnerRefs: e.cl.OwnerRefs("hospital-a")}); err != nil {
 		t.Fatal(err)
 	}
 	_, err = malloryPX.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
@@ -491,7 +491,7 @@ func TestHostileOwnerList(t *testing.T) {
 	kp, _ := user.LoadKeys(e.cl.cfg.Dir+"/state/user-alice", e.params)
 	create := func(owners []string) error {
 		_, err := e.u.Proxy().CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: spec.Canonical(), Signature: sig,
-			UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public), Schema: e.sch.Canonical(), Owners: owners})
+			UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public), Schema: e.sch.Canonical(), OwnerRefs: e.cl.OwnerRefs(owners...)})
 		return err
 	}
 	for _, c := range []struct {
@@ -507,6 +507,13 @@ func TestHostileOwnerList(t *testing.T) {
 	} {
 		wantCode(t, c.what, create(c.owners), codes.InvalidArgument, c.msg)
 	}
+	// The list with an owner's key replaced (a certificate the proxy's CA
+	// could issue in its name) is not the list the user signed.
+	rekeyed := e.cl.OwnerRefs(names...)
+	rekeyed[1].Key = job.Fingerprint([]byte("a key of the proxy's"))
+	_, err = e.u.Proxy().CreateJob(ctx, &fedpcav1.CreateJobRequest{Spec: spec.Canonical(), Signature: sig,
+		UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public), Schema: e.sch.Canonical(), OwnerRefs: rekeyed})
+	wantCode(t, "an owner's key replaced", err, codes.InvalidArgument, "not the spec's owners_root")
 	if err := create(names); err != nil {
 		t.Fatal(err)
 	}
@@ -520,13 +527,14 @@ func TestHostileOwnerList(t *testing.T) {
 			t.Fatalf("%s's ticket: %v", o, err)
 		}
 		p := r.GetOwnerProof()
-		if err := got.CheckMember(o, job.OwnerProof{Index: int(p.GetIndex()), Path: p.GetPath()}); err != nil {
+		keyed := func(id string) job.Owner { return transport.Owners(e.cl.OwnerRefs(id))[0] }
+		if err := got.CheckMember(keyed(o), job.OwnerProof{Index: int(p.GetIndex()), Path: p.GetPath()}); err != nil {
 			t.Fatalf("%s's proof: %v", o, err)
 		}
-		if other := names[1-int(p.GetIndex())]; got.CheckMember(other, job.OwnerProof{Index: int(p.GetIndex()), Path: p.GetPath()}) == nil {
+		if other := names[1-int(p.GetIndex())]; got.CheckMember(keyed(other), job.OwnerProof{Index: int(p.GetIndex()), Path: p.GetPath()}) == nil {
 			t.Fatalf("%s's proof verifies for %s", o, other)
 		}
-		if len(r.GetJob().GetStatus().GetExpectedOwners()) != 0 || bytes.Contains(r.GetJob().GetSpec(), []byte(names[1-int(p.GetIndex())])) {
+		if len(r.GetJob().GetStatus().GetExpectedOwnerRefs()) != 0 || bytes.Contains(r.GetJob().GetSpec(), []byte(names[1-int(p.GetIndex())])) {
 			t.Fatalf("%s's ticket names the other owner", o)
 		}
 	}
@@ -543,13 +551,13 @@ func TestHostileOwnerList(t *testing.T) {
 		t.Fatalf("an owner's listing: %v", err)
 	}
 	for _, st := range []*fedpcav1.JobStatus{full.GetJob().GetStatus(), list.GetJobs()[0].GetStatus()} {
-		if len(st.GetExpectedOwners()) != 0 || st.GetOwnersExpected() != 2 {
-			t.Fatalf("an owner's status names %v, counts %d", st.GetExpectedOwners(), st.GetOwnersExpected())
+		if len(st.GetExpectedOwnerRefs()) != 0 || st.GetOwnersExpected() != 2 {
+			t.Fatalf("an owner's status names %v, counts %d", st.GetExpectedOwnerRefs(), st.GetOwnersExpected())
 		}
 	}
 	mine, err := e.u.Proxy().GetJob(ctx, &fedpcav1.GetJobRequest{JobId: spec.ID()})
-	if err != nil || strings.Join(mine.GetJob().GetStatus().GetExpectedOwners(), ",") != strings.Join(names, ",") {
-		t.Fatalf("the user's status: %v, %v", mine.GetJob().GetStatus().GetExpectedOwners(), err)
+	if err != nil || strings.Join(job.OwnerIDs(transport.Owners(mine.GetJob().GetStatus().GetExpectedOwnerRefs())), ",") != strings.Join(names, ",") {
+		t.Fatalf("the user's status: %v, %v", mine.GetJob().GetStatus().GetExpectedOwnerRefs(), err)
 	}
 }
 
@@ -587,7 +595,7 @@ func TestHostileKeySwitch(t *testing.T) {
 		return &fedpcav1.KeySwitchHeader{JobId: spec.ID(), Spec: info.GetJob().GetSpec(), Signature: info.GetJob().GetSignature(),
 			UserCertificate: info.GetJob().GetUserCertificate(), UserPublicKey: e.params.Codecs().PublicKey.Marshal(kp.Public),
 			Schema: e.sch.Canonical(), Active: []uint32{1}, Owners: []string{"hospital-a", "hospital-b"}, Ciphertexts: 1,
-			JobOwners: []string{"hospital-a", "hospital-b"}}
+			JobOwnerRefs: e.cl.OwnerRefs("hospital-a", "hospital-b")}
 	}
 	both := []switchUpload{upA, upB}
 
@@ -671,11 +679,11 @@ func TestHostileKeySwitch(t *testing.T) {
 	_, err = keySwitch(ctx, member, strangers, cts, both...)
 	wantCode(t, "owners not in the spec", err, codes.InvalidArgument, "hospital-z")
 	extra := good()
-	extra.JobOwners, extra.Owners = []string{"hospital-a", "hospital-b", "hospital-z"}, []string{"hospital-a", "hospital-z"}
+	extra.JobOwnerRefs, extra.Owners = e.cl.OwnerRefs("hospital-a", "hospital-b", "hospital-z"), []string{"hospital-a", "hospital-z"}
 	_, err = keySwitch(ctx, member, extra, cts, both...)
 	wantCode(t, "an owner list with an extra owner", err, codes.InvalidArgument, "3 owners, the spec commits to 2")
 	swapped := good()
-	swapped.JobOwners, swapped.Owners = []string{"hospital-a", "hospital-z"}, []string{"hospital-a", "hospital-z"}
+	swapped.JobOwnerRefs, swapped.Owners = e.cl.OwnerRefs("hospital-a", "hospital-z"), []string{"hospital-a", "hospital-z"}
 	_, err = keySwitch(ctx, member, swapped, cts, both...)
 	wantCode(t, "an owner list that is not the spec's", err, codes.InvalidArgument, "is not the spec's owners_root")
 

@@ -69,7 +69,7 @@ func TestSmallCommitteeRefused(t *testing.T) {
 			// Pinned, the committee is refused at start when it is below the
 			// minimum.
 			if c.n < job.DefaultMinCommitteeMembers {
-				pinned := job.CommitteePolicy{Members: ids}
+				pinned := job.CommitteePolicy{Members: cl.Pins()}
 				o := owners[0]
 				o.ID, o.Policy.Committee = "hospital-z", pinned
 				msg := fmt.Sprintf("--committee names %s, below this node's minimum committee of 3", map[int]string{1: "one member", 2: "2 members"}[c.n])
@@ -97,7 +97,7 @@ func TestSmallCommitteeRefused(t *testing.T) {
 
 			// A user that lowered its own minimum creates the job; the owners
 			// refuse the committee.
-			lowered := job.CommitteePolicy{Members: ids, MinMembers: c.n, MinThreshold: c.t}
+			lowered := job.CommitteePolicy{Members: cl.Pins(), MinMembers: c.n, MinThreshold: c.t}
 			_, st := submitWait(ctx, t, userWith(t, cl, "alice", lowered), sch, req)
 			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) {
 				t.Fatalf("job %s (%s): uploaded %v, declined %v", st.GetState(), st.GetReason(), st.GetUploadedOwners(), st.GetDeclinedOwners())

@@ -82,9 +82,9 @@ func TestCertificatesOfTheWrongRole(t *testing.T) {
 	ct, _ := enc.EncryptVector([]int64{1})
 	hd := &fedpcav1.KeySwitchHeader{JobId: spec.ID(), Spec: spec.Canonical(), Signature: mustSign(t, spec, outsider),
 		UserCertificate: outsider.Leaf.Raw, UserPublicKey: p.Codecs().PublicKey.Marshal(kp.Public), Schema: e.sch.Canonical(),
-		Active: []uint32{1}, Owners: []string{"hospital-a"}, Ciphertexts: 1, JobOwners: []string{"hospital-a"}}
+		Active: []uint32{1}, Owners: []string{"hospital-a"}, Ciphertexts: 1, JobOwnerRefs: e.cl.OwnerRefs("hospital-a")}
 	_, err = keySwitch(ctx, fedpcav1.NewCspServiceClient(mconn), hd, [][]byte{p.Codecs().Ciphertext.Marshal(ct[0])})
-	wantCode(t, "spec signed with an owner's certificate", err, codes.PermissionDenied, "job spec signed by owner/outsider, which is not a user")
+	wantCode(t, "spec signed with an owner's certificate", err, codes.PermissionDenied, "job spec signed by spiffe://fedpca/owner/outsider, which is not a user")
 }
 
 func wantErr(t *testing.T, what string, err error, msg string) {

@@ -182,13 +182,14 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	if s.Threshold < 1 {
 		s.Threshold = s.CSPs/2 + 1
 	}
+	// The owners and user pin the cluster's members (by key, once issued:
+	// Cluster.Policy); their minimums are checked against its shape now.
 	policy := job.CommitteePolicy{MinMembers: s.MinCommitteeMembers, MinThreshold: s.MinCommitteeThreshold}
 	st := job.KeyStatement{Threshold: s.Threshold}
 	for i := range s.CSPs {
-		policy.Members = append(policy.Members, CSPID(i))
-		st.Members = append(st.Members, CSPID(i))
+		st.Members, st.MemberKeys = append(st.Members, CSPID(i)), append(st.MemberKeys, "")
 	}
-	if err := policy.Check(st); err != nil {
+	if err := (job.CommitteePolicy{Members: job.PinNames(st.Members...), MinMembers: policy.MinMembers, MinThreshold: policy.MinThreshold}).Check(st); err != nil {
 		return nil, fmt.Errorf("simulate: the simulated owners and user would refuse this committee: %w", err)
 	}
 	if s.Logger == nil {

@@ -182,7 +182,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 		t.Fatalf("the cursor did not move: %s", cursor)
 	}
 	// hospital-z has not uploaded: its ticket comes with the announcement.
-	if r.GetTicket().GetStatus().GetJobId() != spec.ID() || spec.CheckMember("hospital-z", job.OwnerProof{Index: int(r.GetOwnerProof().GetIndex()), Path: r.GetOwnerProof().GetPath()}) != nil {
+	if r.GetTicket().GetStatus().GetJobId() != spec.ID() || spec.CheckMember(transport.Owners(cl.OwnerRefs("hospital-z"))[0], job.OwnerProof{Index: int(r.GetOwnerProof().GetIndex()), Path: r.GetOwnerProof().GetPath()}) != nil {
 		t.Fatalf("the announcement of an open job carries no valid ticket for hospital-z: %v", r)
 	}
 	if _, err := u.Cancel(ctx, spec.ID()); err != nil {
@@ -221,7 +221,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	for {
 		if tk := r.GetTicket(); tk != nil {
 			sp := specs[tk.GetStatus().GetJobId()]
-			if sp == nil || sp.CheckMember("hospital-z", job.OwnerProof{Index: int(r.GetOwnerProof().GetIndex()), Path: r.GetOwnerProof().GetPath()}) != nil {
+			if sp == nil || sp.CheckMember(transport.Owners(cl.OwnerRefs("hospital-z"))[0], job.OwnerProof{Index: int(r.GetOwnerProof().GetIndex()), Path: r.GetOwnerProof().GetPath()}) != nil {
 				t.Fatalf("a snapshot's ticket is not hospital-z's of a listed job: %v", r)
 			}
 			tickets++

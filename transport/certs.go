@@ -17,6 +17,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/spiffe/go-spiffe/v2/spiffeid"
@@ -351,3 +352,64 @@ func writeFile(path string, b []byte) error {
 
 // WriteFileAtomic is writeFile for the daemons' own state files (0600).
 func WriteFileAtomic(path string, b []byte) error { return writeFile(path, b) }
+
+// WriteDeployment issues certificates of a single-CA deployment: each
+// identity's into dir/ROLE-ID (keeping a key already there unless
+// opt.NewKey), then gives every node directory under dir a trust.json: the
+// CA's domain accepted for every role (with the CAs of opt.CABundle), and
+// the roster of every node under dir by key, so that a node knows the
+// others by their keys from the moment it is issued. It returns the
+// roster.
+func (ca *CA) WriteDeployment(dir string, ids []Identity, opt NodeOptions) ([]Node, error) {
+	for _, id := range ids {
+		o := opt
+		o.Trust = nil
+		if _, err := ca.WriteNode(filepath.Join(dir, id.Role+"-"+id.ID), id, o); err != nil {
+			return nil, err
+		}
+	}
+	return ca.WriteRoster(dir, opt.CABundle)
+}
+
+// WriteRoster writes the trust.json of every node directory under dir (a
+// single-CA deployment of ca): every role accepted from the CA's domain
+// (bundle: the CAs to trust, default the CA's certificate), the roster of
+// every node there.
+func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
+	nodeDirs, err := filepath.Glob(filepath.Join(dir, "*", CertFile))
+	if err != nil {
+		return nil, err
+	}
+	d := ca.TrustEntry(slices.Clone(Roles))
+	if bundle != nil {
+		d.Authorities = nil
+		for rest := bundle; ; {
+			var b *pem.Block
+			if b, rest = pem.Decode(rest); b == nil {
+				break
+			}
+			d.Authorities = append(d.Authorities, string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: b.Bytes})))
+		}
+	}
+	var dirs []string
+	for _, f := range nodeDirs {
+		nd := filepath.Dir(f)
+		id, key, err := NodeFingerprint(nd)
+		if err != nil || id.Domain() != ca.Domain {
+			continue // not a node of this CA's domain
+		}
+		d.Nodes = append(d.Nodes, Node{ID: id.String(), Key: key})
+		dirs = append(dirs, nd)
+	}
+	slices.SortFunc(d.Nodes, func(a, b Node) int { return strings.Compare(a.ID, b.ID) })
+	trust, err := NewTrust(d)
+	if err != nil {
+		return nil, err
+	}
+	for _, nd := range dirs {
+		if err := writeFile(filepath.Join(nd, TrustFile), trust.Marshal()); err != nil {
+			return nil, err
+		}
+	}
+	return d.Nodes, nil
+}

@@ -75,8 +75,17 @@ func Attest(creds *Credentials, member string, point uint32, st job.KeyStatement
 // threshold, the key's fingerprint (computed here from the key's bytes) and
 // the members named by the attestations, by point.
 func CommitteeStatement(c *fedpcav1.GetCommitteeResponse) (job.KeyStatement, error) {
+	return committeeStatement(c, false)
+}
+
+// committeeStatement is CommitteeStatement; withoutKey takes the key's
+// fingerprint as published (a response without the key's bytes).
+func committeeStatement(c *fedpcav1.GetCommitteeResponse, withoutKey bool) (job.KeyStatement, error) {
 	st := job.KeyStatement{Ceremony: c.GetCeremonyId(), HEParams: c.GetHeParamsHash(), Threshold: int(c.GetThreshold()),
 		Key: job.Fingerprint(c.GetPublicKey())}
+	if withoutKey {
+		st.Key = c.GetPublicKeyFingerprint()
+	}
 	if c.GetPublicKeyFingerprint() != st.Key {
 		return st, fmt.Errorf("%w: the key's fingerprint is not the one published with it", ErrKeyNotAttested)
 	}
@@ -122,10 +131,21 @@ func CommitteeStatement(c *fedpcav1.GetCommitteeResponse) (job.KeyStatement, err
 // statement. In insecure mode (creds nil) signatures cannot be checked and
 // only the shape and the policy are.
 func VerifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, policy job.CommitteePolicy) (job.KeyStatement, error) {
+	return verifyCommittee(creds, c, policy, false)
+}
+
+// VerifyCommitteePin is VerifyCommittee of a response without the key's
+// bytes (GetCommitteeRequest.without_key): what the members attested, and
+// the node's pin, are checked; the key itself is not at hand.
+func VerifyCommitteePin(creds *Credentials, c *fedpcav1.GetCommitteeResponse, policy job.CommitteePolicy) (job.KeyStatement, error) {
+	return verifyCommittee(creds, c, policy, true)
+}
+
+func verifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, policy job.CommitteePolicy, withoutKey bool) (job.KeyStatement, error) {
 	if creds != nil && !policy.Keyed() {
 		return job.KeyStatement{}, fmt.Errorf("%w: a committee pinned by name only (%s): a node with certificates pins members by key", job.ErrCommitteePolicy, policy)
 	}
-	st, err := CommitteeStatement(c)
+	st, err := committeeStatement(c, withoutKey)
 	if err != nil {
 		return st, err
 	}

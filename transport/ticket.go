@@ -7,23 +7,25 @@ import (
 )
 
 // VerifyTicket checks that a job spec was signed by the user it names: the
-// certificate chains to a trusted CA, has role user and the spec's user ID,
-// and its key verifies the signature of the job ID. In insecure mode (creds
-// nil) there is no CA to check against and the ticket is accepted; the
-// daemons warn about that mode at start.
-func VerifyTicket(creds *Credentials, spec *job.Spec, sig, userCertDER []byte) error {
+// certificate is a trusted identity (Credentials.Verify) of role user and
+// the spec's user ID, and its key verifies the signature of the job ID. It
+// returns the user with its key. In insecure mode (creds nil) there is
+// nothing to check against and the ticket is accepted as the spec's user;
+// the daemons warn about that mode at start.
+func VerifyTicket(creds *Credentials, spec *job.Spec, sig, userCertDER []byte) (Peer, error) {
 	if creds == nil {
-		return nil
+		id, err := ParseIdentity(spec.User)
+		return Peer{Identity: id}, err
 	}
 	cert, id, err := creds.VerifyDER(userCertDER)
 	if err != nil {
-		return fmt.Errorf("user certificate: %w", err)
+		return Peer{}, fmt.Errorf("user certificate: %w", err)
 	}
 	if id.Role != RoleUser {
-		return fmt.Errorf("job spec signed by %s, which is not a user", id.Short())
+		return Peer{}, fmt.Errorf("job spec signed by %s, which is not a user", id)
 	}
 	if id.String() != spec.User {
-		return fmt.Errorf("job spec names user %s but is signed by %s", spec.User, id)
+		return Peer{}, fmt.Errorf("job spec names user %s but is signed by %s", spec.User, id)
 	}
-	return spec.VerifySignature(sig, cert.PublicKey)
+	return Peer{Identity: id, Key: KeyFingerprint(cert)}, spec.VerifySignature(sig, cert.PublicKey)
 }

@@ -137,7 +137,7 @@ func newComponentsCase(t testing.TB) *componentsCase {
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: strings.Repeat("c", 64), User: "spiffe://fedpca/user/alice", UserKey: strings.Repeat("d", 64), Nonce: "components",
 		Release: job.ReleaseComponents, ResultKey: hex.EncodeToString(key.PublicKey().Bytes())}
-	if err := spec.SetOwners([]string{"hospital-a", "hospital-b"}); err != nil {
+	if err := spec.SetOwners([]job.Owner{{ID: "hospital-a"}, {ID: "hospital-b"}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := spec.Validate(); err != nil {
@@ -316,13 +316,13 @@ func TestOpenComponentsErrors(t *testing.T) {
 // fakeProxy serves a components job's result as the test sets it.
 type fakeProxy struct {
 	fedpcav1.UnimplementedProxyServiceServer
-	owners []string
+	owners []*fedpcav1.OwnerRef
 	msgs   []*fedpcav1.FetchResultResponse
 	calls  int
 }
 
 func (f *fakeProxy) GetJob(context.Context, *fedpcav1.GetJobRequest) (*fedpcav1.GetJobResponse, error) {
-	return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: &fedpcav1.JobStatus{ExpectedOwners: f.owners}}}, nil
+	return &fedpcav1.GetJobResponse{Job: &fedpcav1.JobInfo{Status: &fedpcav1.JobStatus{ExpectedOwnerRefs: f.owners}}}, nil
 }
 
 func (f *fakeProxy) FetchResult(_ *fedpcav1.FetchResultRequest, stream grpc.ServerStreamingServer[fedpcav1.FetchResultResponse]) error {
@@ -341,7 +341,7 @@ func (f *fakeProxy) FetchResult(_ *fedpcav1.FetchResultRequest, stream grpc.Serv
 // carries ciphertexts (the statistics), the wrong points or too few boxes.
 func TestFetchComponents(t *testing.T) {
 	tc := newComponentsCase(t)
-	fp := &fakeProxy{owners: []string{"hospital-a", "hospital-b"}}
+	fp := &fakeProxy{owners: []*fedpcav1.OwnerRef{{Id: "hospital-a"}, {Id: "hospital-b"}}}
 	srv := grpc.NewServer(transport.ServerOptions(nil, true, hclog.NewNullLogger(), nil)...)
 	fedpcav1.RegisterProxyServiceServer(srv, fp)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -358,7 +358,7 @@ func TestFetchComponents(t *testing.T) {
 	defer c.Close()
 	header := func(cts uint32, points ...uint32) *fedpcav1.FetchResultResponse {
 		return &fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Header{Header: &fedpcav1.ResultHeader{JobId: tc.spec.ID(),
-			Ciphertexts: cts, Owners: fp.owners, CspMembers: []string{"csp-1", "csp-3"}, Points: points}}}
+			Ciphertexts: cts, Owners: []string{"hospital-a", "hospital-b"}, CspMembers: []string{"csp-1", "csp-3"}, Points: points}}}
 	}
 	box := func(b []byte) *fedpcav1.FetchResultResponse {
 		return &fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_SealedOutput{SealedOutput: b}}

@@ -130,9 +130,9 @@ func Awaited(st *fedpcav1.JobStatus) []string {
 		answered[d.GetOwner()] = true
 	}
 	var out []string
-	for _, o := range st.GetExpectedOwners() {
-		if !answered[o] {
-			out = append(out, o)
+	for _, o := range st.GetExpectedOwnerRefs() {
+		if !answered[o.GetId()] {
+			out = append(out, o.GetId())
 		}
 	}
 	return out

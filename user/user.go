@@ -10,7 +10,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -154,15 +153,18 @@ func LoadKeys(dir string, p he.Params) (he.KeyPair, error) {
 
 // Request describes a job to run.
 type Request struct {
-	Schema    *schema.Schema
-	Analysis  string
-	K         int
-	Epsilon   float64
-	Delta     float64
-	NoNoise   bool
-	Plan      string
-	Tolerate  int
-	Split     dp.Split
+	Schema   *schema.Schema
+	Analysis string
+	K        int
+	Epsilon  float64
+	Delta    float64
+	NoNoise  bool
+	Plan     string
+	Tolerate int
+	Split    dp.Split
+	// Owners names the job's owners: each by an ID the node's trust store
+	// (its roster) knows the key of, ID=FINGERPRINT, or a SPIFFE ID. The
+	// spec names each by its key: the user's own, never the proxy's word.
 	Owners    []string
 	MinOwners int
 	Deadline  time.Time
@@ -251,7 +253,7 @@ type Client struct {
 	cmt *fedpcav1.GetCommitteeResponse // cached; refreshed when a job is refused for it
 	// owners are the owner lists of the specs this client built, by their
 	// Merkle root (the spec commits to its list; Submit sends the list).
-	owners map[string][]string
+	owners map[string][]job.Owner
 }
 
 // NewClient dials the proxy (lazily: errors show on the first call). The HE
@@ -369,8 +371,10 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 		c.mu.Unlock()
 		return nil, fmt.Errorf("the proxy's committee key: %w", err)
 	}
-	owners := slices.Clone(r.Owners)
-	slices.Sort(owners)
+	owners, err := c.ResolveOwners(r.Owners)
+	if err != nil {
+		return nil, err
+	}
 	nonce := r.Nonce
 	if nonce == "" {
 		var b [12]byte
@@ -434,7 +438,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 	}
 	c.mu.Lock()
 	if c.owners == nil {
-		c.owners = map[string][]string{}
+		c.owners = map[string][]job.Owner{}
 	}
 	c.owners[s.OwnersRoot] = owners
 	c.mu.Unlock()
@@ -484,7 +488,31 @@ func (c *Client) CreateRequest(s *job.Spec, sch *schema.Schema) (*fedpcav1.Creat
 		}
 	}
 	return &fedpcav1.CreateJobRequest{Spec: s.Canonical(), Signature: sig,
-		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), Owners: owners}, nil
+		UserPublicKey: c.params.Codecs().PublicKey.Marshal(c.cfg.Keys.Public), Schema: sch.Canonical(), OwnerRefs: transport.OwnerRefs(owners)}, nil
+}
+
+// ResolveOwners names owners by key, from the client's trust store (its
+// roster) or the keys given as ID=FINGERPRINT, sorted by ID. In insecure
+// mode (no credentials) owners are named by ID only.
+func (c *Client) ResolveOwners(names []string) ([]job.Owner, error) {
+	var out []job.Owner
+	for _, n := range names {
+		creds := c.cfg.Dialer.Creds
+		if creds == nil {
+			out = append(out, job.Owner{ID: n})
+			continue
+		}
+		p, err := creds.Trust.Resolve(transport.RoleOwner, n)
+		if err != nil {
+			return nil, fmt.Errorf("owner %s: %w", n, err)
+		}
+		if p.ID == "" {
+			return nil, fmt.Errorf("owner %s: the trust store lists no owner of that key: name it as ID=FINGERPRINT", n)
+		}
+		out = append(out, job.Owner{ID: p.ID, Key: p.Key})
+	}
+	job.SortOwners(out)
+	return out, nil
 }
 
 // Wait follows a job until it ends, calling progress at every change. Each
@@ -634,7 +662,7 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 	}); err != nil {
 		return nil, err
 	}
-	if err := s.CheckNoiseParties(full.GetJob().GetStatus().GetExpectedOwners(), hd.GetOwners(), hd.GetCspMembers()); err != nil {
+	if err := s.CheckNoiseParties(transport.Owners(full.GetJob().GetStatus().GetExpectedOwnerRefs()), hd.GetOwners(), hd.GetCspMembers()); err != nil {
 		return nil, fmt.Errorf("fetch result: %w", err)
 	}
 	return &Sealed{spec: s, sch: sch, header: hd, cts: cts, boxes: boxes}, nil

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -10,7 +9,6 @@ import (
 	"maps"
 	"net"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -57,6 +55,32 @@ func optionalListener(cmd *cli.Command, flag string) (net.Listener, error) {
 	return net.Listen("tcp", addr)
 }
 
+// allowedUsers resolves an owner's --users to keys (by name only in
+// insecure mode).
+func allowedUsers(names []string, creds *transport.Credentials) ([]transport.Peer, error) {
+	var out []transport.Peer
+	for _, n := range names {
+		n = strings.TrimPrefix(n, "user/")
+		if creds == nil {
+			id, err := transport.ParseIdentity("user/" + n)
+			if strings.HasPrefix(n, "spiffe://") {
+				id, err = transport.ParseIdentity(n)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("--users %s: %w", n, err)
+			}
+			out = append(out, transport.Peer{Identity: id})
+			continue
+		}
+		p, err := creds.Trust.Resolve(transport.RoleUser, n)
+		if err != nil {
+			return nil, fmt.Errorf("--users %s: %w", n, err)
+		}
+		out = append(out, p)
+	}
+	return out, nil
+}
+
 // identity loads the node's credentials or, with --insecure, its claimed
 // identity, and says loudly when TLS is off.
 func identity(cmd *cli.Command, role string, log hclog.Logger) (*transport.Credentials, transport.Identity, error) {
@@ -79,6 +103,7 @@ func identity(cmd *cli.Command, role string, log hclog.Logger) (*transport.Crede
 	if creds.Identity.Role != role {
 		return nil, transport.Identity{}, fmt.Errorf("the certificate in %s is for %s, not a %s", cmd.String("certs"), creds.Identity.Short(), role)
 	}
+	log.Info("identity", "id", creds.Identity.String(), "key", creds.Key, "trust_domains", strings.Join(creds.Trust.Names(), ","))
 	return creds, creds.Identity, nil
 }
 
@@ -88,119 +113,6 @@ func dialer(cmd *cli.Command, role string, log hclog.Logger) (transport.Dialer, 
 		return transport.Dialer{}, err
 	}
 	return transport.Dialer{Creds: creds, Insecure: creds == nil, Self: id}, nil
-}
-
-func certsCommand() *cli.Command {
-	return &cli.Command{
-		Name:      "certs",
-		Usage:     "create a deployment CA and a certificate for every node",
-		ArgsUsage: "ROLE/ID ...",
-		Description: `Creates (or reuses) the CA in OUT/ca and, for each ROLE/ID given (roles: proxy, csp,
-owner, user, operator), a directory OUT/ROLE-ID holding ca.pem, cert.pem and key.pem
-(0600), whose certificate names the node as spiffe://fedpca/ROLE/ID. An operator
-certificate reads the daemons' operator pages (status page, /metrics, /debug/pprof)
-served on a non-loopback address, and calls no RPC.
-
-  fedpca certs --out certs proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 owner/hospital-a user/alice operator/ops
-
-To rotate node certificates, run it again with the same --out: the existing CA is
-reused and the named nodes get new certificates. To rotate the CA, create the new
-one in another directory and give nodes a ca.pem holding both CAs (--trust-also)
-until every node has a certificate from the new CA.
-
-With --copy-from DIR and no ROLE/ID, it copies one node's ca.pem, cert.pem and
-key.pem from DIR into OUT, each 0600 and owned by whoever runs it, after checking
-that they load: for credentials mounted from a Kubernetes Secret, whose files a
-non-root node cannot own (deploy/helm runs it in each pod's init container).`,
-		Flags: []cli.Flag{
-			reqStr("out", "output directory"),
-			strFlag("copy-from", "", "copy a node's credentials from this directory into OUT (0600) instead of issuing any"),
-			strFlag("ca-dir", "", "where the CA's certificate and key live (default OUT/ca); keep the key away from the nodes"),
-			strsFlag("dns", "DNS names to add to every certificate (for operators' tools)"),
-			strFlag("trust-also", "", "a PEM file of further CA certificates to trust (CA rotation)"),
-			&cli.DurationFlag{Name: "validity", Value: 365 * 24 * time.Hour, Usage: "certificate validity", Sources: env("validity")},
-		},
-		Action: func(_ context.Context, cmd *cli.Command) error {
-			out := cmd.String("out")
-			if from := cmd.String("copy-from"); from != "" {
-				if cmd.Args().Len() > 0 {
-					return errors.New("--copy-from copies one node's credentials: name no ROLE/ID with it")
-				}
-				return copyCredentials(from, out)
-			}
-			if cmd.Args().Len() == 0 {
-				return errors.New("name at least one node, e.g. proxy/proxy csp/csp-1 owner/hospital-a user/alice")
-			}
-			caDir := cmd.String("ca-dir")
-			if caDir == "" {
-				caDir = filepath.Join(out, "ca")
-			}
-			ca, err := transport.LoadCA(caDir)
-			if err != nil {
-				if _, statErr := os.Stat(filepath.Join(caDir, transport.CAKeyFile)); statErr == nil {
-					return err
-				}
-				if ca, err = transport.NewCA("fedpca deployment CA", cmd.Duration("validity")+24*time.Hour); err != nil {
-					return err
-				}
-				if err := ca.Save(caDir); err != nil {
-					return err
-				}
-				fmt.Printf("created CA in %s\n", caDir)
-			}
-			bundle := ca.CertPEM()
-			if extra := cmd.String("trust-also"); extra != "" {
-				b, err := os.ReadFile(extra)
-				if err != nil {
-					return err
-				}
-				bundle = append(bundle, b...)
-			}
-			for _, a := range cmd.Args().Slice() {
-				id, err := transport.ParseIdentity(a)
-				if err != nil {
-					return err
-				}
-				dir := filepath.Join(out, id.Role+"-"+id.ID)
-				if err := ca.WriteNode(dir, id, bundle, cmd.StringSlice("dns"), nil, cmd.Duration("validity")); err != nil {
-					return err
-				}
-				fmt.Printf("%-28s %s\n", id.Short(), dir)
-			}
-			return nil
-		},
-	}
-}
-
-// copyCredentials copies a node's credentials directory from into out, each
-// file 0600, once they parse as a key pair and a CA bundle that trusts it.
-func copyCredentials(from, out string) error {
-	files := map[string][]byte{}
-	for _, name := range []string{transport.CAFile, transport.CertFile, transport.KeyFile} {
-		b, err := os.ReadFile(filepath.Join(from, name))
-		if err != nil {
-			return fmt.Errorf("--copy-from: %w", err)
-		}
-		files[name] = b
-	}
-	pair, err := tls.X509KeyPair(files[transport.CertFile], files[transport.KeyFile])
-	if err != nil {
-		return fmt.Errorf("--copy-from %s: %w", from, err)
-	}
-	creds, err := transport.NewCredentials(files[transport.CAFile], pair)
-	if err != nil {
-		return fmt.Errorf("--copy-from %s: %w", from, err)
-	}
-	if err := os.MkdirAll(out, 0o700); err != nil {
-		return err
-	}
-	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(out, name), b, 0o600); err != nil {
-			return err
-		}
-	}
-	fmt.Printf("%-28s %s\n", creds.Identity.Short(), out)
-	return nil
 }
 
 func cspCommand() *cli.Command {
@@ -214,10 +126,15 @@ func cspCommand() *cli.Command {
 proxy; it keeps an audit record of every key switch it makes.
 
   fedpca csp serve --certs certs/csp-csp-1 --state state/csp-1 --listen :7001`,
-			Flags: append(nodeFlags(":7001"), boolFlag("allow-no-noise", "switch jobs that have no DP noise (tests only)")),
+			Flags: append(nodeFlags(":7001"), boolFlag("allow-no-noise", "switch jobs that have no DP noise (tests only)"),
+				strsFlag("committee", "the committee this member takes part in, by key (as owners pin it: IDs its trust store lists, SPIFFE IDs or ID=FINGERPRINT, itself included): it reveals its key share only to a ceremony of exactly these members (default: any members its trust store accepts as csp)")),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
 				log := logger(cmd, "csp")
 				creds, id, err := identity(cmd, transport.RoleCSP, log)
+				if err != nil {
+					return err
+				}
+				peers, err := memberPins(cmd.StringSlice("committee"), creds)
 				if err != nil {
 					return err
 				}
@@ -229,7 +146,7 @@ proxy; it keeps an audit record of every key switch it makes.
 				if err != nil {
 					return err
 				}
-				m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"),
+				m, err := csp.New(csp.Config{ID: id.ID, Listener: l, Creds: creds, Insecure: creds == nil, Store: cmd.String("state"), Peers: peers,
 					AllowNoNoise: cmd.Bool("allow-no-noise"), Logger: log.With("id", id.ID), MetricsListener: ml})
 				if err != nil {
 					return err
@@ -373,19 +290,26 @@ It accepts only a committee key that every member of the committee it pins
 				&cli.DurationFlag{Name: "upload-hold", Value: time.Second, Usage: "send a share no earlier than this after taking the job up: the time a share takes, which grows with the rows, is then hidden from the proxy too while it is shorter (about 0.3 s at 100,000 rows of 30 features; see docs/BENCHMARKS.md, upload timing); 0: send at once", Sources: env("upload-hold")},
 				floatFlag("max-epsilon", 0, "largest epsilon of one job (0: only the budget limits)"),
 				floatFlag("max-delta", owner.DefaultMaxDelta, "largest delta of one job"),
-				strsFlag("users", "users allowed to run jobs, as user/ID (default: any user of the deployment)"),
+				strsFlag("users", "users allowed to run jobs, by key: each an ID this node's trust store lists, a SPIFFE ID, or ID=FINGERPRINT (default: any user the trust store accepts)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
 				boolFlag("allow-exact-components", "take part in components jobs without DP noise (user run --release components --no-noise): the user learns the exact top-k components, their eigenvalues and the row count, computed by the committee in secret-shared arithmetic, and nothing else; off: such jobs are declined (policy)"),
 				&cli.DurationFlag{Name: "poll", Value: 10 * time.Second, Usage: "how often to ask the proxy for jobs when it serves this owner no watch", Sources: env("poll")},
 				&cli.DurationFlag{Name: "idle-timeout", Value: 0, Usage: "close the connection to the proxy after this long without calls (with many owners and long polls; 0: keep it)", Sources: env("idle-timeout")},
 			), committeeFlags("takes part in jobs")...),
 			Action: func(ctx context.Context, cmd *cli.Command) error {
-				committee := committeePolicy(cmd)
-				if err := committee.Validate(); err != nil {
-					return err
+				if _, err := committeePolicy(cmd, nil); err != nil {
+					return err // before anything is read: the pin is missing or malformed
 				}
 				log := logger(cmd, "owner")
 				d, err := dialer(cmd, transport.RoleOwner, log)
+				if err != nil {
+					return err
+				}
+				committee, err := committeePolicy(cmd, d.Creds)
+				if err != nil {
+					return err
+				}
+				users, err := allowedUsers(cmd.StringSlice("users"), d.Creds)
 				if err != nil {
 					return err
 				}
@@ -424,7 +348,7 @@ It accepts only a committee key that every member of the committee it pins
 				}
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
 					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), UploadHold: cmd.Duration("upload-hold"), Logger: log.With("id", d.Identity().ID),
-					Policy: owner.Policy{Users: cmd.StringSlice("users"), MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
+					Policy: owner.Policy{Users: users, MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
 						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise"), AllowExactComponents: cmd.Bool("allow-exact-components")}})
 				if err != nil {
 					return err
@@ -662,16 +586,51 @@ the node's role too (empty: any role of the deployment).
 // does under the key.
 func committeeFlags(what string) []cli.Flag {
 	return []cli.Flag{
-		strsFlag("committee", "the CSP member IDs this node trusts as the committee (comma-separated or repeated; required unless --any-committee): it "+what+" only under a key these members, and no others, all attested"),
+		strsFlag("committee", "the CSP members this node trusts as the committee, by key (comma-separated or repeated; required unless --any-committee): each an ID this node's trust store lists (its key then pinned), "+
+			"a SPIFFE ID, or ID=FINGERPRINT; it "+what+" only under a key these members, and no others, all attested"),
 		boolFlag("any-committee", "accept any committee of the deployment's CSPs whose members all attested the key, whoever the proxy names (local tests only)"),
 		intFlag("committee-min-members", job.DefaultMinCommitteeMembers, "refuse a committee of fewer members"),
 		intFlag("committee-min-threshold", job.DefaultMinCommitteeThreshold, "refuse a committee whose key switch needs fewer members (with 1, one member with the proxy could decrypt every upload)"),
 	}
 }
 
-// committeePolicy is the committee policy of the flags (committeeFlags;
-// the zero policy for a command without them).
-func committeePolicy(cmd *cli.Command) job.CommitteePolicy {
-	return job.CommitteePolicy{Members: cmd.StringSlice("committee"), AnyMembers: cmd.Bool("any-committee"),
+// committeePolicy is the committee policy of the flags (committeeFlags),
+// resolved (resolveCommittee) and validated.
+func committeePolicy(cmd *cli.Command, creds *transport.Credentials) (job.CommitteePolicy, error) {
+	p, err := resolveCommittee(cmd, creds)
+	if err != nil {
+		return p, err
+	}
+	return p, p.Validate()
+}
+
+// resolveCommittee is the committee policy of the flags (committeeFlags;
+// the zero policy for a command without them): each --committee name
+// pinned by the key the node's trust store gives it (creds; nil, insecure
+// mode: by the name, and the key given as ID=FINGERPRINT if any).
+func resolveCommittee(cmd *cli.Command, creds *transport.Credentials) (job.CommitteePolicy, error) {
+	p := job.CommitteePolicy{AnyMembers: cmd.Bool("any-committee"),
 		MinMembers: cmd.Int("committee-min-members"), MinThreshold: cmd.Int("committee-min-threshold")}
+	pins, err := memberPins(cmd.StringSlice("committee"), creds)
+	p.Members = pins
+	return p, err
+}
+
+// memberPins resolves committee members to their keys (see
+// resolveCommittee).
+func memberPins(names []string, creds *transport.Credentials) ([]job.MemberPin, error) {
+	var out []job.MemberPin
+	for _, name := range names {
+		if creds == nil {
+			id, key, _ := strings.Cut(name, "=")
+			out = append(out, job.MemberPin{ID: id, Key: strings.TrimPrefix(key, "sha256:")})
+			continue
+		}
+		m, err := creds.Trust.Resolve(transport.RoleCSP, name)
+		if err != nil {
+			return nil, fmt.Errorf("--committee %s: %w", name, err)
+		}
+		out = append(out, job.MemberPin{ID: m.ID, Key: m.Key})
+	}
+	return out, nil
 }

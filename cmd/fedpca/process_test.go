@@ -201,13 +201,19 @@ func (d *deployment) committee() []string {
 	return []string{"--committee", strings.Join(ids, ","), "--committee-min-members", fmt.Sprint(len(ids)), "--committee-min-threshold", fmt.Sprint(d.threshd)}
 }
 
-// policy is the committee policy of the committee flags.
-func (d *deployment) policy() job.CommitteePolicy {
-	var ids []string
+// policy is the committee policy of the committee flags: the members by
+// the keys of their certificates.
+func (d *deployment) policy(t *testing.T) job.CommitteePolicy {
+	var pins []job.MemberPin
 	for i := range d.csps {
-		ids = append(ids, fmt.Sprintf("csp-%d", i+1))
+		id := fmt.Sprintf("csp-%d", i+1)
+		_, key, err := transport.NodeFingerprint(d.certs("csp", id))
+		if err != nil {
+			t.Fatal(err)
+		}
+		pins = append(pins, job.MemberPin{ID: id, Key: key})
 	}
-	return job.CommitteePolicy{Members: ids, MinMembers: len(ids), MinThreshold: d.threshd}
+	return job.CommitteePolicy{Members: pins, MinMembers: len(pins), MinThreshold: d.threshd}
 }
 
 func (d *deployment) certs(role, id string) string {
@@ -398,7 +404,7 @@ func TestProxyKilled(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	u, err := user.NewClient(user.Config{Dialer: transport.Dialer{Creds: creds}, ProxyAddr: d.proxy, Keys: kp, Committee: d.policy(), Params: &p})
+	u, err := user.NewClient(user.Config{Dialer: transport.Dialer{Creds: creds}, ProxyAddr: d.proxy, Keys: kp, Committee: d.policy(t), Params: &p})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -70,7 +70,7 @@ choose C.
 			if err != nil {
 				return err
 			}
-			if err := committeePolicy(cmd).Validate(); err != nil {
+			if _, err := committeePolicy(cmd, nil); err != nil {
 				return err
 			}
 			out := cmd.String("out")

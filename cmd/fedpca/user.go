@@ -281,7 +281,11 @@ func userClient(cmd *cli.Command) (*user.Client, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Committee: committeePolicy(cmd), Logger: log, Params: &p}
+	committee, err := resolveCommittee(cmd, d.Creds)
+	if err != nil {
+		return nil, err
+	}
+	cfg := user.Config{Dialer: d, ProxyAddr: cmd.String("proxy"), Committee: committee, Logger: log, Params: &p}
 	if cmd.String("keys") != "" {
 		if cfg.Keys, err = user.LoadKeys(cmd.String("keys"), p); err != nil {
 			return nil, err
@@ -365,7 +369,7 @@ func printStatus(st *fedpcav1.JobStatus) {
 		fmt.Printf("uploads   %d of %d expected (%d needed), %d declined, as of %s (the proxy tells progress at fixed instants; who took part is listed once the job is sealed)\n",
 			st.GetOwnersUploaded(), st.GetOwnersExpected(), st.GetMinOwners(), st.GetOwnersDeclined(), time.Unix(st.GetUpdatedUnix(), 0).UTC().Format(time.TimeOnly))
 	} else {
-		fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwners()), st.GetMinOwners())
+		fmt.Printf("uploads   %d of %d expected (%d needed)\n", len(st.GetUploadedOwners()), len(st.GetExpectedOwnerRefs()), st.GetMinOwners())
 	}
 	if u := st.GetUploadedOwners(); len(u) > 0 {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
@@ -513,7 +517,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
-	if err := committeePolicy(cmd).Validate(); err != nil {
+	if _, err := committeePolicy(cmd, nil); err != nil {
 		return err
 	}
 	c, err := userClient(cmd)

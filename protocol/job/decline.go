@@ -40,6 +40,12 @@ const (
 	// tell: the proxy gave it no inclusion proof of its ID that verifies
 	// against the owner list the user signed (Spec.CheckMember).
 	DeclineNotNamed Decline = 8
+	// DeclineCommitteePin: the committee the proxy names, every member of
+	// which attested the key, is not the one the owner pins by key (its
+	// --committee): the owner's configuration, or a committee it does not
+	// trust. Its own code, so that the user's error names the owner whose
+	// pin refused, not the committee.
+	DeclineCommitteePin Decline = 9
 )
 
 var declines = map[Decline]struct{ name, text string }{
@@ -48,9 +54,10 @@ var declines = map[Decline]struct{ name, text string }{
 	DeclineSchemaMismatch: {"schema_mismatch", "the owner does not serve this dataset with this schema"},
 	DeclineUserNotAllowed: {"user_not_allowed", "the owner does not accept jobs from this user"},
 	DeclineInvalidJob:     {"invalid_job", "the job fails the owner's checks (spec, signature, parameters or overflow bound)"},
-	DeclineCommitteeKey:   {"committee_key", "the job's committee key is not attested by every committee member"},
+	DeclineCommitteeKey:   {"committee_key", "the job's committee key is not attested by every member of the committee the proxy names (a substituted key, or an attestation missing or forged)"},
 	DeclineUnavailable:    {"unavailable", "the owner cannot take part for a local reason (its operator's log says which)"},
-	DeclineNotNamed:       {"not_named", "the job's signed owner list does not name this owner (no valid inclusion proof)"},
+	DeclineNotNamed:       {"not_named", "the job's signed owner list does not name this owner by its key (no valid inclusion proof: the user's roster may hold another key for it)"},
+	DeclineCommitteePin:   {"committee_pin", "the owner's committee pin (its --committee, by key) does not match the committee's members: the owner's operator checks its pin against the members' fingerprints"},
 }
 
 // ParseDecline checks a decline code received from another party.
@@ -75,7 +82,7 @@ func ParseDeclineName(name string) (Decline, error) {
 // Declines returns every code, in order.
 func Declines() []Decline {
 	out := make([]Decline, 0, len(declines))
-	for d := DeclinePolicy; d <= DeclineNotNamed; d++ {
+	for d := DeclinePolicy; d <= DeclineCommitteePin; d++ {
 		out = append(out, d)
 	}
 	return out

@@ -166,7 +166,7 @@ func newSpec(sch *schema.Schema, p he.Params, analysisName string, owners int, c
 	if noNoise {
 		s.NoNoise, s.Epsilon = true, 0
 	}
-	if err := s.SetOwners(ownerNames(owners)); err != nil {
+	if err := s.SetOwners(keyed(ownerNames(owners)...)); err != nil {
 		panic(err)
 	}
 	if err := s.SetOwnerRows(20_000 / int64(max(owners, 1))); err != nil {
@@ -256,7 +256,7 @@ func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Res
 		t.Fatal(err)
 	}
 	included := ownerNames(s.NumOwners)[:uploaded]
-	if err := s.CheckNoiseParties(ownerNames(s.NumOwners), included, cspNames); err != nil {
+	if err := s.CheckNoiseParties(keyed(ownerNames(s.NumOwners)...), included, cspNames); err != nil {
 		t.Fatal(err)
 	}
 	pr, err := PrivacyReport(s, sch, included, cspNames)

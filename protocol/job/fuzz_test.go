@@ -18,7 +18,7 @@ import (
 )
 
 // fuzzOwners are fuzzSpec's owners.
-var fuzzOwners = []string{"hospital-a", "hospital-b", "hospital-c"}
+var fuzzOwners = keyed("hospital-a", "hospital-b", "hospital-c")
 
 // fuzzSpec is a valid spec built from constants (no HE keys needed: the
 // fingerprints are only hex strings to the decoder).
@@ -68,7 +68,7 @@ func FuzzParseSpec(f *testing.F) {
 			t.Fatalf("job ID %q", s.ID())
 		}
 		// What the daemons do next with an accepted spec must not panic.
-		_ = s.CheckIncluded(fuzzOwners, fuzzOwners)
+		_ = s.CheckIncluded(fuzzOwners, OwnerIDs(fuzzOwners))
 		_ = s.CheckMember(fuzzOwners[0], OwnerProof{})
 		_ = s.Plan().Validate()
 	})
@@ -258,7 +258,7 @@ func TestParseResult(t *testing.T) {
 
 func FuzzCheckNoiseParties(f *testing.F) {
 	s := fuzzSpec()
-	list := strings.Join(fuzzOwners, ",")
+	list := strings.Join(OwnerIDs(fuzzOwners), ",")
 	f.Add(list, "hospital-a,hospital-b", "csp-1,csp-2")
 	f.Add(list, "hospital-a,hospital-b,hospital-c", "csp-1,csp-3")
 	f.Add(list, "hospital-a", "csp-1,csp-2")
@@ -269,7 +269,7 @@ func FuzzCheckNoiseParties(f *testing.F) {
 	f.Add(list+",hospital-z", "hospital-a,hospital-z", "csp-1,csp-2")
 	f.Add("hospital-a,hospital-b,hospital-z", "hospital-a,hospital-z", "csp-1,csp-2")
 	f.Fuzz(func(t *testing.T, owners, included, csps string) {
-		all, os, cs := strings.Split(owners, ","), strings.Split(included, ","), strings.Split(csps, ",")
+		all, os, cs := keyed(strings.Split(owners, ",")...), strings.Split(included, ","), strings.Split(csps, ",")
 		err := s.CheckNoiseParties(all, os, cs)
 		if err != nil {
 			return
@@ -285,7 +285,7 @@ func FuzzCheckNoiseParties(f *testing.F) {
 			t.Fatalf("accepted the owner list %q, the spec commits to %q", all, fuzzOwners)
 		}
 		for _, o := range os {
-			if !slices.Contains(fuzzOwners, o) {
+			if !slices.Contains(OwnerIDs(fuzzOwners), o) {
 				t.Fatalf("accepted owner %q", o)
 			}
 		}

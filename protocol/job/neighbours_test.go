@@ -29,7 +29,7 @@ func capSpec(t *testing.T, sch *schema.Schema, analysis string, capRows int64) *
 			s.Windows = append(s.Windows, Window{Lo: fixedpoint.MustDecimal("-0.5"), Hi: fixedpoint.MustDecimal("0.6")})
 		}
 	}
-	if err := s.SetOwners([]string{"owner-000"}); err != nil {
+	if err := s.SetOwners(keyed("owner-000")); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetOwnerRows(capRows); err != nil {

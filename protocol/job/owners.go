@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -38,6 +39,19 @@ import (
 type Owner struct {
 	ID  string `json:"id"`
 	Key string `json:"key,omitempty"`
+}
+
+// UnmarshalJSON reads an owner as {"id", "key"}, or as a bare ID (a record
+// of an earlier release, whose spec then fails its version check, which
+// says what to do).
+func (o *Owner) UnmarshalJSON(b []byte) error {
+	var id string
+	if json.Unmarshal(b, &id) == nil {
+		*o = Owner{ID: id}
+		return nil
+	}
+	type plain Owner
+	return json.Unmarshal(b, (*plain)(o))
 }
 
 // String is "ID (key 1234abcd…)", for messages.

@@ -9,17 +9,27 @@ import (
 	"testing"
 )
 
-func names(n int) []string {
+func names(n int) []Owner {
 	out := make([]string, n)
 	for i := range out {
 		out[i] = fmt.Sprintf("owner-%05d", i)
+	}
+	return keyed(out...)
+}
+
+// keyed names owners by ID and a key of their own (a stand-in fingerprint,
+// the SHA-256 of the ID).
+func keyed(ids ...string) []Owner {
+	out := make([]Owner, len(ids))
+	for i, id := range ids {
+		out[i] = Owner{ID: id, Key: Fingerprint([]byte(id))}
 	}
 	return out
 }
 
 // mth is RFC 9162's definition of the tree hash (section 2.1.1), written
 // as the RFC states it, against which the level-wise tree is checked.
-func mth(ids []string) digest {
+func mth(ids []Owner) digest {
 	if len(ids) == 1 {
 		return leafHash(ids[0])
 	}
@@ -56,6 +66,12 @@ func TestOwnerTree(t *testing.T) {
 			if err := VerifyOwnerProof(tr.Root(), n, id, p); err != nil {
 				t.Fatalf("n=%d i=%d: %v", n, i, err)
 			}
+			if VerifyOwnerProof(tr.Root(), n, Owner{ID: id.ID, Key: Fingerprint([]byte("another key"))}, p) == nil {
+				t.Fatalf("n=%d: the proof of %s verifies with another key", n, id.ID)
+			}
+			if VerifyOwnerProof(tr.Root(), n, Owner{ID: id.ID}, p) == nil {
+				t.Fatalf("n=%d: the proof of %s verifies without its key", n, id.ID)
+			}
 			if n > 1 {
 				other := (i + 1) % n
 				if VerifyOwnerProof(tr.Root(), n, ids[other], p) == nil {
@@ -72,7 +88,7 @@ func TestOwnerTree(t *testing.T) {
 	}
 }
 
-func mustTree(t *testing.T, ids []string) *OwnerTree {
+func mustTree(t *testing.T, ids []Owner) *OwnerTree {
 	t.Helper()
 	tr, err := NewOwnerTree(ids)
 	if err != nil {
@@ -88,24 +104,32 @@ func TestCheckOwners(t *testing.T) {
 	if err := s.CheckOwners(fuzzOwners); err != nil {
 		t.Fatal(err)
 	}
+	rekeyed := keyed("hospital-a", "hospital-b", "hospital-c")
+	rekeyed[1].Key = Fingerprint([]byte("a key the proxy's CA issued"))
+	mixed := keyed("hospital-a", "hospital-b", "hospital-c")
+	mixed[2].Key = ""
 	for _, c := range []struct {
-		list []string
+		list []Owner
 		want string
 	}{
-		{[]string{"hospital-a", "hospital-b", "hospital-c", "hospital-z"}, "commits to 3"},
-		{[]string{"hospital-a", "hospital-b"}, "commits to 3"},
-		{[]string{"hospital-a", "hospital-b", "hospital-z"}, "not the spec's owners_root"},
-		{[]string{"hospital-b", "hospital-a", "hospital-c"}, "sorted"},
-		{[]string{"hospital-a", "hospital-a", "hospital-c"}, "sorted"},
-		{[]string{"hospital-a", "hospital b", "hospital-c"}, "not a valid id"},
+		{keyed("hospital-a", "hospital-b", "hospital-c", "hospital-z"), "commits to 3"},
+		{keyed("hospital-a", "hospital-b"), "commits to 3"},
+		{keyed("hospital-a", "hospital-b", "hospital-z"), "not the spec's owners_root"},
+		{rekeyed, "not the spec's owners_root"},
+		{[]Owner{{ID: "hospital-a"}, {ID: "hospital-b"}, {ID: "hospital-c"}}, "not the spec's owners_root"},
+		{mixed, `hospital-c: key "" is not a 64-hex-digit fingerprint`},
+		{keyed("hospital-b", "hospital-a", "hospital-c"), "sorted"},
+		{keyed("hospital-a", "hospital-a", "hospital-c"), "sorted"},
+		{keyed("hospital-a", "hospital b", "hospital-c"), "not a valid id"},
+		{[]Owner{{ID: "hospital-a", Key: "abc"}, {ID: "hospital-b", Key: "abc"}, {ID: "hospital-c", Key: "abc"}}, "not a 64-hex-digit fingerprint"},
 	} {
 		if err := s.CheckOwners(c.list); err == nil || !strings.Contains(err.Error(), c.want) {
-			t.Errorf("%q: %v, want an error containing %q", c.list, err, c.want)
+			t.Errorf("%v: %v, want an error containing %q", c.list, err, c.want)
 		}
 	}
 	// The job ID commits to the list: another list, another job.
 	other := fuzzSpec()
-	if err := other.SetOwners([]string{"hospital-a", "hospital-b", "hospital-z"}); err != nil {
+	if err := other.SetOwners(keyed("hospital-a", "hospital-b", "hospital-z")); err != nil {
 		t.Fatal(err)
 	}
 	if other.ID() == s.ID() {
@@ -165,15 +189,19 @@ func FuzzOwnerProof(f *testing.F) {
 		if size == 0 {
 			claimed = len(ids)
 		}
-		err := VerifyOwnerProof(tr.Root(), claimed, owner, p)
+		o := Owner{ID: owner, Key: Fingerprint([]byte(owner))}
+		if len(extra) > 0 && extra[0] == 0 {
+			o.Key = Fingerprint(extra) // the right name with another key
+		}
+		err := VerifyOwnerProof(tr.Root(), claimed, o, p)
 		if err != nil {
-			if honest && !edited && owner == ids[index] && claimed == len(ids) {
+			if honest && !edited && o == ids[index] && claimed == len(ids) {
 				t.Fatalf("the honest proof of %s (index %d of %d) fails: %v", owner, index, len(ids), err)
 			}
 			return
 		}
-		if !honest || owner != ids[index] {
-			t.Fatalf("accepted %q at index %d of %d", owner, index, len(ids))
+		if !honest || o != ids[index] {
+			t.Fatalf("accepted %v at index %d of %d", o, index, len(ids))
 		}
 		if edited {
 			t.Fatalf("accepted an edited proof (edit %d) of %s", edit%4, owner)

@@ -49,7 +49,7 @@ func TestProjectCSV(t *testing.T) {
 	members, cpk := ceremony(t, p, c)
 	s := newSpec(ds.schema, p, DCA, 2, c, cpk, user, true)
 	s.MinOwners = 1
-	if err := s.SetOwners(ownerNames(1)); err != nil {
+	if err := s.SetOwners(keyed(ownerNames(1)...)); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.SetOwnerRows(20_000); err != nil {

@@ -248,7 +248,10 @@ func (d *deviant) lie(st *fedpcav1.JobStatus) *fedpcav1.JobStatus {
 	st = proto.Clone(st).(*fedpcav1.JobStatus)
 	if d.kind == DevLieDone {
 		st.State = fedpcav1.JobState_JOB_STATE_DONE
-		st.UploadedOwners = slices.Clone(st.GetExpectedOwners())
+		st.UploadedOwners = nil
+		for _, o := range st.GetExpectedOwnerRefs() {
+			st.UploadedOwners = append(st.UploadedOwners, o.GetId())
+		}
 		st.OwnersUploaded = st.GetOwnersExpected()
 	} else {
 		st.State, st.Reason = fedpcav1.JobState_JOB_STATE_FAILED, "the committee is unreachable"

@@ -99,13 +99,19 @@ const (
 	// The job fails the owner's checks (spec, signature, parameters, plan,
 	// overflow bound).
 	DeclineReason_DECLINE_REASON_INVALID_JOB DeclineReason = 5
-	// The job's committee key is not attested by every committee member.
+	// The job's committee key is not attested by every member of the
+	// committee the proxy names (a substituted key, an attestation missing or
+	// forged).
 	DeclineReason_DECLINE_REASON_COMMITTEE_KEY DeclineReason = 6
 	// A local reason of the owner's (its data source cannot be opened).
 	DeclineReason_DECLINE_REASON_UNAVAILABLE DeclineReason = 7
 	// The job's signed owner list does not name this owner (no inclusion
 	// proof of its ID verifies against the spec's owners_root).
 	DeclineReason_DECLINE_REASON_NOT_NAMED DeclineReason = 8
+	// The owner's committee pin does not name the committee's members by
+	// their keys: the owner's configuration (its --committee), or a committee
+	// the owner does not trust.
+	DeclineReason_DECLINE_REASON_COMMITTEE_PIN DeclineReason = 9
 )
 
 // Enum value maps for DeclineReason.
@@ -120,6 +126,7 @@ var (
 		6: "DECLINE_REASON_COMMITTEE_KEY",
 		7: "DECLINE_REASON_UNAVAILABLE",
 		8: "DECLINE_REASON_NOT_NAMED",
+		9: "DECLINE_REASON_COMMITTEE_PIN",
 	}
 	DeclineReason_value = map[string]int32{
 		"DECLINE_REASON_UNSPECIFIED":      0,
@@ -131,6 +138,7 @@ var (
 		"DECLINE_REASON_COMMITTEE_KEY":    6,
 		"DECLINE_REASON_UNAVAILABLE":      7,
 		"DECLINE_REASON_NOT_NAMED":        8,
+		"DECLINE_REASON_COMMITTEE_PIN":    9,
 	}
 )
 
@@ -162,7 +170,10 @@ func (DeclineReason) EnumDescriptor() ([]byte, []int) {
 }
 
 type GetCommitteeRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// without_key leaves the key's bytes out (its fingerprint and the
+	// attestations stay): what an owner needs to check its committee pin.
+	WithoutKey    bool `protobuf:"varint,1,opt,name=without_key,json=withoutKey,proto3" json:"without_key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -195,6 +206,13 @@ func (x *GetCommitteeRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use GetCommitteeRequest.ProtoReflect.Descriptor instead.
 func (*GetCommitteeRequest) Descriptor() ([]byte, []int) {
 	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *GetCommitteeRequest) GetWithoutKey() bool {
+	if x != nil {
+		return x.WithoutKey
+	}
+	return false
 }
 
 type GetCommitteeResponse struct {
@@ -2468,8 +2486,10 @@ var File_fedpca_v1_proxy_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\n" +
-	"\x15fedpca/v1/proxy.proto\x12\tfedpca.v1\x1a\x13fedpca/v1/csp.proto\"\x15\n" +
-	"\x13GetCommitteeRequest\"\x87\x03\n" +
+	"\x15fedpca/v1/proxy.proto\x12\tfedpca.v1\x1a\x13fedpca/v1/csp.proto\"6\n" +
+	"\x13GetCommitteeRequest\x12\x1f\n" +
+	"\vwithout_key\x18\x01 \x01(\bR\n" +
+	"withoutKey\"\x87\x03\n" +
 	"\x14GetCommitteeResponse\x12\x1b\n" +
 	"\the_params\x18\x01 \x01(\tR\bheParams\x12$\n" +
 	"\x0ehe_params_hash\x18\x02 \x01(\tR\fheParamsHash\x12\x18\n" +
@@ -2634,7 +2654,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x04*\xae\x02\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\xd0\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
@@ -2644,7 +2664,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x1aDECLINE_REASON_INVALID_JOB\x10\x05\x12 \n" +
 	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a\x12\x1c\n" +
-	"\x18DECLINE_REASON_NOT_NAMED\x10\b2\xde\a\n" +
+	"\x18DECLINE_REASON_NOT_NAMED\x10\b\x12 \n" +
+	"\x1cDECLINE_REASON_COMMITTEE_PIN\x10\t2\xde\a\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
