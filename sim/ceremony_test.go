@@ -89,6 +89,7 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	_, err = m1.Finalize(ctx, &fedpcav1.FinalizeRequest{CeremonyId: rogue, CommitteePublicKey: cpk})
 	wantCode(t, "finalize before the shares", err, codes.FailedPrecondition, "threshold shares not received yet")
 	keys := make([]*fedpcav1.MemberKey, 3)
+	commitments := make([]*fedpcav1.MemberCommitment, 3)
 	for i, m := range members {
 		r := k1
 		if i > 0 {
@@ -97,6 +98,14 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 			}
 		}
 		keys[i] = &fedpcav1.MemberKey{Point: uint32(i + 1), ExchangeKey: r.GetExchangeKey(), ExchangeKeySignature: r.GetExchangeKeySignature(), Certificate: r.GetCertificate()}
+		commitments[i] = &fedpcav1.MemberCommitment{Point: uint32(i + 1), Commitment: r.GetKeyShareCommitment(), Signature: r.GetKeyShareCommitmentSignature(), Certificate: r.GetCertificate()}
+	}
+	_, err = m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: keys})
+	wantCode(t, "deal before the reveal", err, codes.FailedPrecondition, "shares are dealt only after every member committed and revealed")
+	for _, m := range members[:2] {
+		if _, err := m.RevealKeyShare(ctx, &fedpcav1.RevealKeyShareRequest{CeremonyId: rogue, Commitments: commitments}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	forged := make([]*fedpcav1.MemberKey, 3)
 	for i, k := range keys {
@@ -104,10 +113,23 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	}
 	forged[1].Certificate = cl.Creds("owner/eve").Leaf.Raw
 	_, err = m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: forged})
-	wantCode(t, "exchange key certified for the wrong role", err, codes.InvalidArgument, "signed by owner/eve, expected csp/csp-2")
+	wantCode(t, "exchange key certified for the wrong role", err, codes.InvalidArgument, "signed by spiffe://fedpca/owner/eve, expected csp/csp-2")
 	forged[1].Certificate = keys[2].GetCertificate()
 	_, err = m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: forged})
-	wantCode(t, "exchange key certified for another member", err, codes.InvalidArgument, "signed by csp/csp-3, expected csp/csp-2")
+	wantCode(t, "exchange key certified for another member", err, codes.InvalidArgument, "signed by spiffe://fedpca/csp/csp-3, expected csp/csp-2")
+	// Whoever holds the deployment's CA issues csp/csp-2 a certificate of
+	// another key and signs an exchange key of its own with it: member 1
+	// knows csp-2 by the key of its signed commitment (and its roster).
+	other, err := cl.ForgeCredentials(transport.Identity{Role: transport.RoleCSP, ID: "csp-2"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	forged[1].Certificate = other.Leaf.Raw
+	if forged[1].ExchangeKeySignature, err = seal.Sign(other.Signer(), "ceremony-exchange-key-v1", append([]byte(rogue+"|2|"), forged[1].GetExchangeKey()...)); err != nil {
+		t.Fatal(err)
+	}
+	_, err = m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: forged})
+	wantCode(t, "exchange key signed by another key of csp-2", err, codes.InvalidArgument, "presents key "+other.Key)
 	d1, err := m1.DealShares(ctx, &fedpcav1.DealSharesRequest{CeremonyId: rogue, Members: keys})
 	if err != nil {
 		t.Fatal(err)

@@ -2,11 +2,13 @@ package sim
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -121,6 +123,7 @@ type Cluster struct {
 	params he.Params
 	log    hclog.Logger
 	creds  map[string]*transport.Credentials // by "role/id"
+	ca     *transport.CA                     // the CA that issued them (nil: insecure)
 
 	// Everything below is written under mu and read through the accessors
 	// (Proxy, ProxyAddr, CSP, CSPAddr, Owner), which take it.
@@ -234,6 +237,7 @@ func (c *Cluster) makeCerts() error {
 	if err != nil {
 		return err
 	}
+	c.ca = ca
 	ids := []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, probe}
 	for i := range c.cfg.CSPs {
 		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)})
@@ -418,6 +422,28 @@ func (c *Cluster) OwnerRefs(ids ...string) []*fedpcav1.OwnerRef {
 		out = append(out, o)
 	}
 	return transport.OwnerRefs(out)
+}
+
+// ForgeCredentials is what whoever holds the cluster's CA can make: a
+// certificate naming the identity for a fresh key (trusting the CA, with no
+// roster). For tests of deviating CA holders.
+func (c *Cluster) ForgeCredentials(id transport.Identity) (*transport.Credentials, error) {
+	if c.ca == nil {
+		return nil, errors.New("sim: an insecure cluster has no CA")
+	}
+	certPEM, keyPEM, err := c.ca.Issue(id, nil, nil, nil, time.Hour)
+	if err != nil {
+		return nil, err
+	}
+	pair, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err != nil {
+		return nil, err
+	}
+	trust, err := transport.NewTrust(c.ca.TrustEntry(slices.Clone(transport.Roles)))
+	if err != nil {
+		return nil, err
+	}
+	return transport.NewCredentialsTrust(trust, pair)
 }
 
 // Pins are the cluster's committee members by key (by name in insecure

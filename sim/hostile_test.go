@@ -199,7 +199,7 @@ func TestHostileUploads(t *testing.T) {
 		msg    string
 	}{
 		{"unknown job", a, header(strings.Repeat("0", 64), good, sigA), msgs(upA), codes.NotFound, "no such job"},
-		{"owner not named", e.owners["hospital-c"], header(id, good, sigA), msgs(upA), codes.PermissionDenied, "does not name owner hospital-c"},
+		{"owner not named", e.owners["hospital-c"], header(id, good, sigA), msgs(upA), codes.PermissionDenied, "is neither the user nor an owner of job"},
 		{"no header", a, nil, msgs(upA), codes.InvalidArgument, "first message must be the upload header"},
 		{"wrong count", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 3, Digest: header(id, good).Digest}, msgs(upA), codes.InvalidArgument, "3 announced"},
 		{"bad digest length", a, &fedpcav1.UploadHeader{JobId: id, Ciphertexts: 1, Digest: []byte{1}}, msgs(upA), codes.InvalidArgument, "digest"},
@@ -626,6 +626,26 @@ func TestHostileKeySwitch(t *testing.T) {
 	unsigned.hd = &fedpcav1.OwnerUpload{Owner: "hospital-a", Certificate: upA.hd.Certificate}
 	bSigned := upA
 	bSigned.hd = &fedpcav1.OwnerUpload{Owner: "hospital-a", Certificate: upB.hd.Certificate, Signature: upB.hd.Signature}
+	// Whoever holds the deployment's CA issues owner/hospital-a a
+	// certificate of its own key and signs hospital-a's statement with it
+	// (here of hospital-a's own upload; a proven encryption of zero of its
+	// own would do as well).
+	forger, err := e.cl.ForgeCredentials(transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var digestsA []job.PartDigests
+	for _, pt := range upA.parts {
+		var c0 [32]byte
+		copy(c0[:], pt.GetC0Digest())
+		digestsA = append(digestsA, (job.Part{C0Digest: c0, C1: pt.GetC1(), Proof: pt.GetProof()}).Digests())
+	}
+	forgedSig, err := seal.Sign(forger.Signer(), job.UploadContext, job.UploadStatement(spec.ID(), "hospital-a", digestsA))
+	if err != nil {
+		t.Fatal(err)
+	}
+	forgedA := upA
+	forgedA.hd = &fedpcav1.OwnerUpload{Owner: "hospital-a", Certificate: forger.Leaf.Raw, Signature: forgedSig}
 	spec2, _ := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a", "hospital-b"}, Deadline: time.Now().Add(time.Minute), Nonce: "other"})
 	foreign, _ := e.forMembers(t, e.share(t, spec2, 0), 0) // hospital-a's upload to another job
 	subsetHd := good()
@@ -644,8 +664,9 @@ func TestHostileKeySwitch(t *testing.T) {
 		{"a named owner's upload missing, the other sent twice", good(), cts, []switchUpload{upA, upA}, "expected owner hospital-b's upload"},
 		{"an owner's crafted upload let through", good(), [][]byte{e.params.Codecs().Ciphertext.Marshal(craftedSum)}, []switchUpload{craftedUp, upB}, "owner hospital-a's upload: ciphertext 0: not proven well formed"},
 		{"an upload to another job", good(), cts, []switchUpload{foreign, upB}, "owner hospital-a's upload"}, // its proof and signature are another job's
-		{"an unsigned upload", good(), cts, []switchUpload{unsigned, upB}, "owner hospital-a's upload is not signed by its certificate"},
-		{"an upload signed by another owner", good(), cts, []switchUpload{bSigned, upB}, "not signed by its certificate"},
+		{"an unsigned upload", good(), cts, []switchUpload{unsigned, upB}, "owner hospital-a's upload is not signed by the key the job names it by"},
+		{"an upload signed by another owner", good(), cts, []switchUpload{bSigned, upB}, "not signed by the key the job names it by"},
+		{"an upload signed by a forged owner certificate (the right name, another key)", good(), cts, []switchUpload{forgedA, upB}, "presents key " + forger.Key},
 		{"the uploads out of order", good(), cts, []switchUpload{upB, upA}, "expected owner hospital-a's upload"},
 		{"a subset named", subsetHd, cts, onlyA, "owners: 1 included, the spec needs 2"},
 	} {

@@ -121,7 +121,7 @@ func TestRogueKeyMember(t *testing.T) {
 	}{
 		{"no commitment for csp-2", "2 for a committee of 3", nil},
 		{"csp-2's commitment unsigned", "not signed by csp/csp-2", &fedpcav1.MemberCommitment{Point: 2, Commitment: placeholder}},
-		{"signed by the proxy", "signed by proxy/proxy, expected csp/csp-2", sign(placeholder, "proxy/proxy", cid, 2)},
+		{"signed by the proxy", "signed by spiffe://fedpca/proxy/proxy, expected csp/csp-2", sign(placeholder, "proxy/proxy", cid, 2)},
 		{"csp-3's commitment at csp-2's point", "not signed by csp/csp-2", &fedpcav1.MemberCommitment{Point: 2, Commitment: commits[2].GetCommitment(),
 			Signature: commits[2].GetSignature(), Certificate: commits[2].GetCertificate()}},
 		{"signed by csp-2 for another ceremony", "not signed by csp/csp-2 for this ceremony", sign(placeholder, "csp/csp-2", "another", 2)},

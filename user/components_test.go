@@ -371,7 +371,7 @@ func TestFetchComponents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Output == nil || res.NoisyN != tc.central.NoisyN || !slices.Equal(res.Owners, fp.owners) {
+	if res.Output == nil || res.NoisyN != tc.central.NoisyN || !slices.Equal(res.Owners, []string{"hospital-a", "hospital-b"}) {
 		t.Fatalf("result %+v", res)
 	}
 	for _, bad := range []struct {
