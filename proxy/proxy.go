@@ -364,46 +364,19 @@ func (p *Proxy) strangers(owners []string) []string {
 func (p *Proxy) nearest(strangers, named []string) map[string]string {
 	p.contactMu.Lock()
 	defer p.contactMu.Unlock()
+	var known []string
+	for k := range p.contacts {
+		if !slices.Contains(named, k) {
+			known = append(known, k)
+		}
+	}
 	out := map[string]string{}
 	for _, s := range strangers {
-		best := 3
-		for k := range p.contacts {
-			if slices.Contains(named, k) {
-				continue
-			}
-			if d := editDistance(s, k); d < best || d == best && k < out[s] {
-				best, out[s] = d, k
-			}
+		if k := transport.Nearest(s, known); k != "" {
+			out[s] = k
 		}
 	}
 	return out
-}
-
-// editDistance is the Damerau-Levenshtein (optimal string alignment)
-// distance between two short strings.
-func editDistance(a, b string) int {
-	ra, rb := []rune(a), []rune(b)
-	d := make([][]int, len(ra)+1)
-	for i := range d {
-		d[i] = make([]int, len(rb)+1)
-		d[i][0] = i
-	}
-	for j := range d[0] {
-		d[0][j] = j
-	}
-	for i := 1; i <= len(ra); i++ {
-		for j := 1; j <= len(rb); j++ {
-			cost := 1
-			if ra[i-1] == rb[j-1] {
-				cost = 0
-			}
-			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
-			if i > 1 && j > 1 && ra[i-1] == rb[j-2] && ra[i-2] == rb[j-1] {
-				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
-			}
-		}
-	}
-	return d[len(ra)][len(rb)]
 }
 
 // load reads the committee and every job at start.

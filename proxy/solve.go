@@ -13,8 +13,8 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
-	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/protocol/mpc"
+	"github.com/fedpca/fedpca/transport"
 )
 
 // solveAllowance is the time a components job's computation may take

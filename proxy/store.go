@@ -121,7 +121,7 @@ type jobTicket struct {
 	// user and its own bookkeeping; owners get their inclusion proofs from
 	// it.
 	Owners  []job.Owner `json:"owners"`
-	Created time.Time `json:"created"`
+	Created time.Time   `json:"created"`
 }
 
 // jobProgress is a job's state; its size is bounded by the committee's,

@@ -1,10 +1,22 @@
 #!/usr/bin/env bash
-# make walkthrough: runs the README's "Your first deployment" block exactly as
-# written (extracted from README.md, not a copy), in a scratch copy of the
+# make walkthrough: runs the README's deployment blocks exactly as written
+# (extracted from README.md, not a copy), each in a scratch copy of the
 # working tree, then checks what it left and stops the daemons it started.
+#   scripts/walkthrough.sh            both: "Your first deployment", then "A federation of organisations"
+#   scripts/walkthrough.sh first      "Your first deployment" only
+#   scripts/walkthrough.sh federation "A federation of organisations" only
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-marker='<!-- walkthrough: scripts/walkthrough.sh runs this block as written -->'
+which=${1:-all}
+if [ "$which" = all ]; then
+  "$0" first
+  exec "$0" federation
+fi
+case "$which" in
+  first) marker='<!-- walkthrough: scripts/walkthrough.sh runs this block as written -->' ;;
+  federation) marker='<!-- walkthrough federation: scripts/walkthrough.sh runs this block as written -->' ;;
+  *) echo "walkthrough: unknown block $which (want first or federation)" >&2; exit 2 ;;
+esac
 work="$(mktemp -d "${TMPDIR:-/tmp}/fedpca-walkthrough.XXXXXX")"
 keep=${KEEP:-}
 cleanup() { [ -n "$keep" ] || rm -rf "$work"; }
@@ -45,6 +57,27 @@ if [ "$status" -ne 0 ]; then
 fi
 
 echo "== checking what it printed and left"
+if [ "$which" = federation ]; then
+  cd "$work/clone"
+  [ -s out/result.json ] || { echo "walkthrough: out/result.json missing" >&2; exit 1; }
+  grep -q '^noise in the result: ' "$work/output.txt" || { echo "walkthrough: user run printed no noise figures" >&2; exit 1; }
+  # Each organisation's CA key is in its own directory only; no node's
+  # credentials and no bundle hold a CA key, and bundles hold no key at all.
+  for org in orgs/*/; do
+    [ -s "$org/ca/ca-key.pem" ] || { echo "walkthrough: $org has no CA key of its own" >&2; exit 1; }
+  done
+  if find orgs -name ca-key.pem | grep -v '^orgs/[^/]*/ca/ca-key.pem$'; then
+    echo "walkthrough: a CA key outside its organisation's ca/" >&2; exit 1
+  fi
+  if grep -l 'PRIVATE KEY' bundles/*.json; then echo "walkthrough: a bundle holds a private key" >&2; exit 1; fi
+  # Every node was issued by its own organisation's CA only.
+  for d in orgs/*/*-*/; do
+    org=$(basename "$(dirname "$d")")
+    grep -q "spiffe://$org/" <(./fedpca certs show --certs "$d" | head -1) || { echo "walkthrough: $d is not of trust domain $org" >&2; exit 1; }
+  done
+  echo "walkthrough federation: ok in $(( $(date +%s) - start )) s"
+  exit 0
+fi
 # A command that writes a result says what it is worth: the job's noise,
 # and a warning for each component the noise may account for.
 grep -q '^noise in the result: ' "$work/output.txt" || { echo "walkthrough: user run printed no noise figures" >&2; exit 1; }

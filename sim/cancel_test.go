@@ -27,7 +27,9 @@ func TestCancelReleasesEveryReservation(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, false)
 	owners = owners[:3]
-	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"bob"}}, "alice")
+	// hospital-z is issued a certificate (the user's roster knows its key)
+	// but never runs.
+	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, Users: []string{"bob"}, Identities: []string{"owner/hospital-z"}}, "alice")
 	names := []string{owners[0].ID, owners[1].ID, owners[2].ID, "hospital-z"}
 	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, Epsilon: 1, Owners: names, Deadline: time.Now().Add(5 * time.Minute)})
 	if err != nil {
@@ -123,7 +125,9 @@ func TestMissingOwnersNamed(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, true)
 	_, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:1], AllowNoNoise: true}, "alice")
-	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, "hospital-z"},
+	// hospital-z is named by a key the user was given (never deployed).
+	z := "hospital-z=" + job.Fingerprint([]byte("hospital-z's key"))
+	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, z},
 		Deadline: time.Now().Add(3 * time.Second)})
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || !strings.Contains(st.GetReason(), "never uploaded: hospital-z") ||
 		strings.Contains(st.GetReason(), owners[0].ID) {

@@ -62,7 +62,7 @@ func TestCertificatesOfTheWrongRole(t *testing.T) {
 	}
 	defer conn.Close()
 	_, err = fedpcav1.NewProxyServiceClient(conn).ListJobs(ctx, &fedpcav1.ListJobsRequest{})
-	wantCode(t, "owner reaches a csp as the proxy", err, codes.Unavailable, "server is csp/csp-1, expected proxy/*")
+	wantCode(t, "owner reaches a csp as the proxy", err, codes.Unavailable, "server is spiffe://fedpca/csp/csp-1, expected proxy/*")
 
 	// A job spec signed with an owner's certificate, sent to a member.
 	spec, err := e.u.Spec(ctx, user.Request{Schema: e.sch, Analysis: job.PCA, Epsilon: 1, Owners: []string{"hospital-a"},

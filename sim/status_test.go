@@ -28,7 +28,7 @@ func TestStatusPage(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, false)
 	running := owners[:2]
-	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: running, Users: []string{"alice"}, Logger: testLogger(t)})
+	cl, err := Start(ctx, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: running, Users: []string{"alice"}, Identities: []string{"owner/hospital-z"}, Logger: testLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/hex"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -140,13 +141,19 @@ func (o *Org) Bundle() (Bundle, error) {
 	return own.Bundle, nil
 }
 
+// ErrOwnBundle reports a bundle of the organisation's own domain, which
+// Import leaves alone.
+var ErrOwnBundle = errors.New("the bundle is of this organisation's own trust domain")
+
 // Import trusts another organisation's bundle for the roles given (none:
 // the roles of its roster), replacing an earlier bundle of the same domain,
 // and gives every node of the organisation the updated trust store. It
-// returns the domain as it is now trusted.
+// returns the domain as it is now trusted. A bundle of the organisation's
+// own domain changes nothing (ErrOwnBundle): its own roster comes from its
+// CA alone.
 func (o *Org) Import(b Bundle, roles []string) (Domain, error) {
 	if b.Name == o.Domain {
-		return Domain{}, fmt.Errorf("the bundle is of trust domain %s, this organisation's own: import the others' bundles", b.Name)
+		return Domain{}, fmt.Errorf("%w (%s)", ErrOwnBundle, b.Name)
 	}
 	if len(roles) == 0 {
 		roles = b.Roles()

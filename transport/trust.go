@@ -314,8 +314,16 @@ func (t *Trust) Resolve(role, name string) (Peer, error) {
 	case 1:
 		return found[0], nil
 	case 0:
-		return Peer{}, fmt.Errorf("no key is known for %s/%s: the trust store lists no such node (%s: add its organisation's bundle with fedpca certs import, or name it by key as %s=FINGERPRINT)",
-			role, name, TrustFile, name)
+		var known []string
+		for _, p := range t.Roster(role) {
+			known = append(known, p.ID)
+		}
+		hint := ""
+		if k := Nearest(name, known); k != "" {
+			hint = fmt.Sprintf(" (did you mean %s?)", k)
+		}
+		return Peer{}, fmt.Errorf("no key is known for %s/%s%s: the trust store lists no such node (%s: add its organisation's bundle with fedpca certs import, or name it by key as %s=FINGERPRINT)",
+			role, name, hint, TrustFile, name)
 	}
 	var ids []string
 	for _, p := range found {

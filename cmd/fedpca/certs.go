@@ -266,6 +266,10 @@ organisation's over another channel.
 					return fmt.Errorf("%s: %w", f, err)
 				}
 				d, err := o.Import(b, cmd.StringSlice("roles"))
+				if errors.Is(err, transport.ErrOwnBundle) {
+					fmt.Printf("skipping %s: it is this organisation's own bundle (trust domain %s)\n", f, b.Name)
+					continue
+				}
 				if err != nil {
 					return fmt.Errorf("%s: %w", f, err)
 				}
@@ -281,10 +285,10 @@ organisation's over another channel.
 
 func certsShow() *cli.Command {
 	return &cli.Command{
-		Name:  "show",
-		Usage: "print a node's identity, key fingerprint and trust store",
+		Name:        "show",
+		Usage:       "print a node's identity, key fingerprint and trust store",
 		Description: `  fedpca certs show --certs orgs/hospital-a/owner-hospital-a`,
-		Flags: []cli.Flag{reqStr("certs", "the node's credentials directory")},
+		Flags:       []cli.Flag{reqStr("certs", "the node's credentials directory")},
 		Action: func(_ context.Context, cmd *cli.Command) error {
 			creds, err := transport.LoadCredentials(cmd.String("certs"))
 			if err != nil {

@@ -280,7 +280,7 @@ func TestOperatorErrors(t *testing.T) {
 	}
 	start := time.Now()
 	out, err := run(t, append([]string{"user", "run", "--certs", d.certs("user", "alice"), "--keys", keys, "--proxy", d.csps[0], "--schema", d.schema, "--owners", d.owners[0]}, d.committee()...)...)
-	if err == nil || !strings.Contains(out, "server is csp/csp-1, expected proxy/*") || strings.Contains(out, "rpc error") || strings.Contains(out, "retrying") {
+	if err == nil || !strings.Contains(out, "server is spiffe://fedpca/csp/csp-1, expected proxy/*") || strings.Contains(out, "rpc error") || strings.Contains(out, "retrying") {
 		t.Fatalf("user run at a CSP's address: %v\n%s", err, out)
 	}
 	if took := time.Since(start); took > 5*time.Second {
@@ -291,13 +291,13 @@ func TestOperatorErrors(t *testing.T) {
 	start = time.Now()
 	out, err = run(t, append([]string{"owner", "serve", "--certs", d.certs("owner", d.owners[0]), "--state", filepath.Join(d.dir, "state", "other"), "--proxy", d.csps[0],
 		"--dataset", d.schema + "=" + d.csvs[d.owners[0]]}, d.committee()...)...)
-	if err == nil || !strings.Contains(out, "server is csp/csp-1, expected proxy/*") || time.Since(start) > 10*time.Second {
+	if err == nil || !strings.Contains(out, "server is spiffe://fedpca/csp/csp-1, expected proxy/*") || time.Since(start) > 10*time.Second {
 		t.Errorf("owner serve at a CSP's address (%s): %v\n%s", time.Since(start), err, out)
 	}
 	if out, err := run(t, "health", "--addr", d.csps[0], "--certs", d.certs("proxy", "proxy")); err != nil || !strings.Contains(out, "SERVING") {
 		t.Errorf("health --expect empty: %v\n%s", err, out)
 	}
-	if out, err := run(t, "health", "--addr", d.csps[0], "--certs", d.certs("proxy", "proxy"), "--expect", "proxy"); err == nil || !strings.Contains(out, "server is csp/csp-1, expected proxy/*") {
+	if out, err := run(t, "health", "--addr", d.csps[0], "--certs", d.certs("proxy", "proxy"), "--expect", "proxy"); err == nil || !strings.Contains(out, "server is spiffe://fedpca/csp/csp-1, expected proxy/*") {
 		t.Errorf("health --expect proxy at a CSP: %v\n%s", err, out)
 	}
 }

@@ -140,11 +140,22 @@ func TestJobFailsFast(t *testing.T) {
 	// Every owner has called the proxy once its watch runs.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// A typo: the user's own roster knows no such owner, so no job is made,
+	// and the error says which name was likely meant.
 	typo := "hosptial-c"
 	out, took, err := d.userRun(t, "--owners", d.owners[1]+","+typo, "--epsilon", "1", "--out", filepath.Join(d.dir, "typo"))
 	t.Logf("user run with a typo (%s):\n%s", took.Round(time.Millisecond), out)
-	if err == nil || took > time.Minute || !strings.Contains(out, typo+" (did you mean hospital-c?)") ||
-		!strings.Contains(out, "never heard from "+typo) || !strings.Contains(out, "failed: the job needs 2 owners, and 1 owner never called this proxy") {
+	if err == nil || took > 10*time.Second || !strings.Contains(out, "no key is known for owner/"+typo+" (did you mean hospital-c?)") {
+		t.Fatalf("a job naming an owner the user's roster does not know: %v after %s", err, took)
+	}
+	// An owner named by a key the user was given, that never called the
+	// proxy (not deployed): the job fails after the proxy's grace, naming
+	// it, and the owner that took part gets its budget back.
+	ghost := "hospital-z"
+	out, took, err = d.userRun(t, "--owners", d.owners[1]+","+ghost+"="+strings.Repeat("ab", 32), "--epsilon", "1", "--out", filepath.Join(d.dir, "ghost"))
+	t.Logf("user run naming an owner never deployed (%s):\n%s", took.Round(time.Millisecond), out)
+	if err == nil || took > time.Minute || !strings.Contains(out, "never heard from "+ghost) ||
+		!strings.Contains(out, "failed: the job needs 2 owners, and 1 owner never called this proxy") {
 		t.Fatalf("a job naming an owner nobody knows: %v after %s", err, took)
 	}
 	refunded := func(p *proc) bool {

@@ -103,7 +103,9 @@ func identity(cmd *cli.Command, role string, log hclog.Logger) (*transport.Crede
 	if creds.Identity.Role != role {
 		return nil, transport.Identity{}, fmt.Errorf("the certificate in %s is for %s, not a %s", cmd.String("certs"), creds.Identity.Short(), role)
 	}
-	log.Info("identity", "id", creds.Identity.String(), "key", creds.Key, "trust_domains", strings.Join(creds.Trust.Names(), ","))
+	if role != transport.RoleUser { // a daemon's, for its operator; a user's commands print their result alone
+		log.Info("identity", "id", creds.Identity.String(), "key", creds.Key, "trust_domains", strings.Join(creds.Trust.Names(), ","))
+	}
 	return creds, creds.Identity, nil
 }
 

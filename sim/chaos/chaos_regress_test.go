@@ -29,7 +29,7 @@ func TestCreateJobRetryAfterDeadline(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, true)
 	_, u := startWithUser(ctx, t, sim.Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:2], AllowNoNoise: true})
-	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID, "hospital-x"},
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, owners[1].ID, "hospital-x=" + job.Fingerprint([]byte("hospital-x"))},
 		MinOwners: 2, Deadline: time.Now().Add(raceSlowdown * 4 * time.Second)}) // the owners prove their uploads before it, slowly under the race detector
 	if err != nil {
 		t.Fatal(err)
