@@ -631,7 +631,7 @@ func (o *Owner) Run(ctx context.Context) error {
 	slices.Sort(names)
 	o.log.Info("owner running", "proxy", o.cfg.ProxyAddr, "datasets", strings.Join(names, ","), "poll", o.cfg.PollInterval, "committee", o.cfg.Policy.Committee.String())
 	if c := o.cfg.Dialer.Creds; c != nil {
-		o.log.Info("this owner's identity", "id", c.Identity.String(), "key", c.Key)
+		o.log.Info("this owner's identity", "spiffe_id", c.Identity.String(), "key", c.Key)
 	}
 	if o.cfg.Policy.Committee.AnyMembers {
 		o.log.Warn("no committee pinned: any committee of the deployment's CSPs whose members attested the key is accepted, as the proxy names it (local tests only; pin it with --committee)")

@@ -120,7 +120,7 @@ func TestReplayedAndReorderedCeremony(t *testing.T) {
 	// Whoever holds the deployment's CA issues csp/csp-2 a certificate of
 	// another key and signs an exchange key of its own with it: member 1
 	// knows csp-2 by the key of its signed commitment (and its roster).
-	other, err := cl.ForgeCredentials(transport.Identity{Role: transport.RoleCSP, ID: "csp-2"})
+	other, err := cl.ForgeCredentials("proxy/proxy", transport.Identity{Role: transport.RoleCSP, ID: "csp-2"})
 	if err != nil {
 		t.Fatal(err)
 	}

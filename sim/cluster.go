@@ -8,7 +8,6 @@ import (
 	"io"
 	"net"
 	"path/filepath"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -74,6 +73,11 @@ type Config struct {
 	// Identities are further "role/id" certificates to make, for nodes a
 	// test drives by hand.
 	Identities []string
+	// Federation gives every node an organisation of its own (its own CA
+	// and trust domain, DomainOf) that imports every other's bundle for the
+	// roles of its nodes, as fedpca certs init, issue, export and import do;
+	// otherwise one CA issues every node (fedpca certs --out).
+	Federation bool
 	// TCP serves on loopback TCP ports instead of bufconn.
 	TCP bool
 	// Insecure runs without TLS (faster; never in production).
@@ -123,7 +127,9 @@ type Cluster struct {
 	params he.Params
 	log    hclog.Logger
 	creds  map[string]*transport.Credentials // by "role/id"
-	ca     *transport.CA                     // the CA that issued them (nil: insecure)
+	// orgs are the organisations that issued them: one (the single CA's
+	// directory) unless Federation, by "role/id" (nil: insecure).
+	orgs map[string]*transport.Org
 
 	// Everything below is written under mu and read through the accessors
 	// (Proxy, ProxyAddr, CSP, CSPAddr, Owner), which take it.
@@ -233,11 +239,6 @@ func (c *Cluster) makeCerts() error {
 	if c.cfg.Insecure {
 		return nil
 	}
-	ca, err := transport.NewCA("fedpca simulation CA", 24*time.Hour)
-	if err != nil {
-		return err
-	}
-	c.ca = ca
 	ids := []transport.Identity{{Role: transport.RoleProxy, ID: "proxy"}, probe}
 	for i := range c.cfg.CSPs {
 		ids = append(ids, transport.Identity{Role: transport.RoleCSP, ID: CSPID(i)})
@@ -255,16 +256,70 @@ func (c *Cluster) makeCerts() error {
 		}
 		ids = append(ids, id)
 	}
-	dir := filepath.Join(c.cfg.Dir, "certs")
-	if _, err := ca.WriteDeployment(dir, ids, transport.NodeOptions{Validity: 24 * time.Hour}); err != nil {
-		return err
+	c.orgs = map[string]*transport.Org{}
+	dirs := map[string]string{}
+	if c.cfg.Federation {
+		if err := c.federate(ids, dirs); err != nil {
+			return err
+		}
+	} else {
+		dir := filepath.Join(c.cfg.Dir, "certs")
+		ca, err := transport.NewCA("fedpca simulation CA", 24*time.Hour)
+		if err != nil {
+			return err
+		}
+		if err := ca.Save(filepath.Join(dir, "ca")); err != nil {
+			return err
+		}
+		if _, err := ca.WriteDeployment(dir, ids, transport.NodeOptions{Validity: 24 * time.Hour}); err != nil {
+			return err
+		}
+		org := &transport.Org{Dir: dir, Domain: ca.Domain}
+		for _, id := range ids {
+			c.orgs[id.Short()], dirs[id.Short()] = org, filepath.Join(dir, id.Role+"-"+id.ID)
+		}
 	}
 	for _, id := range ids {
-		cr, err := transport.LoadCredentials(filepath.Join(dir, id.Role+"-"+id.ID))
+		cr, err := transport.LoadCredentials(dirs[id.Short()])
 		if err != nil {
 			return err
 		}
 		c.creds[id.Short()] = cr
+	}
+	return nil
+}
+
+// DomainOf is the trust domain of a node's organisation in a federated
+// cluster: "ROLE.ID", lower case.
+func DomainOf(id transport.Identity) string { return strings.ToLower(id.Role + "." + id.ID) }
+
+// federate makes one organisation per node (its CA, its node) and has
+// every organisation import every other's bundle for the roles of its
+// nodes; dirs gets each node's credentials directory.
+func (c *Cluster) federate(ids []transport.Identity, dirs map[string]string) error {
+	var bundles []transport.Bundle
+	for _, id := range ids {
+		dir := filepath.Join(c.cfg.Dir, "orgs", DomainOf(id))
+		org, err := transport.InitOrg(dir, DomainOf(id), 24*time.Hour)
+		if err != nil {
+			return err
+		}
+		if _, err := org.Issue([]transport.Identity{id}, transport.NodeOptions{Validity: 24 * time.Hour}); err != nil {
+			return err
+		}
+		b, err := org.Bundle()
+		if err != nil {
+			return err
+		}
+		bundles = append(bundles, b)
+		c.orgs[id.Short()], dirs[id.Short()] = org, filepath.Join(dir, id.Role+"-"+id.ID)
+	}
+	for _, id := range ids {
+		for _, b := range bundles {
+			if _, err := c.orgs[id.Short()].Import(b, nil); err != nil && !errors.Is(err, transport.ErrOwnBundle) {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -424,14 +479,22 @@ func (c *Cluster) OwnerRefs(ids ...string) []*fedpcav1.OwnerRef {
 	return transport.OwnerRefs(out)
 }
 
-// ForgeCredentials is what whoever holds the cluster's CA can make: a
-// certificate naming the identity for a fresh key (trusting the CA, with no
-// roster). For tests of deviating CA holders.
-func (c *Cluster) ForgeCredentials(id transport.Identity) (*transport.Credentials, error) {
-	if c.ca == nil {
-		return nil, errors.New("sim: an insecure cluster has no CA")
+// ForgeCredentials is what whoever holds a CA of the cluster can make:
+// the CA of holder's organisation ("role/id": in a single-CA cluster the
+// one CA, whatever the holder) issues a certificate naming the identity
+// (in that organisation's domain) for a fresh key. The credentials trust
+// what the holder's organisation trusts, without the roster (which names
+// the real keys). For tests of deviating CA holders.
+func (c *Cluster) ForgeCredentials(holder string, id transport.Identity) (*transport.Credentials, error) {
+	org := c.orgs[holder]
+	if org == nil {
+		return nil, fmt.Errorf("sim: no organisation issued %s (an insecure cluster has none)", holder)
 	}
-	certPEM, keyPEM, err := c.ca.Issue(id, nil, nil, nil, time.Hour)
+	ca, err := transport.LoadCA(filepath.Join(org.Dir, "ca"))
+	if err != nil {
+		return nil, err
+	}
+	certPEM, keyPEM, err := ca.Issue(id, nil, nil, nil, time.Hour)
 	if err != nil {
 		return nil, err
 	}
@@ -439,8 +502,16 @@ func (c *Cluster) ForgeCredentials(id transport.Identity) (*transport.Credential
 	if err != nil {
 		return nil, err
 	}
-	trust, err := transport.NewTrust(c.ca.TrustEntry(slices.Clone(transport.Roles)))
+	trust, err := org.Trust()
 	if err != nil {
+		return nil, err
+	}
+	var domains []transport.Domain
+	for _, d := range trust.Domains {
+		d.Nodes = nil
+		domains = append(domains, d)
+	}
+	if trust, err = transport.NewTrust(domains...); err != nil {
 		return nil, err
 	}
 	return transport.NewCredentialsTrust(trust, pair)

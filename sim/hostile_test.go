@@ -630,7 +630,7 @@ func TestHostileKeySwitch(t *testing.T) {
 	// certificate of its own key and signs hospital-a's statement with it
 	// (here of hospital-a's own upload; a proven encryption of zero of its
 	// own would do as well).
-	forger, err := e.cl.ForgeCredentials(transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})
+	forger, err := e.cl.ForgeCredentials("proxy/proxy", transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"})
 	if err != nil {
 		t.Fatal(err)
 	}

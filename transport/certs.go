@@ -371,8 +371,9 @@ func (ca *CA) WriteDeployment(dir string, ids []Identity, opt NodeOptions) ([]No
 	return ca.WriteRoster(dir, opt.CABundle)
 }
 
-// WriteRoster writes the trust.json of every node directory under dir (a
-// single-CA deployment of ca): every role accepted from the CA's domain
+// WriteRoster writes the trust.json of dir and of every node directory
+// under it (a single-CA deployment of ca): every role accepted from the
+// CA's domain
 // (bundle: the CAs to trust, default the CA's certificate), the roster of
 // every node there.
 func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
@@ -406,7 +407,7 @@ func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, nd := range dirs {
+	for _, nd := range append(dirs, dir) {
 		if err := writeFile(filepath.Join(nd, TrustFile), trust.Marshal()); err != nil {
 			return nil, err
 		}

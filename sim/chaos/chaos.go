@@ -263,6 +263,9 @@ func runEpisode(ctx context.Context, cfg Config, plan episodePlan, rng *rand.Ran
 		p := cl.Params()
 		ep.dev.params = &p
 		ep.dev.signer = func(owner string) crypto.Signer { return cl.Creds("owner/" + owner).Signer() }
+		ep.dev.forge = func(owner string) (*transport.Credentials, error) {
+			return cl.ForgeCredentials("proxy/proxy", transport.Identity{Role: transport.RoleOwner, ID: owner})
+		}
 	}
 	defer cl.Stop()
 	if ep.user, err = cl.User("analyst"); err != nil {

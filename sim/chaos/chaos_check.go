@@ -34,7 +34,7 @@ const (
 
 	// The deviating proxy's (deviate.go).
 	InvDevKey    = "deviating proxy: owners refuse a committee key not attested by every member; the job fails"
-	InvDevSum    = "deviating proxy: a sum that is not the named owners' proven uploads (doubled, dropped, a subset, crafted, an earlier job's) or a crafted upload let through is refused by the members: the job fails naming it, no share is made"
+	InvDevSum    = "deviating proxy: a sum that is not the named owners' proven uploads (doubled, dropped, a subset, crafted, an earlier job's) or a crafted upload or a forged owner's statement (its name, another key) let through is refused by the members: the job fails naming it, no share is made"
 	InvDevReplay = "deviating proxy: a replayed switch gets the same shares, an altered or second one is refused"
 	InvDevStatus = "deviating proxy: a status lie yields no wrong release; the real result is fetched after"
 	InvDevNoise  = "deviating proxy: under the owners and all plans the honest owners' noise stays in the release"

@@ -31,6 +31,7 @@ const (
 	DevSubset        = "subset_switch"  // one owner's upload switched as the sum, every owner named
 	DevCraftedSum    = "crafted_sum"    // the audit's crafted ciphertext (c1 = 2^190 T^-1) sent as the sum
 	DevCraftedUpload = "crafted_upload" // one owner's crafted upload, signed by it, let through to the members
+	DevForgedOwner   = "forged_owner"   // one owner's statement signed in its name by a certificate of another key, which the CA's holder issued
 	DevResubmit      = "resubmit"       // an earlier job's sum sent to the members under a new job
 	DevReplay        = "replay_switch"  // key-switch requests replayed: the same, altered, an old job's
 	DevLieDone       = "lie_done"       // the user's watch told the job is done, every owner counted
@@ -38,7 +39,7 @@ const (
 )
 
 // AllDeviations lists the deviations, in the order of the test schedule.
-var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevResubmit, DevReplay, DevLieDone, DevLieFail}
+var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevForgedOwner, DevResubmit, DevReplay, DevLieDone, DevLieFail}
 
 // refused reports whether the members must refuse the deviation's key
 // switch (the sum is not the named owners' proven uploads), and the phrase
@@ -49,6 +50,8 @@ func refused(kind string) (bool, string) {
 		return true, "is not the sum of the"
 	case DevCraftedUpload:
 		return true, "not proven well formed"
+	case DevForgedOwner:
+		return true, "presents key"
 	}
 	return false, ""
 }
@@ -61,6 +64,10 @@ type deviant struct {
 	// signer is an owner's certificate key: the owner that colludes with
 	// the proxy in crafted_upload signs its crafted upload.
 	signer func(owner string) crypto.Signer
+	// forge is what the proxy's operator, holding the deployment's CA,
+	// issues in forged_owner: a certificate in an owner's name for a key of
+	// its own.
+	forge func(owner string) (*transport.Credentials, error)
 
 	mu       sync.Mutex
 	job      string                // the job it deviates in
@@ -69,7 +76,7 @@ type deviant struct {
 	served   int                   // swapped keys or lies served
 	uploads  map[string]*recorded  // the deviating job's uploads, by owner, as sent
 	sums     map[string]*switchReq // job -> the request the members got
-	target   string                // double/drop/subset/crafted_upload: the owner
+	target   string                // double/drop/subset/crafted_upload/forged_owner: the owner
 	from     string                // resubmit: the job whose sum was sent
 	applied  int                   // ciphertexts altered
 	shares   int                   // shares the members sent in the deviating job
@@ -360,7 +367,7 @@ func (d *deviant) alter(h *fedpcav1.KeySwitchHeader, i int, ct []byte) []byte {
 		sim.CraftC1(*d.params, sum)
 		d.applied++
 		return codec.Marshal(sum)
-	case DevDouble, DevDrop, DevSubset, DevCraftedUpload:
+	case DevDouble, DevDrop, DevSubset, DevCraftedUpload, DevForgedOwner:
 		// The target: the first included owner whose upload the double saw.
 		if d.target == "" {
 			for _, o := range h.GetOwners() {
@@ -371,8 +378,8 @@ func (d *deviant) alter(h *fedpcav1.KeySwitchHeader, i int, ct []byte) []byte {
 			}
 		}
 		up := d.uploads[d.target]
-		if up == nil || i >= len(up.cts) {
-			return ct
+		if up == nil || i >= len(up.cts) || d.kind == DevForgedOwner {
+			return ct // forged_owner: the sum is the owners' own; only a statement changes
 		}
 		sum, err1 := codec.Unmarshal(ct)
 		own, err2 := codec.Unmarshal(up.cts[i])
@@ -403,11 +410,16 @@ func (d *deviant) alter(h *fedpcav1.KeySwitchHeader, i int, ct []byte) []byte {
 }
 
 // alterUpload is, in crafted_upload, the target's upload statement signed
-// again by the target (which colludes) for its crafted ciphertexts.
+// again by the target (which colludes) for its crafted ciphertexts; in
+// forged_owner, the target's statement of its own ciphertexts signed by a
+// certificate in its name of another key.
 func (d *deviant) alterUpload(h *fedpcav1.KeySwitchHeader, r *fedpcav1.KeySwitchRequest) *fedpcav1.KeySwitchRequest {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	up := r.GetUpload()
+	if d.kind == DevForgedOwner {
+		return d.forgeUpload(h, r)
+	}
 	if d.kind != DevCraftedUpload || h == nil || h.GetJobId() != d.job || up.GetOwner() != d.target || d.signer == nil {
 		return r
 	}
@@ -424,6 +436,34 @@ func (d *deviant) alterUpload(h *fedpcav1.KeySwitchHeader, r *fedpcav1.KeySwitch
 		return r
 	}
 	return &fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &fedpcav1.OwnerUpload{Owner: up.GetOwner(), Certificate: up.GetCertificate(), Signature: sig}}}
+}
+
+// forgeUpload is forged_owner's statement (see alterUpload). d.mu must be
+// held.
+func (d *deviant) forgeUpload(h *fedpcav1.KeySwitchHeader, r *fedpcav1.KeySwitchRequest) *fedpcav1.KeySwitchRequest {
+	up := r.GetUpload()
+	rec := d.uploads[d.target]
+	if h == nil || h.GetJobId() != d.job || up.GetOwner() != d.target || d.forge == nil || rec == nil {
+		return r
+	}
+	var digests []job.PartDigests
+	for i, b := range rec.cts {
+		ct, err := d.params.Codecs().Ciphertext.Unmarshal(b)
+		if err != nil || i >= len(rec.proofs) {
+			return r
+		}
+		digests = append(digests, job.Part{C0Digest: job.C0Digest(*d.params, ct), C1: d.params.AppendPoly(nil, ct.Value[1]), Proof: rec.proofs[i]}.Digests())
+	}
+	forged, err := d.forge(d.target)
+	if err != nil {
+		return r
+	}
+	sig, err := seal.Sign(forged.Signer(), job.UploadContext, job.UploadStatement(d.job, d.target, digests))
+	if err != nil {
+		return r
+	}
+	d.applied++
+	return &fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Upload{Upload: &fedpcav1.OwnerUpload{Owner: up.GetOwner(), Certificate: forged.Leaf.Raw, Signature: sig}}}
 }
 
 // alterPart is, in crafted_upload, the target's i-th part with its c1

@@ -66,7 +66,7 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 				ep.checkFloor(jr, exact, included)
 			}
 		}
-	case DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevResubmit:
+	case DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevForgedOwner, DevResubmit:
 		if o.applied == 0 {
 			// Nothing to alter (no upload to double or drop, no earlier sum
 			// of the job's shape to resubmit): the proxy was honest.
