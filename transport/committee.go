@@ -153,10 +153,21 @@ func verifyCommittee(creds *Credentials, c *fedpcav1.GetCommitteeResponse, polic
 		return st, err
 	}
 	msg := st.Bytes()
+	domains := map[string]string{} // trust domain -> the member of it seen first
 	for _, a := range c.GetAttestations() {
 		if _, err := VerifyMemberSignature(creds, a.GetMember(), st.MemberKey(a.GetPoint()), a.GetCertificate(), job.AttestationContext, msg, a.GetSignature()); err != nil {
 			return st, fmt.Errorf("%w: member %s (point %d): %v", ErrKeyNotAttested, a.GetMember(), a.GetPoint(), err)
 		}
+		if creds == nil || !policy.DistinctDomains {
+			continue
+		}
+		cert, _ := x509.ParseCertificate(a.GetCertificate()) // verified above
+		id, _ := IdentityOf(cert)
+		if other, ok := domains[id.Domain()]; ok {
+			return st, fmt.Errorf("%w: csp/%s and csp/%s are both of trust domain %s: one organisation runs two members of the committee, "+
+				"and this node requires each member of its own (--committee-distinct-domains)", job.ErrCommitteePolicy, other, a.GetMember(), id.Domain())
+		}
+		domains[id.Domain()] = a.GetMember()
 	}
 	return st, nil
 }

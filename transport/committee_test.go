@@ -1,6 +1,7 @@
 package transport_test
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"strings"
@@ -250,4 +251,79 @@ func FuzzVerifyCommittee(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestCommitteeDistinctDomains: a committee whose members' certificates
+// come from three organisations' CAs passes a policy that requires each
+// member of its own trust domain; one where an organisation runs two
+// members is refused by it (and accepted without it), naming both members
+// and the domain.
+func TestCommitteeDistinctDomains(t *testing.T) {
+	for _, c := range []struct {
+		domains []string
+		refused string
+	}{
+		{[]string{"op-1", "op-2", "op-3"}, ""},
+		{[]string{"op-1", "op-2", "op-1"}, "csp/csp-1 and csp/csp-3 are both of trust domain op-1"},
+	} {
+		cas := map[string]*transport.CA{}
+		var domains []transport.Domain
+		for _, d := range c.domains {
+			if cas[d] == nil {
+				ca, err := transport.NewDomainCA(d, time.Hour)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cas[d] = ca
+				domains = append(domains, ca.TrustEntry([]string{transport.RoleCSP}))
+			}
+		}
+		hosp, err := transport.NewDomainCA("hospital-a", time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trust, err := transport.NewTrust(append(domains, hosp.TrustEntry(transport.Roles))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		certPEM, keyPEM, err := hosp.Issue(transport.Identity{Role: transport.RoleOwner, ID: "hospital-a"}, nil, nil, nil, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pair, _ := tls.X509KeyPair(certPEM, keyPEM)
+		owner, err := transport.NewCredentialsTrust(trust, pair)
+		if err != nil {
+			t.Fatal(err)
+		}
+		key := []byte("the committee public key's bytes")
+		resp := &fedpcav1.GetCommitteeResponse{HeParams: "bgv", HeParamsHash: job.Fingerprint([]byte("params")), Members: 3, Threshold: 2,
+			PublicKey: key, PublicKeyFingerprint: job.Fingerprint(key), CeremonyId: "c1"}
+		st := job.KeyStatement{Ceremony: "c1", HEParams: resp.HeParamsHash, Threshold: 2, Key: resp.PublicKeyFingerprint}
+		var members []*transport.Credentials
+		for i, d := range c.domains {
+			id := fmt.Sprintf("csp-%d", i+1)
+			cr := transporttest.Credentials(t, cas[d], transport.Identity{Role: transport.RoleCSP, ID: id})
+			members = append(members, cr)
+			st.Members, st.MemberKeys = append(st.Members, id), append(st.MemberKeys, cr.Key)
+		}
+		for i, cr := range members {
+			a, err := transport.Attest(cr, st.Members[i], uint32(i+1), st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resp.Attestations = append(resp.Attestations, a)
+		}
+		policy := job.CommitteePolicy{AnyMembers: true, DistinctDomains: true}
+		_, err = transport.VerifyCommittee(owner, resp, policy)
+		switch {
+		case c.refused == "" && err != nil:
+			t.Errorf("%v: %v", c.domains, err)
+		case c.refused != "" && (!errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), c.refused)):
+			t.Errorf("%v: %v, want %q", c.domains, err, c.refused)
+		}
+		policy.DistinctDomains = false
+		if _, err := transport.VerifyCommittee(owner, resp, policy); err != nil {
+			t.Errorf("%v without the policy: %v", c.domains, err)
+		}
+	}
 }

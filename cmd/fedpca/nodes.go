@@ -593,6 +593,7 @@ func committeeFlags(what string) []cli.Flag {
 		boolFlag("any-committee", "accept any committee of the deployment's CSPs whose members all attested the key, whoever the proxy names (local tests only)"),
 		intFlag("committee-min-members", job.DefaultMinCommitteeMembers, "refuse a committee of fewer members"),
 		intFlag("committee-min-threshold", job.DefaultMinCommitteeThreshold, "refuse a committee whose key switch needs fewer members (with 1, one member with the proxy could decrypt every upload)"),
+		boolFlag("committee-distinct-domains", "refuse a committee two of whose members' certificates come from one trust domain (one organisation's CA): no one operator runs two members"),
 	}
 }
 
@@ -611,7 +612,7 @@ func committeePolicy(cmd *cli.Command, creds *transport.Credentials) (job.Commit
 // pinned by the key the node's trust store gives it (creds; nil, insecure
 // mode: by the name, and the key given as ID=FINGERPRINT if any).
 func resolveCommittee(cmd *cli.Command, creds *transport.Credentials) (job.CommitteePolicy, error) {
-	p := job.CommitteePolicy{AnyMembers: cmd.Bool("any-committee"),
+	p := job.CommitteePolicy{AnyMembers: cmd.Bool("any-committee"), DistinctDomains: cmd.Bool("committee-distinct-domains"),
 		MinMembers: cmd.Int("committee-min-members"), MinThreshold: cmd.Int("committee-min-threshold")}
 	pins, err := memberPins(cmd.StringSlice("committee"), creds)
 	p.Members = pins

@@ -60,6 +60,11 @@ type CommitteePolicy struct {
 	// MinMembers and MinThreshold are the smallest committee and threshold
 	// accepted (0: DefaultMinCommitteeMembers, DefaultMinCommitteeThreshold).
 	MinMembers, MinThreshold int
+	// DistinctDomains requires every member's certificate to come from a
+	// trust domain of its own (another organisation's CA), so that no one
+	// operator runs two members (transport.VerifyCommittee checks it, with
+	// the certificates).
+	DistinctDomains bool
 }
 
 // PinNames pins members by name only (insecure mode, tests without
@@ -92,7 +97,11 @@ func (p CommitteePolicy) String() string {
 	if len(p.Members) > 0 {
 		who = "members " + strings.Join(p.pins(), ", ")
 	}
-	return fmt.Sprintf("%s; at least %d members, threshold at least %d", who, m, t)
+	out := fmt.Sprintf("%s; at least %d members, threshold at least %d", who, m, t)
+	if p.DistinctDomains {
+		out += "; each member of its own trust domain"
+	}
+	return out
 }
 
 // pins are the pins as strings, sorted.
@@ -109,7 +118,7 @@ func (p CommitteePolicy) pins() []string {
 // with different policies).
 func (p CommitteePolicy) Key() string {
 	m, t := p.Minimums()
-	return fmt.Sprintf("%s/%t/%d/%d", strings.Join(p.pins(), ","), p.AnyMembers, m, t)
+	return fmt.Sprintf("%s/%t/%d/%d/%t", strings.Join(p.pins(), ","), p.AnyMembers, m, t, p.DistinctDomains)
 }
 
 // Keyed reports whether every pin has a key (what a node with certificates
