@@ -13,6 +13,7 @@ import (
 
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/source/pgtest"
+	"github.com/fedpca/fedpca/transport"
 )
 
 // Tests of what a newcomer meets in a real deployment of processes
@@ -140,6 +141,27 @@ func TestJobFailsFast(t *testing.T) {
 	// Every owner has called the proxy once its watch runs.
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	// An owner started with a wrong pin (another key for csp-1) says so on
+	// its own log at once, naming the key it pinned and the member's.
+	_, memberKey, err := transport.NodeFingerprint(d.certs("csp", "csp-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wrong := strings.Repeat("0f", 32)
+	started := time.Now()
+	w := start(t, "wrong-pin", "owner", "serve", "--certs", d.certs("owner", d.owners[2]), "--state", filepath.Join(d.dir, "state", "wrong-pin"),
+		"--proxy", d.proxy, "--dataset", d.schema+"="+d.csvs[d.owners[2]], "--log-json", "--committee", "csp-1="+wrong,
+		"--committee-min-members", "1", "--committee-min-threshold", "1")
+	var report map[string]any
+	for report == nil && time.Since(started) < 5*time.Second {
+		time.Sleep(50 * time.Millisecond)
+		report = w.find("THIS OWNER'S COMMITTEE PIN DOES NOT MATCH")
+	}
+	if report == nil || !strings.Contains(fmt.Sprint(report["error"]), "presents key "+memberKey+", not the pinned key "+wrong) {
+		t.Fatalf("an owner with a wrong pin, %s after it started: %v", time.Since(started).Round(time.Millisecond), report)
+	}
+	t.Logf("the owner reported its wrong pin %s after it started: %v", time.Since(started).Round(time.Millisecond), report["error"])
+	w.stop()
 	// A typo: the user's own roster knows no such owner, so no job is made,
 	// and the error says which name was likely meant.
 	typo := "hosptial-c"

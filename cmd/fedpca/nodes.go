@@ -37,7 +37,7 @@ func nodeFlags(defaultListen string) []cli.Flag {
 		strFlag("listen", defaultListen, "address to serve gRPC on"),
 		boolFlag("insecure", "run WITHOUT TLS and trust claimed identities: local tests only, never in production"),
 		strFlag("id", "", "this node's ID (only with --insecure; otherwise the certificate's)"),
-		strFlag("metrics-listen", "", "address to serve Prometheus /metrics and /debug/pprof on (empty: off): plain HTTP on a loopback address, otherwise HTTPS for operator certificates from the deployment's CA (fedpca certs operator/NAME)"),
+		strFlag("metrics-listen", "", "address to serve Prometheus /metrics and /debug/pprof on (empty: off): plain HTTP on a loopback address, otherwise HTTPS for operator certificates of a trust domain this node accepts role operator from (fedpca certs issue operator/NAME)"),
 	}, logFlags()...)
 }
 
@@ -198,7 +198,7 @@ func proxyCommand() *cli.Command {
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 40 KiB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
 				intFlag("max-watchers", 0, "owners' job watches served at once (0: 4,096, or as many as GOMEMLIMIT leaves room for at about 56 KiB each; at most half of --max-connections); owners beyond it poll"),
-				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for operator certificates from the deployment's CA (fedpca certs operator/NAME)"),
+				strFlag("status-listen", "", "address to serve the status page on (/ and /status.json; empty: off): plain HTTP on a loopback address such as 127.0.0.1:7080, otherwise HTTPS for operator certificates of a trust domain this node accepts role operator from (fedpca certs issue operator/NAME)"),
 				&cli.DurationFlag{Name: "progress-interval", Value: proxy.DefaultProgressInterval, Usage: "users and owners learn a running job's progress only at its creation plus multiples of this, and a job whose owners all answered is sealed at the next such instant: shares that compute faster (row counts) show to no one but the proxy", Sources: env("progress-interval")},
 				&cli.DurationFlag{Name: "switch-timeout", Value: 24 * time.Hour, Usage: "how long a sealed job waits for the committee", Sources: env("switch-timeout")},
 				&cli.DurationFlag{Name: "unknown-owner-grace", Value: proxy.DefaultUnknownOwnerGrace, Usage: "a job that needs an owner this proxy never heard from (a typo in --owners, an owner not deployed) fails after this long from its creation, naming it", Sources: env("unknown-owner-grace")},

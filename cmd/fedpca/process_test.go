@@ -119,6 +119,19 @@ func (p *proc) kill() {
 	<-p.done
 }
 
+// find returns the first log line whose message starts with prefix (nil
+// if none).
+func (p *proc) find(prefix string) map[string]any {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, m := range p.logs {
+		if msg, _ := m["@message"].(string); strings.HasPrefix(msg, prefix) {
+			return m
+		}
+	}
+	return nil
+}
+
 // count returns how many log lines have the message and the given fields.
 func (p *proc) count(msg string, fields map[string]string) int {
 	p.mu.Lock()
