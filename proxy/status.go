@@ -369,11 +369,21 @@ var statusTemplates = template.Must(template.New("").Funcs(template.FuncMap{
 	"rho":      func(v float64) string { return fmt.Sprintf("%.4g", v) },
 	"num":      func(v float64) string { return strings.Replace(strconv.FormatFloat(v, 'g', -1, 64), "e-0", "e-", 1) },
 	"seconds":  func(v float64) string { return humanDuration(time.Duration(v * float64(time.Second))) },
-	"role":     func(id string) string { return strings.TrimPrefix(id, "spiffe://"+transport.TrustDomain+"/") },
+	"role":     roleID,
 	"limit":    func(o []OwnerStatus, n int) []OwnerStatus { return o[:min(n, len(o))] },
 	"sub":      func(a, b int) int { return a - b },
 	"fraction": func(a, b float64) float64 { return a / max(b, 1e-300) },
 }).ParseFS(statusFiles, "status/*.html"))
+
+// roleID is "role/id" of a SPIFFE ID of the one-CA layout's domain, and the
+// whole SPIFFE ID of another organisation's (whose domain says who issued
+// it).
+func roleID(id string) string {
+	if in, err := transport.ParseIdentity(id); err == nil && in.Domain() == transport.TrustDomain {
+		return in.Short()
+	}
+	return id
+}
 
 // ownersShown bounds the owners listed per job on the overview page (the
 // job's own page lists them all).
