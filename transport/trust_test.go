@@ -75,10 +75,6 @@ func signLeaf(t testing.TB, ca *x509.Certificate, caKey any, uri string) *x509.C
 	return c
 }
 
-func pemOf(c *x509.Certificate) string {
-	return string(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: c.Raw}))
-}
-
 // TestTrustDomains: a node of organisation "proxy-op" that trusts
 // "hospital-a" for role owner and "csp-op" for role csp. A certificate is
 // accepted only from a listed domain, of that domain's own CAs, for a role
