@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# make e2e-k8s: fedpca's Helm chart on a real single-node Kubernetes.
+# make e2e-k8s: fedpca's Helm chart on a real single-node Kubernetes, each
+# node installed by its own organisation.
 #
-#   build    the cluster's binaries from Go modules (cached: deploy/k8s/build.sh)
-#   image    a static fedpca and its FROM-scratch image, and the pods' sandbox image
-#   bring-up etcd, the control plane, a containerd of its own, the kubelet and
-#            kube-proxy, all inside a network namespace made here; the images
-#            side-loaded (no registry)
-#   dry-run  every manifest the chart renders (default values, committee only,
-#            proxy only, owner only from a Secret, owner from PostgreSQL, the
-#            demo's certificate Job) applied with --dry-run=server
-#   demo     a committee release whose certificates a pre-install Job makes
-#            (certs.generate), helm test
-#   readme   README.md's "Deploy on Kubernetes" block, run as written: the
-#            committee, the proxy and three owners as separate releases,
-#            helm test, a PCA job at epsilon 1
-#   upgrade  a rolling upgrade of every release (noise may be switched off)
-#   pca      a PCA job, noise off, checked against the non-private run; the
-#            proxy's pod is deleted in the middle of it (two uploads acknowledged)
-#   dca      a DCA job, noise off, checked likewise, with one committee pod
-#            deleted and kept down (node cordoned): 2 of 3 switch; a drain
-#            meanwhile is refused by the PodDisruptionBudget
+#   build     the cluster's binaries from Go modules (cached: deploy/k8s/build.sh)
+#   image     a static fedpca and its FROM-scratch image, and the pods' sandbox image
+#   bring-up  etcd, the control plane, a containerd of its own, the kubelet and
+#             kube-proxy, all inside a network namespace made here; the images
+#             side-loaded (no registry)
+#   dry-run   every manifest the chart renders (a member, the proxy, an owner
+#             from a Secret, an owner from PostgreSQL, the demo's certificate
+#             Job, a member from the demo's claim) applied with --dry-run=server
+#   demo      the one-cluster demo: a certificate Job (role certs, one CA) and
+#             three members reading their directories of its claim, helm test
+#   readme    README.md's "Deploy on Kubernetes" block, run as written: eight
+#             organisations, each with its own CA (fedpca certs init, issue,
+#             export, import); each committee member, the proxy and each
+#             hospital a release of its own in its organisation's namespace;
+#             helm test, a PCA job at epsilon 1
+#   isolation each member a release of its own in its own namespace under its
+#             own CA; each node's key in one Secret only (its namespace's,
+#             cert.pem and key.pem), referenced by its own pod only, and the
+#             only key among the files the kubelet gave that pod; no pod with
+#             a service-account token (nor any hook's); another namespace's
+#             service account, and another organisation's admin, cannot read a
+#             member's Secret
+#   upgrade   a rolling upgrade of every release (noise may be switched off)
+#   pca       a PCA job, noise off, checked against the non-private run; the
+#             proxy's pod is deleted in the middle of it (two uploads acknowledged)
+#   dca       a DCA job, noise off, checked likewise, with one member stopped by
+#             its operator: 2 of 3 switch; a drain of the node meanwhile is
+#             refused by the other two members' own disruption budgets
 #   uninstall every release
 # then takes the cluster down and checks that the machine is as it was found:
 # no process, network namespace, link, iptables rule, mount, cgroup or image
@@ -28,8 +38,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
 [ "$(id -u)" = 0 ] || { echo "e2e-k8s: needs root (a network namespace, mounts, cgroups)" >&2; exit 1; }
-for c in nsenter ip iptables-save containerd ctr runc openssl docker; do
-  command -v "$c" >/dev/null || { echo "e2e-k8s: $c is missing (Debian: containerd runc containernetworking-plugins iptables iproute2 openssl docker.io)" >&2; exit 1; }
+for c in nsenter ip iptables-save containerd ctr runc openssl docker jq; do
+  command -v "$c" >/dev/null || { echo "e2e-k8s: $c is missing (Debian: containerd runc containernetworking-plugins iptables iproute2 openssl docker.io jq)" >&2; exit 1; }
 done
 [ -x /usr/lib/cni/bridge ] || { echo "e2e-k8s: /usr/lib/cni/bridge is missing (Debian: containernetworking-plugins)" >&2; exit 1; }
 exec 9>/run/fedpca-e2e-k8s.lock
@@ -41,11 +51,11 @@ WORK=$(mktemp -d /tmp/fedpca-k8s.XXXXXX)
 trap 'rm -rf "$WORK"' EXIT   # until teardown's trap below
 chmod 755 "$WORK"
 image=fedpca:e2e-$$
-ns=fedpca
 # shellcheck source=deploy/k8s/cluster.sh
 . "$root/deploy/k8s/cluster.sh"
 
 t0=$(date +%s%N); step_ns=$t0; step_name=""; times=()
+die() { echo "e2e-k8s: $*" >&2; exit 1; }
 log() { printf '[e2e-k8s %6.1fs] %s\n' "$(( $(date +%s%N) - t0 ))e-9" "$*"; }
 step() { # ends the running step (its time is printed and kept) and starts the next
   local now; now=$(date +%s%N)
@@ -92,9 +102,9 @@ teardown() {
   if [ "$status" -ne 0 ] && [ -f "$WORK/admin.conf" ]; then
     log "failed (exit $status): the cluster's state"
     kc get nodes,pods,pvc,svc -A -o wide 2>&1 | head -60
-    kc -n "$ns" get events --sort-by .lastTimestamp 2>&1 | tail -25
+    kc get events -A --sort-by .lastTimestamp 2>&1 | tail -25
     for l in kubelet containerd kube-apiserver; do echo "--- $l"; tail -15 "$WORK/log/$l.log" 2>/dev/null; done
-    for p in proxy-proxy-0 committee-csp-0 hospital-a-owner-0; do echo "--- $p"; kc -n "$ns" logs "$p" --all-containers --tail 15 2>&1; done
+    for p in proxy-op/proxy-0 csp-op-1/csp-1-0 hospital-a/hospital-a-0; do echo "--- $p"; kc -n "${p%/*}" logs "${p#*/}" --all-containers --tail 15 2>&1; done
   fi
   local td=$(date +%s%N)
   cluster_down
@@ -167,47 +177,176 @@ kubectl get nodes -o wide
 step dry-run "every rendered manifest, applied with --dry-run=server"
 chart=deploy/helm/fedpca
 kubectl create namespace fedpca-dry >/dev/null
+"$WORK/img/fedpca" certs init --org "$WORK/dry-org" >/dev/null
+trust=(--set-file "trust=$WORK/dry-org/trust.json")
 dry() { # name, then helm template's flags
   local name=$1; shift
   helm lint --strict "$chart" "$@" >"$WORK/lint-$name.log" || { cat "$WORK/lint-$name.log"; return 1; }
   helm template "dry-$name" "$chart" -n fedpca-dry --set image.tag="e2e-$$" "$@" >"$WORK/dry-$name.yaml"
   local kinds; kinds=$(grep -c '^kind:' "$WORK/dry-$name.yaml")
-  [ "$kinds" -gt 0 ] || { echo "e2e-k8s: $name rendered nothing" >&2; return 1; }
+  [ "$kinds" -gt 0 ] || die "$name rendered nothing"
   kubectl apply --dry-run=server -n fedpca-dry -f "$WORK/dry-$name.yaml" >"$WORK/dry-$name.out"
   log "dry-run $name: $kinds objects accepted ($(grep '^kind:' "$WORK/dry-$name.yaml" | sort | uniq -c | awk '{printf "%s%s %s", sep, $1, $3; sep=", "}'))"
 }
-dry default
-dry committee-only --set proxy.enabled=false,owner.enabled=false
-dry proxy-only --set committee.enabled=false,owner.enabled=false
-dry owner-only --set committee.enabled=false,proxy.enabled=false,owner.data.secret=hospital-a-data
-dry owner-postgres --set committee.enabled=false,proxy.enabled=false \
+dry csp "${trust[@]}" --set role=csp,csp.id=csp-2,networkPolicy.proxyNamespace=proxy-op \
+  --set 'networkPolicy.operatorFrom[0].namespaceSelector.matchLabels.team=ops'
+dry proxy "${trust[@]}" --set role=proxy --set 'networkPolicy.committeeNamespaces={csp-op-1,csp-op-2,csp-op-3}' \
+  --set 'networkPolicy.proxyFrom[0].ipBlock.cidr=10.0.0.0/8'
+dry owner "${trust[@]}" --set role=owner,owner.data.secret=hospital-a-data,networkPolicy.proxyNamespace=proxy-op
+dry owner-postgres "${trust[@]}" --set role=owner \
   --set 'owner.datasets[0].schema=schema.json,owner.datasets[0].source=postgres://fedpca@db.example:5432/clinic?table=patients' \
-  --set owner.data.secret=schema,owner.postgresPassword.secret=db-password
-dry demo-certs --set certs.generate=true,certs.extra='{user/alice,operator/ops}'
+  --set owner.data.secret=schema,owner.postgresPassword.secret=db-password \
+  --set 'networkPolicy.ownerTo[0].ipBlock.cidr=192.0.2.10/32'
+dry demo-certs --set role=certs
+dry demo-csp --set role=csp,certs.claim=demo-certs
 kubectl delete namespace fedpca-dry --wait=false >/dev/null
 
-step demo "the demo's certificates: a committee release with certs.generate (pre-install Job), helm test"
-helm install demo "$chart" -n fedpca-demo --create-namespace --set certs.generate=true,proxy.enabled=false,owner.enabled=false \
-  --wait --timeout 5m >/dev/null
-helm test demo -n fedpca-demo >/dev/null
+# The pods (and the Jobs', StatefulSets' pod templates) of a kubectl JSON
+# object or list that hold a service-account token: one line each, naming
+# the pod and how.
+token_holders() {
+  jq -r '(.items // [.])[] | select(.kind | IN("Pod", "Job", "StatefulSet", "Deployment", "DaemonSet", "ReplicaSet")) |
+    (.spec.template.spec // .spec) as $s | "\(.metadata.namespace // "-")/\(.kind)/\(.metadata.name)" as $n |
+    (if $s.automountServiceAccountToken != false then "\($n): automountServiceAccountToken is not false" else empty end),
+    ($s.volumes[]? | select(any(.projected.sources[]?; .serviceAccountToken)) | "\($n): volume \(.name) projects a service-account token"),
+    (($s.containers + ($s.initContainers // []))[] | .name as $c | .volumeMounts[]? |
+      select(.mountPath | startswith("/var/run/secrets/kubernetes.io")) | "\($n): container \($c) mounts \(.mountPath)")'
+}
+# The hooks of a release (its helm test pod, the demo's Job), as a kubectl
+# JSON list.
+hooks() {
+  helm get hooks "$1" -n "$2" >"$WORK/hooks.yaml"
+  if grep -q '^kind:' "$WORK/hooks.yaml"; then kubectl create --dry-run=client -o json -f "$WORK/hooks.yaml"; fi | jq -s '{items: [.[] | .items // [.] | .[]]}'
+}
+
+step demo "the one-cluster demo: a certificate Job (one CA), three members from its claim, helm test"
+kubectl create namespace fedpca-demo >/dev/null
+helm install demo-certs "$chart" -n fedpca-demo --set role=certs,'certs.nodes={csp/csp-1,csp/csp-2,csp/csp-3}' --wait --timeout 3m >/dev/null
+for i in 1 2 3; do
+  helm install "csp-$i" "$chart" -n fedpca-demo --set "role=csp,csp.id=csp-$i,certs.claim=demo-certs" >/dev/null
+done
+wait_for "the demo's three member pods" 60 sh -c '[ "$(kubectl -n fedpca-demo get pods -l app.kubernetes.io/component=csp -o name | wc -l)" = 3 ]'
+kubectl -n fedpca-demo wait --for=condition=Ready pod -l app.kubernetes.io/component=csp --timeout 3m >/dev/null
+for i in 1 2 3; do helm test "csp-$i" -n fedpca-demo >/dev/null; done
 kubectl -n fedpca-demo get pods,pvc --no-headers | awk '{print "  " $1, $2, $3}'
-helm uninstall demo -n fedpca-demo --wait >/dev/null
+held=$( { kubectl -n fedpca-demo get pods -o json | token_holders; hooks demo-certs fedpca-demo | token_holders; hooks csp-1 fedpca-demo | token_holders; } )
+[ -z "$held" ] || die "service-account tokens in the demo: $held"
+for i in 3 2 1; do helm uninstall "csp-$i" -n fedpca-demo --wait >/dev/null; done
+helm uninstall demo-certs -n fedpca-demo --wait >/dev/null
 kubectl delete namespace fedpca-demo --wait=true --timeout 3m >/dev/null
-log "demo: the Job issued the certificates, three members served from them, helm test passed"
+log "demo: the Job issued the certificates, three members served from their directories of its claim, helm test passed; no pod or hook with a token"
 
 step readme "README.md's \"Deploy on Kubernetes\" block, as written"
 marker='<!-- e2e-k8s: deploy/k8s/e2e.sh runs this block as written -->'
 awk -v m="$marker" '$0 == m {f = 1; next} f && !b && /^```/ {b = 1; next} b && /^```/ {exit} b {print}' README.md >"$WORK/readme.sh"
-[ -s "$WORK/readme.sh" ] || { echo "e2e-k8s: README.md has no block after: $marker" >&2; exit 1; }
+[ -s "$WORK/readme.sh" ] || die "README.md has no block after: $marker"
 mkdir -p "$WORK/readme/deploy" && cp -r deploy/helm "$WORK/readme/deploy/"
-(cd "$WORK/readme" && bash -euo pipefail "$WORK/readme.sh")
+(cd "$WORK/readme" && bash -euo pipefail "$WORK/readme.sh") >"$WORK/readme.log" 2>&1 || { tail -40 "$WORK/readme.log"; die "the README's block failed (above: the end of its output)"; }
 r=$WORK/readme
-[ -s "$r/out/pca/result.json" ] || { echo "e2e-k8s: the README's job wrote no result" >&2; exit 1; }
-proxy_addr="$(kubectl -n $ns get svc proxy-proxy -o jsonpath='{.spec.clusterIP}'):7000"
-log "the README's block ran: 5 releases, helm test passed, a PCA job at epsilon 1 done (proxy at $proxy_addr)"
-committee_key() { kubectl -n $ns logs proxy-proxy-0 -c proxy 2>/dev/null | grep '"committee key ready"' | tail -1 | grep -o '"key":"[^"]*"'; }
+[ -s "$r/out/pca/result.json" ] || die "the README's job wrote no result"
+members=(csp-op-1/csp-1 csp-op-2/csp-2 csp-op-3/csp-3)
+releases=("${members[@]}" proxy-op/proxy hospital-a/hospital-a hospital-b/hospital-b hospital-c/hospital-c)
+proxy_addr="$(kubectl -n proxy-op get svc proxy -o jsonpath='{.spec.clusterIP}'):7000"
+log "the README's block ran: ${#releases[@]} releases in ${#releases[@]} namespaces, helm test passed, a PCA job at epsilon 1 done (proxy at $proxy_addr)"
+proxy_log() { kubectl -n proxy-op logs proxy-0 -c proxy 2>/dev/null; }
+committee_key() { proxy_log | grep '"committee key ready"' | tail -1 | grep -o '"key":"[^"]*"'; }
 key_before=$(committee_key)
-[ -n "$key_before" ] || { echo "e2e-k8s: the proxy logged no committee key" >&2; exit 1; }
+[ -n "$key_before" ] || die "the proxy logged no committee key"
+
+step isolation "each organisation's key in its own namespace's Secret and pod only; no service-account token"
+# Each node's identity and key, as its organisation issued it: namespace,
+# release, role, ID, SPIFFE ID, key fingerprint, SHA-256 of its key file.
+nodes=$(for rel in "${releases[@]}"; do
+  ns=${rel%/*} name=${rel#*/}
+  case $ns in csp-op-*) role=csp ;; proxy-op) role=proxy ;; *) role=owner ;; esac
+  "$WORK/img/fedpca" certs show --certs "$r/orgs/$ns/$role-$name" |
+    awk -v ns="$ns" -v rel="$name" -v role="$role" -v h="$(sha256sum <"$r/orgs/$ns/$role-$name/key.pem" | cut -c1-64)" \
+      'NR == 1 {id = $1} NR == 2 {print ns, rel, role, rel, id, $2, h}'
+done)
+[ "$(wc -l <<<"$nodes")" = "${#releases[@]}" ] || die "fedpca certs show gave no identity for every node: $nodes"
+# Each member: the only release in its namespace; its pod runs under the key
+# its organisation issued, from a certificate that its organisation's CA
+# signed and the other members' organisations' CAs did not.
+for m in "${members[@]}"; do
+  ns=${m%/*} rel=${m#*/}
+  [ "$(helm list -n "$ns" -q)" = "$rel" ] || die "namespace $ns holds the releases $(helm list -n "$ns" -q | xargs), not $rel alone"
+  read -r _ _ _ _ id key _ <<<"$(grep "^$ns " <<<"$nodes")"
+  got=$(kubectl -n "$ns" logs "$rel-0" -c csp | jq -Rr 'fromjson? | select(.["@message"] == "identity") | "\(.id) \(.key)"' | tail -1)
+  [ "$got" = "$id $key" ] || die "$ns/$rel-0 runs as '$got', not as its organisation issued it: $id $key"
+  kubectl -n "$ns" get secret "fedpca-csp-$rel" -o jsonpath='{.data.cert\.pem}' | base64 -d >"$WORK/$rel.cert.pem"
+  for o in "${members[@]}"; do
+    if openssl verify -CAfile "$r/orgs/${o%/*}/ca/ca.pem" "$WORK/$rel.cert.pem" >/dev/null 2>&1; then
+      [ "$o" = "$m" ] || die "$rel's certificate verifies under ${o%/*}'s CA too"
+    else
+      [ "$o" != "$m" ] || die "$rel's certificate does not verify under its own organisation's CA ($ns)"
+    fi
+  done
+done
+cas=$(for m in "${members[@]}"; do sha256sum <"$r/orgs/${m%/*}/ca/ca.pem"; done | sort -u | wc -l)
+[ "$cas" = 3 ] || die "the three members' organisations share a CA ($cas distinct)"
+log "each member a release of its own in its own namespace, under its own CA, running under the key its organisation issued"
+# Every Secret in the cluster that holds a key.pem: it must be one node's,
+# in that node's namespace, holding cert.pem and key.pem only; and every
+# node's key is in exactly one Secret.
+kubectl get secrets -A -o json | jq -r '.items[] | select(.data["key.pem"]) | "\(.metadata.namespace) \(.metadata.name) \(.data | keys | join(",")) \(.data["key.pem"])"' |
+  while read -r ns name keys b64; do
+    h=$(base64 -d <<<"$b64" | sha256sum | cut -c1-64)
+    owner=$(awk -v h="$h" '$7 == h {print $1 "/" $4}' <<<"$nodes")
+    [ -n "$owner" ] || die "Secret $ns/$name holds a key.pem of no node"
+    [ "${owner%/*}" = "$ns" ] || die "Secret $ns/$name holds the key of $owner, another organisation's node"
+    [ "$keys" = "cert.pem,key.pem" ] || die "Secret $ns/$name holds $keys, not cert.pem and key.pem only"
+    echo "$owner"
+  done >"$WORK/key-secrets"
+sort "$WORK/key-secrets" | uniq -c | awk '$1 != 1 {exit 1}' || die "a node's key is in more than one Secret: $(sort "$WORK/key-secrets" | uniq -d)"
+[ "$(wc -l <"$WORK/key-secrets")" = "${#releases[@]}" ] || die "only $(wc -l <"$WORK/key-secrets") of the ${#releases[@]} nodes' keys are in Secrets"
+# Each pod references its own key Secret and no other fedpca- Secret (in
+# volumes, projected sources, env), and holds no service-account token.
+kubectl get pods -A -o json >"$WORK/pods.json"
+nodepods='.items[] | select(.metadata.labels["app.kubernetes.io/component"] != "test")'
+[ "$(jq "[$nodepods] | length" "$WORK/pods.json")" = "${#releases[@]}" ] ||
+  die "$(jq "[$nodepods] | length" "$WORK/pods.json") pods, not ${#releases[@]}: $(jq -r "$nodepods | .metadata.name" "$WORK/pods.json" | xargs)"
+jq -r "$nodepods"' | "\(.metadata.namespace) \(.metadata.name) \(.metadata.uid) \([(.spec.volumes[]? | .secret.secretName // empty, (.projected.sources[]?.secret.name // empty)),
+  ((.spec.containers + (.spec.initContainers // []))[] | (.env[]?.valueFrom.secretKeyRef.name // empty), (.envFrom[]?.secretRef.name // empty))] | unique | join(","))"' "$WORK/pods.json" |
+  while read -r ns pod uid secrets; do
+    read -r _ rel role id _ _ hash <<<"$(grep "^$ns " <<<"$nodes")"
+    [ "$pod" = "$rel-0" ] || die "pod $ns/$pod: not the node of its namespace ($rel)"
+    keyed=$(tr , '\n' <<<"$secrets" | grep '^fedpca-' | xargs)
+    [ "$keyed" = "fedpca-$role-$id" ] || die "pod $ns/$pod references the key Secrets '$keyed', not its own fedpca-$role-$id alone"
+    # What the kubelet gave the pod: every private key among its volumes'
+    # files is its own.
+    vols=$WORK/kubelet/pods/$uid/volumes
+    [ -d "$vols/kubernetes.io~secret/in" ] || die "no key volume for $ns/$pod in $vols"
+    if find "$vols" -path '*serviceaccount*' -o -name token | grep -q .; then die "pod $ns/$pod has a token file: $(find "$vols" -name token)"; fi
+    n=0
+    while read -r f; do
+      [ "$(sha256sum <"$f" | cut -c1-64)" = "$hash" ] || die "pod $ns/$pod holds another key than its own: ${f#"$vols"/}"
+      n=$((n + 1))
+    done < <(grep -rlZ -- '-----BEGIN PRIVATE KEY-----' "$vols" | tr '\0' '\n')
+    [ "$n" -ge 2 ] || die "pod $ns/$pod: its own key is not among its volumes (found $n copies: the Secret's and the init container's)"
+  done
+held=$( { token_holders <"$WORK/pods.json"; for rel in "${releases[@]}"; do hooks "${rel#*/}" "${rel%/*}" | token_holders; done; } )
+[ -z "$held" ] || die "service-account tokens: $held"
+# The check above finds a token where Kubernetes gives one by default.
+probe=$(kubectl -n csp-op-1 run token-probe --image fedpca.local/pause:e2e --restart Never --dry-run=server -o json | token_holders)
+[ -n "$probe" ] || die "the token check misses the token of a pod that keeps the default"
+log "every key in one Secret, of its own namespace (cert.pem and key.pem); each pod references and holds its own key alone; no pod or hook holds a service-account token (a default pod would: $probe)"
+# RBAC: no member namespace's service account may read another member's
+# Secret; each organisation's admin (bound to its namespace) reads its own
+# and no other's.
+for m in "${members[@]}"; do
+  kubectl -n "${m%/*}" create rolebinding org-admin --clusterrole admin --user "admin@${m%/*}" >/dev/null
+done
+can() { kubectl auth can-i get "secret/fedpca-csp-${2#*/}" -n "${2%/*}" --as "$1" 2>/dev/null || true; }
+for m in "${members[@]}"; do
+  [ "$(can "admin@${m%/*}" "$m")" = yes ] || die "admin@${m%/*} cannot read its own member's Secret: the check below would prove nothing"
+  for o in "${members[@]}"; do
+    [ "$o" = "$m" ] && continue
+    for who in "system:serviceaccount:${m%/*}:default" "admin@${m%/*}"; do
+      [ "$(can "$who" "$o")" = no ] || die "$who can read ${o%/*}'s Secret fedpca-csp-${o#*/}"
+    done
+  done
+done
+log "no member namespace's service account, nor another organisation's admin, may read a member's Secret (each admin reads its own)"
 
 step upgrade "helm upgrade of every release (allowNoNoise=true), rolling; hospital-c's rows now from a claim"
 # hospital-c's rows move from its Secret to a volume of its own (a claim
@@ -224,48 +363,48 @@ spec:
 ---
 apiVersion: v1
 kind: PersistentVolumeClaim
-metadata: {name: hospital-c-data, namespace: $ns}
+metadata: {name: hospital-c-data, namespace: hospital-c}
 spec:
   accessModes: [ReadOnlyMany]
   storageClassName: ""
   volumeName: pv-data-c
   resources: {requests: {storage: 1Gi}}
 Y
-for rel in committee proxy hospital-a hospital-b hospital-c; do
-  extra=(); [ "$rel" = hospital-c ] && extra=(--set owner.data.secret=,owner.data.existingClaim=hospital-c-data)
-  helm upgrade "$rel" "$r/deploy/helm/fedpca" -n $ns --reuse-values --set allowNoNoise=true "${extra[@]}" --wait --timeout 5m >/dev/null
+for rel in "${releases[@]}"; do
+  extra=(); [ "$rel" = hospital-c/hospital-c ] && extra=(--set owner.data.secret=,owner.data.existingClaim=hospital-c-data)
+  helm upgrade "${rel#*/}" "$r/deploy/helm/fedpca" -n "${rel%/*}" --reuse-values --set allowNoNoise=true "${extra[@]}" --wait --timeout 5m >/dev/null
 done
-for s in committee-csp proxy-proxy hospital-a-owner hospital-b-owner hospital-c-owner; do
-  kubectl -n $ns rollout status "sts/$s" --timeout 5m >/dev/null
+for rel in "${releases[@]}"; do
+  kubectl -n "${rel%/*}" rollout status "sts/${rel#*/}" --timeout 5m >/dev/null
 done
-kubectl -n $ns get pods -l app.kubernetes.io/name=fedpca -o custom-columns=POD:.metadata.name,STARTED:.status.startTime,READY:.status.containerStatuses[0].ready --no-headers
-log "every release at revision 2: $(helm list -n $ns -o json | grep -o '"revision":"[0-9]*"' | sort | uniq -c | tr -s ' ')"
+kubectl get pods -A -l app.kubernetes.io/name=fedpca -o custom-columns=NAMESPACE:.metadata.namespace,POD:.metadata.name,STARTED:.status.startTime,READY:.status.containerStatuses[0].ready --no-headers
+log "every release at revision 2: $(helm list -A -o json | jq -r '.[].revision' | sort | uniq -c | xargs)"
 # A restarted owner reads the same files from its Secret: its jobs stay
 # charged to the same ledger (the budget is not spent again).
 for h in hospital-a hospital-b; do
-  if kubectl -n $ns logs "$h-owner-0" -c owner | grep -F "charged to another source's ledger"; then
-    echo "e2e-k8s: $h lost track of its ledger across the upgrade" >&2; exit 1
+  if kubectl -n $h logs "$h-0" -c owner | grep -F "charged to another source's ledger"; then
+    die "$h lost track of its ledger across the upgrade"
   fi
 done
 log "hospital-a and hospital-b, restarted, still charge their jobs to the same ledgers"
 wait_for "the upgraded proxy's committee key" 60 committee_key
-[ "$(committee_key)" = "$key_before" ] || { echo "e2e-k8s: the committee key changed in the upgrade: $key_before, now $(committee_key)" >&2; exit 1; }
+[ "$(committee_key)" = "$key_before" ] || die "the committee key changed in the upgrade: $key_before, now $(committee_key)"
 log "the committee key is the same after the upgrade: $key_before"
 
 fedpca dataset export wdbc --owners hospital-a,hospital-b,hospital-c --out "$WORK/ref-data" --seed 7 >/dev/null
-cmp -s "$WORK/ref-data/all.csv" "$r/data/all.csv" || { echo "e2e-k8s: the README's data is not the reference's" >&2; exit 1; }
+cmp -s "$WORK/ref-data/all.csv" "$r/data/all.csv" || die "the README's data is not the reference's"
 "$WORK/img/fedpca" reference --schema "$r/data/schema.json" --data "$r/data/all.csv" --analysis pca --k 3 --out "$WORK/ref-pca" >/dev/null
 "$WORK/img/fedpca" reference --schema "$r/data/schema.json" --data "$r/data/all.csv" --analysis dca --k 1 --out "$WORK/ref-dca" >/dev/null
 user_run() { # out, then the job's flags
   local out=$1; shift
-  fedpca user run --certs "$r/certs/user-alice" --keys "$r/keys" --proxy "$proxy_addr" --schema "$r/data/schema.json" \
+  fedpca user run --certs "$r/orgs/research/user-alice" --keys "$r/keys" --proxy "$proxy_addr" --schema "$r/data/schema.json" \
     --owners hospital-a,hospital-b,hospital-c --committee csp-1,csp-2,csp-3 --out "$out" --deadline 4m --no-noise "$@"
 }
-uploads() { kubectl -n $ns logs proxy-proxy-0 2>/dev/null | grep -c '"upload included"' || true; }
+uploads() { proxy_log | grep -c '"upload included"' || true; }
 
 step pca "PCA, noise off; the proxy's pod deleted after two acknowledged uploads"
-kubectl -n $ns scale sts hospital-c-owner --replicas 0 >/dev/null
-kubectl -n $ns wait --for=delete pod/hospital-c-owner-0 --timeout 120s >/dev/null 2>&1 || true
+kubectl -n hospital-c scale sts hospital-c --replicas 0 >/dev/null
+kubectl -n hospital-c wait --for=delete pod/hospital-c-0 --timeout 120s >/dev/null 2>&1 || true
 before=$(uploads)
 user_run "$WORK/out/pca" --analysis pca --k 3 >"$WORK/pca.log" 2>&1 &
 job=$!
@@ -274,51 +413,59 @@ for _ in $(seq 1 240); do
   [ "$(( $(uploads) - before ))" -ge 2 ] && break
   sleep 0.5
 done
-[ "$(( $(uploads) - before ))" -ge 2 ] || { cat "$WORK/pca.log"; echo "e2e-k8s: no two uploads before the proxy's deletion" >&2; exit 1; }
-log "two uploads acknowledged: deleting pod proxy-proxy-0 (grace 0)"
-kubectl -n $ns delete pod proxy-proxy-0 --grace-period 0 --force >/dev/null 2>&1
+[ "$(( $(uploads) - before ))" -ge 2 ] || { cat "$WORK/pca.log"; die "no two uploads before the proxy's deletion"; }
+log "two uploads acknowledged: deleting pod proxy-op/proxy-0 (grace 0)"
+kubectl -n proxy-op delete pod proxy-0 --grace-period 0 --force >/dev/null 2>&1
 sleep 2
-kubectl -n $ns wait --for=condition=Ready pod/proxy-proxy-0 --timeout 180s >/dev/null
+kubectl -n proxy-op wait --for=condition=Ready pod/proxy-0 --timeout 180s >/dev/null
 log "the proxy is back (same claim); starting hospital-c"
-kubectl -n $ns scale sts hospital-c-owner --replicas 1 >/dev/null
-wait "$job" || { cat "$WORK/pca.log"; echo "e2e-k8s: the PCA job failed" >&2; exit 1; }
+kubectl -n hospital-c scale sts hospital-c --replicas 1 >/dev/null
+wait "$job" || { cat "$WORK/pca.log"; die "the PCA job failed"; }
 "$WORK/img/fedpca" compare --result "$WORK/out/pca/result.json" --reference "$WORK/ref-pca/result.json" --tolerance 1e-9
-grep -q '"num_owners": 3' "$WORK/out/pca/result.json" || { echo "e2e-k8s: the PCA job lost an upload" >&2; exit 1; }
+grep -q '"num_owners": 3' "$WORK/out/pca/result.json" || die "the PCA job lost an upload"
 log "PCA matches the non-private run, with all 3 uploads (2 acknowledged before the proxy's deletion; hospital-c's rows from its claim)"
 
-step dca "DCA, noise off; committee pod committee-csp-1 (csp-2) deleted and kept down"
-kubectl -n $ns wait --for=condition=Ready pod/hospital-c-owner-0 --timeout 180s >/dev/null
-kubectl cordon fedpca-e2e >/dev/null
-kubectl -n $ns delete pod committee-csp-1 --wait=true --timeout 60s >/dev/null
-kubectl -n $ns get pods -l app.kubernetes.io/component=csp --no-headers
-# The PodDisruptionBudget (minAvailable 2) now refuses to evict another member.
-if kubectl drain fedpca-e2e --pod-selector app.kubernetes.io/instance=committee,app.kubernetes.io/component=csp \
-    --delete-emptydir-data --timeout 8s >"$WORK/drain.log" 2>&1; then
-  cat "$WORK/drain.log"; echo "e2e-k8s: a drain evicted a second committee member" >&2; exit 1
+step dca "DCA, noise off; csp-2 stopped by its operator; a drain refused by csp-1's and csp-3's own budgets"
+kubectl -n hospital-c wait --for=condition=Ready pod/hospital-c-0 --timeout 180s >/dev/null
+# csp-op-2 stops its member (scaled to 0: a deliberate stop, which its own
+# budget does not block, agreed with the other members' operators). No one
+# budget spans the committee (no cluster holds every member): each member's
+# operator keeps its own up, and a drain of the node meanwhile evicts neither
+# csp-1 nor csp-3.
+kubectl -n csp-op-2 scale sts csp-2 --replicas 0 >/dev/null
+kubectl -n csp-op-2 wait --for=delete pod/csp-2-0 --timeout 60s >/dev/null 2>&1 || true
+if kubectl drain fedpca-e2e --pod-selector app.kubernetes.io/component=csp --delete-emptydir-data --timeout 8s >"$WORK/drain.log" 2>&1; then
+  cat "$WORK/drain.log"; die "a drain evicted a committee member"
 fi
-grep -q "disruption budget" "$WORK/drain.log" || { cat "$WORK/drain.log"; echo "e2e-k8s: the drain failed for another reason than the budget" >&2; exit 1; }
-running=$(kubectl -n $ns get pods -l app.kubernetes.io/component=csp --field-selector status.phase=Running --no-headers | wc -l)
-[ "$running" = 2 ] || { echo "e2e-k8s: $running members running after the refused drain, not 2" >&2; exit 1; }
-log "the PodDisruptionBudget refused to evict a second member (2 of 3 running)"
-user_run "$WORK/out/dca" --analysis dca --k 1 >"$WORK/dca.log" 2>&1 || { cat "$WORK/dca.log"; echo "e2e-k8s: the DCA job failed" >&2; exit 1; }
-phase=$(kubectl -n $ns get pod committee-csp-1 -o jsonpath='{.status.phase}' 2>/dev/null || echo gone)
-[ "$phase" != Running ] || { echo "e2e-k8s: committee-csp-1 came back during the job" >&2; exit 1; }
-switched=$(grep -o 'key switch by [^—]*' "$WORK/dca.log" | tail -1)
-case "$switched" in *csp-1*csp-3*) ;; *) cat "$WORK/dca.log"; echo "e2e-k8s: expected a switch by csp-1 and csp-3, got: $switched" >&2; exit 1 ;; esac
-"$WORK/img/fedpca" compare --result "$WORK/out/dca/result.json" --reference "$WORK/ref-dca/result.json" --tolerance 1e-9
-grep -q '"num_owners": 3' "$WORK/out/dca/result.json" || { echo "e2e-k8s: the DCA job lost an upload" >&2; exit 1; }
-kubectl -n $ns logs proxy-proxy-0 | grep -E '"job done"' | tail -1
-log "DCA matches the non-private run: $switched (csp-2's pod $phase)"
 kubectl uncordon fedpca-e2e >/dev/null
-kubectl -n $ns wait --for=condition=Ready pod/committee-csp-1 --timeout 180s >/dev/null
-log "committee-csp-1 back with its claim"
+for m in csp-op-1/csp-1 csp-op-3/csp-3; do
+  grep -q "evicting pods/\"${m#*/}-0\" -n \"${m%/*}\".*disruption budget" "$WORK/drain.log" ||
+    { cat "$WORK/drain.log"; die "the drain was not refused by ${m#*/}'s disruption budget"; }
+  [ "$(kubectl -n "${m%/*}" get pod "${m#*/}-0" -o jsonpath='{.status.phase}')" = Running ] || die "${m#*/}-0 is not running after the refused drain"
+done
+log "csp-2 stopped by its operator; the drain was refused by csp-1's and csp-3's own budgets (both running)"
+user_run "$WORK/out/dca" --analysis dca --k 1 >"$WORK/dca.log" 2>&1 || { cat "$WORK/dca.log"; die "the DCA job failed"; }
+[ -z "$(kubectl -n csp-op-2 get pods -o name)" ] || die "csp-2 came back during the job"
+switched=$(grep -o 'key switch by [^—]*' "$WORK/dca.log" | tail -1)
+case "$switched" in *csp-1*csp-3*) ;; *) cat "$WORK/dca.log"; die "expected a switch by csp-1 and csp-3, got: $switched" ;; esac
+"$WORK/img/fedpca" compare --result "$WORK/out/dca/result.json" --reference "$WORK/ref-dca/result.json" --tolerance 1e-9
+grep -q '"num_owners": 3' "$WORK/out/dca/result.json" || die "the DCA job lost an upload"
+proxy_log | grep -E '"job done"' | tail -1
+log "DCA matches the non-private run: $switched (csp-2 stopped)"
+kubectl -n csp-op-2 scale sts csp-2 --replicas 1 >/dev/null
+wait_for "csp-2's pod" 60 kubectl -n csp-op-2 get pod csp-2-0
+kubectl -n csp-op-2 wait --for=condition=Ready pod/csp-2-0 --timeout 180s >/dev/null
+log "csp-2 back with its claim"
 
 step uninstall "helm uninstall of every release"
-for rel in hospital-c hospital-b hospital-a proxy committee; do helm uninstall "$rel" -n $ns --wait --timeout 3m >/dev/null; done
+for rel in hospital-c/hospital-c hospital-b/hospital-b hospital-a/hospital-a proxy-op/proxy "${members[@]}"; do
+  helm uninstall "${rel#*/}" -n "${rel%/*}" --wait --timeout 3m >/dev/null
+done
 # The StatefulSets' pods go by garbage collection, after helm returns.
-kubectl -n $ns wait --for=delete pod -l app.kubernetes.io/name=fedpca --timeout 180s >/dev/null 2>&1 || true
-left=$(kubectl -n $ns get all,networkpolicy,pdb,secret -l app.kubernetes.io/name=fedpca -o name)
-[ -z "$left" ] || { echo "e2e-k8s: left after uninstall: $left" >&2; exit 1; }
-log "uninstalled: no pod, service, statefulset, policy or budget left; the state claims stay, as StatefulSets leave them: $(kubectl -n $ns get pvc -o name | wc -l)"
-kubectl delete namespace $ns --wait=true --timeout 3m >/dev/null
+kubectl wait --for=delete pod -A -l app.kubernetes.io/name=fedpca --timeout 180s >/dev/null 2>&1 || true
+left=$(kubectl get all,networkpolicy,pdb,configmap,secret -A -l app.kubernetes.io/name=fedpca -o name)
+[ -z "$left" ] || die "left after uninstall: $left"
+log "uninstalled: no pod, service, statefulset, policy, budget or trust store left; the state claims stay, as StatefulSets leave them: $(kubectl get pvc -A --no-headers | wc -l)"
+for rel in "${releases[@]}"; do kubectl delete namespace "${rel%/*}" --wait=false >/dev/null; done
+for rel in "${releases[@]}"; do kubectl wait --for=delete "namespace/${rel%/*}" --timeout 3m >/dev/null 2>&1 || true; done
 step "" ""
