@@ -86,7 +86,11 @@ snapshot() (
   echo "== iptables"; { iptables-save; iptables-legacy-save; } 2>/dev/null | grep -v '^#' | grep -Ev 'DOCKER|br-|docker' | sed 's/\[[0-9]*:[0-9]*\]//' | sort
   echo "== mounts"; awk -v w="$WORK" 'index($5, w) == 1 || $5 ~ /fedpca-e2e/ {print $5}' /proc/self/mountinfo | sort
   echo "== cgroups"; ls -d /sys/fs/cgroup/*/kubepods 2>/dev/null
-  echo "== fixed paths"; find /run/containerd /var/lib/cni /var/lib/kubelet "$HOME/.kube" -maxdepth 3 2>/dev/null | sort
+  # Docker's containerd puts its shims' sockets in /run/containerd/s too
+  # (making the directories if need be): those another session's containers
+  # listen on, and the two directories, are not ours to compare.
+  echo "== fixed paths"; find /run/containerd /var/lib/cni /var/lib/kubelet "$HOME/.kube" -maxdepth 3 2>/dev/null |
+    grep -vxF -f <(echo /run/containerd; echo /run/containerd/s; awk 'NR > 1 && $8 ~ "^/run/containerd/s/" {print $8}' /proc/net/unix) | sort
   echo "== images"; docker images -q "$image" fedpca.local/pause:e2e 2>/dev/null
   echo "== logs"; ls -d /var/log/containers /var/log/pods 2>/dev/null; ls /var/log/containers /var/log/pods 2>/dev/null | sort
   # (the patterns' last character in brackets: grep's own command line does not match)
@@ -329,7 +333,7 @@ held=$( { token_holders <"$WORK/pods.json"; for rel in "${releases[@]}"; do hook
 # The check above finds a token where Kubernetes gives one by default.
 probe=$(kubectl -n csp-op-1 run token-probe --image fedpca.local/pause:e2e --restart Never --dry-run=server -o json | token_holders)
 [ -n "$probe" ] || die "the token check misses the token of a pod that keeps the default"
-log "every key in one Secret, of its own namespace (cert.pem and key.pem); each pod references and holds its own key alone; no pod or hook holds a service-account token (a default pod would: $probe)"
+log "every key in one Secret, of its own namespace (cert.pem and key.pem); each pod references and holds its own key alone; no pod or hook holds a service-account token (a pod that keeps the default would: $(head -1 <<<"$probe"), ...)"
 # RBAC: no member namespace's service account may read another member's
 # Secret; each organisation's admin (bound to its namespace) reads its own
 # and no other's.
