@@ -323,12 +323,15 @@ func copyCredentials(from, trustFile, out string) error {
 		return fmt.Errorf("--copy-from %s: %w", from, err)
 	}
 	var trust *transport.Trust
-	b, err := os.ReadFile(filepath.Join(from, transport.TrustFile))
+	// Where the trust store comes from, for errors.
+	src := filepath.Join(from, transport.TrustFile)
+	b, err := os.ReadFile(src)
 	switch {
 	case trustFile != "":
 		if b, err = os.ReadFile(trustFile); err != nil {
 			return fmt.Errorf("--trust: %w", err)
 		}
+		src = trustFile
 		files[transport.TrustFile] = b
 		trust, err = transport.ParseTrust(b)
 	case err == nil:
@@ -338,21 +341,23 @@ func copyCredentials(from, trustFile, out string) error {
 		if b, err = os.ReadFile(filepath.Join(from, transport.CAFile)); err != nil {
 			return fmt.Errorf("--copy-from: %s has neither %s nor %s", from, transport.TrustFile, transport.CAFile)
 		}
+		src = filepath.Join(from, transport.CAFile)
 		files[transport.CAFile] = b
 		trust, err = transport.LegacyTrust(b)
 	}
 	if err != nil {
-		return fmt.Errorf("--copy-from %s: %w", from, err)
+		return fmt.Errorf("--copy-from %s: %s: %w", from, src, err)
 	}
 	creds, err := transport.NewCredentialsTrust(trust, pair)
 	if err != nil {
-		return fmt.Errorf("--copy-from %s: %w", from, err)
+		return fmt.Errorf("--copy-from %s, trust store %s: %w", from, src, err)
 	}
 	if err := os.MkdirAll(out, 0o700); err != nil {
 		return err
 	}
 	for name, b := range files {
-		if err := os.WriteFile(filepath.Join(out, name), b, 0o600); err != nil {
+		// 0600 even over a file already there with another mode.
+		if err := transport.WriteFileAtomic(filepath.Join(out, name), b); err != nil {
 			return err
 		}
 	}

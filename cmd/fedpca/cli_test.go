@@ -309,3 +309,64 @@ func TestCertsCopyFrom(t *testing.T) {
 		t.Fatalf("--copy-from with ROLE/ID: %v\n%s", err, out)
 	}
 }
+
+// TestCertsCopyFromTrust: as deploy/helm's init container does, a key
+// Secret's cert.pem and key.pem alone, with the organisation's trust store
+// from --trust (its ConfigMap), make a node's credentials, each file 0600
+// even where OUT already held it with another mode; a trust store that does
+// not accept the node is refused, naming the file and the node's trust
+// domain, and without
+// --trust a directory with no trust store is refused, naming what it lacks.
+func TestCertsCopyFromTrust(t *testing.T) {
+	dir := t.TempDir()
+	for _, org := range []string{"csp-op-1", "csp-op-2"} {
+		if out, err := fedpca(t, dir, "certs", "init", "--org", "orgs/"+org); err != nil {
+			t.Fatalf("certs init: %v\n%s", err, out)
+		}
+	}
+	if out, err := fedpca(t, dir, "certs", "issue", "--org", "orgs/csp-op-1", "csp/csp-1"); err != nil {
+		t.Fatalf("certs issue: %v\n%s", err, out)
+	}
+	mounted := filepath.Join(dir, "mounted")
+	copied := filepath.Join(dir, "copied")
+	for _, d := range []string{mounted, copied} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, name := range []string{"cert.pem", "key.pem"} {
+		b, err := os.ReadFile(filepath.Join(dir, "orgs", "csp-op-1", "csp-csp-1", name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(mounted, name), b, 0o440); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A key.pem already in OUT, readable by all (a restarted pod's volume, a
+	// directory used before).
+	if err := os.WriteFile(filepath.Join(copied, "key.pem"), []byte("stale"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out, err := fedpca(t, dir, "certs", "--out", "copied", "--copy-from", "mounted", "--trust", "orgs/csp-op-1/trust.json")
+	if err != nil || !strings.Contains(out, "spiffe://csp-op-1/csp/csp-1") {
+		t.Fatalf("certs --copy-from --trust: %v\n%s", err, out)
+	}
+	for _, name := range []string{"cert.pem", "key.pem", "trust.json"} {
+		fi, err := os.Stat(filepath.Join(copied, name))
+		if err != nil || fi.Mode().Perm() != 0o600 {
+			t.Fatalf("copied %s: %v %v", name, fi, err)
+		}
+	}
+	if out, err := fedpca(t, dir, "health", "--certs", "copied", "--addr", "127.0.0.1:1"); err == nil || strings.Contains(out, "credentials") {
+		t.Fatalf("health with the copied credentials should fail only to connect: %v\n%s", err, out)
+	}
+	out, err = fedpca(t, dir, "certs", "--out", "copied2", "--copy-from", "mounted", "--trust", "orgs/csp-op-2/trust.json")
+	if err == nil || !strings.Contains(out, "trust store orgs/csp-op-2/trust.json") || !strings.Contains(out, "trust domain csp-op-1 is not trusted here") {
+		t.Fatalf("a trust store of another organisation was accepted: %v\n%s", err, out)
+	}
+	out, err = fedpca(t, dir, "certs", "--out", "copied3", "--copy-from", "mounted")
+	if err == nil || !strings.Contains(out, "has neither trust.json nor ca.pem") {
+		t.Fatalf("credentials without a trust store were copied: %v\n%s", err, out)
+	}
+}
