@@ -59,7 +59,7 @@ e2e-docker: ## build the image, run the docker-compose deployment end to end, te
 	./deploy/e2e.sh
 
 .PHONY: e2e-k8s
-e2e-k8s: ## root: build a single-node Kubernetes (Go modules, cached), install the Helm chart's roles as separate releases, jobs and faults, uninstall, leave the machine as found
+e2e-k8s: ## root: build a single-node Kubernetes (Go modules, cached), install each node as a release of its own organisation (own namespace, own CA), isolation checks, jobs and faults, uninstall, leave the machine as found
 	./deploy/k8s/e2e.sh
 
 .PHONY: status-browser
