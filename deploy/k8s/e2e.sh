@@ -288,7 +288,11 @@ for m in "${members[@]}"; do
 done
 cas=$(for m in "${members[@]}"; do sha256sum <"$r/orgs/${m%/*}/ca/ca.pem"; done | sort -u | wc -l)
 [ "$cas" = 3 ] || die "the three members' organisations share a CA ($cas distinct)"
-log "each member a release of its own in its own namespace, under its own CA, running under the key its organisation issued"
+for h in hospital-a hospital-b hospital-c; do
+  kubectl -n $h logs $h-0 -c owner | grep '"owner running"' | grep -q 'each member of its own trust domain' ||
+    die "$h does not require a committee of distinct organisations (committeeDistinctDomains): $(kubectl -n $h logs $h-0 -c owner | grep '"owner running"')"
+done
+log "each member a release of its own in its own namespace, under its own CA, running under the key its organisation issued; each owner refuses a committee of fewer organisations"
 # Every Secret in the cluster that holds a key.pem: it must be one node's,
 # in that node's namespace, holding cert.pem and key.pem only; and every
 # node's key is in exactly one Secret.
@@ -402,7 +406,8 @@ cmp -s "$WORK/ref-data/all.csv" "$r/data/all.csv" || die "the README's data is n
 user_run() { # out, then the job's flags
   local out=$1; shift
   fedpca user run --certs "$r/orgs/research/user-alice" --keys "$r/keys" --proxy "$proxy_addr" --schema "$r/data/schema.json" \
-    --owners hospital-a,hospital-b,hospital-c --committee csp-1,csp-2,csp-3 --out "$out" --deadline 4m --no-noise "$@"
+    --owners hospital-a,hospital-b,hospital-c --committee csp-1,csp-2,csp-3 --committee-distinct-domains \
+    --out "$out" --deadline 4m --no-noise "$@"
 }
 uploads() { proxy_log | grep -c '"upload included"' || true; }
 
