@@ -21,9 +21,9 @@
 #             own CA; each node's key in one Secret only (its namespace's,
 #             cert.pem and key.pem), referenced by its own pod only, and the
 #             only key among the files the kubelet gave that pod; no pod with
-#             a service-account token (nor any hook's); another namespace's
-#             service account, and another organisation's admin, cannot read a
-#             member's Secret
+#             a service-account token (nor any hook's); no other organisation's
+#             namespace (its service account, its admin) can read a member's
+#             Secret
 #   upgrade   a rolling upgrade of every release (noise may be switched off)
 #   pca       a PCA job, noise off, checked against the non-private run; the
 #             proxy's pod is deleted in the middle of it (two uploads acknowledged)
@@ -338,23 +338,21 @@ held=$( { token_holders <"$WORK/pods.json"; for rel in "${releases[@]}"; do hook
 probe=$(kubectl -n csp-op-1 run token-probe --image fedpca.local/pause:e2e --restart Never --dry-run=server -o json | token_holders)
 [ -n "$probe" ] || die "the token check misses the token of a pod that keeps the default"
 log "every key in one Secret, of its own namespace (cert.pem and key.pem); each pod references and holds its own key alone; no pod or hook holds a service-account token (a pod that keeps the default would: $(head -1 <<<"$probe"), ...)"
-# RBAC: no member namespace's service account may read another member's
-# Secret; each organisation's admin (bound to its namespace) reads its own
-# and no other's.
-for m in "${members[@]}"; do
-  kubectl -n "${m%/*}" create rolebinding org-admin --clusterrole admin --user "admin@${m%/*}" >/dev/null
-done
-can() { kubectl auth can-i get "secret/fedpca-csp-${2#*/}" -n "${2%/*}" --as "$1" 2>/dev/null || true; }
-for m in "${members[@]}"; do
-  [ "$(can "admin@${m%/*}" "$m")" = yes ] || die "admin@${m%/*} cannot read its own member's Secret: the check below would prove nothing"
-  for o in "${members[@]}"; do
-    [ "$o" = "$m" ] && continue
-    for who in "system:serviceaccount:${m%/*}:default" "admin@${m%/*}"; do
-      [ "$(can "$who" "$o")" = no ] || die "$who can read ${o%/*}'s Secret fedpca-csp-${o#*/}"
+# RBAC: no organisation's namespace (its service account, its admin bound
+# to it alone) may read a member's Secret in another's; each admin reads its
+# own node's.
+can() { kubectl auth can-i get "secret/$3" -n "$2" --as "$1" 2>/dev/null </dev/null || true; }
+while read -r ns _ role id _; do
+  kubectl -n "$ns" create rolebinding org-admin --clusterrole admin --user "admin@$ns" >/dev/null </dev/null
+  [ "$(can "admin@$ns" "$ns" "fedpca-$role-$id")" = yes ] || die "admin@$ns cannot read its own node's Secret: the checks below would prove nothing"
+  for m in "${members[@]}"; do
+    [ "${m%/*}" = "$ns" ] && continue
+    for who in "system:serviceaccount:$ns:default" "admin@$ns"; do
+      [ "$(can "$who" "${m%/*}" "fedpca-csp-${m#*/}")" = no ] || die "$who can read ${m%/*}'s Secret fedpca-csp-${m#*/}"
     done
   done
-done
-log "no member namespace's service account, nor another organisation's admin, may read a member's Secret (each admin reads its own)"
+done <<<"$nodes"
+log "no organisation's namespace (its service account, its admin) may read a member's Secret in another's; each admin reads its own node's"
 
 step upgrade "helm upgrade of every release (allowNoNoise=true), rolling; hospital-c's rows now from a claim"
 # hospital-c's rows move from its Secret to a volume of its own (a claim
