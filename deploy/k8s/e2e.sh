@@ -258,14 +258,15 @@ key_before=$(committee_key)
 [ -n "$key_before" ] || die "the proxy logged no committee key"
 
 step isolation "each organisation's key in its own namespace's Secret and pod only; no service-account token"
-# Each node's identity and key, as its organisation issued it: namespace,
-# release, role, ID, SPIFFE ID, key fingerprint, SHA-256 of its key file.
+# Each node as its organisation issued it, one a line: its namespace (the
+# organisation's), role, ID (its release's name too), SPIFFE ID, key
+# fingerprint and the SHA-256 of its key file.
 nodes=$(for rel in "${releases[@]}"; do
-  ns=${rel%/*} name=${rel#*/}
+  ns=${rel%/*} id=${rel#*/}
   case $ns in csp-op-*) role=csp ;; proxy-op) role=proxy ;; *) role=owner ;; esac
-  "$WORK/img/fedpca" certs show --certs "$r/orgs/$ns/$role-$name" |
-    awk -v ns="$ns" -v rel="$name" -v role="$role" -v h="$(sha256sum <"$r/orgs/$ns/$role-$name/key.pem" | cut -c1-64)" \
-      'NR == 1 {id = $1} NR == 2 {print ns, rel, role, rel, id, $2, h}'
+  "$WORK/img/fedpca" certs show --certs "$r/orgs/$ns/$role-$id" |
+    awk -v pre="$ns $role $id" -v h="$(sha256sum <"$r/orgs/$ns/$role-$id/key.pem" | cut -c1-64)" \
+      'NR == 1 {spiffe = $1} NR == 2 {print pre, spiffe, $2, h}'
 done)
 [ "$(wc -l <<<"$nodes")" = "${#releases[@]}" ] || die "fedpca certs show gave no identity for every node: $nodes"
 # Each member: the only release in its namespace; its pod runs under the key
@@ -274,7 +275,7 @@ done)
 for m in "${members[@]}"; do
   ns=${m%/*} rel=${m#*/}
   [ "$(helm list -n "$ns" -q)" = "$rel" ] || die "namespace $ns holds the releases $(helm list -n "$ns" -q | xargs), not $rel alone"
-  read -r _ _ _ _ id key _ <<<"$(grep "^$ns " <<<"$nodes")"
+  read -r _ _ _ id key _ <<<"$(grep "^$ns " <<<"$nodes")"
   got=$(kubectl -n "$ns" logs "$rel-0" -c csp | jq -Rr 'fromjson? | select(.["@message"] == "identity") | "\(.id) \(.key)"' | tail -1)
   [ "$got" = "$id $key" ] || die "$ns/$rel-0 runs as '$got', not as its organisation issued it: $id $key"
   kubectl -n "$ns" get secret "fedpca-csp-$rel" -o jsonpath='{.data.cert\.pem}' | base64 -d >"$WORK/$rel.cert.pem"
@@ -299,7 +300,7 @@ log "each member a release of its own in its own namespace, under its own CA, ru
 kubectl get secrets -A -o json | jq -r '.items[] | select(.data["key.pem"]) | "\(.metadata.namespace) \(.metadata.name) \(.data | keys | join(",")) \(.data["key.pem"])"' |
   while read -r ns name keys b64; do
     h=$(base64 -d <<<"$b64" | sha256sum | cut -c1-64)
-    owner=$(awk -v h="$h" '$7 == h {print $1 "/" $4}' <<<"$nodes")
+    owner=$(awk -v h="$h" '$6 == h {print $1 "/" $3}' <<<"$nodes")
     [ -n "$owner" ] || die "Secret $ns/$name holds a key.pem of no node"
     [ "${owner%/*}" = "$ns" ] || die "Secret $ns/$name holds the key of $owner, another organisation's node"
     [ "$keys" = "cert.pem,key.pem" ] || die "Secret $ns/$name holds $keys, not cert.pem and key.pem only"
@@ -316,8 +317,8 @@ nodepods='.items[] | select(.metadata.labels["app.kubernetes.io/component"] != "
 jq -r "$nodepods"' | "\(.metadata.namespace) \(.metadata.name) \(.metadata.uid) \([(.spec.volumes[]? | .secret.secretName // empty, (.projected.sources[]?.secret.name // empty)),
   ((.spec.containers + (.spec.initContainers // []))[] | (.env[]?.valueFrom.secretKeyRef.name // empty), (.envFrom[]?.secretRef.name // empty))] | unique | join(","))"' "$WORK/pods.json" |
   while read -r ns pod uid secrets; do
-    read -r _ rel role id _ _ hash <<<"$(grep "^$ns " <<<"$nodes")"
-    [ "$pod" = "$rel-0" ] || die "pod $ns/$pod: not the node of its namespace ($rel)"
+    read -r _ role id _ _ hash <<<"$(grep "^$ns " <<<"$nodes")"
+    [ "$pod" = "$id-0" ] || die "pod $ns/$pod: not the node of its namespace ($id-0)"
     keyed=$(tr , '\n' <<<"$secrets" | grep '^fedpca-' | xargs)
     [ "$keyed" = "fedpca-$role-$id" ] || die "pod $ns/$pod references the key Secrets '$keyed', not its own fedpca-$role-$id alone"
     # What the kubelet gave the pod: every private key among its volumes'
@@ -330,7 +331,7 @@ jq -r "$nodepods"' | "\(.metadata.namespace) \(.metadata.name) \(.metadata.uid) 
       [ "$(sha256sum <"$f" | cut -c1-64)" = "$hash" ] || die "pod $ns/$pod holds another key than its own: ${f#"$vols"/}"
       n=$((n + 1))
     done < <(grep -rlZ -- '-----BEGIN PRIVATE KEY-----' "$vols" | tr '\0' '\n')
-    [ "$n" -ge 2 ] || die "pod $ns/$pod: its own key is not among its volumes (found $n copies: the Secret's and the init container's)"
+    [ "$n" -ge 2 ] || die "pod $ns/$pod: $n copies of its own key among its volumes, not 2 (the Secret's, the init container's)"
   done
 held=$( { token_holders <"$WORK/pods.json"; for rel in "${releases[@]}"; do hooks "${rel#*/}" "${rel%/*}" | token_holders; done; } )
 [ -z "$held" ] || die "service-account tokens: $held"
@@ -342,7 +343,7 @@ log "every key in one Secret, of its own namespace (cert.pem and key.pem); each 
 # to it alone) may read a member's Secret in another's; each admin reads its
 # own node's.
 can() { kubectl auth can-i get "secret/$3" -n "$2" --as "$1" 2>/dev/null </dev/null || true; }
-while read -r ns _ role id _; do
+while read -r ns role id _; do
   kubectl -n "$ns" create rolebinding org-admin --clusterrole admin --user "admin@$ns" >/dev/null </dev/null
   [ "$(can "admin@$ns" "$ns" "fedpca-$role-$id")" = yes ] || die "admin@$ns cannot read its own node's Secret: the checks below would prove nothing"
   for m in "${members[@]}"; do
