@@ -770,7 +770,7 @@ func printSummary(res *job.Result) {
 		}
 		fmt.Println()
 		if c.ExplainedVarianceRatio != nil {
-			fmt.Printf("explained variance ratio:")
+			fmt.Printf("explained variance ratio (%s):", job.VarianceOf(res))
 			for _, v := range c.ExplainedVarianceRatio {
 				fmt.Printf(" %.4f", v)
 			}
@@ -832,8 +832,22 @@ func printQuality(res *job.Result) {
 		return
 	}
 	fmt.Printf("noise in the result: noisy n %.1f ± %.3g; scatter entries ± %.3g (spectral norm ~%.3g)", res.NoisyN, q.NoisyNStd, q.EntryStd, q.NoiseSpectralNorm)
+	if q.CorrelationNoiseNorm > 0 {
+		fmt.Printf("; on the correlation matrix, spectral norm ~%.3g", q.CorrelationNoiseNorm)
+	}
 	if q.EigenvalueStd > 0 {
 		fmt.Printf("; eigenvalues ± %.3g", q.EigenvalueStd)
+	}
+	if len(q.DirectionNoise) > 0 {
+		fmt.Printf("; eigenvalues ±")
+		for _, v := range q.ComponentEigenvalueStd {
+			fmt.Printf(" %.3g", v)
+		}
+		fmt.Printf("; directions turned by about")
+		for _, v := range q.DirectionNoise {
+			fmt.Printf(" %.0f", v)
+		}
+		fmt.Printf(" degrees")
 	}
 	fmt.Println()
 	for _, w := range q.Warnings {
