@@ -82,8 +82,12 @@ type Schema struct {
 	// Missing is the schema-wide missing-value policy (nil: a missing value
 	// makes the row unreadable, and the row is skipped).
 	Missing *Missing `json:"missing,omitempty"`
-	// DecimalComma reads "1,5" as 1.5 (European spreadsheets); the CSV
-	// delimiter is then ';' or a tab.
+	// DecimalComma reads "1,5" as 1.5 in every owner's source (European
+	// spreadsheets); the CSV delimiter is then ';' or a tab. The decimal
+	// mark is a property of one export's format, like its delimiter: give
+	// it with that source instead (FILE#decimal_comma=true, DecimalMarked),
+	// so that the other owners' files are read as they are written. Kept
+	// for the schemas that set it.
 	DecimalComma bool `json:"decimal_comma,omitempty"`
 	// Trim removes white space around every cell (numbers, labels,
 	// categories) before it is read. Header names are always trimmed.
