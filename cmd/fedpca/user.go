@@ -169,7 +169,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
 				releaseFlag(),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
-				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
+				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed when it is below 100 million)", Sources: env("max-owner-rows")},
 			), append(committeeFlags("creates jobs"), resultFlags()...)...), logFlags()...),
 			Action: runUser,
 		}, {
@@ -371,8 +371,7 @@ func printStatus(st *fedpcav1.JobStatus) {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
 	}
 	for _, d := range st.GetDeclinedOwners() {
-		code := job.Decline(d.GetReason())
-		fmt.Printf("declined  %s (%s): %s\n", d.GetOwner(), code, code.Text())
+		fmt.Printf("declined  %s\n", declineLine(d, nil))
 	}
 	if a := user.Awaited(st); len(a) > 0 {
 		fmt.Printf("missing   %s\n", strings.Join(a, ", "))
@@ -533,8 +532,12 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	quiet := cmd.Bool("quiet")
-	if req.MaxOwnerRows == 0 && !quiet {
-		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
+	if !quiet && (req.MaxOwnerRows != 0 || spec.MaxOwnerRows < ownerRowsWorthSaying) {
+		what := "as given"
+		if req.MaxOwnerRows == 0 {
+			what = "the largest the plaintext range allows for this job"
+		}
+		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (%s; owners drop rows beyond it)\n", spec.MaxOwnerRows, what)
 	}
 	if split == (dp.Split{}) && !req.NoNoise && !quiet {
 		fmt.Fprintf(os.Stderr, "budget split: %s (the default for %s)\n", splitText(spec.Split), spec.Analysis)
@@ -548,6 +551,12 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	}
 	return waitAndWrite(ctx, cmd, c, spec, sch, start)
 }
+
+// ownerRowsWorthSaying is the per-owner row cap below which user run says
+// what cap the plaintext range left the job: a source of that many rows is
+// plausible. Above it (2.3 billion rows at 16 bits and three owners) the
+// cap binds no real source, and the line was noise.
+const ownerRowsWorthSaying = 100_000_000
 
 // waitAndWrite follows a job to its end, then fetches, decrypts and
 // analyses its result and writes the outputs (user run, user fetch). An
@@ -577,7 +586,7 @@ func waitAndWrite(ctx context.Context, cmd *cli.Command, c *user.Client, spec *j
 		return err
 	}
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
-		return fmt.Errorf("job %s failed: %s%s", spec.ID()[:16], st.GetReason(), declinedText(st))
+		return fmt.Errorf("job %s failed: %s%s", spec.ID()[:16], st.GetReason(), declinedText(st, sch.FeatureNames()))
 	}
 	res, err := c.Fetch(ctx, spec, sch)
 	if ctx.Err() != nil {
@@ -747,13 +756,22 @@ func progressLine(s *fedpcav1.JobStatus) string {
 	return line
 }
 
-func declinedText(s *fedpcav1.JobStatus) string {
+// declinedText lists the declines of a failed job, each with what its owner
+// said (features: the job's, to name the one a schema field belongs to).
+func declinedText(s *fedpcav1.JobStatus, features []string) string {
 	var b strings.Builder
 	for _, d := range s.GetDeclinedOwners() {
-		code := job.Decline(d.GetReason())
-		fmt.Fprintf(&b, "\n  owner %s declined (%s): %s", d.GetOwner(), code, code.Text())
+		fmt.Fprintf(&b, "\n  owner %s declined", declineLine(d, features))
 	}
 	return b.String()
+}
+
+// declineLine is "OWNER (CODE): what it said".
+func declineLine(d *fedpcav1.DeclinedOwner, features []string) string {
+	code := job.Decline(d.GetReason())
+	w := d.GetDetail()
+	detail := job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
+	return fmt.Sprintf("%s (%s): %s", d.GetOwner(), code, code.Explain(detail, features))
 }
 
 // printSummary prints the result for a human.

@@ -80,6 +80,66 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{0}
 }
 
+// PolicyLimit names a limit of an owner's policy (protocol/job.PolicyLimit).
+type PolicyLimit int32
+
+const (
+	PolicyLimit_POLICY_LIMIT_UNSPECIFIED PolicyLimit = 0
+	// The job's epsilon is above the owner's per-job limit.
+	PolicyLimit_POLICY_LIMIT_MAX_EPSILON PolicyLimit = 1
+	// The job's delta is above the owner's per-job limit.
+	PolicyLimit_POLICY_LIMIT_MAX_DELTA PolicyLimit = 2
+	// The job has no DP noise.
+	PolicyLimit_POLICY_LIMIT_NO_NOISE PolicyLimit = 3
+	// The job releases exact components (no DP noise).
+	PolicyLimit_POLICY_LIMIT_EXACT_COMPONENTS PolicyLimit = 4
+)
+
+// Enum value maps for PolicyLimit.
+var (
+	PolicyLimit_name = map[int32]string{
+		0: "POLICY_LIMIT_UNSPECIFIED",
+		1: "POLICY_LIMIT_MAX_EPSILON",
+		2: "POLICY_LIMIT_MAX_DELTA",
+		3: "POLICY_LIMIT_NO_NOISE",
+		4: "POLICY_LIMIT_EXACT_COMPONENTS",
+	}
+	PolicyLimit_value = map[string]int32{
+		"POLICY_LIMIT_UNSPECIFIED":      0,
+		"POLICY_LIMIT_MAX_EPSILON":      1,
+		"POLICY_LIMIT_MAX_DELTA":        2,
+		"POLICY_LIMIT_NO_NOISE":         3,
+		"POLICY_LIMIT_EXACT_COMPONENTS": 4,
+	}
+)
+
+func (x PolicyLimit) Enum() *PolicyLimit {
+	p := new(PolicyLimit)
+	*p = x
+	return p
+}
+
+func (x PolicyLimit) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyLimit) Descriptor() protoreflect.EnumDescriptor {
+	return file_fedpca_v1_proxy_proto_enumTypes[1].Descriptor()
+}
+
+func (PolicyLimit) Type() protoreflect.EnumType {
+	return &file_fedpca_v1_proxy_proto_enumTypes[1]
+}
+
+func (x PolicyLimit) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyLimit.Descriptor instead.
+func (PolicyLimit) EnumDescriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{1}
+}
+
 // DeclineReason is why an owner does not take part in a job: a short,
 // closed, public list. An owner sends nothing else about its decision, so
 // that nothing it says depends on its rows (the detail stays in its own
@@ -145,11 +205,11 @@ func (x DeclineReason) String() string {
 }
 
 func (DeclineReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_fedpca_v1_proxy_proto_enumTypes[1].Descriptor()
+	return file_fedpca_v1_proxy_proto_enumTypes[2].Descriptor()
 }
 
 func (DeclineReason) Type() protoreflect.EnumType {
-	return &file_fedpca_v1_proxy_proto_enumTypes[1]
+	return &file_fedpca_v1_proxy_proto_enumTypes[2]
 }
 
 func (x DeclineReason) Number() protoreflect.EnumNumber {
@@ -158,7 +218,7 @@ func (x DeclineReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeclineReason.Descriptor instead.
 func (DeclineReason) EnumDescriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{1}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{2}
 }
 
 type GetCommitteeRequest struct {
@@ -783,9 +843,12 @@ func (x *PhaseTimings) GetKeySwitchSeconds() float64 {
 }
 
 type DeclinedOwner struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Reason        DeclineReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Owner  string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Reason DeclineReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
+	// detail is what the owner said besides the code, as the proxy
+	// validated it (see DeclineDetail); absent when it said nothing more.
+	Detail        *DeclineDetail `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -834,6 +897,94 @@ func (x *DeclinedOwner) GetReason() DeclineReason {
 	return DeclineReason_DECLINE_REASON_UNSPECIFIED
 }
 
+func (x *DeclinedOwner) GetDetail() *DeclineDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// DeclineDetail is what an owner may say about a decline besides its code:
+// facts of its own configuration and of the job's public spec and schema,
+// which no row of its can change (protocol/job.DeclineDetail). The proxy
+// refuses a detail that does not fit the code and the job, and stores and
+// relays nothing else.
+type DeclineDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit (with reason policy) is the owner's policy limit that the job
+	// exceeds; limit_value the owner's limit for max_epsilon and max_delta
+	// (a positive number), 0 for the others.
+	Limit      PolicyLimit `protobuf:"varint,1,opt,name=limit,proto3,enum=fedpca.v1.PolicyLimit" json:"limit,omitempty"`
+	LimitValue float64     `protobuf:"fixed64,2,opt,name=limit_value,json=limitValue,proto3" json:"limit_value,omitempty"`
+	// schema_field (with reason schema_mismatch) is where the owner reads
+	// rows otherwise than the job's schema: one of protocol/schema's
+	// ReadingFields (a JSON key of the schema or of a feature); feature is
+	// the index, in the job's schema, of the feature it belongs to (absent
+	// for the schema's own fields).
+	SchemaField   string `protobuf:"bytes,3,opt,name=schema_field,json=schemaField,proto3" json:"schema_field,omitempty"`
+	Feature       *int32 `protobuf:"varint,4,opt,name=feature,proto3,oneof" json:"feature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineDetail) Reset() {
+	*x = DeclineDetail{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineDetail) ProtoMessage() {}
+
+func (x *DeclineDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineDetail.ProtoReflect.Descriptor instead.
+func (*DeclineDetail) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeclineDetail) GetLimit() PolicyLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return PolicyLimit_POLICY_LIMIT_UNSPECIFIED
+}
+
+func (x *DeclineDetail) GetLimitValue() float64 {
+	if x != nil {
+		return x.LimitValue
+	}
+	return 0
+}
+
+func (x *DeclineDetail) GetSchemaField() string {
+	if x != nil {
+		return x.SchemaField
+	}
+	return ""
+}
+
+func (x *DeclineDetail) GetFeature() int32 {
+	if x != nil && x.Feature != nil {
+		return *x.Feature
+	}
+	return 0
+}
+
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -851,7 +1002,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -863,7 +1014,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -876,7 +1027,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{8}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -912,7 +1063,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -924,7 +1075,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -937,7 +1088,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{9}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetJobResponse) GetJob() *JobInfo {
@@ -970,7 +1121,7 @@ type OwnerProof struct {
 
 func (x *OwnerProof) Reset() {
 	*x = OwnerProof{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1133,7 @@ func (x *OwnerProof) String() string {
 func (*OwnerProof) ProtoMessage() {}
 
 func (x *OwnerProof) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1146,7 @@ func (x *OwnerProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerProof.ProtoReflect.Descriptor instead.
 func (*OwnerProof) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OwnerProof) GetIndex() uint32 {
@@ -1025,7 +1176,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1037,7 +1188,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1050,7 +1201,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListJobsRequest) GetIncludeEnded() bool {
@@ -1076,7 +1227,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1088,7 +1239,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1101,7 +1252,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobInfo {
@@ -1127,7 +1278,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1290,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1303,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobInfo) GetStatus() *JobStatus {
@@ -1199,7 +1350,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1211,7 +1362,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1224,7 +1375,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1243,7 +1394,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1255,7 +1406,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1268,7 +1419,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchJobResponse) GetJob() *JobStatus {
@@ -1289,7 +1440,7 @@ type WatchOwnerJobsRequest struct {
 
 func (x *WatchOwnerJobsRequest) Reset() {
 	*x = WatchOwnerJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1301,7 +1452,7 @@ func (x *WatchOwnerJobsRequest) String() string {
 func (*WatchOwnerJobsRequest) ProtoMessage() {}
 
 func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1314,7 +1465,7 @@ func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOwnerJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOwnerJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchOwnerJobsRequest) GetCursor() string {
@@ -1348,7 +1499,7 @@ type WatchOwnerJobsResponse struct {
 
 func (x *WatchOwnerJobsResponse) Reset() {
 	*x = WatchOwnerJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1360,7 +1511,7 @@ func (x *WatchOwnerJobsResponse) String() string {
 func (*WatchOwnerJobsResponse) ProtoMessage() {}
 
 func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1373,7 +1524,7 @@ func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOwnerJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchOwnerJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchOwnerJobsResponse) GetJobs() []*JobStatus {
@@ -1427,7 +1578,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1590,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1603,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -1534,7 +1685,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1546,7 +1697,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1559,7 +1710,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UploadHeader) GetJobId() string {
@@ -1614,17 +1765,17 @@ type BudgetReport struct {
 	// spent, and for those spent and reserved together; rho_remaining is the
 	// rho a further job without correction could still have. 0 from an
 	// owner that does not report them (the proxy then shows rho converted).
-	EpsilonBudget   float64 `protobuf:"fixed64,6,opt,name=epsilon_budget,json=epsilonBudget,proto3" json:"epsilon_budget,omitempty"`
-	EpsilonSpent    float64 `protobuf:"fixed64,7,opt,name=epsilon_spent,json=epsilonSpent,proto3" json:"epsilon_spent,omitempty"`
-	EpsilonReserved float64 `protobuf:"fixed64,8,opt,name=epsilon_reserved,json=epsilonReserved,proto3" json:"epsilon_reserved,omitempty"`
-	RhoRemaining    float64 `protobuf:"fixed64,9,opt,name=rho_remaining,json=rhoRemaining,proto3" json:"rho_remaining,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	EpsilonBudget           float64 `protobuf:"fixed64,6,opt,name=epsilon_budget,json=epsilonBudget,proto3" json:"epsilon_budget,omitempty"`
+	EpsilonSpent            float64 `protobuf:"fixed64,7,opt,name=epsilon_spent,json=epsilonSpent,proto3" json:"epsilon_spent,omitempty"`
+	EpsilonSpentAndReserved float64 `protobuf:"fixed64,8,opt,name=epsilon_spent_and_reserved,json=epsilonSpentAndReserved,proto3" json:"epsilon_spent_and_reserved,omitempty"`
+	RhoRemaining            float64 `protobuf:"fixed64,9,opt,name=rho_remaining,json=rhoRemaining,proto3" json:"rho_remaining,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *BudgetReport) Reset() {
 	*x = BudgetReport{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1636,7 +1787,7 @@ func (x *BudgetReport) String() string {
 func (*BudgetReport) ProtoMessage() {}
 
 func (x *BudgetReport) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1649,7 +1800,7 @@ func (x *BudgetReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetReport.ProtoReflect.Descriptor instead.
 func (*BudgetReport) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BudgetReport) GetDataset() string {
@@ -1701,9 +1852,9 @@ func (x *BudgetReport) GetEpsilonSpent() float64 {
 	return 0
 }
 
-func (x *BudgetReport) GetEpsilonReserved() float64 {
+func (x *BudgetReport) GetEpsilonSpentAndReserved() float64 {
 	if x != nil {
-		return x.EpsilonReserved
+		return x.EpsilonSpentAndReserved
 	}
 	return 0
 }
@@ -1730,7 +1881,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1742,7 +1893,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1755,7 +1906,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UploadResponse) GetJobId() string {
@@ -1796,7 +1947,7 @@ type ReportBudgetRequest struct {
 
 func (x *ReportBudgetRequest) Reset() {
 	*x = ReportBudgetRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1808,7 +1959,7 @@ func (x *ReportBudgetRequest) String() string {
 func (*ReportBudgetRequest) ProtoMessage() {}
 
 func (x *ReportBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1821,7 +1972,7 @@ func (x *ReportBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBudgetRequest.ProtoReflect.Descriptor instead.
 func (*ReportBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportBudgetRequest) GetJobId() string {
@@ -1846,7 +1997,7 @@ type ReportBudgetResponse struct {
 
 func (x *ReportBudgetResponse) Reset() {
 	*x = ReportBudgetResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1858,7 +2009,7 @@ func (x *ReportBudgetResponse) String() string {
 func (*ReportBudgetResponse) ProtoMessage() {}
 
 func (x *ReportBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1871,21 +2022,23 @@ func (x *ReportBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBudgetResponse.ProtoReflect.Descriptor instead.
 func (*ReportBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
 }
 
 type DeclineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Reason        DeclineReason          `protobuf:"varint,4,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
-	Budget        *BudgetReport          `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Reason DeclineReason          `protobuf:"varint,4,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
+	Budget *BudgetReport          `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	// detail is what can be said of the decline without a row in it.
+	Detail        *DeclineDetail `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +2050,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +2063,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeclineRequest) GetJobId() string {
@@ -1934,6 +2087,13 @@ func (x *DeclineRequest) GetBudget() *BudgetReport {
 	return nil
 }
 
+func (x *DeclineRequest) GetDetail() *DeclineDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
 type DeclineResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1942,7 +2102,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1954,7 +2114,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1967,7 +2127,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
 }
 
 type FetchResultRequest struct {
@@ -1979,7 +2139,7 @@ type FetchResultRequest struct {
 
 func (x *FetchResultRequest) Reset() {
 	*x = FetchResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1991,7 +2151,7 @@ func (x *FetchResultRequest) String() string {
 func (*FetchResultRequest) ProtoMessage() {}
 
 func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2004,7 +2164,7 @@ func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
 func (*FetchResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchResultRequest) GetJobId() string {
@@ -2028,7 +2188,7 @@ type FetchResultResponse struct {
 
 func (x *FetchResultResponse) Reset() {
 	*x = FetchResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2040,7 +2200,7 @@ func (x *FetchResultResponse) String() string {
 func (*FetchResultResponse) ProtoMessage() {}
 
 func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2053,7 +2213,7 @@ func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
 func (*FetchResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FetchResultResponse) GetMsg() isFetchResultResponse_Msg {
@@ -2132,7 +2292,7 @@ type ResultHeader struct {
 
 func (x *ResultHeader) Reset() {
 	*x = ResultHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2144,7 +2304,7 @@ func (x *ResultHeader) String() string {
 func (*ResultHeader) ProtoMessage() {}
 
 func (x *ResultHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2157,7 +2317,7 @@ func (x *ResultHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHeader.ProtoReflect.Descriptor instead.
 func (*ResultHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResultHeader) GetJobId() string {
@@ -2206,7 +2366,7 @@ type PublishResultRequest struct {
 
 func (x *PublishResultRequest) Reset() {
 	*x = PublishResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2218,7 +2378,7 @@ func (x *PublishResultRequest) String() string {
 func (*PublishResultRequest) ProtoMessage() {}
 
 func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2231,7 +2391,7 @@ func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishResultRequest) GetJobId() string {
@@ -2256,7 +2416,7 @@ type PublishResultResponse struct {
 
 func (x *PublishResultResponse) Reset() {
 	*x = PublishResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2268,7 +2428,7 @@ func (x *PublishResultResponse) String() string {
 func (*PublishResultResponse) ProtoMessage() {}
 
 func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2281,7 +2441,7 @@ func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
 }
 
 type GetPublishedRequest struct {
@@ -2293,7 +2453,7 @@ type GetPublishedRequest struct {
 
 func (x *GetPublishedRequest) Reset() {
 	*x = GetPublishedRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2305,7 +2465,7 @@ func (x *GetPublishedRequest) String() string {
 func (*GetPublishedRequest) ProtoMessage() {}
 
 func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2318,7 +2478,7 @@ func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishedRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetPublishedRequest) GetJobId() string {
@@ -2337,7 +2497,7 @@ type GetPublishedResponse struct {
 
 func (x *GetPublishedResponse) Reset() {
 	*x = GetPublishedResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2349,7 +2509,7 @@ func (x *GetPublishedResponse) String() string {
 func (*GetPublishedResponse) ProtoMessage() {}
 
 func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2362,7 +2522,7 @@ func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishedResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetPublishedResponse) GetResult() []byte {
@@ -2381,7 +2541,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2393,7 +2553,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2406,7 +2566,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{33}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -2425,7 +2585,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2437,7 +2597,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2450,7 +2610,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{34}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelJobResponse) GetJob() *JobStatus {
@@ -2518,10 +2678,19 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x11aggregate_seconds\x18\x01 \x01(\x01R\x10aggregateSeconds\x122\n" +
 	"\x15upload_window_seconds\x18\x02 \x01(\x01R\x13uploadWindowSeconds\x12!\n" +
 	"\fseal_seconds\x18\x03 \x01(\x01R\vsealSeconds\x12,\n" +
-	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"j\n" +
+	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"\x9c\x01\n" +
 	"\rDeclinedOwner\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x120\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reasonJ\x04\b\x02\x10\x03R\vreason_text\"T\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reason\x120\n" +
+	"\x06detail\x18\x04 \x01(\v2\x18.fedpca.v1.DeclineDetailR\x06detailJ\x04\b\x02\x10\x03R\vreason_text\"\xac\x01\n" +
+	"\rDeclineDetail\x12,\n" +
+	"\x05limit\x18\x01 \x01(\x0e2\x16.fedpca.v1.PolicyLimitR\x05limit\x12\x1f\n" +
+	"\vlimit_value\x18\x02 \x01(\x01R\n" +
+	"limitValue\x12!\n" +
+	"\fschema_field\x18\x03 \x01(\tR\vschemaField\x12\x1d\n" +
+	"\afeature\x18\x04 \x01(\x05H\x00R\afeature\x88\x01\x01B\n" +
+	"\n" +
+	"\b_feature\"T\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05brief\x18\x02 \x01(\bR\x05brief\x12\x16\n" +
@@ -2570,7 +2739,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\vciphertexts\x18\x02 \x01(\rR\vciphertexts\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12/\n" +
 	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\x12\x1c\n" +
-	"\tsignature\x18\x05 \x01(\fR\tsignature\"\xb9\x02\n" +
+	"\tsignature\x18\x05 \x01(\fR\tsignature\"\xcb\x02\n" +
 	"\fBudgetReport\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x1d\n" +
 	"\n" +
@@ -2579,8 +2748,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12%\n" +
 	"\x0eepsilon_budget\x18\x06 \x01(\x01R\repsilonBudget\x12#\n" +
-	"\repsilon_spent\x18\a \x01(\x01R\fepsilonSpent\x12)\n" +
-	"\x10epsilon_reserved\x18\b \x01(\x01R\x0fepsilonReserved\x12#\n" +
+	"\repsilon_spent\x18\a \x01(\x01R\fepsilonSpent\x12;\n" +
+	"\x1aepsilon_spent_and_reserved\x18\b \x01(\x01R\x17epsilonSpentAndReserved\x12#\n" +
 	"\rrho_remaining\x18\t \x01(\x01R\frhoRemaining\"\x97\x01\n" +
 	"\x0eUploadResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
@@ -2590,11 +2759,12 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x13ReportBudgetRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12/\n" +
 	"\x06budget\x18\x02 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x16\n" +
-	"\x14ReportBudgetResponse\"\x9d\x01\n" +
+	"\x14ReportBudgetResponse\"\xcf\x01\n" +
 	"\x0eDeclineRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x120\n" +
 	"\x06reason\x18\x04 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reason\x12/\n" +
-	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budgetJ\x04\b\x02\x10\x03R\vreason_text\"\x11\n" +
+	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\x120\n" +
+	"\x06detail\x18\x05 \x01(\v2\x18.fedpca.v1.DeclineDetailR\x06detailJ\x04\b\x02\x10\x03R\vreason_text\"\x11\n" +
 	"\x0fDeclineResponse\"+\n" +
 	"\x12FetchResultRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x98\x01\n" +
@@ -2629,7 +2799,13 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x04*\xae\x02\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\xa3\x01\n" +
+	"\vPolicyLimit\x12\x1c\n" +
+	"\x18POLICY_LIMIT_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18POLICY_LIMIT_MAX_EPSILON\x10\x01\x12\x1a\n" +
+	"\x16POLICY_LIMIT_MAX_DELTA\x10\x02\x12\x19\n" +
+	"\x15POLICY_LIMIT_NO_NOISE\x10\x03\x12!\n" +
+	"\x1dPOLICY_LIMIT_EXACT_COMPONENTS\x10\x04*\xae\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
@@ -2667,102 +2843,107 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_proxy_proto_rawDescData
 }
 
-var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                  // 0: fedpca.v1.JobState
-	(DeclineReason)(0),             // 1: fedpca.v1.DeclineReason
-	(*GetCommitteeRequest)(nil),    // 2: fedpca.v1.GetCommitteeRequest
-	(*GetCommitteeResponse)(nil),   // 3: fedpca.v1.GetCommitteeResponse
-	(*CommitteeMember)(nil),        // 4: fedpca.v1.CommitteeMember
-	(*CreateJobRequest)(nil),       // 5: fedpca.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),      // 6: fedpca.v1.CreateJobResponse
-	(*JobStatus)(nil),              // 7: fedpca.v1.JobStatus
-	(*PhaseTimings)(nil),           // 8: fedpca.v1.PhaseTimings
-	(*DeclinedOwner)(nil),          // 9: fedpca.v1.DeclinedOwner
-	(*GetJobRequest)(nil),          // 10: fedpca.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 11: fedpca.v1.GetJobResponse
-	(*OwnerProof)(nil),             // 12: fedpca.v1.OwnerProof
-	(*ListJobsRequest)(nil),        // 13: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 14: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),                // 15: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),        // 16: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),       // 17: fedpca.v1.WatchJobResponse
-	(*WatchOwnerJobsRequest)(nil),  // 18: fedpca.v1.WatchOwnerJobsRequest
-	(*WatchOwnerJobsResponse)(nil), // 19: fedpca.v1.WatchOwnerJobsResponse
-	(*UploadRequest)(nil),          // 20: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),           // 21: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),           // 22: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),         // 23: fedpca.v1.UploadResponse
-	(*ReportBudgetRequest)(nil),    // 24: fedpca.v1.ReportBudgetRequest
-	(*ReportBudgetResponse)(nil),   // 25: fedpca.v1.ReportBudgetResponse
-	(*DeclineRequest)(nil),         // 26: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),        // 27: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),     // 28: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),    // 29: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),           // 30: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),   // 31: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil),  // 32: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),    // 33: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),   // 34: fedpca.v1.GetPublishedResponse
-	(*CancelJobRequest)(nil),       // 35: fedpca.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 36: fedpca.v1.CancelJobResponse
-	(*KeyAttestation)(nil),         // 37: fedpca.v1.KeyAttestation
+	(PolicyLimit)(0),               // 1: fedpca.v1.PolicyLimit
+	(DeclineReason)(0),             // 2: fedpca.v1.DeclineReason
+	(*GetCommitteeRequest)(nil),    // 3: fedpca.v1.GetCommitteeRequest
+	(*GetCommitteeResponse)(nil),   // 4: fedpca.v1.GetCommitteeResponse
+	(*CommitteeMember)(nil),        // 5: fedpca.v1.CommitteeMember
+	(*CreateJobRequest)(nil),       // 6: fedpca.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),      // 7: fedpca.v1.CreateJobResponse
+	(*JobStatus)(nil),              // 8: fedpca.v1.JobStatus
+	(*PhaseTimings)(nil),           // 9: fedpca.v1.PhaseTimings
+	(*DeclinedOwner)(nil),          // 10: fedpca.v1.DeclinedOwner
+	(*DeclineDetail)(nil),          // 11: fedpca.v1.DeclineDetail
+	(*GetJobRequest)(nil),          // 12: fedpca.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 13: fedpca.v1.GetJobResponse
+	(*OwnerProof)(nil),             // 14: fedpca.v1.OwnerProof
+	(*ListJobsRequest)(nil),        // 15: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 16: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),                // 17: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),        // 18: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),       // 19: fedpca.v1.WatchJobResponse
+	(*WatchOwnerJobsRequest)(nil),  // 20: fedpca.v1.WatchOwnerJobsRequest
+	(*WatchOwnerJobsResponse)(nil), // 21: fedpca.v1.WatchOwnerJobsResponse
+	(*UploadRequest)(nil),          // 22: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),           // 23: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),           // 24: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),         // 25: fedpca.v1.UploadResponse
+	(*ReportBudgetRequest)(nil),    // 26: fedpca.v1.ReportBudgetRequest
+	(*ReportBudgetResponse)(nil),   // 27: fedpca.v1.ReportBudgetResponse
+	(*DeclineRequest)(nil),         // 28: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),        // 29: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),     // 30: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),    // 31: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),           // 32: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),   // 33: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil),  // 34: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),    // 35: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),   // 36: fedpca.v1.GetPublishedResponse
+	(*CancelJobRequest)(nil),       // 37: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 38: fedpca.v1.CancelJobResponse
+	(*KeyAttestation)(nil),         // 39: fedpca.v1.KeyAttestation
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
-	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	37, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
-	7,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
+	5,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
+	39, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	8,  // 2: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 3: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
-	9,  // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
-	8,  // 5: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
-	1,  // 6: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
-	15, // 7: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
-	12, // 8: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
-	15, // 9: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
-	7,  // 10: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
-	7,  // 11: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	7,  // 12: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
-	15, // 13: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
-	12, // 14: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
-	21, // 15: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	22, // 16: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	22, // 17: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 18: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	22, // 19: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	30, // 20: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 21: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 22: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 23: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 24: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	13, // 25: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	16, // 26: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	18, // 27: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	20, // 28: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	26, // 29: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	24, // 30: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
-	28, // 31: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	31, // 32: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	33, // 33: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	35, // 34: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 35: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 36: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 37: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	14, // 38: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	17, // 39: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	19, // 40: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	23, // 41: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	27, // 42: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	25, // 43: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
-	29, // 44: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	32, // 45: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	34, // 46: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	36, // 47: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	35, // [35:48] is the sub-list for method output_type
-	22, // [22:35] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	10, // 4: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
+	9,  // 5: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
+	2,  // 6: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
+	11, // 7: fedpca.v1.DeclinedOwner.detail:type_name -> fedpca.v1.DeclineDetail
+	1,  // 8: fedpca.v1.DeclineDetail.limit:type_name -> fedpca.v1.PolicyLimit
+	17, // 9: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
+	14, // 10: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	17, // 11: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
+	8,  // 12: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
+	8,  // 13: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
+	8,  // 14: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
+	17, // 15: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
+	14, // 16: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	23, // 17: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	24, // 18: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	24, // 19: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
+	2,  // 20: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	24, // 21: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	11, // 22: fedpca.v1.DeclineRequest.detail:type_name -> fedpca.v1.DeclineDetail
+	32, // 23: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	8,  // 24: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	3,  // 25: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	6,  // 26: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	12, // 27: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	15, // 28: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	18, // 29: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	20, // 30: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	22, // 31: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	28, // 32: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	26, // 33: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
+	30, // 34: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	33, // 35: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	35, // 36: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	37, // 37: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	4,  // 38: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	7,  // 39: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	13, // 40: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	16, // 41: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	19, // 42: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	21, // 43: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	25, // 44: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	29, // 45: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	27, // 46: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
+	31, // 47: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	34, // 48: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	36, // 49: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	38, // 50: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	38, // [38:51] is the sub-list for method output_type
+	25, // [25:38] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2771,12 +2952,13 @@ func file_fedpca_v1_proxy_proto_init() {
 		return
 	}
 	file_fedpca_v1_csp_proto_init()
-	file_fedpca_v1_proxy_proto_msgTypes[18].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[8].OneofWrappers = []any{}
+	file_fedpca_v1_proxy_proto_msgTypes[19].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
 		(*UploadRequest_Proof)(nil),
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[27].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[28].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
 		(*FetchResultResponse_SealedOutput)(nil),
@@ -2786,8 +2968,8 @@ func file_fedpca_v1_proxy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   35,
+			NumEnums:      3,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
