@@ -169,7 +169,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
 				releaseFlag(),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
-				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed when it is below 100 million)", Sources: env("max-owner-rows")},
+				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed when it is below 10 million)", Sources: env("max-owner-rows")},
 			), append(committeeFlags("creates jobs"), resultFlags()...)...), logFlags()...),
 			Action: runUser,
 		}, {
@@ -371,7 +371,7 @@ func printStatus(st *fedpcav1.JobStatus) {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
 	}
 	for _, d := range st.GetDeclinedOwners() {
-		fmt.Printf("declined  %s\n", declineLine(d, nil))
+		fmt.Printf("declined  %s %s\n", d.GetOwner(), declineText(d, nil))
 	}
 	if a := user.Awaited(st); len(a) > 0 {
 		fmt.Printf("missing   %s\n", strings.Join(a, ", "))
@@ -553,10 +553,11 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 }
 
 // ownerRowsWorthSaying is the per-owner row cap below which user run says
-// what cap the plaintext range left the job: a source of that many rows is
-// plausible. Above it (2.3 billion rows at 16 bits and three owners) the
-// cap binds no real source, and the line was noise.
-const ownerRowsWorthSaying = 100_000_000
+// what cap the plaintext range left the job: a source of that many rows
+// (a large registry's) may reach it. Above it (2.3 billion rows at 16 bits
+// and three owners, 67 million at epsilon 0.5 and two) the cap binds no
+// source this user is likely to meet, and the line was noise.
+const ownerRowsWorthSaying = 10_000_000
 
 // waitAndWrite follows a job to its end, then fetches, decrypts and
 // analyses its result and writes the outputs (user run, user fetch). An
@@ -587,6 +588,9 @@ func waitAndWrite(ctx context.Context, cmd *cli.Command, c *user.Client, spec *j
 	}
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
 		return fmt.Errorf("job %s failed: %s%s", spec.ID()[:16], st.GetReason(), declinedText(st, sch.FeatureNames()))
+	}
+	if len(st.GetDeclinedOwners()) > 0 && !cmd.Bool("quiet") {
+		fmt.Fprintf(os.Stderr, "the job went on without the owners that declined:%s\n", declinedText(st, sch.FeatureNames()))
 	}
 	res, err := c.Fetch(ctx, spec, sch)
 	if ctx.Err() != nil {
@@ -761,17 +765,17 @@ func progressLine(s *fedpcav1.JobStatus) string {
 func declinedText(s *fedpcav1.JobStatus, features []string) string {
 	var b strings.Builder
 	for _, d := range s.GetDeclinedOwners() {
-		fmt.Fprintf(&b, "\n  owner %s declined", declineLine(d, features))
+		fmt.Fprintf(&b, "\n  owner %s declined %s", d.GetOwner(), declineText(d, features))
 	}
 	return b.String()
 }
 
-// declineLine is "OWNER (CODE): what it said".
-func declineLine(d *fedpcav1.DeclinedOwner, features []string) string {
+// declineText is "(CODE): what the owner said".
+func declineText(d *fedpcav1.DeclinedOwner, features []string) string {
 	code := job.Decline(d.GetReason())
 	w := d.GetDetail()
 	detail := job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
-	return fmt.Sprintf("%s (%s): %s", d.GetOwner(), code, code.Explain(detail, features))
+	return fmt.Sprintf("(%s): %s", code, code.Explain(detail, features))
 }
 
 // printSummary prints the result for a human.
