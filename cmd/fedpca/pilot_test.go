@@ -25,11 +25,25 @@ import (
 // max-owner-rows is printed only when given; a running member's switch
 // records and a running owner's ledger are read from their state
 // directories; the proxy logs a member going down and coming back once.
+// First the profile job, which with this few rows advises public
+// reference scales and says what the main job is expected to capture.
 func TestHospitalPilot(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts processes")
 	}
 	d := newDeploymentOf(t, "wine", 3, 3, 2)
+	// The hospitals declare public bounds: ten deviations either side.
+	b, _ := os.ReadFile(d.schema)
+	declared, _ := schema.Parse(b)
+	for i, f := range declared.Features {
+		c, _ := f.Center.Rat().Float64()
+		s, _ := f.Scale.Rat().Float64()
+		lo, hi := fixedpoint.MustDecimal(fmt.Sprintf("%.6g", c-10*s)), fixedpoint.MustDecimal(fmt.Sprintf("%.6g", c+10*s))
+		declared.Features[i].Min, declared.Features[i].Max = &lo, &hi
+	}
+	if err := os.WriteFile(d.schema, declared.Canonical(), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	// hospital-c exports with ';' and decimal commas.
 	c := d.csvs["hospital-c"]
 	raw, _ := os.ReadFile(c)
@@ -44,6 +58,40 @@ func TestHospitalPilot(t *testing.T) {
 	d.startOwner(t, "hospital-b", "--max-epsilon", "0.5")
 	d.startOwner(t, "hospital-c")
 	out := func(name string) string { return filepath.Join(d.dir, name) }
+
+	// The profile job (three rounds) of the two hospitals that take part.
+	profileArgs := append([]string{"user", "profile", "--certs", d.certs("user", "alice"), "--keys", filepath.Join(d.dir, "keys"), "--proxy", d.proxy,
+		"--schema", d.schema, "--owners", "hospital-a,hospital-c", "--epsilon", "1", "--out", out("profile")}, d.committee()...)
+	if out, err := exec.Command(binary, "user", "keygen", "--keys", filepath.Join(d.dir, "keys")).CombinedOutput(); err != nil {
+		t.Fatalf("keygen: %v\n%s", err, out)
+	}
+	var ptext []byte
+	var err error
+	for range 100 { // the committee may still be in its ceremony
+		if ptext, err = exec.Command(binary, profileArgs...).CombinedOutput(); err == nil || !strings.Contains(string(ptext), "ceremony has not finished") {
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if err != nil {
+		t.Fatalf("user profile: %v\n%s", err, ptext)
+	}
+	t.Logf("user profile:\n%s", ptext)
+	var prof struct {
+		Advice struct {
+			PublicScales bool    `json:"public_scales"`
+			RowsPerNoise float64 `json:"rows_per_noise"`
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(out("profile"), "profile.json")); err != nil || json.Unmarshal(b, &prof) != nil {
+		t.Fatalf("profile.json: %v", err)
+	}
+	// At about 110 rows the spreads are at the noise's level: public scales
+	// are advised, with the band measured at this many rows per unit of noise.
+	if !prof.Advice.PublicScales || prof.Advice.RowsPerNoise > 100 || !strings.Contains(string(ptext), "--keep-scales --epsilon") ||
+		!strings.Contains(string(ptext), "0.10 to 0.62 less than public scales") {
+		t.Errorf("user profile at %.0f rows per unit of noise, public scales advised %v:\n%s", prof.Advice.RowsPerNoise, prof.Advice.PublicScales, ptext)
+	}
 
 	// A standardised PCA at epsilon 1: hospital-b declines with its limit.
 	text, _, err := d.userRun(t, "--owners", strings.Join(d.owners, ","), "--min-owners", "2", "--epsilon", "1", "--standardize", "-k", "3", "--out", out("pca"))
@@ -101,7 +149,7 @@ func TestHospitalPilot(t *testing.T) {
 
 	// A job under a schema whose bounds differ: every owner declines, and
 	// the job fails saying which field of which feature.
-	b, _ := os.ReadFile(d.schema)
+	b, _ = os.ReadFile(d.schema)
 	other, _ := schema.Parse(b)
 	lo := fixedpoint.MustDecimal("-100")
 	other.Features[4].Min = &lo
@@ -125,8 +173,8 @@ func TestHospitalPilot(t *testing.T) {
 		}
 		switched += strings.Count(string(b), `"job_id"`)
 	}
-	if switched != 4 {
-		t.Errorf("%d switch records on the running members, want 2 jobs x 2 members", switched)
+	if switched != 10 {
+		t.Errorf("%d switch records on the running members, want 5 jobs (3 of the profile) x 2 members", switched)
 	}
 
 	// hospital-a's ledger, read while it runs and once it is stopped.
@@ -145,12 +193,13 @@ func TestHospitalPilot(t *testing.T) {
 			Cost  struct{ Epsilon float64 }
 		}
 	}
-	if err := json.Unmarshal([]byte(ledger("--json")), &views); err != nil || len(views) != 1 || len(views[0].Jobs) != 2 {
+	if err := json.Unmarshal([]byte(ledger("--json")), &views); err != nil || len(views) != 1 || len(views[0].Jobs) != 5 {
 		t.Fatalf("owner ledger --json: %v %+v", err, views)
 	}
-	for _, j := range views[0].Jobs {
-		if j.State != "committed" || !(j.Cost.Epsilon > 0.99 && j.Cost.Epsilon <= 1+1e-9) {
-			t.Errorf("ledger entry %+v, want committed at epsilon 1", j)
+	for i, j := range views[0].Jobs {
+		// The profile's three rounds, then the two main jobs at epsilon 1.
+		if j.State != "committed" || i >= 3 && !(j.Cost.Epsilon > 0.99 && j.Cost.Epsilon <= 1+1e-9) || i < 3 && !(j.Cost.Epsilon < 0.3) {
+			t.Errorf("ledger entry %d %+v, want committed, at epsilon 1 for the main jobs", i, j)
 		}
 	}
 	if !strings.Contains(live, "the running owner's") || !strings.Contains(live, "committed") {
