@@ -77,7 +77,6 @@ func timing(ctx context.Context, holds []time.Duration, reps int) {
 		u.Close()
 		cl.Stop()
 		os.RemoveAll(dir)
-		med := func(x []float64) float64 { s := slices.Clone(x); slices.Sort(s); return s[len(s)/2] }
 		halves := func(x []float64) float64 {
 			var odd, even []float64
 			for i, v := range x {
@@ -89,8 +88,8 @@ func timing(ctx context.Context, holds []time.Duration, reps int) {
 			}
 			return thresholdAccuracy(odd, even)
 		}
-		fmt.Printf("| %v | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f |\n", hold, reps, med(at[0]), med(at[1]), med(at[2]),
-			med(share[0]), med(share[1]), med(share[2]), thresholdAccuracy(at[0], at[1]), thresholdAccuracy(at[0], at[2]), thresholdAccuracy(at[1], at[2]),
+		fmt.Printf("| %v | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f |\n", hold, reps, median(at[0]), median(at[1]), median(at[2]),
+			median(share[0]), median(share[1]), median(share[2]), thresholdAccuracy(at[0], at[1]), thresholdAccuracy(at[0], at[2]), thresholdAccuracy(at[1], at[2]),
 			halves(at[0]), halves(at[1]), halves(at[2]))
 	}
 }

@@ -63,8 +63,9 @@ func amount(c dp.Cost, delta float64) Amount {
 	return Amount{Rho: float64(c.Rho), Epsilon: c.Epsilon(delta)}
 }
 
-// views reads every ledger in the store, oldest entry first; budget gives
-// each ledger's budget (nil when unknown: then the given epsilon and delta).
+// views reads every ledger in the store, oldest entry first, with the
+// totals the ledger admits jobs against; budget gives each ledger's
+// budget.
 func views(tx *bolt.Tx, budget func(key string) *ledgerBudget) ([]LedgerView, error) {
 	root := tx.Bucket(bucketLedger)
 	if root == nil {
@@ -75,13 +76,15 @@ func views(tx *bolt.Tx, budget func(key string) *ledgerBudget) ([]LedgerView, er
 		key := string(k)
 		b := budget(key)
 		v := LedgerView{Ledger: key, EpsilonBudget: b.Epsilon, Delta: b.Delta, Datasets: slices.Clone(b.Datasets)}
-		t := &ledgerTotals{}
-		err := root.Bucket(k).ForEach(func(_, raw []byte) error {
+		t, err := totalsTx(tx, key)
+		if err != nil {
+			return err
+		}
+		err = root.Bucket(k).ForEach(func(_, raw []byte) error {
 			e, err := decodeEntry(raw)
 			if err != nil {
 				return fmt.Errorf("ledger %s: %w", key, err)
 			}
-			t.count(e.State, e.cost(), +1)
 			v.Jobs = append(v.Jobs, LedgerJob{Job: e.Job, Dataset: e.Dataset, State: e.State, At: e.At, Cost: amount(e.cost(), b.Delta), JobEpsilon: e.Epsilon, JobDelta: e.Delta})
 			if e.Dataset != "" && !slices.Contains(v.Datasets, e.Dataset) {
 				v.Datasets = append(v.Datasets, e.Dataset)
