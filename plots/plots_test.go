@@ -200,6 +200,10 @@ func TestScreeStandardized(t *testing.T) {
 	for i := range c.AllEigenvalues {
 		c.AllEigenvalues[i] /= 2
 	}
+	for i := range c.Eigenvalues {
+		c.Eigenvalues[i] /= 2
+		c.ExplainedVarianceRatio[i] = c.Eigenvalues[i] / c.TotalVariance
+	}
 	top := 0.0
 	for _, v := range c.AllEigenvalues[:3] {
 		top += v

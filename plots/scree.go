@@ -69,7 +69,7 @@ func Scree(res *job.Result) (*Figure, error) {
 	if res.Analysis != job.PCA {
 		return &Figure{w: 7 * vg.Inch, h: 4.6 * vg.Inch, draw: top.Draw}, nil
 	}
-	bottom, err := cumulativePanel(c.AllEigenvalues, c.TotalVariance, k)
+	bottom, err := cumulativePanel(job.VarianceShares(res), k)
 	if err != nil {
 		return nil, err
 	}
@@ -84,16 +84,13 @@ func Scree(res *job.Result) (*Figure, error) {
 }
 
 // cumulativePanel draws the cumulative explained variance ratio of the
-// eigenvalues out of total (the components' TotalVariance), marking the k
-// kept.
-func cumulativePanel(all []float64, total float64, k int) (*plot.Plot, error) {
-	d := len(all)
+// components' shares (job.VarianceShares), marking the k kept.
+func cumulativePanel(shares []float64, k int) (*plot.Plot, error) {
+	d := len(shares)
 	cum := make(plotter.XYs, d)
 	run := 0.0
-	for i, v := range all {
-		if total > 0 {
-			run += math.Max(v, 0) / total
-		}
+	for i, v := range shares {
+		run += v
 		cum[i] = plotter.XY{X: float64(i + 1), Y: math.Min(run, 1)}
 	}
 	p := newPlot()

@@ -796,6 +796,9 @@ func printSummary(res *job.Result) {
 			for _, v := range c.ExplainedVarianceRatio {
 				fmt.Printf(" %.4f", v)
 			}
+			if q := res.Quality; q != nil && c.TotalVariance > 0 {
+				fmt.Printf(" (each ± %.2g from the noise)", q.EigenvalueStd/c.TotalVariance)
+			}
 			fmt.Println()
 		}
 	}

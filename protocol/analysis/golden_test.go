@@ -367,21 +367,22 @@ func TestStandardizedRatioOutOfD(t *testing.T) {
 		if floor >= others {
 			t.Fatalf("%s: the floor %g reaches an unscaled variance %g", name, floor, others)
 		}
-		c, corr, err = s.StandardizedPCA(rp.TopK, floor)
+		c, corr, err = s.StandardizedPCA(rp.TopK, floor/(2*math.Sqrt(float64(d))))
 		if err != nil {
 			t.Fatal(err)
 		}
-		trace, floored := 0.0, 0.0
+		trace, floored, eig := 0.0, 0.0, 0.0
 		for i := range d {
 			trace += corr.C.At(i, i)
 		}
-		for _, r := range c.ExplainedVarianceRatio {
+		for i, r := range c.ExplainedVarianceRatio {
 			floored += r
+			eig += c.Eigenvalues[i]
 		}
 		if fmt.Sprint(corr.Floored) != "[0 2 4]" || floored > rp.TopKShare+1e-9 || trace > float64(d)-2.7+1e-9 {
 			t.Errorf("%s: floored %v, top-%d share %.4f (reference %.4f), trace %.4f", name, corr.Floored, rp.TopK, floored, rp.TopKShare, trace)
 		}
-		if old := floored * float64(d) / trace; old <= rp.TopKShare {
+		if old := eig / trace; old <= rp.TopKShare {
 			t.Errorf("%s: test too weak: a share out of the floored trace, %.4f, would not overstate %.4f", name, old, rp.TopKShare)
 		}
 	}

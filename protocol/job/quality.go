@@ -141,7 +141,7 @@ func (q *Quality) floored(features []string, corr *analysis.Correlation, d int) 
 			names = append(names, features[i])
 		}
 	}
-	q.warn("%d of %d features have a variance below the noise's spectral norm %.4g (%s): each is taken at that level, so its correlations are shrunk towards 0 and it counts for less than 1 of the correlation matrix's trace d = %d; the explained variance, out of d, is a lower estimate (the schema's scales are too wide for this noise: give public reference scales, or a larger epsilon)",
+	q.warn("%d of %d features have a variance below the noise's spectral norm %.4g (%s): each is taken at that level, so its correlations are shrunk towards 0 and it counts for less than 1 of the correlation matrix's trace d = %d, which the explained variance ratio is out of: the variance the floor took is not counted as explained (the schema's scales are too wide for this noise: give public reference scales, or a larger epsilon)",
 		len(corr.Floored), d, q.NoiseSpectralNorm, strings.Join(names, ", "), d)
 }
 
@@ -154,7 +154,32 @@ func (q *Quality) warn(format string, args ...any) {
 func VarianceOf(res *Result) string {
 	c := res.Components
 	if res.Standardized {
-		return fmt.Sprintf("of d = %.0f, the trace of the correlation matrix", c.TotalVariance)
+		return fmt.Sprintf("of d = %.0f, the trace of the correlation matrix; each eigenvalue less what the noise adds to it", c.TotalVariance)
 	}
 	return fmt.Sprintf("of %.4g, the sum of the total scatter's eigenvalues", c.TotalVariance)
+}
+
+// VarianceShares are the shares of a PCA result's variance that each of its
+// d components explains, as its explained variance ratio counts them (the
+// first k are that ratio): out of TotalVariance, and for a standardised
+// PCA each eigenvalue less what the noise adds to it
+// (analysis.Supported, the noise on the correlation matrix from the
+// result's quality). Nil for another analysis.
+func VarianceShares(res *Result) []float64 {
+	c := res.Components
+	if c == nil || c.ExplainedVarianceRatio == nil {
+		return nil
+	}
+	e := 0.0
+	if res.Standardized && res.Quality != nil {
+		e = res.Quality.CorrelationNoiseNorm
+	}
+	out := make([]float64, len(c.AllEigenvalues))
+	for i, l := range c.AllEigenvalues {
+		if c.TotalVariance > 0 {
+			out[i] = analysis.Supported(math.Max(l, 0), e) / c.TotalVariance
+		}
+	}
+	copy(out, c.ExplainedVarianceRatio)
+	return out
 }

@@ -389,8 +389,7 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 			// sqrt(d)) is not told apart from noise: it is taken at that
 			// level, so that a feature the noise dominates is not blown up
 			// to unit variance.
-			floor := 2 * float64(pr.SigmaTotal.R) * math.Sqrt(float64(rel.Layout.D))
-			res.Components, corr, err = shrunk.StandardizedPCA(k, floor)
+			res.Components, corr, err = shrunk.StandardizedPCA(k, float64(pr.SigmaTotal.R))
 		} else {
 			res.Components, err = shrunk.PCA(k)
 		}

@@ -381,7 +381,7 @@ func measure(dir, resultPath, schemaPath string) error {
 		return err
 	}
 	plain := *ref
-	plain.Missing = nil
+	plain.Missing, plain.Label = nil, "label"
 	plain.Features = slices.Clone(ref.Features)
 	for i := range plain.Features {
 		plain.Features[i].Column = ""
@@ -428,8 +428,24 @@ func measure(dir, resultPath, schemaPath string) error {
 		if !ok {
 			return fmt.Errorf("eigendecomposition failed")
 		}
+		// As shares of the correlation's trace d: what the result claims
+		// (its explained variance ratio), what its subspace captures, and
+		// what the central PCA's does.
+		var eig mat.EigenSym
+		eig.Factorize(cov, false)
+		vals := eig.Values(nil)
+		slices.Sort(vals)
+		top := 0.0
+		for _, v := range vals[d-k:] {
+			top += v
+		}
+		claimed := 0.0
+		for _, r := range res.Components.ExplainedVarianceRatio {
+			claimed += r
+		}
 		fmt.Printf("%s, %d owners, noisy n %.1f: q/q0 of its top %d components on the standardised complete rows (central PCA: 1) = %.4f\n",
 			res.Analysis, res.NumOwners, res.NoisyN, k, qq)
+		fmt.Printf("  of the correlation's trace d = %d: captured %.3f, claimed %.3f (%s), central PCA %.3f\n", d, qq*top/float64(d), claimed, job.VarianceOf(res), top/float64(d))
 		return nil
 	}
 	spec := &job.Spec{Analysis: res.Analysis, K: k, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}

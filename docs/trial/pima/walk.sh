@@ -7,14 +7,16 @@
 #   ./docs/trial/pima/walk.sh [SCRATCH]     # default: a new temporary directory
 #
 # It writes every command's output to SCRATCH/transcript/NN-name.txt and
-# leaves the processes' logs in SCRATCH/logs. Ports 7100-7103.
+# leaves the processes' logs in SCRATCH/logs. Ports 7100-7103. REPS (default
+# 5) is how many times both PCA pipelines run in all, to measure their
+# spread: the owners' budgets are 50 for that.
 set -euo pipefail
-repo=$(pwd)
 scratch=${1:-$(mktemp -d)}
 mkdir -p "$scratch"/{transcript,logs}
+go build -o "$scratch/fedpca" ./cmd/fedpca
+go build -o "$scratch/pima" ./docs/trial/pima
 cd "$scratch"
-go build -o fedpca "$repo/cmd/fedpca"
-go run "$repo/docs/trial/pima" gen -out data > transcript/00-gen.txt
+./pima gen -out data > transcript/00-gen.txt
 
 pids=()
 stop() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; }
@@ -48,7 +50,7 @@ for h in hospital-a hospital-b hospital-c; do
   # The declared schema of bounds: the owners take part under any schema
   # that reads their rows alike (the profile's, the reference's).
   ./fedpca owner serve --certs "certs/owner-$h" --state "state/$h" --proxy localhost:7100 "${committee[@]}" \
-    --dataset "data/bounds.schema.json=$(src $h)" "${extra[@]}" 2>"logs/$h.log" &
+    --dataset "data/bounds.schema.json=$(src $h)" --budget-epsilon 50 "${extra[@]}" 2>"logs/$h.log" &
   pids+=($!)
 done
 ./fedpca user keygen --keys keys > /dev/null
@@ -79,7 +81,23 @@ step 08-dca-over-cap ./fedpca user run "${conn[@]}" --schema data/reference.sche
 step 09-ledger ./fedpca owner ledger --state state/hospital-a
 step 10-audit ./fedpca csp audit --state state/csp-1
 # The utility against the central analysis of the same rows.
-step 11-measure-pca-private go run "$repo/docs/trial/pima" measure -data data -result pca-private/result.json -schema profile/schema.json
-step 12-measure-pca-public go run "$repo/docs/trial/pima" measure -data data -result pca-public/result.json -schema profile-public/schema.json
-step 13-measure-lda go run "$repo/docs/trial/pima" measure -data data -result lda/result.json
+step 11-measure-pca-private ./pima measure -data data -result pca-private/result.json -schema profile/schema.json
+step 12-measure-pca-public ./pima measure -data data -result pca-public/result.json -schema profile-public/schema.json
+step 13-measure-lda ./pima measure -data data -result lda/result.json
+# Both PCA pipelines again, REPS times in all: the spread of one run.
+pipelines() { # pipelines N: the fully private one and the public scales', measured
+  local r=$1
+  ./fedpca user profile "${conn[@]}" --schema data/bounds.schema.json "${owners[@]}" --epsilon 1 --out "rep$r/profile" > "rep$r.profile.txt" 2>&1
+  local e
+  e=$(sed -n 's/^the main job (pca) may spend epsilon \([0-9.e-]*\) .*/\1/p' "rep$r.profile.txt")
+  ./fedpca user run "${conn[@]}" --schema "rep$r/profile/schema.json" "${owners[@]}" --epsilon "$e" --standardize -k 3 --out "rep$r/private" --quiet > /dev/null
+  ./fedpca user profile "${conn[@]}" --schema data/reference.schema.json "${owners[@]}" --epsilon 1 --keep-scales --out "rep$r/profile-public" > "rep$r.public.txt" 2>&1
+  e=$(sed -n 's/^the main job (pca) may spend epsilon \([0-9.e-]*\) .*/\1/p' "rep$r.public.txt")
+  ./fedpca user run "${conn[@]}" --schema "rep$r/profile-public/schema.json" "${owners[@]}" --epsilon "$e" -k 3 --out "rep$r/public" --quiet > /dev/null
+  echo "run $r, fully private: $(./pima measure -data data -result "rep$r/private/result.json" -schema "rep$r/profile/schema.json" | tr '\n' ' ')"
+  echo "run $r, public scales: $(./pima measure -data data -result "rep$r/public/result.json" -schema "rep$r/profile-public/schema.json" | tr '\n' ' ')"
+}
+{
+  for r in $(seq 2 "${REPS:-5}"); do pipelines "$r"; done
+} | tee transcript/14-repeats.txt
 echo "transcript in $scratch/transcript"
