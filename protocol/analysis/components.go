@@ -37,8 +37,8 @@ type Components struct {
 	// AllEigenvalues are all d eigenvalues, descending (for scree plots).
 	AllEigenvalues []float64
 	// ExplainedVarianceRatio (PCA only, nil otherwise) is Eigenvalues[i] / TotalVariance, or all
-	// zeros when that is 0; for StandardizedPCA each eigenvalue less what the noise adds to it
-	// (Supported).
+	// zeros when that is 0; in a job's result each eigenvalue less what the noise adds to it
+	// (Support).
 	ExplainedVarianceRatio []float64
 	// TotalVariance (PCA only) is the denominator of ExplainedVarianceRatio: the sum of
 	// AllEigenvalues (of PSD(S_T)), or d for the PCA of a correlation matrix (StandardizedPCA),

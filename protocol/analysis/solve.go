@@ -272,10 +272,7 @@ func (s Scatters) StandardizedPCA(k int, sigma float64) (*Components, *Correlati
 		return nil, nil, err
 	}
 	c.setRatio(float64(d))
-	e := corr.NoiseNorm(sigma)
-	for i, l := range c.Eigenvalues {
-		c.ExplainedVarianceRatio[i] = Supported(l, e) / float64(d)
-	}
+	c.Support(corr.NoiseNorm(sigma))
 	rn := math.Sqrt(s.N)
 	rows, cols := c.W.Dims()
 	for i := range rows {
@@ -284,6 +281,18 @@ func (s Scatters) StandardizedPCA(k int, sigma float64) (*Components, *Correlati
 		}
 	}
 	return c, corr, nil
+}
+
+// Support takes each eigenvalue of a PCA's explained variance ratio less
+// what noise of spectral norm e adds to it (Supported), out of the same
+// TotalVariance: the ratio then claims no more than the components capture
+// of the noise-free matrix (see StandardizedPCA). e = 0 leaves it as it is.
+func (c *Components) Support(e float64) {
+	for i, l := range c.Eigenvalues {
+		if c.TotalVariance > 0 {
+			c.ExplainedVarianceRatio[i] = Supported(l, e) / c.TotalVariance
+		}
+	}
 }
 
 // Supported is the variance that a noisy symmetric matrix's eigenvector of

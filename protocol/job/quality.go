@@ -153,17 +153,21 @@ func (q *Quality) warn(format string, args ...any) {
 // (its components' TotalVariance), for a reader.
 func VarianceOf(res *Result) string {
 	c := res.Components
-	if res.Standardized {
-		return fmt.Sprintf("of d = %.0f, the trace of the correlation matrix; each eigenvalue less what the noise adds to it", c.TotalVariance)
+	less := ""
+	if !res.Privacy.NoNoise {
+		less = "; each eigenvalue less what the noise adds to it"
 	}
-	return fmt.Sprintf("of %.4g, the sum of the total scatter's eigenvalues", c.TotalVariance)
+	if res.Standardized {
+		return fmt.Sprintf("of d = %.0f, the trace of the correlation matrix%s", c.TotalVariance, less)
+	}
+	return fmt.Sprintf("of %.4g, the sum of the total scatter's eigenvalues%s", c.TotalVariance, less)
 }
 
 // VarianceShares are the shares of a PCA result's variance that each of its
 // d components explains, as its explained variance ratio counts them (the
-// first k are that ratio): out of TotalVariance, and for a standardised
-// PCA each eigenvalue less what the noise adds to it
-// (analysis.Supported, the noise on the correlation matrix from the
+// first k are that ratio): out of TotalVariance, each eigenvalue less what
+// the noise adds to it (analysis.Supported, with the noise's spectral norm
+// on S_T, or on the correlation matrix for a standardised PCA, from the
 // result's quality). Nil for another analysis.
 func VarianceShares(res *Result) []float64 {
 	c := res.Components
@@ -171,8 +175,11 @@ func VarianceShares(res *Result) []float64 {
 		return nil
 	}
 	e := 0.0
-	if res.Standardized && res.Quality != nil {
-		e = res.Quality.CorrelationNoiseNorm
+	if q := res.Quality; q != nil {
+		e = q.NoiseSpectralNorm
+		if res.Standardized {
+			e = q.CorrelationNoiseNorm
+		}
 	}
 	out := make([]float64, len(c.AllEigenvalues))
 	for i, l := range c.AllEigenvalues {

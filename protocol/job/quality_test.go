@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
+	"gonum.org/v1/gonum/stat"
 
 	"github.com/fedpca/fedpca/protocol/analysis"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -179,39 +180,43 @@ func TestStandardizedQuality(t *testing.T) {
 	}
 }
 
-// TestStandardizedRatioSupported (issue 43): a standardised PCA's explained
-// variance ratio claims no more than its components capture. Noisy
-// releases of the bundled datasets with many rows (the noise of a PCA job
-// at epsilon 1/3 and 1/10), 40 draws each: the share of the noise-free
-// correlation's trace d that the directions the user projects on capture
-// is measured. The ratio's sum (each eigenvalue less what the noise adds,
-// analysis.Supported) is within the noise the result states for it (k
-// times the eigenvalues' standard deviation, over d) of that share, or
-// below, in at least 95% of the draws; the eigenvalues over d claimed more
-// than the share in most draws of shuttle (the test is not vacuous).
+// TestStandardizedRatioSupported (issue 43): a PCA's explained variance
+// ratio claims no more than its components capture. Noisy releases of the
+// bundled datasets with many rows (the noise of a PCA job at epsilon 1/3
+// and 1/10), 40 draws each: the share of the noise-free matrix that the
+// directions the user projects on capture is measured (of the correlation's
+// trace d for the standardised PCA, of the scatter's trace for the plain
+// one), and the ratio's sum (each eigenvalue less what the noise adds,
+// analysis.Supported) claims no more than it on average (its mean excess is
+// within two standard errors of 0, or below); the eigenvalues themselves
+// claimed more on average in at least three of the six cells (shuttle's
+// and letter's; the test is not vacuous).
 func TestStandardizedRatioSupported(t *testing.T) {
 	if testing.Short() {
 		t.Skip("solves 480 eigenproblems")
 	}
-	rawOver := map[string]int{}
+	excess := func(x []float64) (mean, se float64) {
+		mean, sd := stat.MeanStdDev(x, nil)
+		return mean, sd / math.Sqrt(float64(len(x)))
+	}
+	overclaimed := 0
 	for _, name := range []string{"satellite", "letter", "shuttle"} {
 		m0, _, sigma := exactRelease(t, name, PCA)
+		s0, _ := m0.Scatters()
+		clean, err := s0.Correlation(0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, k := m0.Dim(), 3
 		for _, scale := range []float64{3, 10} {
-			s0, _ := m0.Scatters()
-			clean, err := s0.Correlation(0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			d, k := m0.Dim(), 3
 			rng := rand.New(rand.NewPCG(43, uint64(scale*10)))
-			over, draws := 0, 40
-			for range draws {
-				sr := sigma[0] * scale
-				m := noisy(m0, [3]float64{sr, sigma[1] * scale, sigma[2] * scale}, rng)
+			var std, plain, raw []float64
+			for range 40 {
+				sr, sv := sigma[0]*scale, sigma[1]*scale
+				m := noisy(m0, [3]float64{sr, sv, sigma[2] * scale}, rng)
 				s, _ := m.Scatters()
-				// As the user's analysis centres (AnalyzeRelease).
-				sv := sigma[1] * scale
-				c, corr, err := s.ShrinkCentring(sv*sv).StandardizedPCA(k, sr)
+				s = s.ShrinkCentring(sv * sv) // as AnalyzeRelease centres
+				c, _, err := s.StandardizedPCA(k, sr)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -228,36 +233,47 @@ func TestStandardizedRatioSupported(t *testing.T) {
 				qr.Factorize(w)
 				var q mat.Dense
 				qr.QTo(&q)
-				var cq, qcq mat.Dense
-				cq.Mul(clean.C, q.Slice(0, d, 0, k))
-				qcq.Mul(q.Slice(0, d, 0, k).T(), &cq)
-				captured := mat.Trace(&qcq) / float64(d)
-				// The claim's noise as the result states it (Quality.EigenvalueStd).
-				small := math.Inf(1)
-				for _, sd := range corr.SD {
-					small = math.Min(small, sd)
-				}
-				tol := float64(k) * math.Sqrt2 * sr / (small * small) / float64(d)
+				captured := share(clean.C, q.Slice(0, d, 0, k)) / float64(d)
 				claimed, eig := 0.0, 0.0
 				for i, r := range c.ExplainedVarianceRatio {
 					claimed += r
 					eig += c.Eigenvalues[i] / float64(d)
 				}
-				if claimed > captured+tol {
-					over++
+				std, raw = append(std, claimed-captured), append(raw, eig-captured)
+				// The plain PCA of the same release, as AnalyzeRelease
+				// takes its ratio.
+				p, err := s.PCA(k)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if eig > captured {
-					rawOver[name]++
+				p.Support(2 * sr * math.Sqrt(float64(d)))
+				pc := 0.0
+				for _, r := range p.ExplainedVarianceRatio {
+					pc += r
 				}
+				plain = append(plain, pc-share(s0.ST, p.W)/mat.Trace(s0.ST))
 			}
-			t.Logf("%s, noise x%.2g: the ratio claimed more than captured and its noise in %d of %d draws", name, scale, over, draws)
-			if over > draws/20 {
-				t.Errorf("%s, noise x%.2g: the ratio claimed more than the components captured, beyond its noise, in %d of %d draws", name, scale, over, draws)
+			ms, ses := excess(std)
+			mp, sep := excess(plain)
+			mr, ser := excess(raw)
+			t.Logf("%s, noise x%.2g: mean excess of the claim over the share captured: %.4f ± %.4f (standardised), %.4f ± %.4f (plain); the eigenvalues over d %.4f ± %.4f", name, scale, ms, ses, mp, sep, mr, ser)
+			if ms > 2*ses || mp > 2*sep {
+				t.Errorf("%s, noise x%.2g: the ratio claims more than the components capture: %.4f ± %.4f (standardised), %.4f ± %.4f (plain)", name, scale, ms, ses, mp, sep)
+			}
+			if mr > 2*ser {
+				overclaimed++
 			}
 		}
 	}
-	t.Logf("the eigenvalues over d claimed more than captured in %v of 80 draws", rawOver)
-	if rawOver["shuttle"] < 40 {
-		t.Errorf("test too weak: the eigenvalues over d overclaimed on shuttle in %d of 80 draws", rawOver["shuttle"])
+	if overclaimed < 3 {
+		t.Errorf("test too weak: the eigenvalues over d claimed more than the components captured in %d of 6 cells", overclaimed)
 	}
+}
+
+// share is the trace of w^T a w: the variance of a along w's columns.
+func share(a mat.Symmetric, w mat.Matrix) float64 {
+	var aw, waw mat.Dense
+	aw.Mul(a, w)
+	waw.Mul(w.T(), &aw)
+	return mat.Trace(&waw)
 }

@@ -390,8 +390,9 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 			// level, so that a feature the noise dominates is not blown up
 			// to unit variance.
 			res.Components, corr, err = shrunk.StandardizedPCA(k, float64(pr.SigmaTotal.R))
-		} else {
-			res.Components, err = shrunk.PCA(k)
+		} else if res.Components, err = shrunk.PCA(k); err == nil {
+			// Each eigenvalue less what the noise on S_T adds to it.
+			res.Components.Support(2 * float64(pr.SigmaTotal.R) * math.Sqrt(float64(rel.Layout.D)))
 		}
 	case DCA, LDA:
 		if rel.Layout.K < 2 {
