@@ -114,7 +114,7 @@ func TestHospitalPilot(t *testing.T) {
 			t.Errorf("ratio %d is %v, eigenvalue %v less the noise's part out of 13 is %v", i+1, c3.ExplainedVarianceRatio[i], v, want)
 		}
 	}
-	for _, want := range []string{"explained variance ratio (of d = 13, the trace of the correlation matrix):",
+	for _, want := range []string{"explained variance ratio (of d = 13, the trace of the correlation matrix; each eigenvalue less what the noise adds to it):",
 		"owner hospital-b declined (policy): the owner's policy refuses this job (its epsilon, delta or noise): its epsilon is above the owner's limit of 0.5 per job (owner serve --max-epsilon)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("user run --standardize does not say %q", want)
