@@ -10,11 +10,8 @@ import (
 	"slices"
 	"time"
 
-	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/proxy"
 	"github.com/fedpca/fedpca/sim"
-	"github.com/fedpca/fedpca/user"
 )
 
 // seal measures what the proxy's progress tick protects (suite seal): a
@@ -61,21 +58,10 @@ func seal(ctx context.Context, holds []time.Duration, intervals []time.Duration,
 		check(err)
 		var last [2][]float64 // seconds: small jobs, large jobs
 		for i := range 2 * reps {
-			who := [][]string{smallJob, largeJob}[i%2]
-			spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, Owners: who, Deadline: time.Now().Add(5 * time.Minute)})
-			check(err)
-			_, err = u.Submit(ctx, spec, sch)
-			check(err)
-			_, err = u.Wait(ctx, spec.ID(), nil)
-			check(err)
-			st := cl.Proxy().Status(spec.ID())
-			k := slices.IndexFunc(st.Jobs, func(j proxy.JobStatus) bool { return j.ID == spec.ID() })
-			if k < 0 {
-				check(fmt.Errorf("job %s not in the status", spec.ID()))
-			}
+			js := pcaJob(ctx, cl, u, sch, [][]string{smallJob, largeJob}[i%2], false)
 			t := 0.0
-			for _, o := range st.Jobs[k].Owners {
-				t = math.Max(t, o.At.Sub(st.Jobs[k].Created).Seconds())
+			for _, o := range js.Owners {
+				t = math.Max(t, o.At.Sub(js.Created).Seconds())
 			}
 			last[i%2] = append(last[i%2], t)
 		}
@@ -115,14 +101,7 @@ func seal(ctx context.Context, holds []time.Duration, intervals []time.Duration,
 		var took []float64
 		for range reps {
 			start := time.Now()
-			spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, Owners: smallJob, Deadline: time.Now().Add(5 * time.Minute)})
-			check(err)
-			_, err = u.Submit(ctx, spec, sch)
-			check(err)
-			_, err = u.Wait(ctx, spec.ID(), nil)
-			check(err)
-			_, err = u.Fetch(ctx, spec, sch)
-			check(err)
+			pcaJob(ctx, cl, u, sch, smallJob, true)
 			took = append(took, time.Since(start).Seconds())
 		}
 		u.Close()

@@ -55,22 +55,12 @@ func timing(ctx context.Context, holds []time.Duration, reps int) {
 		for range reps {
 			before, err := cl.OwnerShares()
 			check(err)
-			spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, Owners: sim.IDs(owners), Deadline: time.Now().Add(5 * time.Minute)})
-			check(err)
-			_, err = u.Submit(ctx, spec, sch)
-			check(err)
-			_, err = u.Wait(ctx, spec.ID(), nil)
-			check(err)
-			st := cl.Proxy().Status(spec.ID())
-			k := slices.IndexFunc(st.Jobs, func(j proxy.JobStatus) bool { return j.ID == spec.ID() })
-			if k < 0 {
-				check(fmt.Errorf("job %s not in the status", spec.ID()))
-			}
+			js := pcaJob(ctx, cl, u, sch, sim.IDs(owners), false)
 			after, err := cl.OwnerShares()
 			check(err)
-			for _, o := range st.Jobs[k].Owners {
+			for _, o := range js.Owners {
 				i := slices.IndexFunc(owners, func(oc sim.OwnerConfig) bool { return oc.ID == o.ID })
-				at[i] = append(at[i], float64(o.At.Sub(st.Jobs[k].Created).Microseconds())/1000)
+				at[i] = append(at[i], float64(o.At.Sub(js.Created).Microseconds())/1000)
 				share[i] = append(share[i], (after[o.ID].Sum-before[o.ID].Sum)*1000)
 			}
 		}
@@ -92,6 +82,29 @@ func timing(ctx context.Context, holds []time.Duration, reps int) {
 			median(share[0]), median(share[1]), median(share[2]), thresholdAccuracy(at[0], at[1]), thresholdAccuracy(at[0], at[2]), thresholdAccuracy(at[1], at[2]),
 			halves(at[0]), halves(at[1]), halves(at[2]))
 	}
+}
+
+// pcaJob runs a PCA job of the owners through the cluster as user u and
+// returns the proxy's record of it (its operator status: each owner's
+// answer and when), once the user has its result when fetch is set, once
+// the job ended otherwise.
+func pcaJob(ctx context.Context, cl *sim.Cluster, u *user.Client, sch *schema.Schema, owners []string, fetch bool) proxy.JobStatus {
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, Owners: owners, Deadline: time.Now().Add(5 * time.Minute)})
+	check(err)
+	_, err = u.Submit(ctx, spec, sch)
+	check(err)
+	_, err = u.Wait(ctx, spec.ID(), nil)
+	check(err)
+	if fetch {
+		_, err = u.Fetch(ctx, spec, sch)
+		check(err)
+	}
+	st := cl.Proxy().Status(spec.ID())
+	k := slices.IndexFunc(st.Jobs, func(j proxy.JobStatus) bool { return j.ID == spec.ID() })
+	if k < 0 {
+		check(fmt.Errorf("job %s not in the status", spec.ID()))
+	}
+	return st.Jobs[k]
 }
 
 // thresholdAccuracy is the best accuracy of telling samples a from samples

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 )
 
@@ -50,7 +51,7 @@ func (s Scatters) DiscriminantNoise(c *Components, sigmaR, sigmaV float64) (*Com
 	out := &ComponentNoise{EigenvalueStd: make([]float64, k), Angle: make([]float64, k)}
 	for i := range k {
 		wi, li := cols[i], vals[i]
-		nii := dot(wi, wi)
+		nii := floats.Dot(wi, wi)
 		tan2 := 0.0
 		for j := range d {
 			v := s.pencilNoise(c.Analysis, wi, cols[j], li, sigmaR, sigmaV)
@@ -63,7 +64,7 @@ func (s Scatters) DiscriminantNoise(c *Components, sigmaR, sigmaV float64) (*Com
 				tan2 = math.Inf(1)
 				break
 			}
-			along := dot(wi, cols[j]) / nii
+			along := floats.Dot(wi, cols[j]) / nii
 			perp := 0.0
 			for a, x := range cols[j] {
 				y := x - along*wi[a]
@@ -82,16 +83,16 @@ func (s Scatters) pencilNoise(analysis string, wi, wj []float64, lambda, sigmaR,
 	// R's noise is in A alone (it cancels in S_B): for a symmetric matrix
 	// with independent upper entries, Var(x^T E y) = sigma^2 (|x|^2 |y|^2 +
 	// (x.y)^2 - sum_a x_a^2 y_a^2).
-	nij := dot(wi, wj)
+	nij := floats.Dot(wi, wj)
 	diag := 0.0
 	for a := range wi {
 		diag += wi[a] * wi[a] * wj[a] * wj[a]
 	}
-	v := lambda * lambda * sigmaR * sigmaR * (dot(wi, wi)*dot(wj, wj) + nij*nij - diag)
+	v := lambda * lambda * sigmaR * sigmaR * (floats.Dot(wi, wi)*floats.Dot(wj, wj) + nij*nij - diag)
 	// Each class sum's noise e_k enters as e_k . (alpha_k w_j + beta_k w_i).
-	ai, aj := dot(s.Mean, wi), dot(s.Mean, wj)
+	ai, aj := floats.Dot(s.Mean, wi), floats.Dot(s.Mean, wj)
 	for _, m := range s.ClassMeans {
-		bi, bj := dot(m, wi), dot(m, wj)
+		bi, bj := floats.Dot(m, wi), floats.Dot(m, wj)
 		// S_B: the class term less the total term (v = sum of the V_k).
 		alpha, beta := bi-ai, bj-aj
 		// A: S_T's total term (DCA) or S_W's class term (LDA), times -lambda.
@@ -100,15 +101,7 @@ func (s Scatters) pencilNoise(analysis string, wi, wj []float64, lambda, sigmaR,
 		} else {
 			alpha, beta = alpha+lambda*bi, beta+lambda*bj
 		}
-		v += sigmaV * sigmaV * (alpha*alpha*dot(wj, wj) + beta*beta*dot(wi, wi) + 2*alpha*beta*nij)
+		v += sigmaV * sigmaV * (alpha*alpha*floats.Dot(wj, wj) + beta*beta*floats.Dot(wi, wi) + 2*alpha*beta*nij)
 	}
 	return v
-}
-
-func dot(a, b []float64) float64 {
-	s := 0.0
-	for i := range a {
-		s += a[i] * b[i]
-	}
-	return s
 }

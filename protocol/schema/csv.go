@@ -107,10 +107,10 @@ type CSVRows struct {
 	br           *bufio.Reader
 	comma        rune
 	decimalComma bool
-	header []string
-	line   int // the line the last row started on
-	read   int // the physical lines read so far (the header's included)
-	rec    []string
+	header       []string
+	line         int // the line the last row started on
+	read         int // the physical lines read so far (the header's included)
+	rec          []string
 	// back holds lines read ahead for a record that did not parse, to be
 	// read again.
 	back []physLine

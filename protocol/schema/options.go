@@ -168,9 +168,9 @@ type decoder struct {
 	// option, or the source's format (DecimalMarked).
 	decimalComma bool
 	comma        []byte // scratch for decimal commas
-	filled   int64
-	dropped  int64
-	cellText []string
+	filled       int64
+	dropped      int64
+	cellText     []string
 }
 
 // newDecoder maps the schema's columns to the source's header; it names

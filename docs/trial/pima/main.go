@@ -25,6 +25,7 @@ import (
 	"strconv"
 	"strings"
 
+	"gonum.org/v1/gonum/floats"
 	"gonum.org/v1/gonum/mat"
 	"gonum.org/v1/gonum/stat/distuv"
 
@@ -463,7 +464,7 @@ func measure(dir, resultPath, schemaPath string) error {
 		for i := range d {
 			b[i] = cw.At(i, j) * std[i] / scaleOf(ref, i)
 		}
-		cos := math.Abs(floats(a, b)) / math.Sqrt(floats(a, a)*floats(b, b))
+		cos := math.Abs(floats.Dot(a, b)) / (floats.Norm(a, 2) * floats.Norm(b, 2))
 		fmt.Printf("%s component %d: %.1f degrees from the central %s's (standardised units)\n", res.Analysis, j+1, math.Acos(math.Min(1, cos))*180/math.Pi, res.Analysis)
 	}
 	// Accuracy: the result's components in the reference schema's units.
@@ -482,14 +483,6 @@ func measure(dir, resultPath, schemaPath string) error {
 func scaleOf(sch *schema.Schema, i int) float64 {
 	v, _ := sch.Features[i].Scale.Rat().Float64()
 	return v
-}
-
-func floats(a, b []float64) float64 {
-	s := 0.0
-	for i := range a {
-		s += a[i] * b[i]
-	}
-	return s
 }
 
 // count is how many rows miss column j.
