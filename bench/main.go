@@ -26,14 +26,15 @@ import (
 )
 
 func main() {
-	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, conns, sources, pipeline, timing, split-sweep or dca-sweep")
+	suite := flag.String("suite", "owners", "owners, dims, utility, profile, load, conns, sources, pipeline, timing, seal, split-sweep or dca-sweep")
 	owners := flag.String("owners", "10,100,1000,10000", "owner counts (suite owners)")
 	dims := flag.String("dims", "8,50,100,784", "feature counts (suite dims)")
 	reps := flag.Int("reps", 3, "jobs per configuration (medians are reported)")
 	names := flag.String("datasets", strings.Join(datasets.Names(), ","), "datasets (suite utility)")
 	epsilons := flag.String("epsilons", "0.1,0.5,1,2,5", "epsilons (suite utility)")
 	splitFlag := flag.String("split", "", "budget split R/V/N of the jobs (suite utility; default: the analysis's); suites split-sweep and dca-sweep: the splits to measure, comma-separated (default: their grids)")
-	holdsFlag := flag.String("holds", "0s,250ms,1s", "owners' upload holds (suite timing)")
+	holdsFlag := flag.String("holds", "0s,250ms,1s", "owners' upload holds (suites timing, seal)")
+	intervalsFlag := flag.String("intervals", "1s,1500ms,2s,5s", "the proxy's progress intervals (suite seal)")
 	flag.BoolVar(&addOne, "add-one", false, "suites split-sweep and dca-sweep: noise calibrated for adding one row alone, as if the row cap never replaced a row (dp.Neighbours), for comparison: not a valid guarantee")
 	plansFlag := flag.String("plans", strings.Join(dp.Plans, ","), "noise plans (suite utility)")
 	seedsFlag := flag.Int("gauss-seeds", 200, "Analyze Gauss draws per cell (suite utility)")
@@ -98,13 +99,13 @@ func main() {
 	case "sources-child":
 		sourcesChild(ctx, *srcFlag, *schemaFlag)
 	case "timing":
-		var holds []time.Duration
-		for _, h := range strings.Split(*holdsFlag, ",") {
-			d, err := time.ParseDuration(h)
-			check(err)
-			holds = append(holds, d)
+		timing(ctx, durations(*holdsFlag), *reps)
+	case "seal":
+		rows := []int{1000, 1000000}
+		if isSet("rows") {
+			rows = ints(*rowsFlag)
 		}
-		timing(ctx, holds, *reps)
+		seal(ctx, durations(*holdsFlag), durations(*intervalsFlag), rows[0], rows[1], *reps)
 	case "split-sweep":
 		splitSweep(sweepSplits(*splitFlag))
 	case "dca-sweep":
@@ -125,6 +126,17 @@ func main() {
 	default:
 		check(fmt.Errorf("unknown suite %q", *suite))
 	}
+}
+
+// durations reads a comma-separated list of durations.
+func durations(s string) []time.Duration {
+	var out []time.Duration
+	for _, h := range strings.Split(s, ",") {
+		d, err := time.ParseDuration(h)
+		check(err)
+		out = append(out, d)
+	}
+	return out
 }
 
 func isSet(name string) bool {

@@ -55,29 +55,18 @@ func timing(ctx context.Context, holds []time.Duration, reps int) {
 		for range reps {
 			before, err := cl.OwnerShares()
 			check(err)
-			spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, Owners: sim.IDs(owners), Deadline: time.Now().Add(5 * time.Minute)})
-			check(err)
-			_, err = u.Submit(ctx, spec, sch)
-			check(err)
-			_, err = u.Wait(ctx, spec.ID(), nil)
-			check(err)
-			st := cl.Proxy().Status(spec.ID())
-			k := slices.IndexFunc(st.Jobs, func(j proxy.JobStatus) bool { return j.ID == spec.ID() })
-			if k < 0 {
-				check(fmt.Errorf("job %s not in the status", spec.ID()))
-			}
+			js := pcaJob(ctx, cl, u, sch, sim.IDs(owners), false)
 			after, err := cl.OwnerShares()
 			check(err)
-			for _, o := range st.Jobs[k].Owners {
+			for _, o := range js.Owners {
 				i := slices.IndexFunc(owners, func(oc sim.OwnerConfig) bool { return oc.ID == o.ID })
-				at[i] = append(at[i], float64(o.At.Sub(st.Jobs[k].Created).Microseconds())/1000)
+				at[i] = append(at[i], float64(o.At.Sub(js.Created).Microseconds())/1000)
 				share[i] = append(share[i], (after[o.ID].Sum-before[o.ID].Sum)*1000)
 			}
 		}
 		u.Close()
 		cl.Stop()
 		os.RemoveAll(dir)
-		med := func(x []float64) float64 { s := slices.Clone(x); slices.Sort(s); return s[len(s)/2] }
 		halves := func(x []float64) float64 {
 			var odd, even []float64
 			for i, v := range x {
@@ -89,10 +78,33 @@ func timing(ctx context.Context, holds []time.Duration, reps int) {
 			}
 			return thresholdAccuracy(odd, even)
 		}
-		fmt.Printf("| %v | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f |\n", hold, reps, med(at[0]), med(at[1]), med(at[2]),
-			med(share[0]), med(share[1]), med(share[2]), thresholdAccuracy(at[0], at[1]), thresholdAccuracy(at[0], at[2]), thresholdAccuracy(at[1], at[2]),
+		fmt.Printf("| %v | %d | %.1f / %.1f / %.1f | %.1f / %.1f / %.1f | %.2f | %.2f | %.2f | %.2f / %.2f / %.2f |\n", hold, reps, median(at[0]), median(at[1]), median(at[2]),
+			median(share[0]), median(share[1]), median(share[2]), thresholdAccuracy(at[0], at[1]), thresholdAccuracy(at[0], at[2]), thresholdAccuracy(at[1], at[2]),
 			halves(at[0]), halves(at[1]), halves(at[2]))
 	}
+}
+
+// pcaJob runs a PCA job of the owners through the cluster as user u and
+// returns the proxy's record of it (its operator status: each owner's
+// answer and when), once the user has its result when fetch is set, once
+// the job ended otherwise.
+func pcaJob(ctx context.Context, cl *sim.Cluster, u *user.Client, sch *schema.Schema, owners []string, fetch bool) proxy.JobStatus {
+	spec, err := u.Spec(ctx, user.Request{Schema: sch, Analysis: job.PCA, K: 3, Epsilon: 1, Owners: owners, Deadline: time.Now().Add(5 * time.Minute)})
+	check(err)
+	_, err = u.Submit(ctx, spec, sch)
+	check(err)
+	_, err = u.Wait(ctx, spec.ID(), nil)
+	check(err)
+	if fetch {
+		_, err = u.Fetch(ctx, spec, sch)
+		check(err)
+	}
+	st := cl.Proxy().Status(spec.ID())
+	k := slices.IndexFunc(st.Jobs, func(j proxy.JobStatus) bool { return j.ID == spec.ID() })
+	if k < 0 {
+		check(fmt.Errorf("job %s not in the status", spec.ID()))
+	}
+	return st.Jobs[k]
 }
 
 // thresholdAccuracy is the best accuracy of telling samples a from samples

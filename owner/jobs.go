@@ -38,6 +38,8 @@ type jobNote struct {
 	Blobs  int    `json:"blobs,omitempty"`
 	// Read is what reading the rows for the job found (local only).
 	Read *job.ReadReport `json:"read,omitempty"`
+	// Public is what the decline says besides its code (sent with it).
+	Public *job.DeclineDetail `json:"public,omitempty"`
 	// Unreported marks a decline the proxy has not acknowledged yet.
 	Unreported bool      `json:"unreported,omitempty"`
 	At         time.Time `json:"at"`
@@ -225,12 +227,13 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		}
 		o.setNote(id, jobNote{State: PartSkipped, Dataset: st.GetDataset(), Reason: "ended before this owner took part"})
 	case note.State == PartDeclined && note.Unreported:
-		code, err := job.ParseDeclineName(note.Code)
-		if st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN || err != nil {
-			o.setNote(id, jobNote{State: PartDeclined, Dataset: note.Dataset, Code: note.Code, Reason: note.Reason})
+		if st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN {
+			n := *note
+			n.Unreported = false
+			o.setNote(id, n)
 			return
 		}
-		o.reportDecline(ctx, id, note.Dataset, code, note.Reason)
+		o.reportDecline(ctx, id, *note)
 	case note.State == PartUploading:
 		o.resume(ctx, st, note, nil)
 	case note.State == PartUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
@@ -337,14 +340,16 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	acc, rep, err := job.ReadRows(spec, sch, rows)
 	rows.Close()
 	if err != nil {
-		// The file's header does not fit the schema, or the file cannot be
-		// read at all: neither depends on its rows.
-		code := job.DeclineUnavailable
+		// The file's header does not fit the schema (a column the job's
+		// schema reads, named), or the file cannot be read at all: neither
+		// depends on its rows.
+		r := refuse(job.DeclineUnavailable, "cannot compute statistics: %v", err)
 		var re *schema.RowError
 		if errors.As(err, &re) && re.Line == 1 {
-			code = job.DeclineSchemaMismatch
+			r.code = job.DeclineSchemaMismatch
+			r.saying(job.SchemaDetail(sch.ColumnFeature(re.Column)))
 		}
-		o.decline(ctx, id, dataset, refuse(code, "cannot compute statistics: %v", err))
+		o.decline(ctx, id, dataset, r)
 		return
 	}
 	if rep.Skipped > 0 || rep.Dropped > 0 || rep.Missing > 0 {
@@ -496,7 +501,8 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	}
 	ds, ok := o.datasets[spec.Dataset]
 	if !ok {
-		return nil, nil, nil, refuse(job.DeclineSchemaMismatch, "this owner does not serve dataset %q", spec.Dataset)
+		return nil, nil, nil, refuse(job.DeclineSchemaMismatch, "this owner does not serve dataset %q", spec.Dataset).
+			saying(job.SchemaDetail(&schema.Difference{Field: "id", Feature: -1}))
 	}
 	if spec.ID() != id {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec")
@@ -511,7 +517,8 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 			return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job's schema is not the one its spec names")
 		}
 		if err := sch.SameReading(js); err != nil {
-			return nil, ds, nil, refuse(job.DeclineSchemaMismatch, "the job's schema for dataset %s does not read the rows as this owner's does: %v", sch.ID, err)
+			return nil, ds, nil, refuse(job.DeclineSchemaMismatch, "the job's schema for dataset %s does not read the rows as this owner's does: %v", sch.ID, err).
+				saying(job.SchemaDetail(sch.ReadingDifference(js)))
 		}
 		sch = js
 	}
@@ -530,8 +537,8 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	if err := userOK(o.cfg.Policy, user); err != nil {
 		return nil, ds, nil, refuse(job.DeclineUserNotAllowed, "%v", err)
 	}
-	if err := policyOK(o.cfg.Policy, spec); err != nil {
-		return nil, ds, nil, refuse(job.DeclinePolicy, "%v", err)
+	if r := policyOK(o.cfg.Policy, spec); r != nil {
+		return nil, ds, nil, r
 	}
 	if err := spec.Check(sch, o.params); err != nil {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "%v", err)

@@ -80,9 +80,12 @@ func (b Balance) Remaining() float64 {
 // EpsilonSpent is the epsilon at the budget's delta of what is spent.
 func (b Balance) EpsilonSpent() float64 { return b.SpentCost.Epsilon(b.Delta) }
 
-// EpsilonReserved is the epsilon at the budget's delta of what is spent
-// and reserved together.
-func (b Balance) EpsilonReserved() float64 { return b.SpentCost.Plus(b.ReservedCost).Epsilon(b.Delta) }
+// EpsilonSpentAndReserved is the epsilon at the budget's delta of what is
+// spent and reserved together (what the ledger admits a further job
+// against).
+func (b Balance) EpsilonSpentAndReserved() float64 {
+	return b.SpentCost.Plus(b.ReservedCost).Epsilon(b.Delta)
+}
 
 var (
 	bucketLedger = []byte("ledger")

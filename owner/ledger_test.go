@@ -77,7 +77,7 @@ func TestLedgerConcurrentNeverOverspends(t *testing.T) {
 		t.Fatalf("%d reservations, %d refused; want 10 and 40", ok, refused)
 	}
 	bal, _ := l.Balance("d")
-	if math.Abs(bal.Reserved/budget-1) > 1e-9 || bal.Remaining() < 0 || bal.EpsilonReserved() > 1 {
+	if math.Abs(bal.Reserved/budget-1) > 1e-9 || bal.Remaining() < 0 || bal.EpsilonSpentAndReserved() > 1 {
 		t.Fatalf("balance %+v", bal)
 	}
 }

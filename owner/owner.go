@@ -336,6 +336,9 @@ var bucketJobs = []byte("jobs") // job -> jobNote (JSON)
 // poll is the retry of most of them; see also resume and reportDecline).
 const callTimeout = 30 * time.Second
 
+// dbFileName is the owner's store in its state directory.
+const dbFileName = "owner.db"
+
 // New validates the configuration and opens the owner's state.
 func New(cfg Config) (*Owner, error) {
 	self := cfg.Dialer.Identity()
@@ -414,7 +417,7 @@ func New(cfg Config) (*Owner, error) {
 		keys[d.Schema.ID] = key
 		o.datasets[d.Schema.ID] = d
 	}
-	db, err := transport.OpenStore(cfg.Store, "owner.db")
+	db, err := transport.OpenStore(cfg.Store, dbFileName)
 	if err != nil {
 		return nil, fmt.Errorf("owner: %w", err)
 	}
@@ -758,13 +761,16 @@ func (o *Owner) budgetReport(dataset string) *fedpcav1.BudgetReport {
 		return nil
 	}
 	return &fedpcav1.BudgetReport{Dataset: dataset, RhoBudget: bal.Budget, RhoSpent: bal.Spent, RhoReserved: bal.Reserved, Delta: bal.Delta,
-		EpsilonBudget: bal.Epsilon, EpsilonSpent: bal.EpsilonSpent(), EpsilonReserved: bal.EpsilonReserved(), RhoRemaining: bal.Remaining()}
+		EpsilonBudget: bal.Epsilon, EpsilonSpent: bal.EpsilonSpent(), EpsilonSpentAndReserved: bal.EpsilonSpentAndReserved(), RhoRemaining: bal.Remaining()}
 }
 
 // refusal is why this owner does not take part in a job: the public code it
-// sends, and the detail, which stays in its log and local status.
+// sends with what can be said of it without a row (public, a
+// job.DeclineDetail of its configuration and the job's public spec), and
+// the detail, which stays in its log and local status.
 type refusal struct {
 	code   job.Decline
+	public job.DeclineDetail
 	detail string
 }
 
@@ -772,30 +778,52 @@ func refuse(code job.Decline, format string, args ...any) *refusal {
 	return &refusal{code: code, detail: fmt.Sprintf(format, args...)}
 }
 
+// saying adds what the refusal says besides its code.
+func (r *refusal) saying(d job.DeclineDetail) *refusal {
+	r.public = d
+	return r
+}
+
 // decline records that this owner does not take part in a job (final:
-// the job is never reconsidered) and tells the proxy the code alone.
+// the job is never reconsidered) and tells the proxy the code and its
+// public detail.
 func (o *Owner) decline(ctx context.Context, id, dataset string, r *refusal) {
 	o.m.declines.Inc()
 	o.log.Info("declining job", "job", id[:min(16, len(id))], "reason", r.code.String(), "detail", r.detail)
-	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Code: r.code.String(), Reason: r.detail, Unreported: true})
-	o.reportDecline(ctx, id, dataset, r.code, r.detail)
+	note := jobNote{State: PartDeclined, Dataset: dataset, Code: r.code.String(), Reason: r.detail, Unreported: true}
+	if !r.public.IsZero() {
+		note.Public = &r.public
+	}
+	o.setNote(id, note)
+	o.reportDecline(ctx, id, note)
 }
 
-// reportDecline tells the proxy about a decline (idempotent), retrying a
-// few times; if the proxy stays unreachable, the next polls report it. The
-// request carries the code (and the ledger balance for display), nothing
-// else.
-func (o *Owner) reportDecline(ctx context.Context, id, dataset string, code job.Decline, detail string) {
-	err := transport.Retry(ctx, transport.Call{What: "report the decline of job " + id[:min(16, len(id))], Timeout: callTimeout, Attempts: 3},
+// reportDecline tells the proxy about a decline noted as unreported
+// (idempotent), retrying a few times; if the proxy stays unreachable, the
+// next polls report it. The request carries the code, its public detail
+// and the ledger balance for display, nothing else.
+func (o *Owner) reportDecline(ctx context.Context, id string, note jobNote) {
+	code, err := job.ParseDeclineName(note.Code)
+	if err != nil {
+		o.log.Error("a decline noted with an unknown code", "job", id[:min(16, len(id))], "error", err)
+		return
+	}
+	req := &fedpcav1.DeclineRequest{JobId: id, Reason: fedpcav1.DeclineReason(code), Budget: o.budgetReport(note.Dataset)}
+	if d := note.Public; d != nil {
+		limit, value, field, feature := d.Wire()
+		req.Detail = &fedpcav1.DeclineDetail{Limit: fedpcav1.PolicyLimit(limit), LimitValue: value, SchemaField: field, Feature: feature}
+	}
+	err = transport.Retry(ctx, transport.Call{What: "report the decline of job " + id[:min(16, len(id))], Timeout: callTimeout, Attempts: 3},
 		func(ctx context.Context) error {
-			_, err := o.proxy.Decline(ctx, &fedpcav1.DeclineRequest{JobId: id, Reason: fedpcav1.DeclineReason(code), Budget: o.budgetReport(dataset)})
+			_, err := o.proxy.Decline(ctx, req)
 			return err
 		})
 	if err != nil {
 		o.log.Warn("cannot report the decline; will retry at the next poll", "error", err)
 		return
 	}
-	o.setNote(id, jobNote{State: PartDeclined, Dataset: dataset, Code: code.String(), Reason: detail})
+	note.Unreported = false
+	o.setNote(id, note)
 }
 
 // digest is the SHA-256 of an upload's ciphertext bytes, in order.
@@ -816,29 +844,33 @@ func retryable(err error) bool {
 	return false
 }
 
-// policyOK checks the job's privacy parameters against the policy.
-func policyOK(p Policy, spec *job.Spec) error {
+// policyOK checks the job's privacy parameters against the policy; a
+// refusal names the limit and its value, which no row changes.
+func policyOK(p Policy, spec *job.Spec) *refusal {
 	if spec.NoNoise {
 		switch {
 		case spec.Components() && !p.AllowExactComponents:
-			return errors.New("the job releases exact components (no DP noise) and this owner's policy refuses such jobs (owner serve --allow-exact-components)")
+			return refuse(job.DeclinePolicy, "the job releases exact components (no DP noise) and this owner's policy refuses such jobs (owner serve --allow-exact-components)").
+				saying(job.DeclineDetail{Limit: job.LimitExactComponents})
 		case !spec.Components() && !p.AllowNoNoise:
-			return errors.New("the job has no DP noise and this owner's policy refuses such jobs")
+			return refuse(job.DeclinePolicy, "the job has no DP noise and this owner's policy refuses such jobs").saying(job.DeclineDetail{Limit: job.LimitNoNoise})
 		}
 		return nil
 	}
 	if math.IsNaN(spec.Epsilon) || math.IsNaN(spec.Delta) {
-		return errors.New("epsilon or delta is NaN")
+		return refuse(job.DeclinePolicy, "epsilon or delta is NaN")
 	}
 	if p.MaxEpsilon > 0 && spec.Epsilon > p.MaxEpsilon*(1+1e-12) {
-		return fmt.Errorf("epsilon %g exceeds this owner's limit of %g per job", spec.Epsilon, p.MaxEpsilon)
+		return refuse(job.DeclinePolicy, "epsilon %g exceeds this owner's limit of %g per job", spec.Epsilon, p.MaxEpsilon).
+			saying(job.DeclineDetail{Limit: job.LimitMaxEpsilon, LimitValue: p.MaxEpsilon})
 	}
 	maxDelta := p.MaxDelta
 	if maxDelta == 0 {
 		maxDelta = DefaultMaxDelta
 	}
 	if spec.Delta > maxDelta*(1+1e-12) {
-		return fmt.Errorf("delta %g exceeds this owner's limit of %g per job", spec.Delta, maxDelta)
+		return refuse(job.DeclinePolicy, "delta %g exceeds this owner's limit of %g per job", spec.Delta, maxDelta).
+			saying(job.DeclineDetail{Limit: job.LimitMaxDelta, LimitValue: maxDelta})
 	}
 	return nil
 }

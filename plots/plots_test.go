@@ -180,6 +180,51 @@ func TestWritePCA(t *testing.T) {
 	}
 }
 
+// TestScreeStandardized (issue 43): the scree plot of a standardised PCA
+// names the correlation matrix on its axis, not S_T, and its cumulative
+// share is out of d (the result's TotalVariance): here three of wine's
+// features shrunk below the floor, whose diagonal entries fall short of 1.
+func TestScreeStandardized(t *testing.T) {
+	data, _ := datasets.CSV("wine")
+	sch, err := schema.Infer(bytes.NewReader(data), "wine", "label")
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, _, err := job.Central(&job.Spec{Analysis: job.PCA, K: 3, Standardize: true, MaxRows: 1 << 20, MaxOwnerRows: 1 << 20}, sch, bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// As if the noise floor had taken some of the diagonal: the matrix's
+	// own trace is half of d.
+	c := res.Components
+	for i := range c.AllEigenvalues {
+		c.AllEigenvalues[i] /= 2
+	}
+	for i := range c.Eigenvalues {
+		c.Eigenvalues[i] /= 2
+		c.ExplainedVarianceRatio[i] = c.Eigenvalues[i] / c.TotalVariance
+	}
+	top := 0.0
+	for _, v := range c.AllEigenvalues[:3] {
+		top += v
+	}
+	if !res.Standardized || c.TotalVariance != 13 {
+		t.Fatalf("standardised %v, total variance %v", res.Standardized, c.TotalVariance)
+	}
+	dir := t.TempDir()
+	if _, err := Write(dir, res, nil); err != nil {
+		t.Fatal(err)
+	}
+	scree := svgText(t, filepath.Join(dir, "wine-pca-scree.svg"))
+	containsAll(t, "standardised scree", scree, "eigenvalue of the correlation matrix", "explained variance out of its trace d",
+		fmt.Sprintf("3 components: %.1f%%", 100*top/c.TotalVariance))
+	for _, s := range scree {
+		if strings.Contains(s, "S_T") {
+			t.Errorf("standardised scree shows %q", s)
+		}
+	}
+}
+
 // blend is a colour channel at the scatter's opacity over white.
 func blend(v uint8) uint8 { return uint8((int(v)*0xd0 + 0xff*(0xff-0xd0) + 127) / 0xff) }
 

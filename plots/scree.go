@@ -28,6 +28,11 @@ func Scree(res *job.Result) (*Figure, error) {
 	d, k := c.Dims()
 	title := fmt.Sprintf("%s: %s scree plot, %d of %d components kept", res.Dataset, analysisName(res), k, d)
 	ylabel := "eigenvalue of the total scatter S_T"
+	if res.Standardized {
+		// The PCA of the release's correlation matrix (user run --standardize).
+		ylabel = "eigenvalue of the correlation matrix"
+		title += "\nPCA of the release's correlation matrix: explained variance out of its trace d"
+	}
 	if res.Analysis != job.PCA {
 		title = fmt.Sprintf("%s: %s generalised eigenvalues, %d of %d components kept", res.Dataset, analysisName(res), k, d)
 		ylabel = "generalised eigenvalue λ"
@@ -64,7 +69,7 @@ func Scree(res *job.Result) (*Figure, error) {
 	if res.Analysis != job.PCA {
 		return &Figure{w: 7 * vg.Inch, h: 4.6 * vg.Inch, draw: top.Draw}, nil
 	}
-	bottom, err := cumulativePanel(c.AllEigenvalues, k)
+	bottom, err := cumulativePanel(job.VarianceShares(res), k)
 	if err != nil {
 		return nil, err
 	}
@@ -79,19 +84,13 @@ func Scree(res *job.Result) (*Figure, error) {
 }
 
 // cumulativePanel draws the cumulative explained variance ratio of the
-// eigenvalues, marking the k kept.
-func cumulativePanel(all []float64, k int) (*plot.Plot, error) {
-	d := len(all)
-	total := 0.0
-	for _, v := range all {
-		total += math.Max(v, 0)
-	}
+// components' shares (job.VarianceShares), marking the k kept.
+func cumulativePanel(shares []float64, k int) (*plot.Plot, error) {
+	d := len(shares)
 	cum := make(plotter.XYs, d)
 	run := 0.0
-	for i, v := range all {
-		if total > 0 {
-			run += math.Max(v, 0) / total
-		}
+	for i, v := range shares {
+		run += v
 		cum[i] = plotter.XY{X: float64(i + 1), Y: math.Min(run, 1)}
 	}
 	p := newPlot()

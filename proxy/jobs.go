@@ -323,6 +323,14 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	if err != nil {
 		return nil, p.toStatus(bad("reason: %v", err))
 	}
+	// The detail: a policy limit and its value, or the schema field that
+	// differs, nothing else (job.DeclineDetail): checked against the code
+	// and the job's schema before it is stored or relayed.
+	w := req.GetDetail()
+	detail := job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
+	if err := detail.Validate(reason, j.sch.D()); err != nil {
+		return nil, p.toStatus(bad("%v", err))
+	}
 	if err := j.checkBudget(req.GetBudget()); err != nil {
 		return nil, p.toStatus(err)
 	}
@@ -338,6 +346,9 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 		return &fedpcav1.DeclineResponse{}, nil
 	}
 	d := declineRecord{Owner: who.ID, Reason: reason, At: time.Now().UTC()}
+	if !detail.IsZero() {
+		d.Detail = &detail
+	}
 	err = p.commit(j, func(prog *jobProgress) { prog.Declined++ }, func(prog *jobProgress) error {
 		return p.store.addDecline(j.id, prog, d, budget(who.ID, req.GetBudget()))
 	})
@@ -345,7 +356,7 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 		return nil, p.toStatus(err)
 	}
 	j.declines[who.ID] = d
-	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason.String())
+	p.log.Info("owner declined", "job", j.id[:16], "owner", who.ID, "reason", reason.String(), "detail", d.text(j.sch))
 	return &fedpcav1.DeclineResponse{}, nil
 }
 
@@ -379,7 +390,7 @@ func budget(owner string, b *fedpcav1.BudgetReport) *budgetRecord {
 	}
 	return &budgetRecord{Owner: owner, Dataset: b.GetDataset(), RhoBudget: b.GetRhoBudget(), RhoSpent: b.GetRhoSpent(),
 		RhoReserved: b.GetRhoReserved(), Delta: b.GetDelta(), EpsilonBudget: b.GetEpsilonBudget(), EpsilonSpent: b.GetEpsilonSpent(),
-		EpsilonReserved: b.GetEpsilonReserved(), RhoRemaining: b.GetRhoRemaining(), At: time.Now().UTC()}
+		EpsilonSpentAndReserved: b.GetEpsilonSpentAndReserved(), RhoRemaining: b.GetRhoRemaining(), At: time.Now().UTC()}
 }
 
 // checkPublished validates a result document the user publishes for the

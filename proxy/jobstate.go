@@ -118,6 +118,11 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 		if _, dup := j.declines[d.Owner]; dup || !names(owners, d.Owner) {
 			return nil, fmt.Errorf("decline record of owner %q, repeated or not in the spec", d.Owner)
 		}
+		if d.Detail != nil {
+			if err := d.Detail.Validate(d.Reason, sch.D()); err != nil {
+				return nil, fmt.Errorf("decline record of owner %q: %w", d.Owner, err)
+			}
+		}
 		j.declines[d.Owner] = d
 	}
 	if rec.Uploaded != len(j.uploads) || rec.Declined != len(j.declines) {
@@ -356,7 +361,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 		}
 		s.ExpectedOwnerRefs, s.UploadedOwners = transport.OwnerRefs(owners), slices.Sorted(maps.Keys(uploads))
 		for _, d := range byOwner(declines) {
-			s.DeclinedOwners = append(s.DeclinedOwners, &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)})
+			s.DeclinedOwners = append(s.DeclinedOwners, d.wire())
 		}
 	}
 	j.hideProgress(s, time.Now(), caller.Role == transport.RoleUser)

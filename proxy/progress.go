@@ -24,8 +24,18 @@ import (
 // without times. The status page and /status.json, for operators only,
 // show everything.
 
-// DefaultProgressInterval is Config.ProgressInterval's default.
-const DefaultProgressInterval = 5 * time.Second
+// DefaultProgressInterval is Config.ProgressInterval's default, chosen from
+// the measurement in docs/BENCHMARKS.md ("The progress tick"): with the
+// owners' default upload hold of 1 s and shares within it, every answer of
+// a three-owner job of d = 10 came at 1.06-1.74 s from its creation, so a
+// grid of 2 s seals such a job at 2 s whether an owner holds a thousand
+// rows or a million and tells the user nothing, as 5 s did, and the result
+// is ready 3 s sooner (2.1-2.3 s from submit, against 5.2-5.3 s). 1.5 s
+// kept 0.4 s over the hold, which a loaded machine crossed; 1 s sealed at
+// 2 s anyway; a delay drawn at random told row counts apart in 0.6-0.9 of
+// the jobs. A share that outlasts its owner's hold shows at the first tick
+// it misses: its owner raises its hold (which hides it from the proxy too).
+const DefaultProgressInterval = 2 * time.Second
 
 // progressTick is the counts of a running job at a tick.
 type progressTick struct {

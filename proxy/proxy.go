@@ -99,7 +99,7 @@ type Config struct {
 	// ProgressInterval is the grid of public instants (from each job's
 	// creation) at which users and owners learn a running job's progress,
 	// and at which a job whose owners have all answered is sealed (default
-	// DefaultProgressInterval, 5 s; see progress.go): the time an owner's
+	// DefaultProgressInterval, 2 s; see progress.go): the time an owner's
 	// share takes, which grows with its rows, shows to no one but the proxy
 	// while it is shorter than this.
 	ProgressInterval time.Duration

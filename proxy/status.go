@@ -139,7 +139,8 @@ type OwnerStatus struct {
 	State string    `json:"state"`
 	At    time.Time `json:"at,omitzero"`
 	// Reason is a decliner's code (job.Decline) and ReasonText its public
-	// description: owners send nothing else about a decline.
+	// description with what the owner said besides the code (a policy
+	// limit, a schema field: job.DeclineDetail), all it says of a decline.
 	Reason     string `json:"reason,omitempty"`
 	ReasonText string `json:"reason_text,omitempty"`
 }
@@ -158,15 +159,17 @@ type BudgetStatus struct {
 	// fields are at that delta, the unit operators set budgets in: the
 	// owner's own accounting (discrete corrections included; spent and
 	// reserved certified together), or, from an owner that reports rho
-	// alone, the rho amounts converted. EpsilonRemaining is the epsilon of
-	// a further job with the remaining rho. Display only: the owner's
-	// ledger decides.
-	Delta            float64   `json:"delta,omitempty"`
-	EpsilonBudget    float64   `json:"epsilon_budget,omitempty"`
-	EpsilonSpent     float64   `json:"epsilon_spent,omitempty"`
-	EpsilonReserved  float64   `json:"epsilon_reserved,omitempty"`
-	EpsilonRemaining float64   `json:"epsilon_remaining,omitempty"`
-	Reported         time.Time `json:"reported"`
+	// alone, the rho amounts converted. EpsilonSpentAndReserved is what
+	// the ledger admits a further job against (it was epsilon_reserved,
+	// which it is not: it counts what is spent too), EpsilonRemaining the
+	// epsilon of a further job with the remaining rho. Display only: the
+	// owner's ledger decides.
+	Delta                   float64   `json:"delta,omitempty"`
+	EpsilonBudget           float64   `json:"epsilon_budget,omitempty"`
+	EpsilonSpent            float64   `json:"epsilon_spent,omitempty"`
+	EpsilonSpentAndReserved float64   `json:"epsilon_spent_and_reserved,omitempty"`
+	EpsilonRemaining        float64   `json:"epsilon_remaining,omitempty"`
+	Reported                time.Time `json:"reported"`
 }
 
 // memberHealth is what the proxy last learnt from a member (p.mu guards
@@ -178,12 +181,37 @@ type memberHealth struct {
 	switches         uint64
 }
 
-// recordHealth notes the outcome of a status check of member id.
+// The states of a member's health that the proxy logs a change of.
+const (
+	memberUp      = "up"
+	memberDown    = "down"
+	memberKeyless = "up without the committee key"
+)
+
+// state is the member's health as of its last check: down (no answer), up
+// without the committee key (it answered holding another key, or none),
+// or up; "" before the first check.
+func (h memberHealth) state(cmt *committeeRecord) string {
+	switch {
+	case h.checked.IsZero():
+		return ""
+	case h.err != "":
+		return memberDown
+	case cmt != nil && h.keyFP != cmt.Fingerprint:
+		return memberKeyless
+	}
+	return memberUp
+}
+
+// recordHealth notes the outcome of a status check of member id, and logs
+// the member's health when it changed (once per change, jobs or not: a
+// member that goes down between jobs is seen in the log, not only at the
+// next key switch).
 func (p *Proxy) recordHealth(id string, s *fedpcav1.GetStatusResponse, err error) {
 	now := time.Now().UTC()
 	p.mu.Lock()
-	defer p.mu.Unlock()
 	h := p.health[id]
+	was := h.state(p.cmt)
 	h.checked = now
 	if err != nil {
 		h.err = status.Convert(err).Message()
@@ -191,6 +219,20 @@ func (p *Proxy) recordHealth(id string, s *fedpcav1.GetStatusResponse, err error
 		h.contact, h.err, h.keyFP, h.switches = now, "", s.GetCommitteeKeyFingerprint(), s.GetSwitches()
 	}
 	p.health[id] = h
+	is := h.state(p.cmt)
+	p.mu.Unlock()
+	if is == was {
+		return
+	}
+	log := p.log.With("member", id, "was", was)
+	switch is {
+	case memberDown:
+		log.Warn("committee member down", "error", h.err)
+	case memberKeyless:
+		log.Warn("committee member up without the committee key", "key_fingerprint", h.keyFP)
+	default:
+		log.Info("committee member up", "switches", h.switches)
+	}
 }
 
 // watchCommittee checks the members' health every HealthInterval, so that
@@ -265,12 +307,12 @@ func (p *Proxy) budgetStatuses() []BudgetStatus {
 			RhoReserved: b.RhoReserved, RhoRemaining: b.remaining(), Reported: b.At, Delta: b.Delta}
 		switch {
 		case b.EpsilonBudget > 0:
-			bs.EpsilonBudget, bs.EpsilonSpent, bs.EpsilonReserved = b.EpsilonBudget, b.EpsilonSpent, b.EpsilonReserved
+			bs.EpsilonBudget, bs.EpsilonSpent, bs.EpsilonSpentAndReserved = b.EpsilonBudget, b.EpsilonSpent, b.EpsilonSpentAndReserved
 			bs.EpsilonRemaining = dp.BudgetEpsilon(max(bs.RhoRemaining, 0), b.Delta)
 		case b.Delta > 0 && b.Delta < 1:
 			bs.EpsilonBudget = dp.BudgetEpsilon(bs.RhoBudget, b.Delta)
 			bs.EpsilonSpent = dp.BudgetEpsilon(bs.RhoSpent, b.Delta)
-			bs.EpsilonReserved = dp.BudgetEpsilon(bs.RhoSpent+bs.RhoReserved, b.Delta)
+			bs.EpsilonSpentAndReserved = dp.BudgetEpsilon(bs.RhoSpent+bs.RhoReserved, b.Delta)
 			bs.EpsilonRemaining = dp.BudgetEpsilon(max(bs.RhoRemaining, 0), b.Delta)
 		}
 		out = append(out, bs)
@@ -311,7 +353,7 @@ func (j *jobState) answered() ([]string, map[string]OwnerStatus, error) {
 		out[u.Owner] = OwnerStatus{ID: u.Owner, State: OwnerUploaded, At: u.At}
 	}
 	for _, d := range declines {
-		out[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.Reason.Text()}
+		out[d.Owner] = OwnerStatus{ID: d.Owner, State: OwnerDeclined, At: d.At, Reason: d.Reason.String(), ReasonText: d.text(j.sch)}
 	}
 	return job.OwnerIDs(owners), out, nil
 }

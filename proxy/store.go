@@ -14,6 +14,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/schema"
 )
 
 // Store layout (bbolt), format version 2:
@@ -99,7 +100,29 @@ type uploadRecord struct {
 type declineRecord struct {
 	Owner  string      `json:"owner"`
 	Reason job.Decline `json:"reason"`
-	At     time.Time   `json:"at"`
+	// Detail is what the owner said besides the code, validated
+	// (job.DeclineDetail.Validate); nil when it said nothing more.
+	Detail *job.DeclineDetail `json:"detail,omitempty"`
+	At     time.Time          `json:"at"`
+}
+
+// text says the decline and its detail (job.Decline.Explain).
+func (d declineRecord) text(sch *schema.Schema) string {
+	var detail job.DeclineDetail
+	if d.Detail != nil {
+		detail = *d.Detail
+	}
+	return d.Reason.Explain(detail, sch.FeatureNames())
+}
+
+// wire returns the decline as users and owners receive it.
+func (d declineRecord) wire() *fedpcav1.DeclinedOwner {
+	out := &fedpcav1.DeclinedOwner{Owner: d.Owner, Reason: fedpcav1.DeclineReason(d.Reason)}
+	if d.Detail != nil {
+		limit, value, field, feature := d.Detail.Wire()
+		out.Detail = &fedpcav1.DeclineDetail{Limit: fedpcav1.PolicyLimit(limit), LimitValue: value, SchemaField: field, Feature: feature}
+	}
+	return out
 }
 
 // jobRecord is a job's durable state apart from ciphertexts and the
@@ -164,11 +187,13 @@ type budgetRecord struct {
 	Delta       float64 `json:"delta,omitempty"`
 	// The owner's own accounting (fedpcav1.BudgetReport); zero from an
 	// owner that did not report it.
-	EpsilonBudget   float64   `json:"epsilon_budget,omitempty"`
-	EpsilonSpent    float64   `json:"epsilon_spent,omitempty"`
-	EpsilonReserved float64   `json:"epsilon_reserved,omitempty"`
-	RhoRemaining    float64   `json:"rho_remaining,omitempty"`
-	At              time.Time `json:"at"`
+	EpsilonBudget float64 `json:"epsilon_budget,omitempty"`
+	EpsilonSpent  float64 `json:"epsilon_spent,omitempty"`
+	// EpsilonSpentAndReserved keeps the key it was stored under before
+	// its name said what it is.
+	EpsilonSpentAndReserved float64   `json:"epsilon_reserved,omitempty"`
+	RhoRemaining            float64   `json:"rho_remaining,omitempty"`
+	At                      time.Time `json:"at"`
 }
 
 // remaining is the budget the owner reported left (in rho; computed from

@@ -251,7 +251,8 @@ func TestNothingLeavesOwnerButCodes(t *testing.T) {
 
 // TestOwnerCapsDelta: an owner refuses a job whose delta is above its
 // per-job limit (--max-delta; by default the deployment's 1e-6) with the
-// policy code, and takes part in one within it.
+// policy code and, for the user (issue 43), the limit and its value, and
+// takes part in one within it.
 func TestOwnerCapsDelta(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -272,9 +273,13 @@ func TestOwnerCapsDelta(t *testing.T) {
 		if got := strings.Join(st.GetUploadedOwners(), ","); got != tc.uploaded {
 			t.Errorf("delta %g: uploaded %q, want %q", tc.delta, got, tc.uploaded)
 		}
+		limits := map[string]float64{owners[0].ID: 1e-6, owners[1].ID: 1e-7}
 		for _, d := range st.GetDeclinedOwners() {
 			if d.GetReason() != fedpcav1.DeclineReason_DECLINE_REASON_POLICY {
 				t.Errorf("delta %g: %s declined with %s, want policy", tc.delta, d.GetOwner(), d.GetReason())
+			}
+			if det := d.GetDetail(); det.GetLimit() != fedpcav1.PolicyLimit_POLICY_LIMIT_MAX_DELTA || det.GetLimitValue() != limits[d.GetOwner()] {
+				t.Errorf("delta %g: %s said %v, want its max_delta %g", tc.delta, d.GetOwner(), det, limits[d.GetOwner()])
 			}
 		}
 	}

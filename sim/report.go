@@ -38,7 +38,7 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 				cum += v
 				cums = append(cums, cum)
 			}
-			fmt.Fprintf(w, "  explained variance ratio:  %s\n", floats(c.ExplainedVarianceRatio, "%.3f"))
+			fmt.Fprintf(w, "  explained variance ratio:  %s (%s)\n", floats(c.ExplainedVarianceRatio, "%.3f"), job.VarianceOf(res))
 			fmt.Fprintf(w, "  cumulative:                %s\n", floats(cums, "%.3f"))
 		}
 		if c.Analysis != job.PCA {

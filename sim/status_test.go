@@ -166,7 +166,7 @@ func TestStatusPage(t *testing.T) {
 		}
 		settled := len(st.Budgets) == 2
 		for _, b := range st.Budgets {
-			settled = settled && b.RhoReserved == 0 && b.RhoSpent == 0 && b.EpsilonReserved == 0
+			settled = settled && b.RhoReserved == 0 && b.RhoSpent == 0 && b.EpsilonSpentAndReserved == 0
 		}
 		if settled {
 			break

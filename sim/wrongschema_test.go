@@ -105,13 +105,19 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 		t.Errorf("uploaded owners %s", got)
 	}
 	var reason fedpcav1.DeclineReason
+	var detail *fedpcav1.DeclineDetail
 	for _, dc := range st.GetDeclinedOwners() {
 		if dc.GetOwner() == "hospital-c" {
-			reason = dc.GetReason()
+			reason, detail = dc.GetReason(), dc.GetDetail()
 		}
 	}
 	if reason != fedpcav1.DeclineReason_DECLINE_REASON_SCHEMA_MISMATCH {
 		t.Errorf("hospital-c declined with %s, want schema mismatch", reason)
+	}
+	// The user learns which field differs (issue 43): the bounds of
+	// mean_radius, feature 0 of the job's schema.
+	if detail.GetSchemaField() != "min" || detail.Feature == nil || sch.Features[detail.GetFeature()].Name != "mean_radius" {
+		t.Errorf("hospital-c said %v, want the min of mean_radius", detail)
 	}
 	// The detail stays in hospital-c's own record.
 	recs, err := cl.Owner("hospital-c").JobRecords()

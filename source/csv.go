@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/fedpca/fedpca/protocol/schema"
@@ -16,9 +17,10 @@ import (
 func init() { Register(openCSV, "file") }
 
 // openCSV opens a CSV file: a path, or file://PATH. Options go after a '?'
-// in a file:// URL, or after '#' on a plain path: delimiter=; (or
-// semicolon, comma, tab, pipe). A file is gunzipped when its name ends in
-// .gz or it starts with gzip's magic bytes.
+// in a file:// URL, or after '#' on a plain path, joined by '&': the file's
+// format, delimiter=; (or semicolon, comma, tab, pipe) and
+// decimal_comma=true (numbers written 1,5). A file is gunzipped when its
+// name ends in .gz or it starts with gzip's magic bytes.
 func openCSV(_ context.Context, spec string) (Rows, error) {
 	path, opt, err := ParseCSVSpec(spec)
 	if err != nil {
@@ -52,18 +54,28 @@ func ParseCSVSpec(spec string) (string, schema.CSVOptions, error) {
 	} else if i := strings.LastIndexByte(spec, '#'); i >= 0 && strings.Contains(spec[i:], "=") {
 		path, query = spec[:i], spec[i+1:]
 	}
-	q, err := url.ParseQuery(query)
-	if err != nil {
-		return "", opt, fmt.Errorf("options %q: %w", query, err)
-	}
-	for k, v := range q {
+	// Options are KEY=VALUE joined by '&', values URL-escaped or not: ';'
+	// is a delimiter here, not a separator (url.ParseQuery refuses it).
+	for _, kv := range strings.Split(query, "&") {
+		if kv == "" {
+			continue
+		}
+		k, raw, _ := strings.Cut(kv, "=")
+		v, err := url.QueryUnescape(raw)
+		if err != nil {
+			return "", opt, fmt.Errorf("option %q: %w", kv, err)
+		}
 		switch k {
 		case "delimiter", "delim", "sep":
-			if opt.Delimiter, err = ParseDelimiter(v[len(v)-1]); err != nil {
+			if opt.Delimiter, err = ParseDelimiter(v); err != nil {
 				return "", opt, err
 			}
+		case "decimal_comma":
+			if opt.DecimalComma, err = strconv.ParseBool(v); err != nil {
+				return "", opt, fmt.Errorf("decimal_comma=%q: want true or false", v)
+			}
 		default:
-			return "", opt, fmt.Errorf("unknown CSV option %q (known: delimiter)", k)
+			return "", opt, fmt.Errorf("unknown CSV option %q (known: delimiter, decimal_comma)", k)
 		}
 	}
 	if path == "" {

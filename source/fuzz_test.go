@@ -51,10 +51,12 @@ func FuzzParsePG(f *testing.F) {
 }
 
 // FuzzCSVSpec: any string as a CSV source spec (path, file:// URL,
-// #delimiter= options).
+// #delimiter= and decimal_comma= options).
 func FuzzCSVSpec(f *testing.F) {
 	f.Add("data/x.csv")
 	f.Add("data/x.csv#delimiter=;")
+	f.Add("data/x.csv#delimiter=;&decimal_comma=true")
+	f.Add("file:///tmp/x.csv?decimal_comma=1&sep=tab")
 	f.Add("file:///tmp/x.csv?delimiter=tab")
 	f.Add("file://host/x")
 	f.Add("x.csv#sep=%3B")

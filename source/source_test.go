@@ -200,6 +200,69 @@ func TestGzipNameNotGzip(t *testing.T) {
 	r.Close()
 }
 
+// TestDecimalCommaPerSource (issue 43): one hospital exports with ';' and
+// decimal commas, the others with ',' and points, all under one schema
+// without decimal_comma (so its hash is theirs too). Given as
+// FILE#delimiter=;&decimal_comma=true the export reads the same integers as
+// the plain file; without the option each comma-decimal row is unreadable
+// and the error names the source option; decimal commas with ',' as the
+// delimiter are refused; the schema-wide option still reads it.
+func TestDecimalCommaPerSource(t *testing.T) {
+	data, sch := wine(t)
+	plain, _ := source.NewCSV(bytes.NewReader(data), schema.CSVOptions{})
+	want, _ := packed(t, sch, plain)
+	comma := strings.ReplaceAll(strings.ReplaceAll(string(data), ",", ";"), ".", ",")
+	p := filepath.Join(t.TempDir(), "hospital-c.csv")
+	if err := os.WriteFile(p, []byte(comma), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, spec := range []string{p + "#delimiter=;&decimal_comma=true", p + "#decimal_comma=true", "file://" + p + "?decimal_comma=1&sep=%3B"} {
+		rows, err := source.Open(context.Background(), spec)
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		got, rep := packed(t, sch, rows)
+		rows.Close()
+		if rep.Rows != 178 || rep.Skipped != 0 || !slices.Equal(got, want) {
+			t.Errorf("%s: %d rows, %d skipped, same statistics %v", spec, rep.Rows, rep.Skipped, slices.Equal(got, want))
+		}
+	}
+	// Without the option: every row with a decimal comma is unreadable,
+	// and the error says which option to give.
+	rows, err := source.Open(context.Background(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rep := packed(t, sch, rows)
+	rows.Close()
+	if rep.Rows != 0 || len(rep.Examples) == 0 || !strings.Contains(rep.Examples[0], "FILE#decimal_comma=true") {
+		t.Errorf("without decimal_comma: %d rows read, examples %q", rep.Rows, rep.Examples)
+	}
+	os.WriteFile(filepath.Join(filepath.Dir(p), "x.csv"), data, 0o600)
+	if _, err := source.Open(context.Background(), filepath.Join(filepath.Dir(p), "x.csv")+"#delimiter=,&decimal_comma=true"); err == nil || !strings.Contains(err.Error(), "decimal commas with ','") {
+		t.Errorf("decimal commas with ',' as the delimiter: %v", err)
+	}
+	if _, _, err := source.ParseCSVSpec(p + "#decimal_comma=yes please"); err == nil {
+		t.Error("decimal_comma=yes please accepted")
+	}
+	// schema infer reads the format too, and writes nothing about it.
+	rows, _ = source.Open(context.Background(), p+"#decimal_comma=true")
+	inferred, err := schema.InferRows(rows, schema.InferOptions{ID: "wine", Label: "label"})
+	rows.Close()
+	if err != nil || inferred.HashHex() != sch.HashHex() {
+		t.Errorf("infer on the decimal-comma export: %v, hash %s, want the plain file's %s", err, inferred.HashHex(), sch.HashHex())
+	}
+	// The schema-wide option of existing schemas reads every source so.
+	old := *sch
+	old.DecimalComma = true
+	rows, _ = source.Open(context.Background(), p)
+	got, rep := packed(t, &old, rows)
+	rows.Close()
+	if rep.Rows != 178 || !slices.Equal(got, want) || old.HashHex() == sch.HashHex() {
+		t.Errorf("schema-wide decimal_comma: %d rows, same statistics %v", rep.Rows, slices.Equal(got, want))
+	}
+}
+
 // TestCSVQuoteErrorSkipsOneLine: a line with an unbalanced quote is
 // skipped as unreadable, alone: the 1,000 good rows around it are all used
 // (it used to swallow the rest of the file: 1 row used). So is a line with a

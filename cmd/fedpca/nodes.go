@@ -153,28 +153,33 @@ proxy; it keeps an audit record of every key switch it makes.
 				if err != nil {
 					return err
 				}
+				serveLocal(ctx, log, cmd.String("state"), auditSocket, func(w io.Writer) error {
+					recs, err := m.Audit()
+					if err != nil {
+						return err
+					}
+					return writeAudit(w, recs)
+				})
 				return m.Run(ctx)
 			},
 		}, {
 			Name:  "audit",
 			Usage: "print the audit record of every key switch this member made (JSON lines)",
-			Description: `Reads the member's store, so the member must be stopped first.
+			Description: `Reads the member's state directory: its store when the member is stopped, or,
+while it runs (its store is locked), the records it serves from its store on the
+socket audit.sock in that directory (0600: the state directory's own users).
 
   fedpca csp audit --state state/csp-1`,
-			Flags: []cli.Flag{reqStr("state", "the member's state directory (stop the member first: the store is locked while it runs)"),
+			Flags: []cli.Flag{reqStr("state", "the member's state directory"),
 				strFlag("id", "audit", "unused (the records name their jobs; kept for existing scripts)")},
 			Action: func(_ context.Context, cmd *cli.Command) error {
-				recs, err := csp.ReadAudit(cmd.String("state"))
-				if err != nil {
+				var recs []csp.SwitchRecord
+				dir := cmd.String("state")
+				live, err := readStateDir(dir, auditSocket, func() (err error) { recs, err = csp.ReadAudit(dir); return err }, os.Stdout)
+				if err != nil || live {
 					return err
 				}
-				enc := json.NewEncoder(os.Stdout)
-				for _, r := range recs {
-					if err := enc.Encode(r); err != nil {
-						return err
-					}
-				}
-				return nil
+				return writeAudit(os.Stdout, recs)
 			},
 		}},
 	}
@@ -355,9 +360,16 @@ It accepts only a committee key that every member of the committee it pins
 				if err != nil {
 					return err
 				}
+				serveLocal(ctx, log, cmd.String("state"), ledgerSocket, func(w io.Writer) error {
+					v, err := o.Ledgers()
+					if err != nil {
+						return err
+					}
+					return json.NewEncoder(w).Encode(v)
+				})
 				return o.Run(ctx)
 			},
-		}, ownerCheckCommand(), {
+		}, ownerCheckCommand(), ownerLedgerCommand(), {
 			Name:      "published",
 			Usage:     "fetch the result document a user published for a job",
 			ArgsUsage: "JOB",

@@ -165,6 +165,12 @@ type deployment struct {
 
 func newDeployment(t *testing.T, nOwners, nCSP, threshold int) *deployment {
 	t.Helper()
+	return newDeploymentOf(t, "wdbc", nOwners, nCSP, threshold)
+}
+
+// newDeploymentOf is newDeployment with a bundled dataset's rows.
+func newDeploymentOf(t *testing.T, dataset string, nOwners, nCSP, threshold int) *deployment {
+	t.Helper()
 	d := &deployment{dir: t.TempDir(), csvs: map[string]string{}, threshd: threshold}
 	ids := []string{"proxy/proxy", "user/alice"}
 	for i := range nCSP {
@@ -181,12 +187,12 @@ func newDeployment(t *testing.T, nOwners, nCSP, threshold int) *deployment {
 	if err != nil {
 		t.Fatalf("fedpca certs: %v\n%s", err, out)
 	}
-	data, _ := datasets.CSV("wdbc")
-	sch, err := schema.Infer(bytes.NewReader(data), "wdbc", "label")
+	data, _ := datasets.CSV(dataset)
+	sch, err := schema.Infer(bytes.NewReader(data), dataset, "label")
 	if err != nil {
 		t.Fatal(err)
 	}
-	d.schema = filepath.Join(d.dir, "wdbc.schema.json")
+	d.schema = filepath.Join(d.dir, dataset+".schema.json")
 	if err := os.WriteFile(d.schema, sch.Canonical(), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -105,13 +105,33 @@ choose C.
 			fmt.Printf("schema written to %s (C = %s at quantile %g of the norms)\n", filepath.Join(out, "schema.json"), res.Schema.ClipNorm, res.Quantile)
 			fmt.Printf("the main job (%s) may spend epsilon %.6g at delta %g: with the profile's %d rounds (share %g of mu^2, epsilon %.6g alone), epsilon %.7g in all, discrete corrections included\n",
 				cmd.String("main-analysis"), res.Budget.Main, res.Budget.Delta, len(res.Rounds), res.Share, res.Budget.Spent.Epsilon(res.Budget.Delta), res.Budget.Total)
-			if cmd.String("main-analysis") == job.PCA && !cmd.Bool("keep-scales") {
-				fmt.Printf("run it standardised (the scales above are noisy; the PCA of the release's own correlation is not):\n  fedpca user run ... --schema %s --epsilon %.6g --delta %g --standardize\n",
-					filepath.Join(out, "schema.json"), res.Budget.Main, res.Budget.Delta)
+			if a := res.Advice; a != nil && cmd.String("main-analysis") == job.PCA {
+				printAdvice(os.Stdout, a, res, filepath.Join(out, "schema.json"))
 			}
 			return nil
 		},
 	}
+}
+
+// printAdvice says how to run the main PCA job and what to expect of it:
+// with public reference scales when most spreads are unresolved, then
+// standardised (the PCA of the release's own correlation, which the noise
+// of the scales does not reach), with what the pipeline captured at as
+// many rows per unit of noise.
+func printAdvice(w io.Writer, a *profile.Advice, res *user.ProfileResult, schemaPath string) {
+	b := a.Band
+	expect := fmt.Sprintf("at %.0f rows per unit of its noise (n mu/sqrt(d)), the pipeline captured %.2f to %.2f of the top components' variance of the standardised rows, %.2f to %.2f less than public scales (measured on %s: docs/BENCHMARKS.md, profile job)",
+		a.RowsPerNoise, b.Captured[0], b.Captured[1], b.BelowPublic[0], b.BelowPublic[1], b.Datasets)
+	run := fmt.Sprintf("  fedpca user run ... --schema %s --epsilon %.6g --delta %g --standardize\n", schemaPath, res.Budget.Main, res.Budget.Delta)
+	if a.PublicScales {
+		fmt.Fprintf(w, "%d of %d spreads are unresolved: the scales are upper estimates, at the noise's level; %s.\n", a.Unresolved, a.Features, expect)
+		fmt.Fprintf(w, "if public reference centers and scales exist for these features (a registry, published reference ranges), put them in the schema and spend what is left on them (its norms round chooses C, the main job runs unstandardised):\n  fedpca user profile ... --schema REFERENCE.json --keep-scales --epsilon %.6g --delta %g\n",
+			res.Budget.Main, res.Budget.Delta)
+		fmt.Fprintf(w, "otherwise run it standardised, and expect as much:\n%s", run)
+		return
+	}
+	fmt.Fprintf(w, "run it standardised (the scales above are noisy; the PCA of the release's own correlation is not):\n%s", run)
+	fmt.Fprintf(w, "what to expect: %s\n", expect)
 }
 
 // writeProfile prints each feature's center and scale with its standard

@@ -17,7 +17,7 @@ import (
 )
 
 // datasetUsage describes a --dataset value.
-const datasetUsage = `SCHEMA.json=SOURCE: SOURCE is a CSV file (plain or gzip; delimiter , ; or tab detected, or FILE#delimiter=;) or postgres://USER@HOST:PORT/DB?table=NAME (or query=SQL URL-encoded, query_file=PATH; password in the URL, password_file=PATH or PGPASSWORD/.pgpass)`
+const datasetUsage = `SCHEMA.json=SOURCE: SOURCE is a CSV file (plain or gzip; delimiter , ; or tab detected, or FILE#delimiter=;; decimal commas FILE#decimal_comma=true) or postgres://USER@HOST:PORT/DB?table=NAME (or query=SQL URL-encoded, query_file=PATH; password in the URL, password_file=PATH or PGPASSWORD/.pgpass)`
 
 // parseDataset reads SCHEMA.json=SOURCE.
 func parseDataset(s string) (*schema.Schema, string, error) {
@@ -122,7 +122,7 @@ func inferFlags() []cli.Flag {
 		strFlag("missing", "", "schema-wide missing-value policy: drop (cells such as '', NA, NaN, null count as missing)"),
 		boolFlag("trim", "trim white space around every cell"),
 		boolFlag("ignore-case", "labels and categories without case"),
-		boolFlag("decimal-comma", "read 1,5 as 1.5"),
+		boolFlag("decimal-comma", "the file writes decimal commas: read 1,5 as 1.5 (as --data FILE#decimal_comma=true; the file's format, not written into the schema)"),
 		intFlag("bits", schema.DefaultBits, "fractional bits g"),
 		strFlag("clip", schema.DefaultClipNorm, "row clip norm C"),
 	}

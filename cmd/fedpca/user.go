@@ -169,7 +169,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
 				releaseFlag(),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
-				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed)", Sources: env("max-owner-rows")},
+				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed when it is below 10 million)", Sources: env("max-owner-rows")},
 			), append(committeeFlags("creates jobs"), resultFlags()...)...), logFlags()...),
 			Action: runUser,
 		}, {
@@ -375,8 +375,7 @@ func printStatus(st *fedpcav1.JobStatus) {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
 	}
 	for _, d := range st.GetDeclinedOwners() {
-		code := job.Decline(d.GetReason())
-		fmt.Printf("declined  %s (%s): %s\n", d.GetOwner(), code, code.Text())
+		fmt.Printf("declined  %s %s\n", d.GetOwner(), declineText(d, nil))
 	}
 	if a := user.Awaited(st); len(a) > 0 {
 		fmt.Printf("missing   %s\n", strings.Join(a, ", "))
@@ -537,8 +536,12 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		return err
 	}
 	quiet := cmd.Bool("quiet")
-	if req.MaxOwnerRows == 0 && !quiet {
-		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (the largest the plaintext range allows for this job; owners drop rows beyond it)\n", spec.MaxOwnerRows)
+	if !quiet && (req.MaxOwnerRows != 0 || spec.MaxOwnerRows < ownerRowsWorthSaying) {
+		what := "as given"
+		if req.MaxOwnerRows == 0 {
+			what = "the largest the plaintext range allows for this job"
+		}
+		fmt.Fprintf(os.Stderr, "max-owner-rows: %d (%s; owners drop rows beyond it)\n", spec.MaxOwnerRows, what)
 	}
 	if split == (dp.Split{}) && !req.NoNoise && !quiet {
 		fmt.Fprintf(os.Stderr, "budget split: %s (the default for %s)\n", splitText(spec.Split), spec.Analysis)
@@ -552,6 +555,13 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	}
 	return waitAndWrite(ctx, cmd, c, spec, sch, start)
 }
+
+// ownerRowsWorthSaying is the per-owner row cap below which user run says
+// what cap the plaintext range left the job: a source of that many rows
+// (a large registry's) may reach it. Above it (2.3 billion rows at 16 bits
+// and three owners, 67 million at epsilon 0.5 and two) the cap binds no
+// source this user is likely to meet, and the line was noise.
+const ownerRowsWorthSaying = 10_000_000
 
 // waitAndWrite follows a job to its end, then fetches, decrypts and
 // analyses its result and writes the outputs (user run, user fetch). An
@@ -581,7 +591,10 @@ func waitAndWrite(ctx context.Context, cmd *cli.Command, c *user.Client, spec *j
 		return err
 	}
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
-		return fmt.Errorf("job %s failed: %s%s", spec.ID()[:16], st.GetReason(), declinedText(st))
+		return fmt.Errorf("job %s failed: %s%s", spec.ID()[:16], st.GetReason(), declinedText(st, sch.FeatureNames()))
+	}
+	if len(st.GetDeclinedOwners()) > 0 && !cmd.Bool("quiet") {
+		fmt.Fprintf(os.Stderr, "the job went on without the owners that declined:%s\n", declinedText(st, sch.FeatureNames()))
 	}
 	res, err := c.Fetch(ctx, spec, sch)
 	if ctx.Err() != nil {
@@ -751,13 +764,22 @@ func progressLine(s *fedpcav1.JobStatus) string {
 	return line
 }
 
-func declinedText(s *fedpcav1.JobStatus) string {
+// declinedText lists the declines of a failed job, each with what its owner
+// said (features: the job's, to name the one a schema field belongs to).
+func declinedText(s *fedpcav1.JobStatus, features []string) string {
 	var b strings.Builder
 	for _, d := range s.GetDeclinedOwners() {
-		code := job.Decline(d.GetReason())
-		fmt.Fprintf(&b, "\n  owner %s declined (%s): %s", d.GetOwner(), code, code.Text())
+		fmt.Fprintf(&b, "\n  owner %s declined %s", d.GetOwner(), declineText(d, features))
 	}
 	return b.String()
+}
+
+// declineText is "(CODE): what the owner said".
+func declineText(d *fedpcav1.DeclinedOwner, features []string) string {
+	code := job.Decline(d.GetReason())
+	w := d.GetDetail()
+	detail := job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
+	return fmt.Sprintf("(%s): %s", code, code.Explain(detail, features))
 }
 
 // printSummary prints the result for a human.
@@ -774,9 +796,12 @@ func printSummary(res *job.Result) {
 		}
 		fmt.Println()
 		if c.ExplainedVarianceRatio != nil {
-			fmt.Printf("explained variance ratio:")
+			fmt.Printf("explained variance ratio (%s):", job.VarianceOf(res))
 			for _, v := range c.ExplainedVarianceRatio {
 				fmt.Printf(" %.4f", v)
+			}
+			if q := res.Quality; q != nil && c.TotalVariance > 0 {
+				fmt.Printf(" (each ± %.2g from the noise)", q.EigenvalueStd/c.TotalVariance)
 			}
 			fmt.Println()
 		}
@@ -836,8 +861,22 @@ func printQuality(res *job.Result) {
 		return
 	}
 	fmt.Printf("noise in the result: noisy n %.1f ± %.3g; scatter entries ± %.3g (spectral norm ~%.3g)", res.NoisyN, q.NoisyNStd, q.EntryStd, q.NoiseSpectralNorm)
+	if q.CorrelationNoiseNorm > 0 {
+		fmt.Printf("; on the correlation matrix, spectral norm ~%.3g", q.CorrelationNoiseNorm)
+	}
 	if q.EigenvalueStd > 0 {
 		fmt.Printf("; eigenvalues ± %.3g", q.EigenvalueStd)
+	}
+	if len(q.DirectionNoise) > 0 {
+		fmt.Printf("; eigenvalues ±")
+		for _, v := range q.ComponentEigenvalueStd {
+			fmt.Printf(" %.3g", v)
+		}
+		fmt.Printf("; directions turned by about")
+		for _, v := range q.DirectionNoise {
+			fmt.Printf(" %.0f", v)
+		}
+		fmt.Printf(" degrees")
 	}
 	fmt.Println()
 	for _, w := range q.Warnings {

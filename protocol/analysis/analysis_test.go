@@ -963,7 +963,7 @@ func TestStandardizedPCAScaleFree(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		c, err := s.StandardizedPCA(2, 0)
+		c, _, err := s.StandardizedPCA(2, 0)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 
 	"gonum.org/v1/gonum/mat"
 )
@@ -19,7 +20,7 @@ const (
 // ProjectBatch, MarshalJSON) is safe for concurrent use, mutating it is not.
 //
 // JSON: {"analysis", "mean", "components" (W), "eigenvalues", "all_eigenvalues",
-// "explained_variance_ratio" (PCA only), "rho", "rho_prime", "unit_components" (DCA/LDA only)}; the
+// "explained_variance_ratio" and "total_variance" (PCA only), "rho", "rho_prime", "unit_components" (DCA/LDA only)}; the
 // matrices are row-major nested arrays of d rows and k columns, so components[i][j] is entry i of
 // component j.
 type Components struct {
@@ -35,9 +36,14 @@ type Components struct {
 	Eigenvalues []float64
 	// AllEigenvalues are all d eigenvalues, descending (for scree plots).
 	AllEigenvalues []float64
-	// ExplainedVarianceRatio (PCA only, nil otherwise) is Eigenvalues[i] / sum(AllEigenvalues),
-	// or all zeros when that sum is 0.
+	// ExplainedVarianceRatio (PCA only, nil otherwise) is Eigenvalues[i] / TotalVariance, or all
+	// zeros when that is 0; in a job's result each eigenvalue less what the noise adds to it
+	// (Support).
 	ExplainedVarianceRatio []float64
+	// TotalVariance (PCA only) is the denominator of ExplainedVarianceRatio: the sum of
+	// AllEigenvalues (of PSD(S_T)), or d for the PCA of a correlation matrix (StandardizedPCA),
+	// whose trace is d whatever the noise did to its diagonal.
+	TotalVariance float64
 	// Rho and RhoPrime are the regularisers actually used (DCA/LDA; 0 for PCA).
 	Rho, RhoPrime float64
 	// Unit (DCA/LDA only, nil for PCA) holds the columns of W scaled to unit 2-norm.
@@ -79,9 +85,12 @@ func (c *Components) Validate() error {
 		if c.Unit != nil {
 			return errors.New("components: unit_components is set for pca")
 		}
+		if !(c.TotalVariance >= 0) || math.IsInf(c.TotalVariance, 0) {
+			return fmt.Errorf("components: total_variance %v is not a finite non-negative number", c.TotalVariance)
+		}
 	} else {
-		if c.ExplainedVarianceRatio != nil {
-			return fmt.Errorf("components: explained_variance_ratio is set for %s", c.Analysis)
+		if c.ExplainedVarianceRatio != nil || c.TotalVariance != 0 {
+			return fmt.Errorf("components: explained_variance_ratio or total_variance is set for %s", c.Analysis)
 		}
 		if c.Unit == nil || c.Unit.IsEmpty() {
 			return fmt.Errorf("components: unit_components is missing for %s", c.Analysis)
@@ -136,6 +145,7 @@ type Fields struct {
 	Eigenvalues            []float64   `json:"eigenvalues"`
 	AllEigenvalues         []float64   `json:"all_eigenvalues"`
 	ExplainedVarianceRatio []float64   `json:"explained_variance_ratio,omitempty"`
+	TotalVariance          float64     `json:"total_variance,omitempty"`
 	Rho                    float64     `json:"rho"`
 	RhoPrime               float64     `json:"rho_prime"`
 	Unit                   [][]float64 `json:"unit_components,omitempty"`
@@ -157,6 +167,7 @@ func (c *Components) Fields() (*Fields, error) {
 		Eigenvalues:            c.Eigenvalues,
 		AllEigenvalues:         c.AllEigenvalues,
 		ExplainedVarianceRatio: c.ExplainedVarianceRatio,
+		TotalVariance:          c.TotalVariance,
 		Rho:                    c.Rho,
 		RhoPrime:               c.RhoPrime,
 		Unit:                   denseToRows(c.Unit),
@@ -183,9 +194,16 @@ func FromFields(name string, f *Fields) (*Components, error) {
 		Eigenvalues:            f.Eigenvalues,
 		AllEigenvalues:         f.AllEigenvalues,
 		ExplainedVarianceRatio: f.ExplainedVarianceRatio,
+		TotalVariance:          f.TotalVariance,
 		Rho:                    f.Rho,
 		RhoPrime:               f.RhoPrime,
 		Unit:                   unit,
+	}
+	if c.Analysis == AnalysisPCA && c.TotalVariance == 0 {
+		// A result written before the field: its ratio was out of the sum.
+		for _, v := range c.AllEigenvalues {
+			c.TotalVariance += math.Max(v, 0)
+		}
 	}
 	if err := c.Validate(); err != nil {
 		return nil, fmt.Errorf("unmarshal: %w", err)

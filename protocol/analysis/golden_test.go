@@ -3,6 +3,7 @@ package analysis
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"io"
 	"math"
 	"sort"
@@ -314,5 +315,75 @@ func TestGoldenReference(t *testing.T) {
 					variant, relPCA, relDCA, relLDA, vecPCA, vecDCA)
 			}
 		})
+	}
+}
+
+// TestStandardizedRatioOutOfD (issue 43): the PCA of the release's
+// correlation matrix explains its variance out of d, the trace of a
+// correlation matrix. On the raw rows (no floor) that is the reference's
+// share of the standardised scatter's trace; with some variances under the
+// noise floor, the floored features are named and the share explained
+// never exceeds the reference's (dividing by the floored matrix's own
+// trace, as before, claimed more: 84% where 46% was captured).
+func TestStandardizedRatioOutOfD(t *testing.T) {
+	ref := loadReference(t)
+	for _, name := range []string{"wine", "wdbc", "glass"} {
+		rp := ref[name].PCA["unclipped"]
+		x, labels := readDataset(t, name)
+		m, _ := momentsOf(x, labels)
+		s, err := m.Scatters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, corr, err := s.StandardizedPCA(rp.TopK, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d := m.Dim()
+		share := 0.0
+		for _, r := range c.ExplainedVarianceRatio {
+			share += r
+		}
+		if c.TotalVariance != float64(d) || len(corr.Floored) != 0 || math.Abs(share-rp.TopKShare) > 1e-9 {
+			t.Fatalf("%s: total %v (d = %d), floored %v, top-%d share %.12f, reference %.12f", name, c.TotalVariance, d, corr.Floored, rp.TopK, share, rp.TopKShare)
+		}
+		// Shrink three features far below a floor: they are floored, and
+		// the share explained is at most the reference's.
+		for i := range x {
+			for _, j := range []int{0, 2, 4} {
+				x[i][j] *= 1e-6
+			}
+		}
+		m, _ = momentsOf(x, labels)
+		s, _ = m.Scatters()
+		floor, others := 0.0, math.Inf(1)
+		for j := 0; j < d; j++ {
+			if j == 0 || j == 2 || j == 4 {
+				floor = math.Max(floor, 10*s.ST.At(j, j))
+			} else {
+				others = math.Min(others, s.ST.At(j, j))
+			}
+		}
+		if floor >= others {
+			t.Fatalf("%s: the floor %g reaches an unscaled variance %g", name, floor, others)
+		}
+		c, corr, err = s.StandardizedPCA(rp.TopK, floor/(2*math.Sqrt(float64(d))))
+		if err != nil {
+			t.Fatal(err)
+		}
+		trace, floored, eig := 0.0, 0.0, 0.0
+		for i := range d {
+			trace += corr.C.At(i, i)
+		}
+		for i, r := range c.ExplainedVarianceRatio {
+			floored += r
+			eig += c.Eigenvalues[i]
+		}
+		if fmt.Sprint(corr.Floored) != "[0 2 4]" || floored > rp.TopKShare+1e-9 || trace > float64(d)-2.7+1e-9 {
+			t.Errorf("%s: floored %v, top-%d share %.4f (reference %.4f), trace %.4f", name, corr.Floored, rp.TopK, floored, rp.TopKShare, trace)
+		}
+		if old := eig / trace; old <= rp.TopKShare {
+			t.Errorf("%s: test too weak: a share out of the floored trace, %.4f, would not overstate %.4f", name, old, rp.TopKShare)
+		}
 	}
 }

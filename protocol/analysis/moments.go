@@ -95,6 +95,8 @@ type Scatters struct {
 	N float64
 	// ClassN are the class counts after clamping to >= MinClassCount.
 	ClassN []float64
+	// ClassMeans are V[k] / ClassN[k], the class means.
+	ClassMeans [][]float64
 }
 
 // Scatters computes the scatter matrices. Each class count is first clamped to at least
@@ -130,14 +132,19 @@ func (m Moments) Scatters() (Scatters, error) {
 	sw := mat.NewSymDense(d, nil)
 	sw.CopySym(m.R)
 	sb := mat.NewSymDense(d, nil)
+	means := make([][]float64, len(m.V))
 	for k, vk := range m.V {
 		x := mat.NewVecDense(d, append([]float64(nil), vk...))
 		sw.SymRankOne(sw, -1/classN[k], x)
 		sb.SymRankOne(sb, 1/classN[k], x)
+		means[k] = make([]float64, d)
+		for i, vi := range vk {
+			means[k][i] = vi / classN[k]
+		}
 	}
 	sb.SymRankOne(sb, -1/n, vv)
 
-	return Scatters{ST: st, SW: sw, SB: sb, Mean: mean, N: n, ClassN: classN}, nil
+	return Scatters{ST: st, SW: sw, SB: sb, Mean: mean, N: n, ClassN: classN, ClassMeans: means}, nil
 }
 
 // Dim returns d.

@@ -320,6 +320,52 @@ func FuzzDecline(f *testing.F) {
 	})
 }
 
+// FuzzDeclineDetail: any detail an owner may send with a decline (the wire
+// fields of fedpca.v1.DeclineDetail) for any code and schema size. An
+// accepted one fits its code (a known limit with policy, valued exactly
+// when the limit has a value; a known schema field with schema_mismatch,
+// of a feature of the schema exactly when the field is a feature's), goes
+// back to the same wire fields, and is said in a bounded text that never
+// repeats a field it does not know.
+func FuzzDeclineDetail(f *testing.F) {
+	f.Add(int32(1), 1.0, "", int32(0), false, int32(DeclinePolicy), 10)
+	f.Add(int32(3), 0.0, "", int32(0), false, int32(DeclinePolicy), 10)
+	f.Add(int32(0), 0.0, "min", int32(3), true, int32(DeclineSchemaMismatch), 10)
+	f.Add(int32(0), 0.0, "trim", int32(0), false, int32(DeclineSchemaMismatch), 10)
+	f.Add(int32(0), 0.0, "min", int32(10), true, int32(DeclineSchemaMismatch), 10)
+	f.Add(int32(2), -1.0, "name", int32(-5), true, int32(DeclineBudget), 0)
+	f.Fuzz(func(t *testing.T, limit int32, value float64, field string, feature int32, has bool, code int32, d int) {
+		c := Decline(code)
+		det := DetailOf(limit, value, field, feature, has)
+		if err := det.Validate(c, d); err != nil {
+			return
+		}
+		text := c.Explain(det, nil)
+		if len(text) > 400 || (field != "" && !strings.Contains(text, field) && field != "id") {
+			t.Fatalf("%+v (%s): text %q", det, c, text)
+		}
+		switch {
+		case det.IsZero():
+		case det.Limit != 0:
+			if c != DeclinePolicy || det.Field != "" || !(limits[det.Limit].valued == (det.LimitValue > 0)) {
+				t.Fatalf("accepted %+v with %s", det, c)
+			}
+		default:
+			if c != DeclineSchemaMismatch || !slices.Contains(schema.ReadingFields, det.Field) || det.Feature >= d || det.Feature < -1 {
+				t.Fatalf("accepted %+v with %s, %d features", det, c, d)
+			}
+		}
+		l, v, fl, ft := det.Wire()
+		var ftv int32
+		if ft != nil {
+			ftv = *ft
+		}
+		if back := DetailOf(l, v, fl, ftv, ft != nil); back != det {
+			t.Fatalf("%+v goes back as %+v", det, back)
+		}
+	})
+}
+
 // FuzzReadStatistics: an owner's rows as they come (any bytes). Reading
 // never depends on the rows for its outcome: whatever the rows hold, it
 // fails only when the header does not fit the schema (line 1), and

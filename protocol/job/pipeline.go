@@ -94,10 +94,7 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 		return nil, ReadReport{}, err
 	}
 	useClasses := l.K > 1 && l.Kind == stats.Full
-	if err := sch.CheckSource(rows, useClasses); err != nil {
-		return nil, ReadReport{}, err
-	}
-	rm, err := sch.NewRowMap(rows.Columns(), useClasses)
+	rm, err := sch.NewRowMap(rows, useClasses)
 	if err != nil {
 		return nil, ReadReport{}, err
 	}

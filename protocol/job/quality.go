@@ -3,6 +3,7 @@ package job
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/fedpca/fedpca/protocol/analysis"
 )
@@ -26,20 +27,40 @@ type Quality struct {
 	// 2 sqrt(d) sigma_R (the edge of the semicircle law): eigenvalues and
 	// eigengaps below it are not determined by the data.
 	NoiseSpectralNorm float64 `json:"noise_spectral_norm"`
+	// CorrelationNoiseNorm (standardised PCA) is the typical spectral norm
+	// of the noise on the correlation matrix whose components these are
+	// (analysis.Correlation.NoiseNorm): its eigenvalues and eigengaps are
+	// compared with it, not with NoiseSpectralNorm.
+	CorrelationNoiseNorm float64 `json:"correlation_noise_norm,omitempty"`
 	// EigenvalueStd (PCA) bounds the noise's first-order contribution to
 	// each eigenvalue: u^T E u for a unit eigenvector u has standard
-	// deviation between sigma_R and sqrt(2) sigma_R; this is the upper end.
+	// deviation between sigma_R and sqrt(2) sigma_R; this is the upper end
+	// (of the correlation matrix's, standardised: sqrt(2) sigma_R over the
+	// smallest variance).
 	EigenvalueStd float64 `json:"eigenvalue_std,omitempty"`
+	// ComponentEigenvalueStd and DirectionNoise (DCA, LDA) are, for each
+	// component, the standard deviation of its generalised eigenvalue and
+	// the angle in degrees by which noise of this size typically turns it,
+	// to first order (analysis.Scatters.DiscriminantNoise).
+	ComponentEigenvalueStd []float64 `json:"component_eigenvalue_std,omitempty"`
+	DirectionNoise         []float64 `json:"direction_noise_degrees,omitempty"`
 	// Warnings say where the noise dominates.
 	Warnings []string `json:"warnings,omitempty"`
 }
 
+// MaxDirectionNoise is the first-order angle (degrees) above which a
+// discriminant component's direction is reported as not determined by the
+// data (measured: first order follows the angle the noise makes up to about
+// 30 degrees and falls below it beyond).
+const MaxDirectionNoise = 30
+
 // quality computes the Quality of a result from its privacy report (the
-// noise levels actually in the release, everyone honest).
-func quality(res *Result, d, classes int) *Quality {
+// noise levels actually in the release, everyone honest), the scatters it
+// was solved from and, for a standardised PCA, the correlation matrix.
+func quality(res *Result, sc analysis.Scatters, corr *analysis.Correlation, d, classes int) (*Quality, error) {
 	pr := res.Privacy
 	if pr.NoNoise {
-		return nil
+		return nil, nil
 	}
 	sr, sv, sn := float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.V), float64(pr.SigmaTotal.N)
 	q := &Quality{
@@ -51,15 +72,47 @@ func quality(res *Result, d, classes int) *Quality {
 		q.MeanStd = math.Sqrt(float64(classes)) * sv / res.NoisyN
 	}
 	if res.NoisyN < 3*q.NoisyNStd {
-		q.Warnings = append(q.Warnings, fmt.Sprintf("noisy_n %.4g is within 3 standard deviations (%.4g) of 0: the counts, the mean and the centring are dominated by noise", res.NoisyN, q.NoisyNStd))
+		q.warn("noisy_n %.4g is within 3 standard deviations (%.4g) of 0: the counts, the mean and the centring are dominated by noise", res.NoisyN, q.NoisyNStd)
 	}
 	c := res.Components
-	if c == nil || c.Analysis != analysis.AnalysisPCA {
-		return q
+	switch {
+	case c == nil:
+	case c.Analysis == analysis.AnalysisPCA:
+		norm, what := q.NoiseSpectralNorm, "the noise's spectral norm"
+		q.EigenvalueStd = math.Sqrt2 * sr
+		if corr != nil {
+			q.floored(res.Features, corr, d)
+			q.CorrelationNoiseNorm = corr.NoiseNorm(sr)
+			norm, what = q.CorrelationNoiseNorm, "the noise's spectral norm on the correlation matrix"
+			small := math.Inf(1)
+			for _, s := range corr.SD {
+				small = math.Min(small, s)
+			}
+			q.EigenvalueStd = math.Sqrt2 * sr / (small * small)
+		}
+		q.gaps(c.AllEigenvalues, len(c.Eigenvalues), func(int) float64 { return norm }, what)
+	default:
+		cn, err := sc.DiscriminantNoise(c, sr, sv)
+		if err != nil {
+			return nil, err
+		}
+		q.ComponentEigenvalueStd, q.DirectionNoise = cn.EigenvalueStd, cn.Angle
+		for i, v := range c.Eigenvalues {
+			switch {
+			case v < 2*cn.EigenvalueStd[i]:
+				q.warn("component %d: its eigenvalue %.4g is within 2 standard deviations of the noise (± %.3g) of 0; it may be noise", i+1, v, cn.EigenvalueStd[i])
+			case cn.Angle[i] > MaxDirectionNoise:
+				q.warn("component %d: noise of this release's size turns its direction by about %.0f degrees (to first order, which falls short of large angles): its eigengaps are within the noise, so its direction is not determined by the data", i+1, cn.Angle[i])
+			}
+		}
 	}
-	q.EigenvalueStd = math.Sqrt2 * sr
-	all := c.AllEigenvalues
-	for i := range c.Eigenvalues {
+	return q, nil
+}
+
+// gaps warns for each of the first k eigenvalues that is below the noise
+// norm(i), or whose gap to a neighbour is.
+func (q *Quality) gaps(all []float64, k int, norm func(i int) float64, what string) {
+	for i := range k {
 		gap := math.Inf(1)
 		if i > 0 {
 			gap = all[i-1] - all[i]
@@ -67,12 +120,73 @@ func quality(res *Result, d, classes int) *Quality {
 		if i+1 < len(all) {
 			gap = math.Min(gap, all[i]-all[i+1])
 		}
-		switch {
-		case all[i] < q.NoiseSpectralNorm:
-			q.Warnings = append(q.Warnings, fmt.Sprintf("component %d: its eigenvalue %.4g is below the noise's spectral norm %.4g; it may be noise", i+1, all[i], q.NoiseSpectralNorm))
-		case gap < q.NoiseSpectralNorm:
-			q.Warnings = append(q.Warnings, fmt.Sprintf("component %d: its eigengap %.4g is below the noise's spectral norm %.4g; its direction within the span of its neighbours is not determined by the data", i+1, gap, q.NoiseSpectralNorm))
+		switch n := norm(i); {
+		case all[i] < n:
+			q.warn("component %d: its eigenvalue %.4g is below %s %.4g; it may be noise", i+1, all[i], what, n)
+		case gap < n:
+			q.warn("component %d: its eigengap %.4g is below %s %.4g; its direction within the span of its neighbours is not determined by the data", i+1, gap, what, n)
 		}
 	}
-	return q
+}
+
+// floored warns about the features whose variance the noise hides in a
+// standardised PCA.
+func (q *Quality) floored(features []string, corr *analysis.Correlation, d int) {
+	if len(corr.Floored) == 0 {
+		return
+	}
+	var names []string
+	for _, i := range corr.Floored {
+		if i < len(features) {
+			names = append(names, features[i])
+		}
+	}
+	q.warn("%d of %d features have a variance below the noise's spectral norm %.4g (%s): each is taken at that level, so its correlations are shrunk towards 0 and it counts for less than 1 of the correlation matrix's trace d = %d, which the explained variance ratio is out of: the variance the floor took is not counted as explained (the schema's scales are too wide for this noise: give public reference scales, or a larger epsilon)",
+		len(corr.Floored), d, q.NoiseSpectralNorm, strings.Join(names, ", "), d)
+}
+
+func (q *Quality) warn(format string, args ...any) {
+	q.Warnings = append(q.Warnings, fmt.Sprintf(format, args...))
+}
+
+// VarianceOf says what a PCA result's explained variance ratio is out of
+// (its components' TotalVariance), for a reader.
+func VarianceOf(res *Result) string {
+	c := res.Components
+	less := ""
+	if !res.Privacy.NoNoise {
+		less = "; each eigenvalue less what the noise adds to it"
+	}
+	if res.Standardized {
+		return fmt.Sprintf("of d = %.0f, the trace of the correlation matrix%s", c.TotalVariance, less)
+	}
+	return fmt.Sprintf("of %.4g, the sum of the total scatter's eigenvalues%s", c.TotalVariance, less)
+}
+
+// VarianceShares are the shares of a PCA result's variance that each of its
+// d components explains, as its explained variance ratio counts them (the
+// first k are that ratio): out of TotalVariance, each eigenvalue less what
+// the noise adds to it (analysis.Supported, with the noise's spectral norm
+// on S_T, or on the correlation matrix for a standardised PCA, from the
+// result's quality). Nil for another analysis.
+func VarianceShares(res *Result) []float64 {
+	c := res.Components
+	if c == nil || c.ExplainedVarianceRatio == nil {
+		return nil
+	}
+	e := 0.0
+	if q := res.Quality; q != nil {
+		e = q.NoiseSpectralNorm
+		if res.Standardized {
+			e = q.CorrelationNoiseNorm
+		}
+	}
+	out := make([]float64, len(c.AllEigenvalues))
+	for i, l := range c.AllEigenvalues {
+		if c.TotalVariance > 0 {
+			out[i] = analysis.Supported(math.Max(l, 0), e) / c.TotalVariance
+		}
+	}
+	copy(out, c.ExplainedVarianceRatio)
+	return out
 }

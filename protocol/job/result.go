@@ -376,6 +376,7 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 		res.Classes = h.Classes
 	}
 	opts := analysis.Options{K: k, Regularizer: analysis.Regularizer{NoiseStd: float64(pr.SigmaTotal.R)}}
+	var corr *analysis.Correlation
 	switch name {
 	case Scatter:
 	case PCA:
@@ -388,10 +389,10 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 			// sqrt(d)) is not told apart from noise: it is taken at that
 			// level, so that a feature the noise dominates is not blown up
 			// to unit variance.
-			floor := 2 * float64(pr.SigmaTotal.R) * math.Sqrt(float64(rel.Layout.D))
-			res.Components, err = shrunk.StandardizedPCA(k, floor)
-		} else {
-			res.Components, err = shrunk.PCA(k)
+			res.Components, corr, err = shrunk.StandardizedPCA(k, float64(pr.SigmaTotal.R))
+		} else if res.Components, err = shrunk.PCA(k); err == nil {
+			// Each eigenvalue less what the noise on S_T adds to it.
+			res.Components.Support(2 * float64(pr.SigmaTotal.R) * math.Sqrt(float64(rel.Layout.D)))
 		}
 	case DCA, LDA:
 		if rel.Layout.K < 2 {
@@ -404,6 +405,8 @@ func AnalyzeRelease(h Header, name string, k int, rel *stats.Release, owners []s
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}
-	res.Quality = quality(res, rel.Layout.D, rel.Layout.K)
+	if res.Quality, err = quality(res, sc, corr, rel.Layout.D, rel.Layout.K); err != nil {
+		return nil, fmt.Errorf("%s: quality: %w", name, err)
+	}
 	return res, nil
 }

@@ -86,7 +86,7 @@ func TestProjectCSV(t *testing.T) {
 func TestQuality(t *testing.T) {
 	res := &Result{NoisyN: 100, Privacy: Privacy{SigmaTotal: BlockValues{R: 1, V: 2, N: 3}},
 		Components: &analysis.Components{Analysis: analysis.AnalysisPCA, Eigenvalues: []float64{100, 99.9, 10, 1}, AllEigenvalues: []float64{100, 99.9, 10, 1}}}
-	q := quality(res, 4, 1)
+	q, _ := quality(res, analysis.Scatters{}, nil, 4, 1)
 	if q.NoisyNStd != 3 || q.MeanStd != 0.02 || q.EntryStd != 1 || q.NoiseSpectralNorm != 4 || math.Abs(q.EigenvalueStd-math.Sqrt2) > 1e-15 {
 		t.Errorf("scales %+v", q)
 	}
@@ -98,11 +98,11 @@ func TestQuality(t *testing.T) {
 		t.Errorf("warnings %q", q.Warnings)
 	}
 	res.NoisyN = 5
-	if q := quality(res, 4, 1); !strings.Contains(q.Warnings[0], "noisy_n") {
+	if q, _ := quality(res, analysis.Scatters{}, nil, 4, 1); !strings.Contains(q.Warnings[0], "noisy_n") {
 		t.Errorf("a count within its noise: %q", q.Warnings)
 	}
 	res.Privacy.NoNoise = true
-	if quality(res, 4, 1) != nil {
+	if q, _ := quality(res, analysis.Scatters{}, nil, 4, 1); q != nil {
 		t.Error("a result without noise has a quality")
 	}
 }

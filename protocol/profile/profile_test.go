@@ -1,6 +1,7 @@
 package profile
 
 import (
+	"fmt"
 	"math"
 	"testing"
 
@@ -278,6 +279,35 @@ func TestFromMomentsShrinksTheVector(t *testing.T) {
 			if math.Abs(e.Mean[j]-want) > 1e-9 {
 				t.Errorf("sums %v: mean %d %v, want %v", c.sums, j, e.Mean[j], want)
 			}
+		}
+	}
+}
+
+// TestAdvise (issue 43): with most spreads unresolved the profile advises
+// public reference scales; the expectation it states is the measured band
+// of its rows per unit of noise (n mu/sqrt(d)), and the issue's pilot (442
+// rows, d = 10, which lost 0.215 of q/q0 against public scales) falls in
+// the band it is told.
+func TestAdvise(t *testing.T) {
+	res := &Result{N: 442}
+	for i := range 10 {
+		res.Features = append(res.Features, Feature{Name: fmt.Sprint(i), Unresolved: i < 6})
+	}
+	a := res.Advise(0.22, 10) // the pilot's main job: epsilon 0.94 at 1e-6
+	if !a.PublicScales || a.Unresolved != 6 || a.Features != 10 || math.Abs(a.RowsPerNoise-442*0.22/math.Sqrt(10)) > 1e-9 {
+		t.Fatalf("advice %+v", a)
+	}
+	if lost := 0.902 - 0.687; a.Band.Below != SmallThreshold || lost < a.Band.BelowPublic[0] || lost > a.Band.BelowPublic[1] {
+		t.Errorf("the pilot lost %.3f against public scales; its band says %v", lost, a.Band.BelowPublic)
+	}
+	res.Features[0].Unresolved = false
+	if a := res.Advise(0.22, 10); a.PublicScales {
+		t.Errorf("half the spreads unresolved: %+v", a)
+	}
+	for _, tc := range []struct{ n, below float64 }{{2000, MiddleThreshold}, {58000, math.Inf(1)}} {
+		res.N = tc.n
+		if a := res.Advise(0.22, 10); a.Band.Below != tc.below || a.Band.BelowPublic[1] > 0.08 {
+			t.Errorf("%v rows: band %+v", tc.n, a.Band)
 		}
 	}
 }

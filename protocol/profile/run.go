@@ -81,7 +81,10 @@ type Result struct {
 	Quantile float64              `json:"quantile"`
 	Edges    []fixedpoint.Decimal `json:"norm_edges"`
 	Warnings []string             `json:"warnings,omitempty"`
-	Rounds   []*job.Result        `json:"rounds"`
+	// Advice is what the main job can be expected to capture, and whether
+	// public scales would do better (none with KeepScales).
+	Advice *Advice       `json:"advice,omitempty"`
+	Rounds []*job.Result `json:"rounds"`
 }
 
 // ScaleNoiseWarning is the standard error of a scale, as a fraction of
@@ -188,6 +191,13 @@ func Run(declared *schema.Schema, o Options, run Runner, mainCost MainCost) (*Re
 	}
 	out.Budget.Spent = &spent
 	_, out.Budget.Total = Total(o.Delta, spent, c)
+	if !o.KeepScales {
+		a := out.Advise(b.Mu, declared.D())
+		out.Advice = &a
+		if a.PublicScales {
+			out.Warnings = append(out.Warnings, fmt.Sprintf("%d of %d spreads are unresolved (upper estimates): the scales are at the noise's level for this budget and row count; public reference scales would do better (see the advice below)", a.Unresolved, a.Features))
+		}
+	}
 	return out, nil
 }
 

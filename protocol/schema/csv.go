@@ -61,13 +61,26 @@ func (s *Schema) CheckSource(src Rows, useClasses bool) error {
 	return nil
 }
 
-// CSVOptions say how to read a CSV file. None of them changes the values
-// read (that is the schema's business), so they are not in the schema.
+// CSVOptions say how a CSV file is written: its format, which one owner's
+// export may have and another's not. None of them changes the values read
+// (1,5 written with a decimal comma is 1.5), so they are not in the
+// schema.
 type CSVOptions struct {
 	// Delimiter is ',', ';' or '\t'; 0 detects it from the header line
 	// (the one of the three that appears most often outside quotes; ',' on
 	// a tie).
 	Delimiter rune
+	// DecimalComma says that the file writes numbers with a decimal comma
+	// ("1,5" is 1.5, European spreadsheets); the delimiter is then not ','.
+	DecimalComma bool
+}
+
+// DecimalMarked is implemented by a source that says how it writes
+// numbers: a CSV file exported with decimal commas (CSVOptions). The
+// schema reads such a source's numbers with a decimal comma, as it reads
+// every source's under its own decimal_comma option.
+type DecimalMarked interface {
+	DecimalComma() bool
 }
 
 // bom is the UTF-8 byte order mark that Excel's "CSV UTF-8" writes.
@@ -91,12 +104,13 @@ const bom = "\ufeff"
 // lines (FuzzCSVRowsFastPath); empty lines are skipped, a trailing "\r\n"
 // or, at the end of the file, "\r" dropped.
 type CSVRows struct {
-	br     *bufio.Reader
-	comma  rune
-	header []string
-	line   int // the line the last row started on
-	read   int // the physical lines read so far (the header's included)
-	rec    []string
+	br           *bufio.Reader
+	comma        rune
+	decimalComma bool
+	header       []string
+	line         int // the line the last row started on
+	read         int // the physical lines read so far (the header's included)
+	rec          []string
 	// back holds lines read ahead for a record that did not parse, to be
 	// read again.
 	back []physLine
@@ -128,6 +142,9 @@ func NewCSVRows(r io.Reader, opt CSVOptions) (*CSVRows, error) {
 	default:
 		return nil, fmt.Errorf("csv: delimiter %q is not one of ',' ';' tab '|'", delim)
 	}
+	if delim == ',' && opt.DecimalComma {
+		return nil, errors.New("csv: decimal commas with ',' as the delimiter: a file that writes 1,5 for 1.5 separates its cells with ';' or a tab (give it as delimiter=;)")
+	}
 	cr := csv.NewReader(br)
 	cr.Comma = delim
 	cr.ReuseRecord = true
@@ -158,7 +175,7 @@ func NewCSVRows(r io.Reader, opt CSVOptions) (*CSVRows, error) {
 	for _, c := range header {
 		line += strings.Count(c, "\n")
 	}
-	return &CSVRows{br: br, comma: delim, header: h, line: line, read: line}, nil
+	return &CSVRows{br: br, comma: delim, decimalComma: opt.DecimalComma, header: h, line: line, read: line}, nil
 }
 
 // peekLine returns the first line of br without consuming it (at most
@@ -220,6 +237,9 @@ func (c *CSVRows) Line() int { return c.line }
 
 // Delimiter returns the delimiter in use.
 func (c *CSVRows) Delimiter() rune { return c.comma }
+
+// DecimalComma says whether the file writes decimal commas (DecimalMarked).
+func (c *CSVRows) DecimalComma() bool { return c.decimalComma }
 
 // Next returns the next row's fields.
 func (c *CSVRows) Next() ([]string, error) {

@@ -45,11 +45,16 @@ type InferOptions struct {
 	// (after Trim and IgnoreCase) become the public category list, and one
 	// indicator feature "COLUMN=VALUE" each.
 	Categorical []string
-	// Missing, Trim, IgnoreCase and DecimalComma are copied into the
-	// schema; with Missing set, missing cells are left out of a column's
-	// mean and deviation.
-	Missing                        *Missing
-	Trim, IgnoreCase, DecimalComma bool
+	// Missing, Trim and IgnoreCase are copied into the schema; with
+	// Missing set, missing cells are left out of a column's mean and
+	// deviation.
+	Missing          *Missing
+	Trim, IgnoreCase bool
+	// DecimalComma reads the rows' numbers with a decimal comma, as a
+	// source that says so does (DecimalMarked): the file's format, not
+	// written into the schema, so that other owners' files are read as
+	// they are written.
+	DecimalComma bool
 }
 
 // InferRows is Infer for any source, with options.
@@ -63,7 +68,7 @@ func InferRows(rows Rows, opt InferOptions) (*Schema, error) {
 		index[h] = i
 	}
 	s := &Schema{ID: opt.ID, Label: opt.Label, ClipNorm: fixedpoint.MustDecimal(DefaultClipNorm), Bits: DefaultBits,
-		Missing: opt.Missing.withDefaults(), Trim: opt.Trim, IgnoreCase: opt.IgnoreCase, DecimalComma: opt.DecimalComma}
+		Missing: opt.Missing.withDefaults(), Trim: opt.Trim, IgnoreCase: opt.IgnoreCase}
 	if s.Missing != nil && s.Missing.Policy == MissingFill {
 		return nil, errors.New("infer schema: the schema-wide missing policy can only be drop")
 	}
@@ -123,7 +128,7 @@ func InferRows(rows Rows, opt InferOptions) (*Schema, error) {
 		return nil, errors.New("infer schema: no feature columns left")
 	}
 	labels := map[string]bool{}
-	dec := &decoder{s: s}
+	dec := &decoder{s: s, decimalComma: opt.DecimalComma || s.readsDecimalComma(rows)}
 	n := 0
 	for {
 		rec, err := rows.Next()
@@ -151,14 +156,14 @@ func InferRows(rows Rows, opt InferOptions) (*Schema, error) {
 				c.categories[k]++
 				continue
 			}
-			if s.DecimalComma {
+			if dec.decimalComma {
 				v = dec.commaToDot(v)
 			}
 			x, err := fixedpoint.ParseFloat(v)
 			if err != nil {
 				hint := "; leave the column out with --exclude, or one-hot encode it with --categorical"
-				if strings.Contains(v, ",") && !s.DecimalComma {
-					hint = "; a decimal comma? use --decimal-comma"
+				if strings.Contains(v, ",") && !dec.decimalComma {
+					hint = "; a decimal comma? give the file as FILE#decimal_comma=true (or use --decimal-comma)"
 				}
 				if isDefaultMissing(v) {
 					hint = "; a missing value? use --missing drop"

@@ -161,18 +161,22 @@ type cellPlan struct {
 // decoder turns source cells into feature text under the schema's options.
 // Not safe for concurrent use.
 type decoder struct {
-	s        *Schema
-	plans    []cellPlan
-	label    int
-	comma    []byte // scratch for decimal commas
-	filled   int64
-	dropped  int64
-	cellText []string
+	s     *Schema
+	plans []cellPlan
+	label int
+	// decimalComma reads numbers with a decimal comma: the schema's
+	// option, or the source's format (DecimalMarked).
+	decimalComma bool
+	comma        []byte // scratch for decimal commas
+	filled       int64
+	dropped      int64
+	cellText     []string
 }
 
-// newDecoder maps the schema's columns to the header; it names the first
-// column it cannot find.
-func (s *Schema) newDecoder(header []string, useClasses bool) (*decoder, error) {
+// newDecoder maps the schema's columns to the source's header; it names
+// the first column it cannot find.
+func (s *Schema) newDecoder(src Rows, useClasses bool) (*decoder, error) {
+	header := src.Columns()
 	index := make(map[string]int, len(header))
 	for i, h := range header {
 		if _, dup := index[h]; dup {
@@ -184,7 +188,7 @@ func (s *Schema) newDecoder(header []string, useClasses bool) (*decoder, error) 
 	for i := range s.Categorical {
 		cats[s.Categorical[i].Column] = &s.Categorical[i]
 	}
-	d := &decoder{s: s, plans: make([]cellPlan, len(s.Features)), label: -1, cellText: make([]string, len(s.Features))}
+	d := &decoder{s: s, plans: make([]cellPlan, len(s.Features)), label: -1, cellText: make([]string, len(s.Features)), decimalComma: s.readsDecimalComma(src)}
 	for i, f := range s.Features {
 		col := f.SourceColumn()
 		c, ok := index[strings.TrimSpace(col)]
@@ -316,11 +320,11 @@ func (d *decoder) decode(rec []string) ([]string, error) {
 		} else if p.missing == nil && isDefaultMissing(v) {
 			return nil, &RowError{Column: p.name, Err: errMissingNoPolicy}
 		}
-		if d.s.DecimalComma && !fill {
+		if d.decimalComma && !fill {
 			if strings.IndexByte(v, '.') >= 0 {
 				// 1.234 is 1234 with a thousands separator, or 1.234 in
 				// another locale: neither is read silently.
-				return nil, &RowError{Column: p.name, Err: fmt.Errorf("%q: a '.' in a number under \"decimal_comma\" (a thousands separator, or a decimal point?): remove thousands separators from the export, or set \"decimal_comma\": false", v)}
+				return nil, &RowError{Column: p.name, Err: fmt.Errorf("%q: a '.' in a number read with decimal commas (a thousands separator, or a decimal point?): remove thousands separators from the export, or read it without decimal_comma", v)}
 			}
 			v = d.commaToDot(v)
 		}
@@ -330,6 +334,13 @@ func (d *decoder) decode(rec []string) ([]string, error) {
 		d.filled++
 	}
 	return d.cellText, nil
+}
+
+// readsDecimalComma says whether the schema reads src's numbers with a
+// decimal comma: its own option, or the source's format.
+func (s *Schema) readsDecimalComma(src Rows) bool {
+	m, ok := src.(DecimalMarked)
+	return s.DecimalComma || ok && m.DecimalComma()
 }
 
 // isDefaultMissing says whether a cell looks missing (to say so in errors

@@ -144,7 +144,7 @@ func TestNoPolicyHint(t *testing.T) {
 	}
 	for in, want := range map[string]string{
 		"a\nNA\n":      `line 2, column "a": missing value and no missing-value policy: add "missing"`,
-		"a;b\n1,5;2\n": `set "decimal_comma": true`,
+		"a;b\n1,5;2\n": `FILE#decimal_comma=true`,
 	} {
 		rd, err := s.NewReader(strings.NewReader(in), false)
 		if err != nil {
@@ -290,7 +290,7 @@ func TestReadingHints(t *testing.T) {
 			errs = append(errs, "")
 		}
 	}
-	want := []string{"", `a '.' in a number under "decimal_comma"`, `set "ignore_case": true`, `set "trim": true`}
+	want := []string{"", `a '.' in a number read with decimal commas`, `set "ignore_case": true`, `set "trim": true`}
 	for i, w := range want {
 		if i >= len(errs) || (w == "") != (errs[i] == "") || !strings.Contains(errs[i], w) {
 			t.Errorf("row %d: %q, want %q", i, errs, w)

@@ -243,9 +243,12 @@ type RowMap struct {
 	useClasses bool
 }
 
-// NewRowMap prepares to map rows with the given columns (a source's
-// Columns); see NewRowReader.
-func (s *Schema) NewRowMap(columns []string, useClasses bool) (*RowMap, error) {
+// NewRowMap prepares to map the rows of a source (its columns, its
+// format), which it checks first (CheckSource); see NewRowReader.
+func (s *Schema) NewRowMap(src Rows, useClasses bool) (*RowMap, error) {
+	if err := s.CheckSource(src, useClasses); err != nil {
+		return nil, err
+	}
 	m, err := s.NewMapper()
 	if err != nil {
 		return nil, err
@@ -253,7 +256,7 @@ func (s *Schema) NewRowMap(columns []string, useClasses bool) (*RowMap, error) {
 	if useClasses && len(s.Classes) == 0 {
 		return nil, fmt.Errorf("schema %s has no classes", s.ID)
 	}
-	dec, err := s.newDecoder(columns, useClasses)
+	dec, err := s.newDecoder(src, useClasses)
 	if err != nil {
 		return nil, err
 	}
@@ -321,8 +324,8 @@ func (rm *RowMap) Map(rec []string, line int, dst []int64) (class int, clipped b
 		var re *RowError
 		if errors.As(err, &re) {
 			re.Line = line
-			if errors.Is(re.Err, fixedpoint.ErrSyntax) && !rm.m.s.DecimalComma && strings.Contains(cells[rm.m.index[re.Column]], ",") {
-				re.Err = fmt.Errorf("%w (a decimal comma? set \"decimal_comma\": true in the schema, and use ';' or tab as the delimiter)", re.Err)
+			if errors.Is(re.Err, fixedpoint.ErrSyntax) && !rm.dec.decimalComma && strings.Contains(cells[rm.m.index[re.Column]], ",") {
+				re.Err = fmt.Errorf("%w (a decimal comma? give this source as FILE#decimal_comma=true, with ';' or tab as the delimiter)", re.Err)
 			}
 			return 0, false, re
 		}
@@ -366,10 +369,7 @@ func (s *Schema) NewReader(r io.Reader, useClasses bool) (*Reader, error) {
 // column), and the label column when useClasses is set; other columns are
 // ignored. Without useClasses every row is of class 0.
 func (s *Schema) NewRowReader(src Rows, useClasses bool) (*Reader, error) {
-	if err := s.CheckSource(src, useClasses); err != nil {
-		return nil, err
-	}
-	rm, err := s.NewRowMap(src.Columns(), useClasses)
+	rm, err := s.NewRowMap(src, useClasses)
 	if err != nil {
 		return nil, err
 	}

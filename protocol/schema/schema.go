@@ -82,8 +82,12 @@ type Schema struct {
 	// Missing is the schema-wide missing-value policy (nil: a missing value
 	// makes the row unreadable, and the row is skipped).
 	Missing *Missing `json:"missing,omitempty"`
-	// DecimalComma reads "1,5" as 1.5 (European spreadsheets); the CSV
-	// delimiter is then ';' or a tab.
+	// DecimalComma reads "1,5" as 1.5 in every owner's source (European
+	// spreadsheets); the CSV delimiter is then ';' or a tab. The decimal
+	// mark is a property of one export's format, like its delimiter: give
+	// it with that source instead (FILE#decimal_comma=true, DecimalMarked),
+	// so that the other owners' files are read as they are written. Kept
+	// for the schemas that set it.
 	DecimalComma bool `json:"decimal_comma,omitempty"`
 	// Trim removes white space around every cell (numbers, labels,
 	// categories) before it is read. Header names are always trimmed.
@@ -358,40 +362,32 @@ func (s *Schema) Validate() error {
 // profile job chooses the map), never under a schema that reads its rows
 // differently or bounds them less.
 func (s *Schema) SameReading(t *Schema) error {
-	switch {
-	case s.ID != t.ID:
+	d := s.ReadingDifference(t)
+	if d == nil {
+		return nil
+	}
+	var f, g Feature
+	if d.Feature >= 0 {
+		f, g = s.Features[d.Feature], t.Features[d.Feature]
+	}
+	switch d.Field {
+	case "id":
 		return fmt.Errorf("dataset %q, not %q", t.ID, s.ID)
-	case len(s.Features) != len(t.Features):
+	case "features":
 		return fmt.Errorf("%d features, not %d", len(t.Features), len(s.Features))
-	case s.Label != t.Label || !slices.Equal(s.Classes, t.Classes):
+	case "label", "classes":
 		return fmt.Errorf("label %q and classes %q, not %q and %q", t.Label, t.Classes, s.Label, s.Classes)
-	case s.Bits != t.Bits:
+	case "quant_bits":
 		return fmt.Errorf("quant_bits %d, not %d", t.Bits, s.Bits)
+	case "name":
+		return fmt.Errorf("feature %d is %q, not %q", d.Feature, g.Name, f.Name)
+	case "min", "max":
+		return fmt.Errorf("feature %q: bounds [%v, %v], not [%v, %v]", f.Name, g.Min, g.Max, f.Min, f.Max)
 	}
-	same := func(a, b *fixedpoint.Decimal) bool {
-		return (a == nil) == (b == nil) && (a == nil || a.Rat().Cmp(b.Rat()) == 0)
+	if d.Feature >= 0 {
+		return fmt.Errorf("feature %q: its %s differs", f.Name, d.Field)
 	}
-	for i, f := range s.Features {
-		g := t.Features[i]
-		if f.Name != g.Name {
-			return fmt.Errorf("feature %d is %q, not %q", i, g.Name, f.Name)
-		}
-		if !same(f.Min, g.Min) || !same(f.Max, g.Max) {
-			return fmt.Errorf("feature %q: bounds [%v, %v], not [%v, %v]", f.Name, g.Min, g.Max, f.Min, f.Max)
-		}
-	}
-	// Everything else that says how to read (columns, categories, missing
-	// values, decimal comma, trimming, case): t with s's map must be s.
-	u := *t
-	u.Features = slices.Clone(t.Features)
-	for i := range u.Features {
-		u.Features[i].Center, u.Features[i].Scale = s.Features[i].Center, s.Features[i].Scale
-	}
-	u.ClipNorm = s.ClipNorm
-	if !bytes.Equal(u.Canonical(), s.Canonical()) {
-		return fmt.Errorf("its reading options (columns, categories, missing values, decimal comma, trim or case) differ")
-	}
-	return nil
+	return fmt.Errorf("its reading options differ (%s)", d.Field)
 }
 
 // D returns the number of features.

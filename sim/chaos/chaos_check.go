@@ -442,7 +442,7 @@ func (ep *episode) checkBudgets(runs []*jobRun) {
 		ow := ep.cl.Owner(o)
 		bal, err := ow.Balance(ds)
 		r.verify(InvBudget, err == nil && bal.SpentCost.Plus(bal.ReservedCost).Within(bal.Epsilon, bal.Delta), ep, "",
-			"%s: spent and reserved certify epsilon %.6g, above the budget of %.6g (%v)", o, bal.EpsilonReserved(), bal.Epsilon, err)
+			"%s: spent and reserved certify epsilon %.6g, above the budget of %.6g (%v)", o, bal.EpsilonSpentAndReserved(), bal.Epsilon, err)
 		entries, err := ow.Ledger(ds)
 		if err != nil {
 			r.verify(InvCharged, false, ep, "", "%s ledger: %v", o, err)

@@ -80,6 +80,66 @@ func (JobState) EnumDescriptor() ([]byte, []int) {
 	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{0}
 }
 
+// PolicyLimit names a limit of an owner's policy (protocol/job.PolicyLimit).
+type PolicyLimit int32
+
+const (
+	PolicyLimit_POLICY_LIMIT_UNSPECIFIED PolicyLimit = 0
+	// The job's epsilon is above the owner's per-job limit.
+	PolicyLimit_POLICY_LIMIT_MAX_EPSILON PolicyLimit = 1
+	// The job's delta is above the owner's per-job limit.
+	PolicyLimit_POLICY_LIMIT_MAX_DELTA PolicyLimit = 2
+	// The job has no DP noise.
+	PolicyLimit_POLICY_LIMIT_NO_NOISE PolicyLimit = 3
+	// The job releases exact components (no DP noise).
+	PolicyLimit_POLICY_LIMIT_EXACT_COMPONENTS PolicyLimit = 4
+)
+
+// Enum value maps for PolicyLimit.
+var (
+	PolicyLimit_name = map[int32]string{
+		0: "POLICY_LIMIT_UNSPECIFIED",
+		1: "POLICY_LIMIT_MAX_EPSILON",
+		2: "POLICY_LIMIT_MAX_DELTA",
+		3: "POLICY_LIMIT_NO_NOISE",
+		4: "POLICY_LIMIT_EXACT_COMPONENTS",
+	}
+	PolicyLimit_value = map[string]int32{
+		"POLICY_LIMIT_UNSPECIFIED":      0,
+		"POLICY_LIMIT_MAX_EPSILON":      1,
+		"POLICY_LIMIT_MAX_DELTA":        2,
+		"POLICY_LIMIT_NO_NOISE":         3,
+		"POLICY_LIMIT_EXACT_COMPONENTS": 4,
+	}
+)
+
+func (x PolicyLimit) Enum() *PolicyLimit {
+	p := new(PolicyLimit)
+	*p = x
+	return p
+}
+
+func (x PolicyLimit) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (PolicyLimit) Descriptor() protoreflect.EnumDescriptor {
+	return file_fedpca_v1_proxy_proto_enumTypes[1].Descriptor()
+}
+
+func (PolicyLimit) Type() protoreflect.EnumType {
+	return &file_fedpca_v1_proxy_proto_enumTypes[1]
+}
+
+func (x PolicyLimit) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use PolicyLimit.Descriptor instead.
+func (PolicyLimit) EnumDescriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{1}
+}
+
 // DeclineReason is why an owner does not take part in a job: a short,
 // closed, public list. An owner sends nothing else about its decision, so
 // that nothing it says depends on its rows (the detail stays in its own
@@ -153,11 +213,11 @@ func (x DeclineReason) String() string {
 }
 
 func (DeclineReason) Descriptor() protoreflect.EnumDescriptor {
-	return file_fedpca_v1_proxy_proto_enumTypes[1].Descriptor()
+	return file_fedpca_v1_proxy_proto_enumTypes[2].Descriptor()
 }
 
 func (DeclineReason) Type() protoreflect.EnumType {
-	return &file_fedpca_v1_proxy_proto_enumTypes[1]
+	return &file_fedpca_v1_proxy_proto_enumTypes[2]
 }
 
 func (x DeclineReason) Number() protoreflect.EnumNumber {
@@ -166,7 +226,7 @@ func (x DeclineReason) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use DeclineReason.Descriptor instead.
 func (DeclineReason) EnumDescriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{1}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{2}
 }
 
 type GetCommitteeRequest struct {
@@ -805,9 +865,12 @@ func (x *PhaseTimings) GetKeySwitchSeconds() float64 {
 }
 
 type DeclinedOwner struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Owner         string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
-	Reason        DeclineReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Owner  string                 `protobuf:"bytes,1,opt,name=owner,proto3" json:"owner,omitempty"`
+	Reason DeclineReason          `protobuf:"varint,3,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
+	// detail is what the owner said besides the code, as the proxy
+	// validated it (see DeclineDetail); absent when it said nothing more.
+	Detail        *DeclineDetail `protobuf:"bytes,4,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -856,6 +919,94 @@ func (x *DeclinedOwner) GetReason() DeclineReason {
 	return DeclineReason_DECLINE_REASON_UNSPECIFIED
 }
 
+func (x *DeclinedOwner) GetDetail() *DeclineDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
+// DeclineDetail is what an owner may say about a decline besides its code:
+// facts of its own configuration and of the job's public spec and schema,
+// which no row of its can change (protocol/job.DeclineDetail). The proxy
+// refuses a detail that does not fit the code and the job, and stores and
+// relays nothing else.
+type DeclineDetail struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// limit (with reason policy) is the owner's policy limit that the job
+	// exceeds; limit_value the owner's limit for max_epsilon and max_delta
+	// (a positive number), 0 for the others.
+	Limit      PolicyLimit `protobuf:"varint,1,opt,name=limit,proto3,enum=fedpca.v1.PolicyLimit" json:"limit,omitempty"`
+	LimitValue float64     `protobuf:"fixed64,2,opt,name=limit_value,json=limitValue,proto3" json:"limit_value,omitempty"`
+	// schema_field (with reason schema_mismatch) is where the owner reads
+	// rows otherwise than the job's schema: one of protocol/schema's
+	// ReadingFields (a JSON key of the schema or of a feature); feature is
+	// the index, in the job's schema, of the feature it belongs to (absent
+	// for the schema's own fields).
+	SchemaField   string `protobuf:"bytes,3,opt,name=schema_field,json=schemaField,proto3" json:"schema_field,omitempty"`
+	Feature       *int32 `protobuf:"varint,4,opt,name=feature,proto3,oneof" json:"feature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeclineDetail) Reset() {
+	*x = DeclineDetail{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeclineDetail) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeclineDetail) ProtoMessage() {}
+
+func (x *DeclineDetail) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeclineDetail.ProtoReflect.Descriptor instead.
+func (*DeclineDetail) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *DeclineDetail) GetLimit() PolicyLimit {
+	if x != nil {
+		return x.Limit
+	}
+	return PolicyLimit_POLICY_LIMIT_UNSPECIFIED
+}
+
+func (x *DeclineDetail) GetLimitValue() float64 {
+	if x != nil {
+		return x.LimitValue
+	}
+	return 0
+}
+
+func (x *DeclineDetail) GetSchemaField() string {
+	if x != nil {
+		return x.SchemaField
+	}
+	return ""
+}
+
+func (x *DeclineDetail) GetFeature() int32 {
+	if x != nil && x.Feature != nil {
+		return *x.Feature
+	}
+	return 0
+}
+
 type GetJobRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	JobId string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
@@ -873,7 +1024,7 @@ type GetJobRequest struct {
 
 func (x *GetJobRequest) Reset() {
 	*x = GetJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -885,7 +1036,7 @@ func (x *GetJobRequest) String() string {
 func (*GetJobRequest) ProtoMessage() {}
 
 func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[8]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -898,7 +1049,7 @@ func (x *GetJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobRequest.ProtoReflect.Descriptor instead.
 func (*GetJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{8}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *GetJobRequest) GetJobId() string {
@@ -934,7 +1085,7 @@ type GetJobResponse struct {
 
 func (x *GetJobResponse) Reset() {
 	*x = GetJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -946,7 +1097,7 @@ func (x *GetJobResponse) String() string {
 func (*GetJobResponse) ProtoMessage() {}
 
 func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[9]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -959,7 +1110,7 @@ func (x *GetJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetJobResponse.ProtoReflect.Descriptor instead.
 func (*GetJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{9}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *GetJobResponse) GetJob() *JobInfo {
@@ -992,7 +1143,7 @@ type OwnerProof struct {
 
 func (x *OwnerProof) Reset() {
 	*x = OwnerProof{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1004,7 +1155,7 @@ func (x *OwnerProof) String() string {
 func (*OwnerProof) ProtoMessage() {}
 
 func (x *OwnerProof) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[10]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1017,7 +1168,7 @@ func (x *OwnerProof) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OwnerProof.ProtoReflect.Descriptor instead.
 func (*OwnerProof) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{10}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *OwnerProof) GetIndex() uint32 {
@@ -1047,7 +1198,7 @@ type ListJobsRequest struct {
 
 func (x *ListJobsRequest) Reset() {
 	*x = ListJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1059,7 +1210,7 @@ func (x *ListJobsRequest) String() string {
 func (*ListJobsRequest) ProtoMessage() {}
 
 func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[11]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1072,7 +1223,7 @@ func (x *ListJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsRequest.ProtoReflect.Descriptor instead.
 func (*ListJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{11}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *ListJobsRequest) GetIncludeEnded() bool {
@@ -1098,7 +1249,7 @@ type ListJobsResponse struct {
 
 func (x *ListJobsResponse) Reset() {
 	*x = ListJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1110,7 +1261,7 @@ func (x *ListJobsResponse) String() string {
 func (*ListJobsResponse) ProtoMessage() {}
 
 func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[12]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1123,7 +1274,7 @@ func (x *ListJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListJobsResponse.ProtoReflect.Descriptor instead.
 func (*ListJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{12}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListJobsResponse) GetJobs() []*JobInfo {
@@ -1149,7 +1300,7 @@ type JobInfo struct {
 
 func (x *JobInfo) Reset() {
 	*x = JobInfo{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1161,7 +1312,7 @@ func (x *JobInfo) String() string {
 func (*JobInfo) ProtoMessage() {}
 
 func (x *JobInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[13]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1174,7 +1325,7 @@ func (x *JobInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use JobInfo.ProtoReflect.Descriptor instead.
 func (*JobInfo) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{13}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *JobInfo) GetStatus() *JobStatus {
@@ -1221,7 +1372,7 @@ type WatchJobRequest struct {
 
 func (x *WatchJobRequest) Reset() {
 	*x = WatchJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1384,7 @@ func (x *WatchJobRequest) String() string {
 func (*WatchJobRequest) ProtoMessage() {}
 
 func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[14]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1397,7 @@ func (x *WatchJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobRequest.ProtoReflect.Descriptor instead.
 func (*WatchJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{14}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WatchJobRequest) GetJobId() string {
@@ -1265,7 +1416,7 @@ type WatchJobResponse struct {
 
 func (x *WatchJobResponse) Reset() {
 	*x = WatchJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1277,7 +1428,7 @@ func (x *WatchJobResponse) String() string {
 func (*WatchJobResponse) ProtoMessage() {}
 
 func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[15]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1290,7 +1441,7 @@ func (x *WatchJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchJobResponse.ProtoReflect.Descriptor instead.
 func (*WatchJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{15}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WatchJobResponse) GetJob() *JobStatus {
@@ -1311,7 +1462,7 @@ type WatchOwnerJobsRequest struct {
 
 func (x *WatchOwnerJobsRequest) Reset() {
 	*x = WatchOwnerJobsRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1323,7 +1474,7 @@ func (x *WatchOwnerJobsRequest) String() string {
 func (*WatchOwnerJobsRequest) ProtoMessage() {}
 
 func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[16]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1336,7 +1487,7 @@ func (x *WatchOwnerJobsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOwnerJobsRequest.ProtoReflect.Descriptor instead.
 func (*WatchOwnerJobsRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{16}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchOwnerJobsRequest) GetCursor() string {
@@ -1370,7 +1521,7 @@ type WatchOwnerJobsResponse struct {
 
 func (x *WatchOwnerJobsResponse) Reset() {
 	*x = WatchOwnerJobsResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1533,7 @@ func (x *WatchOwnerJobsResponse) String() string {
 func (*WatchOwnerJobsResponse) ProtoMessage() {}
 
 func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[17]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1546,7 @@ func (x *WatchOwnerJobsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchOwnerJobsResponse.ProtoReflect.Descriptor instead.
 func (*WatchOwnerJobsResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{17}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchOwnerJobsResponse) GetJobs() []*JobStatus {
@@ -1449,7 +1600,7 @@ type UploadRequest struct {
 
 func (x *UploadRequest) Reset() {
 	*x = UploadRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1461,7 +1612,7 @@ func (x *UploadRequest) String() string {
 func (*UploadRequest) ProtoMessage() {}
 
 func (x *UploadRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[18]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1474,7 +1625,7 @@ func (x *UploadRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadRequest.ProtoReflect.Descriptor instead.
 func (*UploadRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{18}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *UploadRequest) GetMsg() isUploadRequest_Msg {
@@ -1556,7 +1707,7 @@ type UploadHeader struct {
 
 func (x *UploadHeader) Reset() {
 	*x = UploadHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1568,7 +1719,7 @@ func (x *UploadHeader) String() string {
 func (*UploadHeader) ProtoMessage() {}
 
 func (x *UploadHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[19]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1581,7 +1732,7 @@ func (x *UploadHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadHeader.ProtoReflect.Descriptor instead.
 func (*UploadHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{19}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *UploadHeader) GetJobId() string {
@@ -1636,17 +1787,17 @@ type BudgetReport struct {
 	// spent, and for those spent and reserved together; rho_remaining is the
 	// rho a further job without correction could still have. 0 from an
 	// owner that does not report them (the proxy then shows rho converted).
-	EpsilonBudget   float64 `protobuf:"fixed64,6,opt,name=epsilon_budget,json=epsilonBudget,proto3" json:"epsilon_budget,omitempty"`
-	EpsilonSpent    float64 `protobuf:"fixed64,7,opt,name=epsilon_spent,json=epsilonSpent,proto3" json:"epsilon_spent,omitempty"`
-	EpsilonReserved float64 `protobuf:"fixed64,8,opt,name=epsilon_reserved,json=epsilonReserved,proto3" json:"epsilon_reserved,omitempty"`
-	RhoRemaining    float64 `protobuf:"fixed64,9,opt,name=rho_remaining,json=rhoRemaining,proto3" json:"rho_remaining,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	EpsilonBudget           float64 `protobuf:"fixed64,6,opt,name=epsilon_budget,json=epsilonBudget,proto3" json:"epsilon_budget,omitempty"`
+	EpsilonSpent            float64 `protobuf:"fixed64,7,opt,name=epsilon_spent,json=epsilonSpent,proto3" json:"epsilon_spent,omitempty"`
+	EpsilonSpentAndReserved float64 `protobuf:"fixed64,8,opt,name=epsilon_spent_and_reserved,json=epsilonSpentAndReserved,proto3" json:"epsilon_spent_and_reserved,omitempty"`
+	RhoRemaining            float64 `protobuf:"fixed64,9,opt,name=rho_remaining,json=rhoRemaining,proto3" json:"rho_remaining,omitempty"`
+	unknownFields           protoimpl.UnknownFields
+	sizeCache               protoimpl.SizeCache
 }
 
 func (x *BudgetReport) Reset() {
 	*x = BudgetReport{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1658,7 +1809,7 @@ func (x *BudgetReport) String() string {
 func (*BudgetReport) ProtoMessage() {}
 
 func (x *BudgetReport) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[20]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1671,7 +1822,7 @@ func (x *BudgetReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use BudgetReport.ProtoReflect.Descriptor instead.
 func (*BudgetReport) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{20}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *BudgetReport) GetDataset() string {
@@ -1723,9 +1874,9 @@ func (x *BudgetReport) GetEpsilonSpent() float64 {
 	return 0
 }
 
-func (x *BudgetReport) GetEpsilonReserved() float64 {
+func (x *BudgetReport) GetEpsilonSpentAndReserved() float64 {
 	if x != nil {
-		return x.EpsilonReserved
+		return x.EpsilonSpentAndReserved
 	}
 	return 0
 }
@@ -1752,7 +1903,7 @@ type UploadResponse struct {
 
 func (x *UploadResponse) Reset() {
 	*x = UploadResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1764,7 +1915,7 @@ func (x *UploadResponse) String() string {
 func (*UploadResponse) ProtoMessage() {}
 
 func (x *UploadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[21]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1777,7 +1928,7 @@ func (x *UploadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UploadResponse.ProtoReflect.Descriptor instead.
 func (*UploadResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{21}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *UploadResponse) GetJobId() string {
@@ -1818,7 +1969,7 @@ type ReportBudgetRequest struct {
 
 func (x *ReportBudgetRequest) Reset() {
 	*x = ReportBudgetRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1830,7 +1981,7 @@ func (x *ReportBudgetRequest) String() string {
 func (*ReportBudgetRequest) ProtoMessage() {}
 
 func (x *ReportBudgetRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[22]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1843,7 +1994,7 @@ func (x *ReportBudgetRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBudgetRequest.ProtoReflect.Descriptor instead.
 func (*ReportBudgetRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{22}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ReportBudgetRequest) GetJobId() string {
@@ -1868,7 +2019,7 @@ type ReportBudgetResponse struct {
 
 func (x *ReportBudgetResponse) Reset() {
 	*x = ReportBudgetResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1880,7 +2031,7 @@ func (x *ReportBudgetResponse) String() string {
 func (*ReportBudgetResponse) ProtoMessage() {}
 
 func (x *ReportBudgetResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[23]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1893,21 +2044,23 @@ func (x *ReportBudgetResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ReportBudgetResponse.ProtoReflect.Descriptor instead.
 func (*ReportBudgetResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{23}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
 }
 
 type DeclineRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
-	Reason        DeclineReason          `protobuf:"varint,4,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
-	Budget        *BudgetReport          `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	JobId  string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	Reason DeclineReason          `protobuf:"varint,4,opt,name=reason,proto3,enum=fedpca.v1.DeclineReason" json:"reason,omitempty"`
+	Budget *BudgetReport          `protobuf:"bytes,3,opt,name=budget,proto3" json:"budget,omitempty"`
+	// detail is what can be said of the decline without a row in it.
+	Detail        *DeclineDetail `protobuf:"bytes,5,opt,name=detail,proto3" json:"detail,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeclineRequest) Reset() {
 	*x = DeclineRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1919,7 +2072,7 @@ func (x *DeclineRequest) String() string {
 func (*DeclineRequest) ProtoMessage() {}
 
 func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[24]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1932,7 +2085,7 @@ func (x *DeclineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineRequest.ProtoReflect.Descriptor instead.
 func (*DeclineRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{24}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *DeclineRequest) GetJobId() string {
@@ -1956,6 +2109,13 @@ func (x *DeclineRequest) GetBudget() *BudgetReport {
 	return nil
 }
 
+func (x *DeclineRequest) GetDetail() *DeclineDetail {
+	if x != nil {
+		return x.Detail
+	}
+	return nil
+}
+
 type DeclineResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	unknownFields protoimpl.UnknownFields
@@ -1964,7 +2124,7 @@ type DeclineResponse struct {
 
 func (x *DeclineResponse) Reset() {
 	*x = DeclineResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1976,7 +2136,7 @@ func (x *DeclineResponse) String() string {
 func (*DeclineResponse) ProtoMessage() {}
 
 func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[25]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1989,7 +2149,7 @@ func (x *DeclineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeclineResponse.ProtoReflect.Descriptor instead.
 func (*DeclineResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{25}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
 }
 
 type FetchResultRequest struct {
@@ -2001,7 +2161,7 @@ type FetchResultRequest struct {
 
 func (x *FetchResultRequest) Reset() {
 	*x = FetchResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2013,7 +2173,7 @@ func (x *FetchResultRequest) String() string {
 func (*FetchResultRequest) ProtoMessage() {}
 
 func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[26]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2026,7 +2186,7 @@ func (x *FetchResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultRequest.ProtoReflect.Descriptor instead.
 func (*FetchResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{26}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *FetchResultRequest) GetJobId() string {
@@ -2050,7 +2210,7 @@ type FetchResultResponse struct {
 
 func (x *FetchResultResponse) Reset() {
 	*x = FetchResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2062,7 +2222,7 @@ func (x *FetchResultResponse) String() string {
 func (*FetchResultResponse) ProtoMessage() {}
 
 func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[27]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2075,7 +2235,7 @@ func (x *FetchResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResultResponse.ProtoReflect.Descriptor instead.
 func (*FetchResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{27}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *FetchResultResponse) GetMsg() isFetchResultResponse_Msg {
@@ -2154,7 +2314,7 @@ type ResultHeader struct {
 
 func (x *ResultHeader) Reset() {
 	*x = ResultHeader{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2166,7 +2326,7 @@ func (x *ResultHeader) String() string {
 func (*ResultHeader) ProtoMessage() {}
 
 func (x *ResultHeader) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[28]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2179,7 +2339,7 @@ func (x *ResultHeader) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResultHeader.ProtoReflect.Descriptor instead.
 func (*ResultHeader) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{28}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ResultHeader) GetJobId() string {
@@ -2228,7 +2388,7 @@ type PublishResultRequest struct {
 
 func (x *PublishResultRequest) Reset() {
 	*x = PublishResultRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2240,7 +2400,7 @@ func (x *PublishResultRequest) String() string {
 func (*PublishResultRequest) ProtoMessage() {}
 
 func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[29]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2253,7 +2413,7 @@ func (x *PublishResultRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultRequest.ProtoReflect.Descriptor instead.
 func (*PublishResultRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{29}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *PublishResultRequest) GetJobId() string {
@@ -2278,7 +2438,7 @@ type PublishResultResponse struct {
 
 func (x *PublishResultResponse) Reset() {
 	*x = PublishResultResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2290,7 +2450,7 @@ func (x *PublishResultResponse) String() string {
 func (*PublishResultResponse) ProtoMessage() {}
 
 func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[30]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2303,7 +2463,7 @@ func (x *PublishResultResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishResultResponse.ProtoReflect.Descriptor instead.
 func (*PublishResultResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{30}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
 }
 
 type GetPublishedRequest struct {
@@ -2315,7 +2475,7 @@ type GetPublishedRequest struct {
 
 func (x *GetPublishedRequest) Reset() {
 	*x = GetPublishedRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2327,7 +2487,7 @@ func (x *GetPublishedRequest) String() string {
 func (*GetPublishedRequest) ProtoMessage() {}
 
 func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[31]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2340,7 +2500,7 @@ func (x *GetPublishedRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedRequest.ProtoReflect.Descriptor instead.
 func (*GetPublishedRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{31}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *GetPublishedRequest) GetJobId() string {
@@ -2359,7 +2519,7 @@ type GetPublishedResponse struct {
 
 func (x *GetPublishedResponse) Reset() {
 	*x = GetPublishedResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2371,7 +2531,7 @@ func (x *GetPublishedResponse) String() string {
 func (*GetPublishedResponse) ProtoMessage() {}
 
 func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[32]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2384,7 +2544,7 @@ func (x *GetPublishedResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetPublishedResponse.ProtoReflect.Descriptor instead.
 func (*GetPublishedResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{32}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *GetPublishedResponse) GetResult() []byte {
@@ -2403,7 +2563,7 @@ type CancelJobRequest struct {
 
 func (x *CancelJobRequest) Reset() {
 	*x = CancelJobRequest{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2415,7 +2575,7 @@ func (x *CancelJobRequest) String() string {
 func (*CancelJobRequest) ProtoMessage() {}
 
 func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[33]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2428,7 +2588,7 @@ func (x *CancelJobRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobRequest.ProtoReflect.Descriptor instead.
 func (*CancelJobRequest) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{33}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *CancelJobRequest) GetJobId() string {
@@ -2447,7 +2607,7 @@ type CancelJobResponse struct {
 
 func (x *CancelJobResponse) Reset() {
 	*x = CancelJobResponse{}
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2459,7 +2619,7 @@ func (x *CancelJobResponse) String() string {
 func (*CancelJobResponse) ProtoMessage() {}
 
 func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_fedpca_v1_proxy_proto_msgTypes[34]
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2472,7 +2632,7 @@ func (x *CancelJobResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelJobResponse.ProtoReflect.Descriptor instead.
 func (*CancelJobResponse) Descriptor() ([]byte, []int) {
-	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{34}
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *CancelJobResponse) GetJob() *JobStatus {
@@ -2543,10 +2703,19 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x11aggregate_seconds\x18\x01 \x01(\x01R\x10aggregateSeconds\x122\n" +
 	"\x15upload_window_seconds\x18\x02 \x01(\x01R\x13uploadWindowSeconds\x12!\n" +
 	"\fseal_seconds\x18\x03 \x01(\x01R\vsealSeconds\x12,\n" +
-	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"j\n" +
+	"\x12key_switch_seconds\x18\x04 \x01(\x01R\x10keySwitchSeconds\"\x9c\x01\n" +
 	"\rDeclinedOwner\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x120\n" +
-	"\x06reason\x18\x03 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reasonJ\x04\b\x02\x10\x03R\vreason_text\"T\n" +
+	"\x06reason\x18\x03 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reason\x120\n" +
+	"\x06detail\x18\x04 \x01(\v2\x18.fedpca.v1.DeclineDetailR\x06detailJ\x04\b\x02\x10\x03R\vreason_text\"\xac\x01\n" +
+	"\rDeclineDetail\x12,\n" +
+	"\x05limit\x18\x01 \x01(\x0e2\x16.fedpca.v1.PolicyLimitR\x05limit\x12\x1f\n" +
+	"\vlimit_value\x18\x02 \x01(\x01R\n" +
+	"limitValue\x12!\n" +
+	"\fschema_field\x18\x03 \x01(\tR\vschemaField\x12\x1d\n" +
+	"\afeature\x18\x04 \x01(\x05H\x00R\afeature\x88\x01\x01B\n" +
+	"\n" +
+	"\b_feature\"T\n" +
 	"\rGetJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x14\n" +
 	"\x05brief\x18\x02 \x01(\bR\x05brief\x12\x16\n" +
@@ -2595,7 +2764,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\vciphertexts\x18\x02 \x01(\rR\vciphertexts\x12\x16\n" +
 	"\x06digest\x18\x03 \x01(\fR\x06digest\x12/\n" +
 	"\x06budget\x18\x04 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\x12\x1c\n" +
-	"\tsignature\x18\x05 \x01(\fR\tsignature\"\xb9\x02\n" +
+	"\tsignature\x18\x05 \x01(\fR\tsignature\"\xcb\x02\n" +
 	"\fBudgetReport\x12\x18\n" +
 	"\adataset\x18\x01 \x01(\tR\adataset\x12\x1d\n" +
 	"\n" +
@@ -2604,8 +2773,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\frho_reserved\x18\x04 \x01(\x01R\vrhoReserved\x12\x14\n" +
 	"\x05delta\x18\x05 \x01(\x01R\x05delta\x12%\n" +
 	"\x0eepsilon_budget\x18\x06 \x01(\x01R\repsilonBudget\x12#\n" +
-	"\repsilon_spent\x18\a \x01(\x01R\fepsilonSpent\x12)\n" +
-	"\x10epsilon_reserved\x18\b \x01(\x01R\x0fepsilonReserved\x12#\n" +
+	"\repsilon_spent\x18\a \x01(\x01R\fepsilonSpent\x12;\n" +
+	"\x1aepsilon_spent_and_reserved\x18\b \x01(\x01R\x17epsilonSpentAndReserved\x12#\n" +
 	"\rrho_remaining\x18\t \x01(\x01R\frhoRemaining\"\x97\x01\n" +
 	"\x0eUploadResponse\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
@@ -2615,11 +2784,12 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x13ReportBudgetRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12/\n" +
 	"\x06budget\x18\x02 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\"\x16\n" +
-	"\x14ReportBudgetResponse\"\x9d\x01\n" +
+	"\x14ReportBudgetResponse\"\xcf\x01\n" +
 	"\x0eDeclineRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x120\n" +
 	"\x06reason\x18\x04 \x01(\x0e2\x18.fedpca.v1.DeclineReasonR\x06reason\x12/\n" +
-	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budgetJ\x04\b\x02\x10\x03R\vreason_text\"\x11\n" +
+	"\x06budget\x18\x03 \x01(\v2\x17.fedpca.v1.BudgetReportR\x06budget\x120\n" +
+	"\x06detail\x18\x05 \x01(\v2\x18.fedpca.v1.DeclineDetailR\x06detailJ\x04\b\x02\x10\x03R\vreason_text\"\x11\n" +
 	"\x0fDeclineResponse\"+\n" +
 	"\x12FetchResultRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"\x98\x01\n" +
@@ -2654,7 +2824,13 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x04*\xd0\x02\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\xa3\x01\n" +
+	"\vPolicyLimit\x12\x1c\n" +
+	"\x18POLICY_LIMIT_UNSPECIFIED\x10\x00\x12\x1c\n" +
+	"\x18POLICY_LIMIT_MAX_EPSILON\x10\x01\x12\x1a\n" +
+	"\x16POLICY_LIMIT_MAX_DELTA\x10\x02\x12\x19\n" +
+	"\x15POLICY_LIMIT_NO_NOISE\x10\x03\x12!\n" +
+	"\x1dPOLICY_LIMIT_EXACT_COMPONENTS\x10\x04*\xd0\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
@@ -2693,105 +2869,110 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 	return file_fedpca_v1_proxy_proto_rawDescData
 }
 
-var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
 	(JobState)(0),                  // 0: fedpca.v1.JobState
-	(DeclineReason)(0),             // 1: fedpca.v1.DeclineReason
-	(*GetCommitteeRequest)(nil),    // 2: fedpca.v1.GetCommitteeRequest
-	(*GetCommitteeResponse)(nil),   // 3: fedpca.v1.GetCommitteeResponse
-	(*CommitteeMember)(nil),        // 4: fedpca.v1.CommitteeMember
-	(*CreateJobRequest)(nil),       // 5: fedpca.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),      // 6: fedpca.v1.CreateJobResponse
-	(*JobStatus)(nil),              // 7: fedpca.v1.JobStatus
-	(*PhaseTimings)(nil),           // 8: fedpca.v1.PhaseTimings
-	(*DeclinedOwner)(nil),          // 9: fedpca.v1.DeclinedOwner
-	(*GetJobRequest)(nil),          // 10: fedpca.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 11: fedpca.v1.GetJobResponse
-	(*OwnerProof)(nil),             // 12: fedpca.v1.OwnerProof
-	(*ListJobsRequest)(nil),        // 13: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 14: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),                // 15: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),        // 16: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),       // 17: fedpca.v1.WatchJobResponse
-	(*WatchOwnerJobsRequest)(nil),  // 18: fedpca.v1.WatchOwnerJobsRequest
-	(*WatchOwnerJobsResponse)(nil), // 19: fedpca.v1.WatchOwnerJobsResponse
-	(*UploadRequest)(nil),          // 20: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),           // 21: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),           // 22: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),         // 23: fedpca.v1.UploadResponse
-	(*ReportBudgetRequest)(nil),    // 24: fedpca.v1.ReportBudgetRequest
-	(*ReportBudgetResponse)(nil),   // 25: fedpca.v1.ReportBudgetResponse
-	(*DeclineRequest)(nil),         // 26: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),        // 27: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),     // 28: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),    // 29: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),           // 30: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),   // 31: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil),  // 32: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),    // 33: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),   // 34: fedpca.v1.GetPublishedResponse
-	(*CancelJobRequest)(nil),       // 35: fedpca.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 36: fedpca.v1.CancelJobResponse
-	(*KeyAttestation)(nil),         // 37: fedpca.v1.KeyAttestation
-	(*OwnerRef)(nil),               // 38: fedpca.v1.OwnerRef
+	(PolicyLimit)(0),               // 1: fedpca.v1.PolicyLimit
+	(DeclineReason)(0),             // 2: fedpca.v1.DeclineReason
+	(*GetCommitteeRequest)(nil),    // 3: fedpca.v1.GetCommitteeRequest
+	(*GetCommitteeResponse)(nil),   // 4: fedpca.v1.GetCommitteeResponse
+	(*CommitteeMember)(nil),        // 5: fedpca.v1.CommitteeMember
+	(*CreateJobRequest)(nil),       // 6: fedpca.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),      // 7: fedpca.v1.CreateJobResponse
+	(*JobStatus)(nil),              // 8: fedpca.v1.JobStatus
+	(*PhaseTimings)(nil),           // 9: fedpca.v1.PhaseTimings
+	(*DeclinedOwner)(nil),          // 10: fedpca.v1.DeclinedOwner
+	(*DeclineDetail)(nil),          // 11: fedpca.v1.DeclineDetail
+	(*GetJobRequest)(nil),          // 12: fedpca.v1.GetJobRequest
+	(*GetJobResponse)(nil),         // 13: fedpca.v1.GetJobResponse
+	(*OwnerProof)(nil),             // 14: fedpca.v1.OwnerProof
+	(*ListJobsRequest)(nil),        // 15: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),       // 16: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),                // 17: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),        // 18: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),       // 19: fedpca.v1.WatchJobResponse
+	(*WatchOwnerJobsRequest)(nil),  // 20: fedpca.v1.WatchOwnerJobsRequest
+	(*WatchOwnerJobsResponse)(nil), // 21: fedpca.v1.WatchOwnerJobsResponse
+	(*UploadRequest)(nil),          // 22: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),           // 23: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),           // 24: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),         // 25: fedpca.v1.UploadResponse
+	(*ReportBudgetRequest)(nil),    // 26: fedpca.v1.ReportBudgetRequest
+	(*ReportBudgetResponse)(nil),   // 27: fedpca.v1.ReportBudgetResponse
+	(*DeclineRequest)(nil),         // 28: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),        // 29: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),     // 30: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),    // 31: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),           // 32: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),   // 33: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil),  // 34: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),    // 35: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),   // 36: fedpca.v1.GetPublishedResponse
+	(*CancelJobRequest)(nil),       // 37: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),      // 38: fedpca.v1.CancelJobResponse
+	(*KeyAttestation)(nil),         // 39: fedpca.v1.KeyAttestation
+	(*OwnerRef)(nil),               // 40: fedpca.v1.OwnerRef
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
-	4,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	37, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
-	38, // 2: fedpca.v1.CreateJobRequest.owner_refs:type_name -> fedpca.v1.OwnerRef
-	7,  // 3: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
+	5,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
+	39, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	40, // 2: fedpca.v1.CreateJobRequest.owner_refs:type_name -> fedpca.v1.OwnerRef
+	8,  // 3: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 4: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
-	38, // 5: fedpca.v1.JobStatus.expected_owner_refs:type_name -> fedpca.v1.OwnerRef
-	9,  // 6: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
-	8,  // 7: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
-	1,  // 8: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
-	15, // 9: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
-	12, // 10: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
-	15, // 11: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
-	7,  // 12: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
-	7,  // 13: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
-	7,  // 14: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
-	15, // 15: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
-	12, // 16: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
-	21, // 17: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
-	22, // 18: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
-	22, // 19: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
-	1,  // 20: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
-	22, // 21: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
-	30, // 22: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
-	7,  // 23: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	2,  // 24: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	5,  // 25: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	10, // 26: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	13, // 27: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	16, // 28: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	18, // 29: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	20, // 30: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	26, // 31: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	24, // 32: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
-	28, // 33: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	31, // 34: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	33, // 35: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	35, // 36: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	3,  // 37: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	6,  // 38: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	11, // 39: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	14, // 40: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	17, // 41: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	19, // 42: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	23, // 43: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	27, // 44: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	25, // 45: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
-	29, // 46: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	32, // 47: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	34, // 48: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	36, // 49: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	37, // [37:50] is the sub-list for method output_type
-	24, // [24:37] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	40, // 5: fedpca.v1.JobStatus.expected_owner_refs:type_name -> fedpca.v1.OwnerRef
+	10, // 6: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
+	9,  // 7: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
+	2,  // 8: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
+	11, // 9: fedpca.v1.DeclinedOwner.detail:type_name -> fedpca.v1.DeclineDetail
+	1,  // 10: fedpca.v1.DeclineDetail.limit:type_name -> fedpca.v1.PolicyLimit
+	17, // 11: fedpca.v1.GetJobResponse.job:type_name -> fedpca.v1.JobInfo
+	14, // 12: fedpca.v1.GetJobResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	17, // 13: fedpca.v1.ListJobsResponse.jobs:type_name -> fedpca.v1.JobInfo
+	8,  // 14: fedpca.v1.JobInfo.status:type_name -> fedpca.v1.JobStatus
+	8,  // 15: fedpca.v1.WatchJobResponse.job:type_name -> fedpca.v1.JobStatus
+	8,  // 16: fedpca.v1.WatchOwnerJobsResponse.jobs:type_name -> fedpca.v1.JobStatus
+	17, // 17: fedpca.v1.WatchOwnerJobsResponse.ticket:type_name -> fedpca.v1.JobInfo
+	14, // 18: fedpca.v1.WatchOwnerJobsResponse.owner_proof:type_name -> fedpca.v1.OwnerProof
+	23, // 19: fedpca.v1.UploadRequest.header:type_name -> fedpca.v1.UploadHeader
+	24, // 20: fedpca.v1.UploadHeader.budget:type_name -> fedpca.v1.BudgetReport
+	24, // 21: fedpca.v1.ReportBudgetRequest.budget:type_name -> fedpca.v1.BudgetReport
+	2,  // 22: fedpca.v1.DeclineRequest.reason:type_name -> fedpca.v1.DeclineReason
+	24, // 23: fedpca.v1.DeclineRequest.budget:type_name -> fedpca.v1.BudgetReport
+	11, // 24: fedpca.v1.DeclineRequest.detail:type_name -> fedpca.v1.DeclineDetail
+	32, // 25: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
+	8,  // 26: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
+	3,  // 27: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	6,  // 28: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	12, // 29: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	15, // 30: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	18, // 31: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	20, // 32: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	22, // 33: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	28, // 34: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	26, // 35: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
+	30, // 36: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	33, // 37: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	35, // 38: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	37, // 39: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	4,  // 40: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	7,  // 41: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	13, // 42: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	16, // 43: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	19, // 44: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	21, // 45: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	25, // 46: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	29, // 47: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	27, // 48: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
+	31, // 49: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	34, // 50: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	36, // 51: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	38, // 52: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	40, // [40:53] is the sub-list for method output_type
+	27, // [27:40] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -2800,12 +2981,13 @@ func file_fedpca_v1_proxy_proto_init() {
 		return
 	}
 	file_fedpca_v1_csp_proto_init()
-	file_fedpca_v1_proxy_proto_msgTypes[18].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[8].OneofWrappers = []any{}
+	file_fedpca_v1_proxy_proto_msgTypes[19].OneofWrappers = []any{
 		(*UploadRequest_Header)(nil),
 		(*UploadRequest_Ciphertext)(nil),
 		(*UploadRequest_Proof)(nil),
 	}
-	file_fedpca_v1_proxy_proto_msgTypes[27].OneofWrappers = []any{
+	file_fedpca_v1_proxy_proto_msgTypes[28].OneofWrappers = []any{
 		(*FetchResultResponse_Header)(nil),
 		(*FetchResultResponse_Ciphertext)(nil),
 		(*FetchResultResponse_SealedOutput)(nil),
@@ -2815,8 +2997,8 @@ func file_fedpca_v1_proxy_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   35,
+			NumEnums:      3,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
