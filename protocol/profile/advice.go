@@ -1,6 +1,9 @@
 package profile
 
-import "math"
+import (
+	"encoding/json"
+	"math"
+)
 
 // Advice is what a profile tells the user about the main job it prepares:
 // what the main job standardised by its release can be expected to
@@ -32,10 +35,24 @@ type Advice struct {
 // BelowPublic, how much less that was than with the pooled means and
 // standard deviations as public scales (the free peek; --keep-scales).
 type Band struct {
-	Below       float64    `json:"rows_per_noise_below"` // the band is RowsPerNoise < Below
+	Below       float64    `json:"-"` // the band is RowsPerNoise < Below (+Inf: the top band)
 	Captured    [2]float64 `json:"captured"`
 	BelowPublic [2]float64 `json:"below_public"`
 	Datasets    string     `json:"datasets"`
+}
+
+// MarshalJSON writes the band with its upper bound, rows_per_noise_below,
+// when it has one (JSON has no infinity: the top band has none).
+func (b Band) MarshalJSON() ([]byte, error) {
+	type plain Band
+	out := struct {
+		Below *float64 `json:"rows_per_noise_below,omitempty"`
+		plain
+	}{plain: plain(b)}
+	if !math.IsInf(b.Below, 0) {
+		out.Below = &b.Below
+	}
+	return json.Marshal(out)
 }
 
 // Bands are the measured bands, by rows per unit of noise; the thresholds

@@ -1,8 +1,10 @@
 package profile
 
 import (
+	"encoding/json"
 	"fmt"
 	"math"
+	"strings"
 	"testing"
 
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -308,6 +310,20 @@ func TestAdvise(t *testing.T) {
 		res.N = tc.n
 		if a := res.Advise(0.22, 10); a.Band.Below != tc.below || a.Band.BelowPublic[1] > 0.08 {
 			t.Errorf("%v rows: band %+v", tc.n, a.Band)
+		}
+	}
+}
+
+// TestBandJSON: every band encodes (the top one has no upper bound, which
+// JSON could not hold as +Inf), and the others keep theirs.
+func TestBandJSON(t *testing.T) {
+	for _, b := range Bands {
+		out, err := json.Marshal(b)
+		if err != nil {
+			t.Fatalf("%+v: %v", b, err)
+		}
+		if has := strings.Contains(string(out), "rows_per_noise_below"); has == math.IsInf(b.Below, 0) {
+			t.Errorf("%+v encodes as %s", b, out)
 		}
 	}
 }
