@@ -46,7 +46,7 @@ func testOwner(t testing.TB) *Owner {
 func TestReservationReleasedAfterRestart(t *testing.T) {
 	o := testOwner(t)
 	id := strings.Repeat("ab", 32)
-	if _, err := o.ledger.Reserve("ds", id, dp.Cost{Rho: 0.25}, 1, 1e-6); err != nil {
+	if _, err := o.ledger.Reserve("ds", id, dp.Cost{Rho: 0.25}, 1, 1e-6, ""); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(o.pending(), id) {
@@ -82,7 +82,7 @@ func TestPendingFollowsTheStore(t *testing.T) {
 		}
 	}
 	want()
-	if _, err := o.ledger.Reserve("ds", a, dp.Cost{Rho: 0.25}, 1, 1e-6); err != nil {
+	if _, err := o.ledger.Reserve("ds", a, dp.Cost{Rho: 0.25}, 1, 1e-6, ""); err != nil {
 		t.Fatal(err)
 	}
 	want(a)
@@ -105,7 +105,7 @@ func BenchmarkPending(b *testing.B) {
 	o.db.NoSync = true
 	for i := range 10000 {
 		id := fmt.Sprintf("%064x", i)
-		if _, err := o.ledger.Reserve("ds", id, dp.Cost{Rho: 1e-6}, 1, 1e-6); err != nil {
+		if _, err := o.ledger.Reserve("ds", id, dp.Cost{Rho: 1e-6}, 1, 1e-6, ""); err != nil {
 			b.Fatal(err)
 		}
 		if err := o.ledger.Release("ds", id); err != nil {

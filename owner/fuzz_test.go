@@ -20,7 +20,12 @@ import (
 
 // fuzzOwner is an owner (not running) serving dataset wdbc, and the schema.
 func fuzzOwner(f testing.TB, ca *transport.CA, p he.Params, dir string) (*Owner, *schema.Schema) {
-	sch, err := schema.Parse([]byte(`{"id":"wdbc","features":[{"name":"a","center":"1.5","scale":"2"},{"name":"b","center":"0","scale":"0.5"}],"label":"label","classes":["x","y"]}`))
+	return fuzzOwnerOf(f, ca, p, dir, `{"id":"wdbc","features":[{"name":"a","center":"1.5","scale":"2"},{"name":"b","center":"0","scale":"0.5"}],"label":"label","classes":["x","y"]}`)
+}
+
+// fuzzOwnerOf is fuzzOwner of the given schema.
+func fuzzOwnerOf(f testing.TB, ca *transport.CA, p he.Params, dir, schemaJSON string) (*Owner, *schema.Schema) {
+	sch, err := schema.Parse([]byte(schemaJSON))
 	if err != nil {
 		f.Fatal(err)
 	}

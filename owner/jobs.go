@@ -310,10 +310,14 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	if spec.NoNoise {
 		cost = dp.Cost{} // allowed only by an explicit policy, for tests
 	}
+	release := exactRelease(spec, sch)
 	// Look before reading the rows: a job the budget cannot pay, or one
 	// this owner has settled already, is declined without computing.
-	if state, err := o.ledger.CanReserve(dataset, id, cost); errors.Is(err, ErrBudget) {
+	if state, err := o.ledger.CanReserve(dataset, id, cost, release); errors.Is(err, ErrBudget) {
 		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
+		return
+	} else if errors.Is(err, ErrExactJobs) {
+		o.decline(ctx, id, dataset, o.exactJobsRefusal(err))
 		return
 	} else if err != nil {
 		o.log.Error("ledger", "job", id[:16], "error", err)
@@ -382,7 +386,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	var state string
 	err = o.db.Update(func(tx *bolt.Tx) error {
 		var err error
-		if state, err = o.ledger.reserveTx(tx, dataset, id, cost, spec.Epsilon, spec.Delta); err != nil {
+		if state, err = o.ledger.reserveTx(tx, dataset, id, cost, spec.Epsilon, spec.Delta, release); err != nil {
 			return err
 		}
 		if state != Reserved {
@@ -397,6 +401,10 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	case errors.Is(err, ErrBudget):
 		// Another job took the budget while this one was computed.
 		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
+		return
+	case errors.Is(err, ErrExactJobs):
+		// Another exact job was admitted while this one was computed.
+		o.decline(ctx, id, dataset, o.exactJobsRefusal(err))
 		return
 	case errors.Is(err, errSettled):
 		// The ledger settled this job already (this owner released its
@@ -537,7 +545,7 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	if err := userOK(o.cfg.Policy, user); err != nil {
 		return nil, ds, nil, refuse(job.DeclineUserNotAllowed, "%v", err)
 	}
-	if r := policyOK(o.cfg.Policy, spec); r != nil {
+	if r := policyOK(o.cfg.Policy, spec, sch.D()); r != nil {
 		return nil, ds, nil, r
 	}
 	if err := spec.Check(sch, o.params); err != nil {

@@ -39,7 +39,29 @@ type entry struct {
 	Delta   float64   `json:"delta"`
 	State   string    `json:"state"`
 	At      time.Time `json:"at"`
+	// Release says what a job without DP noise releases (an exact
+	// components job: "exact components: top K of D features"); empty
+	// for a job whose noise its cost accounts for. Such jobs cost no
+	// budget, and the ledger counts them (ExactRule).
+	Release string `json:"release,omitempty"`
 }
+
+// ExactRule bounds the exact components jobs one source of rows takes part
+// in: at most Jobs in any Period (the ones reserved or committed; a job
+// that released nothing does not count).
+type ExactRule struct {
+	Jobs   int
+	Period time.Duration
+}
+
+// The exact components rule by default: four jobs in thirty days.
+const (
+	DefaultExactJobs   = 4
+	DefaultExactPeriod = 30 * 24 * time.Hour
+)
+
+// ErrExactJobs reports an exact components job beyond the ledger's rule.
+var ErrExactJobs = errors.New("exact components jobs over this owner's limit")
 
 // cost returns what the entry counts for.
 func (e entry) cost() dp.Cost {
@@ -111,6 +133,7 @@ type ledger struct {
 	db      *bolt.DB
 	keys    map[string]string        // dataset -> ledger
 	budgets map[string]*ledgerBudget // ledger -> budget
+	exact   ExactRule                // the exact components jobs each ledger admits
 }
 
 // key returns the dataset's ledger; a dataset this owner no longer serves
@@ -453,9 +476,9 @@ func (l *ledger) Balance(dataset string) (Balance, error) {
 
 // Reserve sets a job's cost aside, or fails with ErrBudget. Reserving a job
 // that already has an entry is a no-op returning that entry's state.
-func (l *ledger) Reserve(dataset, jobID string, cost dp.Cost, eps, delta float64) (state string, err error) {
+func (l *ledger) Reserve(dataset, jobID string, cost dp.Cost, eps, delta float64, release string) (state string, err error) {
 	err = l.db.Update(func(tx *bolt.Tx) error {
-		state, err = l.reserveTx(tx, dataset, jobID, cost, eps, delta)
+		state, err = l.reserveTx(tx, dataset, jobID, cost, eps, delta, release)
 		return err
 	})
 	return state, err
@@ -463,8 +486,8 @@ func (l *ledger) Reserve(dataset, jobID string, cost dp.Cost, eps, delta float64
 
 // reserveTx is Reserve within a transaction (the owner reserves in the
 // transaction that stores its upload).
-func (l *ledger) reserveTx(tx *bolt.Tx, dataset, jobID string, cost dp.Cost, eps, delta float64) (string, error) {
-	state, err := l.admit(tx, dataset, jobID, cost)
+func (l *ledger) reserveTx(tx *bolt.Tx, dataset, jobID string, cost dp.Cost, eps, delta float64, release string) (string, error) {
+	state, err := l.admit(tx, dataset, jobID, cost, release)
 	if err != nil || state != "" {
 		return state, err
 	}
@@ -477,15 +500,15 @@ func (l *ledger) reserveTx(tx *bolt.Tx, dataset, jobID string, cost dp.Cost, eps
 		return "", err
 	}
 	c := cost
-	return Reserved, put(b, entry{Job: jobID, Dataset: dataset, Cost: &c, Rho: float64(cost.Rho), Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC()})
+	return Reserved, put(b, entry{Job: jobID, Dataset: dataset, Cost: &c, Rho: float64(cost.Rho), Epsilon: eps, Delta: delta, State: Reserved, At: time.Now().UTC(), Release: release})
 }
 
 // CanReserve reports what Reserve would do, writing nothing: the state of
 // the job's entry if it has one, "" if the cost fits the balance, or
 // ErrBudget.
-func (l *ledger) CanReserve(dataset, jobID string, cost dp.Cost) (state string, err error) {
+func (l *ledger) CanReserve(dataset, jobID string, cost dp.Cost, release string) (state string, err error) {
 	err = l.db.View(func(tx *bolt.Tx) error {
-		state, err = l.admit(tx, dataset, jobID, cost)
+		state, err = l.admit(tx, dataset, jobID, cost, release)
 		return err
 	})
 	return state, err
@@ -495,8 +518,9 @@ func (l *ledger) CanReserve(dataset, jobID string, cost dp.Cost) (state string, 
 // the cost fits the balance, or ErrBudget: the cost of every job spent and
 // reserved, with this one, must be within the budget (dp.Cost.Within, the
 // one account: a job whose (epsilon, delta) is the whole budget fits an
-// empty ledger).
-func (l *ledger) admit(tx *bolt.Tx, dataset, jobID string, cost dp.Cost) (string, error) {
+// empty ledger). A job that releases exact components (release not empty)
+// must also fit the ledger's ExactRule, else ErrExactJobs.
+func (l *ledger) admit(tx *bolt.Tx, dataset, jobID string, cost dp.Cost, release string) (string, error) {
 	if _, e, err := findEntry(tx, l.key(dataset), jobID); err != nil && !errors.Is(err, errNoEntry) {
 		return "", err
 	} else if err == nil {
@@ -509,6 +533,11 @@ func (l *ledger) admit(tx *bolt.Tx, dataset, jobID string, cost dp.Cost) (string
 	if err != nil {
 		return "", err
 	}
+	if release != "" {
+		if err := l.admitExact(tx, l.key(dataset)); err != nil {
+			return "", err
+		}
+	}
 	if bal.Delta == 0 {
 		return "", fmt.Errorf("ledger %s: no budget for dataset %s", bal.Ledger, dataset)
 	}
@@ -519,6 +548,35 @@ func (l *ledger) admit(tx *bolt.Tx, dataset, jobID string, cost dp.Cost) (string
 			describe(total, bal.Delta), bal.Epsilon, max(bal.Remaining(), 0))
 	}
 	return "", nil
+}
+
+// admitExact checks a ledger's exact components jobs of the rule's period
+// against the rule.
+func (l *ledger) admitExact(tx *bolt.Tx, key string) error {
+	rule := l.exact
+	if rule.Jobs == 0 {
+		rule = ExactRule{Jobs: DefaultExactJobs, Period: DefaultExactPeriod}
+	}
+	b := tx.Bucket(bucketLedger).Bucket([]byte(key))
+	if b == nil {
+		return nil
+	}
+	since, n := time.Now().Add(-rule.Period), 0
+	err := b.ForEach(func(_, v []byte) error {
+		e, err := decodeEntry(v)
+		if err == nil && e.Release != "" && (e.State == Reserved || e.State == Committed) && e.At.After(since) {
+			n++
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if n >= rule.Jobs {
+		return fmt.Errorf("%w: ledger %s has taken part in %d exact components jobs in the last %s, its limit (owner serve --exact-components-jobs, --exact-components-period): each further one releases more of the exact covariance",
+			ErrExactJobs, key, n, rule.Period)
+	}
+	return nil
 }
 
 // findEntry returns the ledger holding a job's entry and the entry: the

@@ -59,7 +59,7 @@ func TestLedgerConcurrentNeverOverspends(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, err := l.Reserve("d", fmt.Sprintf("job-%02d", i), rho(budget/10), 1, 1e-6)
+			_, err := l.Reserve("d", fmt.Sprintf("job-%02d", i), rho(budget/10), 1, 1e-6, "")
 			mu.Lock()
 			defer mu.Unlock()
 			switch {
@@ -85,15 +85,15 @@ func TestLedgerConcurrentNeverOverspends(t *testing.T) {
 func TestLedgerLifecycle(t *testing.T) {
 	l, budget := openLedger(t, 1)
 	for _, j := range []string{"a", "b", "c"} {
-		if _, err := l.Reserve("d", j, rho(0.3*budget), 1, 1e-6); err != nil {
+		if _, err := l.Reserve("d", j, rho(0.3*budget), 1, 1e-6, ""); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := l.Reserve("d", "d", rho(0.3*budget), 1, 1e-6); !errors.Is(err, ErrBudget) {
+	if _, err := l.Reserve("d", "d", rho(0.3*budget), 1, 1e-6, ""); !errors.Is(err, ErrBudget) {
 		t.Fatalf("fourth job: %v", err)
 	}
 	// Reserving the same job again is a no-op.
-	if st, err := l.Reserve("d", "a", rho(0.3*budget), 1, 1e-6); err != nil || st != Reserved {
+	if st, err := l.Reserve("d", "a", rho(0.3*budget), 1, 1e-6, ""); err != nil || st != Reserved {
 		t.Fatalf("re-reserve: %s %v", st, err)
 	}
 	must := func(err error) {
@@ -114,7 +114,7 @@ func TestLedgerLifecycle(t *testing.T) {
 		t.Fatalf("balance %+v", bal)
 	}
 	// The returned budget can be used again.
-	if _, err := l.Reserve("d", "e", rho(0.7*budget), 1, 1e-6); err != nil {
+	if _, err := l.Reserve("d", "e", rho(0.7*budget), 1, 1e-6, ""); err != nil {
 		t.Fatalf("after refunds: %v", err)
 	}
 	entries, _ := l.Entries("d")
@@ -128,10 +128,10 @@ func TestLedgerLifecycle(t *testing.T) {
 // to the rho the ledger counts in.
 func TestLedgerRefusalInEpsilon(t *testing.T) {
 	l, budget := openLedger(t, 10)
-	if _, err := l.Reserve("d", "job-1", rho(0.9*budget), 1, 1e-6); err != nil {
+	if _, err := l.Reserve("d", "job-1", rho(0.9*budget), 1, 1e-6, ""); err != nil {
 		t.Fatal(err)
 	}
-	_, err := l.Reserve("d", "job-2", rho(0.5*budget), 1, 1e-6)
+	_, err := l.Reserve("d", "job-2", rho(0.5*budget), 1, 1e-6, "")
 	if !errors.Is(err, ErrBudget) {
 		t.Fatalf("reserve beyond the budget: %v", err)
 	}
@@ -199,7 +199,7 @@ func TestLedgerTotals(t *testing.T) {
 			j := job{[]string{"d", "e"}[rng.IntN(2)], fmt.Sprintf("job-%03d", i)}
 			c := dp.Cost{Rho: dp.Float(math.Ldexp(rng.Float64(), -rng.IntN(60))), // from about 1 down to 1e-18
 				Eta: dp.Float(math.Ldexp(rng.Float64(), -rng.IntN(60)-20)), Tail: dp.Float(math.Ldexp(rng.Float64(), -rng.IntN(40)-70))}
-			if _, err := l.Reserve(j.dataset, j.id, c, 1, 1e-6); err != nil {
+			if _, err := l.Reserve(j.dataset, j.id, c, 1, 1e-6, ""); err != nil {
 				t.Fatal(err)
 			}
 			reserved = append(reserved, j)
@@ -258,7 +258,7 @@ func BenchmarkLedgerBalance(b *testing.B) {
 	}
 	l, _ := newLedger(db, 1e9)
 	for i := range 10000 {
-		if _, err := l.Reserve("d", fmt.Sprintf("job-%05d", i), dp.Cost{Rho: 1e-3, Eta: 1e-10, Tail: 1e-23}, 1, 1e-6); err != nil {
+		if _, err := l.Reserve("d", fmt.Sprintf("job-%05d", i), dp.Cost{Rho: 1e-3, Eta: 1e-10, Tail: 1e-23}, 1, 1e-6, ""); err != nil {
 			b.Fatal(err)
 		}
 		if err := l.Commit("d", fmt.Sprintf("job-%05d", i)); err != nil {
@@ -277,7 +277,7 @@ func BenchmarkLedgerBalance(b *testing.B) {
 // of the totals (the owner's start) with an error naming its dataset and key.
 func TestLedgerBadEntryNamed(t *testing.T) {
 	l, _ := openLedger(t, 1)
-	if _, err := l.Reserve("d", "job-ok", rho(0.01), 1, 1e-6); err != nil {
+	if _, err := l.Reserve("d", "job-ok", rho(0.01), 1, 1e-6, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := l.db.Update(func(tx *bolt.Tx) error {
@@ -326,7 +326,7 @@ func TestLedgerFillsBudgetAtLowBits(t *testing.T) {
 				eps := []float64{0.5, 0.2, 0.1, 0.05}[i%4]
 				c := calibrate(t, eps, g)
 				id := fmt.Sprintf("job-%03d", i)
-				if _, err := l.Reserve("d", id, c.Cost, eps, 1e-6); errors.Is(err, ErrBudget) {
+				if _, err := l.Reserve("d", id, c.Cost, eps, 1e-6, ""); errors.Is(err, ErrBudget) {
 					break
 				} else if err != nil {
 					t.Fatal(err)
@@ -351,7 +351,7 @@ func TestLedgerFillsBudgetAtLowBits(t *testing.T) {
 			// The exact budget.
 			for _, eps := range []float64{0.5, 1} {
 				l, _ := openLedger(t, eps)
-				if _, err := l.Reserve("d", "exact", calibrate(t, eps, g).Cost, eps, 1e-6); err != nil {
+				if _, err := l.Reserve("d", "exact", calibrate(t, eps, g).Cost, eps, 1e-6, ""); err != nil {
 					t.Errorf("a job of epsilon %v against a budget of %v: %v", eps, eps, err)
 				}
 			}
@@ -422,7 +422,7 @@ func TestTwoSchemasOneFileShareLedger(t *testing.T) {
 		t.Fatal(err)
 	}
 	c := dp.Cost{Rho: 0.05, Eta: 1e-9, Tail: 1e-23}
-	if _, err := o.ledger.Reserve("first", strings.Repeat("ab", 32), c, 1, 1e-6); err != nil {
+	if _, err := o.ledger.Reserve("first", strings.Repeat("ab", 32), c, 1, 1e-6, ""); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.ledger.Commit("first", strings.Repeat("ab", 32)); err != nil {

@@ -56,6 +56,9 @@ type LedgerJob struct {
 	Cost       Amount    `json:"cost"`
 	JobEpsilon float64   `json:"job_epsilon"`
 	JobDelta   float64   `json:"job_delta"`
+	// Release is what a job without noise released (exact components:
+	// which, of how many features); empty for a job with noise.
+	Release string `json:"release,omitempty"`
 }
 
 // amount is a cost as Amount, at delta.
@@ -85,7 +88,7 @@ func views(tx *bolt.Tx, budget func(key string) *ledgerBudget) ([]LedgerView, er
 			if err != nil {
 				return fmt.Errorf("ledger %s: %w", key, err)
 			}
-			v.Jobs = append(v.Jobs, LedgerJob{Job: e.Job, Dataset: e.Dataset, State: e.State, At: e.At, Cost: amount(e.cost(), b.Delta), JobEpsilon: e.Epsilon, JobDelta: e.Delta})
+			v.Jobs = append(v.Jobs, LedgerJob{Job: e.Job, Dataset: e.Dataset, State: e.State, At: e.At, Cost: amount(e.cost(), b.Delta), JobEpsilon: e.Epsilon, JobDelta: e.Delta, Release: e.Release})
 			if e.Dataset != "" && !slices.Contains(v.Datasets, e.Dataset) {
 				v.Datasets = append(v.Datasets, e.Dataset)
 			}

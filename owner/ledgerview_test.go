@@ -32,7 +32,7 @@ func TestReadLedgers(t *testing.T) {
 	// The cost of a job of epsilon 1 at delta 1e-6 (its Gaussian part).
 	one := dp.Cost{Rho: dp.Float(dp.Cost{}.Room(1, 1e-6))}
 	for _, j := range []string{"job-a", "job-b", "job-c", "job-d"} {
-		if _, err := l.Reserve("d", j, one, 1, 1e-6); err != nil {
+		if _, err := l.Reserve("d", j, one, 1, 1e-6, ""); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -96,6 +96,14 @@ type Policy struct {
 	// default; a statistics job without noise still needs AllowNoNoise, and
 	// a components job with noise is accepted as any DP job.
 	AllowExactComponents bool
+	// ExactMaxK is the most components an exact components job may
+	// release (0: half the schema's features, at least 1; never more than
+	// the spec allows, job.MaxExactK), and Exact how many such jobs each
+	// source of rows takes part in per period (zero: DefaultExactJobs per
+	// DefaultExactPeriod). Each is recorded in the ledger with what it
+	// releases.
+	ExactMaxK int
+	Exact     ExactRule
 }
 
 // check checks that the dataset names its rows (and that a file exists).
@@ -432,7 +440,7 @@ func New(cfg Config) (*Owner, error) {
 		db.Close()
 		return nil, err
 	}
-	o.db, o.ledger = db, &ledger{db: db, keys: keys, budgets: budgets}
+	o.db, o.ledger = db, &ledger{db: db, keys: keys, budgets: budgets, exact: cfg.Policy.Exact}
 	moved, err := o.ledger.migrate()
 	if err != nil {
 		db.Close()
@@ -846,12 +854,16 @@ func retryable(err error) bool {
 
 // policyOK checks the job's privacy parameters against the policy; a
 // refusal names the limit and its value, which no row changes.
-func policyOK(p Policy, spec *job.Spec) *refusal {
+func policyOK(p Policy, spec *job.Spec, d int) *refusal {
 	if spec.NoNoise {
 		switch {
 		case spec.Components() && !p.AllowExactComponents:
 			return refuse(job.DeclinePolicy, "the job releases exact components (no DP noise) and this owner's policy refuses such jobs (owner serve --allow-exact-components)").
 				saying(job.DeclineDetail{Limit: job.LimitExactComponents})
+		case spec.Components() && spec.K > p.exactMaxK(d):
+			return refuse(job.DeclinePolicy, "the job releases %d exact components of %d features, above this owner's limit of %d (owner serve --exact-components-max-k): "+
+				"more of them come closer to the exact covariance", spec.K, d, p.exactMaxK(d)).
+				saying(job.DeclineDetail{Limit: job.LimitExactMaxK, LimitValue: float64(p.exactMaxK(d))})
 		case !spec.Components() && !p.AllowNoNoise:
 			return refuse(job.DeclinePolicy, "the job has no DP noise and this owner's policy refuses such jobs").saying(job.DeclineDetail{Limit: job.LimitNoNoise})
 		}
@@ -873,6 +885,34 @@ func policyOK(p Policy, spec *job.Spec) *refusal {
 			saying(job.DeclineDetail{Limit: job.LimitMaxDelta, LimitValue: maxDelta})
 	}
 	return nil
+}
+
+// exactMaxK is the most exact components the policy allows of d features.
+func (p Policy) exactMaxK(d int) int {
+	k := p.ExactMaxK
+	if k == 0 {
+		k = max(d/2, 1)
+	}
+	return min(k, job.MaxExactK(d))
+}
+
+// exactRelease says what a job without DP noise releases, for the ledger
+// (empty for a job with noise).
+func exactRelease(spec *job.Spec, sch *schema.Schema) string {
+	if !spec.NoNoise || !spec.Components() {
+		return ""
+	}
+	return fmt.Sprintf("exact %s components: top %d of %d features", spec.Analysis, spec.K, sch.D())
+}
+
+// exactJobsRefusal is the decline of an exact components job beyond the
+// ledger's rule: code policy, the limit and its count.
+func (o *Owner) exactJobsRefusal(err error) *refusal {
+	jobs := o.cfg.Policy.Exact.Jobs
+	if jobs == 0 {
+		jobs = DefaultExactJobs
+	}
+	return refuse(job.DeclinePolicy, "%v", err).saying(job.DeclineDetail{Limit: job.LimitExactJobs, LimitValue: float64(jobs)})
 }
 
 // userOK checks the user that signed a job against the owner's list of

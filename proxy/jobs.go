@@ -327,7 +327,7 @@ func (p *Proxy) Decline(ctx context.Context, req *fedpcav1.DeclineRequest) (*fed
 	// differs, nothing else (job.DeclineDetail): checked against the code
 	// and the job's schema before it is stored or relayed.
 	w := req.GetDetail()
-	detail := job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
+	detail := transport.DeclineDetail(w)
 	if err := detail.Validate(reason, j.sch.D()); err != nil {
 		return nil, p.toStatus(bad("%v", err))
 	}

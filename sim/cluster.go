@@ -609,5 +609,10 @@ func (c *Cluster) Dialer(id string) (transport.Dialer, error) {
 
 // OwnerPolicy is the policy of simulated owners: any user, no per-job limit,
 // and jobs without noise only when asked; the cluster sets its committee
-// policy (Cluster.Policy).
-func OwnerPolicy(allowNoNoise bool) owner.Policy { return owner.Policy{AllowNoNoise: allowNoNoise} }
+// policy (Cluster.Policy). Exact components jobs, when a simulation allows
+// them, are not counted (a simulator runs them back to back, as it gives
+// its owners budgets no deployment would), but their k is the owners'
+// default cap, half the features.
+func OwnerPolicy(allowNoNoise bool) owner.Policy {
+	return owner.Policy{AllowNoNoise: allowNoNoise, Exact: owner.ExactRule{Jobs: 1 << 30, Period: owner.DefaultExactPeriod}}
+}

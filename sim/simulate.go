@@ -17,6 +17,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/user"
 )
@@ -325,7 +326,11 @@ func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
 		return nil, err
 	}
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
-		return nil, fmt.Errorf("job failed: %s", st.GetReason())
+		reason := st.GetReason()
+		for _, d := range st.GetDeclinedOwners() { // what each owner said, as user run says it
+			reason += fmt.Sprintf("\n  owner %s declined %s", d.GetOwner(), transport.ExplainDecline(d, sch.FeatureNames()))
+		}
+		return nil, fmt.Errorf("job failed: %s", reason)
 	}
 	fetchStart := time.Now()
 	res, analysisTime, err := s.fetch(ctx, spec, sch)

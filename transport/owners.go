@@ -1,6 +1,8 @@
 package transport
 
 import (
+	"fmt"
+
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
 )
@@ -22,4 +24,17 @@ func Owners(refs []*fedpcav1.OwnerRef) []job.Owner {
 		out[i] = job.Owner{ID: r.GetId(), Key: r.GetKey()}
 	}
 	return out
+}
+
+// DeclineDetail is a decline's detail from the wire (validate it with
+// job.DeclineDetail.Validate).
+func DeclineDetail(w *fedpcav1.DeclineDetail) job.DeclineDetail {
+	return job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
+}
+
+// ExplainDecline is "(CODE): what the owner said" of a declined owner
+// (features: the job's, to name the one a schema field belongs to).
+func ExplainDecline(d *fedpcav1.DeclinedOwner, features []string) string {
+	code := job.Decline(d.GetReason())
+	return fmt.Sprintf("(%s): %s", code, code.Explain(DeclineDetail(d.GetDetail()), features))
 }

@@ -183,7 +183,11 @@ func printLedgers(w io.Writer, views []owner.LedgerView, budget string) {
 		tw := tabwriter.NewWriter(w, 0, 2, 2, ' ', 0)
 		fmt.Fprintln(tw, "  job\tdataset\tstate\tat\tcost epsilon\tcost rho\tasked (epsilon, delta)")
 		for _, j := range v.Jobs {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%.4g\t%.4g\t(%.4g, %.3g)\n", j.Job[:min(16, len(j.Job))], j.Dataset, j.State, j.At.Format(time.RFC3339), j.Cost.Epsilon, j.Cost.Rho, j.JobEpsilon, j.JobDelta)
+			asked := fmt.Sprintf("(%.4g, %.3g)", j.JobEpsilon, j.JobDelta)
+			if j.Release != "" {
+				asked = j.Release // no noise: what it released instead
+			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%.4g\t%.4g\t%s\n", j.Job[:min(16, len(j.Job))], j.Dataset, j.State, j.At.Format(time.RFC3339), j.Cost.Epsilon, j.Cost.Rho, asked)
 		}
 		tw.Flush()
 	}

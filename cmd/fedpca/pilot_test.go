@@ -115,7 +115,7 @@ func TestHospitalPilot(t *testing.T) {
 		}
 	}
 	for _, want := range []string{"explained variance ratio (of d = 13, the trace of the correlation matrix; each eigenvalue less what the noise adds to it):",
-		"owner hospital-b declined (policy): the owner's policy refuses this job (its epsilon, delta or noise): its epsilon is above the owner's limit of 0.5 per job (owner serve --max-epsilon)"} {
+		"owner hospital-b declined (policy): the owner's policy refuses this job (its epsilon, delta, noise or what it releases): its epsilon is above the owner's limit of 0.5 per job (owner serve --max-epsilon)"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("user run --standardize does not say %q", want)
 		}

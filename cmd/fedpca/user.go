@@ -375,7 +375,7 @@ func printStatus(st *fedpcav1.JobStatus) {
 		fmt.Printf("uploaded  %s\n", strings.Join(u, ", "))
 	}
 	for _, d := range st.GetDeclinedOwners() {
-		fmt.Printf("declined  %s %s\n", d.GetOwner(), declineText(d, nil))
+		fmt.Printf("declined  %s %s\n", d.GetOwner(), transport.ExplainDecline(d, nil))
 	}
 	if a := user.Awaited(st); len(a) > 0 {
 		fmt.Printf("missing   %s\n", strings.Join(a, ", "))
@@ -769,18 +769,11 @@ func progressLine(s *fedpcav1.JobStatus) string {
 func declinedText(s *fedpcav1.JobStatus, features []string) string {
 	var b strings.Builder
 	for _, d := range s.GetDeclinedOwners() {
-		fmt.Fprintf(&b, "\n  owner %s declined %s", d.GetOwner(), declineText(d, features))
+		fmt.Fprintf(&b, "\n  owner %s declined %s", d.GetOwner(), transport.ExplainDecline(d, features))
 	}
 	return b.String()
 }
 
-// declineText is "(CODE): what the owner said".
-func declineText(d *fedpcav1.DeclinedOwner, features []string) string {
-	code := job.Decline(d.GetReason())
-	w := d.GetDetail()
-	detail := job.DetailOf(int32(w.GetLimit()), w.GetLimitValue(), w.GetSchemaField(), w.GetFeature(), w != nil && w.Feature != nil)
-	return fmt.Sprintf("(%s): %s", code, code.Explain(detail, features))
-}
 
 // printSummary prints the result for a human.
 func printSummary(res *job.Result) {

@@ -57,7 +57,7 @@ const (
 )
 
 var declines = map[Decline]struct{ name, text string }{
-	DeclinePolicy:         {"policy", "the owner's policy refuses this job (its epsilon, delta or noise)"},
+	DeclinePolicy:         {"policy", "the owner's policy refuses this job (its epsilon, delta, noise or what it releases)"},
 	DeclineBudget:         {"budget", "the owner's privacy budget for the dataset is too small for this job"},
 	DeclineSchemaMismatch: {"schema_mismatch", "the owner does not serve this dataset with this schema"},
 	DeclineUserNotAllowed: {"user_not_allowed", "the owner does not accept jobs from this user"},
@@ -129,6 +129,14 @@ const (
 	// LimitExactComponents: the job releases exact components, and the
 	// owner takes part in no such job (--allow-exact-components).
 	LimitExactComponents PolicyLimit = 4
+	// LimitExactMaxK: the job asks for more exact components than the
+	// owner releases (--exact-components-max-k), the detail's value.
+	LimitExactMaxK PolicyLimit = 5
+	// LimitExactJobs: the owner's source of rows has taken part in as many
+	// exact components jobs as it takes per period (--exact-components-jobs,
+	// the detail's value, per --exact-components-period). It depends on the
+	// jobs the owner took part in, never on its rows.
+	LimitExactJobs PolicyLimit = 6
 )
 
 var limits = map[PolicyLimit]struct {
@@ -139,6 +147,8 @@ var limits = map[PolicyLimit]struct {
 	LimitMaxDelta:        {"max_delta", true},
 	LimitNoNoise:         {"no_noise", false},
 	LimitExactComponents: {"exact_components", false},
+	LimitExactMaxK:       {"exact_components_max_k", true},
+	LimitExactJobs:       {"exact_components_jobs", true},
 }
 
 // String returns the limit's name, e.g. "max_epsilon".
@@ -230,6 +240,10 @@ func (d Decline) Explain(detail DeclineDetail, features []string) string {
 		return text + ": the owner takes part in no job without DP noise"
 	case detail.Limit == LimitExactComponents:
 		return text + ": the owner takes part in no exact components job (owner serve --allow-exact-components)"
+	case detail.Limit == LimitExactMaxK:
+		return fmt.Sprintf("%s: it releases at most %g exact components (owner serve --exact-components-max-k)", text, detail.LimitValue)
+	case detail.Limit == LimitExactJobs:
+		return fmt.Sprintf("%s: its source of rows has taken part in its limit of %g exact components jobs for the period (owner serve --exact-components-jobs)", text, detail.LimitValue)
 	case detail.Field == "id":
 		return text + ": the owner serves no dataset of this name"
 	case detail.Field != "" && detail.Feature >= 0:

@@ -153,6 +153,13 @@ const (
 	ReleaseComponents = "components"
 )
 
+// MaxExactK is the most components a job without DP noise may release of
+// d features: d - 2 (none below 3 features). The top d - 1 eigenpairs of a
+// covariance and its row count leave one unknown, the last eigenvalue, on
+// a direction they determine; the top d are the covariance. Owners cap it
+// lower (owner serve --exact-components-max-k, d/2 by default).
+func MaxExactK(d int) int { return max(d-2, 0) }
+
 // Components reports whether the job releases the components only.
 func (s *Spec) Components() bool { return s.Release == ReleaseComponents }
 
@@ -494,8 +501,12 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	if s.Components() && s.K > sch.D() {
 		return fmt.Errorf("job spec: k: %d components of %d features", s.K, sch.D())
 	}
-	if s.Components() && s.Analysis == DCA && s.K > len(sch.Classes)-1 {
-		return fmt.Errorf("job spec: k: %d dca components of %d classes: at most %d", s.K, len(sch.Classes), len(sch.Classes)-1)
+	if s.Components() && (s.Analysis == DCA || s.Analysis == LDA) && s.K > len(sch.Classes)-1 {
+		return fmt.Errorf("job spec: k: %d %s components of %d classes: at most %d", s.K, s.Analysis, len(sch.Classes), len(sch.Classes)-1)
+	}
+	if s.Components() && s.NoNoise && s.K > MaxExactK(sch.D()) {
+		return fmt.Errorf("job spec: k: %d exact components of %d features: the top d - 1 eigenpairs and n give the whole exact covariance but one eigenvalue "+
+			"(on a direction they determine), so a components job without DP noise releases at most d - 2 = %d; ask for fewer, or add noise", s.K, sch.D(), MaxExactK(sch.D()))
 	}
 	cal, err := s.Calibration(sch)
 	if err != nil {

@@ -119,3 +119,30 @@ func TestSpecVersion(t *testing.T) {
 		t.Fatalf("version 1: %v", err)
 	}
 }
+
+// TestExactComponentsK: a components job without DP noise releases at most
+// d - 2 components (the top d - 1 eigenpairs with n leave only the last
+// eigenvalue unknown); with noise, up to d.
+func TestExactComponentsK(t *testing.T) {
+	p := heParams(t)
+	sch := loadDataset(t, "wine", 16).schema
+	user := he.GenerateKeyPair(p)
+	c1 := he.Committee{N: 1, Threshold: 1}
+	_, cpk := ceremony(t, p, c1)
+	d := sch.D()
+	for _, c := range []struct {
+		k       int
+		noNoise bool
+		ok      bool
+	}{{d - 2, true, true}, {d - 1, true, false}, {d, true, false}, {d, false, true}} {
+		s := newSpec(sch, p, PCA, 2, c1, cpk, user, c.noNoise)
+		s.Release, s.K, s.ResultKey = ReleaseComponents, c.k, strings.Repeat("ab", 32)
+		err := s.Check(sch, p)
+		if c.ok != (err == nil) || (!c.ok && !strings.Contains(err.Error(), fmt.Sprintf("releases at most d - 2 = %d", d-2))) {
+			t.Errorf("k = %d of %d, no noise %v: %v", c.k, d, c.noNoise, err)
+		}
+	}
+	if MaxExactK(2) != 0 || MaxExactK(13) != 11 {
+		t.Errorf("MaxExactK: %d %d", MaxExactK(2), MaxExactK(13))
+	}
+}

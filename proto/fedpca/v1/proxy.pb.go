@@ -93,6 +93,11 @@ const (
 	PolicyLimit_POLICY_LIMIT_NO_NOISE PolicyLimit = 3
 	// The job releases exact components (no DP noise).
 	PolicyLimit_POLICY_LIMIT_EXACT_COMPONENTS PolicyLimit = 4
+	// The job asks for more exact components than the owner releases.
+	PolicyLimit_POLICY_LIMIT_EXACT_COMPONENTS_MAX_K PolicyLimit = 5
+	// The owner's source of rows took part in as many exact components jobs
+	// as it takes per period.
+	PolicyLimit_POLICY_LIMIT_EXACT_COMPONENTS_JOBS PolicyLimit = 6
 )
 
 // Enum value maps for PolicyLimit.
@@ -103,13 +108,17 @@ var (
 		2: "POLICY_LIMIT_MAX_DELTA",
 		3: "POLICY_LIMIT_NO_NOISE",
 		4: "POLICY_LIMIT_EXACT_COMPONENTS",
+		5: "POLICY_LIMIT_EXACT_COMPONENTS_MAX_K",
+		6: "POLICY_LIMIT_EXACT_COMPONENTS_JOBS",
 	}
 	PolicyLimit_value = map[string]int32{
-		"POLICY_LIMIT_UNSPECIFIED":      0,
-		"POLICY_LIMIT_MAX_EPSILON":      1,
-		"POLICY_LIMIT_MAX_DELTA":        2,
-		"POLICY_LIMIT_NO_NOISE":         3,
-		"POLICY_LIMIT_EXACT_COMPONENTS": 4,
+		"POLICY_LIMIT_UNSPECIFIED":            0,
+		"POLICY_LIMIT_MAX_EPSILON":            1,
+		"POLICY_LIMIT_MAX_DELTA":              2,
+		"POLICY_LIMIT_NO_NOISE":               3,
+		"POLICY_LIMIT_EXACT_COMPONENTS":       4,
+		"POLICY_LIMIT_EXACT_COMPONENTS_MAX_K": 5,
+		"POLICY_LIMIT_EXACT_COMPONENTS_JOBS":  6,
 	}
 )
 
@@ -2824,13 +2833,15 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x04*\xa3\x01\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\xf4\x01\n" +
 	"\vPolicyLimit\x12\x1c\n" +
 	"\x18POLICY_LIMIT_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18POLICY_LIMIT_MAX_EPSILON\x10\x01\x12\x1a\n" +
 	"\x16POLICY_LIMIT_MAX_DELTA\x10\x02\x12\x19\n" +
 	"\x15POLICY_LIMIT_NO_NOISE\x10\x03\x12!\n" +
-	"\x1dPOLICY_LIMIT_EXACT_COMPONENTS\x10\x04*\xd0\x02\n" +
+	"\x1dPOLICY_LIMIT_EXACT_COMPONENTS\x10\x04\x12'\n" +
+	"#POLICY_LIMIT_EXACT_COMPONENTS_MAX_K\x10\x05\x12&\n" +
+	"\"POLICY_LIMIT_EXACT_COMPONENTS_JOBS\x10\x06*\xd0\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
