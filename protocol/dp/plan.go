@@ -226,6 +226,14 @@ var Central = ShareBound{Max: 1, MinWeight: big.NewRat(1, 1)}
 // eta returns the bound's part of the correction per block: Dim_b (-log(1
 // - tau_b)) for central variances s (+Inf when tau_b >= 1).
 func (sb ShareBound) eta(s [3]float64, dims [3]int) float64 {
+	return sb.Eta(s[:], dims[:])
+}
+
+// Eta returns the bound's part of the correction of a release whose blocks
+// have central variances s and dims coordinates: the sum over the blocks of
+// dims_b (-log(1 - tau_b)), tau_b = 10 (Max - 1) exp(-pi^2 s_b MinWeight)
+// (+Inf when some tau_b >= 1; 0 for a release of one share).
+func (sb ShareBound) Eta(s []float64, dims []int) float64 {
 	if sb.Max <= 1 {
 		return 0
 	}
