@@ -214,7 +214,7 @@ type plinkRows struct {
 }
 
 func (r *plinkRows) Columns() []string { return r.cols }
-func (r *plinkRows) Line() int          { return r.i + 1 }
+func (r *plinkRows) Line() int         { return r.i + 1 }
 
 var dosageText = [3]string{"0", "1", "2"}
 
