@@ -233,3 +233,53 @@ func (r *plinkRows) Next() ([]string, error) {
 	r.i++
 	return r.cells, nil
 }
+
+// NewGenotypes packs individuals' dosages (one row of M values per
+// individual, 0, 1, 2 or Missing) as a fileset. It fails on a row of
+// another length or a value that is not a dosage, naming the individual and
+// variant.
+func NewGenotypes(individuals []string, variants []Variant, rows [][]int8) (*Genotypes, error) {
+	if len(individuals) != len(rows) || len(individuals) == 0 || len(variants) == 0 {
+		return nil, fmt.Errorf("plink: %d individuals with %d rows and %d variants", len(individuals), len(rows), len(variants))
+	}
+	g := &Genotypes{Individuals: individuals, Variants: variants, stride: (len(rows) + 3) / 4}
+	g.bed = make([]byte, g.stride*len(variants))
+	var code = map[int8]byte{2: 0, Missing: 1, 1: 2, 0: 3}
+	for i, row := range rows {
+		if len(row) != len(variants) {
+			return nil, fmt.Errorf("plink: individual %d has %d calls, want %d", i, len(row), len(variants))
+		}
+		byteAt, shift := i/4, uint(2*(i%4))
+		for j, x := range row {
+			c, ok := code[x]
+			if !ok {
+				return nil, fmt.Errorf("plink: individual %d, variant %d: not a dosage", i, j)
+			}
+			g.bed[j*g.stride+byteAt] |= c << shift
+		}
+	}
+	return g, nil
+}
+
+// WritePLINK writes the fileset as PREFIX.bed, PREFIX.bim and PREFIX.fam
+// (family = individual ID, no parents, sex and phenotype unknown).
+func (g *Genotypes) WritePLINK(prefix string) error {
+	var fam, bim bytes.Buffer
+	for _, id := range g.Individuals {
+		fid, iid, ok := strings.Cut(id, " ")
+		if !ok {
+			fid, iid = id, id
+		}
+		fmt.Fprintf(&fam, "%s %s 0 0 0 -9\n", fid, iid)
+	}
+	for _, v := range g.Variants {
+		fmt.Fprintf(&bim, "%s\t%s\t0\t%d\t%s\t%s\n", v.Chrom, v.ID, v.Position, v.Allele1, v.Allele2)
+	}
+	bed := append(plinkMagic[:], g.bed...)
+	for ext, b := range map[string][]byte{".fam": fam.Bytes(), ".bim": bim.Bytes(), ".bed": bed} {
+		if err := os.WriteFile(prefix+ext, b, 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
+}
