@@ -1,0 +1,492 @@
+package sim
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"math/big"
+	"os"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/mhe"
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/power"
+	"github.com/fedpca/fedpca/protocol/zk"
+)
+
+// PowerJob is a power-method job run in one process with the parties in
+// slices: every owner computes its round statistic in integers
+// (power.Accumulator), encrypts it under the committee key with real BGV
+// and proves every ciphertext well formed (protocol/zk); the proxy verifies
+// every proof, sums, adds its discrete Gaussian noise share and blinds; each
+// active committee member verifies every proof again and that the sum's c1
+// is the owners', adds its noise share and its share of the key switch to
+// the user's key (t of n, with members down); the proxy combines and
+// unblinds; the user decrypts, centres and takes the next public matrix.
+// The role daemons do not run this job yet (docs/PROTOCOL.md, section 13):
+// it calls the protocol's step functions directly, as the daemons would.
+type PowerJob struct {
+	// Rows are each owner's rows, quantised and clipped (power.Standardiser
+	// or a schema's row map).
+	Rows [][][]int64
+	// D features, g bits, clip bound B.
+	D     int
+	Bits  uint
+	Bound int64
+	// K components, Oversample extra columns (p = K + Oversample), Rounds.
+	K, Oversample, Rounds int
+	Epsilon, Delta        float64
+	NoNoise               bool
+	// Plan is the noise plan (default servers) with Tolerate.
+	Plan     string
+	Tolerate int
+	// CSPs and Threshold shape the committee; Down are the points of
+	// members that are down (at most CSPs - Threshold).
+	CSPs, Threshold int
+	Down            []int
+	Seed            string
+}
+
+// PowerRound is what one round measured.
+type PowerRound struct {
+	Round int `json:"round"`
+	// Ciphertexts per owner; Bytes per owner sent (ciphertexts and proofs).
+	Ciphertexts int   `json:"ciphertexts_per_owner"`
+	Bytes       int64 `json:"bytes_per_owner"`
+	// Seconds: owners (median over owners: statistic, encryption, proofs),
+	// proxy (verification, sum, noise, blinding), members (verification,
+	// noise, key switch; the slowest member), user (decryption, decoding,
+	// the next matrix), and the whole round.
+	OwnerStat    float64 `json:"owner_statistic_s"`
+	OwnerEncrypt float64 `json:"owner_encrypt_prove_s"`
+	Proxy        float64 `json:"proxy_s"`
+	Members      float64 `json:"members_s"`
+	User         float64 `json:"user_s"`
+	Total        float64 `json:"total_s"`
+}
+
+// PowerReport is a power-method job's result and measurements.
+type PowerReport struct {
+	D, N, Owners, K, P, Rounds int
+	Bits, QBits                uint
+	Bound                      int64
+	Epsilon, Delta             float64
+	NoNoise                    bool
+	Plan                       string
+	Committee                  string
+	// SigmaY is the central noise's standard deviation per entry of a
+	// round, in units of C^2; Cost the job's composed cost and the epsilon
+	// it certifies at Delta (what each owner's ledger charges once).
+	SigmaY, SigmaV float64
+	Cost           dp.Cost
+	CostEpsilon    float64
+	Factor         float64
+	// Bound is Hardt-Price's e for the noise of this job and the central
+	// spectrum's gap lambda_k - lambda_{k+1} (set by the evaluation).
+	HPBound    float64
+	RoundStats []PowerRound
+	// Seconds from round 0's first owner to the user's components; peak
+	// resident memory of the process during the protocol.
+	Seconds  float64
+	PeakRSS  int64
+	Result   power.Components `json:"-"`
+	Values   []float64
+	Shrink   float64
+	NoiseOff bool
+}
+
+// Run runs the job. It refuses a committee below 2 of 3 with a member down
+// only as the job says: the shape is the caller's.
+func (pj *PowerJob) Run() (*PowerReport, error) {
+	if len(pj.Rows) == 0 {
+		return nil, errors.New("power job: no owners")
+	}
+	if pj.CSPs == 0 {
+		pj.CSPs, pj.Threshold = 3, 2
+	}
+	if pj.Plan == "" {
+		pj.Plan = dp.PlanServers
+	}
+	committee := he.Committee{N: pj.CSPs, Threshold: pj.Threshold}
+	var active []he.Point
+	for _, pt := range committee.Points() {
+		if !containsInt(pj.Down, int(pt)) {
+			active = append(active, pt)
+		}
+	}
+	if len(active) < pj.Threshold {
+		return nil, fmt.Errorf("power job: %d members up, the key switch needs %d", len(active), pj.Threshold)
+	}
+	active = active[:pj.Threshold]
+	var maxOwnerRows, total int64
+	for _, rows := range pj.Rows {
+		maxOwnerRows = max(maxOwnerRows, int64(len(rows)))
+		total += int64(len(rows))
+	}
+	owners := len(pj.Rows)
+	maxRows := maxOwnerRows * int64(owners)
+	h, err := power.ChooseQBits(maxRows, pj.Bound, 3)
+	if err != nil {
+		return nil, err
+	}
+	pr := power.Params{D: pj.D, K: pj.K, P: pj.K + pj.Oversample, Rounds: pj.Rounds, Seed: []byte(pj.Seed), Bits: pj.Bits, Bound: pj.Bound, QBits: h, MaxRows: maxRows}
+	if err := pr.Validate(); err != nil {
+		return nil, err
+	}
+	plan := dp.Plan{Kind: pj.Plan, Tolerate: pj.Tolerate, Owners: owners, CSPs: pj.Threshold}
+	cal := power.NoNoise(pr)
+	if !pj.NoNoise {
+		sb, err := plan.ShareBound(owners)
+		if err != nil {
+			return nil, err
+		}
+		if cal, err = power.Calibrate(pr, pj.Epsilon, pj.Delta, dp.DefaultSplit, sb); err != nil {
+			return nil, err
+		}
+	}
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		return nil, err
+	}
+	wmax, err := maxTotalWeight(plan, owners)
+	if err != nil {
+		return nil, err
+	}
+	if err := cal.CheckRange(new(big.Int).SetUint64((p.T()-3)/2), wmax); err != nil {
+		return nil, err
+	}
+	rep := &PowerReport{D: pr.D, N: int(total), Owners: owners, K: pr.K, P: pr.P, Rounds: pr.Rounds, Bits: pr.Bits, QBits: h, Bound: pr.Bound,
+		Epsilon: pj.Epsilon, Delta: pj.Delta, NoNoise: pj.NoNoise, Plan: pj.Plan, Committee: fmt.Sprintf("%d of %d, down %v", pj.Threshold, pj.CSPs, pj.Down),
+		Cost: cal.Cost, Factor: cal.Factor, NoiseOff: cal.NoiseOff()}
+	if !cal.NoiseOff() {
+		c2 := math.Ldexp(float64(pr.Bound), -int(pr.Bits))
+		rep.SigmaY, rep.SigmaV = cal.SigmaY()/(c2*c2), cal.SigmaV()/c2
+		rep.CostEpsilon = cal.Cost.Epsilon(pj.Delta)
+	}
+
+	members, cpk, err := he.LocalCeremony(p, committee, []byte("fedpca power job ceremony "+pj.Seed))
+	if err != nil {
+		return nil, err
+	}
+	userKeys := he.GenerateKeyPair(p)
+	key, err := p.ProofKey(cpk)
+	if err != nil {
+		return nil, err
+	}
+	parent := "power-" + pj.Seed
+	resetPeakRSS()
+	start := time.Now()
+
+	var mean power.Mean
+	var q *power.QMatrix
+	var yc *mat.Dense
+	for r := 0; r <= pr.Rounds; r++ {
+		if r == 1 {
+			q0, err := power.Start(pr)
+			if err != nil {
+				return nil, err
+			}
+			if q, _, err = power.Quantize(q0, h); err != nil {
+				return nil, err
+			}
+		}
+		vals, rs, err := powerRound(p, pr, cal, plan, key, cpk, members, active, userKeys, parent, r, q, pj.Rows)
+		if err != nil {
+			return nil, fmt.Errorf("round %d: %w", r, err)
+		}
+		t0 := time.Now()
+		if r == 0 {
+			if mean, err = power.DecodeMean(pr, cal, vals); err != nil {
+				return nil, err
+			}
+		} else {
+			if yc, err = power.DecodeRound(pr, q, vals, mean); err != nil {
+				return nil, err
+			}
+			if r < pr.Rounds {
+				if q, err = power.Next(pr, yc); err != nil {
+					return nil, err
+				}
+			}
+		}
+		rs.User += time.Since(t0).Seconds()
+		rs.Total += time.Since(t0).Seconds()
+		rep.RoundStats = append(rep.RoundStats, rs)
+	}
+	comps, err := power.Finish(pr, q.Float(), yc)
+	if err != nil {
+		return nil, err
+	}
+	rep.Seconds = time.Since(start).Seconds()
+	rep.PeakRSS = peakRSS()
+	rep.Result, rep.Values, rep.Shrink = comps, comps.Values, mean.Shrink
+	return rep, nil
+}
+
+func containsInt(xs []int, x int) bool {
+	for _, y := range xs {
+		if y == x {
+			return true
+		}
+	}
+	return false
+}
+
+// maxTotalWeight is the largest total noise, as a multiple of the central
+// variance, any seal of the plan can add (every share present).
+func maxTotalWeight(plan dp.Plan, owners int) (*big.Rat, error) {
+	best := new(big.Rat)
+	for m := 1; m <= owners; m++ {
+		tot := new(big.Rat)
+		for _, r := range []struct {
+			role  dp.Role
+			count int
+		}{{dp.RoleOwner, m}, {dp.RoleProxy, 1}, {dp.RoleCSP, plan.CSPs}} {
+			w, err := plan.Weight(r.role, m)
+			if errors.Is(err, dp.ErrPlanInfeasible) {
+				tot = nil
+				break
+			}
+			if err != nil {
+				return nil, err
+			}
+			tot.Add(tot, new(big.Rat).Mul(w, big.NewRat(int64(r.count), 1)))
+		}
+		if tot != nil && tot.Cmp(best) > 0 {
+			best = tot
+		}
+	}
+	return best, nil
+}
+
+// powerUpload is one owner's upload of a round.
+type powerUpload struct {
+	cts    []*rlwe.Ciphertext
+	proofs [][]byte
+}
+
+// powerRound runs round r: the owners' uploads, the proxy's and members'
+// steps, and the user's decryption; it returns the released integers.
+func powerRound(p he.Params, pr power.Params, cal power.Calibration, plan dp.Plan, key *zk.Key, cpk *rlwe.PublicKey,
+	members []*he.Member, active []he.Point, userKeys he.KeyPair, parent string, r int, q *power.QMatrix, rows [][][]int64) ([]int64, PowerRound, error) {
+	rs := PowerRound{Round: r}
+	roundStart := time.Now()
+	if q != nil {
+		// Every owner checks the public matrix before using it.
+		if err := power.CheckQ(q, pr.D, pr.P, pr.QBits); err != nil {
+			return nil, rs, err
+		}
+	}
+	id := power.RoundID(parent, r, q)
+	owners := len(rows)
+	ups := make([]powerUpload, owners)
+	statT, encT := make([]float64, owners), make([]float64, owners)
+	ownerW, err := plan.Weight(dp.RoleOwner, owners)
+	if err != nil {
+		return nil, rs, err
+	}
+	errs := make([]error, owners)
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for o := range owners {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			t0 := time.Now()
+			acc, err := power.NewAccumulator(pr, q, int64(len(rows[o])))
+			if err == nil {
+				err = acc.Add(rows[o])
+			}
+			if err != nil {
+				errs[o] = err
+				return
+			}
+			vals := acc.Values()
+			noise, err := cal.Noise(r, ownerW, nil)
+			if err == nil {
+				for i, x := range noise {
+					vals[i] += x
+				}
+			}
+			statT[o] = time.Since(t0).Seconds()
+			t1 := time.Now()
+			enc, err := he.NewEncryptor(p, cpk)
+			if err != nil {
+				errs[o] = err
+				return
+			}
+			cts, wits, err := enc.EncryptWitnessed(vals)
+			if err != nil {
+				errs[o] = err
+				return
+			}
+			proofs, _, err := job.ProveUpload(p, key, id, ownerName(o), cts, wits, nil)
+			if err != nil {
+				errs[o] = err
+				return
+			}
+			ups[o] = powerUpload{cts: cts, proofs: proofs}
+			encT[o] = time.Since(t1).Seconds()
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, rs, err
+	}
+	rs.OwnerStat, rs.OwnerEncrypt = median(statT), median(encT)
+	rs.Ciphertexts = len(ups[0].cts)
+	for i, ct := range ups[0].cts {
+		rs.Bytes += int64(len(p.Codecs().Ciphertext.Marshal(ct)) + len(ups[0].proofs[i]))
+	}
+
+	// Proxy: verify every proof (as received over the wire), sum, noise,
+	// blind.
+	t0 := time.Now()
+	n := len(ups[0].cts)
+	sum := p.NewCiphertexts(n)
+	if err := verifyAll(p, key, id, ups, nil); err != nil {
+		return nil, rs, err
+	}
+	for _, u := range ups {
+		for j, ct := range u.cts {
+			p.AddInto(sum[j], ct)
+		}
+	}
+	proxyW, err := plan.Weight(dp.RoleProxy, owners)
+	if err != nil {
+		return nil, rs, err
+	}
+	vlen := pr.Len()
+	if r == 0 {
+		vlen = pr.Round0Len()
+	}
+	proxyNoise, err := cal.Noise(r, proxyW, nil)
+	if err != nil {
+		return nil, rs, err
+	}
+	masks, err := job.Blind(p, sum, proxyNoise, nil)
+	if err != nil {
+		return nil, rs, err
+	}
+	rs.Proxy = time.Since(t0).Seconds()
+
+	// Members: each verifies every proof and the sum's c1, adds its noise
+	// share and its key-switch share.
+	t0 = time.Now()
+	cspW, err := plan.Weight(dp.RoleCSP, owners)
+	if err != nil {
+		return nil, rs, err
+	}
+	var shares [][]*mhe.PublicKeySwitchShare
+	for _, pt := range active {
+		if err := verifyAll(p, key, id, ups, sum); err != nil {
+			return nil, rs, fmt.Errorf("member %d: %w", pt, err)
+		}
+		noise, err := cal.Noise(r, cspW, nil)
+		if err != nil {
+			return nil, rs, err
+		}
+		sh, err := job.SwitchShares(p, members[pt-1], sum, userKeys.Public, active, noise)
+		if err != nil {
+			return nil, rs, fmt.Errorf("member %d: %w", pt, err)
+		}
+		shares = append(shares, sh)
+	}
+	rs.Members = time.Since(t0).Seconds() / float64(len(active))
+
+	// Proxy: combine and unblind; user: decrypt.
+	t0 = time.Now()
+	switched, err := job.CombineShares(p, sum, shares)
+	if err != nil {
+		return nil, rs, err
+	}
+	if err := job.Unblind(p, switched, masks); err != nil {
+		return nil, rs, err
+	}
+	vals, err := he.NewDecryptor(p, userKeys.Secret).DecryptSwitched(switched, vlen)
+	if err != nil {
+		return nil, rs, err
+	}
+	rs.User = time.Since(t0).Seconds()
+	rs.Total = time.Since(roundStart).Seconds()
+	return vals, rs, nil
+}
+
+// verifyAll verifies every upload's proofs (after a round trip through the
+// wire codec) and, when sum is given, that each summed c1 is the sum of the
+// owners' c1 (the proxy's noise and mask touch c0 only).
+func verifyAll(p he.Params, key *zk.Key, id string, ups []powerUpload, sum []*rlwe.Ciphertext) error {
+	var c1 []*rlwe.Ciphertext
+	if sum != nil {
+		c1 = p.NewCiphertexts(len(sum))
+	}
+	for o, u := range ups {
+		for j, ct := range u.cts {
+			back, err := p.Codecs().Ciphertext.Unmarshal(p.Codecs().Ciphertext.Marshal(ct))
+			if err != nil {
+				return err
+			}
+			if _, err := job.VerifyCiphertext(p, key, id, ownerName(o), j, len(u.cts), back, u.proofs[j]); err != nil {
+				return fmt.Errorf("owner %s: %w", ownerName(o), err)
+			}
+			if c1 != nil {
+				p.AddInto(c1[j], back)
+			}
+		}
+	}
+	for j := range c1 {
+		if !bytes.Equal(p.AppendPoly(nil, c1[j].Value[1]), p.AppendPoly(nil, sum[j].Value[1])) {
+			return fmt.Errorf("ciphertext %d of the sum is not the sum of the named owners' uploads", j)
+		}
+	}
+	return nil
+}
+
+func ownerName(o int) string { return fmt.Sprintf("owner-%03d", o) }
+
+func median(xs []float64) float64 {
+	s := append([]float64(nil), xs...)
+	for i := 1; i < len(s); i++ {
+		for j := i; j > 0 && s[j] < s[j-1]; j-- {
+			s[j], s[j-1] = s[j-1], s[j]
+		}
+	}
+	if len(s) == 0 {
+		return 0
+	}
+	return s[len(s)/2]
+}
+
+// resetPeakRSS resets the kernel's peak resident size of this process
+// (Linux: clear_refs 5), so that peakRSS measures from here.
+func resetPeakRSS() { _ = os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) }
+
+// peakRSS returns the process's peak resident size in bytes (VmHWM), 0 when
+// unknown.
+func peakRSS() int64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.HasPrefix(line, "VmHWM:") {
+			f := strings.Fields(line)
+			if len(f) >= 2 {
+				kb, _ := strconv.ParseInt(f[1], 10, 64)
+				return kb * 1024
+			}
+		}
+	}
+	return 0
+}
