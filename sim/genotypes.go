@@ -23,6 +23,9 @@ type GenotypeCohort struct {
 	Reference []*big.Rat
 	Ancestral []float64
 	Params    GenotypeParams
+	// PanelRows are the public panel's dosages (Params.Panel per
+	// population), nil without a panel.
+	PanelRows [][]int8
 }
 
 // GenotypeParams describe a Balding-Nichols cohort.
@@ -36,6 +39,11 @@ type GenotypeParams struct {
 	// call.
 	FST, Missing float64
 	Seed         uint64
+	// Panel is the number of individuals per population of a public
+	// reference panel drawn from the same populations (0: none). With a
+	// panel the reference frequencies are the panel's allele frequencies
+	// and a power job may start from the panel's components.
+	Panel int
 }
 
 // BaldingNichols simulates a cohort (Balding and Nichols 1995, the model of
@@ -45,9 +53,10 @@ type GenotypeParams struct {
 // (1 - F) / F), which has mean p_j and variance F p_j (1 - p_j); an
 // individual of population k has dosage ~ Binomial(2, p_kj) of allele 1
 // (Hardy-Weinberg), missing with probability Missing. The reference
-// frequencies are the populations' mean frequencies, rounded to 6 decimals:
-// what a public reference panel balanced over the same populations
-// estimates (as 1000 Genomes frequencies serve real studies). Deterministic
+// frequencies are those of a public panel of Panel individuals per
+// population drawn from the same model (as 1000 Genomes serves real
+// studies), or without a panel the populations' mean frequencies (what an
+// infinite balanced panel estimates), rounded to 6 decimals. Deterministic
 // in its parameters.
 func BaldingNichols(cp GenotypeParams) (*GenotypeCohort, error) {
 	switch {
@@ -77,11 +86,7 @@ func BaldingNichols(cp GenotypeParams) (*GenotypeCohort, error) {
 		c.Reference[j] = new(big.Rat).SetFrac64(int64(mean*1e6+0.5), 1e6)
 		variants[j] = source.Variant{Chrom: fmt.Sprint(1 + j*22/cp.D), ID: fmt.Sprintf("snp%d", j+1), Position: int64(1000 + 100*j), Allele1: "A", Allele2: "G"}
 	}
-	rows := make([][][]int8, cp.Owners)
-	ids := make([][]string, cp.Owners)
-	c.Pops = make([][]int, cp.Owners)
-	for i := range cp.N {
-		o, k := i%cp.Owners, i%cp.Populations
+	draw := func(k int) []int8 {
 		row := make([]int8, cp.D)
 		for j, p := range freq[k] {
 			if cp.Missing > 0 && rng.Float64() < cp.Missing {
@@ -97,6 +102,34 @@ func BaldingNichols(cp GenotypeParams) (*GenotypeCohort, error) {
 			}
 			row[j] = x
 		}
+		return row
+	}
+	if cp.Panel > 0 {
+		// The panel's allele frequencies are the public reference.
+		for i := range cp.Panel * cp.Populations {
+			c.PanelRows = append(c.PanelRows, draw(i%cp.Populations))
+		}
+		for j := range cp.D {
+			a, calls := 0, 0
+			for _, row := range c.PanelRows {
+				if row[j] >= 0 {
+					a += int(row[j])
+					calls += 2
+				}
+			}
+			c.Reference[j] = big.NewRat(0, 1)
+			if calls > 0 {
+				f := float64(a) / float64(calls)
+				c.Reference[j] = new(big.Rat).SetFrac64(int64(f*1e6+0.5), 1e6)
+			}
+		}
+	}
+	rows := make([][][]int8, cp.Owners)
+	ids := make([][]string, cp.Owners)
+	c.Pops = make([][]int, cp.Owners)
+	for i := range cp.N {
+		o, k := i%cp.Owners, i%cp.Populations
+		row := draw(k)
 		rows[o] = append(rows[o], row)
 		ids[o] = append(ids[o], fmt.Sprintf("pop%d ind%d", k, i))
 		c.Pops[o] = append(c.Pops[o], k)

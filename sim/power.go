@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/big"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/power"
 	"github.com/fedpca/fedpca/protocol/zk"
+	"github.com/fedpca/fedpca/source"
 )
 
 // PowerJob is a power-method job run in one process with the parties in
@@ -55,6 +57,9 @@ type PowerJob struct {
 	CSPs, Threshold int
 	Down            []int
 	Seed            string
+	// Start is a public d x p matrix Q_1 starts from (power.StartFrom);
+	// nil: the seed's (power.Start).
+	Start *mat.Dense
 }
 
 // PowerRound is what one round measured.
@@ -192,7 +197,12 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 	var yc *mat.Dense
 	for r := 0; r <= pr.Rounds; r++ {
 		if r == 1 {
-			q0, err := power.Start(pr)
+			var q0 *mat.Dense
+			if pj.Start != nil {
+				q0, err = power.StartFrom(pr, pj.Start)
+			} else {
+				q0, err = power.Start(pr)
+			}
 			if err != nil {
 				return nil, err
 			}
@@ -489,4 +499,147 @@ func peakRSS() int64 {
 		}
 	}
 	return 0
+}
+
+// GenotypeRun is `fedpca simulate --genotypes`: a Balding-Nichols cohort,
+// each owner's part written as a PLINK fileset and read back by the owner
+// (source.OpenPLINK), standardised with the public reference frequencies
+// and clipped to C = ClipFactor sqrt(d), then a power job and its
+// evaluation against the central PCA.
+type GenotypeRun struct {
+	Cohort     GenotypeParams
+	Job        PowerJob
+	ClipFactor float64
+	// Dir receives the owners' filesets (owner-NNN.bed/.bim/.fam).
+	Dir string
+}
+
+// GenotypeReport is what a genotype run measured.
+type GenotypeReport struct {
+	Cohort   GenotypeParams `json:"cohort"`
+	Clip     float64        `json:"clip_norm"`
+	Clipped  float64        `json:"fraction_rows_clipped"`
+	Job      *PowerReport   `json:"job"`
+	Accuracy *PowerAccuracy `json:"accuracy"`
+	// PLINKBytes is the size of one owner's .bed file.
+	PLINKBytes int64 `json:"plink_bytes_per_owner"`
+}
+
+// Run runs it.
+func (gr GenotypeRun) Run() (*GenotypeReport, error) {
+	c, err := BaldingNichols(gr.Cohort)
+	if err != nil {
+		return nil, err
+	}
+	out := &GenotypeReport{Cohort: gr.Cohort}
+	if gr.Dir != "" {
+		for o, g := range c.Owners {
+			prefix := fmt.Sprintf("%s/%s", gr.Dir, ownerName(o))
+			if err := g.WritePLINK(prefix); err != nil {
+				return nil, err
+			}
+			back, err := source.OpenPLINK(prefix)
+			if err != nil {
+				return nil, err
+			}
+			c.Owners[o] = back
+			if st, err := os.Stat(prefix + ".bed"); err == nil && o == 0 {
+				out.PLINKBytes = st.Size()
+			}
+		}
+	}
+	if gr.ClipFactor == 0 {
+		gr.ClipFactor = 1
+	}
+	pj := gr.Job
+	pj.D = gr.Cohort.D
+	if pj.Bits == 0 {
+		pj.Bits = 8
+	}
+	pj.Bound = ClipBound(pj.Bits, pj.D, gr.ClipFactor)
+	out.Clip = gr.ClipFactor * math.Sqrt(float64(pj.D))
+	if pj.Rows, err = StandardiseCohort(c, pj.Bits, pj.Bound); err != nil {
+		return nil, err
+	}
+	// The share of rows at the clip bound (a row the clip scaled ends
+	// within rounding of it).
+	var clipped, n int
+	b2 := float64(pj.Bound) * float64(pj.Bound)
+	for _, rows := range pj.Rows {
+		for _, q := range rows {
+			s := 0.0
+			for _, x := range q {
+				s += float64(x) * float64(x)
+			}
+			if s > b2*(1-1e-3) {
+				clipped++
+			}
+			n++
+		}
+	}
+	out.Clipped = float64(clipped) / float64(n)
+	if c.PanelRows != nil {
+		// Q_1 from the public panel's top p components.
+		g, err := source.NewGenotypes(make([]string, len(c.PanelRows)), c.Owners[0].Variants, c.PanelRows)
+		if err != nil {
+			return nil, err
+		}
+		panel, err := StandardiseCohort(&GenotypeCohort{Owners: []*source.Genotypes{g}, Reference: c.Reference}, pj.Bits, pj.Bound)
+		if err != nil {
+			return nil, err
+		}
+		cp, err := centralPCA(newDataMatrix(panel, pj.D, pj.Bits), pj.K+pj.Oversample, "panel")
+		if err != nil {
+			return nil, err
+		}
+		pj.Start = cp.U
+	}
+	if out.Job, err = pj.Run(); err != nil {
+		return nil, err
+	}
+	if out.Accuracy, err = EvaluatePower(pj.Rows, pj.D, pj.Bits, out.Job.Result.W, pj.K, c.Pops, pj.Seed); err != nil {
+		return nil, err
+	}
+	if v := out.Accuracy.CentralValues; len(v) > pj.K && !out.Job.NoiseOff {
+		c2 := out.Clip * out.Clip
+		out.Job.HPBound = power.Bound(out.Job.SigmaY*c2, pj.D, pj.K+pj.Oversample, pj.Rounds, 0.05, v[pj.K-1]-v[pj.K])
+	}
+	return out, nil
+}
+
+// WriteText prints the report: the setup, the privacy account, each round's
+// time and bytes, and the accuracy against the central PCA.
+func (r *GenotypeReport) WriteText(w io.Writer) {
+	j, a := r.Job, r.Accuracy
+	fmt.Fprintf(w, "power-method PCA of %d individuals x %d variants (%d populations, F_ST %.3g, %.1f%% missing), %d owners\n",
+		r.Cohort.N, r.Cohort.D, r.Cohort.Populations, r.Cohort.FST, 100*r.Cohort.Missing, j.Owners)
+	fmt.Fprintf(w, "  k = %d, p = %d, T = %d rounds after round 0; g = %d bits, h = %d bits; C = %.4g (%.1f%% of rows clipped)\n",
+		j.K, j.P, j.Rounds, j.Bits, j.QBits, r.Clip, 100*r.Clipped)
+	fmt.Fprintf(w, "  committee %s; noise plan %s\n", j.Committee, j.Plan)
+	if j.NoiseOff {
+		fmt.Fprintf(w, "  no noise: not differentially private\n")
+	} else {
+		fmt.Fprintf(w, "  privacy: the whole job (all %d rounds) is (%.4g, %.3g)-DP, charged once: rho %.4g, discrete correction %.2g; sigma per entry %.4g C^2 (rounds), %.4g C (v); replacement factor %.3f\n",
+			j.Rounds+1, j.CostEpsilon, j.Delta, float64(j.Cost.Rho), float64(j.Cost.Eta), j.SigmaY, j.SigmaV, j.Factor)
+		fmt.Fprintf(w, "  Hardt-Price bound at the central gap (lambda_k - lambda_k+1): e = %.3g (>= 1 promises nothing)\n", j.HPBound)
+	}
+	fmt.Fprintf(w, "  round  cts/owner  MB/owner  owner stat s  owner enc+proofs s  proxy s  member s  user s  total s\n")
+	for _, s := range j.RoundStats {
+		fmt.Fprintf(w, "  %5d  %9d  %8.2f  %12.2f  %18.2f  %7.2f  %8.2f  %6.2f  %7.2f\n",
+			s.Round, s.Ciphertexts, float64(s.Bytes)/1e6, s.OwnerStat, s.OwnerEncrypt, s.Proxy, s.Members, s.User, s.Total)
+	}
+	fmt.Fprintf(w, "  end to end %.1f s, peak resident memory %.2f GB (the whole process: every party, the rows)\n", j.Seconds, float64(j.PeakRSS)/1e9)
+	fmt.Fprintf(w, "accuracy against the central PCA of the same rows (%d iterations, last relative change %.1g, %.1f s):\n", a.CentralIters, a.CentralChange, a.CentralSeconds)
+	fmt.Fprintf(w, "  captured variance of the top %d: %.4f of the central's\n", j.K, a.CapturedRatio)
+	fmt.Fprintf(w, "  principal angles (deg): %s\n", fmtFloats(a.Angles, "%.3g"))
+	fmt.Fprintf(w, "  populations by nearest centroid on the top 2 components: %.4f (central %.4f)\n", a.Separation, a.CentralSeparation)
+	fmt.Fprintf(w, "  eigenvalues: %s\n  central:     %s\n", fmtFloats(j.Values, "%.5g"), fmtFloats(a.CentralValues, "%.5g"))
+}
+
+func fmtFloats(xs []float64, f string) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf(f, x)
+	}
+	return strings.Join(parts, " ")
 }

@@ -176,6 +176,25 @@ func Start(pr Params) (*mat.Dense, error) {
 	return Orth(mat.NewDense(d, p, data))
 }
 
+// StartFrom returns Q_1 from a public d x p matrix instead of the seed: its
+// columns orthonormalised. A genotype study starts from the top p
+// components of a public reference panel (the practice of projecting onto
+// reference PCs): from a random start the first round sees each component
+// only through its projection on p random directions, about sqrt(p/d) of
+// it, which the noise hides at large d (Hardt and Price's second
+// condition); from the panel's components it sees all of it. The parent
+// spec names the matrix by its hash (QMatrix.Hash of Quantize's integers),
+// so every party uses the same start.
+func StartFrom(pr Params, public *mat.Dense) (*mat.Dense, error) {
+	if err := pr.Validate(); err != nil {
+		return nil, err
+	}
+	if r, c := public.Dims(); r != pr.D || c != pr.P {
+		return nil, fmt.Errorf("power: a public start of %d x %d for a %d x %d job", r, c, pr.D, pr.P)
+	}
+	return Orth(public)
+}
+
 // Orth returns an orthonormal basis of the columns of y (d x p, d >= p):
 // Q_{t+1} = orth(Y_t). It runs modified Gram-Schmidt twice (each column
 // orthogonalised against the previous ones, then again: "twice is enough",
