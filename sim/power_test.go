@@ -58,3 +58,29 @@ func TestPowerJobNoiseless(t *testing.T) {
 		t.Errorf("separation %.3f, central %.3f", acc.Separation, acc.CentralSeparation)
 	}
 }
+
+// TestPowerJobDP: with noise at epsilon 1 the job certifies its whole
+// composed cost within the budget, and where the structure is well above
+// the noise (two populations at F_ST 0.3: the axis carries about 46% of the
+// variance, sigma sqrt(d) is about 20% of it) it separates the populations
+// as the central PCA does and captures most of its variance, starting from
+// a public panel's components.
+func TestPowerJobDP(t *testing.T) {
+	cp := GenotypeParams{N: 2000, D: 1000, Populations: 2, Owners: 4, FST: 0.3, Missing: 0.01, Seed: 2, Panel: 50}
+	gr := GenotypeRun{Cohort: cp, Job: PowerJob{K: 1, Oversample: 9, Rounds: 1, Epsilon: 1, Delta: 1e-6, CSPs: 3, Threshold: 2, Down: []int{2}, Seed: "dp"}}
+	rep, err := gr.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, a := rep.Job, rep.Accuracy
+	if j.NoiseOff || j.CostEpsilon > 1 || j.CostEpsilon < 0.99 {
+		t.Errorf("the job certifies epsilon %v (noise off %v), want just within 1", j.CostEpsilon, j.NoiseOff)
+	}
+	if a.CapturedRatio < 0.7 {
+		t.Errorf("captured variance %.3f < 0.7", a.CapturedRatio)
+	}
+	if a.Separation < a.CentralSeparation-0.05 {
+		t.Errorf("separation %.3f, central %.3f", a.Separation, a.CentralSeparation)
+	}
+	t.Logf("captured %.4f, angle %.3g deg, separation %.4f (central %.4f), sigma_Y %.3g C^2", a.CapturedRatio, a.Angles[0], a.Separation, a.CentralSeparation, j.SigmaY)
+}

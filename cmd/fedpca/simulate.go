@@ -96,6 +96,8 @@ func simulateFlags() []cli.Flag {
 		intFlag("oversample", 10, "with --genotypes: columns beyond k (p = k + oversample)"),
 		floatFlag("clip-factor", 1, "with --genotypes: rows are clipped to C = clip-factor sqrt(D) (standardised genotypes have norms near sqrt(D))"),
 		intFlag("down", 2, "with --genotypes: the committee member that is down (0: none)"),
+		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, run through the protocol's steps in this process; --rounds, --oversample)"),
+		boolFlag("compare-release", "with --method power: run the statistics release on the same rows too, and compare both with the central PCA"),
 		intFlag("panel", 0, "with --genotypes: individuals per population of a public reference panel (its allele frequencies standardise the variants and its top components start the power method; 0: the populations' mean frequencies and a start from the seed)"),
 	}
 }
@@ -177,6 +179,17 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 			sch := sm.Schema()
 			if opts.K, err = resolveK(cmd, opts.Analysis, len(sch.Features), len(sch.Classes)); err != nil {
 				return err
+			}
+			if cmd.String("method") == "power" {
+				cmp, err := sm.RunPower(ctx, opts, int(cmd.Int("rounds")), int(cmd.Int("oversample")), cmd.Bool("compare-release"))
+				if err != nil {
+					return err
+				}
+				cmp.WriteText(os.Stdout)
+				if path := cmd.String("json"); path != "" {
+					return writeJSON(path, cmp)
+				}
+				return nil
 			}
 			p := newProgress(cmd.Int("owners"), "uploads")
 			opts.Progress = p.job
