@@ -3,11 +3,9 @@ package power
 import (
 	"bytes"
 	"crypto/rand"
-	"encoding/csv"
 	"math"
 	"math/big"
 	mrand "math/rand/v2"
-	"strconv"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -18,62 +16,13 @@ import (
 )
 
 // floatRows reads a bundled dataset with reference.json's preprocessing
-// (meta.definitions): standardise with the population mean and std (a
-// constant feature divided by 1), clip rows to norm 1. It is the input, not
-// the golden numbers: those come from reference.json.
+// (datasets.ReferenceRows): the input, not the golden numbers, which come
+// from reference.json.
 func floatRows(t *testing.T, name string) [][]float64 {
 	t.Helper()
-	raw, err := datasets.CSV(name)
+	rows, err := datasets.ReferenceRows(name)
 	if err != nil {
 		t.Fatal(err)
-	}
-	recs, err := csv.NewReader(bytes.NewReader(raw)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	var rows [][]float64
-	for _, r := range recs[1:] {
-		var row []float64
-		for j, c := range r {
-			if recs[0][j] == "label" {
-				continue
-			}
-			x, err := strconv.ParseFloat(c, 64)
-			if err != nil {
-				t.Fatal(err)
-			}
-			row = append(row, x)
-		}
-		rows = append(rows, row)
-	}
-	d, n := len(rows[0]), float64(len(rows))
-	for j := range d {
-		mean, ss := 0.0, 0.0
-		for _, r := range rows {
-			mean += r[j]
-		}
-		mean /= n
-		for _, r := range rows {
-			ss += (r[j] - mean) * (r[j] - mean)
-		}
-		std := math.Sqrt(ss / n)
-		if std <= 1e-12*(math.Abs(mean)+1) {
-			std = 1
-		}
-		for _, r := range rows {
-			r[j] = (r[j] - mean) / std
-		}
-	}
-	for _, r := range rows {
-		norm := 0.0
-		for _, x := range r {
-			norm += x * x
-		}
-		if norm = math.Sqrt(norm); norm > 1 {
-			for j := range r {
-				r[j] /= norm
-			}
-		}
 	}
 	return rows
 }
