@@ -163,11 +163,7 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 	if err != nil {
 		return nil, err
 	}
-	wmax, err := maxTotalWeight(plan, owners)
-	if err != nil {
-		return nil, err
-	}
-	if err := cal.CheckRange(new(big.Int).SetUint64((p.T()-3)/2), wmax); err != nil {
+	if err := cal.CheckRange(big.NewInt(p.MaxAbs()), plan.MaxTotalWeight(owners)); err != nil {
 		return nil, err
 	}
 	rep := &PowerReport{D: pr.D, N: int(total), Owners: owners, K: pr.K, P: pr.P, Rounds: pr.Rounds, Bits: pr.Bits, QBits: h, Bound: pr.Bound,
@@ -250,33 +246,6 @@ func containsInt(xs []int, x int) bool {
 		}
 	}
 	return false
-}
-
-// maxTotalWeight is the largest total noise, as a multiple of the central
-// variance, any seal of the plan can add (every share present).
-func maxTotalWeight(plan dp.Plan, owners int) (*big.Rat, error) {
-	best := new(big.Rat)
-	for m := 1; m <= owners; m++ {
-		tot := new(big.Rat)
-		for _, r := range []struct {
-			role  dp.Role
-			count int
-		}{{dp.RoleOwner, m}, {dp.RoleProxy, 1}, {dp.RoleCSP, plan.CSPs}} {
-			w, err := plan.Weight(r.role, m)
-			if errors.Is(err, dp.ErrPlanInfeasible) {
-				tot = nil
-				break
-			}
-			if err != nil {
-				return nil, err
-			}
-			tot.Add(tot, new(big.Rat).Mul(w, big.NewRat(int64(r.count), 1)))
-		}
-		if tot != nil && tot.Cmp(best) > 0 {
-			best = tot
-		}
-	}
-	return best, nil
 }
 
 // powerUpload is one owner's upload of a round.

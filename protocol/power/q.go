@@ -248,20 +248,27 @@ func axpy(a float64, x, y []float64) {
 }
 
 // RoundID is the identity of round r of the job whose parent spec has ID
-// parent, under public matrix q (nil for round 0): the hex SHA-256 of a
-// domain tag, the parent, r and q's Hash. Owners' proofs and upload
-// statements are bound to it (job.ProofBinding takes it as the job), so an
-// upload of one round, or under another matrix, verifies for no other.
+// parent, under public matrix q (nil for round 0): RoundIDFromHash with
+// q's Hash. Owners' proofs and upload statements are bound to it
+// (job.ProofBinding takes it as the job), so an upload of one round, or
+// under another matrix, verifies for no other.
 func RoundID(parent string, r int, q *QMatrix) string {
+	if q == nil {
+		return RoundIDFromHash(parent, r, nil)
+	}
+	h := q.Hash()
+	return RoundIDFromHash(parent, r, h[:])
+}
+
+// RoundIDFromHash is the hex SHA-256 of a domain tag, the parent's ID, r
+// and the matrix's hash (none for round 0).
+func RoundIDFromHash(parent string, r int, qHash []byte) string {
 	h := sha256.New()
 	h.Write([]byte("fedpca power round v1\x00"))
 	h.Write([]byte(parent))
 	var b [8]byte
 	binary.LittleEndian.PutUint64(b[:], uint64(r))
 	h.Write(b[:])
-	if q != nil {
-		qh := q.Hash()
-		h.Write(qh[:])
-	}
+	h.Write(qHash)
 	return fmt.Sprintf("%x", h.Sum(nil))
 }
