@@ -102,9 +102,15 @@ type PowerReport struct {
 	RoundStats []PowerRound
 	// Seconds from round 0's first owner to the user's components; peak
 	// resident memory of the process during the protocol.
-	Seconds  float64
-	PeakRSS  int64
+	Seconds float64
+	PeakRSS int64
+	// Result are the job's components: Ritz when the job starts from a
+	// public matrix (its span is known to hold the structure), SVD
+	// otherwise; both come from the same release (post-processing).
 	Result   power.Components `json:"-"`
+	SVD      power.Components `json:"-"`
+	Ritz     power.Components `json:"-"`
+	Finish   string
 	Values   []float64
 	Shrink   float64
 	NoiseOff bool
@@ -232,6 +238,14 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 	comps, err := power.Finish(pr, q.Float(), yc)
 	if err != nil {
 		return nil, err
+	}
+	rep.SVD = comps
+	if rep.Ritz, err = power.FinishRitz(pr, q.Float(), yc); err != nil {
+		return nil, err
+	}
+	rep.Finish = "svd"
+	if pj.Start != nil {
+		comps, rep.Finish = rep.Ritz, "ritz"
 	}
 	rep.Seconds = time.Since(start).Seconds()
 	rep.PeakRSS = peakRSS()
@@ -490,6 +504,15 @@ type GenotypeReport struct {
 	Clipped  float64        `json:"fraction_rows_clipped"`
 	Job      *PowerReport   `json:"job"`
 	Accuracy *PowerAccuracy `json:"accuracy"`
+	// SVDAccuracy and RitzAccuracy are those of the two ways of taking
+	// the components from the last release (power.Finish,
+	// power.FinishRitz; Accuracy is the one the job's rule chose: Ritz when
+	// it starts from a public matrix); PanelAccuracy is that of the public
+	// panel's own top k components, which use no private data (nil without
+	// a panel).
+	SVDAccuracy   *PowerAccuracy `json:"svd_accuracy"`
+	RitzAccuracy  *PowerAccuracy `json:"ritz_accuracy"`
+	PanelAccuracy *PowerAccuracy `json:"panel_accuracy,omitempty"`
 	// PLINKBytes is the size of one owner's .bed file.
 	PLINKBytes int64 `json:"plink_bytes_per_owner"`
 }
@@ -566,8 +589,17 @@ func (gr GenotypeRun) Run() (*GenotypeReport, error) {
 	if out.Job, err = pj.Run(); err != nil {
 		return nil, err
 	}
-	if out.Accuracy, err = EvaluatePower(pj.Rows, pj.D, pj.Bits, out.Job.Result.W, pj.K, c.Pops, pj.Seed); err != nil {
+	ws := []*mat.Dense{out.Job.SVD.W, out.Job.Ritz.W}
+	if pj.Start != nil {
+		ws = append(ws, mat.DenseCopyOf(pj.Start.Slice(0, pj.D, 0, pj.K)))
+	}
+	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, ws, pj.K, c.Pops, pj.Seed)
+	if err != nil {
 		return nil, err
+	}
+	out.SVDAccuracy, out.RitzAccuracy, out.Accuracy = accs[0], accs[1], accs[0]
+	if pj.Start != nil {
+		out.PanelAccuracy, out.Accuracy = accs[2], accs[1]
 	}
 	if v := out.Accuracy.CentralValues; len(v) > pj.K && !out.Job.NoiseOff {
 		c2 := out.Clip * out.Clip
@@ -598,11 +630,20 @@ func (r *GenotypeReport) WriteText(w io.Writer) {
 			s.Round, s.Ciphertexts, float64(s.Bytes)/1e6, s.OwnerStat, s.OwnerEncrypt, s.Proxy, s.Members, s.User, s.Total)
 	}
 	fmt.Fprintf(w, "  end to end %.1f s, peak resident memory %.2f GB (the whole process: every party, the rows)\n", j.Seconds, float64(j.PeakRSS)/1e9)
-	fmt.Fprintf(w, "accuracy against the central PCA of the same rows (%d iterations, last relative change %.1g, %.1f s):\n", a.CentralIters, a.CentralChange, a.CentralSeconds)
+	fmt.Fprintf(w, "accuracy of the components (%s) against the central PCA of the same rows (%d iterations, last relative change %.1g, %.1f s):\n", j.Finish, a.CentralIters, a.CentralChange, a.CentralSeconds)
 	fmt.Fprintf(w, "  captured variance of the top %d: %.4f of the central's\n", j.K, a.CapturedRatio)
 	fmt.Fprintf(w, "  principal angles (deg): %s\n", fmtFloats(a.Angles, "%.3g"))
 	fmt.Fprintf(w, "  populations by nearest centroid on the top 2 components: %.4f (central %.4f)\n", a.Separation, a.CentralSeparation)
 	fmt.Fprintf(w, "  eigenvalues: %s\n  central:     %s\n", fmtFloats(j.Values, "%.5g"), fmtFloats(a.CentralValues, "%.5g"))
+	for _, x := range []struct {
+		name string
+		a    *PowerAccuracy
+	}{{"top k singular vectors of the last release (svd)", r.SVDAccuracy}, {"Rayleigh-Ritz in the last public matrix's span (ritz)", r.RitzAccuracy},
+		{"the public panel's own top k (no private data)", r.PanelAccuracy}} {
+		if x.a != nil {
+			fmt.Fprintf(w, "  %s: captured %.4f, separation %.4f, principal angles (deg) %s\n", x.name, x.a.CapturedRatio, x.a.Separation, fmtFloats(x.a.Angles, "%.3g"))
+		}
+	}
 }
 
 func fmtFloats(xs []float64, f string) string {

@@ -2,6 +2,8 @@ package sim
 
 import (
 	"testing"
+
+	"gonum.org/v1/gonum/mat"
 )
 
 // runGenotypePower simulates a cohort and runs a power job on it through
@@ -24,10 +26,11 @@ func runGenotypePower(t *testing.T, cp GenotypeParams, pj PowerJob) (*PowerRepor
 	if err != nil {
 		t.Fatal(err)
 	}
-	acc, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, rep.Result.W, pj.K, c.Pops, pj.Seed)
+	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, []*mat.Dense{rep.Result.W}, pj.K, c.Pops, pj.Seed)
 	if err != nil {
 		t.Fatal(err)
 	}
+	acc := accs[0]
 	t.Logf("d = %d, n = %d, %d owners, k = %d, p = %d, T = %d, noise %v: sigma_Y %.3g C^2, %.1f s, %d cts/owner/round, %.1f MB/owner/round; captured %.4f, angles %.3g deg (largest), separation %.3f (central %.3f); central eigenvalues %.4g",
 		rep.D, rep.N, rep.Owners, rep.K, rep.P, rep.Rounds, !rep.NoiseOff, rep.SigmaY, rep.Seconds, rep.RoundStats[1].Ciphertexts, float64(rep.RoundStats[1].Bytes)/1e6,
 		acc.CapturedRatio, acc.Angles[0], acc.Separation, acc.CentralSeparation, acc.CentralValues)

@@ -2,8 +2,10 @@ package sim
 
 import (
 	"bytes"
+
 	"context"
 	"fmt"
+	"gonum.org/v1/gonum/mat"
 	"io"
 )
 
@@ -13,6 +15,8 @@ import (
 type PowerComparison struct {
 	Power         *PowerReport   `json:"power"`
 	PowerAccuracy *PowerAccuracy `json:"power_accuracy"`
+	// RitzAccuracy is the Rayleigh-Ritz components' (power.FinishRitz).
+	RitzAccuracy *PowerAccuracy `json:"ritz_accuracy"`
 	// Release is the statistics release's report and ReleaseAccuracy its
 	// components against the same central PCA (nil when not compared).
 	Release         *Report        `json:"release,omitempty"`
@@ -57,17 +61,20 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, rounds, oversamp
 	if out.Power, err = pj.Run(); err != nil {
 		return nil, fmt.Errorf("power-method job: %w", err)
 	}
-	if out.PowerAccuracy, err = EvaluatePower(rows, pj.D, pj.Bits, out.Power.Result.W, pj.K, pops, pj.Seed); err != nil {
-		return nil, err
-	}
+	ws := []*mat.Dense{out.Power.SVD.W, out.Power.Ritz.W}
 	if release {
 		if out.Release, err = s.Run(ctx, o); err != nil {
 			return nil, fmt.Errorf("statistics release: %w", err)
 		}
-		w := out.Release.Result.Components.W
-		if out.ReleaseAccuracy, err = EvaluatePower(rows, pj.D, pj.Bits, w, pj.K, pops, pj.Seed); err != nil {
-			return nil, err
-		}
+		ws = append(ws, out.Release.Result.Components.W)
+	}
+	accs, err := EvaluatePower(rows, pj.D, pj.Bits, ws, pj.K, pops, pj.Seed)
+	if err != nil {
+		return nil, err
+	}
+	out.PowerAccuracy, out.RitzAccuracy = accs[0], accs[1]
+	if release {
+		out.ReleaseAccuracy = accs[2]
 	}
 	return out, nil
 }
@@ -92,7 +99,8 @@ func (c *PowerComparison) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	acc("power method", c.PowerAccuracy)
+	acc("power method (svd)", c.PowerAccuracy)
+	acc("power method (ritz, from the same release)", c.RitzAccuracy)
 	if c.Release != nil {
 		t := c.Release.Timings
 		fmt.Fprintf(w, "statistics release (d x d, through the daemons): %.2f s submit to result, %.2f MB sent per owner\n",

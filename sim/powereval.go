@@ -5,6 +5,7 @@ import (
 	"math"
 	"math/big"
 	"runtime"
+	"slices"
 	"sync"
 	"time"
 
@@ -195,41 +196,44 @@ type PowerAccuracy struct {
 	CentralSeconds    float64   `json:"central_seconds"`
 }
 
-// EvaluatePower measures a job's components against the central PCA of the
-// same rows; pops gives each row's population (nil: no separation).
-func EvaluatePower(rows [][][]int64, d int, bits uint, w *mat.Dense, k int, pops [][]int, seed string) (*PowerAccuracy, error) {
+// EvaluatePower measures components (each d x k) against the central PCA
+// of the same rows, computed once; pops gives each row's population (nil:
+// no separation).
+func EvaluatePower(rows [][][]int64, d int, bits uint, ws []*mat.Dense, k int, pops [][]int, seed string) ([]*PowerAccuracy, error) {
 	m := newDataMatrix(rows, d, bits)
 	c, err := centralPCA(m, k, seed)
 	if err != nil {
 		return nil, err
 	}
-	acc := &PowerAccuracy{CentralValues: c.Values, CentralIters: c.Iters, CentralChange: c.Change, CentralSeconds: c.Seconds}
 	top := 0.0
 	for _, v := range c.Values[:k] {
 		top += v
 	}
-	acc.CapturedRatio = m.captured(w) / top
-	var uw mat.Dense
-	uw.Mul(c.U.T(), w)
-	var svd mat.SVD
-	if svd.Factorize(&uw, mat.SVDNone) {
-		for _, s := range svd.Values(nil) {
-			acc.Angles = append(acc.Angles, math.Acos(math.Min(1, s))*180/math.Pi)
-		}
-		for i, j := 0, len(acc.Angles)-1; i < j; i, j = i+1, j-1 {
-			acc.Angles[i], acc.Angles[j] = acc.Angles[j], acc.Angles[i]
-		}
+	var labels []int
+	for _, o := range pops {
+		labels = append(labels, o...)
 	}
-	if pops != nil {
-		var labels []int
-		for _, o := range pops {
-			labels = append(labels, o...)
+	var out []*PowerAccuracy
+	for _, w := range ws {
+		acc := &PowerAccuracy{CentralValues: c.Values, CentralIters: c.Iters, CentralChange: c.Change, CentralSeconds: c.Seconds}
+		acc.CapturedRatio = m.captured(w) / top
+		var uw mat.Dense
+		uw.Mul(c.U.T(), w)
+		var svd mat.SVD
+		if svd.Factorize(&uw, mat.SVDNone) {
+			for _, s := range svd.Values(nil) {
+				acc.Angles = append(acc.Angles, math.Acos(math.Min(1, s))*180/math.Pi)
+			}
+			slices.Reverse(acc.Angles)
 		}
-		top := min(2, k)
-		acc.Separation = nearestCentroid(m.project(w.Slice(0, d, 0, top).(*mat.Dense)), labels)
-		acc.CentralSeparation = nearestCentroid(m.project(c.U.Slice(0, d, 0, top).(*mat.Dense)), labels)
+		if labels != nil {
+			top2 := min(2, k)
+			acc.Separation = nearestCentroid(m.project(w.Slice(0, d, 0, top2).(*mat.Dense)), labels)
+			acc.CentralSeparation = nearestCentroid(m.project(c.U.Slice(0, d, 0, top2).(*mat.Dense)), labels)
+		}
+		out = append(out, acc)
 	}
-	return acc, nil
+	return out, nil
 }
 
 // nearestCentroid classifies each projected row to the nearest population

@@ -96,7 +96,12 @@ func TestNoiselessGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		worst := compareReference(t, tc.name, got, 1e-6)
-		t.Logf("%s: k = %d, p = %d, %d rounds: largest difference %.2g", tc.name, tc.k, tc.p, tc.rounds, worst)
+		ritz, err := FinishRitz(pr, q, &y)
+		if err != nil {
+			t.Fatal(err)
+		}
+		worstRitz := compareReference(t, tc.name, ritz, 1e-6)
+		t.Logf("%s: k = %d, p = %d, %d rounds: largest difference %.2g (Rayleigh-Ritz %.2g)", tc.name, tc.k, tc.p, tc.rounds, worst, worstRitz)
 	}
 }
 

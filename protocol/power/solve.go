@@ -113,19 +113,7 @@ func Finish(pr Params, qf, yc *mat.Dense) (Components, error) {
 	sv := svd.Values(nil)
 	w := mat.NewDense(pr.D, pr.K, nil)
 	w.Copy(u.Slice(0, pr.D, 0, pr.K))
-	for j := range pr.K {
-		big, at := 0.0, 0
-		for i := range pr.D {
-			if a := math.Abs(w.At(i, j)); a > big {
-				big, at = a, i
-			}
-		}
-		if w.At(at, j) < 0 {
-			for i := range pr.D {
-				w.Set(i, j, -w.At(i, j))
-			}
-		}
-	}
+	signs(w)
 	return Components{W: w, Values: sv[:pr.K]}, nil
 }
 
@@ -143,4 +131,70 @@ func Bound(sigma float64, d, p, rounds int, beta, gap float64) float64 {
 	}
 	norm := sigma * (math.Sqrt(float64(d)) + math.Sqrt(float64(p)) + math.Sqrt(2*math.Log(float64(rounds)/beta)))
 	return 5 * norm / gap
+}
+
+// FinishRitz returns the components from the last round by Rayleigh-Ritz
+// in the span of its public matrix: with Qf = Q_o R, H = Q_o^T Yc R^-1 =
+// Q_o^T S Q_o + Q_o^T G R^-1 (p x p), symmetrised; the components are
+// Q_o times H's top k eigenvectors and its eigenvalues the estimates. The
+// noise enters through its p x p projection only (spectral norm about 2
+// sigma sqrt(p), against sigma (sqrt(d) + sqrt(p)) for Finish), but the
+// components stay in span(Q_T): the choice when that span is known to hold
+// the top k, as a reference panel's components do for population structure
+// (a public fact, so the choice is too). Post-processing, like Finish.
+func FinishRitz(pr Params, qf, yc *mat.Dense) (Components, error) {
+	qo, err := Orth(qf)
+	if err != nil {
+		return Components{}, err
+	}
+	var r, rinv mat.Dense
+	r.Mul(qo.T(), qf)
+	if err := rinv.Inverse(&r); err != nil {
+		return Components{}, fmt.Errorf("power: the last public matrix is singular: %w", err)
+	}
+	var m, h mat.Dense
+	m.Mul(yc, &rinv)
+	h.Mul(qo.T(), &m)
+	sym := mat.NewSymDense(pr.P, nil)
+	for i := range pr.P {
+		for j := i; j < pr.P; j++ {
+			sym.SetSym(i, j, (h.At(i, j)+h.At(j, i))/2)
+		}
+	}
+	var eig mat.EigenSym
+	if !eig.Factorize(sym, true) {
+		return Components{}, errors.New("power: the Ritz matrix's eigendecomposition did not converge")
+	}
+	vals := eig.Values(nil)
+	var ev, full mat.Dense
+	eig.VectorsTo(&ev)
+	full.Mul(qo, &ev)
+	w := mat.NewDense(pr.D, pr.K, nil)
+	out := Components{W: w}
+	for j := range pr.K {
+		col := pr.P - 1 - j // gonum: ascending
+		w.SetCol(j, mat.Col(nil, col, &full))
+		out.Values = append(out.Values, vals[col])
+	}
+	signs(w)
+	return out, nil
+}
+
+// signs flips each column so that its entry of largest magnitude is
+// positive (the reference's convention).
+func signs(w *mat.Dense) {
+	d, k := w.Dims()
+	for j := range k {
+		big, at := 0.0, 0
+		for i := range d {
+			if a := math.Abs(w.At(i, j)); a > big {
+				big, at = a, i
+			}
+		}
+		if w.At(at, j) < 0 {
+			for i := range d {
+				w.Set(i, j, -w.At(i, j))
+			}
+		}
+	}
 }
