@@ -43,7 +43,10 @@ type GenotypeParams struct {
 	// reference panel drawn from the same populations (0: none). With a
 	// panel the reference frequencies are the panel's allele frequencies
 	// and a power job may start from the panel's components.
-	Panel int
+	// PanelPopulations is how many of the populations (the first ones) the
+	// panel samples (0: all): a cohort with a population its reference
+	// lacks.
+	Panel, PanelPopulations int
 }
 
 // BaldingNichols simulates a cohort (Balding and Nichols 1995, the model of
@@ -106,8 +109,12 @@ func BaldingNichols(cp GenotypeParams) (*GenotypeCohort, error) {
 	}
 	if cp.Panel > 0 {
 		// The panel's allele frequencies are the public reference.
-		for i := range cp.Panel * cp.Populations {
-			c.PanelRows = append(c.PanelRows, draw(i%cp.Populations))
+		pp := cp.Populations
+		if cp.PanelPopulations > 0 {
+			pp = min(cp.PanelPopulations, pp)
+		}
+		for i := range cp.Panel * pp {
+			c.PanelRows = append(c.PanelRows, draw(i%pp))
 		}
 		for j := range cp.D {
 			a, calls := 0, 0

@@ -96,6 +96,7 @@ func simulateFlags() []cli.Flag {
 		intFlag("oversample", 10, "with --genotypes: columns beyond k (p = k + oversample)"),
 		floatFlag("clip-factor", 1, "with --genotypes: rows are clipped to C = clip-factor sqrt(D) (standardised genotypes have norms near sqrt(D))"),
 		intFlag("down", 2, "with --genotypes: the committee member that is down (0: none)"),
+		intFlag("panel-populations", 0, "with --panel: how many of the populations the panel samples (0: all), for a cohort with a population its reference lacks"),
 		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, run through the protocol's steps in this process; --rounds, --oversample)"),
 		boolFlag("compare-release", "with --method power: run the statistics release on the same rows too, and compare both with the central PCA"),
 		intFlag("panel", 0, "with --genotypes: individuals per population of a public reference panel (its allele frequencies standardise the variants and its top components start the power method; 0: the populations' mean frequencies and a start from the seed)"),
@@ -489,7 +490,7 @@ func simulateGenotypes(cmd *cli.Command) error {
 	}
 	gr := sim.GenotypeRun{
 		Cohort: sim.GenotypeParams{N: n, D: d, Populations: int(cmd.Int("populations")), Owners: int(cmd.Int("owners")),
-			FST: cmd.Float("fst"), Missing: cmd.Float("missing"), Seed: cmd.Uint64("seed"), Panel: int(cmd.Int("panel"))},
+			FST: cmd.Float("fst"), Missing: cmd.Float("missing"), Seed: cmd.Uint64("seed"), Panel: int(cmd.Int("panel")), PanelPopulations: int(cmd.Int("panel-populations"))},
 		Job: sim.PowerJob{K: int(cmd.Int("k")), Oversample: int(cmd.Int("oversample")), Rounds: int(cmd.Int("rounds")),
 			Epsilon: cmd.Float("epsilon"), Delta: cmd.Float("delta"), NoNoise: cmd.Bool("no-noise"),
 			Plan: cmd.String("noise-plan"), Tolerate: int(cmd.Int("tolerate")),
