@@ -329,19 +329,17 @@ func TestNeighboursWithinMu(t *testing.T) {
 		qs[r], _, _ = Quantize(q0, pr.QBits)
 	}
 	atNorm := func() []int64 {
-		for {
-			f := make([]float64, pr.D)
-			n := 0.0
-			for j := range f {
-				f[j] = rng.NormFloat64()
-				n += f[j] * f[j]
-			}
-			q := make([]int64, pr.D)
-			for j := range q {
-				q[j] = int64(math.Floor(f[j] / math.Sqrt(n) * float64(pr.Bound)))
-			}
-			return q
+		f := make([]float64, pr.D)
+		n := 0.0
+		for j := range f {
+			f[j] = rng.NormFloat64()
+			n += f[j] * f[j]
 		}
+		q := make([]int64, pr.D)
+		for j := range q {
+			q[j] = int64(math.Floor(f[j] / math.Sqrt(n) * float64(pr.Bound)))
+		}
+		return q
 	}
 	vy, _ := new(big.Rat).SetInt(cal.VarY).Float64()
 	vv, _ := new(big.Rat).SetInt(cal.VarV).Float64()
