@@ -23,9 +23,13 @@
 // noise plan (Calibration.ShareVariance, drawn with dp.ParallelFill from
 // crypto/rand). The user decodes Y_t, centres it with round 0's mean (a
 // public rank-one correction, post-processing), and takes Q_{t+1} =
-// orth(Y_t) (Next); Q_1 comes from the seed (Start). After round T the
-// components are the top k left singular vectors of the centred Y_T and
-// their singular values estimate the eigenvalues (Finish).
+// orth(Y_t) (Next); Q_1 comes from the seed (Start) or from a public matrix
+// such as a reference panel's components (StartFrom). After round T the
+// components are the top k left singular vectors of the centred Y_T, their
+// singular values estimating the eigenvalues (Finish), or the Rayleigh-Ritz
+// vectors in the span of the last public matrix (FinishRitz), whose noise is
+// its p x p projection only: the public rule is FinishRitz when the job
+// starts from a public matrix. Both are post-processing of the release.
 //
 // # The construction
 //
