@@ -495,6 +495,8 @@ type GenotypeRun struct {
 	ClipFactor float64
 	// Dir receives the owners' filesets (owner-NNN.bed/.bim/.fam).
 	Dir string
+	// CentralIters caps the central baseline's iterations (0: 200).
+	CentralIters int
 }
 
 // GenotypeReport is what a genotype run measured.
@@ -580,7 +582,7 @@ func (gr GenotypeRun) Run() (*GenotypeReport, error) {
 		if err != nil {
 			return nil, err
 		}
-		cp, err := centralPCA(newDataMatrix(panel, pj.D, pj.Bits), pj.K+pj.Oversample, "panel")
+		cp, err := centralPCA(newDataMatrix(panel, pj.D, pj.Bits), pj.K+pj.Oversample, "panel", 0)
 		if err != nil {
 			return nil, err
 		}
@@ -593,7 +595,7 @@ func (gr GenotypeRun) Run() (*GenotypeReport, error) {
 	if pj.Start != nil {
 		ws = append(ws, mat.DenseCopyOf(pj.Start.Slice(0, pj.D, 0, pj.K)))
 	}
-	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, ws, pj.K, c.Pops, pj.Seed)
+	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, ws, pj.K, c.Pops, pj.Seed, gr.CentralIters)
 	if err != nil {
 		return nil, err
 	}

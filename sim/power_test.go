@@ -26,7 +26,7 @@ func runGenotypePower(t *testing.T, cp GenotypeParams, pj PowerJob) (*PowerRepor
 	if err != nil {
 		t.Fatal(err)
 	}
-	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, []*mat.Dense{rep.Result.W}, pj.K, c.Pops, pj.Seed)
+	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, []*mat.Dense{rep.Result.W}, pj.K, c.Pops, pj.Seed, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

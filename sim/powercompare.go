@@ -68,7 +68,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, rounds, oversamp
 		}
 		ws = append(ws, out.Release.Result.Components.W)
 	}
-	accs, err := EvaluatePower(rows, pj.D, pj.Bits, ws, pj.K, pops, pj.Seed)
+	accs, err := EvaluatePower(rows, pj.D, pj.Bits, ws, pj.K, pops, pj.Seed, 0)
 	if err != nil {
 		return nil, err
 	}

@@ -18,8 +18,8 @@ import (
 // q / 2^g, centred on their mean), the baseline of a power job's accuracy:
 // float64 block subspace iteration with p = k + 20 columns, Rayleigh-Ritz
 // at every iteration, until the sum of the top k Ritz values changes by
-// less than 1e-8 relative (at most 200 iterations; Change is the last
-// relative change).
+// less than 1e-8 relative (at most maxIters iterations, 200 when 0; Change
+// is the last relative change, which the reports print).
 type Central struct {
 	U       *mat.Dense // d x k
 	Values  []float64  // top k + 1 eigenvalues
@@ -115,7 +115,10 @@ func (m *dataMatrix) captured(w *mat.Dense) float64 {
 	return mat.Norm(xw, 2) * mat.Norm(xw, 2)
 }
 
-func centralPCA(m *dataMatrix, k int, seed string) (*Central, error) {
+func centralPCA(m *dataMatrix, k int, seed string, maxIters int) (*Central, error) {
+	if maxIters <= 0 {
+		maxIters = 200
+	}
 	start := time.Now()
 	p := min(k+20, m.d)
 	pr := power.Params{D: m.d, K: k, P: p, Rounds: 1, Seed: []byte("central " + seed), Bits: 0, Bound: 1, QBits: power.MinQBits, MaxRows: 1}
@@ -162,7 +165,7 @@ func centralPCA(m *dataMatrix, k int, seed string) (*Central, error) {
 			vecs.SetCol(j, mat.Col(nil, order[j], &full))
 		}
 		c.Change = math.Abs(sum-prev) / math.Abs(sum)
-		if c.Change <= 1e-8 || c.Iters == 200 {
+		if c.Change <= 1e-8 || c.Iters == maxIters {
 			break
 		}
 		prev = sum
@@ -197,11 +200,11 @@ type PowerAccuracy struct {
 }
 
 // EvaluatePower measures components (each d x k) against the central PCA
-// of the same rows, computed once; pops gives each row's population (nil:
-// no separation).
-func EvaluatePower(rows [][][]int64, d int, bits uint, ws []*mat.Dense, k int, pops [][]int, seed string) ([]*PowerAccuracy, error) {
+// of the same rows, computed once (at most maxIters iterations, 200 when
+// 0); pops gives each row's population (nil: no separation).
+func EvaluatePower(rows [][][]int64, d int, bits uint, ws []*mat.Dense, k int, pops [][]int, seed string, maxIters int) ([]*PowerAccuracy, error) {
 	m := newDataMatrix(rows, d, bits)
-	c, err := centralPCA(m, k, seed)
+	c, err := centralPCA(m, k, seed, maxIters)
 	if err != nil {
 		return nil, err
 	}

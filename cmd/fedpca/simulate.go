@@ -96,6 +96,7 @@ func simulateFlags() []cli.Flag {
 		intFlag("oversample", 10, "with --genotypes: columns beyond k (p = k + oversample)"),
 		floatFlag("clip-factor", 1, "with --genotypes: rows are clipped to C = clip-factor sqrt(D) (standardised genotypes have norms near sqrt(D))"),
 		intFlag("down", 2, "with --genotypes: the committee member that is down (0: none)"),
+		intFlag("central-iterations", 200, "with --genotypes: at most this many iterations of the central PCA the job is compared with (evaluation only; the report prints its last relative change)"),
 		intFlag("panel-populations", 0, "with --panel: how many of the populations the panel samples (0: all), for a cohort with a population its reference lacks"),
 		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, run through the protocol's steps in this process; --rounds, --oversample)"),
 		boolFlag("compare-release", "with --method power: run the statistics release on the same rows too, and compare both with the central PCA"),
@@ -496,8 +497,9 @@ func simulateGenotypes(cmd *cli.Command) error {
 			Plan: cmd.String("noise-plan"), Tolerate: int(cmd.Int("tolerate")),
 			CSPs: int(cmd.Int("csp-nodes")), Threshold: int(cmd.Int("csp-threshold")), Down: down,
 			Seed: fmt.Sprintf("simulate-%d", cmd.Uint64("seed"))},
-		ClipFactor: cmd.Float("clip-factor"),
-		Dir:        dir,
+		ClipFactor:   cmd.Float("clip-factor"),
+		Dir:          dir,
+		CentralIters: int(cmd.Int("central-iterations")),
 	}
 	if gr.Job.Threshold == 0 {
 		gr.Job.Threshold = gr.Job.CSPs/2 + 1
