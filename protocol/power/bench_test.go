@@ -10,14 +10,7 @@ import (
 // norm: 2 d p multiply-adds a row in int64.
 func BenchmarkAccumulate(b *testing.B) {
 	pr := Params{D: 10_000, K: 10, P: 20, Rounds: 1, Seed: []byte("bench"), Bits: 8, Bound: 25_600, QBits: 14, MaxRows: 10_000}
-	q0, err := Start(pr)
-	if err != nil {
-		b.Fatal(err)
-	}
-	qq, _, err := Quantize(q0, pr.QBits)
-	if err != nil {
-		b.Fatal(err)
-	}
+	qq := startQ(b, pr)
 	rng := rand.New(rand.NewPCG(1, 1))
 	rows := make([][]int64, 64)
 	for i := range rows {

@@ -27,6 +27,20 @@ func floatRows(t *testing.T, name string) [][]float64 {
 	return rows
 }
 
+// startQ is Q_1 from the seed, quantised.
+func startQ(tb testing.TB, pr Params) *QMatrix {
+	tb.Helper()
+	q0, err := Start(pr)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	q, _, err := Quantize(q0, pr.QBits)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return q
+}
+
 // compareReference checks the components against reference.json's top k
 // eigenvectors (same sign convention) entry by entry.
 func compareReference(t *testing.T, name string, got Components, tol float64) float64 {
@@ -171,14 +185,7 @@ func TestNoiselessIntegers(t *testing.T) {
 	if mean.Shrink != 1 || mean.N != float64(len(qs)) {
 		t.Fatalf("round 0 without noise: n = %v (want %d), centring %v (want 1)", mean.N, len(qs), mean.Shrink)
 	}
-	q0, err := Start(pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q, _, err := Quantize(q0, pr.QBits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := startQ(t, pr)
 	var yc *mat.Dense
 	for r := 1; r <= pr.Rounds; r++ {
 		if yc, err = DecodeRound(pr, q, sum(q), mean); err != nil {
@@ -204,14 +211,7 @@ func TestNoiselessIntegers(t *testing.T) {
 func TestAccumulatorExact(t *testing.T) {
 	rng := mrand.New(mrand.NewPCG(1, 2))
 	pr := Params{D: 40, K: 2, P: 5, Rounds: 3, Seed: []byte("s"), Bits: 16, Bound: 1 << 16, QBits: 14, MaxRows: 1000}
-	q0, err := Start(pr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	qq, _, err := Quantize(q0, pr.QBits)
-	if err != nil {
-		t.Fatal(err)
-	}
+	qq := startQ(t, pr)
 	rows := make([][]int64, 57)
 	for i := range rows {
 		rows[i] = make([]int64, pr.D)
@@ -325,8 +325,7 @@ func TestNeighboursWithinMu(t *testing.T) {
 	qs := make([]*QMatrix, pr.Rounds)
 	for r := range qs {
 		pr.Seed = []byte{byte(r)}
-		q0, _ := Start(pr)
-		qs[r], _, _ = Quantize(q0, pr.QBits)
+		qs[r] = startQ(t, pr)
 	}
 	atNorm := func() []int64 {
 		f := make([]float64, pr.D)
