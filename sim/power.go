@@ -2,6 +2,9 @@ package sim
 
 import (
 	"bytes"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +25,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/power"
+	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/source"
 )
@@ -60,6 +64,73 @@ type PowerJob struct {
 	// Start is a public d x p matrix Q_1 starts from (power.StartFrom);
 	// nil: the seed's (power.Start).
 	Start *mat.Dense
+	// Schema, when the rows were mapped by one, makes the job a signed
+	// parent spec (job.Spec with Power, checked with Spec.Check and
+	// calibrated by Spec.PowerCalibration) whose rounds the user signs as
+	// job.RoundSpec and every owner admits (RoundSpec.Admit) before it
+	// computes; without it the job runs on power.Params alone (the
+	// genotype path, whose standardisation is not a schema's affine map).
+	Schema *schema.Schema
+}
+
+// roundAdmission is the parent spec and the user's signing key of a job
+// run with a schema.
+type roundAdmission struct {
+	parent *job.Spec
+	sch    *schema.Schema
+	user   *ecdsa.PrivateKey
+}
+
+// admit has the user sign round r under q and every owner admit it.
+func (ra *roundAdmission) admit(r, owners int, q *power.QMatrix) (string, error) {
+	rs := job.NewRoundSpec(ra.parent, r, q)
+	sig, err := rs.Sign(ra.user)
+	if err != nil {
+		return "", err
+	}
+	for o := range owners {
+		if err := rs.Admit(ra.parent, ra.sch, sig, ra.user.Public(), r-1, q); err != nil {
+			return "", fmt.Errorf("owner %s refuses round %d: %w", ownerName(o), r, err)
+		}
+	}
+	return rs.ID(), nil
+}
+
+// parentSpec builds and checks the signed parent spec of a job run with a
+// schema, and returns the calibration it gives.
+func (pj *PowerJob) parentSpec(p he.Params, pr power.Params, plan dp.Plan, cpk *rlwe.PublicKey, userKeys he.KeyPair, maxOwnerRows int64) (*roundAdmission, power.Calibration, error) {
+	s := &job.Spec{Version: job.Version, Dataset: pj.Schema.ID, SchemaHash: pj.Schema.HashHex(), Analysis: job.PCA, K: pj.K,
+		Epsilon: pj.Epsilon, Delta: pj.Delta, NoNoise: pj.NoNoise, NoisePlan: plan.Kind, Tolerate: plan.Tolerate, Split: dp.DefaultSplit,
+		MinOwners: plan.Owners, Deadline: time.Now().Add(time.Hour).Truncate(time.Second).UTC(),
+		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: pj.CSPs, CommitteeThreshold: pj.Threshold,
+		CommitteeKey: job.Fingerprint(p.Codecs().PublicKey.Marshal(cpk)),
+		User:         "spiffe://fedpca/user/simulate", UserKey: job.Fingerprint(p.Codecs().PublicKey.Marshal(userKeys.Public)), Nonce: pj.Seed,
+		Power: &job.PowerSpec{Oversample: pj.Oversample, Rounds: pj.Rounds, Seed: pj.Seed, QBits: pr.QBits}}
+	if s.NoNoise {
+		s.Epsilon = 0
+	}
+	names := make([]string, plan.Owners)
+	for o := range names {
+		names[o] = ownerName(o)
+	}
+	if err := s.SetOwners(names); err != nil {
+		return nil, power.Calibration{}, err
+	}
+	if err := s.SetOwnerRows(maxOwnerRows); err != nil {
+		return nil, power.Calibration{}, err
+	}
+	if err := s.Check(pj.Schema, p); err != nil {
+		return nil, power.Calibration{}, err
+	}
+	cal, err := s.PowerCalibration(pj.Schema)
+	if err != nil {
+		return nil, power.Calibration{}, err
+	}
+	user, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		return nil, power.Calibration{}, err
+	}
+	return &roundAdmission{parent: s, sch: pj.Schema, user: user}, cal, nil
 }
 
 // PowerRound is what one round measured.
@@ -104,6 +175,8 @@ type PowerReport struct {
 	// resident memory of the process during the protocol.
 	Seconds float64
 	PeakRSS int64
+	// Parent is the signed parent spec's ID (jobs run with a schema).
+	Parent string `json:",omitempty"`
 	// Result are the job's components: Ritz when the job starts from a
 	// public matrix (its span is known to hold the structure), SVD
 	// otherwise; both come from the same release (post-processing).
@@ -191,6 +264,19 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 		return nil, err
 	}
 	parent := "power-" + pj.Seed
+	var ra *roundAdmission
+	if pj.Schema != nil {
+		if ra, cal, err = pj.parentSpec(p, pr, plan, cpk, userKeys, maxOwnerRows); err != nil {
+			return nil, fmt.Errorf("parent spec: %w", err)
+		}
+		parent = ra.parent.ID()
+		rep.Cost, rep.Factor, rep.Parent = cal.Cost, cal.Factor, parent
+		if !cal.NoiseOff() {
+			c2 := math.Ldexp(float64(pr.Bound), -int(pr.Bits))
+			rep.SigmaY, rep.SigmaV = cal.SigmaY()/(c2*c2), cal.SigmaV()/c2
+			rep.CostEpsilon = cal.Cost.Epsilon(pj.Delta)
+		}
+	}
 	resetPeakRSS()
 	start := time.Now()
 
@@ -212,7 +298,15 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 				return nil, err
 			}
 		}
-		vals, rs, err := powerRound(p, pr, cal, plan, key, cpk, members, active, userKeys, parent, r, q, pj.Rows)
+		id := power.RoundID(parent, r, q)
+		if ra != nil {
+			if r == 0 {
+				id = job.RoundZeroID(ra.parent)
+			} else if id, err = ra.admit(r, owners, q); err != nil {
+				return nil, err
+			}
+		}
+		vals, rs, err := powerRound(p, pr, cal, plan, key, cpk, members, active, userKeys, id, r, q, pj.Rows)
 		if err != nil {
 			return nil, fmt.Errorf("round %d: %w", r, err)
 		}
@@ -271,7 +365,7 @@ type powerUpload struct {
 // powerRound runs round r: the owners' uploads, the proxy's and members'
 // steps, and the user's decryption; it returns the released integers.
 func powerRound(p he.Params, pr power.Params, cal power.Calibration, plan dp.Plan, key *zk.Key, cpk *rlwe.PublicKey,
-	members []*he.Member, active []he.Point, userKeys he.KeyPair, parent string, r int, q *power.QMatrix, rows [][][]int64) ([]int64, PowerRound, error) {
+	members []*he.Member, active []he.Point, userKeys he.KeyPair, id string, r int, q *power.QMatrix, rows [][][]int64) ([]int64, PowerRound, error) {
 	rs := PowerRound{Round: r}
 	roundStart := time.Now()
 	if q != nil {
@@ -280,7 +374,6 @@ func powerRound(p he.Params, pr power.Params, cal power.Calibration, plan dp.Pla
 			return nil, rs, err
 		}
 	}
-	id := power.RoundID(parent, r, q)
 	owners := len(rows)
 	ups := make([]powerUpload, owners)
 	statT, encT := make([]float64, owners), make([]float64, owners)

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"context"
 	"testing"
 
 	"gonum.org/v1/gonum/mat"
@@ -86,4 +87,27 @@ func TestPowerJobDP(t *testing.T) {
 		t.Errorf("separation %.3f, central %.3f", a.Separation, a.CentralSeparation)
 	}
 	t.Logf("captured %.4f, angle %.3g deg, separation %.4f (central %.4f), sigma_Y %.3g C^2", a.CapturedRatio, a.Angles[0], a.Separation, a.CentralSeparation, j.SigmaY)
+}
+
+// TestRunPowerSynthetic: on a simulation's rows mapped by its schema, the
+// power-method job runs under a checked, signed parent spec whose rounds
+// every owner admits (job.RoundSpec), and without noise finds the central
+// top k.
+func TestRunPowerSynthetic(t *testing.T) {
+	ctx := context.Background()
+	sm, err := NewSimulator(ctx, Simulation{Data: Synthetic(300, 20, 2, 3), Name: "synthetic", Label: "label", Owners: 3, Seed: 3, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	cmp, err := sm.RunPower(ctx, JobOptions{Analysis: "pca", K: 3, NoNoise: true}, 30, 7, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmp.Power.Parent == "" {
+		t.Error("the job ran without a parent spec")
+	}
+	if a := cmp.PowerAccuracy; a.CapturedRatio < 1-1e-6 || a.Angles[0] > 0.1 {
+		t.Errorf("without noise: captured %.8f, largest angle %.3g deg", a.CapturedRatio, a.Angles[0])
+	}
 }

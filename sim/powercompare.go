@@ -52,7 +52,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, rounds, oversamp
 	}
 	pj := PowerJob{Rows: rows, D: sch.D(), Bits: sch.Bits, Bound: sch.Bound(), K: o.K, Oversample: oversample, Rounds: rounds,
 		Epsilon: o.Epsilon, Delta: o.Delta, NoNoise: o.NoNoise, Plan: o.Plan, Tolerate: o.Tolerate,
-		CSPs: 3, Threshold: 2, Down: []int{2}, Seed: fmt.Sprintf("simulate-%d", s.sim.Seed)}
+		CSPs: 3, Threshold: 2, Down: []int{2}, Seed: fmt.Sprintf("simulate-%d", s.sim.Seed), Schema: sch}
 	if pj.Delta == 0 {
 		pj.Delta = 1e-6
 	}
