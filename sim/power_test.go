@@ -70,6 +70,9 @@ func TestPowerJobNoiseless(t *testing.T) {
 // as the central PCA does and captures most of its variance, starting from
 // a public panel's components.
 func TestPowerJobDP(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector (make test runs it without; TestPowerJobNoiseless covers the same code under -race)")
+	}
 	cp := GenotypeParams{N: 2000, D: 1000, Populations: 2, Owners: 4, FST: 0.3, Missing: 0.01, Seed: 2, Panel: 50}
 	gr := GenotypeRun{Cohort: cp, Job: PowerJob{K: 1, Oversample: 9, Rounds: 1, Epsilon: 1, Delta: 1e-6, CSPs: 3, Threshold: 2, Down: []int{2}, Seed: "dp"}}
 	rep, err := gr.Run()
@@ -94,6 +97,9 @@ func TestPowerJobDP(t *testing.T) {
 // every owner admits (job.RoundSpec), and without noise finds the central
 // top k.
 func TestRunPowerSynthetic(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector (make test runs it without; TestPowerJobNoiseless covers the same code under -race)")
+	}
 	ctx := context.Background()
 	sm, err := NewSimulator(ctx, Simulation{Data: Synthetic(300, 20, 2, 3), Name: "synthetic", Label: "label", Owners: 3, Seed: 3, Insecure: true})
 	if err != nil {
