@@ -3,10 +3,13 @@ package datasets
 import (
 	"bytes"
 	"embed"
+	"encoding/csv"
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -170,4 +173,70 @@ func About(name string) string {
 		return fmt.Sprintf("%s; %s rows, %s features, %s classes; copy from %s; license: %s", cell(7), cell(2), cell(3), cell(4), cell(6), cell(8))
 	}
 	return name
+}
+
+// ReferenceRows returns a dataset's feature rows (the label column left
+// out) with reference.json's preprocessing (meta.definitions): standardise
+// with the population mean and std (a feature whose std <= 1e-12 (|mean| +
+// 1) is divided by 1), then scale every row of norm above 1 to norm 1. It is
+// the input the reference's numbers were computed from, in float64, for
+// tests that compare with them.
+func ReferenceRows(name string) ([][]float64, error) {
+	b, err := CSV(name)
+	if err != nil {
+		return nil, err
+	}
+	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
+	if err != nil {
+		return nil, fmt.Errorf("dataset %s: %w", name, err)
+	}
+	if len(recs) < 2 {
+		return nil, fmt.Errorf("dataset %s: no rows", name)
+	}
+	var cols []int
+	for j, h := range recs[0] {
+		if h != "label" {
+			cols = append(cols, j)
+		}
+	}
+	rows := make([][]float64, 0, len(recs)-1)
+	for i, rec := range recs[1:] {
+		x := make([]float64, len(cols))
+		for k, j := range cols {
+			if x[k], err = strconv.ParseFloat(rec[j], 64); err != nil {
+				return nil, fmt.Errorf("dataset %s: row %d, column %s: %w", name, i+1, recs[0][j], err)
+			}
+		}
+		rows = append(rows, x)
+	}
+	n := float64(len(rows))
+	for j := range cols {
+		mean, ss := 0.0, 0.0
+		for _, x := range rows {
+			mean += x[j]
+		}
+		mean /= n
+		for _, x := range rows {
+			ss += (x[j] - mean) * (x[j] - mean)
+		}
+		sd := math.Sqrt(ss / n)
+		if sd <= 1e-12*(math.Abs(mean)+1) {
+			sd = 1
+		}
+		for _, x := range rows {
+			x[j] = (x[j] - mean) / sd
+		}
+	}
+	for _, x := range rows {
+		norm := 0.0
+		for _, v := range x {
+			norm += v * v
+		}
+		if norm = math.Sqrt(norm); norm > 1 {
+			for j := range x {
+				x[j] /= norm
+			}
+		}
+	}
+	return rows, nil
 }

@@ -2,6 +2,7 @@ package datasets
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
 	"testing"
@@ -45,6 +46,40 @@ func TestReference(t *testing.T) {
 		}
 		if len(r.PCAEigenvalues) != r.D || r.N == 0 || len(r.DCAEigenvalues) != min(r.K-1, r.D) || len(r.AnalyzeGauss) != gauss {
 			t.Errorf("%s: d=%d eigenvalues=%d n=%d K=%d dca=%d analyze-gauss=%d", n, r.D, len(r.PCAEigenvalues), r.N, r.K, len(r.DCAEigenvalues), len(r.AnalyzeGauss))
+		}
+	}
+}
+
+// TestReferenceRows: the rows reproduce reference.json's preprocessing: the
+// trace of their centred scatter is the sum of the reference's eigenvalues.
+func TestReferenceRows(t *testing.T) {
+	for _, name := range []string{"iris", "wine", "digits", "glass"} {
+		rows, err := ReferenceRows(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ref, err := LoadReference(name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		d, n := len(rows[0]), float64(len(rows))
+		trace := 0.0
+		for j := range d {
+			mean, ss := 0.0, 0.0
+			for _, x := range rows {
+				mean += x[j] / n
+			}
+			for _, x := range rows {
+				ss += (x[j] - mean) * (x[j] - mean)
+			}
+			trace += ss
+		}
+		want := 0.0
+		for _, v := range ref.PCAEigenvalues {
+			want += v
+		}
+		if len(rows) != ref.N || d != ref.D || math.Abs(trace-want) > 1e-9*want {
+			t.Errorf("%s: %d x %d rows, trace %.12g; reference %d x %d, %.12g", name, len(rows), d, trace, ref.N, ref.D, want)
 		}
 	}
 }

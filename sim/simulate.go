@@ -166,6 +166,9 @@ type Simulator struct {
 	user      *user.Client
 	rows      *labelledRows
 	tmpDir    string
+	// parts are the owners' CSV files (for the power-method job, which the
+	// daemons do not run: RunPower).
+	parts [][]byte
 }
 
 // NewSimulator starts the deployment: certificates, committee (key
@@ -221,7 +224,7 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 	if err != nil {
 		return nil, err
 	}
-	sm := &Simulator{sim: s, sch: sch, tmpDir: tmp}
+	sm := &Simulator{sim: s, sch: sch, tmpDir: tmp, parts: parts}
 	var owners []OwnerConfig
 	for i, p := range parts {
 		id := fmt.Sprintf("owner-%05d", i+1)

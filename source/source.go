@@ -186,6 +186,19 @@ func Key(spec string) (string, error) {
 			abs = r
 		}
 		return "file:" + abs, nil
+	case "plink":
+		prefix := strings.TrimPrefix(spec, "plink://")
+		for _, ext := range []string{".bed", ".bim", ".fam"} {
+			prefix = strings.TrimSuffix(prefix, ext)
+		}
+		abs, err := filepath.Abs(prefix)
+		if err != nil {
+			return "", err
+		}
+		if r, err := filepath.EvalSymlinks(abs + ".bed"); err == nil {
+			abs = strings.TrimSuffix(r, ".bed")
+		}
+		return "plink:" + abs, nil
 	case "postgres", "postgresql":
 		p, err := ParsePG(spec)
 		if err != nil {

@@ -88,6 +88,19 @@ func simulateFlags() []cli.Flag {
 		strFlag("profile-method", profile.Quantiles, "with --auto-schema: quantiles or moments (see user profile --method)"),
 		boolFlag("cohort", "a synthetic clinical cohort (9 vital signs and lab values, --rows rows; see sim.ClinicalCohort) instead of --data or --dataset; with --auto-schema its hospitals' clinical ranges are the declared schema unless --schema says otherwise"),
 		intFlag("rows", 6600, "with --cohort: its rows"),
+		strFlag("genotypes", "", "a PCA of simulated genotypes, NxD (individuals x variants, e.g. 10000x10000), by the noisy power method (power-method job; see docs/PROTOCOL.md section 13): a Balding-Nichols cohort of --populations with --fst, dealt to --owners as PLINK filesets"),
+		intFlag("populations", 3, "with --genotypes: populations of equal size"),
+		floatFlag("fst", 0.1, "with --genotypes: the Balding-Nichols F_ST"),
+		floatFlag("missing", 0.01, "with --genotypes: the probability of a missing call"),
+		intFlag("rounds", 3, "with --genotypes: power rounds T after round 0"),
+		intFlag("oversample", 10, "with --genotypes: columns beyond k (p = k + oversample)"),
+		floatFlag("clip-factor", 1, "with --genotypes: rows are clipped to C = clip-factor sqrt(D) (standardised genotypes have norms near sqrt(D))"),
+		intFlag("down", 2, "with --genotypes: the committee member that is down (0: none)"),
+		intFlag("central-iterations", 200, "with --genotypes: at most this many iterations of the central PCA the job is compared with (evaluation only; the report prints its last relative change)"),
+		intFlag("panel-populations", 0, "with --panel: how many of the populations the panel samples (0: all), for a cohort with a population its reference lacks"),
+		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, run through the protocol's steps in this process; --rounds, --oversample)"),
+		boolFlag("compare-release", "with --method power: run the statistics release on the same rows too, and compare both with the central PCA"),
+		intFlag("panel", 0, "with --genotypes: individuals per population of a public reference panel (its allele frequencies standardise the variants and its top components start the power method; 0: the populations' mean frequencies and a start from the seed)"),
 	}
 }
 
@@ -137,6 +150,9 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 					}
 				}
 			}
+			if cmd.IsSet("genotypes") {
+				return simulateGenotypes(cmd)
+			}
 			opts, err := jobOptions(cmd)
 			if err != nil {
 				return err
@@ -165,6 +181,17 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 			sch := sm.Schema()
 			if opts.K, err = resolveK(cmd, opts.Analysis, len(sch.Features), len(sch.Classes)); err != nil {
 				return err
+			}
+			if cmd.String("method") == "power" {
+				cmp, err := sm.RunPower(ctx, opts, int(cmd.Int("rounds")), int(cmd.Int("oversample")), cmd.Bool("compare-release"))
+				if err != nil {
+					return err
+				}
+				cmp.WriteText(os.Stdout)
+				if path := cmd.String("json"); path != "" {
+					return writeJSON(path, cmp)
+				}
+				return nil
 			}
 			p := newProgress(cmd.Int("owners"), "uploads")
 			opts.Progress = p.job
@@ -441,4 +468,52 @@ func writeJSON(path string, v any) error {
 		return err
 	}
 	return os.WriteFile(path, append(b, '\n'), 0o644)
+}
+
+// simulateGenotypes runs `simulate --genotypes NxD`: a power-method job on
+// a simulated genotype cohort (sim.GenotypeRun).
+func simulateGenotypes(cmd *cli.Command) error {
+	var n, d int
+	if _, err := fmt.Sscanf(strings.ReplaceAll(cmd.String("genotypes"), " ", ""), "%dx%d", &n, &d); err != nil || n < 1 || d < 1 {
+		return fmt.Errorf("--genotypes %q: want NxD, individuals x variants (e.g. 10000x10000)", cmd.String("genotypes"))
+	}
+	if err := checkPrivacy(cmd); err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "fedpca-genotypes-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	var down []int
+	if x := int(cmd.Int("down")); x > 0 {
+		down = []int{x}
+	}
+	gr := sim.GenotypeRun{
+		Cohort: sim.GenotypeParams{N: n, D: d, Populations: int(cmd.Int("populations")), Owners: int(cmd.Int("owners")),
+			FST: cmd.Float("fst"), Missing: cmd.Float("missing"), Seed: cmd.Uint64("seed"), Panel: int(cmd.Int("panel")), PanelPopulations: int(cmd.Int("panel-populations"))},
+		Job: sim.PowerJob{K: int(cmd.Int("k")), Oversample: int(cmd.Int("oversample")), Rounds: int(cmd.Int("rounds")),
+			Epsilon: cmd.Float("epsilon"), Delta: cmd.Float("delta"), NoNoise: cmd.Bool("no-noise"),
+			Plan: cmd.String("noise-plan"), Tolerate: int(cmd.Int("tolerate")),
+			CSPs: int(cmd.Int("csp-nodes")), Threshold: int(cmd.Int("csp-threshold")), Down: down,
+			Seed: fmt.Sprintf("simulate-%d", cmd.Uint64("seed"))},
+		ClipFactor:   cmd.Float("clip-factor"),
+		Dir:          dir,
+		CentralIters: int(cmd.Int("central-iterations")),
+	}
+	if gr.Job.Threshold == 0 {
+		gr.Job.Threshold = gr.Job.CSPs/2 + 1
+	}
+	rep, err := gr.Run()
+	if err != nil {
+		return err
+	}
+	rep.WriteText(os.Stdout)
+	if path := cmd.String("json"); path != "" {
+		if err := writeJSON(path, rep); err != nil {
+			return err
+		}
+		fmt.Printf("\nreport written to %s\n", path)
+	}
+	return nil
 }

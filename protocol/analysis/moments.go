@@ -205,18 +205,28 @@ func (s Scatters) ShrinkCentring(noiseVar float64) Scatters {
 	for _, m := range s.Mean {
 		norm2 += (m * s.N) * (m * s.N)
 	}
-	c := 0.0
-	// Pretest: a noisy sum within four standard deviations of its noise
-	// (||noise||^2 has mean d noiseVar and std sqrt(2d) noiseVar) says the
-	// mean is at the schema's centers up to noise: no centring at all.
-	// Otherwise James-Stein.
-	if norm2 > (float64(d)+4*math.Sqrt(2*float64(d)))*noiseVar {
-		c = math.Max(0, 1-float64(d-2)*noiseVar/norm2)
-	}
+	c := ShrinkFactor(norm2, d, noiseVar)
 	// S_T + n m m^T - n (c m)(c m)^T = S_T + n (1 - c^2) m m^T.
 	st := mat.NewSymDense(d, nil)
 	st.SymRankOne(s.ST, s.N*(1-c*c), mat.NewVecDense(d, append([]float64(nil), s.Mean...)))
 	out := s
 	out.ST = st
 	return out
+}
+
+// ShrinkFactor is the pretest James-Stein factor c of ShrinkCentring for a
+// noisy sum of squared norm norm2 in d dimensions with noise variance
+// noiseVar per coordinate: 0 when norm2 is within four standard deviations
+// of what noise alone gives ((d + 4 sqrt(2d)) noiseVar: ||noise||^2 has mean
+// d noiseVar and std sqrt(2d) noiseVar), so that the mean is taken to be at
+// the schema's centers; max(0, 1 - (d - 2) noiseVar / norm2) otherwise. It
+// is 1 (centre in full) for d < 3 or no noise.
+func ShrinkFactor(norm2 float64, d int, noiseVar float64) float64 {
+	if d < 3 || !(noiseVar > 0) {
+		return 1
+	}
+	if norm2 > (float64(d)+4*math.Sqrt(2*float64(d)))*noiseVar {
+		return math.Max(0, 1-float64(d-2)*noiseVar/norm2)
+	}
+	return 0
 }

@@ -209,6 +209,35 @@ type Calibration struct {
 // simulations only; daemons refuse it unless explicitly allowed).
 func (c Calibration) NoiseOff() bool { return c.Variance[0] == nil }
 
+// MaxTotalWeight is the largest total noise, as a multiple of the central
+// variance, that any seal of the plan with minOwners to Owners uploads can
+// add (every share present: the owners', the proxy's and the CSPs'
+// members'); seals the plan cannot make (ErrPlanInfeasible) fail and add
+// nothing.
+func (p Plan) MaxTotalWeight(minOwners int) *big.Rat {
+	best := new(big.Rat)
+	for m := max(minOwners, 0); m <= p.Owners; m++ {
+		w := new(big.Rat).Mul(p.OwnerWeight(), big.NewRat(int64(m), 1))
+		feasible := true
+		for _, r := range []Role{RoleProxy, RoleCSP} {
+			x, err := p.Weight(r, m)
+			if err != nil {
+				feasible = false // such a seal fails; it cannot overflow
+				break
+			}
+			n := int64(1)
+			if r == RoleCSP {
+				n = int64(p.CSPs)
+			}
+			w.Add(w, x.Mul(x, big.NewRat(n, 1)))
+		}
+		if feasible && w.Cmp(best) > 0 {
+			best = w
+		}
+	}
+	return best
+}
+
 // ShareBound is what a noise plan can put in a release: at most Max shares,
 // each of at least MinWeight of the central variance (Plan.ShareBound).
 // Their sum is within the Kairouz-Liu-Steinke factor 1 +- tau of a discrete
@@ -226,6 +255,14 @@ var Central = ShareBound{Max: 1, MinWeight: big.NewRat(1, 1)}
 // eta returns the bound's part of the correction per block: Dim_b (-log(1
 // - tau_b)) for central variances s (+Inf when tau_b >= 1).
 func (sb ShareBound) eta(s [3]float64, dims [3]int) float64 {
+	return sb.Eta(s[:], dims[:])
+}
+
+// Eta returns the bound's part of the correction of a release whose blocks
+// have central variances s and dims coordinates: the sum over the blocks of
+// dims_b (-log(1 - tau_b)), tau_b = 10 (Max - 1) exp(-pi^2 s_b MinWeight)
+// (+Inf when some tau_b >= 1; 0 for a release of one share).
+func (sb ShareBound) Eta(s []float64, dims []int) float64 {
 	if sb.Max <= 1 {
 		return 0
 	}

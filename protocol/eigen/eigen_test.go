@@ -1,8 +1,6 @@
 package eigen
 
 import (
-	"bytes"
-	"encoding/csv"
 	"fmt"
 	"math"
 	"os"
@@ -23,54 +21,11 @@ import (
 // maxD > 0. It returns C and n.
 func covariance(t testing.TB, name string, maxD int) ([][]float64, int) {
 	t.Helper()
-	b, err := datasets.CSV(name)
+	rows, err := datasets.ReferenceRows(name)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := csv.NewReader(bytes.NewReader(b)).ReadAll()
-	if err != nil {
-		t.Fatal(err)
-	}
-	d := len(recs[0]) - 1
-	rows := make([][]float64, 0, len(recs)-1)
-	for _, rec := range recs[1:] {
-		x := make([]float64, d)
-		for j := range d {
-			if x[j], err = strconv.ParseFloat(rec[j], 64); err != nil {
-				t.Fatal(err)
-			}
-		}
-		rows = append(rows, x)
-	}
-	n := len(rows)
-	for j := range d {
-		mean, ss := 0.0, 0.0
-		for _, x := range rows {
-			mean += x[j]
-		}
-		mean /= float64(n)
-		for _, x := range rows {
-			ss += (x[j] - mean) * (x[j] - mean)
-		}
-		sd := math.Sqrt(ss / float64(n))
-		if sd <= 1e-12*(math.Abs(mean)+1) {
-			sd = 1
-		}
-		for _, x := range rows {
-			x[j] = (x[j] - mean) / sd
-		}
-	}
-	for _, x := range rows {
-		norm := 0.0
-		for _, v := range x {
-			norm += v * v
-		}
-		if norm = math.Sqrt(norm); norm > 1 {
-			for j := range x {
-				x[j] /= norm
-			}
-		}
-	}
+	n, d := len(rows), len(rows[0])
 	if maxD > 0 && maxD < d {
 		d = maxD
 	}

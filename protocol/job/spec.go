@@ -145,6 +145,10 @@ type Spec struct {
 	// the output to.
 	Release   string `json:"release,omitempty"`
 	ResultKey string `json:"result_key,omitempty"`
+	// Power makes the job a power-method job's parent spec
+	// (docs/PROTOCOL.md section 13): T + 1 rounds, each admitted by a
+	// RoundSpec the user signs, all charged once at this spec's cost.
+	Power *PowerSpec `json:"power,omitempty"`
 }
 
 // Releases.
@@ -495,6 +499,9 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	if s.HEParams != p.ID() || s.HEParamsHash != p.Fingerprint() {
 		return fmt.Errorf("job spec: he_params %s (%s…) is not this node's parameter set %s (%s…)", s.HEParams, s.HEParamsHash[:12], p.ID(), p.Fingerprint()[:12])
 	}
+	if s.Power != nil {
+		return s.checkPower(sch, p)
+	}
 	if _, err := s.Layout(sch); err != nil {
 		return fmt.Errorf("job spec: %w", err)
 	}
@@ -551,26 +558,7 @@ func (s *Spec) overflowRoom(sch *schema.Schema, cal dp.Calibration, p he.Params)
 	perRow = [3]*big.Int{new(big.Int).Mul(b, b), b, new(big.Int).Lsh(big.NewInt(1), sch.Bits)}
 	maxWeight := new(big.Rat)
 	if !cal.NoiseOff() {
-		plan := s.Plan()
-		for m := s.MinOwners; m <= s.NumOwners; m++ {
-			w := new(big.Rat).Mul(plan.OwnerWeight(), big.NewRat(int64(m), 1))
-			feasible := true
-			for _, r := range []dp.Role{dp.RoleProxy, dp.RoleCSP} {
-				x, err := plan.Weight(r, m)
-				if err != nil {
-					feasible = false // such a seal fails; it cannot overflow
-					break
-				}
-				n := int64(1)
-				if r == dp.RoleCSP {
-					n = int64(s.CommitteeThreshold)
-				}
-				w.Add(w, x.Mul(x, big.NewRat(n, 1)))
-			}
-			if feasible && w.Cmp(maxWeight) > 0 {
-				maxWeight = w
-			}
-		}
+		maxWeight = s.Plan().MaxTotalWeight(s.MinOwners)
 	}
 	for _, blk := range stats.Blocks {
 		// Strictly below (T-3)/2: room = (T-3)/2 - 1 - tail.

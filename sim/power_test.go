@@ -1,0 +1,119 @@
+package sim
+
+import (
+	"context"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+)
+
+// runGenotypePower simulates a cohort and runs a power job on it through
+// the protocol's steps (real BGV, proofs, noise shares, a 2-of-3 committee
+// with member 2 down), then evaluates it against the central PCA.
+func runGenotypePower(t *testing.T, cp GenotypeParams, pj PowerJob) (*PowerReport, *PowerAccuracy) {
+	t.Helper()
+	c, err := BaldingNichols(cp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pj.Bits = 8
+	pj.Bound = ClipBound(pj.Bits, cp.D, 1)
+	pj.D = cp.D
+	if pj.Rows, err = StandardiseCohort(c, pj.Bits, pj.Bound); err != nil {
+		t.Fatal(err)
+	}
+	pj.CSPs, pj.Threshold, pj.Down = 3, 2, []int{2}
+	rep, err := pj.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	accs, err := EvaluatePower(pj.Rows, pj.D, pj.Bits, []*mat.Dense{rep.Result.W}, pj.K, c.Pops, pj.Seed, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc := accs[0]
+	t.Logf("d = %d, n = %d, %d owners, k = %d, p = %d, T = %d, noise %v: sigma_Y %.3g C^2, %.1f s, %d cts/owner/round, %.1f MB/owner/round; captured %.4f, angles %.3g deg (largest), separation %.3f (central %.3f); central eigenvalues %.4g",
+		rep.D, rep.N, rep.Owners, rep.K, rep.P, rep.Rounds, !rep.NoiseOff, rep.SigmaY, rep.Seconds, rep.RoundStats[1].Ciphertexts, float64(rep.RoundStats[1].Bytes)/1e6,
+		acc.CapturedRatio, acc.Angles[0], acc.Separation, acc.CentralSeparation, acc.CentralValues)
+	return rep, acc
+}
+
+// TestPowerJobNoiseless: without noise, the protocol's power job (integers,
+// encryption, a 2-of-3 key switch with a member down) finds the central
+// top k of the same rows: captured variance and principal angles.
+func TestPowerJobNoiseless(t *testing.T) {
+	cp := GenotypeParams{N: 300, D: 600, Populations: 3, Owners: 3, FST: 0.1, Missing: 0.01, Seed: 1}
+	// k = 2: the two population axes, far above the bulk (a gap the rounds
+	// resolve; the bulk itself has none).
+	pj := PowerJob{K: 2, Oversample: 8, Rounds: 12, NoNoise: true, Seed: "noiseless"}
+	rep, acc := runGenotypePower(t, cp, pj)
+	if acc.CapturedRatio < 1-1e-6 {
+		t.Errorf("captured variance ratio %.8f without noise, want 1 - 1e-6", acc.CapturedRatio)
+	}
+	if acc.Angles[0] > 0.5 {
+		t.Errorf("largest principal angle %.3g deg without noise", acc.Angles[0])
+	}
+	for i, v := range rep.Values {
+		if rel := v/acc.CentralValues[i] - 1; rel > 1e-3 || rel < -1e-3 {
+			t.Errorf("eigenvalue %d: %.6g, central %.6g", i, v, acc.CentralValues[i])
+		}
+	}
+	if acc.Separation != acc.CentralSeparation {
+		t.Errorf("separation %.3f, central %.3f", acc.Separation, acc.CentralSeparation)
+	}
+}
+
+// TestPowerJobDP: with noise at epsilon 1 the job certifies its whole
+// composed cost within the budget, and where the structure is well above
+// the noise (two populations at F_ST 0.3: the axis carries about 46% of the
+// variance, sigma sqrt(d) is about 20% of it) it separates the populations
+// as the central PCA does and captures most of its variance, starting from
+// a public panel's components.
+func TestPowerJobDP(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector (make test runs it without; TestPowerJobNoiseless covers the same code under -race)")
+	}
+	cp := GenotypeParams{N: 2000, D: 1000, Populations: 2, Owners: 4, FST: 0.3, Missing: 0.01, Seed: 2, Panel: 50}
+	gr := GenotypeRun{Cohort: cp, Job: PowerJob{K: 1, Oversample: 9, Rounds: 1, Epsilon: 1, Delta: 1e-6, CSPs: 3, Threshold: 2, Down: []int{2}, Seed: "dp"}}
+	rep, err := gr.Run()
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, a := rep.Job, rep.Accuracy
+	if j.NoiseOff || j.CostEpsilon > 1 || j.CostEpsilon < 0.99 {
+		t.Errorf("the job certifies epsilon %v (noise off %v), want just within 1", j.CostEpsilon, j.NoiseOff)
+	}
+	if a.CapturedRatio < 0.7 {
+		t.Errorf("captured variance %.3f < 0.7", a.CapturedRatio)
+	}
+	if a.Separation < a.CentralSeparation-0.05 {
+		t.Errorf("separation %.3f, central %.3f", a.Separation, a.CentralSeparation)
+	}
+	t.Logf("captured %.4f, angle %.3g deg, separation %.4f (central %.4f), sigma_Y %.3g C^2", a.CapturedRatio, a.Angles[0], a.Separation, a.CentralSeparation, j.SigmaY)
+}
+
+// TestRunPowerSynthetic: on a simulation's rows mapped by its schema, the
+// power-method job runs under a checked, signed parent spec whose rounds
+// every owner admits (job.RoundSpec), and without noise finds the central
+// top k.
+func TestRunPowerSynthetic(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector (make test runs it without; TestPowerJobNoiseless covers the same code under -race)")
+	}
+	ctx := context.Background()
+	sm, err := NewSimulator(ctx, Simulation{Data: Synthetic(300, 20, 2, 3), Name: "synthetic", Label: "label", Owners: 3, Seed: 3, Insecure: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	cmp, err := sm.RunPower(ctx, JobOptions{Analysis: "pca", K: 3, NoNoise: true}, 30, 7, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cmp.Power.Parent == "" {
+		t.Error("the job ran without a parent spec")
+	}
+	if a := cmp.PowerAccuracy; a.CapturedRatio < 1-1e-6 || a.Angles[0] > 0.1 {
+		t.Errorf("without noise: captured %.8f, largest angle %.3g deg", a.CapturedRatio, a.Angles[0])
+	}
+}
