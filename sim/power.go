@@ -109,9 +109,9 @@ func (pj *PowerJob) parentSpec(p he.Params, pr power.Params, plan dp.Plan, cpk *
 	if s.NoNoise {
 		s.Epsilon = 0
 	}
-	names := make([]string, plan.Owners)
+	names := make([]job.Owner, plan.Owners) // in one process: no certificates, no keys
 	for o := range names {
-		names[o] = ownerName(o)
+		names[o] = job.Owner{ID: ownerName(o)}
 	}
 	if err := s.SetOwners(names); err != nil {
 		return nil, power.Calibration{}, err

@@ -139,7 +139,7 @@ func TestNoiselessIntegers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rm, err := sch.NewRowMap(rows.Columns(), false)
+	rm, err := sch.NewRowMap(rows, false)
 	if err != nil {
 		t.Fatal(err)
 	}
