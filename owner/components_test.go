@@ -1,8 +1,8 @@
 package owner
 
 import (
-	"errors"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 	"time"

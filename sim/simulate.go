@@ -17,8 +17,8 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
 

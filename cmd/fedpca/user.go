@@ -774,7 +774,6 @@ func declinedText(s *fedpcav1.JobStatus, features []string) string {
 	return b.String()
 }
 
-
 // printSummary prints the result for a human.
 func printSummary(res *job.Result) {
 	if res.Output != nil {
