@@ -66,12 +66,18 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 		if q := res.Quality; q != nil {
 			fmt.Fprintf(w, "  noise in the result: noisy n %.1f ± %.3g, mean ± %.3g per entry, scatter entries ± %.3g (spectral norm ~%.3g)",
 				res.NoisyN, q.NoisyNStd, q.MeanStd, q.EntryStd, q.NoiseSpectralNorm)
+			if q.CovarianceNoiseNorm > 0 {
+				fmt.Fprintf(w, ", on the covariance spectral norm ~%.3g", q.CovarianceNoiseNorm)
+			}
 			if q.EigenvalueStd > 0 {
 				fmt.Fprintf(w, ", eigenvalues ± %.3g", q.EigenvalueStd)
 			}
 			fmt.Fprintln(w)
 			for _, warn := range q.Warnings {
 				fmt.Fprintf(w, "  warning: %s\n", warn)
+			}
+			for _, n := range q.Notes {
+				fmt.Fprintf(w, "  note: %s\n", n)
 			}
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)

@@ -116,25 +116,18 @@ func principalAngles(a, b *mat.Dense) []float64 {
 // times the rows' exact count (PCA; DCA's and LDA's generalised
 // eigenvalues as they are), and no mean (nil).
 func private(priv, central *job.Result) (w *mat.Dense, eig, mean []float64) {
-	if t := priv.Output; t != nil {
-		d, k := t.Dims()
-		w = mat.NewDense(d, k, nil)
-		for i, row := range t.W {
-			w.SetRow(i, row)
-		}
-		scale := 1.0
-		if priv.Analysis == job.PCA {
-			scale = central.NoisyN
-		}
-		for _, v := range t.Eigenvalues {
-			eig = append(eig, v*scale)
-		}
-		return w, eig, nil
+	top, eig := priv.Top(central.NoisyN)
+	if top == nil {
+		return nil, nil, nil
+	}
+	w = mat.NewDense(len(top), len(top[0]), nil)
+	for i, row := range top {
+		w.SetRow(i, row)
 	}
 	if pc := priv.Components; pc != nil {
-		return pc.W, pc.Eigenvalues, pc.Mean
+		mean = pc.Mean
 	}
-	return nil, nil, nil
+	return w, eig, mean
 }
 
 func (r *labelledRows) utility(priv, central *job.Result, seed uint64) (*Utility, error) {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
 )
 
 // fedpca runs the test binary and returns its combined output and error.
@@ -368,5 +369,50 @@ func TestCertsCopyFromTrust(t *testing.T) {
 	out, err = fedpca(t, dir, "certs", "--out", "copied3", "--copy-from", "mounted")
 	if err == nil || !strings.Contains(out, "has neither trust.json nor ca.pem") {
 		t.Fatalf("credentials without a trust store were copied: %v\n%s", err, out)
+	}
+}
+
+// TestCompareComponents: fedpca compare reads a components release as it
+// reads a statistics release: an exact components job's top 3 against the
+// statistics release of the same rows agree (its covariance eigenvalues
+// taken on the scatter's scale); a DP components result carries its noise
+// figures, per-component warnings and the note on the last gap, and prints
+// them.
+func TestCompareComponents(t *testing.T) {
+	dir := t.TempDir()
+	run := func(args ...string) string {
+		t.Helper()
+		out, err := fedpca(t, dir, append([]string{"simulate", "--dataset", "wine", "--owners", "2", "--analysis", "pca", "--k", "3"}, args...)...)
+		if err != nil {
+			t.Fatalf("simulate %v: %v\n%s", args, err, out)
+		}
+		return out
+	}
+	run("--release", "components", "--no-noise", "--out", "components")
+	run("--no-noise", "--out", "statistics")
+	out, err := fedpca(t, dir, "compare", "--result", "components/result.json", "--reference", "statistics/result.json", "--tolerance", "1e-4")
+	if err != nil || !strings.Contains(out, "the top 3 components") {
+		t.Fatalf("compare: %v\n%s", err, out)
+	}
+	printed := run("--release", "components", "--epsilon", "1", "--out", "dp")
+	b, err := os.ReadFile(filepath.Join(dir, "dp", "result.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := job.ParseResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := res.Quality
+	if q == nil || q.CovarianceNoiseNorm <= 0 || q.EigenvalueStd <= 0 || len(q.Notes) != 1 || !strings.Contains(q.Notes[0], "component 3: the next eigenvalue is not released") {
+		t.Fatalf("a DP components result's quality: %+v", q)
+	}
+	for _, w := range q.Warnings {
+		if !strings.Contains(printed, "warning: "+w) {
+			t.Errorf("the warning %q is not printed:\n%s", w, printed)
+		}
+	}
+	if !strings.Contains(printed, "on the covariance spectral norm") || !strings.Contains(printed, "note: component 3") {
+		t.Errorf("simulate does not print the components' noise:\n%s", printed)
 	}
 }

@@ -192,12 +192,12 @@ func compareCommand() *cli.Command {
 			if err != nil {
 				return err
 			}
-			worst, err := compareResults(a, b)
+			worst, k, err := compareResults(a, b)
 			if err != nil {
 				return err
 			}
 			tol := cmd.Float64("tolerance")
-			fmt.Printf("%s vs reference: largest relative difference %.3g (tolerance %.3g)\n", a.Analysis, worst, tol)
+			fmt.Printf("%s vs reference, the top %d components: largest relative difference %.3g (tolerance %.3g)\n", a.Analysis, k, worst, tol)
 			if worst > tol {
 				return fmt.Errorf("results differ by %.3g > %.3g", worst, tol)
 			}
@@ -207,36 +207,37 @@ func compareCommand() *cli.Command {
 }
 
 // compareResults returns the largest relative difference between two
-// results' eigenvalues and component entries (components up to sign).
-func compareResults(a, b *job.Result) (float64, error) {
-	ca, cb := a.Components, b.Components
-	if ca == nil || cb == nil {
-		return 0, errors.New("both results need components")
+// results' eigenvalues and component entries (components up to sign), of
+// either release: a components release's eigenvalues are taken on the
+// statistics release's scale (job.Result.Top), and the first k components
+// both hold are compared. It says how many.
+func compareResults(a, b *job.Result) (float64, int, error) {
+	wa, ea := a.Top(0)
+	wb, eb := b.Top(0)
+	if wa == nil || wb == nil {
+		return 0, 0, errors.New("both results need components (a statistics release of pca, dca or lda, or a components release)")
 	}
-	if a.Analysis != b.Analysis || len(ca.Eigenvalues) != len(cb.Eigenvalues) {
-		return 0, fmt.Errorf("results are %s with %d components and %s with %d", a.Analysis, len(ca.Eigenvalues), b.Analysis, len(cb.Eigenvalues))
+	if a.Analysis != b.Analysis || len(wa) != len(wb) {
+		return 0, 0, fmt.Errorf("results are %s of %d features and %s of %d", a.Analysis, len(wa), b.Analysis, len(wb))
 	}
+	d, k := len(wb), min(len(ea), len(eb))
 	worst := 0.0
-	scale := math.Abs(cb.Eigenvalues[0])
-	for i := range cb.Eigenvalues {
-		worst = math.Max(worst, math.Abs(ca.Eigenvalues[i]-cb.Eigenvalues[i])/math.Max(math.Abs(cb.Eigenvalues[i]), 1e-6*scale))
+	scale := math.Abs(eb[0])
+	for i := range k {
+		worst = math.Max(worst, math.Abs(ea[i]-eb[i])/math.Max(math.Abs(eb[i]), 1e-6*scale))
 	}
-	d, k := cb.Dims()
 	for j := range k {
-		norm, sign := 0.0, 1.0
+		norm, sign, dot := 0.0, 1.0, 0.0
 		for i := range d {
-			norm = math.Max(norm, math.Abs(cb.W.At(i, j)))
-		}
-		dot := 0.0
-		for i := range d {
-			dot += ca.W.At(i, j) * cb.W.At(i, j)
+			norm = math.Max(norm, math.Abs(wb[i][j]))
+			dot += wa[i][j] * wb[i][j]
 		}
 		if dot < 0 {
 			sign = -1
 		}
 		for i := range d {
-			worst = math.Max(worst, math.Abs(sign*ca.W.At(i, j)-cb.W.At(i, j))/norm)
+			worst = math.Max(worst, math.Abs(sign*wa[i][j]-wb[i][j])/norm)
 		}
 	}
-	return worst, nil
+	return worst, k, nil
 }

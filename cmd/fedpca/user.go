@@ -843,6 +843,7 @@ func printComponentsSummary(res *job.Result) {
 		return
 	}
 	printDP(pr, " (the noise is added before the eigensolver; the components are its post-processing)")
+	printQuality(res)
 }
 
 // printQuality says what a result is worth: the noise in it, and a warning
@@ -853,6 +854,9 @@ func printQuality(res *job.Result) {
 		return
 	}
 	fmt.Printf("noise in the result: noisy n %.1f ± %.3g; scatter entries ± %.3g (spectral norm ~%.3g)", res.NoisyN, q.NoisyNStd, q.EntryStd, q.NoiseSpectralNorm)
+	if q.CovarianceNoiseNorm > 0 {
+		fmt.Printf("; on the covariance spectral norm ~%.3g", q.CovarianceNoiseNorm)
+	}
 	if q.CorrelationNoiseNorm > 0 {
 		fmt.Printf("; on the correlation matrix, spectral norm ~%.3g", q.CorrelationNoiseNorm)
 	}
@@ -876,5 +880,8 @@ func printQuality(res *job.Result) {
 	}
 	if len(q.Warnings) > 0 {
 		fmt.Println("  (the noise dominates there: a larger epsilon, more rows, or fewer features would help; result.json's quality has the figures)")
+	}
+	for _, n := range q.Notes {
+		fmt.Printf("note: %s\n", n)
 	}
 }

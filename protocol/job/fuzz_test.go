@@ -119,6 +119,7 @@ func fuzzResults(tb testing.TB) [][]byte {
 	top := &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: PCA, Features: h.Features,
 		Owners: []string{"hospital-a", "hospital-c"}, NumOwners: 2, NoisyN: 40, Privacy: pr, HEParams: h.HEParams, Released: ReleaseComponents,
 		Output: &TopComponents{W: [][]float64{{1, 0}, {0, 0.6}, {0, 0.8}}, Eigenvalues: []float64{0.5, 0.25}}}
+	top.Quality = componentsQuality(top, 3)
 	b, err := json.Marshal(top)
 	if err != nil {
 		tb.Fatal(err)
@@ -208,7 +209,6 @@ func TestParseComponentsResult(t *testing.T) {
 		"scatter":             {`"analysis":"pca"`, `"analysis":"scatter"`, "analysis: scatter in a components result"},
 		"classes":             {`"features"`, `"classes":["a","b"],"features"`, "classes"},
 		"a release":           {`"he_params"`, `"release":{"d":1,"k":1,"bits":0,"r":[1],"v":[1],"n":[1]},"he_params"`, "release: present"},
-		"quality":             {`"he_params"`, `"quality":{"noisy_n_std":1},"he_params"`, "quality"},
 		"a mean":              {`"he_params"`, `"mean":[0,0,0],"components":[[1],[0],[0]],"eigenvalues":[1],"all_eigenvalues":[1,0,0],"explained_variance_ratio":[1],"he_params"`, "mean"},
 		"no output":           {`"output"`, `"other"`, "output: missing"},
 		"too few rows":        {`[0,0.6],`, ``, "want 3 rows"},
@@ -222,6 +222,19 @@ func TestParseComponentsResult(t *testing.T) {
 		if _, err := ParseResult(b); err == nil || !strings.Contains(err.Error(), c.msg) {
 			t.Errorf("%s: %v, want an error containing %q", what, err, c.msg)
 		}
+	}
+	// Quality figures belong to a result with noise only.
+	var exact Result
+	if err := json.Unmarshal(top, &exact); err != nil {
+		t.Fatal(err)
+	}
+	if exact.Quality == nil {
+		t.Fatal("a components result with noise has no quality")
+	}
+	exact.Privacy.NoNoise = true
+	b, _ := json.Marshal(&exact)
+	if _, err := ParseResult(b); err == nil || !strings.Contains(err.Error(), "quality: present in an exact components result") {
+		t.Errorf("quality in an exact components result: %v", err)
 	}
 }
 

@@ -107,7 +107,42 @@ func ComponentsResult(s *Spec, sch *schema.Schema, out *Output, owners []string,
 		return nil, fmt.Errorf("components result: %w", err)
 	}
 	h := HeaderOf(s, sch, heParams)
-	return &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: s.Analysis, Features: h.Features,
+	res := &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: s.Analysis, Features: h.Features,
 		Owners: owners, NumOwners: len(owners), NoisyN: out.N, Privacy: pr, HEParams: heParams,
-		Released: ReleaseComponents, Output: top}, nil
+		Released: ReleaseComponents, Output: top}
+	res.Quality = componentsQuality(res, d)
+	return res, nil
+}
+
+// Top returns a result's components (d x k, one per column) and their
+// eigenvalues on the statistics release's scale, whichever release it is:
+// a PCA components release's covariance eigenvalues are multiplied by n
+// (its own, noisy under DP; scale: another count to use instead, e.g. the
+// rows' exact one, or 0), DCA's and LDA's generalised eigenvalues are as
+// they are. Both are nil for a result without components.
+func (r *Result) Top(scale float64) (w [][]float64, eig []float64) {
+	if t := r.Output; t != nil {
+		if scale == 0 {
+			scale = r.NoisyN
+		}
+		if r.Analysis != PCA {
+			scale = 1
+		}
+		for _, v := range t.Eigenvalues {
+			eig = append(eig, v*scale)
+		}
+		return t.W, eig
+	}
+	if c := r.Components; c != nil {
+		d, k := c.Dims()
+		w = make([][]float64, d)
+		for i := range d {
+			w[i] = make([]float64, k)
+			for j := range k {
+				w[i][j] = c.W.At(i, j)
+			}
+		}
+		return w, c.Eigenvalues
+	}
+	return nil, nil
 }

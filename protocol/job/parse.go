@@ -111,7 +111,8 @@ func (r *Result) Validate() error {
 
 // validateComponents checks a components job's result: PCA, DCA or LDA,
 // the output of the features' dimension, and nothing derived from the
-// statistics (no release, components' fields, quality figures or classes).
+// statistics (no release, components' fields or classes; quality figures
+// only with noise).
 func (r *Result) validateComponents(bad func(field, format string, args ...any) error) error {
 	switch {
 	case r.Analysis != PCA && r.Analysis != DCA && r.Analysis != LDA:
@@ -120,8 +121,8 @@ func (r *Result) validateComponents(bad func(field, format string, args ...any) 
 		return bad("release", "present in a components result")
 	case r.Components != nil:
 		return bad("mean", "statistics' components (mean, all eigenvalues) in a components result")
-	case r.Quality != nil:
-		return bad("quality", "present in a components result")
+	case r.Quality != nil && r.Privacy.NoNoise:
+		return bad("quality", "present in an exact components result")
 	case len(r.Classes) != 0:
 		return bad("classes", "%d names in a components result", len(r.Classes))
 	case r.Output == nil:

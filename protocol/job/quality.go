@@ -44,8 +44,14 @@ type Quality struct {
 	// to first order (analysis.Scatters.DiscriminantNoise).
 	ComponentEigenvalueStd []float64 `json:"component_eigenvalue_std,omitempty"`
 	DirectionNoise         []float64 `json:"direction_noise_degrees,omitempty"`
-	// Warnings say where the noise dominates.
+	// CovarianceNoiseNorm (a components release) is the noise's spectral
+	// norm in the units of its eigenvalues, those of the covariance:
+	// NoiseSpectralNorm / n.
+	CovarianceNoiseNorm float64 `json:"covariance_noise_norm,omitempty"`
+	// Warnings say where the noise dominates; Notes what the release does
+	// not let one tell.
 	Warnings []string `json:"warnings,omitempty"`
+	Notes    []string `json:"notes,omitempty"`
 }
 
 // MaxDirectionNoise is the first-order angle (degrees) above which a
@@ -107,6 +113,34 @@ func quality(res *Result, sc analysis.Scatters, corr *analysis.Correlation, d, c
 		}
 	}
 	return q, nil
+}
+
+// componentsQuality is the Quality of a components release (PCA with DP
+// noise; nil without): the same noise figures as the statistics release's
+// of the same job, from the public noise levels and the released n, with
+// the eigenvalues and eigengaps compared in the covariance's units. The
+// release holds the top k eigenvalues only, so the gap below the k-th is
+// not known: a note says so, rather than the absence of a warning implying
+// that the last component is determined.
+func componentsQuality(res *Result, d int) *Quality {
+	pr := res.Privacy
+	if pr.NoNoise || res.Output == nil {
+		return nil
+	}
+	sr, sn := float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.N)
+	q := &Quality{NoisyNStd: sn, EntryStd: sr, NoiseSpectralNorm: 2 * math.Sqrt(float64(d)) * sr}
+	if res.NoisyN < 3*q.NoisyNStd || res.NoisyN <= 0 {
+		q.warn("noisy_n %.4g is within 3 standard deviations (%.4g) of 0: the covariance's scale is dominated by noise", res.NoisyN, q.NoisyNStd)
+		return q
+	}
+	n := res.NoisyN
+	q.CovarianceNoiseNorm, q.EigenvalueStd = q.NoiseSpectralNorm/n, math.Sqrt2*sr/n
+	eig := res.Output.Eigenvalues
+	q.gaps(eig, len(eig), func(int) float64 { return q.CovarianceNoiseNorm }, "the noise's spectral norm on the covariance")
+	if k := len(eig); k < d {
+		q.Notes = append(q.Notes, fmt.Sprintf("component %d: the next eigenvalue is not released, so whether its gap to it is above the noise (%.3g) cannot be told from this release", k, q.CovarianceNoiseNorm))
+	}
+	return q
 }
 
 // gaps warns for each of the first k eigenvalues that is below the noise

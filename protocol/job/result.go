@@ -26,9 +26,9 @@ import (
 // is entry i of component j), "eigenvalues", "all_eigenvalues",
 // "explained_variance_ratio" (PCA), "rho", "rho_prime", "unit_components"
 // (DCA/LDA); none for a scatter-only release), then "privacy", "he_params"
-// and "release". A components job's result has no components' fields, no
-// "quality" and no "release", but "released": "components" and "output"
-// (TopComponents).
+// and "release". A components job's result has no components' fields and
+// no "release", but "released": "components" and "output"
+// (TopComponents), and "quality" with noise.
 type Result struct {
 	JobID      string
 	Dataset    string
@@ -52,9 +52,9 @@ type Result struct {
 	HEParams string
 	Release  *ReleaseDoc
 	// Released is ReleaseComponents for a components job, whose result
-	// holds only Output (the top components and their eigenvalues), NoisyN
-	// and the accounting: no Components, Release or Quality. Empty for a
-	// statistics job.
+	// holds only Output (the top components and their eigenvalues), NoisyN,
+	// the accounting and, with noise, Quality: no Components or Release.
+	// Empty for a statistics job.
 	Released string
 	Output   *TopComponents
 }
