@@ -110,6 +110,11 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 			// waiting (user run with it) for members that may not return.
 			reason = fmt.Sprintf("the committee could not switch the job: %v, for %s after the deadline; nothing was released and every owner's budget goes back (run the job again once the members are up)",
 				err, sealQuorumWait)
+		case state == fedpcav1.JobState_JOB_STATE_SWITCHING && errors.Is(err, errNoQuorum) && time.Since(waitStart) >= solveQuorumWait:
+			// A components job that lost a member during its computation,
+			// with no t members up to run it again.
+			reason = fmt.Sprintf("%v, for %s: nothing was released (the owners keep the job's cost charged, as for any job whose computation started); run the job again once the members are up",
+				err, solveQuorumWait)
 		case time.Since(waitStart) > p.cfg.SwitchTimeout:
 			reason = fmt.Sprintf("gave up after %s: %v", p.cfg.SwitchTimeout, diskFull(err))
 		}
@@ -262,24 +267,9 @@ func plural(n int, what string) string {
 // masks to the sum, and stores the blinded sum and the masks in one
 // transaction.
 func (p *Proxy) seal(ctx context.Context, j *jobState) error {
-	c, err := p.committeeKey()
+	active, names, err := p.pickActive(ctx, nil, 0)
 	if err != nil {
 		return err
-	}
-	sts := p.memberStatus(ctx, false)
-	var active []uint32
-	var names, down []string
-	for i, s := range sts {
-		ok := s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint
-		if len(active) < c.Threshold && ok {
-			active = append(active, uint32(i+1))
-			names = append(names, c.Members[i].ID)
-		} else if !ok {
-			down = append(down, "csp/"+c.Members[i].ID)
-		}
-	}
-	if len(active) < c.Threshold {
-		return fmt.Errorf("%w: %d of the %d needed (not ready: %s)", errNoQuorum, len(active), c.Threshold, strings.Join(down, ", "))
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
@@ -329,6 +319,56 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	p.m.phases.WithLabelValues("seal").Observe(j.rec.Timings.Seal)
 	p.log.Info("job sealed", "job", j.id[:16], "owners", len(owners), "active", strings.Join(names, ","))
 	return nil
+}
+
+// pickActive chooses t members that are up with the committee key: those
+// of prefer first, then the others in point order, avoid (a member just
+// lost) only if no other will do. It returns their points, in order, and
+// names; errNoQuorum names the members not ready.
+func (p *Proxy) pickActive(ctx context.Context, prefer []uint32, avoid uint32) ([]uint32, []string, error) {
+	c, err := p.committeeKey()
+	if err != nil {
+		return nil, nil, err
+	}
+	sts := p.memberStatus(ctx, false)
+	var active []uint32
+	var down []string
+	add := func(pt uint32) {
+		if len(active) < c.Threshold && !slices.Contains(active, pt) {
+			active = append(active, pt)
+		}
+	}
+	ready := func(pt uint32) bool {
+		s := sts[pt-1]
+		return s != nil && s.GetReady() && s.GetCommitteeKeyFingerprint() == c.Fingerprint
+	}
+	for i := range sts {
+		if !ready(uint32(i + 1)) {
+			down = append(down, "csp/"+c.Members[i].ID)
+		}
+	}
+	for _, pt := range prefer {
+		if pt != avoid && ready(pt) {
+			add(pt)
+		}
+	}
+	for i := range sts {
+		if pt := uint32(i + 1); pt != avoid && ready(pt) {
+			add(pt)
+		}
+	}
+	if avoid != 0 && ready(avoid) {
+		add(avoid)
+	}
+	if len(active) < c.Threshold {
+		return nil, nil, fmt.Errorf("%w: %d of the %d needed (not ready: %s)", errNoQuorum, len(active), c.Threshold, strings.Join(down, ", "))
+	}
+	slices.Sort(active)
+	names := make([]string, len(active))
+	for i, pt := range active {
+		names[i] = c.Members[pt-1].ID
+	}
+	return active, names, nil
 }
 
 // switchState is what a key switch needs, decoded.

@@ -51,6 +51,7 @@ type jobState struct {
 	spare    []*rlwe.Ciphertext       // the sum before the last batch, reused for the next one's copy
 	encoded  [][]byte                 // the last batch's sum encoded for the store, reused for the next one's
 	sealed   *switchState             // a sealed job's key-switch inputs since its seal (nil after a restart: read from the store)
+	lost     uint32                   // the member lost during a components job's last attempt (0: none)
 	ticket   *fedpcav1.JobInfo        // shared ticket, built at the first request
 	changed  chan struct{}            // closed and replaced at every change (watchers)
 	wake     chan struct{}            // wakes the driver (buffered, 1)

@@ -233,6 +233,10 @@ func New(cfg Config) (*Proxy, error) {
 	if cfg.Dialer.Metrics == nil {
 		cfg.Dialer.Metrics = cfg.Metrics
 	}
+	// A member whose host vanishes mid-computation (no reset: a cable cut)
+	// is noticed within about 40 s, as owners notice the proxy, so that
+	// the computation goes on with another active set (solve.go).
+	cfg.Dialer.Options = append(slices.Clone(cfg.Dialer.Options), transport.WatchKeepalive())
 	committee := he.Committee{N: len(cfg.Committee), Threshold: cfg.Threshold}
 	if err := committee.Validate(); err != nil {
 		return nil, fmt.Errorf("proxy: %w", err)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,10 +31,71 @@ const solveAllowance = 10 * time.Minute
 // shares as the result. The proxy sees no opening (sealed member to
 // member) and no output (sealed to the user).
 func (p *Proxy) solve(ctx context.Context, j *jobState) error {
+	if err := p.replaceLost(ctx, j); err != nil {
+		return err
+	}
 	active, owners, rec, in, err := p.startSwitch(j)
 	if err != nil {
 		return err
 	}
+	err = p.solveWith(ctx, j, active, owners, rec, in)
+	var lost lostMember
+	if errors.As(err, &lost) {
+		j.mu.Lock()
+		j.lost = active[lost.party]
+		j.mu.Unlock()
+	}
+	return err
+}
+
+// lostMember is a member lost during a computation (transport trouble, not
+// a refusal) before any member sealed its output: the next attempt may run
+// with another active set.
+type lostMember struct {
+	party int
+	error
+}
+
+func (e lostMember) Unwrap() error { return e.error }
+
+// solveQuorumWait is how long a components job whose computation lost a
+// member waits for t members to be up (the lost one restarting, or another)
+// before it fails.
+const solveQuorumWait = 15 * time.Second
+
+// replaceLost runs after a member was lost during the computation: the
+// next attempt runs with t members that are up, the lost one only if no
+// other will do. A run is a whole: every member starts it afresh (new
+// keys, seeds and conversion; a member stores its output only when it
+// completes, and replays that output to the same request alone), so no
+// run mixes with another and nothing is released twice.
+func (p *Proxy) replaceLost(ctx context.Context, j *jobState) error {
+	j.mu.Lock()
+	lost, cur := j.lost, slices.Clone(j.rec.Active)
+	j.mu.Unlock()
+	if lost == 0 {
+		return nil
+	}
+	lostName := "csp/" + p.cfg.Committee[lost-1].ID
+	active, names, err := p.pickActive(ctx, cur, lost)
+	if err != nil {
+		return fmt.Errorf("%s was lost during the computation and no other active set is up: %w", lostName, err)
+	}
+	j.mu.Lock()
+	defer j.mu.Unlock()
+	j.lost = 0
+	if slices.Equal(active, cur) {
+		return nil
+	}
+	p.log.Warn("member lost during the computation: computing again with another active set", "job", j.id[:16], "lost", lostName, "active", strings.Join(names, ","))
+	return p.commit(j, func(prog *jobProgress) {
+		prog.Active, prog.CSPs = active, names
+		prog.Reason = fmt.Sprintf("%s was lost during the computation; computing again with csp/%s", lostName, strings.Join(names, ", csp/"))
+	}, func(prog *jobProgress) error { return p.store.setProgress(j.id, prog) })
+}
+
+// solveWith runs one attempt of the computation with the active set.
+func (p *Proxy) solveWith(ctx context.Context, j *jobState, active []uint32, owners []string, rec jobRecord, in *switchState) error {
 	pj, err := j.spec.Program(j.sch)
 	if err != nil {
 		return permanent{err}
@@ -56,7 +118,7 @@ func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 		}
 		names[i] = mc.ID
 		if streams[i], err = mc.client.Solve(cctx); err != nil {
-			return memberError(mc.ID, err)
+			return lose(i, memberError(mc.ID, err))
 		}
 		hd := &fedpcav1.SolveHeader{Job: &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
 			UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n), JobOwnerRefs: transport.OwnerRefs(rec.Owners)},
@@ -69,7 +131,7 @@ func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 			if _, ok := err.(permanent); ok {
 				return err
 			}
-			return memberError(mc.ID, solveRecvErr(streams[i], err))
+			return lose(i, memberError(mc.ID, solveRecvErr(streams[i], err)))
 		}
 	}
 	outputs, err := p.runSolve(cctx, j, pj, dealer, streams, names, in)
@@ -124,7 +186,13 @@ type correction struct {
 // outputs (by party).
 func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, dealer *mpc.Dealer, streams []fedpcav1.CspService_SolveClient, names []string, in *switchState) ([][]byte, error) {
 	t := len(streams)
-	fail := func(i int, err error) error { return memberError(names[i], err) }
+	sealed := false // a member sent its output: the run is kept, for its replay
+	fail := func(i int, err error) error {
+		if sealed {
+			return memberError(names[i], err)
+		}
+		return lose(i, memberError(names[i], err))
+	}
 
 	// Keys: each member's signed key, relayed to all.
 	keys := &fedpcav1.SolveKeys{}
@@ -316,6 +384,7 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 			first[i] = r
 			if r.GetOutput() != nil {
 				outputs[i] = r.GetOutput()
+				sealed = true
 				done++
 			}
 		}
@@ -351,6 +420,15 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 		return nil, permanent{fmt.Errorf("the dealer's run: %w", dryErr)}
 	}
 	return outputs, nil
+}
+
+// lose marks a member's transport error as a lost member (a refusal stays
+// permanent).
+func lose(party int, err error) error {
+	if _, ok := err.(permanent); ok {
+		return err
+	}
+	return lostMember{party, err}
 }
 
 // solveRecvErr returns the member's status when a send failed because it

@@ -2,22 +2,24 @@ package sim
 
 import (
 	"bytes"
-	"encoding/binary"
-	"path/filepath"
-	"slices"
-	"strings"
-
-	"google.golang.org/protobuf/encoding/prototext"
-	"os"
-	"strconv"
-
 	"context"
+	"crypto/ecdh"
+	"encoding/binary"
 	"encoding/hex"
-	"github.com/hashicorp/go-hclog"
 	"io"
 	"math"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"google.golang.org/protobuf/encoding/prototext"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -29,10 +31,14 @@ import (
 )
 
 // TestComponentsWine runs an exact components-only PCA job through the
-// daemons (3 owners, a 2-of-3 committee with one member down): the user
-// receives only the members' sealed output shares, which open to the top 5
-// components and eigenvalues of the same covariance the statistics release
-// gives.
+// daemons (3 owners, a 2-of-3 committee): the user receives only the
+// members' sealed output shares, which open to the top 5 components and
+// eigenvalues of the same covariance the statistics release gives. One of
+// the two computing members crashes in the middle of the computation (its
+// connections cut, as kill -9 does): the proxy computes again with the
+// spare member. A second job, computed by the two members left, loses one
+// of them the same way with none spare: it fails within a minute, naming
+// them, and releases nothing.
 func TestComponentsWine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("COMPONENTS_TIMEOUT_S", 240))*time.Second)
 	defer cancel()
@@ -48,12 +54,16 @@ func TestComponentsWine(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.Cluster().StopCSP(1); err != nil { // member 2 down: 2 of 3 answer
-		t.Fatal(err)
-	}
 
 	k := 5
-	out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	crashed := crashInRound(t, s, 3, 1) // csp-2, of the active csp-1 and csp-2
+	out, seen, took := runComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	if crashed().IsZero() {
+		t.Fatal("the member was not crashed during the computation")
+	}
+	if !regexp.MustCompile(`csp_members:\s*"csp-3"`).Match(seen) {
+		t.Fatal("the job never named the spare member csp-3 among its active members")
+	}
 	d := len(s.Schema().Features)
 	c := ref.Result.Components
 	n := float64(ref.Setup.Rows)
@@ -70,9 +80,56 @@ func TestComponentsWine(t *testing.T) {
 		}
 		worstDot = math.Max(worstDot, 1-math.Abs(dot))
 	}
-	t.Logf("components of wine through the daemons in %v: eigenvalues within %.1e, vectors within %.1e rad, n %g", took, worstVal, math.Sqrt(2*worstDot), out.N)
+	t.Logf("components of wine through the daemons, a member lost mid-computation, in %v: eigenvalues within %.1e, vectors within %.1e rad, n %g", took, worstVal, math.Sqrt(2*worstDot), out.N)
 	if worstVal > 1e-4 || math.Sqrt(2*worstDot) > 1e-2 || out.N != n {
 		t.Fatalf("components off: eigenvalues %.2e, vector angle %.2e, n %g (want %g)", worstVal, math.Sqrt(2*worstDot), out.N, n)
+	}
+
+	// None spare: csp-1 and csp-3 compute, csp-3 crashes.
+	crashed = crashInRound(t, s, 3, 2)
+	spec, _ := submitComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	st, err := s.user.Wait(ctx, spec.ID(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	failedIn := time.Since(crashed())
+	t.Logf("no spare member: failed %v after the crash: %s", failedIn, st.GetReason())
+	if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || !strings.Contains(st.GetReason(), "csp/csp-3 was lost during the computation") ||
+		!strings.Contains(st.GetReason(), "csp/csp-2") || !strings.Contains(st.GetReason(), "nothing was released") {
+		t.Fatalf("job %v: %q; want it failed naming the lost csp-3 and the down csp-2", st.GetState(), st.GetReason())
+	}
+	if failedIn > time.Minute {
+		t.Fatalf("the job failed %v after the member was lost, want within a minute", failedIn)
+	}
+}
+
+// crashInRound crashes member i (as kill -9 would: every connection cut)
+// when the proxy relays the round-th round of the next components
+// computation. The returned function gives the crash's time (zero before).
+func crashInRound(t *testing.T, s *Simulator, round uint64, i int) func() time.Time {
+	var mu sync.Mutex
+	var at time.Time
+	var once sync.Once
+	s.Cluster().Network().OnDelivered(func(from, method string, resp any) {
+		r, ok := resp.(*fedpcav1.SolveResponse)
+		if !ok || r.GetRound().GetRound() < round {
+			return
+		}
+		once.Do(func() {
+			mu.Lock()
+			at = time.Now()
+			mu.Unlock()
+			go func() {
+				if err := s.Cluster().CrashCSP(i); err != nil {
+					t.Error(err)
+				}
+			}()
+		})
+	})
+	return func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return at
 	}
 }
 
@@ -98,20 +155,9 @@ func componentsLogger(t *testing.T) hclog.Logger {
 // stream) and the time from submission to the result.
 func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions) (*job.Output, []byte, time.Duration) {
 	t.Helper()
-	key, err := seal.NewExchangeKey()
-	if err != nil {
-		t.Fatal(err)
-	}
 	sch := s.Schema()
-	spec, err := s.user.Spec(ctx, userRequest(s, o))
-	if err != nil {
-		t.Fatal(err)
-	}
-	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
 	start := time.Now()
-	if _, err := s.user.Submit(ctx, spec, sch); err != nil {
-		t.Fatal(err)
-	}
+	spec, key := submitComponents(ctx, t, s, o)
 	var seen bytes.Buffer
 	st, err := s.user.Wait(ctx, spec.ID(), func(st *fedpcav1.JobStatus) { seen.WriteString(prototext.Format(st)) })
 	if err != nil {
@@ -168,6 +214,25 @@ func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions
 		t.Fatal(err)
 	}
 	return out, seen.Bytes(), took
+}
+
+// submitComponents submits a components job as the simulated user, with a
+// new result key.
+func submitComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions) (*job.Spec, *ecdh.PrivateKey) {
+	t.Helper()
+	key, err := seal.NewExchangeKey()
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec, err := s.user.Spec(ctx, userRequest(s, o))
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
+	if _, err := s.user.Submit(ctx, spec, s.Schema()); err != nil {
+		t.Fatal(err)
+	}
+	return spec, key
 }
 
 // TestComponentsLeakNothing: after an exact components job, no exact
