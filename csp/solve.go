@@ -247,7 +247,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	out, err := pj.Run(e, x, nil)
+	out, err := pj.Run(e, x)
 	if err == nil {
 		err = e.Err()
 	}

@@ -336,6 +336,9 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 			}
 			part := job.Part{C1: pm.GetC1(), Proof: pm.GetProof()}
 			copy(part.C0Digest[:], pm.GetC0Digest())
+			if err := checkC0(chk.spec, owner, i, pm, &part); err != nil {
+				return err
+			}
 			digests[i] = part.Digests()
 			if err := v.add(owner, i, part); err != nil {
 				return err
@@ -352,10 +355,32 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 	}
 	rq := c.params.RingQ().AtLevel(c.params.Level())
 	for i, ct := range cts {
-		if !rq.Equal(sums[i], ct.Value[1]) {
+		if !rq.Equal(sums[i][1], ct.Value[1]) {
 			return invalid("ciphertext %d of the sum is not the sum of the %d included owners' proven uploads (its c1 differs: a subset, a double count, a dropped or foreign upload, or a crafted ciphertext); no share made", i, len(chk.owners))
 		}
+		if chk.spec.BindsC0() && !rq.Equal(sums[i][0], ct.Value[0]) {
+			return invalid("ciphertext %d of the sum is not exactly the %d included owners' uploads: its c0 differs from the sum of their signed c0 (in an exact components job nothing may be added to the sum); no share made", i, len(chk.owners))
+		}
 	}
+	return nil
+}
+
+// checkC0 takes an upload part's c0 into part where the job binds c0 (it
+// must come, and hash to the signed digest), and refuses one where it does
+// not.
+func checkC0(spec *job.Spec, owner string, i int, pm *fedpcav1.UploadPart, part *job.Part) error {
+	c0 := pm.GetC0()
+	switch {
+	case !spec.BindsC0() && len(c0) > 0:
+		return invalid("owner %s's ciphertext %d: c0 sent for a job whose members do not check it", owner, i)
+	case !spec.BindsC0():
+		return nil
+	case len(c0) == 0:
+		return invalid("owner %s's ciphertext %d: no c0: an exact components job's members check the sum's c0 against the owners'", owner, i)
+	case sha256.Sum256(c0) != part.C0Digest:
+		return invalid("owner %s's ciphertext %d: its c0 is not the one the owner signed (digest differs)", owner, i)
+	}
+	part.C0 = c0
 	return nil
 }
 
@@ -431,9 +456,9 @@ func (c *CSP) proofKey(st *secretFile) (*zk.Key, error) {
 	return c.zkKey, nil
 }
 
-// verifier checks upload parts on a pool of workers and adds up their c1
-// per ciphertext index. Not safe for concurrent use (one receiving
-// goroutine feeds it).
+// verifier checks upload parts on a pool of workers and adds up their c1,
+// and their c0 when the parts carry it, per ciphertext index. Not safe for
+// concurrent use (one receiving goroutine feeds it).
 type verifier struct {
 	params  he.Params
 	key     *zk.Key
@@ -443,7 +468,7 @@ type verifier struct {
 	wg      sync.WaitGroup
 	mu      sync.Mutex
 	err     error
-	partial [][]ring.Poly // per worker, per ciphertext index
+	partial [][][2]ring.Poly // per worker, per ciphertext index: c0 and c1
 	done    chan struct{}
 }
 
@@ -454,13 +479,13 @@ type verifyItem struct {
 }
 
 func newVerifier(p he.Params, key *zk.Key, jobID string, n, workers int) *verifier {
-	v := &verifier{params: p, key: key, job: jobID, n: n, work: make(chan verifyItem, workers), partial: make([][]ring.Poly, workers), done: make(chan struct{})}
+	v := &verifier{params: p, key: key, job: jobID, n: n, work: make(chan verifyItem, workers), partial: make([][][2]ring.Poly, workers), done: make(chan struct{})}
 	rq := p.RingQ().AtLevel(p.Level())
 	for w := range workers {
 		v.wg.Add(1)
 		go func() {
 			defer v.wg.Done()
-			c1 := rq.NewPoly()
+			c0, c1 := rq.NewPoly(), rq.NewPoly()
 			for it := range v.work {
 				if v.failed() {
 					continue
@@ -470,12 +495,20 @@ func newVerifier(p he.Params, key *zk.Key, jobID string, n, workers int) *verifi
 					continue
 				}
 				if v.partial[w] == nil {
-					v.partial[w] = make([]ring.Poly, n)
+					v.partial[w] = make([][2]ring.Poly, n)
 					for i := range v.partial[w] {
-						v.partial[w][i] = rq.NewPoly()
+						v.partial[w][i] = [2]ring.Poly{rq.NewPoly(), rq.NewPoly()}
 					}
 				}
-				rq.Add(v.partial[w][it.index], c1, v.partial[w][it.index])
+				sum := &v.partial[w][it.index]
+				rq.Add(sum[1], c1, sum[1])
+				if it.part.C0 != nil {
+					if err := p.DecodePoly(it.part.C0, c0); err != nil {
+						v.fail(invalid("owner %s's upload: ciphertext %d: c0: %v", it.owner, it.index, err))
+						continue
+					}
+					rq.Add(sum[0], c0, sum[0])
+				}
 			}
 		}()
 	}
@@ -508,19 +541,21 @@ func (v *verifier) add(owner string, index int, part job.Part) error {
 	return nil
 }
 
-// wait ends the verification and returns the sums of the verified c1.
-func (v *verifier) wait() ([]ring.Poly, error) {
+// wait ends the verification and returns the sums of the verified c0
+// (zero unless the parts carried it) and c1.
+func (v *verifier) wait() ([][2]ring.Poly, error) {
 	v.stop()
 	if v.err != nil {
 		return nil, v.err
 	}
 	rq := v.params.RingQ().AtLevel(v.params.Level())
-	sums := make([]ring.Poly, v.n)
+	sums := make([][2]ring.Poly, v.n)
 	for i := range sums {
-		sums[i] = rq.NewPoly()
+		sums[i] = [2]ring.Poly{rq.NewPoly(), rq.NewPoly()}
 		for _, pw := range v.partial {
 			if pw != nil {
-				rq.Add(sums[i], pw[i], sums[i])
+				rq.Add(sums[i][0], pw[i][0], sums[i][0])
+				rq.Add(sums[i][1], pw[i][1], sums[i][1])
 			}
 		}
 	}

@@ -292,7 +292,14 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		return err
 	}
 	blinded := j.copySum()
-	masks, err := job.Blind(p.params, blinded, noise, nil)
+	var masks [][]uint64
+	if j.spec.Components() {
+		// Not blinded: the conversion's own masks hide the sum, and the
+		// members check c0 of an exact job against the owners' (5.2).
+		err = job.AddNoise(p.params, blinded, noise)
+	} else {
+		masks, err = job.Blind(p.params, blinded, noise, nil)
+	}
 	if err != nil {
 		return err
 	}
@@ -394,7 +401,11 @@ func (p *Proxy) switchInputs(j *jobState, active []uint32) (*switchState, error)
 }
 
 func (p *Proxy) readSwitchInputs(j *jobState, active []uint32) (*switchState, error) {
-	enc, err := p.store.switchInputs(j.id, j.n, active)
+	masks := j.n
+	if j.spec.Components() {
+		masks = 0
+	}
+	enc, err := p.store.switchInputs(j.id, j.n, masks, active)
 	if err != nil {
 		return nil, err
 	}

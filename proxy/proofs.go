@@ -51,8 +51,8 @@ func (p *Proxy) writeProofs(jobID, owner string, digest []byte, pr *ownerProofs)
 	msgs := []proto.Message{&fedpcav1.OwnerUpload{Owner: owner, Certificate: pr.cert, Signature: pr.signature}}
 	size := 0
 	for _, pt := range pr.parts {
-		msgs = append(msgs, &fedpcav1.UploadPart{C0Digest: pt.C0Digest[:], C1: pt.C1, Proof: pt.Proof})
-		size += len(pt.C1) + len(pt.Proof) + 64
+		msgs = append(msgs, &fedpcav1.UploadPart{C0Digest: pt.C0Digest[:], C1: pt.C1, Proof: pt.Proof, C0: pt.C0})
+		size += len(pt.C1) + len(pt.Proof) + len(pt.C0) + 64
 	}
 	b := make([]byte, 0, size+len(pr.cert)+len(pr.signature)+64)
 	for _, m := range msgs {

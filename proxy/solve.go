@@ -254,16 +254,6 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 		case <-dctx.Done():
 		}
 	})
-	unmask := func() []uint64 {
-		tm := p.params.T()
-		out := make([]uint64, 0, l.Len())
-		for _, m := range in.masks {
-			for _, v := range m {
-				out = append(out, (tm-v%tm)%tm)
-			}
-		}
-		return out[:l.Len()]
-	}
 	var dryErr error
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -272,7 +262,7 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 		defer close(corrections)
 		zero := mpc.ModT{T: p.params.T(), S: make([][]uint64, t)}
 		zero.S[0] = make([]uint64, l.Len())
-		_, dryErr = pj.Run(dry, zero, unmask)
+		_, dryErr = pj.Run(dry, zero)
 	}()
 	defer func() {
 		dcancel()

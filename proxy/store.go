@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -678,15 +679,18 @@ type switchInputs struct {
 	shares  map[uint32][][]byte // the members that answered
 }
 
-func (s *store) switchInputs(id string, n int, active []uint32) (*switchInputs, error) {
+func (s *store) switchInputs(id string, n, masks int, active []uint32) (*switchInputs, error) {
 	in := &switchInputs{shares: map[uint32][][]byte{}}
 	err := s.view(id, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		var err error
 		if in.blinded, err = getSeq(b, "blinded", n); err != nil {
 			return err
 		}
-		if in.masks, err = getSeq(b, "mask", n); err != nil {
+		if in.masks, err = getSeq(b, "mask", masks); err != nil {
 			return err
+		}
+		if masks == 0 && b.Get(seqKey("mask", 0)) != nil {
+			return errors.New("it was sealed, blinded, by an earlier version of the proxy, whose members removed the blinding in shares; run the job again")
 		}
 		in.userPK = slices.Clone(tx.Bucket(bucketTickets).Get(userPKKey(id)))
 		for _, pt := range active {

@@ -210,7 +210,7 @@ func TestStoreCrashKeepsAcknowledged(t *testing.T) {
 	if err := s.putShares(id, 1, randomBlobs(t, 2, 50)); err != nil {
 		t.Fatal(err)
 	}
-	in, err := crash("share").switchInputs(id, 2, prog.Active)
+	in, err := crash("share").switchInputs(id, 2, 2, prog.Active)
 	if err != nil || len(in.shares) != 1 || len(in.masks) != 2 || len(in.blinded) != 2 {
 		t.Fatalf("switch inputs after a crash: %v", err)
 	}
@@ -220,7 +220,7 @@ func TestStoreCrashKeepsAcknowledged(t *testing.T) {
 	}
 	c = crash("done")
 	check(c, acked, nil, fedpcav1.JobState_JOB_STATE_DONE)
-	if in, err := c.switchInputs(id, 2, prog.Active); err == nil || in != nil && len(in.shares) > 0 {
+	if in, err := c.switchInputs(id, 2, 2, prog.Active); err == nil || in != nil && len(in.shares) > 0 {
 		t.Fatal("the key switch's inputs are still stored after the job is done")
 	}
 }

@@ -128,7 +128,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 			return nil, bad("message %d: expected the proof of ciphertext %d", 2*i+2, i)
 		}
 		t0 = time.Now()
-		part, err := job.VerifyCiphertext(p.params, key, j.id, owner, i, j.n, ct, pr)
+		part, err := job.VerifyCiphertext(p.params, key, j.id, owner, i, j.n, ct, pr, j.spec.BindsC0())
 		verifying += time.Since(t0)
 		if err != nil {
 			p.m.proofs.WithLabelValues("refused").Inc()

@@ -523,7 +523,7 @@ func verifyAll(p he.Params, key *zk.Key, id string, ups []powerUpload, sum []*rl
 			if err != nil {
 				return err
 			}
-			if _, err := job.VerifyCiphertext(p, key, id, ownerName(o), j, len(u.cts), back, u.proofs[j]); err != nil {
+			if _, err := job.VerifyCiphertext(p, key, id, ownerName(o), j, len(u.cts), back, u.proofs[j], false); err != nil {
 				return fmt.Errorf("owner %s: %w", ownerName(o), err)
 			}
 			if c1 != nil {

@@ -60,16 +60,12 @@ func (j DCAJob) Validate() error {
 // reciprocal per class, on the shared normalisation). The eigenvalues
 // lambda lie in [0, 1). It returns the party's share of the output column
 // (job.OutputLen: K eigenvalues, the d x K unit components, n).
-func (j DCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error) {
+func (j DCAJob) Run(e *mpc.Engine, x mpc.ModT) (mpc.Shared, error) {
 	if err := j.Validate(); err != nil {
 		return mpc.Shared{}, err
 	}
 	l := j.Layout
 	d, classes := l.D, l.K
-	x, err := e.AddModT(x, e.InputModT(l.Len(), x.T, unmask))
-	if err != nil {
-		return mpc.Shared{}, err
-	}
 	ints, err := e.FromModT(x)
 	if err != nil {
 		return mpc.Shared{}, err

@@ -43,7 +43,7 @@ func TestDCAGolden(t *testing.T) {
 		e := twoParties(t)
 		job := DCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 		start := time.Now()
-		out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
+		out, err := job.Run(e, x)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -45,7 +45,7 @@ func TestGoldenDatasets(t *testing.T) {
 			e := twoParties(t)
 			job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 			start := time.Now()
-			out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
+			out, err := job.Run(e, x)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -154,26 +154,20 @@ func (st *normalised) covariance(e *mpc.Engine) (cov, mean mpc.Shared, err error
 // Run is a components job's program, the same for every party (its own
 // shares), for the engine of all parties, and for the dealer's run on zero
 // shares that makes party 0's corrections: its control flow does not
-// depend on the data. x holds the party's shares mod T of the blinded,
-// noised sum's slots (the layout's Len values); unmask, called by the
-// dealer only, returns the negated blinding masks, which are dealt as
-// shares and added, so that nobody sees the unmasked sum. Then: shares over
+// depend on the data. x holds the party's shares mod T of the noised
+// sum's slots (the layout's Len values; a components job's sum is not
+// blinded: the conversion's own masks hide it). Then: shares over
 // Z_2^128 (FromModT), cov / c^2 (Covariance), the block iteration
 // (SharedRun), the Rayleigh-Ritz step on shares (SharedRitz: Q
 // re-orthonormalised by two Newton-Schulz steps, the Ritz matrix's top K
 // eigenpairs by mpc SymEig, the components). It returns the party's share
 // of the output column (job.OutputLen: eigenvalues of cov / c^2, the d x K
 // components row-major, n).
-func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error) {
+func (j PCAJob) Run(e *mpc.Engine, x mpc.ModT) (mpc.Shared, error) {
 	if err := j.Validate(); err != nil {
 		return mpc.Shared{}, err
 	}
 	l := j.Layout
-	masks := e.InputModT(l.Len(), x.T, unmask)
-	x, err := e.AddModT(x, masks)
-	if err != nil {
-		return mpc.Shared{}, err
-	}
 	ints, err := e.FromModT(x)
 	if err != nil {
 		return mpc.Shared{}, err

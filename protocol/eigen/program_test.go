@@ -238,7 +238,7 @@ func TestRunWine(t *testing.T) {
 	x, _ := encryptedShares(t, l, rows, g)
 	e := twoParties(t)
 	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
-	out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
+	out, err := job.Run(e, x)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -317,7 +317,7 @@ func TestRunLarge(t *testing.T) {
 	e := twoParties(t)
 	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 	start = time.Now()
-	out, err := job.Run(e, x, func() []uint64 { return make([]uint64, l.Len()) })
+	out, err := job.Run(e, x)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -122,7 +122,7 @@ const DCAResolution = 1e-3
 
 // Program is a components job's members' program (protocol/eigen).
 type Program interface {
-	Run(e *mpc.Engine, x mpc.ModT, unmask func() []uint64) (mpc.Shared, error)
+	Run(e *mpc.Engine, x mpc.ModT) (mpc.Shared, error)
 }
 
 // Program returns the members' program of a components job.

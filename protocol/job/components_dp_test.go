@@ -119,7 +119,7 @@ func TestComponentsDPMatchesStatistics(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			out, err := pj.Run(e, e.ShareModT(modT, p.T()), func() []uint64 { return make([]uint64, l.Len()) })
+			out, err := pj.Run(e, e.ShareModT(modT, p.T()))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -167,6 +167,16 @@ func MaxExactK(d int) int { return max(d-2, 0) }
 // Components reports whether the job releases the components only.
 func (s *Spec) Components() bool { return s.Release == ReleaseComponents }
 
+// BindsC0 reports a job whose members check the sum's c0 too: an exact
+// components job, whose sum must be exactly the named owners' uploads, so
+// that a c0 shifted by a known matrix cannot make its top k components
+// tell more than the owners consented to (docs/PROTOCOL.md 5.2). Other
+// jobs' c0 carries the proxy's noise share (and a statistics job's its
+// mask); a shift there is the user's own loss: an exact statistics release
+// gives the sum anyway, and a DP release shifted by a matrix its user
+// chose independently of the data is post-processing of the noised sum.
+func (s *Spec) BindsC0() bool { return s.Components() && s.NoNoise }
+
 // Canonical returns the bytes the job ID is the hash of: the JSON encoding
 // with the struct's field order (encoding/json is deterministic for a struct
 // of this shape; floats use the shortest representation).

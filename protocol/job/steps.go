@@ -226,20 +226,33 @@ func ServerNoise(s *Spec, sch *schema.Schema, r dp.Role, uploaded int, rnd io.Re
 	return cal.NoiseVector(l, w, rnd, 0)
 }
 
+// AddNoise adds the proxy's noise share to each ciphertext of the sum, in
+// place (a components job's seal: its sum is not blinded, the conversion's
+// own masks hide it).
+func AddNoise(p he.Params, sum []*rlwe.Ciphertext, noise []int64) error {
+	if want := p.Chunks(len(noise)); len(sum) != want {
+		return fmt.Errorf("noise: %d ciphertexts for %d values, want %d", len(sum), len(noise), want)
+	}
+	plain := he.NewPlain(p)
+	for i, ct := range sum {
+		lo := i * p.Slots()
+		if err := plain.AddInt64(ct, noise[lo:min(lo+p.Slots(), len(noise))]); err != nil {
+			return fmt.Errorf("noise of ciphertext %d: %w", i, err)
+		}
+	}
+	return nil
+}
+
 // Blind adds the proxy's noise share and a fresh uniform mask (from rnd,
 // crypto/rand when nil) to each ciphertext of the sum, in place, and returns
 // the masks, which the proxy must keep durably until the job ends.
 func Blind(p he.Params, sum []*rlwe.Ciphertext, noise []int64, rnd io.Reader) ([][]uint64, error) {
-	if want := p.Chunks(len(noise)); len(sum) != want {
-		return nil, fmt.Errorf("blind: %d ciphertexts for %d values, want %d", len(sum), len(noise), want)
+	if err := AddNoise(p, sum, noise); err != nil {
+		return nil, fmt.Errorf("blind: %w", err)
 	}
 	plain := he.NewPlain(p)
 	masks := make([][]uint64, len(sum))
 	for i, ct := range sum {
-		lo := i * p.Slots()
-		if err := plain.AddInt64(ct, noise[lo:min(lo+p.Slots(), len(noise))]); err != nil {
-			return nil, fmt.Errorf("blind ciphertext %d: %w", i, err)
-		}
 		m, err := p.NewMask(rnd)
 		if err != nil {
 			return nil, err

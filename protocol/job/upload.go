@@ -21,11 +21,13 @@ const proofDomain = "fedpca/upload-proof/v1"
 
 // Part is what a committee member needs of one ciphertext of an owner's
 // upload: the digest of its c0, its c1 (he.Params.AppendPoly) and the
-// proof of c1 (protocol/zk).
+// proof of c1 (protocol/zk); and c0 itself for a job that binds it
+// (Spec.BindsC0).
 type Part struct {
 	C0Digest [32]byte
 	C1       []byte
 	Proof    []byte
+	C0       []byte
 }
 
 // PartDigests are the digests an upload statement lists per ciphertext.
@@ -123,9 +125,13 @@ func VerifyPart(p he.Params, key *zk.Key, jobID, owner string, index, count int,
 }
 
 // VerifyCiphertext checks the proof of a whole ciphertext (the proxy, on
-// receipt of an upload) and returns its part for the members.
-func VerifyCiphertext(p he.Params, key *zk.Key, jobID, owner string, index, count int, ct *rlwe.Ciphertext, proof []byte) (Part, error) {
+// receipt of an upload) and returns its part for the members, with c0 when
+// withC0.
+func VerifyCiphertext(p he.Params, key *zk.Key, jobID, owner string, index, count int, ct *rlwe.Ciphertext, proof []byte, withC0 bool) (Part, error) {
 	part := Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1]), Proof: proof}
+	if withC0 {
+		part.C0 = p.AppendPoly(nil, ct.Value[0])
+	}
 	pr, err := zk.Unmarshal(proof, p.N())
 	if err != nil {
 		return part, fmt.Errorf("ciphertext %d: %w: %v", index, ErrUnproven, err)

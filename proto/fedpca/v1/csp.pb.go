@@ -1360,7 +1360,11 @@ type UploadPart struct {
 	// c1 is the ciphertext's c1 (he.Params.AppendPoly).
 	C1 []byte `protobuf:"bytes,2,opt,name=c1,proto3" json:"c1,omitempty"`
 	// proof is the owner's proof that c1 is well formed (protocol/zk).
-	Proof         []byte `protobuf:"bytes,3,opt,name=proof,proto3" json:"proof,omitempty"`
+	Proof []byte `protobuf:"bytes,3,opt,name=proof,proto3" json:"proof,omitempty"`
+	// c0 is the ciphertext's c0 (he.Params.AppendPoly), sent only for a job
+	// whose members check the sum's c0 too (job.Spec.BindsC0: exact
+	// components); its SHA-256 is c0_digest.
+	C0            []byte `protobuf:"bytes,4,opt,name=c0,proto3" json:"c0,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1412,6 +1416,13 @@ func (x *UploadPart) GetC1() []byte {
 func (x *UploadPart) GetProof() []byte {
 	if x != nil {
 		return x.Proof
+	}
+	return nil
+}
+
+func (x *UploadPart) GetC0() []byte {
+	if x != nil {
+		return x.C0
 	}
 	return nil
 }
@@ -2418,12 +2429,13 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\vOwnerUpload\x12\x14\n" +
 	"\x05owner\x18\x01 \x01(\tR\x05owner\x12 \n" +
 	"\vcertificate\x18\x02 \x01(\fR\vcertificate\x12\x1c\n" +
-	"\tsignature\x18\x03 \x01(\fR\tsignature\"O\n" +
+	"\tsignature\x18\x03 \x01(\fR\tsignature\"_\n" +
 	"\n" +
 	"UploadPart\x12\x1b\n" +
 	"\tc0_digest\x18\x01 \x01(\fR\bc0Digest\x12\x0e\n" +
 	"\x02c1\x18\x02 \x01(\fR\x02c1\x12\x14\n" +
-	"\x05proof\x18\x03 \x01(\fR\x05proof\"\xe4\x02\n" +
+	"\x05proof\x18\x03 \x01(\fR\x05proof\x12\x0e\n" +
+	"\x02c0\x18\x04 \x01(\fR\x02c0\"\xe4\x02\n" +
 	"\x0fKeySwitchHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\fR\x04spec\x12\x1c\n" +
