@@ -20,7 +20,7 @@ import (
 // ownerProofs is what the committee members need of an owner's upload to
 // verify it before a key switch: its certificate, its signature of the
 // upload statement and, per ciphertext, the digest of c0, c1 and the
-// proof of c1.
+// proof of c1 (and c0 itself in an exact components job, job.Spec.BindsC0).
 type ownerProofs struct {
 	cert, signature []byte
 	parts           []job.Part
