@@ -2,12 +2,9 @@ package sim
 
 import (
 	"bytes"
-	"context"
-	"encoding/json"
 	"math"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/protocol/job"
@@ -42,51 +39,6 @@ func checkComponentsUtility(t *testing.T, what string, u *Utility, k int) {
 	if q := *u.CapturedVarianceRatio; q < 1-1e-6 {
 		t.Errorf("%s: q/q0 %v", what, q)
 	}
-}
-
-// TestComponentsExactWine: an exact components PCA job end to end through
-// the daemons (3 members, any 2 compute; owners allowing exact
-// components; no noise): the user's result holds the top k components,
-// their covariance eigenvalues and n, nothing else, and they equal the
-// plaintext PCA of the same rows within the issue's accuracy.
-func TestComponentsExactWine(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	data, _ := datasets.CSV("wine")
-	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 5, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1,
-		AllowExactComponents: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	const k = 3
-	rep, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: k, NoNoise: true, Release: job.ReleaseComponents})
-	if err != nil {
-		t.Fatal(err)
-	}
-	res := rep.Result
-	if res.Released != job.ReleaseComponents || res.Output == nil || res.Components != nil || res.Release != nil || res.Quality != nil {
-		t.Fatalf("result: released %q, output %v, statistics' components %v, release %v, quality %v",
-			res.Released, res.Output != nil, res.Components != nil, res.Release != nil, res.Quality != nil)
-	}
-	if res.NoisyN != float64(s.rows.n()) {
-		t.Errorf("n = %v, want the %d rows", res.NoisyN, s.rows.n())
-	}
-	doc, err := json.Marshal(res)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := job.ParseResult(doc); err != nil {
-		t.Fatalf("the result document does not validate: %v", err)
-	}
-	for _, banned := range []string{`"mean"`, `"all_eigenvalues"`, `"explained_variance_ratio"`, `"release"`, `"quality"`} {
-		if bytes.Contains(doc, []byte(banned)) {
-			t.Errorf("the components result holds %s", banned)
-		}
-	}
-	checkComponentsUtility(t, "wine exact components", rep.Utility, k)
-	t.Logf("wine exact components: angles %.3g deg, eigenvalue errors %.3g, timings %+v, bytes %+v",
-		rep.Utility.PrincipalAnglesDeg, rep.Utility.EigenvalueRelErrors, rep.Timings, rep.Bytes)
 }
 
 // TestComponentsUtility: the simulator measures a components result (the
