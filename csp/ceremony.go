@@ -318,7 +318,7 @@ func (c *CSP) checkPeers(cer *ceremony, keys []string) error {
 	for i := range keys {
 		st.Members[i] = cer.memberAt(uint32(i + 1))
 	}
-	p := job.CommitteePolicy{Members: c.cfg.Peers, MinMembers: 1, MinThreshold: 1}
+	p := job.CommitteePolicy{Members: c.cfg.Peers, MinMembers: 1, MinThreshold: 1, AllowMinorityThreshold: true}
 	if err := p.Check(st); err != nil {
 		return invalid("this member takes part only in the committee it pins (csp serve --committee): %v", err)
 	}

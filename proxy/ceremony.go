@@ -161,7 +161,7 @@ func (p *Proxy) checkCommittee(c *committeeRecord) error {
 	if _, err := p.params.Codecs().PublicKey.Unmarshal(c.PublicKey); err != nil {
 		return fmt.Errorf("committee key: %w", err)
 	}
-	st, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), job.CommitteePolicy{AnyMembers: true, MinMembers: 1, MinThreshold: 1})
+	st, err := transport.VerifyCommittee(p.cfg.Creds, p.committeeInfo(c), job.CommitteePolicy{AnyMembers: true, MinMembers: 1, MinThreshold: 1, AllowMinorityThreshold: true})
 	if err != nil {
 		return err
 	}

@@ -187,10 +187,28 @@ func TestCommitteePolicy(t *testing.T) {
 				t.Errorf("%d-of-%d under %v: %v", c.t, c.n, p, err)
 			}
 			p.MinMembers, p.MinThreshold = c.n, c.t
-			if _, err := transport.VerifyCommittee(owner, r, p); err != nil {
+			_, err = transport.VerifyCommittee(owner, r, p)
+			if minority := 2*c.t <= c.n; minority {
+				want := fmt.Sprintf("the committee is %d-of-%d (csp/%s): with a threshold of half the members or fewer, two disjoint sets", c.t, c.n, strings.Join(ids, ", csp/"))
+				if !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), "--committee-allow-minority-threshold") {
+					t.Errorf("%d-of-%d under a policy lowered to it, minority not allowed: %v", c.t, c.n, err)
+				}
+				p.AllowMinorityThreshold = true
+				_, err = transport.VerifyCommittee(owner, r, p)
+			}
+			if err != nil {
 				t.Errorf("%d-of-%d under a policy lowered to it: %v", c.t, c.n, err)
 			}
 		}
+	}
+	// 2 of 4 meets the minimums, but two disjoint pairs could each switch a
+	// job: refused unless allowed.
+	cm := attestedCommitteeOf(t, 4, 2)
+	if _, err := transport.VerifyCommittee(cm.owner, cm.resp, job.CommitteePolicy{Members: cm.pins}); !errors.Is(err, job.ErrCommitteePolicy) || !strings.Contains(err.Error(), "two disjoint sets of 2 members") {
+		t.Errorf("2-of-4: %v", err)
+	}
+	if _, err := transport.VerifyCommittee(cm.owner, cm.resp, job.CommitteePolicy{Members: cm.pins, AllowMinorityThreshold: true}); err != nil {
+		t.Errorf("2-of-4 allowed: %v", err)
 	}
 	for _, c := range []struct {
 		p   job.CommitteePolicy
@@ -235,7 +253,7 @@ func FuzzVerifyCommittee(f *testing.F) {
 		if proto.Unmarshal(b, &r) != nil {
 			return
 		}
-		st, err := transport.VerifyCommittee(owner, &r, job.CommitteePolicy{AnyMembers: true, MinMembers: 1, MinThreshold: 1})
+		st, err := transport.VerifyCommittee(owner, &r, job.CommitteePolicy{AnyMembers: true, MinMembers: 1, MinThreshold: 1, AllowMinorityThreshold: true})
 		if err != nil {
 			if !errors.Is(err, transport.ErrKeyNotAttested) {
 				t.Fatalf("error not marked as unattested: %v", err)

@@ -610,6 +610,7 @@ func committeeFlags(what string) []cli.Flag {
 		intFlag("committee-min-members", job.DefaultMinCommitteeMembers, "refuse a committee of fewer members"),
 		intFlag("committee-min-threshold", job.DefaultMinCommitteeThreshold, "refuse a committee whose key switch needs fewer members (with 1, one member with the proxy could decrypt every upload)"),
 		boolFlag("committee-distinct-domains", "refuse a committee two of whose members' certificates come from one trust domain (one organisation's CA): no one operator runs two members"),
+		boolFlag("committee-allow-minority-threshold", "accept a committee whose threshold is half its members or fewer (refused by default: two disjoint sets of members could each switch a job, releasing it twice)"),
 	}
 }
 
@@ -629,7 +630,7 @@ func committeePolicy(cmd *cli.Command, creds *transport.Credentials) (job.Commit
 // mode: by the name, and the key given as ID=FINGERPRINT if any).
 func resolveCommittee(cmd *cli.Command, creds *transport.Credentials) (job.CommitteePolicy, error) {
 	p := job.CommitteePolicy{AnyMembers: cmd.Bool("any-committee"), DistinctDomains: cmd.Bool("committee-distinct-domains"),
-		MinMembers: cmd.Int("committee-min-members"), MinThreshold: cmd.Int("committee-min-threshold")}
+		MinMembers: cmd.Int("committee-min-members"), MinThreshold: cmd.Int("committee-min-threshold"), AllowMinorityThreshold: cmd.Bool("committee-allow-minority-threshold")}
 	pins, err := memberPins(cmd.StringSlice("committee"), creds)
 	p.Members = pins
 	return p, err

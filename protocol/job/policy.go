@@ -65,6 +65,12 @@ type CommitteePolicy struct {
 	// operator runs two members (transport.VerifyCommittee checks it, with
 	// the certificates).
 	DistinctDomains bool
+	// AllowMinorityThreshold accepts a committee whose threshold is at most
+	// half its members. Refused by default: each member switches a job at
+	// most once, but two disjoint sets of t members could each switch it,
+	// giving a user colluding with the proxy the release twice, with the
+	// members' noise drawn twice.
+	AllowMinorityThreshold bool
 }
 
 // PinNames pins members by name only (insecure mode, tests without
@@ -101,6 +107,9 @@ func (p CommitteePolicy) String() string {
 	if p.DistinctDomains {
 		out += "; each member of its own trust domain"
 	}
+	if p.AllowMinorityThreshold {
+		out += "; a threshold of half the members or fewer accepted"
+	}
 	return out
 }
 
@@ -118,7 +127,7 @@ func (p CommitteePolicy) pins() []string {
 // with different policies).
 func (p CommitteePolicy) Key() string {
 	m, t := p.Minimums()
-	return fmt.Sprintf("%s/%t/%d/%d/%t", strings.Join(p.pins(), ","), p.AnyMembers, m, t, p.DistinctDomains)
+	return fmt.Sprintf("%s/%t/%d/%d/%t/%t", strings.Join(p.pins(), ","), p.AnyMembers, m, t, p.DistinctDomains, p.AllowMinorityThreshold)
 }
 
 // Keyed reports whether every pin has a key (what a node with certificates
@@ -139,6 +148,7 @@ const (
 	flagAnyCommittee = "--any-committee"
 	flagMinMembers   = "--committee-min-members"
 	flagMinThreshold = "--committee-min-threshold"
+	flagMinority     = "--committee-allow-minority-threshold"
 )
 
 // Validate checks the policy when a node starts: it pins the committee (or
@@ -199,6 +209,12 @@ func (p CommitteePolicy) Check(st KeyStatement) error {
 		return fmt.Errorf("%w: the committee is %d-of-%d (csp/%s), and this node requires at least %d members with a threshold of at least %d (%s). "+
 			"The proxy's operator sets the committee (fedpca proxy serve --csp ... --threshold); to accept a smaller one anyway (local tests), lower this node's minimum with %s %d %s %d",
 			ErrCommitteePolicy, st.Threshold, n, strings.Join(st.Members, ", csp/"), m, t, strings.Join(why, "; "), flagMinMembers, n, flagMinThreshold, st.Threshold)
+	}
+	if 2*st.Threshold <= n && !p.AllowMinorityThreshold {
+		return fmt.Errorf("%w: the committee is %d-of-%d (csp/%s): with a threshold of half the members or fewer, two disjoint sets of %d members could each switch a job once, "+
+			"so a proxy colluding with the user could have it released twice with the members' noise drawn twice; this node requires a threshold above %d. "+
+			"The proxy's operator sets the committee (fedpca proxy serve --threshold); to accept it anyway, %s",
+			ErrCommitteePolicy, st.Threshold, n, strings.Join(st.Members, ", csp/"), st.Threshold, n/2, flagMinority)
 	}
 	if len(p.Members) == 0 {
 		return nil
