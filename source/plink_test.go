@@ -185,8 +185,11 @@ func FuzzReadPLINK(f *testing.F) {
 	})
 }
 
-// TestPLINKWriteRead: a fileset written by WritePLINK reads back the same.
-func TestPLINKWriteRead(t *testing.T) {
+// rewriteFixture reads the fixture fileset and writes it again with
+// WritePLINK under dir/name; it returns the fixture, its rows and the
+// written prefix.
+func rewriteFixture(t *testing.T, name string) (*Genotypes, [][]int8, string) {
+	t.Helper()
 	g0, err := OpenPLINK(filepath.Join("testdata", "plink", "fixture"))
 	if err != nil {
 		t.Fatal(err)
@@ -200,15 +203,21 @@ func TestPLINKWriteRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prefix := filepath.Join(t.TempDir(), "out")
+	prefix := filepath.Join(t.TempDir(), name)
 	if err := g.WritePLINK(prefix); err != nil {
 		t.Fatal(err)
 	}
+	return g0, rows, prefix
+}
+
+// TestPLINKWriteRead: a fileset written by WritePLINK reads back the same.
+func TestPLINKWriteRead(t *testing.T) {
+	g0, rows, prefix := rewriteFixture(t, "out")
 	back, err := OpenPLINK(prefix)
 	if err != nil {
 		t.Fatal(err)
 	}
-	row := make([]int8, g.M())
+	row := make([]int8, g0.M())
 	for i := range rows {
 		back.Row(i, row)
 		if !bytes.Equal(asBytes(row), asBytes(rows[i])) {
@@ -237,23 +246,7 @@ func TestPLINKReadsOurFiles(t *testing.T) {
 	if err != nil {
 		t.Skip("plink1.9 is not installed (apt-get install plink1.9): PLINK's own reading of our files not checked")
 	}
-	g0, err := OpenPLINK(filepath.Join("testdata", "plink", "fixture"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	rows := make([][]int8, g0.N())
-	for i := range rows {
-		rows[i] = make([]int8, g0.M())
-		g0.Row(i, rows[i])
-	}
-	g, err := NewGenotypes(g0.Individuals, g0.Variants, rows)
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(t.TempDir(), "ours")
-	if err := g.WritePLINK(out); err != nil {
-		t.Fatal(err)
-	}
+	_, _, out := rewriteFixture(t, "ours")
 	if b, err := exec.Command(bin, "--bfile", out, "--recode", "A", "--out", out).CombinedOutput(); err != nil {
 		t.Fatalf("plink1.9: %v\n%s", err, b)
 	}
