@@ -1,0 +1,159 @@
+package eigen
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/analysis"
+	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/mpc"
+	"github.com/fedpca/fedpca/protocol/stats"
+)
+
+// plainShares shares a packed integer vector mod T between two parties, as
+// the encryption to shares leaves it (without the encryption).
+func plainShares(t testing.TB, e *mpc.Engine, vec []int64) mpc.ModT {
+	t.Helper()
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	T := int64(p.T())
+	modT := make([]uint64, len(vec))
+	for i, v := range vec {
+		modT[i] = uint64((T + v%T) % T)
+	}
+	return e.ShareModT(modT, p.T())
+}
+
+// moments converts a packed vector as the statistics release's user does.
+func moments(t testing.TB, l stats.Layout, g uint, vec []int64) analysis.Moments {
+	t.Helper()
+	rel, err := stats.Unpack(l, g, vec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rr, v, n := rel.Float()
+	return analysis.Moments{R: mat.NewSymDense(l.D, rr), V: v, N: n}
+}
+
+// classStats are a labelled dataset's packed statistics at g bits.
+func classStats(t testing.TB, name string, g uint) (stats.Layout, []int64) {
+	t.Helper()
+	rows, d, labels, classes := quantisedLabelled(t, name, g)
+	l, err := stats.NewLayout(d, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	acc, err := stats.NewAccumulator(l, 1<<g, g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, q := range rows {
+		if err := acc.Add(q, labels[i]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return l, acc.Pack()
+}
+
+// dpRun runs the DP program (DCA, or LDA's rule when within) on vec and
+// returns the decoded eigenvalues and components (k of d).
+func dpRun(t testing.TB, l stats.Layout, g uint, vec []int64, sigma float64, k int, within bool) ([]float64, [][]float64, mpc.Cost) {
+	t.Helper()
+	e := twoParties(t)
+	job := DCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared, NoiseStd: sigma, Doublings: analysis.MaxRetryDoublings, Within: within}
+	out, err := job.Run(e, plainShares(t, e, vec))
+	if err != nil {
+		t.Fatal(err)
+	}
+	col := e.Reveal(out)
+	d := l.D
+	vals := make([]float64, k)
+	vecs := make([][]float64, k)
+	for i := range k {
+		vals[i] = col.V[i].Signed(e.P.F)
+		vecs[i] = make([]float64, d)
+		for r := range d {
+			vecs[i][r] = col.V[k+r*k+i].Signed(e.P.F)
+		}
+	}
+	return vals, vecs, e.Cost
+}
+
+// angleTo is the angle (radians) between v and w's direction (sign free).
+func angleTo(v, w []float64) float64 {
+	dot, nv, nw := 0.0, 0.0, 0.0
+	for i := range v {
+		dot += v[i] * w[i]
+		nv += v[i] * v[i]
+		nw += w[i] * w[i]
+	}
+	return math.Acos(math.Min(1, math.Abs(dot)/math.Sqrt(nv*nw)))
+}
+
+// TestDPDCASelection: a noisy sum crafted so that the regulariser's first
+// candidate leaves S_T + rho I (LDA: S_W + rho I) indefinite; the
+// statistics release needs a doubling (or more), and the members' program
+// must choose the same rho: the first positive definite candidate, its
+// divergent predecessors kept out of it. Its eigenvalues and components
+// match the statistics release's solve of the same sum.
+func TestDPDCASelection(t *testing.T) {
+	if raceEnabled {
+		t.Skip("slow under the race detector")
+	}
+	const g = 16
+	l, exact := classStats(t, "wine", g)
+	d := l.D
+	sigma := 0.5
+	margin := analysis.NoiseMargin(sigma, d)
+	for _, within := range []bool{false, true} {
+		name := analysis.AnalysisDCA
+		if within {
+			name = analysis.AnalysisLDA
+		}
+		vec := append([]int64(nil), exact...)
+		// R's noise (seeded, of standard deviation sigma), then the first
+		// feature's variance taken down by 1.6 margins past its own.
+		rng := rand.New(rand.NewPCG(1, 2))
+		for i := range l.RLen() {
+			vec[i] += int64(math.Round(rng.NormFloat64() * sigma * math.Ldexp(1, 2*g)))
+		}
+		m := moments(t, l, g, vec)
+		sc, err := m.Scatters()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s := sc.ST
+		if within {
+			s = sc.SW
+		}
+		vec[l.R(0, 0)] -= int64(math.Round((s.At(0, 0) + 1.6*margin) * math.Ldexp(1, 2*g)))
+		m = moments(t, l, g, vec)
+		opts := analysis.Options{K: 2, Regularizer: analysis.Regularizer{NoiseStd: sigma}}
+		want, doublings, err := analysis.SolveWithRetry(name, m, opts)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if doublings == 0 {
+			t.Fatalf("%s: the crafted sum needs no doubling", name)
+		}
+		vals, vecs, cost := dpRun(t, l, g, vec, sigma, 2, within)
+		t.Logf("%s: %d doublings, rho %.4g; eigenvalues %v, statistics release %v; %d rounds, %.0f MB", name, doublings, want.Rho, vals, want.Eigenvalues, cost.Rounds, float64(cost.BytesPerParty)/1e6)
+		for i := range 2 {
+			wantV := want.Eigenvalues[i]
+			if within {
+				wantV /= 1 + wantV // the output is DCA's lambda = mu / (1 + mu)
+			}
+			if math.Abs(vals[i]-wantV) > 1e-4*math.Max(1, wantV) {
+				t.Errorf("%s: eigenvalue %d is %.6g, the statistics release's %.6g", name, i+1, vals[i], wantV)
+			}
+			if a := angleTo(vecs[i], mat.Col(nil, i, want.Unit)); a > 1e-3 {
+				t.Errorf("%s: component %d is %.3g rad from the statistics release's", name, i+1, a)
+			}
+		}
+	}
+}
