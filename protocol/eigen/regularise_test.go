@@ -157,3 +157,158 @@ func TestDPDCASelection(t *testing.T) {
 		}
 	}
 }
+
+// symmetric returns Q diag(vals) Q^T for a seeded random orthogonal Q.
+func symmetric(vals []float64, seed uint64) *mat.SymDense {
+	n := len(vals)
+	rng := rand.New(rand.NewPCG(seed, 3))
+	g := mat.NewDense(n, n, nil)
+	for i := range n {
+		for j := range n {
+			g.Set(i, j, rng.NormFloat64())
+		}
+	}
+	var qr mat.QR
+	qr.Factorize(g)
+	var q mat.Dense
+	qr.QTo(&q)
+	out := mat.NewSymDense(n, nil)
+	for i := range n {
+		for j := i; j < n; j++ {
+			s := 0.0
+			for k, v := range vals {
+				s += q.At(i, k) * v * q.At(j, k)
+			}
+			out.SetSym(i, j, s)
+		}
+	}
+	return out
+}
+
+// TestGuardedWhitening: candidates whitened side by side, two positive
+// definite (the same matrix twice), one with an eigenvalue of -1/2 (its
+// Newton-Schulz iteration passes 2^21, the fixed point's range, within
+// six steps unguarded), one with an eigenvalue of -1e-3 (slow to diverge)
+// and one positive definite below the whitening's resolution (1e-8). Only
+// the resolved positive definite ones pass; at every step the diverging
+// candidate's Z stays within the guard's bound (it is zeroed once past
+// it); the passing ones are X^-1/2 as if whitened alone, whatever their
+// neighbours did.
+func TestGuardedWhitening(t *testing.T) {
+	const d = 6
+	pd := []float64{1, 0.6, 0.3, 0.1, 0.02, 0.004}
+	specs := [][]float64{
+		{1, 0.6, 0.3, 0.1, -0.5, 0.02},
+		pd,
+		{1, 0.6, 0.3, 0.1, 0.02, -1e-3},
+		{1, 0.6, 0.3, 0.1, 0.02, 1e-8},
+		pd,
+	}
+	want := []uint64{0, 1, 0, 0, 1}
+	xs := make([]*mat.SymDense, len(specs))
+	for i, s := range specs {
+		seed := uint64(i)
+		if i == 4 {
+			seed = 1 // the same matrix as candidate 1
+		}
+		xs[i] = symmetric(s, seed)
+	}
+	g, err := newGuard(d, mpc.DefaultParams)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Unguarded, the first candidate's iteration leaves the range.
+	z, y := mat.NewDense(d, d, nil), mat.DenseCopyOf(xs[0])
+	for i := range d {
+		z.Set(i, i, 1)
+	}
+	left := -1
+	for step := range WhitenSteps {
+		var zy, tt, y2, z2 mat.Dense
+		zy.Mul(z, y)
+		tt.Scale(-0.5, &zy)
+		for i := range d {
+			tt.Set(i, i, tt.At(i, i)+1.5)
+		}
+		y2.Mul(y, &tt)
+		z2.Mul(&tt, z)
+		y, z = &y2, &z2
+		if mat.Norm(z, math.Inf(1)) > 1<<21 || mat.Norm(y, math.Inf(1)) > 1<<21 {
+			left = step
+			break
+		}
+	}
+	if left < 0 || left > 5 {
+		t.Fatalf("unguarded, the indefinite candidate leaves the range at step %d", left)
+	}
+	e := twoParties(t)
+	share := func() []mpc.Shared {
+		out := make([]mpc.Shared, len(xs))
+		for i, x := range xs {
+			rows := make([][]float64, d)
+			for r := range d {
+				rows[r] = mat.Row(nil, r, x)
+			}
+			out[i] = e.Share(mpc.EncodeMat(rows, e.P.F))
+		}
+		return out
+	}
+	// ||Z~||_F one step after a state within the bounds: ||T||_2 <= 1 + P / 2.
+	P := math.Exp2(float64(g.c)) * math.Sqrt(math.Exp2(float64(g.bd)))
+	bound := (1 + P/2) * math.Sqrt(math.Exp2(float64(g.by)))
+	zeroed := -1
+	for steps := 0; steps <= WhitenSteps; steps++ {
+		zs, pass, err := g.whiten(e, share(), steps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		z0 := mat.NewDense(d, d, nil)
+		for i, w := range e.Reveal(zs[0]).V {
+			z0.Set(i/d, i%d, w.Signed(e.P.F))
+		}
+		f := mat.Norm(z0, 2) // Frobenius
+		if f > bound {
+			t.Fatalf("step %d: the indefinite candidate's ||Z~||_F is %g, past the guard's bound %g", steps, f, bound)
+		}
+		if zeroed < 0 && f < 1e-6 {
+			zeroed = steps
+		}
+		if steps < WhitenSteps {
+			continue
+		}
+		t.Logf("unguarded, the indefinite candidate left the range at step %d; guarded, it was zeroed at step %d (bound on ||Z~||_F %.3g)", left, zeroed, bound)
+		if zeroed < 0 || f > 1e-6 {
+			t.Errorf("the indefinite candidate's Z~ is %g in norm, want zeroed", f)
+		}
+		bits := e.Reveal(pass)
+		for i := range want {
+			if bits.V[i] != (mpc.Word{Lo: want[i]}) {
+				t.Errorf("candidate %d: pass %v, want %d", i, bits.V[i], want[i])
+			}
+		}
+		var es mat.EigenSym
+		es.Factorize(xs[1], true)
+		var q mat.Dense
+		es.VectorsTo(&q)
+		ev := es.Values(nil)
+		inv := mat.NewDense(d, d, nil)
+		for i := range d {
+			for j := range d {
+				s := 0.0
+				for k := range d {
+					s += q.At(i, k) * q.At(j, k) / math.Sqrt(ev[k])
+				}
+				inv.Set(i, j, s)
+			}
+		}
+		for _, c := range []int{1, 4} {
+			worst := 0.0
+			for i, w := range e.Reveal(zs[c]).V {
+				worst = math.Max(worst, math.Abs(math.Ldexp(w.Signed(e.P.F), int(g.e))-inv.At(i/d, i%d)))
+			}
+			if worst > 1e-5 {
+				t.Errorf("candidate %d: Z is %.2g from X^-1/2", c, worst)
+			}
+		}
+	}
+}

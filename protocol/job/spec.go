@@ -407,9 +407,6 @@ func (s *Spec) Validate() error {
 		if s.Analysis != PCA && s.Analysis != DCA && s.Analysis != LDA {
 			return bad("release", "components of %s: pca, dca and lda only", s.Analysis)
 		}
-		if s.Analysis != PCA && !s.NoNoise {
-			return bad("release", "components of %s: exact (no_noise) only so far; the regulariser's noise margin is not built on shares", s.Analysis)
-		}
 		if s.K < 1 {
 			return bad("k", "a components release needs k >= 1")
 		}
