@@ -1,9 +1,12 @@
 package eigen
 
 import (
+	"fmt"
 	"math"
 	"math/rand/v2"
+	"os"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
 
@@ -309,6 +312,54 @@ func TestGuardedWhitening(t *testing.T) {
 			if worst > 1e-5 {
 				t.Errorf("candidate %d: Z is %.2g from X^-1/2", c, worst)
 			}
+		}
+	}
+}
+
+// TestDPDCACost measures the members' program (both parties in one
+// process) for docs/PROTOCOL.md 7.2 with DP_DCA_COST=1: DCA with 2
+// components on wine (d = 13) and on digits' first 50 features, exact and
+// with noise (sigma_R of epsilon 1, the servers plan's order) at 0, 3 and
+// 10 doublings: rounds, MB opened per party, seconds.
+func TestDPDCACost(t *testing.T) {
+	if os.Getenv("DP_DCA_COST") == "" {
+		t.Skip("DP_DCA_COST=1 runs the measurement")
+	}
+	const g = 16
+	for _, c := range []struct {
+		name string
+		d    int
+	}{{"wine", 13}, {"digits", 50}} {
+		rows, _, labels, classes := quantisedLabelled(t, c.name, g)
+		for i := range rows {
+			rows[i] = rows[i][:c.d]
+		}
+		l, err := stats.NewLayout(c.d, classes)
+		if err != nil {
+			t.Fatal(err)
+		}
+		acc, err := stats.NewAccumulator(l, 1<<g, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, q := range rows {
+			if err := acc.Add(q, labels[i]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		vec := acc.Pack()
+		for _, doublings := range []int{-1, 0, 3, analysis.MaxRetryDoublings} {
+			e := twoParties(t)
+			job := DCAJob{Layout: l, Bits: g, Clip: 1, K: 2, Solver: DefaultShared}
+			what := "exact"
+			if doublings >= 0 {
+				job.NoiseStd, job.Doublings, what = 5, doublings, fmt.Sprintf("DP, %d doublings", doublings)
+			}
+			start := time.Now()
+			if _, err := job.Run(e, plainShares(t, e, vec)); err != nil {
+				t.Fatal(err)
+			}
+			fmt.Printf("| %s | %d | %s | %d | %.0f | %.2f |\n", c.name, c.d, what, e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6, time.Since(start).Seconds())
 		}
 	}
 }
