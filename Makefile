@@ -16,7 +16,7 @@ test: ## run every test with the race detector, then the race-excluded heavy tes
 	$(GO) test -race -timeout 60m $(PKGS)
 	$(GO) test -count 1 -run 'TestNoiseMargin10k' ./protocol/he
 	$(GO) test -count 1 -run 'TestGoldenDatasets|TestDCAGolden|TestDPDCASelection' ./protocol/eigen
-	$(GO) test -count 1 -run 'TestPowerJobDP|TestRunPowerSynthetic|TestComponentsDPDiscriminant' ./sim
+	$(GO) test -count 1 -run 'TestPowerJobDP|TestRunPowerSynthetic|TestComponentsDPDiscriminant|TestComponentsDPWine' ./sim
 
 .PHONY: test-short
 test-short: ## the fast tier: every package's unit tests with -short (no race detector; under 2 minutes on 2 cores)

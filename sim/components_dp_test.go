@@ -2,11 +2,14 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"crypto/rand"
+	"encoding/json"
 	"fmt"
 	"math"
 	"math/big"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -197,5 +200,56 @@ func TestComponentsDPDiscriminant(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// TestComponentsDPWine: DP DCA and LDA components-only jobs through the
+// daemons (epsilon 1, the servers plan, one member of three down): the
+// members choose the regulariser on shares; the user's result holds unit
+// components (or zero ones), finite eigenvalues, n and a quality block
+// with the noise and the note on what the release cannot tell, and no
+// statistic.
+func TestComponentsDPWine(t *testing.T) {
+	if raceEnabled {
+		t.Skip("two DP components jobs through the daemons: slow under the race detector")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := s.Cluster().StopCSP(0); err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range []string{job.DCA, job.LDA} {
+		rep, err := s.Run(ctx, JobOptions{Analysis: a, K: 2, Epsilon: 1, Release: job.ReleaseComponents})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res := rep.Result
+		if res.Released != job.ReleaseComponents || res.Output == nil || res.Components != nil || res.Release != nil {
+			t.Fatalf("%s: released %q, output %v, statistics' components %v, release %v", a, res.Released, res.Output != nil, res.Components != nil, res.Release != nil)
+		}
+		for j := range 2 {
+			v, norm := res.Output.Eigenvalues[j], floatsNorm(res.Output.Vector(j))
+			if math.IsNaN(v) || math.IsInf(v, 0) || v < -1e-6 || norm != 0 && math.Abs(norm-1) > 1e-6 {
+				t.Errorf("%s component %d: eigenvalue %g, length %g", a, j+1, v, norm)
+			}
+		}
+		q := res.Quality
+		if q == nil || !(q.EntryStd > 0) || len(q.Notes) == 0 || !strings.Contains(q.Notes[len(q.Notes)-1], "whole pencil") {
+			t.Fatalf("%s: quality %+v, want the noise and the note on the pencil", a, q)
+		}
+		doc, err := json.Marshal(res)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := job.ParseResult(doc); err != nil {
+			t.Fatalf("%s: the result document does not validate: %v", a, err)
+		}
+		t.Logf("%s: eigenvalues %v, noisy n %.1f, %.2f s", a, res.Output.Eigenvalues, res.NoisyN, rep.Timings.Total)
 	}
 }
