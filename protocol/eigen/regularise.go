@@ -58,7 +58,8 @@ type guard struct {
 }
 
 // newGuard returns the bounds for d features and the fixed point p, or an
-// error when the range argument does not hold at this d (about 700).
+// error when the range argument does not hold at this d (above 512 with
+// mpc.DefaultParams).
 func newGuard(d int, p mpc.Params) (guard, error) {
 	top := float64(p.L - 2*p.F - 1) // values below 2^top
 	by := uint(math.Ceil(math.Log2(4 * float64(d))))
