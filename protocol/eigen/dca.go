@@ -124,7 +124,7 @@ func (j DCAJob) Run(e *mpc.Engine, x mpc.ModT) (mpc.Shared, error) {
 	if j.NoiseStd > 0 {
 		z, m, scale, err = j.regularise(e, cov, b, margin)
 	} else {
-		z, m, err = whiten(e, cov, b)
+		z, m, err = whitenExact(e, cov, b)
 	}
 	if err != nil {
 		return mpc.Shared{}, err
@@ -189,9 +189,9 @@ func (st *normalised) between(e *mpc.Engine, mean mpc.Shared) (mpc.Shared, error
 	return e.MulConst(e.Symmetrise(e.Sub(sb[0], sb[1])), st.scale), nil
 }
 
-// whiten is the exact program's whitening: A = cov + rho I with rho =
+// whitenExact is the exact program's whitening: A = cov + rho I with rho =
 // TraceFactor trace / d, Z = A^-1/2 and M = Z B Z.
-func whiten(e *mpc.Engine, cov, b mpc.Shared) (z, m mpc.Shared, err error) {
+func whitenExact(e *mpc.Engine, cov, b mpc.Shared) (z, m mpc.Shared, err error) {
 	d := cov.R
 	trace := e.Reshape(e.ColumnSums(e.Diagonal(cov)), 1, 1)
 	a := e.AddDiagonal(cov, e.MulConst(trace, TraceFactor/float64(d)))

@@ -1,8 +1,6 @@
 package mpc
 
-import (
-	"testing"
-)
+import "testing"
 
 // TestFirstTrue: the one-hot of the first set bit for every pattern of up to
 // 11 bits (all zeros when none is set), and Choose takes that operand (zero
