@@ -51,7 +51,7 @@ const residueBits = 4
 // and every compared value stays below 2^(L - 2F - 1) before its
 // truncation or comparison (fits). A positive definite candidate with
 // eigenvalues x in (0, 1] passes every check while ||Z||_F^2 stays below
-// 2^(by + 2e) - d: then ||Y||_F^2 <= sum x <= d (y = x z <= sqrt x) and
+// (2^by - d) 2^2e, at least 3/4 2^(by + 2e) (about 2^20): then ||Y||_F^2 <= sum x <= d (y = x z <= sqrt x) and
 // ||Z Y - I||_F^2 = sum (p - 1)^2 < d (p in (0, 1] after the first step).
 type guard struct {
 	e, c, by, bd uint
@@ -90,7 +90,7 @@ func newGuard(d int, p mpc.Params) (guard, error) {
 // Higham 2008 eq. 6.35) on every candidate xs[j], side by side: each
 // step's products of all candidates in one MatMul, their checks in one
 // Hadamard round and one comparison. It returns each candidate's Z~ =
-// X^-1/2 2^-e (zero where a check failed) and the column of bits pass[j]:
+// X^-1/2 2^-e (zero where a step's check failed) and the column of bits pass[j]:
 // the last state within the bounds and its residue ||Z X Z - I||_F^2
 // below 2^-residueBits. Fifteen rounds a step.
 func (g guard) whiten(e *mpc.Engine, xs []mpc.Shared, steps int) (zs []mpc.Shared, pass mpc.Shared, err error) {
