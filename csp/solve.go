@@ -243,7 +243,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	if err != nil {
 		return nil, err
 	}
-	pj, err := chk.spec.Program(chk.sch)
+	pj, err := chk.spec.Program(chk.sch, len(chk.owners))
 	if err != nil {
 		return nil, invalid("%v", err)
 	}

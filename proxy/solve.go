@@ -96,7 +96,7 @@ func (p *Proxy) replaceLost(ctx context.Context, j *jobState) error {
 
 // solveWith runs one attempt of the computation with the active set.
 func (p *Proxy) solveWith(ctx context.Context, j *jobState, active []uint32, owners []string, rec jobRecord, in *switchState) error {
-	pj, err := j.spec.Program(j.sch)
+	pj, err := j.spec.Program(j.sch, len(owners))
 	if err != nil {
 		return permanent{err}
 	}

@@ -42,7 +42,7 @@ func noisePlanFlag() cli.Flag {
 
 // releaseFlag is the flag that chooses what a job releases.
 func releaseFlag() cli.Flag {
-	return strFlag("release", "statistics", "what the user learns: statistics (the noisy scatter statistics, analysed here) or components (pca, and dca or lda without noise: the committee computes the top k components, their eigenvalues and n in secret-shared arithmetic and only those reach the user, sealed to KEYS/result.key; with --no-noise only owners that allow exact components take part)")
+	return strFlag("release", "statistics", "what the user learns: statistics (the noisy scatter statistics, analysed here) or components (pca, dca or lda: the committee computes the top k components, their eigenvalues and n in secret-shared arithmetic and only those reach the user, sealed to KEYS/result.key; with --no-noise only owners that allow exact components take part)")
 }
 
 // parseRelease reads --release for an analysis: the spec's Release.
@@ -53,9 +53,6 @@ func parseRelease(cmd *cli.Command, analysis string) (string, error) {
 	case job.ReleaseComponents:
 		if analysis != job.PCA && analysis != job.DCA && analysis != job.LDA {
 			return "", fmt.Errorf("--release components: for --analysis pca, dca or lda, not %s", analysis)
-		}
-		if analysis != job.PCA && !cmd.Bool("no-noise") {
-			return "", fmt.Errorf("--release components with --analysis %s: exact (--no-noise) only so far", analysis)
 		}
 		if cmd.Bool("standardize") {
 			return "", errors.New("--release components: not with --standardize (the committee computes the covariance's components)")
@@ -147,8 +144,8 @@ and a threshold of --committee-min-threshold.
 Writes OUT/result.json (components, privacy accounting with the collusion table,
 and the noisy release), OUT/components.csv, OUT/components.npy, OUT/mean.npy,
 OUT/eigenvalues.npy and OUT/release.json; with --plots DIR also the scree plot.
-With --release components (pca) the user learns only the top k components, their
-covariance eigenvalues and n: OUT/result.json, OUT/components.csv, OUT/components.npy
+With --release components (pca, dca or lda) the user learns only the top k components,
+their eigenvalues and n: OUT/result.json, OUT/components.csv, OUT/components.npy
 and OUT/eigenvalues.npy, no mean, no release, no figures.
 On a terminal a progress bar follows the uploads and the key switch.
 

@@ -2,7 +2,7 @@
 // seeing the statistics. What jobs run is route (ii) (docs/PROTOCOL.md 7.2):
 // PCAJob and DCAJob, the members' program on additive shares (protocol/mpc),
 // from the verified sum's shares to the components (program.go, dca.go,
-// shared.go). The rest of this comment and solver.go, committee.go and
+// regularise.go: a DP DCA's regulariser chosen on shares, shared.go). The rest of this comment and solver.go, committee.go and
 // ritz.go are route (i), kept as the measurement that ruled it out: the
 // top eigenpairs of a covariance C that stays encrypted under a committee's
 // CKKS key, by block subspace iteration with the normalisation evaluated

@@ -59,30 +59,34 @@ func (j PCAJob) Validate() error {
 // public truncations, so no step sees n or its size (Catrina and Saxena's
 // normalisation, FC 2010).
 func (j PCAJob) Covariance(e *mpc.Engine, x mpc.Shared) (cov, n mpc.Shared, err error) {
-	st, err := normalise(e, x, j.Layout, j.Bits, j.Clip)
+	st, err := normalise(e, x, j.Layout, j.Bits, j.Clip, 0)
 	if err != nil {
 		return cov, n, err
 	}
-	cov, _, err = st.covariance(e)
+	cov, _, _, err = st.covariance(e)
 	return cov, st.total, err
 }
 
 // normalised are the statistics over n's power of two (see Covariance).
 type normalised struct {
-	d, k  int
-	upper func(i, j int) int // R's index
-	rt    mpc.Shared         // R~: R / (2^g 2^(i+1)), the upper triangle
-	vt    mpc.Shared         // v~_k: v_k / 2^(i+1), d x K
-	nt    mpc.Shared         // n~_k: n_k' / 2^(i+1), K x 1
-	w     mpc.Shared         // 1 / n~, 1 x 1
-	total mpc.Shared         // the counts' raw sum (the output's n)
-	scale float64            // 1 / c^2
+	d, k   int
+	upper  func(i, j int) int // R's index
+	rt     mpc.Shared         // R~: R / (2^g 2^(i+1)), the upper triangle
+	vt     mpc.Shared         // v~_k: v_k / 2^(i+1), d x K
+	nt     mpc.Shared         // n~_k: n_k' / 2^(i+1), K x 1
+	margin mpc.Shared         // the margin on R's diagonal, as R~ (1 x 1)
+	w      mpc.Shared         // 1 / n~, 1 x 1
+	total  mpc.Shared         // the counts' raw sum (the output's n)
+	scale  float64            // 1 / c^2
 }
 
 // normalise clamps each class count to at least one row (2^g: a noisy
 // count may be small or negative), finds the most significant bit of
-// their sum n, and brings R, the v_k and the n_k over it.
-func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip float64) (*normalised, error) {
+// their sum n, and brings R, the v_k and the n_k over it. margin is a
+// public amount in R's data units (the DP regulariser's noise term, 0
+// without one), brought over n as an entry of R's diagonal would be: the
+// same round, no opening (a public multiple of the shared shift).
+func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip, margin float64) (*normalised, error) {
 	if x.R != l.Len() || x.C != 1 {
 		return nil, fmt.Errorf("statistics of %dx%d, want %dx1", x.R, x.C, l.Len())
 	}
@@ -117,12 +121,18 @@ func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip floa
 	} else {
 		pre = 0
 	}
+	// The margin in R's integer units, 2^(2g) margin, over 2^pm so that
+	// its product with the shift (below 2^(59 - g): n is at least 2^g) stays
+	// below 2^85 and the multiplier within an int64.
+	mint, pm := marginUnits(margin, bits)
+	m := e.Scale(shift, mint)
 	all := e.Stack(r, vs, ns, n)
 	prod, err := e.Hadamard(mpc.Product{X: all, Y: e.Replicate(shift, all.R).Column()})
 	if err != nil {
 		return nil, err
 	}
-	tr := e.TruncEach([]uint{statsBits + bits - f - uint(pre), statsBits - f}, e.Rows(prod[0], 0, rlen), e.Rows(prod[0], rlen, d*k+k+1))
+	tr := e.TruncEach([]uint{statsBits + bits - f - uint(pre), statsBits - f, statsBits + bits - f - pm},
+		e.Rows(prod[0], 0, rlen), e.Rows(prod[0], rlen, d*k+k+1), m)
 	rest := tr[1]
 	w, err := e.RecipHalf(e.Rows(rest, d*k+k, 1))
 	if err != nil {
@@ -131,24 +141,38 @@ func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip floa
 	vt := e.Rows(rest, 0, d*k)
 	// d x K, column k class k.
 	vt = e.Transpose(e.Reshape(vt, k, d))
-	return &normalised{d: d, k: k, upper: l.R, rt: tr[0], vt: vt, nt: e.Rows(rest, d*k, k), w: w, total: total, scale: 1 / (clip * clip)}, nil
+	return &normalised{d: d, k: k, upper: l.R, rt: tr[0], vt: vt, nt: e.Rows(rest, d*k, k), margin: tr[2], w: w, total: total, scale: 1 / (clip * clip)}, nil
 }
 
-// covariance returns S_T / (n c^2) and the mean v / n.
-func (st *normalised) covariance(e *mpc.Engine) (cov, mean mpc.Shared, err error) {
+// marginUnits returns the public multiplier round(2^(2g) margin / 2^pm)
+// of normalise's shift and pm: the multiplier below 2^62 and its product
+// with a shift below 2^(59 - g) below 2^85.
+func marginUnits(margin float64, bits uint) (int64, uint) {
+	if !(margin > 0) {
+		return 0, 0
+	}
+	exp := math.Ilogb(margin) + 1 + 2*int(bits) // 2^(2g) margin < 2^exp
+	pm := max(0, exp-62, exp+statsBits-1-int(bits)-85)
+	return int64(math.Round(math.Ldexp(margin, 2*int(bits)-pm))), uint(pm)
+}
+
+// covariance returns S_T / (n c^2), the mean v / n and the margin over
+// n c^2 (the regulariser's noise term in the covariance's units).
+func (st *normalised) covariance(e *mpc.Engine) (cov, mean, margin mpc.Shared, err error) {
 	rlen := st.rt.R
 	v := e.ColumnSums(e.Transpose(st.vt)) // the classes summed, d x 1
-	scaled, err := e.MulElem(e.Stack(st.rt, v), e.Replicate(st.w, rlen+st.d).Column())
+	scaled, err := e.MulElem(e.Stack(st.rt, v, st.margin), e.Replicate(st.w, rlen+st.d+1).Column())
 	if err != nil {
-		return cov, mean, err
+		return cov, mean, margin, err
 	}
 	mean = e.Rows(scaled, rlen, st.d)
 	outer, err := e.MatMul(0, mpc.Product{X: mean, Y: e.Transpose(mean)})
 	if err != nil {
-		return cov, mean, err
+		return cov, mean, margin, err
 	}
 	cov = e.Sub(e.Symmetric(e.Rows(scaled, 0, rlen), st.d, st.upper), outer[0])
-	return e.MulConst(cov, st.scale), mean, nil
+	both := e.MulConst(e.Stack(cov.Column(), e.Rows(scaled, rlen+st.d, 1)), st.scale)
+	return e.Reshape(e.Rows(both, 0, st.d*st.d), st.d, st.d), mean, e.Rows(both, st.d*st.d, 1), nil
 }
 
 // Run is a components job's program, the same for every party (its own

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/fedpca/fedpca/protocol/analysis"
 	"github.com/fedpca/fedpca/protocol/eigen"
 	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/protocol/stats"
 )
 
 // A components release's output, as the members' program leaves it in
@@ -125,8 +127,11 @@ type Program interface {
 	Run(e *mpc.Engine, x mpc.ModT) (mpc.Shared, error)
 }
 
-// Program returns the members' program of a components job.
-func (s *Spec) Program(sch *schema.Schema) (Program, error) {
+// Program returns the members' program of a components job whose sum
+// holds `uploaded` owners' uploads (with DP noise, the noise's size
+// depends on it: the regulariser's is the statistics release's of the same
+// sum, Privacy.SigmaTotal.R).
+func (s *Spec) Program(sch *schema.Schema, uploaded int) (Program, error) {
 	l, err := s.Layout(sch)
 	if err != nil {
 		return nil, err
@@ -141,6 +146,20 @@ func (s *Spec) Program(sch *schema.Schema) (Program, error) {
 		// S_B w = mu (S_W + rho I) w exactly when S_B w = lambda (S_T + rho I) w,
 		// mu = lambda / (1 - lambda) (S_T = S_W + S_B); Decode maps the values.
 		j := eigen.DCAJob{Layout: l, Bits: sch.Bits, Clip: clip, K: s.K, Solver: eigen.DefaultShared}
+		if !s.NoNoise {
+			// With noise, rho is the statistics release's: the trace term
+			// plus the noise margin of the same sum's noise on R, doubled
+			// until S_T + rho I (LDA: S_W + rho I) is positive definite.
+			cal, err := s.Calibration(sch)
+			if err != nil {
+				return nil, err
+			}
+			sigma, err := s.sigmaTotal(cal, uploaded)
+			if err != nil {
+				return nil, err
+			}
+			j.NoiseStd, j.Doublings, j.Within = sigma[stats.BlockR], analysis.MaxRetryDoublings, s.Analysis == LDA
+		}
 		return j, j.Validate()
 	}
 	return nil, fmt.Errorf("no components program for %s", s.Analysis)

@@ -115,7 +115,7 @@ func TestComponentsDPMatchesStatistics(t *testing.T) {
 			}
 			cs := *spec
 			cs.Release = ReleaseComponents
-			pj, err := cs.Program(ds.schema)
+			pj, err := cs.Program(ds.schema, 1)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -119,7 +119,7 @@ func fuzzResults(tb testing.TB) [][]byte {
 	top := &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: PCA, Features: h.Features,
 		Owners: []string{"hospital-a", "hospital-c"}, NumOwners: 2, NoisyN: 40, Privacy: pr, HEParams: h.HEParams, Released: ReleaseComponents,
 		Output: &TopComponents{W: [][]float64{{1, 0}, {0, 0.6}, {0, 0.8}}, Eigenvalues: []float64{0.5, 0.25}}}
-	top.Quality = componentsQuality(top, 3)
+	top.Quality = componentsQuality(top, 3, 1)
 	b, err := json.Marshal(top)
 	if err != nil {
 		tb.Fatal(err)

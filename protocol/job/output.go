@@ -110,7 +110,11 @@ func ComponentsResult(s *Spec, sch *schema.Schema, out *Output, owners []string,
 	res := &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: s.Analysis, Features: h.Features,
 		Owners: owners, NumOwners: len(owners), NoisyN: out.N, Privacy: pr, HEParams: heParams,
 		Released: ReleaseComponents, Output: top}
-	res.Quality = componentsQuality(res, d)
+	l, err := s.Layout(sch)
+	if err != nil {
+		return nil, err
+	}
+	res.Quality = componentsQuality(res, d, l.K)
 	return res, nil
 }
 

@@ -5,6 +5,8 @@ import (
 	"math"
 	"strings"
 
+	"gonum.org/v1/gonum/floats"
+
 	"github.com/fedpca/fedpca/protocol/analysis"
 )
 
@@ -115,32 +117,50 @@ func quality(res *Result, sc analysis.Scatters, corr *analysis.Correlation, d, c
 	return q, nil
 }
 
-// componentsQuality is the Quality of a components release (PCA with DP
-// noise; nil without): the same noise figures as the statistics release's
-// of the same job, from the public noise levels and the released n, with
-// the eigenvalues and eigengaps compared in the covariance's units. The
+// componentsQuality is the Quality of a components release with DP noise
+// (nil without): the same noise figures as the statistics release's of the
+// same job, from the public noise levels and the released n. PCA's
+// eigenvalues and eigengaps are compared in the covariance's units; the
 // release holds the top k eigenvalues only, so the gap below the k-th is
 // not known: a note says so, rather than the absence of a warning implying
-// that the last component is determined.
-func componentsQuality(res *Result, d int) *Quality {
+// that the last component is determined. DCA's and LDA's noise per
+// component is not computable from the release (a note says why); a
+// component without a direction is warned about.
+func componentsQuality(res *Result, d, classes int) *Quality {
 	pr := res.Privacy
 	if pr.NoNoise || res.Output == nil {
 		return nil
 	}
 	sr, sn := float64(pr.SigmaTotal.R), float64(pr.SigmaTotal.N)
-	q := &Quality{NoisyNStd: sn, EntryStd: sr, NoiseSpectralNorm: 2 * math.Sqrt(float64(d)) * sr}
+	q := &Quality{NoisyNStd: math.Sqrt(float64(classes)) * sn, EntryStd: sr, NoiseSpectralNorm: 2 * math.Sqrt(float64(d)) * sr}
 	if res.NoisyN < 3*q.NoisyNStd || res.NoisyN <= 0 {
 		q.warn("noisy_n %.4g is within 3 standard deviations (%.4g) of 0: the covariance's scale is dominated by noise", res.NoisyN, q.NoisyNStd)
 		return q
 	}
 	n := res.NoisyN
-	q.CovarianceNoiseNorm, q.EigenvalueStd = q.NoiseSpectralNorm/n, math.Sqrt2*sr/n
+	q.CovarianceNoiseNorm = q.NoiseSpectralNorm / n
 	eig := res.Output.Eigenvalues
+	if res.Analysis != PCA {
+		q.discriminant(res.Output)
+		return q
+	}
+	q.EigenvalueStd = math.Sqrt2 * sr / n
 	q.gaps(eig, len(eig), func(int) float64 { return q.CovarianceNoiseNorm }, "the noise's spectral norm on the covariance")
 	if k := len(eig); k < d {
 		q.Notes = append(q.Notes, fmt.Sprintf("component %d: the next eigenvalue is not released, so whether its gap to it is above the noise (%.3g) cannot be told from this release", k, q.CovarianceNoiseNorm))
 	}
 	return q
+}
+
+// discriminant is a DCA or LDA components release's part of the quality.
+func (q *Quality) discriminant(t *TopComponents) {
+	d, k := t.Dims()
+	for j := range k {
+		if norm := floats.Norm(t.Vector(j), 2); norm == 0 {
+			q.warn("component %d has no direction (a zero vector, eigenvalue %.4g): its generalised eigenvalue is below the resolution of the members' block iteration, or no regulariser of the statistics release's sequence (the noise term doubled up to %d times) made the right-hand matrix positive definite", j+1, t.Eigenvalues[j], analysis.MaxRetryDoublings)
+		}
+	}
+	q.Notes = append(q.Notes, fmt.Sprintf("the noise on each generalised eigenvalue and the angle by which it turns each direction (a statistics release's component_eigenvalue_std and direction_noise_degrees) are computed from the whole pencil: its %d generalised eigenpairs, the class means and rho (analysis.Scatters.DiscriminantNoise), none of which this release carries, so they cannot be told from it, and no component is warned about for its eigengap: the statistics release of the same job reports them", d))
 }
 
 // gaps warns for each of the first k eigenvalues that is below the noise

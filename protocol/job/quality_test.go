@@ -277,3 +277,27 @@ func share(a mat.Symmetric, w mat.Matrix) float64 {
 	waw.Mul(w.T(), &aw)
 	return mat.Trace(&waw)
 }
+
+// TestDiscriminantComponentsQuality: a DP DCA components release's quality
+// has the noise of its K classes' counts and of R, a note saying why no
+// component's noise can be told, and a warning for a component without a
+// direction (none for a unit one); without noise, none at all.
+func TestDiscriminantComponentsQuality(t *testing.T) {
+	res := &Result{Analysis: DCA, NoisyN: 500, Released: ReleaseComponents,
+		Privacy: Privacy{SigmaTotal: BlockValues{R: 2, V: 3, N: 4}},
+		Output:  &TopComponents{W: [][]float64{{1, 0}, {0, 0}, {0, 0}}, Eigenvalues: []float64{0.7, 0}}}
+	q := componentsQuality(res, 3, 3)
+	if q == nil || q.NoisyNStd != 4*math.Sqrt(3) || q.EntryStd != 2 || q.NoiseSpectralNorm != 4*math.Sqrt(3) {
+		t.Fatalf("quality %+v", q)
+	}
+	if len(q.Warnings) != 1 || !strings.HasPrefix(q.Warnings[0], "component 2 has no direction") {
+		t.Errorf("warnings %q, want one for component 2", q.Warnings)
+	}
+	if len(q.Notes) != 1 || !strings.Contains(q.Notes[0], "cannot be told from it") {
+		t.Errorf("notes %q, want why the components' noise is not computable", q.Notes)
+	}
+	res.Privacy.NoNoise = true
+	if q := componentsQuality(res, 3, 3); q != nil {
+		t.Errorf("exact release: quality %+v", q)
+	}
+}

@@ -250,20 +250,45 @@ func PrivacyReport(s *Spec, sch *schema.Schema, owners, csps []string) (Privacy,
 	honest := cal.Account(shares)
 	pr.Mu, pr.EpsilonCorrection = honest.Mu, honest.EpsilonCorrection
 	pr.Log10Tau = BlockValues{honest.Log10Tau[0], honest.Log10Tau[1], honest.Log10Tau[2]}
-	total := new(big.Rat)
 	for _, sh := range shares {
 		v, _ := sh.Weight.Float64()
 		pr.Shares = append(pr.Shares, ShareDoc{Party: sh.Party, Weight: sh.Weight.RatString(), Value: v})
-		total.Add(total, sh.Weight)
 	}
-	tw, _ := total.Float64()
-	var sig, sigTot [3]float64
+	var sig [3]float64
 	for _, b := range stats.Blocks {
 		sig[b] = cal.SigmaData(b)
-		sigTot[b] = sig[b] * math.Sqrt(tw)
+	}
+	sigTot, err := s.sigmaTotal(cal, len(owners))
+	if err != nil {
+		return pr, err
 	}
 	pr.Sigma, pr.SigmaTotal = blockValues(sig), blockValues(sigTot)
 	return pr, nil
+}
+
+// sigmaTotal is the standard deviation per block, in data units, of all
+// the noise in a release of the sum of `uploaded` owners' uploads with
+// every planned party honest (Privacy.SigmaTotal): the central one times
+// the root of the plan's shares' total weight (dp.Plan.Shares's).
+func (s *Spec) sigmaTotal(cal dp.Calibration, uploaded int) ([3]float64, error) {
+	var out [3]float64
+	p := s.Plan()
+	total := new(big.Rat)
+	for _, r := range []struct {
+		role  dp.Role
+		count int
+	}{{dp.RoleOwner, uploaded}, {dp.RoleProxy, 1}, {dp.RoleCSP, p.CSPs}} {
+		w, err := p.Weight(r.role, uploaded)
+		if err != nil {
+			return out, err
+		}
+		total.Add(total, new(big.Rat).Mul(w, big.NewRat(int64(r.count), 1)))
+	}
+	tw, _ := total.Float64()
+	for _, b := range stats.Blocks {
+		out[b] = cal.SigmaData(b) * math.Sqrt(tw)
+	}
+	return out, nil
 }
 
 // Moments converts a release to data units for the analysis package.

@@ -407,9 +407,6 @@ func (s *Spec) Validate() error {
 		if s.Analysis != PCA && s.Analysis != DCA && s.Analysis != LDA {
 			return bad("release", "components of %s: pca, dca and lda only", s.Analysis)
 		}
-		if s.Analysis != PCA && !s.NoNoise {
-			return bad("release", "components of %s: exact (no_noise) only so far; the regulariser's noise margin is not built on shares", s.Analysis)
-		}
 		if s.K < 1 {
 			return bad("k", "a components release needs k >= 1")
 		}
@@ -524,6 +521,13 @@ func (s *Spec) Check(sch *schema.Schema, p he.Params) error {
 	if s.Components() && s.NoNoise && s.K > MaxExactK(sch.D()) {
 		return fmt.Errorf("job spec: k: %d exact components of %d features: the top d - 1 eigenpairs and n give the whole exact covariance but one eigenvalue "+
 			"(on a direction they determine), so a components job without DP noise releases at most d - 2 = %d; ask for fewer, or add noise", s.K, sch.D(), MaxExactK(sch.D()))
+	}
+	if s.Components() {
+		// The members' program must run: a DP DCA's whitening bounds hold
+		// up to 512 features.
+		if _, err := s.Program(sch, s.NumOwners); err != nil {
+			return fmt.Errorf("job spec: %w", err)
+		}
 	}
 	cal, err := s.Calibration(sch)
 	if err != nil {

@@ -1,0 +1,63 @@
+package mpc
+
+import "testing"
+
+// TestFirstTrue: the one-hot of the first set bit for every pattern of up to
+// 11 bits (all zeros when none is set), and Choose takes that operand (zero
+// for none); ceil(log2 n) rounds, and one for the choice.
+func TestFirstTrue(t *testing.T) {
+	for _, n := range []int{1, 2, 3, 5, 11} {
+		for pattern := range 1 << n {
+			e := newEngine(t, 3)
+			b := NewMat(n, 1)
+			for j := range n {
+				b.V[j] = Word{0, uint64(pattern>>j) & 1}
+			}
+			oh, err := e.FirstTrue(e.Share(b))
+			if err != nil {
+				t.Fatal(err)
+			}
+			xs := make([]Shared, n)
+			for j := range xs {
+				m := NewMat(2, 2)
+				for i := range m.V {
+					m.V[i] = Encode(float64(10*j+i+1), e.P.F)
+				}
+				xs[j] = e.Share(m)
+			}
+			ch, err := e.Choose(oh, xs...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, chosen := e.Reveal(oh), e.Reveal(ch)
+			first := -1
+			for j := range n {
+				if pattern>>j&1 == 1 {
+					first = j
+					break
+				}
+			}
+			for j := range n {
+				want := uint64(0)
+				if j == first {
+					want = 1
+				}
+				if got.V[j] != (Word{0, want}) {
+					t.Fatalf("n %d pattern %b: one-hot %d is %v, want %d", n, pattern, j, got.V[j], want)
+				}
+			}
+			for i, w := range chosen.V {
+				want := 0.0
+				if first >= 0 {
+					want = float64(10*first + i + 1)
+				}
+				if w.Signed(e.P.F) != want {
+					t.Fatalf("n %d pattern %b: chosen %v, want operand %d", n, pattern, chosen.Decode(e.P.F), first)
+				}
+			}
+			if pattern == 0 && n == 11 {
+				t.Logf("first of 11 bits and the choice: %d rounds with the two reveals", e.Cost.Rounds)
+			}
+		}
+	}
+}
