@@ -53,7 +53,7 @@ func TestFromModT(t *testing.T) {
 			plain[i] = uint64(v)
 		}
 	}
-	x := e.dealer.splitModT(len(plain), T, func() []uint64 { return plain })
+	x := e.ShareModT(plain, T)
 	got, err := e.FromModT(x)
 	if err != nil {
 		t.Fatal(err)
