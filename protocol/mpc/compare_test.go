@@ -6,7 +6,10 @@ import (
 )
 
 func TestLTZ(t *testing.T) {
-	e := newEngine(t, 3)
+	forEngines(t, 3, checkLTZ)
+}
+
+func checkLTZ(t *testing.T, e *Engine) {
 	const m = 60
 	vals := []int64{0, 1, -1, 2, -2, 1<<59 - 1, -(1<<59 - 1), 123456789, -987654321}
 	rng := rand.New(rand.NewPCG(7, 8))
@@ -36,10 +39,17 @@ func TestLTZ(t *testing.T) {
 	}
 }
 
+// TestFromModT converts values near 0, -T/2, T/2 and T (that is, -1),
+// and random ones, from random shares; with the replicated backend also
+// from shares crafted so that their sum (with floor(T/2)) is at T - 1, T,
+// 2T - 1, 2T and 3T - 3, where the reduction's comparisons turn.
 func TestFromModT(t *testing.T) {
+	forEngines(t, 3, checkFromModT)
+}
+
+func checkFromModT(t *testing.T, e *Engine) {
 	const T = 1<<60 - 16383 // the BGV plaintext modulus of protocol/he
-	e := newEngine(t, 3)
-	vals := []int64{0, 1, -1, T / 2, -(T / 2), 1<<58 - 1, -(1<<58 - 1), 42, -42}
+	vals := []int64{0, 1, -1, 2, -2, T / 2, T/2 - 1, -(T / 2), -(T / 2) + 1, 1<<58 - 1, -(1<<58 - 1), 42, -42}
 	rng := rand.New(rand.NewPCG(9, 10))
 	for range 300 {
 		vals = append(vals, rng.Int64N(T)-T/2)
@@ -47,13 +57,21 @@ func TestFromModT(t *testing.T) {
 	// Shares mod T as lattigo's encryption-to-shares gives them.
 	plain := make([]uint64, len(vals))
 	for i, v := range vals {
-		if v < 0 {
-			plain[i] = uint64(T + v)
-		} else {
-			plain[i] = uint64(v)
-		}
+		plain[i] = uint64((v + T) % T)
 	}
 	x := e.ShareModT(plain, T)
+	if replicatedBackend(e) {
+		// Party 0's share s_0 + H mod T, and the others', summing to s.
+		const h = T / 2
+		for _, c := range [][3]uint64{{0, 0, 0}, {T - 1, 0, 0}, {T - 1, 1, 0}, {T - 1, T - 1, 1}, {T - 1, T - 1, 0}, {T - 1, T - 1, T - 1}, {0, T - 1, T - 1}, {h, 0, 0}, {h - 1, 0, 0}} {
+			s0 := (c[0] + T - h) % T
+			x.S[0] = append(x.S[0], s0)
+			x.S[1] = append(x.S[1], c[1])
+			x.S[2] = append(x.S[2], c[2])
+			sum := (c[0] + c[1] + c[2]) % T // x + H
+			vals = append(vals, int64(sum)-h)
+		}
+	}
 	got, err := e.FromModT(x)
 	if err != nil {
 		t.Fatal(err)
@@ -71,8 +89,11 @@ func TestFromModTChunks(t *testing.T) {
 	if testing.Short() {
 		t.Skip("33,000 comparisons")
 	}
+	forEngines(t, 2, checkFromModTChunks)
+}
+
+func checkFromModTChunks(t *testing.T, e *Engine) {
 	const T = 1<<60 - 16383
-	e := newEngine(t, 2)
 	rng := rand.New(rand.NewPCG(11, 12))
 	vals := make([]int64, 2*ConvertChunk+5)
 	plain := make([]uint64, len(vals))

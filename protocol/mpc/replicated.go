@@ -1,0 +1,450 @@
+package mpc
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+)
+
+// replicated is the dealer-free backend: three parties hold replicated
+// shares of every value (Araki, Furukawa, Lindell, Nof and Ohara, CCS
+// 2016): x = x_0 + x_1 + x_2 over Z_2^128, party i holds x_i and x_(i+1)
+// (indices mod 3), so any two parties hold the value and any one sees
+// only components that are uniform on their own. Randomness is
+// pseudorandom secret sharing: component j's randomness comes from the
+// stream of the key K_j that its two holders share (ReplicatedKeys).
+//
+// Products (resharing): party i computes its term of x y from the
+// components it holds, z_i = x_i y_i + x_i y_(i+1) + x_(i+1) y_i, adds its
+// term of a fresh sharing of zero, alpha_i = F_(i+1) - F_i, and sends the
+// result to party i - 1 as the new component i: one message to one
+// neighbour, one round for a batch of products, and the message is masked
+// by F_(i+1), which the receiver does not hold. Fixed point follows ABY3
+// (Mohassel and Rindal, CCS 2018) with an opened truncation: every part
+// r_j of the mask comes from component j's stream, so its holders also
+// know r_j >> s (truncMask). Comparisons use masks made of shared random
+// bits, each the exclusive or of three bits drawn by the three pairs
+// (bitMask). Openings are checked: the component a party lacks comes from
+// one holder and a hash of it from the other (open).
+//
+// Honest majority: one party that follows the protocol learns nothing
+// beyond the opened values, which are the dealer backend's (uniform, or
+// statistically hiding to 2^(1 - Lambda)). A deviating party is caught
+// when it sends a wrong component of an opening (security with abort for
+// openings); the products' resharing is not checked, so it can add an
+// error to a product (and so spoil the output) without being caught.
+type replicated struct {
+	prss  prss
+	input *Stream // the engine of all parties: test inputs
+	net   PeerNet // a party's engine
+	pool  Shared  // shared random bits not yet used, a column
+}
+
+// bitBatch is the fewest random bits made at once: their two rounds are
+// shared by the comparisons that use them.
+const bitBatch = 1 << 16
+
+// NewReplicatedEngine returns an engine running all three parties of the
+// replicated backend in one process, the three keys and the test inputs'
+// randomness from rnd (crypto/rand outside tests).
+func NewReplicatedEngine(p Params, rnd io.Reader) (*Engine, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	keys, err := NewReplicatedKeys(rnd)
+	if err != nil {
+		return nil, err
+	}
+	var in Seed
+	if _, err := io.ReadFull(rnd, in[:]); err != nil {
+		return nil, fmt.Errorf("input seed: %w", err)
+	}
+	rp := &replicated{input: NewStream(in)}
+	for j := range 3 {
+		rp.prss[j] = NewStream(keys[j].Prev)
+	}
+	return &Engine{N: 3, Me: -1, P: p, be: rp, held: heldBy(3, -1, 2)}, nil
+}
+
+// NewReplicatedPartyEngine returns party me's engine (me in 0, 1, 2) of
+// the replicated backend: its two keys (ReplicatedKeys says which it
+// shares with whom) and its PeerNet to the two others.
+func NewReplicatedPartyEngine(me int, p Params, keys ReplicatedKeys, net PeerNet) (*Engine, error) {
+	if me < 0 || me > 2 {
+		return nil, fmt.Errorf("party %d of a replicated engine: want 0, 1 or 2", me)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if net == nil {
+		return nil, fmt.Errorf("party %d's replicated engine needs a net", me)
+	}
+	if keys.Prev == keys.Next {
+		return nil, fmt.Errorf("party %d's replicated keys are equal: each must be shared with one neighbour only", me)
+	}
+	rp := &replicated{net: net}
+	rp.prss[me] = NewStream(keys.Prev)
+	rp.prss[(me+1)%3] = NewStream(keys.Next)
+	return &Engine{N: 3, Me: me, P: p, be: rp, held: heldBy(3, me, 2)}, nil
+}
+
+// runs reports whether party i runs here.
+func (e *Engine) runs(i int) bool { return e.Me < 0 || e.Me == i }
+
+func (rp *replicated) err() error { return nil }
+
+// exchange runs a party's round: out[j] to party j; it checks that party
+// j sent want[j] words.
+func (rp *replicated) exchange(e *Engine, out [][]Word, want []int) [][]Word {
+	if e.Err() == nil {
+		in, err := rp.net.Exchange(out)
+		if err == nil && len(in) != 3 {
+			err = fmt.Errorf("round %d: messages of %d parties, want 3", e.Cost.Rounds, len(in))
+		}
+		for j := 0; err == nil && j < 3; j++ {
+			if j != e.Me && len(in[j]) != want[j] {
+				err = fmt.Errorf("round %d: party %d sent %d words, want %d", e.Cost.Rounds, j, len(in[j]), want[j])
+			}
+		}
+		if err == nil {
+			return in
+		}
+		e.fail(err)
+	}
+	in := make([][]Word, 3)
+	for j := range in {
+		in[j] = make([]Word, want[j])
+	}
+	return in
+}
+
+// round counts a round in which each party sends n words.
+func (e *Engine) round(n int) {
+	e.Cost.Rounds++
+	e.Cost.BytesPerParty += 16 * int64(n)
+}
+
+// reshare turns additive terms into replicated shares, one round:
+// zs[k].S[i] is party i's term of value k (for the parties run here); party
+// i adds its zero term alpha_i and sends the sum, the new component i, to
+// party i - 1.
+func (rp *replicated) reshare(e *Engine, zs []Shared) []Shared {
+	out := make([]Shared, len(zs))
+	for k, z := range zs {
+		alpha := rp.prss.zero(e, z.R, z.C)
+		out[k] = Shared{R: z.R, C: z.C, S: make([]Mat, 3)}
+		for i := range 3 {
+			if e.runs(i) {
+				out[k].S[i] = add(z.S[i], alpha[i])
+			}
+		}
+	}
+	n := words(zs)
+	e.round(n)
+	if e.Me < 0 {
+		return out
+	}
+	me, prev, next := e.Me, (e.Me+2)%3, (e.Me+1)%3
+	send := make([]Word, 0, n)
+	for _, z := range out {
+		send = append(send, z.S[me].V...)
+	}
+	msg := make([][]Word, 3)
+	msg[prev] = send
+	want := make([]int, 3)
+	want[next] = n
+	got := rp.exchange(e, msg, want)[next]
+	for k := range out {
+		c := out[k].R * out[k].C
+		out[k].S[next] = Mat{R: out[k].R, C: out[k].C, V: got[:c:c]}
+		got = got[c:]
+	}
+	return out
+}
+
+// open: party i lacks component i + 2; party i + 1 sends it, and party
+// i + 2 sends a hash of it, which party i checks (a mismatch is a sticky
+// error). So each party sends one component to party i - 1 and a 32-byte
+// hash to party i + 1, in one round; a single deviating party cannot make
+// an honest one open a wrong value without being caught.
+func (rp *replicated) open(e *Engine, xs []Shared) []Mat {
+	n := words(xs)
+	round := e.Cost.Rounds
+	e.round(n + 2)
+	out := make([]Mat, len(xs))
+	if e.Me < 0 {
+		for k, x := range xs {
+			out[k] = add(add(x.S[0], x.S[1]), x.S[2])
+		}
+		return out
+	}
+	me, prev, next := e.Me, (e.Me+2)%3, (e.Me+1)%3
+	own := make([]Word, 0, n)  // component me
+	send := make([]Word, 0, n) // component me + 1
+	for _, x := range xs {
+		own = append(own, x.S[me].V...)
+		send = append(send, x.S[next].V...)
+	}
+	msg := make([][]Word, 3)
+	msg[prev] = send
+	msg[next] = openingHash(round, own)
+	want := make([]int, 3)
+	want[next], want[prev] = n, 2
+	in := rp.exchange(e, msg, want)
+	if h := openingHash(round, in[next]); e.err == nil && (h[0] != in[prev][0] || h[1] != in[prev][1]) {
+		e.fail(fmt.Errorf("round %d: the opening's component from party %d does not match party %d's hash of it", round+1, next, prev))
+	}
+	got := in[next]
+	if e.err != nil {
+		got = make([]Word, n)
+	}
+	for k, x := range xs {
+		c := x.R * x.C
+		out[k] = add(add(x.S[me], x.S[next]), Mat{R: x.R, C: x.C, V: got[:c:c]})
+		got = got[c:]
+	}
+	return out
+}
+
+// openingHash is SHA-256 of an opening's component, bound to its round,
+// as two words.
+func openingHash(round int, ws []Word) []Word {
+	h := sha256.New()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(round))
+	h.Write([]byte("fedpca mpc opening"))
+	h.Write(b[:8])
+	for _, w := range ws {
+		h.Write(w.AppendBytes(b[:0]))
+	}
+	sum := h.Sum(nil)
+	return []Word{WordFromBytes(sum), WordFromBytes(sum[16:])}
+}
+
+// products computes every party's term of X Y (or X * Y), x_i (y_i +
+// y_(i+1)) + x_(i+1) y_i, and reshares them: one round.
+func (rp *replicated) products(e *Engine, k kind, ps []Product) []Shared {
+	zs := make([]Shared, len(ps))
+	for n, p := range ps {
+		zs[n] = rp.terms(e, k, p.X, p.Y)
+	}
+	return rp.reshare(e, zs)
+}
+
+// terms returns the parties' additive terms of X Y under k.
+func (rp *replicated) terms(e *Engine, k kind, x, y Shared) Shared {
+	z := Shared{S: make([]Mat, 3)}
+	for i := range 3 {
+		if e.runs(i) {
+			j := (i + 1) % 3
+			z.S[i] = add(k.apply(x.S[i], add(y.S[i], y.S[j])), k.apply(x.S[j], y.S[i]))
+			z.R, z.C = z.S[i].R, z.S[i].C
+		}
+	}
+	return z
+}
+
+// gram is the product x^T x, one round.
+func (rp *replicated) gram(e *Engine, x Shared) Shared {
+	return rp.products(e, matrix, []Product{{e.Transpose(x), x}})[0]
+}
+
+// fix needs nothing: a replicated product has no mask to reuse.
+func (rp *replicated) fix(e *Engine, x Shared) *Fixed { return &Fixed{x: x} }
+
+func (rp *replicated) mulFixed(e *Engine, x *Fixed, y Shared) Shared {
+	return rp.products(e, matrix, []Product{{x.x, y}})[0]
+}
+
+// truncMask: component j of the mask is r_j, uniform below 2^(L + Lambda)
+// from component j's stream, so its two holders know r_j >> s too. The
+// result c >> s - sum_j r_j >> s - 2^(L - s) is floor(x / 2^s) plus the
+// carry of four remainders, 0 to 3; the bias 1 centres it: off by less
+// than two units from x / 2^s, without bias. The component a party lacks
+// hides x + 2^L to 2^(1 - Lambda); the sum stays below
+// 2^(L+1) + 3 2^(L + Lambda) < 2^128.
+func (rp *replicated) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shared, Word) {
+	r := Shared{R: rows, C: cols, S: make([]Mat, 3)}
+	hi := Shared{R: rows, C: cols, S: make([]Mat, 3)}
+	for j := range 3 {
+		if e.holds(j) {
+			r.S[j] = rp.prss.bounded(j, rows, cols, e.P.L+e.P.Lambda)
+			hi.S[j] = NewMat(rows, cols)
+			for k, w := range r.S[j].V {
+				hi.S[j].V[k] = w.Shr(s)
+			}
+		}
+	}
+	return r, hi, one
+}
+
+// randomBits returns n shared uniform bits, a column, from the pool,
+// which makeBits refills (two rounds) with at least bitBatch.
+func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
+	if rp.pool.R < n {
+		fresh, err := rp.makeBits(e, max(n-rp.pool.R, bitBatch))
+		if err != nil {
+			return Shared{}, err
+		}
+		if rp.pool.R == 0 {
+			rp.pool = fresh
+		} else {
+			rp.pool = e.Stack(rp.pool, fresh)
+		}
+	}
+	out := e.Rows(rp.pool, 0, n)
+	rp.pool = e.Rows(rp.pool, n, rp.pool.R-n)
+	return out, nil
+}
+
+// makeBits makes n shared random bits b = b_0 xor b_1 xor b_2, b_j drawn
+// from component j's stream (so b_j alone is a replicated sharing with
+// component j), by a xor b = a + b - 2 a b twice: two rounds of
+// entrywise products. Each party lacks one b_j, so b is uniform to it.
+func (rp *replicated) makeBits(e *Engine, n int) (Shared, error) {
+	var b [3]Shared
+	for j := range 3 {
+		b[j] = Shared{R: n, C: 1, S: make([]Mat, 3)}
+		for i := range 3 {
+			switch {
+			case !e.holds(i):
+			case i == j:
+				b[j].S[i] = rp.prss.bits(j, n)
+			default:
+				b[j].S[i] = NewMat(n, 1)
+			}
+		}
+	}
+	xor := func(x, y Shared) (Shared, error) {
+		p, err := e.Hadamard(Product{x, y})
+		if err != nil {
+			return Shared{}, err
+		}
+		return e.Sub(e.Add(x, y), e.Scale(p[0], 2)), nil
+	}
+	u, err := xor(b[0], b[1])
+	if err != nil {
+		return Shared{}, err
+	}
+	return xor(u, b[2])
+}
+
+// bitMask: the m + 1 low bits of r are shared random bits (randomBits),
+// and r's high part is 2^(m+1) (h_0 + h_1 + h_2), h_j below 2^Lambda from
+// component j's stream (as a truncation's mask): r < 2^(m + Lambda + 3),
+// and a + r does not wrap for a < 2^(m+1) when m + Lambda + 3 <= 128.
+// The h_j a party lacks hides a to 2^(1 - Lambda).
+func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared, err error) {
+	bs, err := rp.randomBits(e, count*int(m+1))
+	if err != nil {
+		return r, top, low, err
+	}
+	b := e.Reshape(bs, count, int(m+1))
+	h := Shared{R: count, C: 1, S: make([]Mat, 3)}
+	for j := range 3 {
+		if e.holds(j) {
+			h.S[j] = rp.prss.bounded(j, count, 1, e.P.Lambda)
+		}
+	}
+	r = e.each(b, func(i int, s Mat) Mat {
+		out := NewMat(count, 1)
+		for k := range count {
+			v := h.S[i].V[k].Shl(m + 1)
+			for j := range int(m + 1) {
+				v = v.Add(s.At(k, j).Shl(uint(j)))
+			}
+			out.V[k] = v
+		}
+		return out
+	})
+	top = e.Add(e.Scale(h, 2), e.cols(b, int(m), int(m+1)))
+	return r, top, e.cols(b, 0, int(m)), nil
+}
+
+// fromModT: party i's share s_i (party 0's plus H = floor(T/2), mod T) is
+// its additive term of the sum s = x + H + q T in [0, 3T), q in {0, 1, 2};
+// one resharing makes s replicated, and one batched LTZ of s - T and
+// s - 2T gives q = 2 - [s < T] - [s < 2T]: x = s + T ([s < T] + [s < 2T])
+// - H - 2T. No opening reveals anything but masked values.
+func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
+	t := x.T
+	if t < 2 || t >= 1<<62 {
+		return Shared{}, fmt.Errorf("shares mod %d: want 2 <= T < 2^62", t)
+	}
+	h := t / 2
+	count := e.modTCount(x)
+	z := Shared{R: count, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		if !e.runs(i) {
+			continue
+		}
+		if len(x.S[i]) != count {
+			return Shared{}, fmt.Errorf("party %d holds %d values mod %d, want %d", i, len(x.S[i]), t, count)
+		}
+		m := NewMat(count, 1)
+		for j, v := range x.S[i] {
+			if v >= t {
+				return Shared{}, fmt.Errorf("party %d's share %d is %d, not below T = %d", i, j, v, t)
+			}
+			if i == 0 {
+				v = addMod(v, h, t)
+			}
+			m.V[j] = Word{0, v}
+		}
+		z.S[i] = m
+	}
+	s := rp.reshare(e, []Shared{z})[0]
+	tw := Word{0, t}
+	both := e.Stack(e.AddPublic(s, ConstCol(count, tw.Neg())), e.AddPublic(s, ConstCol(count, tw.Add(tw).Neg())))
+	lt, err := e.LTZ(both, uint(bits.Len64(t))+1)
+	if err != nil {
+		return Shared{}, err
+	}
+	q := e.Add(e.Rows(lt, 0, count), e.Rows(lt, count, count))
+	return e.AddPublic(e.Add(s, e.Scale(q, int64(t))), ConstCol(count, Word{0, h}.Add(tw).Add(tw).Neg())), nil
+}
+
+// share splits a test input: components 1 and 2 uniform.
+func (rp *replicated) share(e *Engine, m Mat) Shared {
+	s := Shared{R: m.R, C: m.C, S: make([]Mat, 3)}
+	if rp.input == nil {
+		e.fail(errors.New("Share needs the replicated engine of all parties"))
+		for i := range 3 {
+			if e.holds(i) {
+				s.S[i] = NewMat(m.R, m.C)
+			}
+		}
+		return s
+	}
+	s.S[1], s.S[2] = randomMat(rp.input, m.R, m.C), randomMat(rp.input, m.R, m.C)
+	s.S[0] = sub(sub(m, s.S[1]), s.S[2])
+	return s
+}
+
+// shareModT splits values into three additive shares mod t (the engine
+// of all parties; a party's engine has no dealer to take them from).
+func (rp *replicated) shareModT(e *Engine, count int, t uint64, value func() []uint64) ModT {
+	s := ModT{T: t, S: make([][]uint64, 3)}
+	if rp.input == nil {
+		e.fail(errors.New("shares mod T need the replicated engine of all parties: there is no dealer"))
+		if e.Me >= 0 {
+			s.S[e.Me] = make([]uint64, count)
+		}
+		return s
+	}
+	vals := value()
+	s.S[0] = make([]uint64, count)
+	for i := 1; i < 3; i++ {
+		s.S[i] = make([]uint64, count)
+		for j := range s.S[i] {
+			s.S[i][j] = uniformMod(rp.input, t)
+		}
+	}
+	for j, v := range vals {
+		s.S[0][j] = subMod(subMod(v, s.S[1][j], t), s.S[2][j], t)
+	}
+	return s
+}
