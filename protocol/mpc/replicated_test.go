@@ -1,0 +1,206 @@
+package mpc
+
+import (
+	"errors"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// partyInputs gives party i its components (i and i + 1) of x and its
+// share mod T.
+func partyInputs(i int, xs Shared, xts ModT) (Shared, ModT) {
+	mine := Shared{R: xs.R, C: xs.C, S: make([]Mat, 3)}
+	mine.S[i], mine.S[(i+1)%3] = xs.S[i], xs.S[(i+1)%3]
+	mt := ModT{T: xts.T, S: make([][]uint64, 3)}
+	mt.S[i] = xts.S[i]
+	return mine, mt
+}
+
+// overPeerNet runs prog as the three replicated party engines over
+// LocalPeerNets, their keys drawn from a stream seeded with seed (so the
+// same as newReplicated(t, seed)'s), each net passed through wrap (nil:
+// as is). A party that ends with an error closes the nets, as a relay
+// stops a run that a member abandons. It returns every party's outputs
+// and error.
+func overPeerNet(t *testing.T, seed byte, xs Shared, xts ModT, prog func(*Engine, Shared, ModT) []Mat, wrap func(i int, n PeerNet) PeerNet) ([][]Mat, []error) {
+	t.Helper()
+	keys, err := NewReplicatedKeys(rand.NewChaCha8([32]byte{seed}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	nets := LocalPeerNets(3)
+	got := make([][]Mat, 3)
+	errs := make([]error, 3)
+	var wg sync.WaitGroup
+	for i := range 3 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			net := nets[i]
+			if wrap != nil {
+				net = wrap(i, net)
+			}
+			e, err := NewReplicatedPartyEngine(i, DefaultParams, keys[i], net)
+			if err != nil {
+				errs[i] = err
+				CloseLocalPeerNets(nets)
+				return
+			}
+			x, xt := partyInputs(i, xs, xts)
+			got[i] = prog(e, x, xt)
+			if errs[i] = e.Err(); errs[i] != nil {
+				CloseLocalPeerNets(nets)
+			}
+		}()
+	}
+	wg.Wait()
+	return got, errs
+}
+
+// TestReplicatedParties runs the programs of TestPartiesOverNet and
+// TestSymEigOverNet as three replicated party engines over LocalPeerNets
+// and holds every party's outputs to the engine of all three parties with
+// the same keys, word for word: the opened values depend on the inputs'
+// values and the keys' streams only, not on how the inputs were split.
+func TestReplicatedParties(t *testing.T) {
+	const T = 1<<60 - 16383
+	rng := rand.New(rand.NewPCG(11, 12))
+	f := DefaultParams.F
+	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), f)
+	plain := []uint64{5, T - 7, 1 << 40, 0, T - 1, T / 2}
+	a, _ := spectrumMatrix(rng, []float64{0.9, 0.5, -0.3, 1e-3}, f)
+	symeig := func(e *Engine, x Shared, _ ModT) []Mat {
+		vals, vecs, err := SymEig(e, x, 2, 2)
+		if err != nil {
+			t.Error(err)
+			return nil
+		}
+		col := e.each(x, func(_ int, s Mat) Mat { return Mat{R: 4, C: 1, V: s.V[:4]} })
+		pos, _ := e.Abs(col, f+2)
+		r, _ := e.Reciprocal(pos)
+		s, _ := e.Sqrt(pos)
+		return []Mat{e.Reveal(vals), e.Reveal(vecs), e.Reveal(r), e.Reveal(s)}
+	}
+	for _, c := range []struct {
+		name string
+		in   Mat
+		prog func(*Engine, Shared, ModT) []Mat
+	}{{"program", x, program}, {"symeig", a, symeig}} {
+		t.Run(c.name, func(t *testing.T) {
+			ref := newReplicated(t, 40)
+			want := c.prog(ref, ref.Share(c.in), ref.ShareModT(plain, T))
+			in := newReplicated(t, 41) // other shares of the same values
+			got, errs := overPeerNet(t, 40, in.Share(c.in), in.ShareModT(plain, T), c.prog, nil)
+			for i := range 3 {
+				if errs[i] != nil {
+					t.Fatalf("party %d: %v", i, errs[i])
+				}
+				for k := range want {
+					for j := range want[k].V {
+						if got[i][k].V[j] != want[k].V[j] {
+							t.Fatalf("party %d output %d entry %d: %v, want %v", i, k, j, got[i][k].V[j], want[k].V[j])
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+// tamper adds one to the first word of the component party me sends to
+// party me - 1 in the nth round of a kind: an opening (the round where it
+// also sends a hash to party me + 1) or a resharing.
+type tamper struct {
+	PeerNet
+	me, nth  int
+	opening  bool
+	seen     int
+	tampered bool
+}
+
+func (m *tamper) Exchange(out [][]Word) ([][]Word, error) {
+	prev, next := (m.me+2)%3, (m.me+1)%3
+	if (len(out[next]) == 2) == m.opening && len(out[prev]) > 0 {
+		if m.seen++; m.seen == m.nth {
+			out[prev] = append([]Word(nil), out[prev]...)
+			out[prev][0] = out[prev][0].Add(one)
+			m.tampered = true
+		}
+	}
+	return m.PeerNet.Exchange(out)
+}
+
+// TestReplicatedCheatingOpening: party 1 adds one to a word of the
+// component it sends party 0 in an opening, in turn in every opening of
+// the program (truncations', comparisons', the conversion's, the outputs'
+// reveals). Party 0 finds that it does not match party 2's hash and
+// aborts with an error; party 2 fails too when its next round never
+// completes, or has finished with the right outputs: no honest party
+// returns a wrong output. The same change in a resharing message (a
+// product's) is caught only when a later opening reads the component
+// that party 0 and party 1 now hold differently (a truncation right
+// after the product does); where a product consumes it first, the
+// outputs are wrong and nobody notices: the products are not checked.
+func TestReplicatedCheatingOpening(t *testing.T) {
+	rng := rand.New(rand.NewPCG(13, 14))
+	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), DefaultParams.F)
+	xt := ModT{T: 7, S: [][]uint64{{1}, {2}, {6}}}
+	ref := newReplicated(t, 50)
+	want := program(ref, ref.Share(x), ModT{T: 7, S: [][]uint64{{3}, {1}, {5}}})
+	xs := newReplicated(t, 51).Share(x)
+	right := func(got []Mat) bool {
+		for k := range want {
+			for j := range want[k].V {
+				if got[k].V[j] != want[k].V[j] {
+					return false
+				}
+			}
+		}
+		return true
+	}
+	for _, opening := range []bool{true, false} {
+		caught, wrong := 0, 0
+		for nth := 1; ; nth++ {
+			var cheat *tamper
+			got, errs := overPeerNet(t, 50, xs, xt, program, func(i int, n PeerNet) PeerNet {
+				if i == 1 {
+					cheat = &tamper{PeerNet: n, me: 1, nth: nth, opening: opening}
+					return cheat
+				}
+				return n
+			})
+			if !cheat.tampered {
+				break
+			}
+			detected := false
+			for _, i := range []int{0, 2} {
+				switch {
+				case errs[i] != nil && strings.Contains(errs[i].Error(), "does not match"):
+					detected = true
+				case errs[i] != nil && !errors.Is(errs[i], ErrClosed):
+					t.Errorf("opening %v %d: party %d: %v", opening, nth, i, errs[i])
+				case errs[i] == nil && !right(got[i]):
+					wrong++
+					if opening {
+						t.Errorf("opening %d changed: party %d returned a wrong output", nth, i)
+					}
+				}
+			}
+			if detected {
+				caught++
+			} else if opening {
+				t.Errorf("opening %d changed: not detected", nth)
+			}
+		}
+		kind := "openings"
+		if !opening {
+			kind = "resharings"
+		}
+		t.Logf("%s changed by party 1: %d caught, %d honest parties' outputs wrong", kind, caught, wrong)
+		if opening && caught == 0 {
+			t.Error("no opening was changed")
+		}
+	}
+}
