@@ -448,3 +448,44 @@ func (rp *replicated) shareModT(e *Engine, count int, t uint64, value func() []u
 	}
 	return s
 }
+
+// OutputShare returns what this party hands the user of the output x
+// (sealed to the user's key): its share with the dealer's backend; with
+// the replicated backend its two components, x_me then x_(me+1), so that
+// every component reaches the user twice (CombineReplicated). A party's
+// engine only.
+func (e *Engine) OutputShare(x Shared) ([]Word, error) {
+	if e.Me < 0 {
+		return nil, errors.New("an output share is a party's: the engine runs every party")
+	}
+	if _, ok := e.be.(*replicated); !ok {
+		return x.S[e.Me].V, nil
+	}
+	return append(append([]Word(nil), x.S[e.Me].V...), x.S[(e.Me+1)%3].V...), nil
+}
+
+// CombineReplicated is the user's step for the replicated backend: it
+// checks that the two copies of every component agree (party i's second
+// half and party i + 1's first half are both component i + 1) and
+// returns their sum, the output. A party that changes its output
+// components is caught here, unless both holders of a component change
+// it alike (two parties: beyond the honest majority).
+func CombineReplicated(parts [3][]Word) ([]Word, error) {
+	n := len(parts[0]) / 2
+	for i, p := range parts {
+		if len(p) != 2*n || len(p)%2 != 0 {
+			return nil, fmt.Errorf("party %d's output has %d words, party 0's %d", i, len(p), len(parts[0]))
+		}
+	}
+	out := make([]Word, n)
+	for i := range 3 {
+		next := parts[(i+1)%3]
+		for j := range n {
+			if parts[i][n+j] != next[j] {
+				return nil, fmt.Errorf("component %d of the output differs between parties %d and %d at word %d", (i+1)%3, i, (i+1)%3, j)
+			}
+			out[j] = out[j].Add(next[j])
+		}
+	}
+	return out, nil
+}
