@@ -41,6 +41,7 @@ type replicated struct {
 	input *Stream // the engine of all parties: test inputs
 	net   PeerNet // a party's engine
 	pool  Shared  // shared random bits not yet used, a column
+	batch int     // the fewest bits made at once (0: bitBatch)
 }
 
 // bitBatch is the fewest random bits made at once: their two rounds are
@@ -285,7 +286,11 @@ func (rp *replicated) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shar
 // which makeBits refills (two rounds) with at least bitBatch.
 func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
 	if rp.pool.R < n {
-		fresh, err := rp.makeBits(e, max(n-rp.pool.R, bitBatch))
+		batch := rp.batch
+		if batch == 0 {
+			batch = bitBatch
+		}
+		fresh, err := rp.makeBits(e, max(n-rp.pool.R, batch))
 		if err != nil {
 			return Shared{}, err
 		}

@@ -21,15 +21,21 @@ func partyInputs(i int, xs Shared, xts ModT) (Shared, ModT) {
 // overPeerNet runs prog as the three replicated party engines over
 // LocalPeerNets, their keys drawn from a stream seeded with seed (so the
 // same as newReplicated(t, seed)'s), each net passed through wrap (nil:
-// as is). A party that ends with an error closes the nets, as a relay
-// stops a run that a member abandons. It returns every party's outputs
-// and error.
+// as is). It returns every party's outputs and error.
 func overPeerNet(t *testing.T, seed byte, xs Shared, xts ModT, prog func(*Engine, Shared, ModT) []Mat, wrap func(i int, n PeerNet) PeerNet) ([][]Mat, []error) {
 	t.Helper()
 	keys, err := NewReplicatedKeys(rand.NewChaCha8([32]byte{seed}))
 	if err != nil {
 		t.Fatal(err)
 	}
+	return runPeers(keys, xs, xts, prog, wrap, nil)
+}
+
+// runPeers runs prog as the three replicated party engines with keys over
+// LocalPeerNets, each net passed through wrap and each engine through
+// setup (nil: as they are). A party that ends with an error closes the
+// nets, as a relay stops a run that a member abandons.
+func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Shared, ModT) []Mat, wrap func(i int, n PeerNet) PeerNet, setup func(i int, e *Engine)) ([][]Mat, []error) {
 	nets := LocalPeerNets(3)
 	got := make([][]Mat, 3)
 	errs := make([]error, 3)
@@ -47,6 +53,9 @@ func overPeerNet(t *testing.T, seed byte, xs Shared, xts ModT, prog func(*Engine
 				errs[i] = err
 				CloseLocalPeerNets(nets)
 				return
+			}
+			if setup != nil {
+				setup(i, e)
 			}
 			x, xt := partyInputs(i, xs, xts)
 			got[i] = prog(e, x, xt)
