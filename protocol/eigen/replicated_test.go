@@ -189,3 +189,64 @@ func TestRunWineParties(t *testing.T) {
 		t.Errorf("DCA wine: eigenvalues within %.2e of scikit-learn (bar 1e-4)", worst)
 	}
 }
+
+// BenchmarkPCA50 times the members' PCA program at d = 50, k = 15 (sonar's
+// first 50 features, encrypted and converted by two of three members) on
+// the dealer's backend (two parties and the dealer in one process) and on
+// the replicated one (three parties in one process, and as three party
+// engines over LocalPeerNets), with the rounds and the megabytes each
+// party sends (the dealer's own messages, its seeds and party 0's
+// corrections, not counted). The encryption is not timed. Run with
+// -benchtime=1x -count=5.
+func BenchmarkPCA50(b *testing.B) {
+	const g, d, k = 16, 50, 15
+	rows, _ := quantised(b, "sonar", g)
+	for i, r := range rows {
+		rows[i] = r[:d]
+	}
+	l, err := stats.NewLayout(d, 1)
+	if err != nil {
+		b.Fatal(err)
+	}
+	x, _ := encryptedShares(b, l, rows, g)
+	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
+	qv, _ := exact(b, quantisedCovariance(rows, d, g))
+	report := func(b *testing.B, cost mpc.Cost, vals []mpc.Word) {
+		worst := 0.0
+		for i := range k {
+			worst = math.Max(worst, math.Abs(vals[i].Signed(mpc.DefaultParams.F)-qv[i])/qv[i])
+		}
+		b.ReportMetric(float64(cost.Rounds), "rounds")
+		b.ReportMetric(float64(cost.BytesPerParty)/1e6, "MB/party")
+		b.ReportMetric(worst, "eig-rel-err")
+	}
+	for _, bc := range []backendCase{dealerBackend, replicatedBackend} {
+		b.Run(bc.name, func(b *testing.B) {
+			for range b.N {
+				b.StopTimer()
+				e := bc.engine(b)
+				in := bc.shares(b, x)
+				b.StartTimer()
+				out, err := job.Run(e, in)
+				if err != nil {
+					b.Fatal(err)
+				}
+				b.StopTimer()
+				cost := e.Cost
+				report(b, cost, e.Reveal(out).V)
+				b.StartTimer()
+			}
+		})
+	}
+	b.Run("replicated-parties", func(b *testing.B) {
+		for range b.N {
+			b.StopTimer()
+			in := resplit(b, x)
+			b.StartTimer()
+			out, cost := runParties(b, in, job.Run)
+			b.StopTimer()
+			report(b, cost, out)
+			b.StartTimer()
+		}
+	})
+}

@@ -283,7 +283,8 @@ func (rp *replicated) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shar
 }
 
 // randomBits returns n shared uniform bits, a column, from the pool,
-// which makeBits refills (two rounds) with at least bitBatch.
+// which makeBits refills (two rounds) with at least bitBatch. The pool is
+// read in place: no operation writes into its operands.
 func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
 	if rp.pool.R < n {
 		batch := rp.batch
@@ -294,47 +295,64 @@ func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
 		if err != nil {
 			return Shared{}, err
 		}
-		if rp.pool.R == 0 {
-			rp.pool = fresh
-		} else {
-			rp.pool = e.Stack(rp.pool, fresh)
+		if rp.pool.R > 0 {
+			fresh = e.Stack(rp.pool, fresh)
+		}
+		rp.pool = fresh
+	}
+	out := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	rest := Shared{R: rp.pool.R - n, C: 1, S: make([]Mat, 3)}
+	for i, s := range rp.pool.S {
+		if e.holds(i) {
+			out.S[i] = Mat{R: n, C: 1, V: s.V[:n:n]}
+			rest.S[i] = Mat{R: rest.R, C: 1, V: s.V[n:]}
 		}
 	}
-	out := e.Rows(rp.pool, 0, n)
-	rp.pool = e.Rows(rp.pool, n, rp.pool.R-n)
+	rp.pool = rest
 	return out, nil
 }
 
 // makeBits makes n shared random bits b = b_0 xor b_1 xor b_2, b_j drawn
-// from component j's stream (so b_j alone is a replicated sharing with
-// component j), by a xor b = a + b - 2 a b twice: two rounds of
-// entrywise products. Each party lacks one b_j, so b is uniform to it.
+// from component j's stream (known to the two holders of component j), in
+// two rounds: party 0, which holds b_0 and b_1, reshares u = b_0 xor b_1
+// as its additive term (the others' terms are zero); then u xor b_2 =
+// u + b_2 - 2 u b_2, one round of entrywise products with b_2 as the
+// replicated sharing whose component 2 is b_2. Each party lacks one b_j,
+// so b is uniform to it.
 func (rp *replicated) makeBits(e *Engine, n int) (Shared, error) {
-	var b [3]Shared
-	for j := range 3 {
-		b[j] = Shared{R: n, C: 1, S: make([]Mat, 3)}
-		for i := range 3 {
-			switch {
-			case !e.holds(i):
-			case i == j:
-				b[j].S[i] = rp.prss.bits(j, n)
-			default:
-				b[j].S[i] = NewMat(n, 1)
-			}
+	u := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		if e.runs(i) {
+			u.S[i] = NewMat(n, 1)
 		}
 	}
-	xor := func(x, y Shared) (Shared, error) {
-		p, err := e.Hadamard(Product{x, y})
-		if err != nil {
-			return Shared{}, err
+	var b [2]Mat // every holder of the streams draws, to keep them in step
+	for j := range b {
+		if rp.prss[j] != nil {
+			b[j] = rp.prss.bits(j, n)
 		}
-		return e.Sub(e.Add(x, y), e.Scale(p[0], 2)), nil
 	}
-	u, err := xor(b[0], b[1])
+	if e.runs(0) {
+		for k := range u.S[0].V {
+			u.S[0].V[k] = Word{0, b[0].V[k].Lo ^ b[1].V[k].Lo}
+		}
+	}
+	u = rp.reshare(e, []Shared{u})[0]
+	b2 := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		switch {
+		case !e.holds(i):
+		case i == 2:
+			b2.S[i] = rp.prss.bits(2, n)
+		default:
+			b2.S[i] = NewMat(n, 1)
+		}
+	}
+	p, err := e.Hadamard(Product{u, b2})
 	if err != nil {
 		return Shared{}, err
 	}
-	return xor(u, b[2])
+	return e.Sub(e.Add(u, b2), e.Scale(p[0], 2)), nil
 }
 
 // bitMask: the m + 1 low bits of r are shared random bits (randomBits),
