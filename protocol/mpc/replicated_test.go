@@ -28,17 +28,19 @@ func overPeerNet(t *testing.T, seed byte, xs Shared, xts ModT, prog func(*Engine
 	if err != nil {
 		t.Fatal(err)
 	}
-	return runPeers(keys, xs, xts, prog, wrap, nil)
+	got, errs, _ := runPeers(keys, xs, xts, prog, wrap, nil)
+	return got, errs
 }
 
 // runPeers runs prog as the three replicated party engines with keys over
 // LocalPeerNets, each net passed through wrap and each engine through
 // setup (nil: as they are). A party that ends with an error closes the
 // nets, as a relay stops a run that a member abandons.
-func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Shared, ModT) []Mat, wrap func(i int, n PeerNet) PeerNet, setup func(i int, e *Engine)) ([][]Mat, []error) {
+func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Shared, ModT) []Mat, wrap func(i int, n PeerNet) PeerNet, setup func(i int, e *Engine)) ([][]Mat, []error, []Cost) {
 	nets := LocalPeerNets(3)
 	got := make([][]Mat, 3)
 	errs := make([]error, 3)
+	costs := make([]Cost, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
 		wg.Add(1)
@@ -59,20 +61,22 @@ func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Sh
 			}
 			x, xt := partyInputs(i, xs, xts)
 			got[i] = prog(e, x, xt)
+			costs[i] = e.Cost
 			if errs[i] = e.Err(); errs[i] != nil {
 				CloseLocalPeerNets(nets)
 			}
 		}()
 	}
 	wg.Wait()
-	return got, errs
+	return got, errs, costs
 }
 
 // TestReplicatedParties runs the programs of TestPartiesOverNet and
 // TestSymEigOverNet as three replicated party engines over LocalPeerNets
 // and holds every party's outputs to the engine of all three parties with
-// the same keys, word for word: the opened values depend on the inputs'
-// values and the keys' streams only, not on how the inputs were split.
+// the same keys, word for word (the opened values depend on the inputs'
+// values and the keys' streams only, not on how the inputs were split),
+// and its rounds and bytes sent to that engine's count.
 func TestReplicatedParties(t *testing.T) {
 	const T = 1<<60 - 16383
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -101,10 +105,17 @@ func TestReplicatedParties(t *testing.T) {
 			ref := newReplicated(t, 40)
 			want := c.prog(ref, ref.Share(c.in), ref.ShareModT(plain, T))
 			in := newReplicated(t, 41) // other shares of the same values
-			got, errs := overPeerNet(t, 40, in.Share(c.in), in.ShareModT(plain, T), c.prog, nil)
+			keys, err := NewReplicatedKeys(rand.NewChaCha8([32]byte{40}))
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, errs, costs := runPeers(keys, in.Share(c.in), in.ShareModT(plain, T), c.prog, nil, nil)
 			for i := range 3 {
 				if errs[i] != nil {
 					t.Fatalf("party %d: %v", i, errs[i])
+				}
+				if costs[i] != ref.Cost {
+					t.Errorf("party %d: cost %+v, the engine of all parties' %+v", i, costs[i], ref.Cost)
 				}
 				for k := range want {
 					for j := range want[k].V {

@@ -153,7 +153,7 @@ func TestReplicatedView(t *testing.T) {
 			xs, xts := split.Share(inputs[in]), split.ShareModT(plains[in], T)
 			rec := &recording{}
 			var tr *tracing
-			got, errs := runPeers(keys, xs, xts, func(e *Engine, x Shared, xt ModT) []Mat {
+			got, errs, _ := runPeers(keys, xs, xts, func(e *Engine, x Shared, xt ModT) []Mat {
 				out := viewProgram(e, x, xt)
 				var mine []Word
 				if e.Me == 0 {
