@@ -216,23 +216,28 @@ func (e *Engine) FromModT(x ModT) (Shared, error) {
 	if len(x.S) != e.N {
 		return Shared{}, fmt.Errorf("shares of %d parties, engine of %d", len(x.S), e.N)
 	}
-	count := e.modTCount(x)
-	if count < 0 {
+	if e.modTCount(x) < 0 {
 		return Shared{}, fmt.Errorf("no share mod %d held here", x.T)
 	}
-	if count <= ConvertChunk {
-		return e.be.fromModT(e, x)
+	return e.inChunks(x, ConvertChunk, func(part ModT) (Shared, error) { return e.be.fromModT(e, part) })
+}
+
+// inChunks applies f to x in chunks of at most size values and stacks the
+// results.
+func (e *Engine) inChunks(x ModT, size int, f func(ModT) (Shared, error)) (Shared, error) {
+	count := e.modTCount(x)
+	if count <= size {
+		return f(x)
 	}
 	var parts []Shared
-	for lo := 0; lo < count; lo += ConvertChunk {
-		hi := min(lo+ConvertChunk, count)
+	for lo := 0; lo < count; lo += size {
 		part := ModT{T: x.T, S: make([][]uint64, len(x.S))}
 		for i, s := range x.S {
 			if s != nil {
-				part.S[i] = s[lo:hi]
+				part.S[i] = s[lo:min(lo+size, count)]
 			}
 		}
-		y, err := e.be.fromModT(e, part)
+		y, err := f(part)
 		if err != nil {
 			return Shared{}, err
 		}
@@ -258,7 +263,9 @@ func (e *Engine) modTCount(x ModT) int {
 
 // InputModT deals count values mod t that the dealer holds (value is called
 // by the dealer only: the proxy's blinding masks, negated) as shares mod t.
-// The replicated backend has no dealer: it fails (a sticky error).
+// The replicated backend has no dealer: its engine of all parties splits
+// the values as ShareModT does, and a party's engine fails (a sticky
+// error).
 func (e *Engine) InputModT(count int, t uint64, value func() []uint64) ModT {
 	return e.be.shareModT(e, count, t, value)
 }

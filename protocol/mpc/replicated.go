@@ -392,13 +392,17 @@ func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared,
 // one resharing makes s replicated, and one batched LTZ of s - T and
 // s - 2T gives q = 2 - [s < T] - [s < 2T]: x = s + T ([s < T] + [s < 2T])
 // - H - 2T. No opening reveals anything but masked values.
+// Its chunks are of ConvertChunk / 2 values (two comparisons each).
 func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 	t := x.T
-	if t < 2 || t >= 1<<62 {
-		return Shared{}, fmt.Errorf("shares mod %d: want 2 <= T < 2^62", t)
+	if t < 2 {
+		return Shared{}, fmt.Errorf("shares mod %d: want T >= 2", t)
 	}
 	h := t / 2
 	count := e.modTCount(x)
+	if half := ConvertChunk / 2; count > half {
+		return e.inChunks(x, half, func(part ModT) (Shared, error) { return rp.fromModT(e, part) })
+	}
 	z := Shared{R: count, C: 1, S: make([]Mat, 3)}
 	for i := range 3 {
 		if !e.runs(i) {
@@ -476,10 +480,14 @@ func (rp *replicated) shareModT(e *Engine, count int, t uint64, value func() []u
 // (sealed to the user's key): its share with the dealer's backend; with
 // the replicated backend its two components, x_me then x_(me+1), so that
 // every component reaches the user twice (CombineReplicated). A party's
-// engine only.
+// engine only; it fails if the engine has (a failed round or check:
+// nothing may be released then).
 func (e *Engine) OutputShare(x Shared) ([]Word, error) {
 	if e.Me < 0 {
 		return nil, errors.New("an output share is a party's: the engine runs every party")
+	}
+	if err := e.Err(); err != nil {
+		return nil, err
 	}
 	if _, ok := e.be.(*replicated); !ok {
 		return x.S[e.Me].V, nil
