@@ -76,7 +76,8 @@ func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Sh
 // and holds every party's outputs to the engine of all three parties with
 // the same keys, word for word (the opened values depend on the inputs'
 // values and the keys' streams only, not on how the inputs were split),
-// and its rounds and bytes sent to that engine's count.
+// and its rounds and bytes sent (counted on the net) to that engine's
+// count.
 func TestReplicatedParties(t *testing.T) {
 	const T = 1<<60 - 16383
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -109,13 +110,20 @@ func TestReplicatedParties(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			got, errs, costs := runPeers(keys, in.Share(c.in), in.ShareModT(plain, T), c.prog, nil, nil)
+			var sent [3]*counting
+			got, errs, costs := runPeers(keys, in.Share(c.in), in.ShareModT(plain, T), c.prog, func(i int, n PeerNet) PeerNet {
+				sent[i] = &counting{PeerNet: n}
+				return sent[i]
+			}, nil)
 			for i := range 3 {
 				if errs[i] != nil {
 					t.Fatalf("party %d: %v", i, errs[i])
 				}
 				if costs[i] != ref.Cost {
 					t.Errorf("party %d: cost %+v, the engine of all parties' %+v", i, costs[i], ref.Cost)
+				}
+				if w := (Cost{sent[i].rounds, 16 * sent[i].words}); costs[i] != w {
+					t.Errorf("party %d: cost %+v, but it sent %+v", i, costs[i], w)
 				}
 				for k := range want {
 					for j := range want[k].V {
@@ -127,6 +135,21 @@ func TestReplicatedParties(t *testing.T) {
 			}
 		})
 	}
+}
+
+// counting counts a party's rounds and the words it sends.
+type counting struct {
+	PeerNet
+	rounds int
+	words  int64
+}
+
+func (c *counting) Exchange(out [][]Word) ([][]Word, error) {
+	c.rounds++
+	for _, m := range out {
+		c.words += int64(len(m))
+	}
+	return c.PeerNet.Exchange(out)
 }
 
 // tamper adds one to the first word of the component party me sends to
