@@ -247,3 +247,47 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 		}
 	}
 }
+
+// TestReplicatedErrors: a party outside 0 to 2, equal keys, no net are
+// refused; a party's engine has no dealer to split test inputs (a sticky
+// error); a share mod T not below T is refused; the user's combination
+// refuses output parts whose copies of a component differ.
+func TestReplicatedErrors(t *testing.T) {
+	keys, err := NewReplicatedKeys(rand.NewChaCha8([32]byte{5}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	net := LocalPeerNets(3)[0]
+	if _, err := NewReplicatedPartyEngine(3, DefaultParams, keys[0], net); err == nil {
+		t.Error("party 3 accepted")
+	}
+	if _, err := NewReplicatedPartyEngine(0, DefaultParams, ReplicatedKeys{}, net); err == nil {
+		t.Error("equal keys accepted")
+	}
+	if _, err := NewReplicatedPartyEngine(0, DefaultParams, keys[0], nil); err == nil {
+		t.Error("no net accepted")
+	}
+	e, err := NewReplicatedPartyEngine(0, DefaultParams, keys[0], net)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.Share(NewMat(1, 1))
+	if e.Err() == nil {
+		t.Error("a party's engine split a test input")
+	}
+	all := newReplicated(t, 6)
+	if _, err := all.FromModT(ModT{T: 7, S: [][]uint64{{7}, {0}, {0}}}); err == nil {
+		t.Error("a share mod 7 of 7 accepted")
+	}
+	if _, err := all.OutputShare(all.Share(NewMat(1, 1))); err == nil {
+		t.Error("the engine of all parties gave a party's output share")
+	}
+	parts := [3][]Word{{{0, 1}, {0, 2}}, {{0, 2}, {0, 3}}, {{0, 3}, {0, 1}}}
+	if got, err := CombineReplicated(parts); err != nil || got[0] != (Word{0, 6}) {
+		t.Errorf("combined %v, %v; want 6", got, err)
+	}
+	parts[1][1] = Word{0, 4}
+	if _, err := CombineReplicated(parts); err == nil {
+		t.Error("differing copies of component 2 accepted")
+	}
+}
