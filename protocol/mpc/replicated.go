@@ -9,13 +9,14 @@ import (
 	"math/bits"
 )
 
-// replicated is the dealer-free backend: three parties hold replicated
-// shares of every value (Araki, Furukawa, Lindell, Nof and Ohara, CCS
-// 2016): x = x_0 + x_1 + x_2 over Z_2^128, party i holds x_i and x_(i+1)
-// (indices mod 3), so any two parties hold the value and any one sees
-// only components that are uniform on their own. Randomness is
-// pseudorandom secret sharing: component j's randomness comes from the
-// stream of the key K_j that its two holders share (ReplicatedKeys).
+// replicated is the dealer-free backend of three parties (the package
+// doc says what it hides and checks): replicated shares over Z_2^128
+// (Araki, Furukawa, Lindell, Nof and Ohara, CCS 2016), x = x_0 + x_1 +
+// x_2, party i holding x_i and x_(i+1) (indices mod 3), so any two
+// parties hold the value and the components of any one are independent
+// of it (statistically, after a truncation). Component j's randomness
+// comes from the stream of the key K_j that its two holders share
+// (pseudorandom secret sharing; ReplicatedKeys).
 //
 // Products (resharing): party i computes its term of x y from the
 // components it holds, z_i = x_i y_i + x_i y_(i+1) + x_(i+1) y_i, adds its
@@ -29,13 +30,6 @@ import (
 // bits, each the exclusive or of three bits drawn by the three pairs
 // (bitMask). Openings are checked: the component a party lacks comes from
 // one holder and a hash of it from the other (open).
-//
-// Honest majority: one party that follows the protocol learns nothing
-// beyond the opened values, which are the dealer backend's (uniform, or
-// statistically hiding to 2^(1 - Lambda)). A deviating party is caught
-// when it sends a wrong component of an opening (security with abort for
-// openings); the products' resharing is not checked, so it can add an
-// error to a product (and so spoil the output) without being caught.
 type replicated struct {
 	prss  prss
 	input *Stream // the engine of all parties: test inputs
