@@ -41,8 +41,8 @@ func checkLTZ(t *testing.T, e *Engine) {
 
 // TestFromModT converts values near 0, -T/2, T/2 and T (that is, -1),
 // and random ones, from random shares; with the replicated backend also
-// from shares crafted so that their sum (with floor(T/2)) is at T - 1, T,
-// 2T - 1, 2T and 3T - 3, where the reduction's comparisons turn.
+// from shares at the ends of [0, T) (TestFromModTBoundaries has its
+// comparison's turning points).
 func TestFromModT(t *testing.T) {
 	forEngines(t, 3, checkFromModT)
 }
@@ -61,15 +61,11 @@ func checkFromModT(t *testing.T, e *Engine) {
 	}
 	x := e.ShareModT(plain, T)
 	if replicatedBackend(e) {
-		// Party 0's share s_0 + H mod T, and the others', summing to s.
-		const h = T / 2
-		for _, c := range [][3]uint64{{0, 0, 0}, {T - 1, 0, 0}, {T - 1, 1, 0}, {T - 1, T - 1, 1}, {T - 1, T - 1, 0}, {T - 1, T - 1, T - 1}, {0, T - 1, T - 1}, {h, 0, 0}, {h - 1, 0, 0}} {
-			s0 := (c[0] + T - h) % T
-			x.S[0] = append(x.S[0], s0)
-			x.S[1] = append(x.S[1], c[1])
-			x.S[2] = append(x.S[2], c[2])
-			sum := (c[0] + c[1] + c[2]) % T // x + H
-			vals = append(vals, int64(sum)-h)
+		for _, c := range [][3]uint64{{0, 0, 0}, {T - 1, 0, 0}, {T - 1, T - 1, 0}, {T - 1, T - 1, T - 1}, {0, T - 1, T - 1}, {0, 0, T - 1}} {
+			for i := range 3 {
+				x.S[i] = append(x.S[i], c[i])
+			}
+			vals = append(vals, centred((c[0]+c[1]%T+c[2]%T)%T, T))
 		}
 	}
 	got, err := e.FromModT(x)
@@ -80,6 +76,54 @@ func checkFromModT(t *testing.T, e *Engine) {
 	for i, v := range vals {
 		if out.V[i] != FromInt64(v) {
 			t.Fatalf("value %d: %v, want %d", i, out.V[i].Signed(0), v)
+		}
+	}
+}
+
+// centred returns the representative of v mod t in [-t/2, t/2).
+func centred(v, t uint64) int64 {
+	if v >= t-t/2 {
+		return int64(v) - int64(t)
+	}
+	return int64(v)
+}
+
+// TestFromModTBoundaries: the replicated conversion's comparison turns
+// where party 0's a = s_0 - rho + H and party 1's b = s_1 + s_2 + rho
+// (mod T) sum to T; rho is the engine's first draw from component 0's
+// stream, which the test draws too, to craft shares whose a + b is 0, 1,
+// T - 2, T - 1, T, T + 1 and 2T - 2.
+func TestFromModTBoundaries(t *testing.T) {
+	const T = 1<<60 - 16383
+	const h = T / 2
+	keys, err := NewReplicatedKeys(rand.NewChaCha8([32]byte{8}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := newReplicated(t, 8)
+	sums := []uint64{0, 1, T - 2, T - 1, T, T + 1, 2*T - 2}
+	stream := NewStream(keys[0].Prev)
+	x := ModT{T: T, S: make([][]uint64, 3)}
+	var vals []int64
+	for k, sum := range sums {
+		rho := uniformMod(stream, T)
+		a := sum / 2
+		b := sum - a // both below T
+		// a = s_0 - rho + H, b = s_1 + s_2 + rho (mod T), s_2 = k.
+		s0 := (a + rho + T - h) % T
+		s2 := uint64(k)
+		s1 := (b + 2*T - rho - s2) % T
+		x.S[0], x.S[1], x.S[2] = append(x.S[0], s0), append(x.S[1], s1), append(x.S[2], s2)
+		vals = append(vals, centred((s0+s1+s2)%T, T))
+	}
+	got, err := e.FromModT(x)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := e.Reveal(got)
+	for i, v := range vals {
+		if out.V[i] != FromInt64(v) {
+			t.Errorf("a + b = %d: %v, want %d", sums[i], out.V[i].Signed(0), v)
 		}
 	}
 }

@@ -23,8 +23,8 @@
 // truncation whose mask is the sum of three parts drawn by the three
 // pairs, comparisons (Catrina and de Hoogh 2010) use masks made of shared
 // random bits, each the exclusive or of three bits drawn by the pairs, and
-// the conversion from shares mod T reshares the parties' shares and
-// subtracts T per comparison with T and 2T.
+// the conversion from shares mod T moves one party's share to another,
+// masked, reshares the two sums and subtracts T after one comparison.
 //
 // What the replicated backend gives, honest majority (one party of three
 // deviating or curious, the others following it): one party that follows
@@ -57,6 +57,9 @@
 //	  i -> prev: component i + 1 of every opened value (prev lacks it)
 //	  i -> next: 2 words, SHA-256 of component i (next lacks it too),
 //	             bound to the round
+//	a conversion's move (the first round of FromModT, per chunk):
+//	  2 -> 1: party 2's shares mod T plus a mask mod T, one word each
+//	  every other message empty
 //
 // A round's words are the concatenation of its values' entries, row-major,
 // in the order of the operations' operands; both ends know every length

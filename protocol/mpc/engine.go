@@ -44,8 +44,11 @@ func (p Params) Validate() error {
 }
 
 // Cost counts the communication: rounds (the messages of operations in
-// the same round count once) and the bytes each party sends (with the
-// dealer's backend, openings only: the dealer's messages are not counted).
+// the same round count once) and the bytes each party sends: with the
+// dealer's backend, its openings (the dealer's messages are not counted);
+// with the replicated backend, the busiest party's (every party sends as
+// much in every round but a conversion's first, where one party moves its
+// share). Every party's engine counts the same.
 type Cost struct {
 	Rounds        int
 	BytesPerParty int64

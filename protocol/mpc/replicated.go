@@ -381,23 +381,21 @@ func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared,
 	return r, top, e.cols(b, 0, int(m)), nil
 }
 
-// fromModT: party i's share s_i (party 0's plus H = floor(T/2), mod T) is
-// its additive term of the sum s = x + H + q T in [0, 3T), q in {0, 1, 2};
-// one resharing makes s replicated, and one batched LTZ of s - T and
-// s - 2T gives q = 2 - [s < T] - [s < 2T]: x = s + T ([s < T] + [s < 2T])
-// - H - 2T. No opening reveals anything but masked values.
-// Its chunks are of ConvertChunk / 2 values (two comparisons each).
+// fromModT: party 2 moves its share s_2 to party 1 masked, m = s_2 + rho
+// mod T for a rho uniform mod T from component 0's stream (parties 2 and
+// 0; party 1 does not hold it, so m is uniform to it), and party 0 takes
+// s_0 - rho: then party 0's a = s_0 - rho + H mod T (H = floor(T/2)) and
+// party 1's b = s_1 + m mod T are additive terms of s = x + H + q T in
+// [0, 2T), q in {0, 1}. One resharing makes s replicated, and one LTZ of
+// s - T gives q = 1 - [s < T]: x = s - H - T + T [s < T]. Two rounds
+// (the move, the resharing) and one comparison of T's bit length; no
+// opening reveals anything but masked values.
 func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 	t := x.T
 	if t < 2 {
 		return Shared{}, fmt.Errorf("shares mod %d: want T >= 2", t)
 	}
-	h := t / 2
 	count := e.modTCount(x)
-	if half := ConvertChunk / 2; count > half {
-		return e.inChunks(x, half, func(part ModT) (Shared, error) { return rp.fromModT(e, part) })
-	}
-	z := Shared{R: count, C: 1, S: make([]Mat, 3)}
 	for i := range 3 {
 		if !e.runs(i) {
 			continue
@@ -405,27 +403,67 @@ func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 		if len(x.S[i]) != count {
 			return Shared{}, fmt.Errorf("party %d holds %d values mod %d, want %d", i, len(x.S[i]), t, count)
 		}
-		m := NewMat(count, 1)
 		for j, v := range x.S[i] {
 			if v >= t {
 				return Shared{}, fmt.Errorf("party %d's share %d is %d, not below T = %d", i, j, v, t)
 			}
-			if i == 0 {
-				v = addMod(v, h, t)
-			}
-			m.V[j] = Word{0, v}
 		}
-		z.S[i] = m
+	}
+	var rho []uint64 // drawn by both holders of component 0
+	if rp.prss[0] != nil {
+		rho = make([]uint64, count)
+		for j := range rho {
+			rho[j] = uniformMod(rp.prss[0], t)
+		}
+	}
+	// The move: party 2 sends m to party 1; the busiest party sends count
+	// words.
+	m := make([]Word, count)
+	if e.runs(2) {
+		for j, v := range x.S[2] {
+			m[j] = Word{0, addMod(v, rho[j], t)}
+		}
+	}
+	e.round(count)
+	if e.Me >= 0 {
+		msg, want := make([][]Word, 3), make([]int, 3)
+		switch e.Me {
+		case 2:
+			msg[1] = m
+		case 1:
+			want[2] = count
+		}
+		if in := rp.exchange(e, msg, want); e.Me == 1 {
+			m = in[2]
+		}
+	}
+	h := t / 2
+	z := Shared{R: count, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		if !e.runs(i) {
+			continue
+		}
+		z.S[i] = NewMat(count, 1)
+		for j := range count {
+			switch i {
+			case 0:
+				z.S[i].V[j] = Word{0, addMod(subMod(x.S[0][j], rho[j], t), h, t)}
+			case 1:
+				if m[j].Hi != 0 || m[j].Lo >= t {
+					e.fail(fmt.Errorf("round %d: party 2 moved a share that is not below T = %d", e.Cost.Rounds, t))
+					m[j] = Word{}
+				}
+				z.S[i].V[j] = Word{0, addMod(x.S[1][j], m[j].Lo, t)}
+			}
+		}
 	}
 	s := rp.reshare(e, []Shared{z})[0]
 	tw := Word{0, t}
-	both := e.Stack(e.AddPublic(s, ConstCol(count, tw.Neg())), e.AddPublic(s, ConstCol(count, tw.Add(tw).Neg())))
-	lt, err := e.LTZ(both, uint(bits.Len64(t))+1)
+	lt, err := e.LTZ(e.AddPublic(s, ConstCol(count, tw.Neg())), uint(bits.Len64(t)))
 	if err != nil {
 		return Shared{}, err
 	}
-	q := e.Add(e.Rows(lt, 0, count), e.Rows(lt, count, count))
-	return e.AddPublic(e.Add(s, e.Scale(q, int64(t))), ConstCol(count, Word{0, h}.Add(tw).Add(tw).Neg())), nil
+	return e.AddPublic(e.Add(s, e.Scale(lt, int64(t))), ConstCol(count, Word{0, h}.Add(tw).Neg())), nil
 }
 
 // share splits a test input: components 1 and 2 uniform.

@@ -76,8 +76,8 @@ func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Sh
 // and holds every party's outputs to the engine of all three parties with
 // the same keys, word for word (the opened values depend on the inputs'
 // values and the keys' streams only, not on how the inputs were split),
-// and its rounds and bytes sent (counted on the net) to that engine's
-// count.
+// and its rounds and bytes sent (counted on the net; the busiest party's)
+// to that engine's count.
 func TestReplicatedParties(t *testing.T) {
 	const T = 1<<60 - 16383
 	rng := rand.New(rand.NewPCG(11, 12))
@@ -122,7 +122,10 @@ func TestReplicatedParties(t *testing.T) {
 				if costs[i] != ref.Cost {
 					t.Errorf("party %d: cost %+v, the engine of all parties' %+v", i, costs[i], ref.Cost)
 				}
-				if w := (Cost{sent[i].rounds, 16 * sent[i].words}); costs[i] != w {
+				// The parties send alike but in a conversion's first
+				// round, where party 2 alone moves its share: the cost
+				// is the busiest party's.
+				if w := (Cost{sent[i].rounds, 16 * sent[i].words}); w.Rounds != costs[i].Rounds || w.BytesPerParty > costs[i].BytesPerParty || i == 2 && w != costs[i] {
 					t.Errorf("party %d: cost %+v, but it sent %+v", i, costs[i], w)
 				}
 				for k := range want {
