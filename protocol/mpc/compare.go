@@ -208,36 +208,30 @@ func colOf(c Mat, f func(Word) Word) Mat {
 // encryption to shares gives them; with the replicated backend a party
 // not in the conversion passes zeros). The dealer's backend opens
 // x + floor(T/2) + r mod T for a dealt r uniform mod T and compares with
-// r's shared bits; the replicated backend reshares the parties' shares as
-// a sum below 3T and subtracts T per comparison with T and 2T. It works
-// in chunks of ConvertChunk values: the comparisons share every bit as a
+// r's shared bits; the replicated backend moves one party's share to
+// another, masked, reshares the two sums and subtracts T after one
+// comparison with T. It works in chunks of ConvertChunk values: the comparisons share every bit as a
 // word, so chunks bound the memory (a d = 784 sum holds 307,720 values).
 func (e *Engine) FromModT(x ModT) (Shared, error) {
 	if len(x.S) != e.N {
 		return Shared{}, fmt.Errorf("shares of %d parties, engine of %d", len(x.S), e.N)
 	}
-	if e.modTCount(x) < 0 {
+	count := e.modTCount(x)
+	if count < 0 {
 		return Shared{}, fmt.Errorf("no share mod %d held here", x.T)
 	}
-	return e.inChunks(x, ConvertChunk, func(part ModT) (Shared, error) { return e.be.fromModT(e, part) })
-}
-
-// inChunks applies f to x in chunks of at most size values and stacks the
-// results.
-func (e *Engine) inChunks(x ModT, size int, f func(ModT) (Shared, error)) (Shared, error) {
-	count := e.modTCount(x)
-	if count <= size {
-		return f(x)
+	if count <= ConvertChunk {
+		return e.be.fromModT(e, x)
 	}
 	var parts []Shared
-	for lo := 0; lo < count; lo += size {
+	for lo := 0; lo < count; lo += ConvertChunk {
 		part := ModT{T: x.T, S: make([][]uint64, len(x.S))}
 		for i, s := range x.S {
 			if s != nil {
-				part.S[i] = s[lo:min(lo+size, count)]
+				part.S[i] = s[lo:min(lo+ConvertChunk, count)]
 			}
 		}
-		y, err := f(part)
+		y, err := e.be.fromModT(e, part)
 		if err != nil {
 			return Shared{}, err
 		}
