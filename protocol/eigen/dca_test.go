@@ -17,6 +17,15 @@ import (
 // they are at least 1e-3 (quantisation moves smaller ones more), on the
 // datasets named by the short list, every labelled one without -short.
 func TestDCAGolden(t *testing.T) {
+	dcaGolden(t, dealerBackend)
+}
+
+// TestDCAGoldenReplicated is TestDCAGolden on the replicated backend.
+func TestDCAGoldenReplicated(t *testing.T) {
+	dcaGolden(t, replicatedBackend)
+}
+
+func dcaGolden(t *testing.T, b backendCase) {
 	if raceEnabled {
 		t.Skip("slow under the race detector")
 	}
@@ -40,7 +49,8 @@ func TestDCAGolden(t *testing.T) {
 			t.Fatal(err)
 		}
 		x, _ := encryptedClassShares(t, l, rows, labels, g)
-		e := twoParties(t)
+		e := b.engine(t)
+		x = b.shares(t, x)
 		job := DCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 		start := time.Now()
 		out, err := job.Run(e, x)
@@ -56,7 +66,7 @@ func TestDCAGolden(t *testing.T) {
 				worst = math.Max(worst, math.Abs(got-want)/want)
 			}
 		}
-		fmt.Printf("| %s | %d | %d | %d | %.1e | %d | %.0f | %.2f |\n", name, d, classes, k, worst, e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6, took.Seconds())
+		fmt.Printf("| %s | %s | %d | %d | %d | %.1e | %d | %.0f | %.2f |\n", b.name, name, d, classes, k, worst, e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6, took.Seconds())
 		if testing.Verbose() {
 			for i := range k {
 				t.Logf("%s eigenvalue %d: %.8f, reference %.8f", name, i, col.V[i].Signed(e.P.F), ref.DCAEigenvalues[i])

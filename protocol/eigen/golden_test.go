@@ -18,6 +18,17 @@ import (
 // is at least 1% of the top eigenvalue (issue 32's bar); k = 5 (d if
 // smaller), and 15 where d >= 30.
 func TestGoldenDatasets(t *testing.T) {
+	goldenDatasets(t, dealerBackend)
+}
+
+// TestGoldenDatasetsReplicated is TestGoldenDatasets on the replicated
+// backend (three parties, no dealer, in one process), the two members'
+// shares mod T split among three.
+func TestGoldenDatasetsReplicated(t *testing.T) {
+	goldenDatasets(t, replicatedBackend)
+}
+
+func goldenDatasets(t *testing.T, b backendCase) {
 	if testing.Short() || raceEnabled {
 		t.Skip("slow: about a minute without the race detector")
 	}
@@ -42,7 +53,8 @@ func TestGoldenDatasets(t *testing.T) {
 				t.Fatal(err)
 			}
 			x, _ := encryptedShares(t, l, rows, g)
-			e := twoParties(t)
+			e := b.engine(t)
+			x = b.shares(t, x)
 			job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 			start := time.Now()
 			out, err := job.Run(e, x)
@@ -76,7 +88,7 @@ func TestGoldenDatasets(t *testing.T) {
 			if k < d {
 				gap = (ev[k-1] - ev[k]) / ev[0]
 			}
-			fmt.Printf("| %s | %d | %d | %.4f | %.1e | %.1e | %.1e | %.1e | %.1e | %d | %.0f | %.2f |\n", name, d, k, gap, rel, sub, vec, qrel, qsub, e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6, took.Seconds())
+			fmt.Printf("| %s | %s | %d | %d | %.4f | %.1e | %.1e | %.1e | %.1e | %.1e | %d | %.0f | %.2f |\n", b.name, name, d, k, gap, rel, sub, vec, qrel, qsub, e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6, took.Seconds())
 			if qrel > 1e-4 || qsub > 1e-3 {
 				t.Errorf("%s k=%d: against float64 on the same rows, eigenvalues %.2e (bar 1e-4), angle %.2e rad (bar 1e-3)", name, k, qrel, qsub)
 			}

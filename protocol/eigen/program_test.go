@@ -284,11 +284,16 @@ func TestRunWine(t *testing.T) {
 }
 
 // TestRunLarge measures the members' program at d = 784, k = 10 in one
-// process (EIGEN_LARGE=1): synthetic rows with a decaying spectrum,
+// process (EIGEN_LARGE=1; EIGEN_LARGE=replicated on the replicated
+// backend, three parties): synthetic rows with a decaying spectrum,
 // encrypted, converted with one member of three down.
 func TestRunLarge(t *testing.T) {
-	if os.Getenv("EIGEN_LARGE") == "" {
+	b := dealerBackend
+	switch os.Getenv("EIGEN_LARGE") {
+	case "":
 		t.Skip("EIGEN_LARGE=1 runs d = 784")
+	case "replicated":
+		b = replicatedBackend
 	}
 	const g, d, k, n = 16, 784, 10, 2000
 	rng := mrand.New(mrand.NewPCG(3, 4))
@@ -314,14 +319,15 @@ func TestRunLarge(t *testing.T) {
 	start := time.Now()
 	x, _ := encryptedShares(t, l, rows, g)
 	t.Logf("statistics, encryption and conversion: %v", time.Since(start))
-	e := twoParties(t)
+	e := b.engine(t)
+	x = b.shares(t, x)
 	job := PCAJob{Layout: l, Bits: g, Clip: 1, K: k, Solver: DefaultShared}
 	start = time.Now()
 	out, err := job.Run(e, x)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("d = %d, k = %d: the program in %v (both parties in one process), %d rounds, %.0f MB per party", d, k, time.Since(start), e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6)
+	t.Logf("d = %d, k = %d, %s: the program in %v (every party in one process), %d rounds, %.0f MB per party", d, k, b.name, time.Since(start), e.Cost.Rounds, float64(e.Cost.BytesPerParty)/1e6)
 	_ = out
 }
 

@@ -28,37 +28,12 @@ func subMod(a, b, t uint64) uint64 {
 }
 
 // Hadamard returns every X * Y entrywise as integers (no truncation: for
-// shared bits and signs), in one round (Beaver).
+// shared bits and signs), in one round.
 func (e *Engine) Hadamard(ps ...Product) ([]Shared, error) {
-	var opens []Shared
-	type tr struct{ a, b, ab Shared }
-	trs := make([]tr, len(ps))
-	for k, p := range ps {
-		if p.X.R != p.Y.R || p.X.C != p.Y.C {
-			return nil, fmt.Errorf("entrywise product %d: %dx%d by %dx%d", k, p.X.R, p.X.C, p.Y.R, p.Y.C)
-		}
-		a, b, ab := e.dealer.hadamardTriple(p.X.R, p.X.C)
-		trs[k] = tr{a, b, ab}
-		opens = append(opens, e.Sub(p.X, a), e.Sub(p.Y, b))
+	if err := entrywise.check(ps); err != nil {
+		return nil, err
 	}
-	opened := e.open(opens...)
-	out := make([]Shared, len(ps))
-	for k := range ps {
-		E, F := opened[2*k], opened[2*k+1]
-		t := trs[k]
-		out[k] = e.each(t.ab, func(i int, ab Mat) Mat {
-			z := NewMat(ab.R, ab.C)
-			for j := range z.V {
-				v := ab.V[j].Add(E.V[j].Mul(t.b.S[i].V[j])).Add(t.a.S[i].V[j].Mul(F.V[j]))
-				if i == 0 {
-					v = v.Add(E.V[j].Mul(F.V[j]))
-				}
-				z.V[j] = v
-			}
-			return z
-		})
-	}
-	return out, nil
+	return e.be.products(e, entrywise, ps), nil
 }
 
 // cols returns columns [from, to) of x.
@@ -175,19 +150,24 @@ func (e *Engine) lessThanBits(c []Word, rb Shared) (Shared, error) {
 }
 
 // LTZ returns the shared bit [x < 0] for each entry of the column x, whose
-// entries must satisfy |x| < 2^m (m + 1 + Lambda < 128): party 0 offsets
-// a = x + 2^m into [0, 2^(m+1)), the parties open c = a + r for a dealt r
-// with shared low bits, and [x >= 0] = floor(a / 2^m) = floor(c / 2^m) -
+// entries must satisfy |x| < 2^m (m + Lambda + 3 <= 128): component 0
+// offsets a = x + 2^m into [0, 2^(m+1)), the parties open c = a + r for a
+// mask r with shared low bits (the backend's bitMask: dealt, or made from
+// random bits), and [x >= 0] = floor(a / 2^m) = floor(c / 2^m) -
 // floor(r / 2^m) - [c mod 2^m < r mod 2^m] (Catrina and de Hoogh 2010).
-// ceil(log2 m) + 2 rounds.
+// ceil(log2 m) + 2 rounds, and the replicated backend's rounds for its
+// random bits when its pool runs dry.
 func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	if x.C != 1 {
 		return Shared{}, fmt.Errorf("LTZ of a %dx%d matrix: want a column", x.R, x.C)
 	}
-	if m+1+e.P.Lambda >= 128 || m < 2 {
-		return Shared{}, fmt.Errorf("LTZ bound 2^%d: want 2 <= m and m + 1 + Lambda < 128", m)
+	if m+e.P.Lambda+3 > 128 || m < 2 {
+		return Shared{}, fmt.Errorf("LTZ bound 2^%d: want 2 <= m and m + Lambda + 3 <= 128", m)
 	}
-	r, top, low := e.dealer.bitMask(x.R, m, e.P.Lambda)
+	r, top, low, err := e.be.bitMask(e, x.R, m)
+	if err != nil {
+		return Shared{}, err
+	}
 	off := Pow2(m)
 	masked := e.Add(e.AddPublic(x, ConstCol(x.R, off)), r)
 	c := e.open(masked)[0]
@@ -224,35 +204,34 @@ func colOf(c Mat, f func(Word) Word) Mat {
 
 // FromModT converts shares mod T of signed integers (x mod T) with
 // -T/2 <= x < T/2 (the centred representative) into shares over Z_2^128
-// of the same integers. Party 0 offsets x by H = floor(T/2) into [0, T); the parties
-// open z = x + H + r mod T for a dealt r uniform mod T (perfectly hiding),
-// and x + H = z - r + T [z < r] over the integers. nbits is T's bit
-// length. ceil(log2 nbits) + 2 rounds per chunk of ConvertChunk values:
-// the comparison shares every bit as a word, so chunks bound the memory
-// (a d = 784 sum holds 307,720 values).
+// of the same integers. x.S[i] is party i's additive share mod T (the
+// encryption to shares gives them; with the replicated backend a party
+// not in the conversion passes zeros). The dealer's backend opens
+// x + floor(T/2) + r mod T for a dealt r uniform mod T and compares with
+// r's shared bits; the replicated backend moves one party's share to
+// another, masked, reshares the two sums and subtracts T after one
+// comparison with T. It works in chunks of ConvertChunk values: the comparisons share every bit as a
+// word, so chunks bound the memory (a d = 784 sum holds 307,720 values).
 func (e *Engine) FromModT(x ModT) (Shared, error) {
 	if len(x.S) != e.N {
 		return Shared{}, fmt.Errorf("shares of %d parties, engine of %d", len(x.S), e.N)
 	}
-	count := -1
-	for i, s := range x.S {
-		if e.Me < 0 || i == e.Me {
-			count = len(s)
-		}
+	count := e.modTCount(x)
+	if count < 0 {
+		return Shared{}, fmt.Errorf("no share mod %d held here", x.T)
 	}
 	if count <= ConvertChunk {
-		return e.fromModT(x)
+		return e.be.fromModT(e, x)
 	}
 	var parts []Shared
 	for lo := 0; lo < count; lo += ConvertChunk {
-		hi := min(lo+ConvertChunk, count)
 		part := ModT{T: x.T, S: make([][]uint64, len(x.S))}
 		for i, s := range x.S {
 			if s != nil {
-				part.S[i] = s[lo:hi]
+				part.S[i] = s[lo:min(lo+ConvertChunk, count)]
 			}
 		}
-		y, err := e.fromModT(part)
+		y, err := e.be.fromModT(e, part)
 		if err != nil {
 			return Shared{}, err
 		}
@@ -264,59 +243,25 @@ func (e *Engine) FromModT(x ModT) (Shared, error) {
 // ConvertChunk is how many values FromModT converts at once.
 const ConvertChunk = 1 << 14
 
-func (e *Engine) fromModT(x ModT) (Shared, error) {
-	t := x.T
-	nbits := uint(bits.Len64(t))
-	h := t / 2
+// modTCount returns the length of the shares mod T of the parties run
+// here (-1 if none is).
+func (e *Engine) modTCount(x ModT) int {
 	count := -1
 	for i, s := range x.S {
 		if e.Me < 0 || i == e.Me {
 			count = len(s)
 		}
 	}
-	mt, r, low := e.dealer.modTMask(count, t, nbits)
-	// Open z = x + H + r mod T: each party's share mod T, summed over
-	// Z_2^128 (no wrap for n < 2^60) and reduced.
-	sh := Shared{R: count, C: 1, S: make([]Mat, e.N)}
-	for i := range e.N {
-		if e.Me >= 0 && i != e.Me {
-			continue
-		}
-		m := NewMat(count, 1)
-		for j := range count {
-			v := addMod(x.S[i][j], mt.S[i][j], t)
-			if i == 0 {
-				v = addMod(v, h, t)
-			}
-			m.V[j] = Word{0, v}
-		}
-		sh.S[i] = m
-	}
-	opened := e.open(sh)[0]
-	z := make([]uint64, count)
-	for j, w := range opened.V {
-		z[j] = bits.Rem64(w.Hi, w.Lo, t)
-	}
-	zw := make([]Word, count)
-	for j, v := range z {
-		zw[j] = Word{0, v}
-	}
-	lt, err := e.lessThanBits(zw, low)
-	if err != nil {
-		return Shared{}, err
-	}
-	// x = z - H - r + T lt
-	zc := NewMat(count, 1)
-	for j, v := range z {
-		zc.V[j] = Word{0, v}.Sub(Word{0, h})
-	}
-	return e.Add(e.Sub(e.Const(zc), r), e.Scale(lt, int64(t))), nil
+	return count
 }
 
 // InputModT deals count values mod t that the dealer holds (value is called
 // by the dealer only: the proxy's blinding masks, negated) as shares mod t.
+// The replicated backend has no dealer: its engine of all parties splits
+// the values as ShareModT does, and a party's engine fails (a sticky
+// error).
 func (e *Engine) InputModT(count int, t uint64, value func() []uint64) ModT {
-	return e.dealer.splitModT(count, t, value)
+	return e.be.shareModT(e, count, t, value)
 }
 
 // AddModT returns a + b for shares mod T (local).
@@ -343,5 +288,5 @@ func (e *Engine) AddModT(a, b ModT) (ModT, error) {
 // ShareModT splits public or input values into fresh shares mod t (tests;
 // the engine of all parties only).
 func (e *Engine) ShareModT(vals []uint64, t uint64) ModT {
-	return e.dealer.splitModT(len(vals), t, func() []uint64 { return vals })
+	return e.be.shareModT(e, len(vals), t, func() []uint64 { return vals })
 }

@@ -103,17 +103,7 @@ func randomMat(r *Stream, rows, cols int) Mat {
 func (d *Dealer) random(r, c int) Mat { return randomMat(d.master, r, c) }
 
 // bounded returns an r x c matrix of uniform integers in [0, 2^nbits).
-func (d *Dealer) bounded(r, c int, nbits uint) Mat {
-	m := NewMat(r, c)
-	for i := range m.V {
-		w := word(d.master)
-		if nbits < 128 {
-			w = w.Shl(128 - nbits).Shr(128 - nbits)
-		}
-		m.V[i] = w
-	}
-	return m
-}
+func (d *Dealer) bounded(r, c int, nbits uint) Mat { return boundedMat(d.master, r, c, nbits) }
 
 // split deals the r x c value as n additive shares; value is called only
 // by the dealer. A party gets its own share only.

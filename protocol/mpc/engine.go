@@ -1,14 +1,17 @@
 package mpc
 
 import (
-	"errors"
 	"fmt"
 )
 
-// Shared is a matrix held as n additive shares over Z_2^128: S[i] is party
-// i's share and the value is their sum. Parties compute on their own share;
-// the only communication is an opening (every party sends its share of a
-// masked value to every other), counted by the Engine.
+// Shared is a matrix held as components over Z_2^128 whose sum is the
+// value. With the dealer's backend (NewEngine) they are the n parties'
+// additive shares, S[i] party i's; with the replicated backend
+// (NewReplicatedEngine) they are three, and party i holds S[i] and
+// S[i+1 mod 3]. Parties compute on the components they hold; the only
+// communication is an opening, a product's resharing or a dealer's
+// message, counted by the Engine. A party's engine fills only the
+// components it holds.
 type Shared struct {
 	R, C int
 	S    []Mat
@@ -40,8 +43,12 @@ func (p Params) Validate() error {
 	return nil
 }
 
-// Cost counts the communication: rounds of openings (openings sent in the
-// same round count once) and the bytes each party sends.
+// Cost counts the communication: rounds (the messages of operations in
+// the same round count once) and the bytes each party sends: with the
+// dealer's backend, its openings (the dealer's messages are not counted);
+// with the replicated backend, the busiest party's (every party sends as
+// much in every round but a conversion's first, where one party moves its
+// share). Every party's engine counts the same.
 type Cost struct {
 	Rounds        int
 	BytesPerParty int64
@@ -54,135 +61,104 @@ type Net interface {
 	Exchange(mine []Word) ([]Word, error)
 }
 
-// Engine runs the parties' shares: all n of them in one process (the
-// shares are kept apart: no step reads another party's share except
-// through an opening), or one party's (Me >= 0) with the others over a
-// Net. Its dealer is the whole dealer in the first case and the party's
-// view of it in the second. The first error (a Net or dealer failure)
-// sticks: later openings return zeros at once, so a program runs out
-// quickly, and Err reports it.
+// Engine runs a program on shares: the parties' shares all in one
+// process (the shares are kept apart: no step reads a component a party
+// does not hold except through a message), or one party's (Me >= 0)
+// with the others over a network. How it multiplies, truncates, masks
+// and opens is its backend's: a dealer's correlated randomness over a Net
+// (NewEngine, NewPartyEngine), or replicated secret sharing among three
+// parties over a PeerNet, with no dealer (NewReplicatedEngine,
+// NewReplicatedPartyEngine). The program does not see which. The first
+// error (a network or dealer failure, an inconsistent opening) sticks:
+// later rounds send nothing and return zeros at once, so a program runs
+// out quickly, and Err reports it. An Engine is not safe for concurrent
+// use.
 type Engine struct {
-	N      int
-	Me     int // -1: every party here
-	P      Params
-	dealer *Dealer
-	net    Net
-	err    error
-	Cost   Cost
+	N    int // parties (and components)
+	Me   int // -1: every party here
+	P    Params
+	be   backend
+	held []bool // by component: held here
+	err  error
+	Cost Cost
 }
 
-// NewEngine returns an engine running all n >= 2 parties with dealer d.
-func NewEngine(n int, p Params, d *Dealer) (*Engine, error) {
-	if n < 2 {
-		return nil, errors.New("secret sharing needs at least 2 parties")
-	}
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if d == nil || d.n != n || d.me >= 0 {
-		return nil, errors.New("the engine needs the dealer of its n parties")
-	}
-	return &Engine{N: n, Me: -1, P: p, dealer: d}, nil
+// A backend is how an engine's parties multiply, truncate, mask, open and
+// convert (beaver.go: a dealer's correlated randomness; replicated.go:
+// replicated sharing with pseudorandom secret sharing).
+type backend interface {
+	// open opens every x to every party, in one round.
+	open(e *Engine, xs []Shared) []Mat
+	// products returns the untruncated products of ps, in one round.
+	products(e *Engine, k kind, ps []Product) []Shared
+	// gram returns the untruncated x^T x.
+	gram(e *Engine, x Shared) Shared
+	// fix prepares x for products on its left; mulFixed returns the
+	// untruncated x y.
+	fix(e *Engine, x Shared) *Fixed
+	mulFixed(e *Engine, x *Fixed, y Shared) Shared
+	// truncMask returns a truncation's mask r (r x c, each entry's sum
+	// below 2^(L + Lambda + 2)), the shares of the floor of its parts by
+	// 2^s, and the bias: the opened c = x + 2^L + r gives x >> s =
+	// c >> s - hi - 2^(L - s) - bias, off by less than two units.
+	truncMask(e *Engine, r, c int, s uint) (mask, hi Shared, bias Word)
+	// bitMask returns, for count values, a mask r below 2^(m + Lambda +
+	// 3) whose low m + 1 bits are uniform, shares of floor(r / 2^m) and of
+	// r's m low bits (column j: bit j).
+	bitMask(e *Engine, count int, m uint) (r, top, low Shared, err error)
+	// fromModT converts one chunk of shares mod T (see FromModT).
+	fromModT(e *Engine, x ModT) (Shared, error)
+	// share splits an input of the test harness (the engine of all parties).
+	share(e *Engine, m Mat) Shared
+	// shareModT splits count values mod t that value returns (called
+	// only where they are dealt).
+	shareModT(e *Engine, count int, t uint64, value func() []uint64) ModT
+	err() error
 }
 
-// NewPartyEngine returns party me's engine: its dealer view src
-// (NewPartySource) and its Net.
-func NewPartyEngine(n, me int, p Params, src *Dealer, net Net) (*Engine, error) {
-	if err := p.Validate(); err != nil {
-		return nil, err
-	}
-	if src == nil || src.n != n || src.me != me || net == nil {
-		return nil, fmt.Errorf("party %d's engine needs its dealer view and a net", me)
-	}
-	return &Engine{N: n, Me: me, P: p, dealer: src, net: net}, nil
-}
-
-// NewDealerEngine returns the engine the dealer runs a program on to make
-// party 0's corrections: the whole dealer as its source (every share is
-// dealt, party 0's go to the sink), party 0's arithmetic only, and openings
-// that return zeros (the dealer sees no opened value, and the program's
-// control flow does not depend on one).
-func NewDealerEngine(n int, p Params, d *Dealer) (*Engine, error) {
-	e, err := NewEngine(n, p, d)
-	if err != nil {
-		return nil, err
-	}
-	e.Me, e.net = 0, zeroNet{}
-	return e, nil
-}
-
-// zeroNet opens every value as zero.
-type zeroNet struct{}
-
-func (zeroNet) Exchange(mine []Word) ([]Word, error) { return make([]Word, len(mine)), nil }
-
-// Err returns the first failure of the net or the dealer.
+// Err returns the first failure of the network, the dealer or a check.
 func (e *Engine) Err() error {
 	if e.err != nil {
 		return e.err
 	}
-	return e.dealer.Err()
+	return e.be.err()
 }
 
-// open runs one round in which the parties open every x: each party sends
-// its shares to the n - 1 others and all sum them.
-func (e *Engine) open(xs ...Shared) []Mat {
-	out := make([]Mat, len(xs))
-	words := 0
-	for _, x := range xs {
-		words += x.R * x.C
+// fail records the first error.
+func (e *Engine) fail(err error) {
+	if e.err == nil {
+		e.err = err
 	}
-	e.Cost.Rounds++
-	e.Cost.BytesPerParty += int64(words) * 16 * int64(e.N-1)
-	if e.Me < 0 {
-		for k, x := range xs {
-			v := x.S[0]
-			for i := 1; i < e.N; i++ {
-				v = add(v, x.S[i])
-			}
-			out[k] = v
-		}
-		return out
-	}
-	mine := make([]Word, 0, words)
-	for _, x := range xs {
-		mine = append(mine, x.S[e.Me].V...)
-	}
-	var sum []Word
-	if e.Err() == nil {
-		var err error
-		if sum, err = e.net.Exchange(mine); err == nil && len(sum) != words {
-			err = fmt.Errorf("round %d: %d words opened, %d sent", e.Cost.Rounds, len(sum), words)
-		}
-		if err != nil {
-			e.err = err
-		}
-	}
-	if e.err != nil {
-		sum = make([]Word, words)
-	}
-	for k, x := range xs {
-		out[k] = Mat{R: x.R, C: x.C, V: sum[:x.R*x.C]}
-		sum = sum[x.R*x.C:]
-	}
-	return out
 }
 
-// Share splits m into fresh shares: an input held by the dealer (tests;
-// the engine of all parties only).
-func (e *Engine) Share(m Mat) Shared {
-	return e.dealer.split(m.R, m.C, func() Mat { return m })
+// holds reports whether component i is held here.
+func (e *Engine) holds(i int) bool { return e.held[i] }
+
+// open runs one round in which the parties open every x.
+func (e *Engine) open(xs ...Shared) []Mat { return e.be.open(e, xs) }
+
+// words counts the entries of xs.
+func words(xs []Shared) int {
+	n := 0
+	for _, x := range xs {
+		n += x.R * x.C
+	}
+	return n
 }
+
+// Share splits m into fresh shares: an input of the test harness (the
+// engine of all parties only).
+func (e *Engine) Share(m Mat) Shared { return e.be.share(e, m) }
 
 // Reveal opens x to every party. The solver reveals only its output,
 // and only to the user; tests use it to measure.
 func (e *Engine) Reveal(x Shared) Mat { return e.open(x)[0] }
 
-// each applies f to every share held here (all of them, or the party's).
+// each applies f to every component held here.
 func (e *Engine) each(x Shared, f func(i int, s Mat) Mat) Shared {
 	out := Shared{R: x.R, C: x.C, S: make([]Mat, e.N)}
 	for i, s := range x.S {
-		if e.Me >= 0 && i != e.Me {
+		if !e.holds(i) {
 			continue
 		}
 		out.S[i] = f(i, s)
@@ -201,7 +177,7 @@ func (e *Engine) Sub(x, y Shared) Shared {
 	return e.each(x, func(i int, s Mat) Mat { return sub(s, y.S[i]) })
 }
 
-// AddPublic returns x + m for a public m (party 0 adds it).
+// AddPublic returns x + m for a public m (component 0 takes it).
 func (e *Engine) AddPublic(x Shared, m Mat) Shared {
 	return e.each(x, func(i int, s Mat) Mat {
 		if i == 0 {
@@ -225,90 +201,85 @@ func (e *Engine) Transpose(x Shared) Shared {
 // Product is one factor pair of a round of multiplications.
 type Product struct{ X, Y Shared }
 
+// kind is a bilinear map the backends multiply by.
+type kind int
+
+const (
+	matrix    kind = iota // X Y
+	entrywise             // X * Y
+)
+
+func (k kind) apply(a, b Mat) Mat {
+	if k == entrywise {
+		return hadamard(a, b)
+	}
+	return mul(a, b)
+}
+
+func (k kind) check(ps []Product) error {
+	for n, p := range ps {
+		switch {
+		case k == matrix && p.X.C != p.Y.R:
+			return fmt.Errorf("product %d: %dx%d by %dx%d", n, p.X.R, p.X.C, p.Y.R, p.Y.C)
+		case k == entrywise && (p.X.R != p.Y.R || p.X.C != p.Y.C):
+			return fmt.Errorf("entrywise product %d: %dx%d by %dx%d", n, p.X.R, p.X.C, p.Y.R, p.Y.C)
+		}
+	}
+	return nil
+}
+
 // MatMul returns every X Y, truncated by F + extra bits (extra divides
 // by 2^extra), in two rounds whatever the number of products: the
-// Beaver openings of X - A and Y - B, then the truncations.
+// products' round (Beaver's openings of X - A and Y - B, or the
+// resharing) and the truncations'.
 func (e *Engine) MatMul(extra uint, ps ...Product) ([]Shared, error) {
-	var opens []Shared
-	type tr struct{ a, b, ab Shared }
-	trs := make([]tr, len(ps))
-	for k, p := range ps {
-		if p.X.C != p.Y.R {
-			return nil, fmt.Errorf("product %d: %dx%d by %dx%d", k, p.X.R, p.X.C, p.Y.R, p.Y.C)
-		}
-		a, b, ab := e.dealer.triple(p.X.R, p.X.C, p.Y.C)
-		trs[k] = tr{a, b, ab}
-		opens = append(opens, e.Sub(p.X, a), e.Sub(p.Y, b))
+	if err := matrix.check(ps); err != nil {
+		return nil, err
 	}
-	opened := e.open(opens...)
-	raw := make([]Shared, len(ps))
-	for k := range ps {
-		E, F := opened[2*k], opened[2*k+1]
-		t := trs[k]
-		raw[k] = e.each(t.ab, func(i int, ab Mat) Mat {
-			z := add(ab, add(mul(E, t.b.S[i]), mul(t.a.S[i], F)))
-			if i == 0 {
-				z = add(z, mul(E, F))
-			}
-			return z
-		})
-	}
-	return e.Trunc(e.P.F+extra, raw...), nil
+	return e.Trunc(e.P.F+extra, e.be.products(e, matrix, ps)...), nil
 }
 
-// Gram returns x^T x truncated by F, in two rounds (x - A opened once for
-// both factors).
+// Gram returns x^T x truncated by F, in two rounds.
 func (e *Engine) Gram(x Shared) Shared {
-	a, ata := e.dealer.gramPair(x.R, x.C)
-	E := e.open(e.Sub(x, a))[0]
-	Et := E.Transpose()
-	raw := e.each(ata, func(i int, z Mat) Mat {
-		at := a.S[i].Transpose()
-		z = add(z, add(mul(Et, a.S[i]), mul(at, E)))
-		if i == 0 {
-			z = add(z, mul(Et, E))
-		}
-		return z
-	})
-	return e.Trunc(e.P.F, raw)[0]
+	return e.Trunc(e.P.F, e.be.gram(e, x))[0]
 }
 
-// Fixed is an operand opened once, masked, for many products on its left
-// (a covariance in every iteration): the mask's reuse is safe because the
-// masked value X - A is opened only once (SecureML's precomputed masks).
+// Fixed is an operand for many products on its left (a covariance in
+// every iteration). With the dealer's backend it is opened once, masked
+// (the mask's reuse is safe because the masked value X - A is opened only
+// once: SecureML's precomputed masks); the replicated backend needs no
+// preparation.
 type Fixed struct {
-	id   int
+	x    Shared // replicated
+	id   int    // dealer's
 	a    Shared
 	open Mat
+	r, c int
 }
 
-// Fix opens x - A for later MulFixed calls (one round).
+// Fix prepares x for later MulFixed calls (one round with the dealer's
+// backend, none with the replicated one).
 func (e *Engine) Fix(x Shared) *Fixed {
-	id, a := e.dealer.fix(x.R, x.C)
-	return &Fixed{id: id, a: a, open: e.open(e.Sub(x, a))[0]}
+	f := e.be.fix(e, x)
+	f.r, f.c = x.R, x.C
+	return f
 }
 
 // MulFixed returns X y truncated by F for the fixed X, in two rounds.
 func (e *Engine) MulFixed(x *Fixed, y Shared) (Shared, error) {
-	if x.open.C != y.R {
-		return Shared{}, fmt.Errorf("fixed product: %dx%d by %dx%d", x.open.R, x.open.C, y.R, y.C)
+	if x.c != y.R {
+		return Shared{}, fmt.Errorf("fixed product: %dx%d by %dx%d", x.r, x.c, y.R, y.C)
 	}
-	b, ab := e.dealer.fixedTriple(x.id, x.open.R, x.open.C, y.C)
-	F := e.open(e.Sub(y, b))[0]
-	raw := e.each(ab, func(i int, z Mat) Mat {
-		z = add(z, add(mul(x.open, b.S[i]), mul(x.a.S[i], F)))
-		if i == 0 {
-			z = add(z, mul(x.open, F))
-		}
-		return z
-	})
-	return e.Trunc(e.P.F, raw)[0], nil
+	return e.Trunc(e.P.F, e.be.mulFixed(e, x, y))[0], nil
 }
 
-// Trunc divides every x by 2^s (s <= F + a few bits), rounding down or
-// up by one unit, in one round: party 0 offsets x by 2^L into [0, 2^(L+1)),
-// the parties open c = x + 2^L + r for a dealt r < 2^(L+Lambda), and the
-// result is c >> s - r >> s - 2^(L-s). No wrap: L + Lambda + 1 < 128.
+// Trunc divides every x by 2^s (s <= F + a few bits), off by less than
+// two units (one with the dealer's backend), in one round: component 0
+// offsets x by 2^L into [0, 2^(L+1)), the parties open c = x + 2^L + r
+// for a mask r of L + Lambda bits (dealt, or the sum of three drawn by
+// pairs of parties), and the result is c >> s - r >> s - 2^(L-s) (r >> s
+// per part, and a bias for the parts' carries). No wrap: L + Lambda + 2
+// <= 128.
 func (e *Engine) Trunc(s uint, xs ...Shared) []Shared {
 	shifts := make([]uint, len(xs))
 	for k := range shifts {

@@ -2,13 +2,13 @@ package mpc
 
 import "fmt"
 
-// Const returns a public matrix as shares (party 0 holds it, the others
-// zero): no communication.
+// Const returns a public matrix as shares (component 0 holds it, the
+// others zero): no communication.
 func (e *Engine) Const(m Mat) Shared {
 	s := Shared{R: m.R, C: m.C, S: make([]Mat, e.N)}
 	for i := range e.N {
 		switch {
-		case e.Me >= 0 && i != e.Me:
+		case !e.holds(i):
 		case i == 0:
 			s.S[0] = m
 		default:

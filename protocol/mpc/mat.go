@@ -103,3 +103,12 @@ func mul(a, b Mat) Mat {
 	}
 	return out
 }
+
+// hadamard returns a * b entrywise mod 2^128.
+func hadamard(a, b Mat) Mat {
+	out := NewMat(a.R, a.C)
+	for i := range a.V {
+		out.V[i] = a.V[i].Mul(b.V[i])
+	}
+	return out
+}

@@ -20,6 +20,30 @@ func newEngine(t testing.TB, n int) *Engine {
 	return e
 }
 
+// newReplicated returns the replicated engine of three parties (no
+// dealer), its keys from a seeded stream.
+func newReplicated(t testing.TB, seed byte) *Engine {
+	t.Helper()
+	e, err := NewReplicatedEngine(DefaultParams, rand.NewChaCha8([32]byte{seed}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// forEngines runs test on the dealer's engine of n parties and on the
+// replicated engine, each in one process.
+func forEngines(t *testing.T, n int, test func(t *testing.T, e *Engine)) {
+	t.Run("dealer", func(t *testing.T) { test(t, newEngine(t, n)) })
+	t.Run("replicated", func(t *testing.T) { test(t, newReplicated(t, 7)) })
+}
+
+// replicatedBackend reports whether e runs the replicated backend.
+func replicatedBackend(e *Engine) bool {
+	_, ok := e.be.(*replicated)
+	return ok
+}
+
 func toBig(w Word) *big.Int {
 	b := new(big.Int).SetUint64(w.Hi)
 	b.Lsh(b, 64)
@@ -92,92 +116,151 @@ func maxDiff(a, b [][]float64) float64 {
 
 func TestProducts(t *testing.T) {
 	for _, n := range []int{2, 3, 5} {
-		e := newEngine(t, n)
-		f := e.P.F
-		rng := rand.New(rand.NewPCG(uint64(n), 3))
-		a, b := randomFloats(rng, 7, 5, 4), randomFloats(rng, 5, 3, 4)
-		A, B := e.Share(EncodeMat(a, f)), e.Share(EncodeMat(b, f))
-		want := floatMul(a, b)
-		tol := 5 * 0x1p-32 * 20 // encoding error times the entries, plus a unit
-		got, err := e.MatMul(0, Product{A, B})
+		checkProducts(t, newEngine(t, n), uint64(n))
+	}
+	checkProducts(t, newReplicated(t, 3), 3)
+}
+
+// checkProducts holds MatMul (with and without extra bits), MulFixed and
+// Gram to float64.
+func checkProducts(t *testing.T, e *Engine, seed uint64) {
+	t.Helper()
+	n := e.N
+	f := e.P.F
+	rng := rand.New(rand.NewPCG(seed, 3))
+	a, b := randomFloats(rng, 7, 5, 4), randomFloats(rng, 5, 3, 4)
+	A, B := e.Share(EncodeMat(a, f)), e.Share(EncodeMat(b, f))
+	want := floatMul(a, b)
+	tol := 5 * 0x1p-32 * 20 // encoding error times the entries, plus a unit
+	got, err := e.MatMul(0, Product{A, B})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := maxDiff(e.Reveal(got[0]).Decode(f), want); d > tol {
+		t.Errorf("n = %d: product off by %g", n, d)
+	}
+	half, _ := e.MatMul(1, Product{A, B})
+	for i := range want {
+		for j := range want[i] {
+			want[i][j] /= 2
+		}
+	}
+	if d := maxDiff(e.Reveal(half[0]).Decode(f), want); d > tol {
+		t.Errorf("n = %d: halved product off by %g", n, d)
+	}
+	fx := e.Fix(A)
+	for range 3 {
+		got, err := e.MulFixed(fx, B)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if d := maxDiff(e.Reveal(got[0]).Decode(f), want); d > tol {
-			t.Errorf("n = %d: product off by %g", n, d)
-		}
-		half, _ := e.MatMul(1, Product{A, B})
-		for i := range want {
-			for j := range want[i] {
-				want[i][j] /= 2
-			}
-		}
-		if d := maxDiff(e.Reveal(half[0]).Decode(f), want); d > tol {
-			t.Errorf("n = %d: halved product off by %g", n, d)
-		}
-		fx := e.Fix(A)
-		for range 3 {
-			got, err := e.MulFixed(fx, B)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if d := maxDiff(e.Reveal(got).Decode(f), floatMul(a, b)); d > tol {
-				t.Errorf("n = %d: fixed product off by %g", n, d)
-			}
-		}
-		at := make([][]float64, 5)
-		for i := range at {
-			at[i] = make([]float64, 7)
-			for j := range at[i] {
-				at[i][j] = a[j][i]
-			}
-		}
-		if d := maxDiff(e.Reveal(e.Gram(A)).Decode(f), floatMul(at, a)); d > tol {
-			t.Errorf("n = %d: Gram off by %g", n, d)
+		if d := maxDiff(e.Reveal(got).Decode(f), floatMul(a, b)); d > tol {
+			t.Errorf("n = %d: fixed product off by %g", n, d)
 		}
 	}
-}
-
-// TestTruncation checks the rounding (one unit at most) at the edges of the
-// range, for negative values and zero.
-func TestTruncation(t *testing.T) {
-	e := newEngine(t, 3)
-	vals := []int64{0, 1, -1, 1 << 40, -(1 << 40), 12345678901234, -98765432109876}
-	m := NewMat(1, len(vals)+2)
-	for i, v := range vals {
-		m.V[i] = FromInt64(v)
-	}
-	big := Pow2(e.P.L).Sub(Word{0, 1})
-	m.V[len(vals)] = big
-	m.V[len(vals)+1] = big.Neg()
-	got := e.Reveal(e.Trunc(10, e.Share(m))[0])
-	for i, v := range vals {
-		want := float64(v) / 1024
-		if d := got.V[i].Signed(0) - math.Floor(want); d < 0 || d > 1 {
-			t.Errorf("%d >> 10 = %g, want %g or one more", v, got.V[i].Signed(0), math.Floor(want))
+	at := make([][]float64, 5)
+	for i := range at {
+		at[i] = make([]float64, 7)
+		for j := range at[i] {
+			at[i][j] = a[j][i]
 		}
 	}
-	if d := got.V[len(vals)].Signed(0) - math.Ldexp(1, int(e.P.L)-10); math.Abs(d) > 1 {
-		t.Errorf("2^L - 1 >> 10 off by %g", d)
+	if d := maxDiff(e.Reveal(e.Gram(A)).Decode(f), floatMul(at, a)); d > tol {
+		t.Errorf("n = %d: Gram off by %g", n, d)
 	}
-	if d := got.V[len(vals)+1].Signed(0) + math.Ldexp(1, int(e.P.L)-10); math.Abs(d) > 1 {
-		t.Errorf("-(2^L - 1) >> 10 off by %g", d)
-	}
-}
-
-// TestCostCounts checks the communication count of a round of two products.
-func TestCostCounts(t *testing.T) {
-	e := newEngine(t, 3)
-	x := e.Share(NewMat(4, 6))
-	y := e.Share(NewMat(6, 2))
-	if _, err := e.MatMul(0, Product{x, y}, Product{x, y}); err != nil {
+	if err := e.Err(); err != nil {
 		t.Fatal(err)
 	}
-	// Beaver round: 2 x (24 + 12) words; truncation round: 2 x 8 words.
-	words := int64(2*(24+12) + 2*8)
-	if e.Cost.Rounds != 2 || e.Cost.BytesPerParty != words*16*2 {
-		t.Errorf("cost %+v, want 2 rounds and %d bytes", e.Cost, words*16*2)
-	}
+}
+
+// TestTruncation checks the rounding at the edges of the range, for
+// negative values and zero: floor(x / 2^s) or one more with the dealer's
+// pairs; with the replicated backend's three-part masks, floor(x / 2^s)
+// minus one to plus two (less than two units from x / 2^s).
+func TestTruncation(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *Engine) {
+		lo, hi := 0.0, 1.0
+		if replicatedBackend(e) {
+			lo, hi = -1, 2
+		}
+		vals := []int64{0, 1, -1, 1 << 40, -(1 << 40), 12345678901234, -98765432109876}
+		m := NewMat(1, len(vals)+2)
+		for i, v := range vals {
+			m.V[i] = FromInt64(v)
+		}
+		big := Pow2(e.P.L).Sub(Word{0, 1})
+		m.V[len(vals)] = big
+		m.V[len(vals)+1] = big.Neg()
+		for range 20 {
+			got := e.Reveal(e.Trunc(10, e.Share(m))[0])
+			for i, v := range vals {
+				want := float64(v) / 1024
+				if d := got.V[i].Signed(0) - math.Floor(want); d < lo || d > hi {
+					t.Errorf("%d >> 10 = %g, want %g + [%g, %g]", v, got.V[i].Signed(0), math.Floor(want), lo, hi)
+				}
+			}
+			if d := got.V[len(vals)].Signed(0) - math.Ldexp(1, int(e.P.L)-10); d < lo-1 || d > hi {
+				t.Errorf("2^L - 1 >> 10 off by %g", d)
+			}
+			if d := got.V[len(vals)+1].Signed(0) + math.Ldexp(1, int(e.P.L)-10); d < lo || d > hi+1 {
+				t.Errorf("-(2^L - 1) >> 10 off by %g", d)
+			}
+		}
+	})
+}
+
+// TestTruncationBias: over random values, the truncation's mean error
+// (against the exact quotient) is below 0.05 units, and its largest below
+// one unit (the dealer's) or two (the replicated backend's).
+func TestTruncationBias(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *Engine) {
+		const n, s = 20000, 20
+		rng := rand.New(rand.NewPCG(17, 18))
+		x := NewMat(n, 1)
+		vals := make([]int64, n)
+		for i := range vals {
+			vals[i] = rng.Int64N(1<<50) - 1<<49
+			x.V[i] = FromInt64(vals[i])
+		}
+		got := e.Reveal(e.Trunc(s, e.Share(x))[0])
+		sum, worst := 0.0, 0.0
+		for i, v := range vals {
+			d := got.V[i].Signed(0) - float64(v)/(1<<s)
+			sum += d
+			worst = max(worst, math.Abs(d))
+		}
+		bound := 1.0
+		if replicatedBackend(e) {
+			bound = 2
+		}
+		t.Logf("mean error %.4f units, largest %.3f", sum/n, worst)
+		if math.Abs(sum/n) > 0.05 || worst >= bound {
+			t.Errorf("mean error %.4f units (bar 0.05), largest %.3f (bar %g)", sum/n, worst, bound)
+		}
+	})
+}
+
+// TestCostCounts checks the communication count of a round of two
+// products: with the dealer's backend the Beaver openings (2 x (24 + 12)
+// words to each of 2 others) and the truncations' (2 x 8 words); with the
+// replicated backend the resharing (2 x 8 words to one neighbour) and the
+// truncations' opening (2 x 8 words to one neighbour, a 2-word hash to
+// the other).
+func TestCostCounts(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *Engine) {
+		x := e.Share(NewMat(4, 6))
+		y := e.Share(NewMat(6, 2))
+		if _, err := e.MatMul(0, Product{x, y}, Product{x, y}); err != nil {
+			t.Fatal(err)
+		}
+		words := int64(2*(24+12)+2*8) * 2
+		if replicatedBackend(e) {
+			words = 2*8 + 2*8 + 2
+		}
+		if e.Cost.Rounds != 2 || e.Cost.BytesPerParty != words*16 {
+			t.Errorf("cost %+v, want 2 rounds and %d bytes", e.Cost, words*16)
+		}
+	})
 }
 
 func TestParamsValidate(t *testing.T) {
@@ -191,7 +274,10 @@ func TestParamsValidate(t *testing.T) {
 // TestInvSqrt: Z (G + ridge I) Z is the identity for eigenvalues of G from
 // 1 down to 1e-4, in 24 steps.
 func TestInvSqrt(t *testing.T) {
-	e := newEngine(t, 3)
+	forEngines(t, 3, checkInvSqrt)
+}
+
+func checkInvSqrt(t *testing.T, e *Engine) {
 	rng := rand.New(rand.NewPCG(5, 6))
 	const n = 6
 	// G = U diag(lambda) U^T with a random orthogonal U (Gram-Schmidt).

@@ -32,12 +32,12 @@ func TestPartiesOverNet(t *testing.T) {
 
 	// Reference: every party in one engine.
 	ref := newEngine(t, n)
-	want := program(ref, ref.Share(x), ref.dealer.splitModT(len(plain), T, func() []uint64 { return plain }))
+	want := program(ref, ref.Share(x), ref.ShareModT(plain, T))
 
 	// Inputs: shares from an unrelated dealer.
 	in := newEngine(t, n)
 	xs := in.Share(x)
-	xts := in.dealer.splitModT(len(plain), T, func() []uint64 { return plain })
+	xts := in.ShareModT(plain, T)
 	got := overNet(t, n, xs, xts, program)
 	for i := range n {
 		for k := range want {

@@ -28,7 +28,7 @@ func (e *Engine) Stack(xs ...Shared) Shared {
 	}
 	out := Shared{R: rows, C: 1, S: make([]Mat, e.N)}
 	for i := range e.N {
-		if e.Me >= 0 && i != e.Me {
+		if !e.holds(i) {
 			continue
 		}
 		m := NewMat(rows, 1)

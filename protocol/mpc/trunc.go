@@ -5,12 +5,13 @@ package mpc
 // of it can be truncated by different amounts together).
 func (e *Engine) TruncEach(shifts []uint, xs ...Shared) []Shared {
 	off := Pow2(e.P.L)
-	var opens []Shared
+	opens := make([]Shared, len(xs))
 	his := make([]Shared, len(xs))
+	bias := make([]Word, len(xs))
 	for k, x := range xs {
-		r, hi := e.dealer.truncPair(x.R, x.C, e.P.L+e.P.Lambda, shifts[k])
-		his[k] = hi
-		opens = append(opens, e.each(x, func(i int, m Mat) Mat {
+		var r Shared
+		r, his[k], bias[k] = e.be.truncMask(e, x.R, x.C, shifts[k])
+		opens[k] = e.each(x, func(i int, m Mat) Mat {
 			m = add(m, r.S[i])
 			if i == 0 {
 				for j := range m.V {
@@ -18,13 +19,13 @@ func (e *Engine) TruncEach(shifts []uint, xs ...Shared) []Shared {
 				}
 			}
 			return m
-		}))
+		})
 	}
 	opened := e.open(opens...)
 	out := make([]Shared, len(xs))
 	for k := range xs {
 		c, s := opened[k], shifts[k]
-		offOut := Pow2(e.P.L - s)
+		offOut := Pow2(e.P.L - s).Add(bias[k])
 		out[k] = e.each(his[k], func(i int, h Mat) Mat {
 			z := NewMat(h.R, h.C)
 			for j := range z.V {

@@ -1,0 +1,68 @@
+// Package mpc is the members' secret-shared fixed-point arithmetic over
+// Z_2^128 (products, truncations, comparisons, the conversion from shares
+// mod T, scalar and matrix functions, a Jacobi eigensolver) on which the
+// components programs of protocol/eigen run. A program sees an *Engine;
+// how the engine multiplies, truncates, masks and opens is its backend's,
+// and the same program runs unchanged on either:
+//
+// The dealer's backend (NewEngine, NewPartyEngine; beaver.go, dealer.go):
+// n >= 2 parties hold additive shares and use a dealer's correlated
+// randomness, Beaver triples (Beaver 1991), truncation pairs and masks
+// with shared bits, over a Net that sums the parties' shares of an
+// opening. The dealer must collude with no party: with one it learns
+// everything, and a dealer dealing wrong randomness steers the output.
+//
+// The replicated backend (NewReplicatedEngine, NewReplicatedPartyEngine;
+// replicated.go, prss.go, peernet.go): exactly three parties hold
+// replicated shares (Araki, Furukawa, Lindell, Nof and Ohara, CCS 2016),
+// x = x_0 + x_1 + x_2 with party i holding x_i and x_(i+1), and need no
+// dealer: every component's randomness comes from an AES-256-CTR stream
+// keyed by a key its two holders share (pseudorandom secret sharing;
+// ReplicatedKeys), products are computed locally and reshared, fixed
+// point follows ABY3 (Mohassel and Rindal, CCS 2018) with an opened
+// truncation whose mask is the sum of three parts drawn by the three
+// pairs, comparisons (Catrina and de Hoogh 2010) use masks made of shared
+// random bits, each the exclusive or of three bits drawn by the pairs, and
+// the conversion from shares mod T moves one party's share to another,
+// masked, reshares the two sums and subtracts T after one comparison.
+//
+// What the replicated backend gives, honest majority (one party of three
+// deviating or curious, the others following it): one party that follows
+// the protocol learns nothing but values it can simulate (resharing
+// messages are masked by a stream it does not hold; opened values are
+// uniform or hide the value to 2^(1 - Lambda), as with the dealer), under
+// AES's pseudorandomness; no coalition with the proxy changes that, since
+// the proxy only relays sealed messages. Openings are checked: the
+// component a party lacks comes from one of its holders and a SHA-256
+// hash of it from the other, and a mismatch is a sticky error (security
+// with abort for openings: a deviating party cannot make an honest one
+// open a wrong value; the user's CombineReplicated checks the output's
+// components the same way). Products are NOT checked: a deviating party
+// can add an error of its choice to a product it reshares (keeping its
+// own copy of the component alike, so that no opening sees a mismatch).
+// That spoils the output's integrity, and a large error carried into
+// further products can push a value past the range its truncation's mask
+// hides (2^L), which is a leak; the dealer backend has the same exposure
+// to a deviating party. A check of the products (triple sacrifice,
+// Furukawa, Lindell, Nof and Weinstein, EUROCRYPT 2017, or a distributed
+// inner-product proof over a Galois ring extension) is not built.
+//
+// Messages of the replicated backend, per round, with prev = i - 1 and
+// next = i + 1 (mod 3) for party i, one PeerNet Exchange per round:
+//
+//	resharing (products, the conversion's input, random bits):
+//	  i -> prev: the new component i of every value of the round
+//	  i -> next: empty
+//	opening (truncations, comparisons, reveals):
+//	  i -> prev: component i + 1 of every opened value (prev lacks it)
+//	  i -> next: 2 words, SHA-256 of component i (next lacks it too),
+//	             bound to the round
+//	a conversion's move (the first round of FromModT, per chunk):
+//	  2 -> 1: party 2's shares mod T plus a mask mod T, one word each
+//	  every other message empty
+//
+// A round's words are the concatenation of its values' entries, row-major,
+// in the order of the operations' operands; both ends know every length
+// from the program, and the engine checks the lengths it receives.
+// Cost counts each party's rounds and the bytes it sends (16 a word).
+package mpc

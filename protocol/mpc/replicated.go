@@ -1,0 +1,554 @@
+package mpc
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/bits"
+)
+
+// replicated is the dealer-free backend of three parties (the package
+// doc says what it hides and checks): replicated shares over Z_2^128
+// (Araki, Furukawa, Lindell, Nof and Ohara, CCS 2016), x = x_0 + x_1 +
+// x_2, party i holding x_i and x_(i+1) (indices mod 3), so any two
+// parties hold the value and the components of any one are independent
+// of it (statistically, after a truncation). Component j's randomness
+// comes from the stream of the key K_j that its two holders share
+// (pseudorandom secret sharing; ReplicatedKeys).
+//
+// Products (resharing): party i computes its term of x y from the
+// components it holds, z_i = x_i y_i + x_i y_(i+1) + x_(i+1) y_i, adds its
+// term of a fresh sharing of zero, alpha_i = F_(i+1) - F_i, and sends the
+// result to party i - 1 as the new component i: one message to one
+// neighbour, one round for a batch of products, and the message is masked
+// by F_(i+1), which the receiver does not hold. Fixed point follows ABY3
+// (Mohassel and Rindal, CCS 2018) with an opened truncation: every part
+// r_j of the mask comes from component j's stream, so its holders also
+// know r_j >> s (truncMask). Comparisons use masks made of shared random
+// bits, each the exclusive or of three bits drawn by the three pairs
+// (bitMask). Openings are checked: the component a party lacks comes from
+// one holder and a hash of it from the other (open).
+type replicated struct {
+	prss  prss
+	input *Stream // the engine of all parties: test inputs
+	net   PeerNet // a party's engine
+	pool  Shared  // shared random bits not yet used, a column
+	batch int     // the fewest bits made at once (0: bitBatch)
+}
+
+// bitBatch is the fewest random bits made at once: their two rounds are
+// shared by the comparisons that use them.
+const bitBatch = 1 << 16
+
+// NewReplicatedEngine returns an engine running all three parties of the
+// replicated backend in one process, the three keys and the test inputs'
+// randomness from rnd (crypto/rand outside tests).
+func NewReplicatedEngine(p Params, rnd io.Reader) (*Engine, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	keys, err := NewReplicatedKeys(rnd)
+	if err != nil {
+		return nil, err
+	}
+	var in Seed
+	if _, err := io.ReadFull(rnd, in[:]); err != nil {
+		return nil, fmt.Errorf("input seed: %w", err)
+	}
+	rp := &replicated{input: NewStream(in)}
+	for j := range 3 {
+		rp.prss[j] = NewStream(keys[j].Prev)
+	}
+	return &Engine{N: 3, Me: -1, P: p, be: rp, held: heldBy(3, -1, 2)}, nil
+}
+
+// NewReplicatedPartyEngine returns party me's engine (me in 0, 1, 2) of
+// the replicated backend: its two keys (ReplicatedKeys says which it
+// shares with whom) and its PeerNet to the two others.
+func NewReplicatedPartyEngine(me int, p Params, keys ReplicatedKeys, net PeerNet) (*Engine, error) {
+	if me < 0 || me > 2 {
+		return nil, fmt.Errorf("party %d of a replicated engine: want 0, 1 or 2", me)
+	}
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if net == nil {
+		return nil, fmt.Errorf("party %d's replicated engine needs a net", me)
+	}
+	if keys.Prev == keys.Next {
+		return nil, fmt.Errorf("party %d's replicated keys are equal: each must be shared with one neighbour only", me)
+	}
+	rp := &replicated{net: net}
+	rp.prss[me] = NewStream(keys.Prev)
+	rp.prss[(me+1)%3] = NewStream(keys.Next)
+	return &Engine{N: 3, Me: me, P: p, be: rp, held: heldBy(3, me, 2)}, nil
+}
+
+// runs reports whether party i runs here.
+func (e *Engine) runs(i int) bool { return e.Me < 0 || e.Me == i }
+
+func (rp *replicated) err() error { return nil }
+
+// exchange runs a party's round: out[j] to party j; it checks that party
+// j sent want[j] words.
+func (rp *replicated) exchange(e *Engine, out [][]Word, want []int) [][]Word {
+	if e.Err() == nil {
+		in, err := rp.net.Exchange(out)
+		if err == nil && len(in) != 3 {
+			err = fmt.Errorf("round %d: messages of %d parties, want 3", e.Cost.Rounds, len(in))
+		}
+		for j := 0; err == nil && j < 3; j++ {
+			if j != e.Me && len(in[j]) != want[j] {
+				err = fmt.Errorf("round %d: party %d sent %d words, want %d", e.Cost.Rounds, j, len(in[j]), want[j])
+			}
+		}
+		if err == nil {
+			return in
+		}
+		e.fail(err)
+	}
+	in := make([][]Word, 3)
+	for j := range in {
+		in[j] = make([]Word, want[j])
+	}
+	return in
+}
+
+// round counts a round in which each party sends n words.
+func (e *Engine) round(n int) {
+	e.Cost.Rounds++
+	e.Cost.BytesPerParty += 16 * int64(n)
+}
+
+// reshare turns additive terms into replicated shares, one round:
+// zs[k].S[i] is party i's term of value k (for the parties run here); party
+// i adds its zero term alpha_i and sends the sum, the new component i, to
+// party i - 1.
+func (rp *replicated) reshare(e *Engine, zs []Shared) []Shared {
+	out := make([]Shared, len(zs))
+	for k, z := range zs {
+		alpha := rp.prss.zero(e, z.R, z.C)
+		out[k] = Shared{R: z.R, C: z.C, S: make([]Mat, 3)}
+		for i := range 3 {
+			if e.runs(i) {
+				out[k].S[i] = add(z.S[i], alpha[i])
+			}
+		}
+	}
+	n := words(zs)
+	e.round(n)
+	if e.Me < 0 {
+		return out
+	}
+	me, prev, next := e.Me, (e.Me+2)%3, (e.Me+1)%3
+	send := make([]Word, 0, n)
+	for _, z := range out {
+		send = append(send, z.S[me].V...)
+	}
+	msg := make([][]Word, 3)
+	msg[prev] = send
+	want := make([]int, 3)
+	want[next] = n
+	got := rp.exchange(e, msg, want)[next]
+	for k := range out {
+		c := out[k].R * out[k].C
+		out[k].S[next] = Mat{R: out[k].R, C: out[k].C, V: got[:c:c]}
+		got = got[c:]
+	}
+	return out
+}
+
+// open: party i lacks component i + 2; party i + 1 sends it, and party
+// i + 2 sends a hash of it, which party i checks (a mismatch is a sticky
+// error). So each party sends one component to party i - 1 and a 32-byte
+// hash to party i + 1, in one round; a single deviating party cannot make
+// an honest one open a wrong value without being caught.
+func (rp *replicated) open(e *Engine, xs []Shared) []Mat {
+	n := words(xs)
+	round := e.Cost.Rounds
+	e.round(n + 2)
+	out := make([]Mat, len(xs))
+	if e.Me < 0 {
+		for k, x := range xs {
+			out[k] = add(add(x.S[0], x.S[1]), x.S[2])
+		}
+		return out
+	}
+	me, prev, next := e.Me, (e.Me+2)%3, (e.Me+1)%3
+	own := make([]Word, 0, n)  // component me
+	send := make([]Word, 0, n) // component me + 1
+	for _, x := range xs {
+		own = append(own, x.S[me].V...)
+		send = append(send, x.S[next].V...)
+	}
+	msg := make([][]Word, 3)
+	msg[prev] = send
+	msg[next] = openingHash(round, own)
+	want := make([]int, 3)
+	want[next], want[prev] = n, 2
+	in := rp.exchange(e, msg, want)
+	if h := openingHash(round, in[next]); e.err == nil && (h[0] != in[prev][0] || h[1] != in[prev][1]) {
+		e.fail(fmt.Errorf("round %d: the opening's component from party %d does not match party %d's hash of it", round+1, next, prev))
+	}
+	got := in[next]
+	if e.err != nil {
+		got = make([]Word, n)
+	}
+	for k, x := range xs {
+		c := x.R * x.C
+		out[k] = add(add(x.S[me], x.S[next]), Mat{R: x.R, C: x.C, V: got[:c:c]})
+		got = got[c:]
+	}
+	return out
+}
+
+// openingHash is SHA-256 of an opening's component, bound to its round,
+// as two words.
+func openingHash(round int, ws []Word) []Word {
+	h := sha256.New()
+	var b [16]byte
+	binary.BigEndian.PutUint64(b[:8], uint64(round))
+	h.Write([]byte("fedpca mpc opening"))
+	h.Write(b[:8])
+	for _, w := range ws {
+		h.Write(w.AppendBytes(b[:0]))
+	}
+	sum := h.Sum(nil)
+	return []Word{WordFromBytes(sum), WordFromBytes(sum[16:])}
+}
+
+// products computes every party's term of X Y (or X * Y), x_i (y_i +
+// y_(i+1)) + x_(i+1) y_i, and reshares them: one round.
+func (rp *replicated) products(e *Engine, k kind, ps []Product) []Shared {
+	zs := make([]Shared, len(ps))
+	for n, p := range ps {
+		zs[n] = rp.terms(e, k, p.X, p.Y)
+	}
+	return rp.reshare(e, zs)
+}
+
+// terms returns the parties' additive terms of X Y under k.
+func (rp *replicated) terms(e *Engine, k kind, x, y Shared) Shared {
+	z := Shared{S: make([]Mat, 3)}
+	for i := range 3 {
+		if e.runs(i) {
+			j := (i + 1) % 3
+			z.S[i] = add(k.apply(x.S[i], add(y.S[i], y.S[j])), k.apply(x.S[j], y.S[i]))
+			z.R, z.C = z.S[i].R, z.S[i].C
+		}
+	}
+	return z
+}
+
+// gram is the product x^T x, one round.
+func (rp *replicated) gram(e *Engine, x Shared) Shared {
+	return rp.products(e, matrix, []Product{{e.Transpose(x), x}})[0]
+}
+
+// fix needs nothing: a replicated product has no mask to reuse.
+func (rp *replicated) fix(e *Engine, x Shared) *Fixed { return &Fixed{x: x} }
+
+func (rp *replicated) mulFixed(e *Engine, x *Fixed, y Shared) Shared {
+	return rp.products(e, matrix, []Product{{x.x, y}})[0]
+}
+
+// truncMask: component j of the mask is r_j, uniform below 2^(L + Lambda)
+// from component j's stream, so its two holders know r_j >> s too. The
+// result c >> s - sum_j r_j >> s - 2^(L - s) is floor(x / 2^s) plus the
+// carry of four remainders, 0 to 3; the bias 1 centres it: off by less
+// than two units from x / 2^s, without bias. The component a party lacks
+// hides x + 2^L to 2^(1 - Lambda); the sum stays below
+// 2^(L+1) + 3 2^(L + Lambda) < 2^128.
+func (rp *replicated) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shared, Word) {
+	r := Shared{R: rows, C: cols, S: make([]Mat, 3)}
+	hi := Shared{R: rows, C: cols, S: make([]Mat, 3)}
+	for j := range 3 {
+		if e.holds(j) {
+			r.S[j] = rp.prss.bounded(j, rows, cols, e.P.L+e.P.Lambda)
+			hi.S[j] = NewMat(rows, cols)
+			for k, w := range r.S[j].V {
+				hi.S[j].V[k] = w.Shr(s)
+			}
+		}
+	}
+	return r, hi, one
+}
+
+// randomBits returns n shared uniform bits, a column, from the pool,
+// which makeBits refills (two rounds) with at least bitBatch. The pool is
+// read in place: no operation writes into its operands.
+func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
+	if rp.pool.R < n {
+		batch := rp.batch
+		if batch == 0 {
+			batch = bitBatch
+		}
+		fresh, err := rp.makeBits(e, max(n-rp.pool.R, batch))
+		if err != nil {
+			return Shared{}, err
+		}
+		if rp.pool.R > 0 {
+			fresh = e.Stack(rp.pool, fresh)
+		}
+		rp.pool = fresh
+	}
+	out := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	rest := Shared{R: rp.pool.R - n, C: 1, S: make([]Mat, 3)}
+	for i, s := range rp.pool.S {
+		if e.holds(i) {
+			out.S[i] = Mat{R: n, C: 1, V: s.V[:n:n]}
+			rest.S[i] = Mat{R: rest.R, C: 1, V: s.V[n:]}
+		}
+	}
+	rp.pool = rest
+	return out, nil
+}
+
+// makeBits makes n shared random bits b = b_0 xor b_1 xor b_2, b_j drawn
+// from component j's stream (known to the two holders of component j), in
+// two rounds: party 0, which holds b_0 and b_1, reshares u = b_0 xor b_1
+// as its additive term (the others' terms are zero); then u xor b_2 =
+// u + b_2 - 2 u b_2, one round of entrywise products with b_2 as the
+// replicated sharing whose component 2 is b_2. Each party lacks one b_j,
+// so b is uniform to it.
+func (rp *replicated) makeBits(e *Engine, n int) (Shared, error) {
+	u := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		if e.runs(i) {
+			u.S[i] = NewMat(n, 1)
+		}
+	}
+	var b [2]Mat // every holder of the streams draws, to keep them in step
+	for j := range b {
+		if rp.prss[j] != nil {
+			b[j] = rp.prss.bits(j, n)
+		}
+	}
+	if e.runs(0) {
+		for k := range u.S[0].V {
+			u.S[0].V[k] = Word{0, b[0].V[k].Lo ^ b[1].V[k].Lo}
+		}
+	}
+	u = rp.reshare(e, []Shared{u})[0]
+	b2 := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		switch {
+		case !e.holds(i):
+		case i == 2:
+			b2.S[i] = rp.prss.bits(2, n)
+		default:
+			b2.S[i] = NewMat(n, 1)
+		}
+	}
+	p, err := e.Hadamard(Product{u, b2})
+	if err != nil {
+		return Shared{}, err
+	}
+	return e.Sub(e.Add(u, b2), e.Scale(p[0], 2)), nil
+}
+
+// bitMask: the m + 1 low bits of r are shared random bits (randomBits),
+// and r's high part is 2^(m+1) (h_0 + h_1 + h_2), h_j below 2^Lambda from
+// component j's stream (as a truncation's mask): r < 2^(m + Lambda + 3),
+// and a + r does not wrap for a < 2^(m+1) when m + Lambda + 3 <= 128.
+// The h_j a party lacks hides a to 2^(1 - Lambda).
+func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared, err error) {
+	bs, err := rp.randomBits(e, count*int(m+1))
+	if err != nil {
+		return r, top, low, err
+	}
+	b := e.Reshape(bs, count, int(m+1))
+	h := Shared{R: count, C: 1, S: make([]Mat, 3)}
+	for j := range 3 {
+		if e.holds(j) {
+			h.S[j] = rp.prss.bounded(j, count, 1, e.P.Lambda)
+		}
+	}
+	r = e.each(b, func(i int, s Mat) Mat {
+		out := NewMat(count, 1)
+		for k := range count {
+			v := h.S[i].V[k].Shl(m + 1)
+			for j := range int(m + 1) {
+				v = v.Add(s.At(k, j).Shl(uint(j)))
+			}
+			out.V[k] = v
+		}
+		return out
+	})
+	top = e.Add(e.Scale(h, 2), e.cols(b, int(m), int(m+1)))
+	return r, top, e.cols(b, 0, int(m)), nil
+}
+
+// fromModT: party 2 moves its share s_2 to party 1 masked, m = s_2 + rho
+// mod T for a rho uniform mod T from component 0's stream (parties 2 and
+// 0; party 1 does not hold it, so m is uniform to it), and party 0 takes
+// s_0 - rho: then party 0's a = s_0 - rho + H mod T (H = floor(T/2)) and
+// party 1's b = s_1 + m mod T are additive terms of s = x + H + q T in
+// [0, 2T), q in {0, 1}. One resharing makes s replicated, and one LTZ of
+// s - T gives q = 1 - [s < T]: x = s - H - T + T [s < T]. Two rounds
+// (the move, the resharing) and one comparison of T's bit length; no
+// opening reveals anything but masked values.
+func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
+	t := x.T
+	if t < 2 {
+		return Shared{}, fmt.Errorf("shares mod %d: want T >= 2", t)
+	}
+	count := e.modTCount(x)
+	for i := range 3 {
+		if !e.runs(i) {
+			continue
+		}
+		if len(x.S[i]) != count {
+			return Shared{}, fmt.Errorf("party %d holds %d values mod %d, want %d", i, len(x.S[i]), t, count)
+		}
+		for j, v := range x.S[i] {
+			if v >= t {
+				return Shared{}, fmt.Errorf("party %d's share %d is %d, not below T = %d", i, j, v, t)
+			}
+		}
+	}
+	var rho []uint64 // drawn by both holders of component 0
+	if rp.prss[0] != nil {
+		rho = make([]uint64, count)
+		for j := range rho {
+			rho[j] = uniformMod(rp.prss[0], t)
+		}
+	}
+	// The move: party 2 sends m to party 1; the busiest party sends count
+	// words.
+	m := make([]Word, count)
+	if e.runs(2) {
+		for j, v := range x.S[2] {
+			m[j] = Word{0, addMod(v, rho[j], t)}
+		}
+	}
+	e.round(count)
+	if e.Me >= 0 {
+		msg, want := make([][]Word, 3), make([]int, 3)
+		switch e.Me {
+		case 2:
+			msg[1] = m
+		case 1:
+			want[2] = count
+		}
+		if in := rp.exchange(e, msg, want); e.Me == 1 {
+			m = in[2]
+		}
+	}
+	h := t / 2
+	z := Shared{R: count, C: 1, S: make([]Mat, 3)}
+	for i := range 3 {
+		if !e.runs(i) {
+			continue
+		}
+		z.S[i] = NewMat(count, 1)
+		for j := range count {
+			switch i {
+			case 0:
+				z.S[i].V[j] = Word{0, addMod(subMod(x.S[0][j], rho[j], t), h, t)}
+			case 1:
+				if m[j].Hi != 0 || m[j].Lo >= t {
+					e.fail(fmt.Errorf("round %d: party 2 moved a share that is not below T = %d", e.Cost.Rounds, t))
+					m[j] = Word{}
+				}
+				z.S[i].V[j] = Word{0, addMod(x.S[1][j], m[j].Lo, t)}
+			}
+		}
+	}
+	s := rp.reshare(e, []Shared{z})[0]
+	tw := Word{0, t}
+	lt, err := e.LTZ(e.AddPublic(s, ConstCol(count, tw.Neg())), uint(bits.Len64(t)))
+	if err != nil {
+		return Shared{}, err
+	}
+	return e.AddPublic(e.Add(s, e.Scale(lt, int64(t))), ConstCol(count, Word{0, h}.Add(tw).Neg())), nil
+}
+
+// share splits a test input: components 1 and 2 uniform.
+func (rp *replicated) share(e *Engine, m Mat) Shared {
+	s := Shared{R: m.R, C: m.C, S: make([]Mat, 3)}
+	if rp.input == nil {
+		e.fail(errors.New("Share needs the replicated engine of all parties"))
+		for i := range 3 {
+			if e.holds(i) {
+				s.S[i] = NewMat(m.R, m.C)
+			}
+		}
+		return s
+	}
+	s.S[1], s.S[2] = randomMat(rp.input, m.R, m.C), randomMat(rp.input, m.R, m.C)
+	s.S[0] = sub(sub(m, s.S[1]), s.S[2])
+	return s
+}
+
+// shareModT splits values into three additive shares mod t (the engine
+// of all parties; a party's engine has no dealer to take them from).
+func (rp *replicated) shareModT(e *Engine, count int, t uint64, value func() []uint64) ModT {
+	s := ModT{T: t, S: make([][]uint64, 3)}
+	if rp.input == nil {
+		e.fail(errors.New("shares mod T need the replicated engine of all parties: there is no dealer"))
+		if e.Me >= 0 {
+			s.S[e.Me] = make([]uint64, count)
+		}
+		return s
+	}
+	vals := value()
+	s.S[0] = make([]uint64, count)
+	for i := 1; i < 3; i++ {
+		s.S[i] = make([]uint64, count)
+		for j := range s.S[i] {
+			s.S[i][j] = uniformMod(rp.input, t)
+		}
+	}
+	for j, v := range vals {
+		s.S[0][j] = subMod(subMod(v, s.S[1][j], t), s.S[2][j], t)
+	}
+	return s
+}
+
+// OutputShare returns what this party hands the user of the output x
+// (sealed to the user's key): its share with the dealer's backend; with
+// the replicated backend its two components, x_me then x_(me+1), so that
+// every component reaches the user twice (CombineReplicated). A party's
+// engine only; it fails if the engine has (a failed round or check:
+// nothing may be released then).
+func (e *Engine) OutputShare(x Shared) ([]Word, error) {
+	if e.Me < 0 {
+		return nil, errors.New("an output share is a party's: the engine runs every party")
+	}
+	if err := e.Err(); err != nil {
+		return nil, err
+	}
+	if _, ok := e.be.(*replicated); !ok {
+		return x.S[e.Me].V, nil
+	}
+	return append(append([]Word(nil), x.S[e.Me].V...), x.S[(e.Me+1)%3].V...), nil
+}
+
+// CombineReplicated is the user's step for the replicated backend: it
+// checks that the two copies of every component agree (party i's second
+// half and party i + 1's first half are both component i + 1) and
+// returns their sum, the output. A party that changes its output
+// components is caught here, unless both holders of a component change
+// it alike (two parties: beyond the honest majority).
+func CombineReplicated(parts [3][]Word) ([]Word, error) {
+	n := len(parts[0]) / 2
+	for i, p := range parts {
+		if len(p) != 2*n || len(p)%2 != 0 {
+			return nil, fmt.Errorf("party %d's output has %d words, party 0's %d", i, len(p), len(parts[0]))
+		}
+	}
+	out := make([]Word, n)
+	for i := range 3 {
+		next := parts[(i+1)%3]
+		for j := range n {
+			if parts[i][n+j] != next[j] {
+				return nil, fmt.Errorf("component %d of the output differs between parties %d and %d at word %d", (i+1)%3, i, (i+1)%3, j)
+			}
+			out[j] = out[j].Add(next[j])
+		}
+	}
+	return out, nil
+}
