@@ -162,7 +162,9 @@ func (g guard) check(e *mpc.Engine, zs, y []mpc.Shared, final bool) (zy []mpc.Sh
 	if err != nil {
 		return nil, okZY, okD, err
 	}
-	// The sums of squares carry 2F fractional bits; compared as they are.
+	// The sums of squares carry 2F fractional bits; compared as they are:
+	// below 2^21 (newGuard), so below 2^(2F + 21) = 2^(L - 1) as words,
+	// LTZ's largest bound (m + Lambda + 3 <= 128).
 	sum := func(x mpc.Shared) mpc.Shared { return e.ColumnSums(x.Column()) }
 	bd := mpc.Pow2(2*f + g.bd)
 	if final {
@@ -173,7 +175,7 @@ func (g guard) check(e *mpc.Engine, zs, y []mpc.Shared, final bool) (zy []mpc.Sh
 		qs[j] = e.AddPublic(e.Add(sum(sqs[3*j]), sum(sqs[3*j+1])), mpc.ConstCol(1, mpc.Pow2(2*f+g.by).Neg()))
 		qs[n+j] = e.AddPublic(sum(sqs[3*j+2]), mpc.ConstCol(1, bd.Neg()))
 	}
-	lt, err := e.LTZ(e.Stack(qs...), e.P.L)
+	lt, err := e.LTZ(e.Stack(qs...), e.P.L-1)
 	if err != nil {
 		return nil, okZY, okD, err
 	}
