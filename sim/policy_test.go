@@ -97,7 +97,7 @@ func TestSmallCommitteeRefused(t *testing.T) {
 
 			// A user that lowered its own minimum creates the job; the owners
 			// refuse the committee.
-			lowered := job.CommitteePolicy{Members: cl.Pins(), MinMembers: c.n, MinThreshold: c.t}
+			lowered := job.CommitteePolicy{Members: cl.Pins(), MinMembers: c.n, MinThreshold: c.t, AllowMinorityThreshold: 2*c.t <= c.n}
 			_, st := submitWait(ctx, t, userWith(t, cl, "alice", lowered), sch, req)
 			if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || len(st.GetUploadedOwners()) != 0 || len(st.GetDeclinedOwners()) != len(owners) {
 				t.Fatalf("job %s (%s): uploaded %v, declined %v", st.GetState(), st.GetReason(), st.GetUploadedOwners(), st.GetDeclinedOwners())
