@@ -105,7 +105,7 @@ func (pj *PowerJob) parentSpec(p he.Params, pr power.Params, plan dp.Plan, cpk *
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: pj.CSPs, CommitteeThreshold: pj.Threshold,
 		CommitteeKey: job.Fingerprint(p.Codecs().PublicKey.Marshal(cpk)),
 		User:         "spiffe://fedpca/user/simulate", UserKey: job.Fingerprint(p.Codecs().PublicKey.Marshal(userKeys.Public)), Nonce: pj.Seed,
-		Power: &job.PowerSpec{Oversample: pj.Oversample, Rounds: pj.Rounds, Seed: pj.Seed, QBits: pr.QBits}}
+		Power: &job.PowerSpec{Oversample: pj.Oversample, Rounds: pj.Rounds, Seed: pj.Seed, QBits: pr.QBits, RoundSeconds: 3600}}
 	if s.NoNoise {
 		s.Epsilon = 0
 	}
@@ -301,7 +301,7 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 		id := power.RoundID(parent, r, q)
 		if ra != nil {
 			if r == 0 {
-				id = job.RoundZeroID(ra.parent)
+				id = ra.parent.ID() // round 0 is the parent job
 			} else if id, err = ra.admit(r, owners, q); err != nil {
 				return nil, err
 			}
