@@ -26,6 +26,7 @@ import (
 //	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
 //	tickets/<id>               jobTicket (JSON), written once at creation
 //	tickets/<id>/userpk        the user's HE public key, written once at creation
+//	tickets/<id>/q/NNNNNN      a power job's round's public matrix, in frames, written once at creation
 //	jobs/<id>/progress         jobProgress (JSON), rewritten at every step; its size does not grow with the owners
 //	jobs/<id>/uploads/<owner>  uploadRecord (JSON), one key per owner's upload (a bucket)
 //	jobs/<id>/declines/<owner> declineRecord (JSON), one key per owner's decline (a bucket)
@@ -146,6 +147,12 @@ type jobTicket struct {
 	// it.
 	Owners  []job.Owner `json:"owners"`
 	Created time.Time   `json:"created"`
+	// RoundSpec and RoundSignature make the job round t >= 1 of the
+	// power-method job whose spec Spec is (job.RoundSpec, canonical, and
+	// the user's signature of its ID); the round's public matrix is kept
+	// under tickets/<id>/q/.
+	RoundSpec      []byte `json:"round_spec,omitempty"`
+	RoundSignature []byte `json:"round_signature,omitempty"`
 }
 
 // jobProgress is a job's state; its size is bounded by the committee's,
@@ -497,14 +504,36 @@ func (s *store) answers(id string) (owners []job.Owner, uploads map[string]uploa
 	return owners, uploads, declines, err
 }
 
-// createJob stores a new job.
-func (s *store) createJob(id string, rec *jobRecord, userPK []byte) error {
+// createJob stores a new job, and a round's public matrix (its frames,
+// tickets/<id>/q/NNNNNN).
+func (s *store) createJob(id string, rec *jobRecord, userPK []byte, matrix [][]byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.Bucket(bucketJobs).CreateBucket([]byte(id)); err != nil {
 			return err
 		}
+		for i, f := range matrix {
+			if err := tx.Bucket(bucketTickets).Put(seqKey(id+"/q", i), f); err != nil {
+				return err
+			}
+		}
 		return putJob(tx, id, rec, userPK)
 	})
+}
+
+// matrix returns a round's public matrix's frames.
+func (s *store) matrix(id string) (out [][]byte, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketTickets).Cursor()
+		prefix := id + "/q/"
+		for k, v := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			out = append(out, slices.Clone(v))
+		}
+		return nil
+	})
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("round %s…: no public matrix in the store", id[:12])
+	}
+	return out, err
 }
 
 // putJob writes a job's ticket, user key and progress, and creates the

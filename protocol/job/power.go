@@ -3,8 +3,10 @@ package job
 import (
 	"bytes"
 	"crypto"
+	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -438,4 +440,58 @@ func PowerResult(s *Spec, sch *schema.Schema, comps power.Components, n float64,
 	return &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: s.Analysis, Features: h.Features,
 		Owners: last.Owners, NumOwners: len(last.Owners), NoisyN: n, Privacy: pr, HEParams: heParams,
 		Released: ReleasePower, Output: top, Power: &doc}, nil
+}
+
+// MatrixFrameWords is the most entries one frame of a round's public matrix
+// carries on the wire (4 MiB of bytes).
+const MatrixFrameWords = 1 << 19
+
+// MatrixFrames cuts a public matrix's entries into frames of at most
+// MatrixFrameWords, each entry 8 bytes little-endian.
+func MatrixFrames(q *power.QMatrix) [][]byte {
+	var out [][]byte
+	for lo := 0; lo < len(q.Data); lo += MatrixFrameWords {
+		words := q.Data[lo:min(lo+MatrixFrameWords, len(q.Data))]
+		b := make([]byte, 0, 8*len(words))
+		for _, x := range words {
+			b = binary.LittleEndian.AppendUint64(b, uint64(x))
+		}
+		out = append(out, b)
+	}
+	return out
+}
+
+// ReadMatrix assembles the public matrix of a round of the parent's
+// shape (d x p at 2^h) from its frames: next returns the next frame's
+// bytes, and io.EOF after the last. It refuses a frame that is not whole
+// entries, or larger than MatrixFrameWords, and entries short of or beyond
+// d p; the caller checks the matrix (RoundSpec.CheckMatrix).
+func ReadMatrix(parent *Spec, sch *schema.Schema, next func() ([]byte, error)) (*power.QMatrix, error) {
+	pr, err := parent.PowerParams(sch)
+	if err != nil {
+		return nil, err
+	}
+	q := &power.QMatrix{D: pr.D, P: pr.P, H: pr.QBits, Data: make([]int64, 0, pr.Len())}
+	for frame := 0; ; frame++ {
+		b, err := next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(b)%8 != 0 || len(b) > 8*MatrixFrameWords || len(b) == 0 {
+			return nil, fmt.Errorf("public matrix: frame %d has %d bytes, want whole 8-byte entries, 1 to %d of them", frame, len(b), MatrixFrameWords)
+		}
+		if len(q.Data)+len(b)/8 > pr.Len() {
+			return nil, fmt.Errorf("public matrix: more than the %d x %d = %d entries of the job's matrices", pr.D, pr.P, pr.Len())
+		}
+		for i := 0; i < len(b); i += 8 {
+			q.Data = append(q.Data, int64(binary.LittleEndian.Uint64(b[i:])))
+		}
+	}
+	if len(q.Data) != pr.Len() {
+		return nil, fmt.Errorf("public matrix: %d entries, want %d x %d = %d", len(q.Data), pr.D, pr.P, pr.Len())
+	}
+	return q, nil
 }
