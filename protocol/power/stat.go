@@ -210,4 +210,3 @@ func addRows(y []int64, qq *QMatrix, rows [][]int64, t []int64) {
 // Values returns the statistic (not a copy): [v | n] for round 0, Y
 // row-major for a power round.
 func (a *Accumulator) Values() []int64 { return a.out }
-
