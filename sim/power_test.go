@@ -2,9 +2,16 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
+	"slices"
 	"testing"
+	"time"
 
 	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/datasets"
+	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/job"
 )
 
 // runGenotypePower simulates a cohort and runs a power job on it through
@@ -92,28 +99,82 @@ func TestPowerJobDP(t *testing.T) {
 	t.Logf("captured %.4f, angle %.3g deg, separation %.4f (central %.4f), sigma_Y %.3g C^2", a.CapturedRatio, a.Angles[0], a.Separation, a.CentralSeparation, j.SigmaY)
 }
 
-// TestRunPowerSynthetic: on a simulation's rows mapped by its schema, the
-// power-method job runs under a checked, signed parent spec whose rounds
-// every owner admits (job.RoundSpec), and without noise finds the central
-// top k.
-func TestRunPowerSynthetic(t *testing.T) {
+// TestPowerDaemons: a power-method job through the daemons (mutual TLS, a
+// 2-of-3 committee with csp-2 down, wine dealt to 3 owners): without noise
+// it finds the central top k; with noise it runs, certifies its composed
+// cost within the budget, and every owner's ledger charges that cost once,
+// keyed by the parent job, with no entry for any round.
+func TestPowerDaemons(t *testing.T) {
 	if raceEnabled {
-		t.Skip("slow under the race detector (make test runs it without; TestPowerJobNoiseless covers the same code under -race)")
+		t.Skip("slow under the race detector (make test runs it without; TestPowerJobNoiseless covers the protocol under -race)")
 	}
-	ctx := context.Background()
-	sm, err := NewSimulator(ctx, Simulation{Data: Synthetic(300, 20, 2, 3), Name: "synthetic", Label: "label", Owners: 3, Seed: 3, Insecure: true})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	sm, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Seed: 3, Dir: t.TempDir()})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sm.Close()
-	cmp, err := sm.RunPower(ctx, JobOptions{Analysis: "pca", K: 3, NoNoise: true}, 30, 7, false)
+	cmp, err := sm.RunPower(ctx, JobOptions{Analysis: "pca", K: 3, NoNoise: true}, PowerOptions{Rounds: 12, Oversample: 5, Down: []int{1}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if cmp.Power.Parent == "" {
-		t.Error("the job ran without a parent spec")
+	res := cmp.Result
+	doc, err := json.Marshal(res)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := job.ParseResult(doc); err != nil {
+		t.Fatalf("the result document does not validate: %v", err)
+	}
+	if res.Released != job.ReleasePower || res.JobID != cmp.Power.Parent || len(res.Power.Each) != 13 || res.NoisyN != float64(cmp.Power.N) {
+		t.Fatalf("result: released %q, job %.12s (parent %.12s), %d rounds, n %v (%d rows)", res.Released, res.JobID, cmp.Power.Parent, len(res.Power.Each), res.NoisyN, cmp.Power.N)
+	}
+	for _, r := range res.Power.Each {
+		if len(r.CSPs) != 2 || slices.Contains(r.CSPs, CSPID(1)) || len(r.Owners) != 3 {
+			t.Errorf("round %d switched by %v with owners %v; want csp-1 and csp-3, every owner", r.Round, r.CSPs, r.Owners)
+		}
 	}
 	if a := cmp.PowerAccuracy; a.CapturedRatio < 1-1e-6 || a.Angles[0] > 0.1 {
 		t.Errorf("without noise: captured %.8f, largest angle %.3g deg", a.CapturedRatio, a.Angles[0])
 	}
+	t.Logf("noiseless, wine, d = %d, p = %d, T = %d, 3 owners, csp-2 down: %.1f s; captured %.8f, largest angle %.3g deg",
+		cmp.Power.D, cmp.Power.P, cmp.Power.Rounds, cmp.Power.Seconds, cmp.PowerAccuracy.CapturedRatio, cmp.PowerAccuracy.Angles[0])
+
+	cmp, err = sm.RunPower(ctx, JobOptions{Analysis: "pca", K: 2, Epsilon: 1}, PowerOptions{Rounds: 2, Oversample: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	parent, cost := cmp.Power.Parent, cmp.Power.Cost
+	if e := cost.Epsilon(cmp.Power.Delta); e > 1 || e < 0.99 || cmp.Result.Privacy.Cost == nil || *cmp.Result.Privacy.Cost != cost {
+		t.Errorf("the job certifies epsilon %v; the result reports cost %v, want %v", e, cmp.Result.Privacy.Cost, cost)
+	}
+	rounds := map[string]bool{}
+	for _, r := range cmp.Result.Power.Each[1:] {
+		rounds[r.JobID] = true
+	}
+	for _, id := range sm.OwnerIDs() {
+		entries, err := sm.Cluster().Owner(id).Ledger(sm.Schema().ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		charged := 0
+		for _, e := range entries {
+			if rounds[e.Job] {
+				t.Errorf("owner %s: a ledger entry for round job %.12s", id, e.Job)
+			}
+			if e.Job != parent {
+				continue
+			}
+			charged++
+			if e.State != owner.Committed || e.Cost == nil || *e.Cost != cost {
+				t.Errorf("owner %s: the parent's entry is %s at %+v, want committed at the composed cost %+v", id, e.State, e.Cost, cost)
+			}
+		}
+		if charged != 1 {
+			t.Errorf("owner %s: %d ledger entries for the parent job, want 1", id, charged)
+		}
+	}
+	t.Logf("epsilon 1: %.1f s, sigma_Y %.3g C^2; captured %.4f", cmp.Power.Seconds, cmp.Power.SigmaY, cmp.PowerAccuracy.CapturedRatio)
 }
