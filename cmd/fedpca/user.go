@@ -603,7 +603,7 @@ func powerRequest(cmd *cli.Command, sch *schema.Schema, k int) (*job.PowerSpec, 
 		return nil, nil, fmt.Errorf("--method %q: want release or power", m)
 	case cmd.String("analysis") != job.PCA:
 		return nil, nil, fmt.Errorf("--method power: the power method computes pca only, not %s", cmd.String("analysis"))
-	case cmd.String("release") != "" || cmd.Bool("standardize") || cmd.String("plots") != "":
+	case cmd.IsSet("release") || cmd.Bool("standardize") || cmd.String("plots") != "":
 		return nil, nil, errors.New("--method power: its result is the components it computes from the rounds: no --release, --standardize or --plots")
 	case cmd.Int("rounds") < 1 || cmd.Int("rounds") > power.MaxRounds:
 		return nil, nil, fmt.Errorf("--rounds %d: want 1 to %d", cmd.Int("rounds"), power.MaxRounds)
