@@ -2,8 +2,13 @@ package sim
 
 import (
 	"context"
+	"crypto"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
 	"encoding/json"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,7 +16,9 @@ import (
 
 	"github.com/fedpca/fedpca/datasets"
 	"github.com/fedpca/fedpca/owner"
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/power"
 )
 
 // runGenotypePower simulates a cohort and runs a power job on it through
@@ -177,4 +184,105 @@ func TestPowerDaemons(t *testing.T) {
 		}
 	}
 	t.Logf("epsilon 1: %.1f s, sigma_Y %.3g C^2; captured %.4f", cmp.Power.Seconds, cmp.Power.SigmaY, cmp.PowerAccuracy.CapturedRatio)
+}
+
+// TestPowerRoundsRefused: the proxy opens a power job's rounds only in
+// order, signed by the parent's user, under a matrix that passes the Gram
+// test and is the one the round names, within T, and each round number
+// once; the same round again is the same round.
+func TestPowerRoundsRefused(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	sm, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 2, CSPs: 3, Threshold: 2, Seed: 4, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	req := userRequest(sm, JobOptions{Analysis: "pca", K: 2, NoNoise: true})
+	req.Power = &job.PowerSpec{Oversample: 2, Rounds: 2, Seed: "refused", RoundSeconds: 600}
+	spec, err := sm.user.Spec(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := sm.user.Submit(ctx, spec, sm.sch); err != nil {
+		t.Fatal(err)
+	}
+	if st, err := sm.user.Wait(ctx, spec.ID(), nil); err != nil || st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
+		t.Fatalf("round 0: %v %v", st.GetReason(), err)
+	}
+	pr, err := spec.PowerParams(sm.sch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q0, err := power.Start(pr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, _, err := power.Quantize(q0, pr.QBits)
+	if err != nil {
+		t.Fatal(err)
+	}
+	swapped := &power.QMatrix{D: q.D, P: q.P, H: q.H, Data: slices.Clone(q.Data)}
+	equal := &power.QMatrix{D: q.D, P: q.P, H: q.H, Data: slices.Clone(q.Data)}
+	for i := range q.D {
+		row := swapped.Data[i*q.P : (i+1)*q.P]
+		row[0], row[1] = row[1], row[0]
+		equal.Data[i*q.P+1] = equal.Data[i*q.P] // two equal columns: the Gram test fails
+	}
+	signer := sm.Cluster().Creds("user/" + simUser).Signer()
+	stranger, _ := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	open := func(rs job.RoundSpec, key crypto.Signer, q *power.QMatrix) error {
+		sig, err := rs.Sign(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		stream, err := sm.user.Proxy().CreateRound(ctx)
+		if err != nil {
+			return err
+		}
+		if err := stream.Send(&fedpcav1.CreateRoundRequest{Msg: &fedpcav1.CreateRoundRequest_Header{Header: &fedpcav1.RoundHeader{RoundSpec: rs.Canonical(), Signature: sig}}}); err != nil {
+			return err
+		}
+		for _, f := range job.MatrixFrames(q) {
+			if err := stream.Send(&fedpcav1.CreateRoundRequest{Msg: &fedpcav1.CreateRoundRequest_Frame{Frame: &fedpcav1.MatrixFrame{Words: f}}}); err != nil {
+				break // refused early: the status follows
+			}
+		}
+		resp, err := stream.CloseAndRecv()
+		if err == nil && resp.GetJob().GetJobId() != rs.ID() {
+			t.Errorf("round %d opened as job %.12s, want %.12s", rs.Round, resp.GetJob().GetJobId(), rs.ID())
+		}
+		return err
+	}
+	r1 := job.NewRoundSpec(spec, 1, q)
+	for _, tc := range []struct {
+		name string
+		rs   job.RoundSpec
+		key  crypto.Signer
+		q    *power.QMatrix
+		want string
+	}{
+		{"round 2 first", job.NewRoundSpec(spec, 2, q), signer, q, "round 1 of job " + spec.ID()[:12] + "… is not done"},
+		{"another signer", r1, stranger, q, "user signature"},
+		{"a matrix above 2^h", job.NewRoundSpec(spec, 1, equal), signer, equal, "Gram row"},
+		{"not the matrix named", r1, signer, swapped, "hash is not the one the round names"},
+		{"past T", job.NewRoundSpec(spec, 3, q), signer, q, "rounds 1 to 2"},
+	} {
+		if err := open(tc.rs, tc.key, tc.q); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want %q", tc.name, err, tc.want)
+		}
+	}
+	if err := open(r1, signer, q); err != nil {
+		t.Fatalf("round 1: %v", err)
+	}
+	if err := open(r1, signer, q); err != nil {
+		t.Errorf("round 1 again: %v", err)
+	}
+	if err := open(job.NewRoundSpec(spec, 1, swapped), signer, swapped); err == nil || !strings.Contains(err.Error(), "is open already") {
+		t.Errorf("round 1 under another matrix: %v", err)
+	}
+	if st, err := sm.user.Wait(ctx, r1.ID(), nil); err != nil || st.GetState() != fedpcav1.JobState_JOB_STATE_DONE || st.GetRound() != 1 || st.GetParentJobId() != spec.ID() {
+		t.Fatalf("round 1: %v %v, round %d of %.12s", st.GetReason(), err, st.GetRound(), st.GetParentJobId())
+	}
 }
