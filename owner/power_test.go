@@ -21,7 +21,9 @@ import (
 func TestRoundAdmission(t *testing.T) {
 	o := testOwner(t)
 	parent := strings.Repeat("ab", 32)
-	round := func(r int) job.RoundSpec { return job.RoundSpec{Parent: parent, Round: r, QHash: strings.Repeat("cd", 32)} }
+	round := func(r int) job.RoundSpec {
+		return job.RoundSpec{Parent: parent, Round: r, QHash: strings.Repeat("cd", 32)}
+	}
 	admit := func(r int) (int, *refusal, error) { return o.roundAdmission("ds", round(r)) }
 
 	if _, ref, _ := admit(1); ref == nil || ref.code != job.DeclineUnavailable || !strings.Contains(ref.detail, "not in round 0") {

@@ -97,7 +97,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 	rep := &PowerReport{D: pr.D, N: n, Owners: len(s.owners), K: pr.K, P: pr.P, Rounds: pr.Rounds, Bits: pr.Bits, QBits: pr.QBits, Bound: pr.Bound,
 		Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
 		Committee: fmt.Sprintf("%d of %d, down %v", spec.CommitteeThreshold, spec.CommitteeN, po.Down),
-		Cost: cal.Cost, Factor: cal.Factor, NoiseOff: cal.NoiseOff(), Parent: spec.ID(), Finish: "svd"}
+		Cost:      cal.Cost, Factor: cal.Factor, NoiseOff: cal.NoiseOff(), Parent: spec.ID(), Finish: "svd"}
 	if !cal.NoiseOff() {
 		c2 := math.Ldexp(float64(pr.Bound), -int(pr.Bits))
 		rep.SigmaY, rep.SigmaV = cal.SigmaY()/(c2*c2), cal.SigmaV()/c2
