@@ -76,13 +76,12 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 		return nil, invalid("spec: %v", err)
 	}
 	var round job.RoundSpec
-	id := spec.ID()
 	if h.GetRoundSpec() != nil {
 		if round, err = job.ParseRoundSpec(h.GetRoundSpec()); err != nil {
 			return nil, invalid("%v", err)
 		}
-		id = round.ID()
 	}
+	id := job.JobID(spec, round)
 	if id != h.GetJobId() {
 		return nil, invalid("job_id %q is not the ID %s of the spec (and round) it comes with", h.GetJobId(), id)
 	}

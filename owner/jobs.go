@@ -570,7 +570,7 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	if err != nil {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "%v", err)
 	}
-	if want := roundID(spec, round); want != id {
+	if want := job.JobID(spec, round); want != id {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec (or the ID of its round)")
 	}
 	sch = ds.Schema

@@ -43,14 +43,6 @@ func ticketRound(spec *job.Spec, info *fedpcav1.JobInfo) (job.RoundSpec, error) 
 	return rs, rs.Check(spec)
 }
 
-// roundID is the ID of a job, or of its round.
-func roundID(spec *job.Spec, round job.RoundSpec) string {
-	if round.Round == 0 {
-		return spec.ID()
-	}
-	return round.ID()
-}
-
 // jobCost is what a job charges the ledger: its calibration's cost (a
 // power job's composed cost of all its rounds); nothing without noise
 // (allowed only by an explicit policy, for tests).

@@ -84,7 +84,7 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 			return nil, err
 		}
 	}
-	if want := roundID(spec, round); want != id {
+	if want := job.JobID(spec, round); want != id {
 		return nil, fmt.Errorf("record of job %q holds the spec of job %s", id, want)
 	}
 	sch, err := schema.Parse(rec.Schema)
@@ -149,15 +149,6 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 		}
 	}
 	return j, nil
-}
-
-// roundID is the job ID of a spec's job, or of its round (round.Round >=
-// 1, a power job's).
-func roundID(spec *job.Spec, round job.RoundSpec) string {
-	if round.Round == 0 {
-		return spec.ID()
-	}
-	return round.ID()
 }
 
 // decodeJob decodes a job read back from st and builds its state.

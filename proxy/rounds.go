@@ -172,18 +172,22 @@ func (p *Proxy) FetchRoundMatrix(req *fedpcav1.FetchRoundMatrixRequest, stream f
 	return nil
 }
 
-// matrixFrames returns a round's public matrix's frames: read from the
-// store once and kept while the round is open (every owner fetches them
-// within seconds), read again for each request once it has ended.
+// matrixFrames returns an open round's public matrix's frames: read from
+// the store once and kept while the round is open (every owner fetches
+// them within seconds). An ended round's matrix is not kept: no one
+// uploads under it any more (the user who made it has it).
 func (j *jobState) matrixFrames(st *store) ([][]byte, error) {
 	j.mu.Lock()
 	defer j.mu.Unlock()
-	if j.matrix != nil {
-		return j.matrix, nil
+	if ended(j.rec.State) {
+		return nil, fmt.Errorf("%w: round %d of job %s… has ended: its public matrix is no longer kept", ErrJobClosed, j.round.Round, j.round.Parent[:12])
 	}
-	frames, err := st.matrix(j.id)
-	if err == nil && !ended(j.rec.State) {
+	if j.matrix == nil {
+		frames, err := st.matrix(j.id)
+		if err != nil {
+			return nil, err
+		}
 		j.matrix = frames
 	}
-	return frames, err
+	return j.matrix, nil
 }

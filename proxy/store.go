@@ -26,7 +26,8 @@ import (
 //	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
 //	tickets/<id>               jobTicket (JSON), written once at creation
 //	tickets/<id>/userpk        the user's HE public key, written once at creation
-//	tickets/<id>/q/NNNNNN      a power job's round's public matrix, in frames, written once at creation
+//	tickets/<id>/q/NNNNNN      a power job's round's public matrix, in frames, written once at
+//	                           creation, deleted when the round ends
 //	jobs/<id>/progress         jobProgress (JSON), rewritten at every step; its size does not grow with the owners
 //	jobs/<id>/uploads/<owner>  uploadRecord (JSON), one key per owner's upload (a bucket)
 //	jobs/<id>/declines/<owner> declineRecord (JSON), one key per owner's decline (a bucket)
@@ -640,10 +641,14 @@ func (s *store) putShares(id string, pt uint32, shares [][]byte) error {
 	})
 }
 
-// finish stores the result and frees what the key switch used.
+// finish stores the result and frees what the key switch used (and a
+// round's public matrix: no one uploads under it any more).
 func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
-	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		if err := putSeq(b, "result", result); err != nil {
+			return err
+		}
+		if err := deletePrefix(tx.Bucket(bucketTickets), id+"/q/"); err != nil {
 			return err
 		}
 		return deletePrefixes(b, "blinded/", "mask/", "share/")
@@ -651,9 +656,12 @@ func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
 }
 
 // fail ends a job without a release (a failure or the user's cancel) and
-// frees its ciphertexts.
+// frees its ciphertexts (and a round's public matrix).
 func (s *store) fail(id string, prog *jobProgress) error {
-	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		if err := deletePrefix(tx.Bucket(bucketTickets), id+"/q/"); err != nil {
+			return err
+		}
 		return deletePrefixes(b, "sum/", "blinded/", "mask/", "share/")
 	})
 }

@@ -39,8 +39,9 @@ import (
 // is the owners', adds its noise share and its share of the key switch to
 // the user's key (t of n, with members down); the proxy combines and
 // unblinds; the user decrypts, centres and takes the next public matrix.
-// The role daemons do not run this job yet (docs/PROTOCOL.md, section 13):
-// it calls the protocol's step functions directly, as the daemons would.
+// It calls the protocol's step functions directly, as the daemons do
+// (Simulator.RunPower runs the job through them: docs/PROTOCOL.md section
+// 13), for the genotype runs, which the daemons do not read yet.
 type PowerJob struct {
 	// Rows are each owner's rows, quantised and clipped (power.Standardiser
 	// or a schema's row map).

@@ -237,10 +237,7 @@ func (c *Client) openRound(ctx context.Context, s *job.Spec, rs job.RoundSpec, q
 // roundRelease waits for a round (round.Round 0: the parent job) to end,
 // downloads its release, checks its noise parties and decrypts it.
 func (c *Client) roundRelease(ctx context.Context, s *job.Spec, sch *schema.Schema, round job.RoundSpec, progress PowerProgress) ([]int64, job.PowerRound, error) {
-	id := s.ID()
-	if round.Round > 0 {
-		id = round.ID()
-	}
+	id := job.JobID(s, round)
 	each := job.PowerRound{Round: round.Round, JobID: id}
 	var watch func(*fedpcav1.JobStatus)
 	if progress != nil {

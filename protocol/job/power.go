@@ -269,6 +269,15 @@ func (r RoundSpec) ID() string {
 	return power.RoundIDFromHash(r.Parent, r.Round, q)
 }
 
+// JobID is the job ID of the parent's job (round.Round 0: the parent
+// itself, its round 0) or of its round round.Round >= 1 (round.ID()).
+func JobID(parent *Spec, round RoundSpec) string {
+	if round.Round == 0 {
+		return parent.ID()
+	}
+	return round.ID()
+}
+
 // Canonical is the round spec's JSON encoding (field order fixed).
 func (r RoundSpec) Canonical() []byte {
 	b, err := json.Marshal(r)
