@@ -96,7 +96,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 	start := time.Now()
 	rep := &PowerReport{D: pr.D, N: n, Owners: len(s.owners), K: pr.K, P: pr.P, Rounds: pr.Rounds, Bits: pr.Bits, QBits: pr.QBits, Bound: pr.Bound,
 		Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
-		Committee: fmt.Sprintf("%d of %d, down %v", spec.CommitteeThreshold, spec.CommitteeN, po.Down),
+		Committee: fmt.Sprintf("%d of %d, down %v", spec.CommitteeThreshold, spec.CommitteeN, downNames(po.Down)),
 		Cost:      cal.Cost, Factor: cal.Factor, NoiseOff: cal.NoiseOff(), Parent: spec.ID(), Finish: "svd"}
 	if !cal.NoiseOff() {
 		c2 := math.Ldexp(float64(pr.Bound), -int(pr.Bits))
@@ -197,4 +197,13 @@ func (c *PowerComparison) WriteText(w io.Writer) {
 			t.Total, float64(c.Release.Bytes["owner"].Sent)/float64(j.Owners)/1e6)
 		acc("statistics release", c.ReleaseAccuracy)
 	}
+}
+
+// downNames names the members crashed.
+func downNames(down []int) []string {
+	names := []string{}
+	for _, i := range down {
+		names = append(names, "csp/"+CSPID(i))
+	}
+	return names
 }
