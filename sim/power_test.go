@@ -7,6 +7,7 @@ import (
 	"crypto/elliptic"
 	"crypto/rand"
 	"encoding/json"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -282,4 +283,65 @@ func TestPowerRoundsRefused(t *testing.T) {
 	if st, err := sm.user.Wait(ctx, r1.ID(), nil); err != nil || st.GetState() != fedpcav1.JobState_JOB_STATE_DONE || st.GetRound() != 1 || st.GetParentJobId() != spec.ID() {
 		t.Fatalf("round 1: %v %v, round %d of %.12s", st.GetReason(), err, st.GetRound(), st.GetParentJobId())
 	}
+}
+
+// TestPowerOwnerDrops: an owner lost after round 0 leaves the rounds as an
+// owner leaves any job: each round waits for it until its own deadline (the
+// parent's plus a round window per round) and seals there with min_owners,
+// the servers' top-up standing in for its noise share; its ledger keeps
+// the parent's one entry, charged at round 0.
+func TestPowerOwnerDrops(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	data, _ := datasets.CSV("wine")
+	sm, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 3, CSPs: 3, Threshold: 2, Seed: 5, Dir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sm.Close()
+	if err := sm.Cluster().WaitCommittee(ctx); err != nil {
+		t.Fatal(err)
+	}
+	req := userRequest(sm, JobOptions{Analysis: "pca", K: 2, Epsilon: 1, MinOwners: 2})
+	req.Deadline = time.Now().Add(8 * time.Second)
+	req.Power = &job.PowerSpec{Oversample: 2, Rounds: 2, Seed: "drops", RoundSeconds: 4}
+	spec, err := sm.user.Spec(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lost := sm.OwnerIDs()[2]
+	crashed := false
+	start := time.Now()
+	res, err := sm.user.RunPower(ctx, spec, sm.sch, nil, func(round int, st *fedpcav1.JobStatus) {
+		if round == 0 && st.GetState() == fedpcav1.JobState_JOB_STATE_DONE && !crashed {
+			crashed = true
+			if err := sm.Cluster().CrashOwner(lost); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(start)
+	for _, r := range res.Power.Each {
+		want := 2
+		if r.Round == 0 {
+			want = 3
+		}
+		if len(r.Owners) != want || (r.Round > 0 && slices.Contains(r.Owners, lost)) {
+			t.Errorf("round %d: owners %v, want %d", r.Round, r.Owners, want)
+		}
+	}
+	if closes := spec.RoundDeadline(2); time.Now().Before(closes) {
+		t.Errorf("round 2 sealed before its deadline %s without the lost owner", closes)
+	}
+	views, err := owner.ReadLedgers(filepath.Join(sm.sim.Dir, "state", "owner-"+lost), 1e6, 1e-6) // its store, offline
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(views) != 1 || len(views[0].Jobs) != 1 || views[0].Jobs[0].Job != spec.ID() || views[0].Jobs[0].State != owner.Committed {
+		t.Errorf("the lost owner's ledger: %+v, want the parent's entry, committed", views)
+	}
+	t.Logf("an owner lost after round 0: rounds sealed at their deadlines with 2 owners, %.1f s", took.Seconds())
 }
