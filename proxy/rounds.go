@@ -125,7 +125,7 @@ func (p *Proxy) nextRound(parent *jobState, rs job.RoundSpec) error {
 		state := j.rec.State
 		j.mu.Unlock()
 		if j.round.Round == rs.Round {
-			return fmt.Errorf("%w: round %d of job %s… is open already, as job %s… (another public matrix)", ErrJobClosed, rs.Round, parent.id[:12], j.id[:12])
+			return fmt.Errorf("%w: round %d of job %s… exists already, as job %s… (another public matrix): each round runs once", ErrJobClosed, rs.Round, parent.id[:12], j.id[:12])
 		}
 		done[j.round.Round] = state == fedpcav1.JobState_JOB_STATE_DONE
 		if state == fedpcav1.JobState_JOB_STATE_FAILED {

@@ -277,7 +277,7 @@ func TestPowerRoundsRefused(t *testing.T) {
 	if err := open(r1, signer, q); err != nil {
 		t.Errorf("round 1 again: %v", err)
 	}
-	if err := open(job.NewRoundSpec(spec, 1, swapped), signer, swapped); err == nil || !strings.Contains(err.Error(), "is open already") {
+	if err := open(job.NewRoundSpec(spec, 1, swapped), signer, swapped); err == nil || !strings.Contains(err.Error(), "exists already") {
 		t.Errorf("round 1 under another matrix: %v", err)
 	}
 	if st, err := sm.user.Wait(ctx, r1.ID(), nil); err != nil || st.GetState() != fedpcav1.JobState_JOB_STATE_DONE || st.GetRound() != 1 || st.GetParentJobId() != spec.ID() {
