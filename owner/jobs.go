@@ -331,9 +331,9 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	// once at round 0 (the composed cost of all the rounds).
 	after := 0
 	if round.Round > 0 {
-		var r *refusal
-		if after, r, err = o.roundAdmission(dataset, round); r != nil {
-			o.decline(ctx, id, dataset, r)
+		var ref *refusal
+		if after, ref, err = o.roundAdmission(dataset, round); ref != nil {
+			o.decline(ctx, id, dataset, ref)
 			return
 		} else if err != nil {
 			o.log.Warn("round not admitted yet; will retry", "job", id[:16], "error", err)
