@@ -46,10 +46,18 @@ type switchRecord struct {
 	// Release is "components" for a solved job, whose one stored share is
 	// the member's sealed output.
 	Release string `json:"release,omitempty"`
+	// Parent and Round, for round Round >= 1 of a power-method job (JobID
+	// is the round's ID): the member switches one round of each number of
+	// a parent (the power-rounds index, written with the record).
+	Parent string `json:"parent,omitempty"`
+	Round  int    `json:"round,omitempty"`
 }
 
 // checked is a validated key-switch header.
 type checked struct {
+	// id is the job's ID: the spec's, or its round's (round.Round >= 1).
+	id     string
+	round  job.RoundSpec
 	spec   *job.Spec
 	sch    *schema.Schema
 	userPK *rlwe.PublicKey
@@ -67,11 +75,23 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	if err != nil {
 		return nil, invalid("spec: %v", err)
 	}
-	if spec.ID() != h.GetJobId() {
-		return nil, invalid("job_id %q is not the spec's ID %s", h.GetJobId(), spec.ID())
+	var round job.RoundSpec
+	if h.GetRoundSpec() != nil {
+		if round, err = job.ParseRoundSpec(h.GetRoundSpec()); err != nil {
+			return nil, invalid("%v", err)
+		}
+	}
+	id := job.JobID(spec, round)
+	if id != h.GetJobId() {
+		return nil, invalid("job_id %q is not the ID %s of the spec (and round) it comes with", h.GetJobId(), id)
 	}
 	if _, err := transport.VerifyTicket(c.cfg.Creds, spec, h.GetSignature(), h.GetUserCertificate()); err != nil {
 		return nil, forbidden("job %s…: %v", spec.ID()[:12], err)
+	}
+	if round.Round > 0 {
+		if err := transport.VerifyRound(c.cfg.Creds, spec, round, h.GetRoundSignature(), h.GetUserCertificate()); err != nil {
+			return nil, forbidden("%v", err)
+		}
 	}
 	// An exact components job is the owners' choice (their
 	// --allow-exact-components): the members learn nothing either way.
@@ -118,15 +138,15 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	for _, o := range jobOwners {
 		keys[o.ID] = o.Key
 	}
-	l, err := spec.Layout(sch)
+	values, err := spec.RoundLen(sch, round.Round)
 	if err != nil {
 		return nil, invalid("%v", err)
 	}
-	n := c.params.Chunks(l.Len())
+	n := c.params.Chunks(values)
 	if int(h.GetCiphertexts()) != n {
 		return nil, invalid("ciphertexts: %d announced, the job's layout needs %d", h.GetCiphertexts(), n)
 	}
-	return &checked{spec: spec, sch: sch, userPK: userPK, active: active, owners: owners, keys: keys, n: n}, nil
+	return &checked{id: id, round: round, spec: spec, sch: sch, userPK: userPK, active: active, owners: owners, keys: keys, n: n}, nil
 }
 
 // hashField writes a length-prefixed field.
@@ -141,6 +161,10 @@ func headerDigest(hd *fedpcav1.KeySwitchHeader) hash.Hash {
 	h := sha256.New()
 	for _, f := range [][]byte{[]byte(hd.GetJobId()), hd.GetSpec(), hd.GetSignature(), hd.GetUserCertificate(), hd.GetUserPublicKey(), hd.GetSchema()} {
 		hashField(h, f)
+	}
+	if hd.GetRoundSpec() != nil {
+		hashField(h, hd.GetRoundSpec())
+		hashField(h, hd.GetRoundSignature())
 	}
 	for _, a := range hd.GetActive() {
 		hashField(h, []byte(fmt.Sprint(a)))
@@ -223,7 +247,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	}
 	chk, err := c.checkHeader(hd, st)
 	if err == nil && chk.spec.Components() {
-		err = forbidden("job %s… releases only its components: its sum is solved among the members (Solve), never switched to the user", chk.spec.ID()[:12])
+		err = forbidden("job %s… releases only its components: its sum is solved among the members (Solve), never switched to the user", chk.id[:12])
 	}
 	if err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()
@@ -242,7 +266,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	verifyStart := time.Now()
 	if err := c.verifyUploads(switchUploads(stream), chk, st, cts); err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()
-		c.log.Warn("key switch refused: the sum is not the named owners' proven uploads", "job", chk.spec.ID()[:16], "error", err)
+		c.log.Warn("key switch refused: the sum is not the named owners' proven uploads", "job", chk.id[:16], "error", err)
 		return err
 	}
 	c.m.verify.Observe(time.Since(verifyStart).Seconds())
@@ -254,17 +278,23 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 	}
 	digest := hex.EncodeToString(h.Sum(nil))
 
-	shares, rec, err := c.storedShares(chk.spec.ID())
+	shares, rec, err := c.storedShares(chk.id)
 	if err != nil {
 		return fmt.Errorf("read switch record: %w", err)
 	}
+	if rec == nil && chk.round.Round > 0 {
+		if err := c.db.View(func(tx *bolt.Tx) error { return roundFree(tx, chk.round) }); err != nil {
+			c.m.switches.WithLabelValues("refused").Inc()
+			return err
+		}
+	}
 	if rec != nil && rec.Digest != digest {
 		c.m.switches.WithLabelValues("refused").Inc()
-		return fmt.Errorf("%w: job %s… was already switched on %s with another request (active %v, %d owners)", ErrSwitched, chk.spec.ID()[:12], rec.At.Format(time.RFC3339), rec.Active, rec.Owners)
+		return fmt.Errorf("%w: job %s… was already switched on %s with another request (active %v, %d owners)", ErrSwitched, chk.id[:12], rec.At.Format(time.RFC3339), rec.Active, rec.Owners)
 	}
 	if rec != nil {
 		c.m.switches.WithLabelValues("replayed").Inc()
-		c.log.Info("key switch replayed", "job", chk.spec.ID()[:16], "user", chk.spec.User)
+		c.log.Info("key switch replayed", "job", chk.id[:16], "user", chk.spec.User)
 	} else {
 		start := time.Now()
 		if shares, err = c.computeShares(chk, member, cts); err != nil {
@@ -274,8 +304,11 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		c.m.seconds.Observe(time.Since(start).Seconds())
 		c.m.switches.WithLabelValues("switched").Inc()
 		rec = &switchRecord{
-			JobID: chk.spec.ID(), User: chk.spec.User, Dataset: chk.spec.Dataset, Analysis: chk.spec.Analysis,
+			JobID: chk.id, User: chk.spec.User, Dataset: chk.spec.Dataset, Analysis: chk.spec.Analysis,
 			Digest: digest, Owners: len(chk.owners), Ciphertexts: chk.n, NoNoise: chk.spec.NoNoise, At: time.Now().UTC(),
+		}
+		if chk.round.Round > 0 {
+			rec.Parent, rec.Round = chk.round.Parent, chk.round.Round
 		}
 		for _, a := range chk.active {
 			rec.Active = append(rec.Active, uint32(a))
@@ -309,7 +342,7 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 	if err != nil {
 		return err
 	}
-	v := newVerifier(c.params, key, chk.spec.ID(), chk.n, runtime.GOMAXPROCS(0))
+	v := newVerifier(c.params, key, chk.id, chk.n, runtime.GOMAXPROCS(0))
 	defer v.stop()
 	for _, owner := range chk.owners {
 		up, _, what, err := next()
@@ -345,7 +378,7 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 			}
 		}
 		if err := transport.VerifyOwnerSignature(c.cfg.Creds, job.Owner{ID: owner, Key: chk.keys[owner]}, up.GetCertificate(), job.UploadContext,
-			job.UploadStatement(chk.spec.ID(), owner, digests), up.GetSignature()); err != nil {
+			job.UploadStatement(chk.id, owner, digests), up.GetSignature()); err != nil {
 			return invalid("owner %s's upload is not signed by the key the job names it by (%v): the proxy cannot vouch for an upload", owner, err)
 		}
 	}
@@ -596,7 +629,7 @@ func (c *CSP) prepareSwitch(member *he.Member, n int) {
 // computeShares draws the member's noise share (sized from the plan and the
 // number of owners in the sum) and computes its key-switch shares.
 func (c *CSP) computeShares(chk *checked, member *he.Member, cts []*rlwe.Ciphertext) ([][]byte, error) {
-	noise, err := job.ServerNoise(chk.spec, chk.sch, dp.RoleCSP, len(chk.owners), nil)
+	noise, err := job.RoundNoise(chk.spec, chk.sch, dp.RoleCSP, chk.round.Round, len(chk.owners), nil)
 	if err != nil {
 		return nil, fmt.Errorf("noise share: %w", err)
 	}
@@ -615,6 +648,28 @@ func (c *CSP) computeShares(chk *checked, member *he.Member, cts []*rlwe.Ciphert
 }
 
 var recordKey = []byte("record")
+
+// bucketRounds indexes the rounds of power-method jobs this member
+// switched: <parent>/<round> -> the round's job ID. The switch log keyed by
+// job ID switches each round once; the index switches each round number of
+// a parent once, so that a user cannot have a round released twice under
+// two public matrices (each owner refuses that too: job.RoundSpec.CheckMatrix).
+var bucketRounds = []byte("power-rounds")
+
+func roundKey(rs job.RoundSpec) []byte { return []byte(fmt.Sprintf("%s/%d", rs.Parent, rs.Round)) }
+
+// roundFree refuses a round of a parent whose round of that number this
+// member switched under another ID.
+func roundFree(tx *bolt.Tx, rs job.RoundSpec) error {
+	b := tx.Bucket(bucketRounds)
+	if b == nil {
+		return nil
+	}
+	if prev := b.Get(roundKey(rs)); prev != nil {
+		return fmt.Errorf("%w: round %d of job %s… was switched already, as job %.12s… (another public matrix): a member switches each round of a job once", ErrSwitched, rs.Round, rs.Parent[:12], prev)
+	}
+	return nil
+}
 
 func shareKey(i int) []byte { return []byte(fmt.Sprintf("share/%06d", i)) }
 
@@ -672,6 +727,19 @@ func (c *CSP) storeShares(rec *switchRecord, shares [][]byte) error {
 		return err
 	}
 	err = c.db.Update(func(tx *bolt.Tx) error {
+		if rec.Round > 0 {
+			rs := job.RoundSpec{Parent: rec.Parent, Round: rec.Round}
+			if err := roundFree(tx, rs); err != nil {
+				return err
+			}
+			b, err := tx.CreateBucketIfNotExists(bucketRounds)
+			if err != nil {
+				return err
+			}
+			if err := b.Put(roundKey(rs), []byte(rec.JobID)); err != nil {
+				return err
+			}
+		}
 		jb, err := tx.Bucket(bucketSwitches).CreateBucket([]byte(rec.JobID))
 		if err != nil {
 			return err

@@ -17,9 +17,9 @@ import (
 	"google.golang.org/grpc/status"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/power"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/seal"
 	"github.com/fedpca/fedpca/protocol/stats"
@@ -41,8 +41,23 @@ type jobNote struct {
 	// Public is what the decline says besides its code (sent with it).
 	Public *job.DeclineDetail `json:"public,omitempty"`
 	// Unreported marks a decline the proxy has not acknowledged yet.
-	Unreported bool      `json:"unreported,omitempty"`
-	At         time.Time `json:"at"`
+	Unreported bool `json:"unreported,omitempty"`
+	// Parent and Round, for round Round >= 1 of a power-method job: its
+	// parent job, whose ledger entry (charged at round 0) is the round's
+	// cost; the round itself has no entry.
+	Parent string    `json:"parent,omitempty"`
+	Round  int       `json:"round,omitempty"`
+	At     time.Time `json:"at"`
+}
+
+// charged reports whether the job's own ledger entry (keyed by its ID)
+// holds its cost: every job but a power job's round >= 1.
+func (n jobNote) charged() bool { return n.Round == 0 }
+
+// next is the note of the job in another part, keeping what it says of the
+// job (dataset, round, read report).
+func (n jobNote) next(state Part, reason string) jobNote {
+	return jobNote{State: state, Dataset: n.Dataset, Reason: reason, Read: n.Read, Parent: n.Parent, Round: n.Round}
 }
 
 // bucketUploads holds each stored upload until it is settled: job/NNNNNN
@@ -236,15 +251,17 @@ func (o *Owner) handle(ctx context.Context, st *fedpcav1.JobStatus) {
 		o.reportDecline(ctx, id, *note)
 	case note.State == PartUploading:
 		o.resume(ctx, st, note, nil)
-	case note.State == PartUploaded && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
+	case note.State == PartUploaded && note.charged() && st.GetState() == fedpcav1.JobState_JOB_STATE_FAILED && !st.GetSwitched():
 		if err := o.ledger.Refund(note.Dataset, id); err != nil {
 			o.log.Error("refund", "job", id[:16], "error", err)
 			return
 		}
-		o.setNote(id, jobNote{State: PartRefunded, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
+		o.setNote(id, note.next(PartRefunded, st.GetReason()))
 		o.log.Info("job failed before any key switch: budget refunded", "job", id[:16], "reason", st.GetReason())
 	case note.State == PartUploaded && ended:
-		o.setNote(id, jobNote{State: PartCompleted, Dataset: note.Dataset, Reason: st.GetReason(), Read: note.Read})
+		// (A power job's later round that failed: its cost was charged
+		// at round 0, which was released.)
+		o.setNote(id, note.next(PartCompleted, st.GetReason()))
 	}
 	if ended {
 		o.reportBudget(ctx, id, st.GetDataset())
@@ -301,19 +318,28 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		o.log.Warn("cannot get the committee key; will retry", "job", id[:16], "error", status.Convert(err).Message())
 		return
 	}
-	cal, err := spec.Calibration(sch)
+	round, _ := ticketRound(spec, t.GetJob()) // checked by checkTicket
+	cost, err := jobCost(spec, sch)
 	if err != nil {
 		o.decline(ctx, id, dataset, refuse(job.DeclineInvalidJob, "%v", err))
 		return
 	}
-	cost := cal.Cost
-	if spec.NoNoise {
-		cost = dp.Cost{} // allowed only by an explicit policy, for tests
-	}
 	release := exactRelease(spec, sch)
 	// Look before reading the rows: a job the budget cannot pay, or one
-	// this owner has settled already, is declined without computing.
-	if state, err := o.ledger.CanReserve(dataset, id, cost, release); errors.Is(err, ErrBudget) {
+	// this owner has settled already, is declined without computing. A
+	// power job's later round is paid for by its parent's entry, charged
+	// once at round 0 (the composed cost of all the rounds).
+	after := 0
+	if round.Round > 0 {
+		var ref *refusal
+		if after, ref, err = o.roundAdmission(dataset, round); ref != nil {
+			o.decline(ctx, id, dataset, ref)
+			return
+		} else if err != nil {
+			o.log.Warn("round not admitted yet; will retry", "job", id[:16], "error", err)
+			return
+		}
+	} else if state, err := o.ledger.CanReserve(dataset, id, cost, release); errors.Is(err, ErrBudget) {
 		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
 		return
 	} else if errors.Is(err, ErrExactJobs) {
@@ -325,6 +351,17 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	} else if state != "" && state != Reserved {
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "this owner already settled its part in the job (ledger: %s)", state))
 		return
+	}
+	var q *power.QMatrix
+	if round.Round > 0 {
+		if q, err = o.fetchMatrix(ctx, id, spec, sch); err != nil {
+			o.log.Warn("cannot fetch the round's public matrix; will retry", "job", id[:16], "error", transport.Message(err))
+			return
+		}
+		if err := round.CheckMatrix(spec, sch, after, q); err != nil {
+			o.decline(ctx, id, dataset, refuse(job.DeclineInvalidJob, "%v", err))
+			return
+		}
 	}
 	// Compute and store the encrypted share before sending anything.
 	done := func() {}
@@ -341,7 +378,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "cannot read the dataset: %v", err))
 		return
 	}
-	acc, rep, err := job.ReadRows(spec, sch, rows)
+	vals, rep, err := readStatistic(spec, sch, rows, q)
 	rows.Close()
 	if err != nil {
 		// The file's header does not fit the schema (a column the job's
@@ -365,7 +402,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	var cts []*rlwe.Ciphertext
 	var wits []zk.Witness
 	err = ck.encrypt(func(enc *he.Encryptor) (n int, err error) {
-		cts, wits, err = job.EncryptShare(spec, sch, enc, acc, nil)
+		cts, wits, err = job.EncryptValues(spec, sch, enc, round.Round, vals, nil)
 		return len(cts), err
 	})
 	if err != nil {
@@ -381,23 +418,40 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	if ctx.Err() != nil {
 		return // stopping: nothing is reserved, stored or sent
 	}
-	// Reserve the budget and store the upload in one transaction, before
-	// anything is sent: a restart re-sends these bytes, never a new draw.
+	// Reserve the budget (or, for a power job's later round, note the
+	// round against its parent's entry) and store the upload in one
+	// transaction, before anything is sent: a restart re-sends these
+	// bytes, never a new draw.
+	note := jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}
+	if round.Round > 0 {
+		note.Parent, note.Round = round.Parent, round.Round
+	}
 	var state string
+	var refused *refusal
 	err = o.db.Update(func(tx *bolt.Tx) error {
-		var err error
-		if state, err = o.ledger.reserveTx(tx, dataset, id, cost, spec.Epsilon, spec.Delta, release); err != nil {
-			return err
-		}
-		if state != Reserved {
-			return errSettled
+		if round.Round > 0 {
+			var err error
+			if refused, err = o.takeRoundTx(tx, dataset, round); err != nil || refused != nil {
+				return errors.Join(err, errSettled)
+			}
+		} else {
+			var err error
+			if state, err = o.ledger.reserveTx(tx, dataset, id, cost, spec.Epsilon, spec.Delta, release); err != nil {
+				return err
+			}
+			if state != Reserved {
+				return errSettled
+			}
 		}
 		if err := up.put(tx.Bucket(bucketUploads), id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep})
+		return putNote(tx, id, note)
 	})
 	switch {
+	case refused != nil:
+		o.decline(ctx, id, dataset, refused)
+		return
 	case errors.Is(err, ErrBudget):
 		// Another job took the budget while this one was computed.
 		o.decline(ctx, id, dataset, refuse(job.DeclineBudget, "%v", err))
@@ -406,7 +460,7 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		// Another exact job was admitted while this one was computed.
 		o.decline(ctx, id, dataset, o.exactJobsRefusal(err))
 		return
-	case errors.Is(err, errSettled):
+	case errors.Is(err, errSettled) && round.Round == 0:
 		// The ledger settled this job already (this owner released its
 		// reservation and stopped before noting why): never upload for it.
 		o.decline(ctx, id, dataset, refuse(job.DeclineUnavailable, "this owner already settled its part in the job (ledger: %s)", state))
@@ -416,14 +470,14 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 		return
 	}
 	o.m.shares.Observe(compute.Seconds())
-	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "rows", rep.Rows, "clipped", rep.Clipped,
+	o.log.Info("share computed", "job", id[:16], "dataset", dataset, "round", round.Round, "rows", rep.Rows, "clipped", rep.Clipped,
 		"clipped_fraction", fmt.Sprintf("%.3f", rep.ClippedFraction()), "clamped", rep.Clamped, "skipped", rep.Skipped, "dropped", rep.Dropped, "missing_dropped", rep.Missing, "missing_filled", rep.Filled,
 		"ciphertexts", len(cts), "ms", float64(compute.Microseconds())/1000, "store_ms", msSince(start.Add(compute)))
 	done() // the upload is not computing
 	if !o.hold(ctx, taken) {
 		return // stopping: the next start sends the stored upload
 	}
-	o.resume(ctx, st, &jobNote{State: PartUploading, Dataset: dataset, Blobs: len(cts), Read: &rep}, up)
+	o.resume(ctx, st, &note, up)
 }
 
 // upload is an owner's stored upload: its ciphertexts, their proofs and
@@ -512,8 +566,12 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 		return nil, nil, nil, refuse(job.DeclineSchemaMismatch, "this owner does not serve dataset %q", spec.Dataset).
 			saying(job.SchemaDetail(&schema.Difference{Field: "id", Feature: -1}))
 	}
-	if spec.ID() != id {
-		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec")
+	round, err := ticketRound(spec, info)
+	if err != nil {
+		return nil, ds, nil, refuse(job.DeclineInvalidJob, "%v", err)
+	}
+	if want := job.JobID(spec, round); want != id {
+		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job ID is not the hash of its spec (or the ID of its round)")
 	}
 	sch = ds.Schema
 	if spec.SchemaHash != sch.HashHex() {
@@ -533,6 +591,11 @@ func (o *Owner) checkTicket(id string, t *fedpcav1.GetJobResponse) (spec *job.Sp
 	user, err := transport.VerifyTicket(o.cfg.Dialer.Creds, spec, info.GetSignature(), info.GetUserCertificate())
 	if err != nil {
 		return nil, ds, nil, refuse(job.DeclineInvalidJob, "the job is not properly signed: %v", err)
+	}
+	if round.Round > 0 {
+		if err := transport.VerifyRound(o.cfg.Dialer.Creds, spec, round, info.GetRoundSignature(), info.GetUserCertificate()); err != nil {
+			return nil, ds, nil, refuse(job.DeclineInvalidJob, "%v", err)
+		}
 	}
 	proof := job.OwnerProof{Index: int(t.GetOwnerProof().GetIndex()), Path: t.GetOwnerProof().GetPath()}
 	me := job.Owner{ID: o.cfg.ID}
@@ -560,11 +623,11 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	id := st.GetJobId()
 	if st.GetCallerIncluded() {
 		// Acknowledged before a crash: it is in the sum.
-		o.settleUploaded(id, note.Dataset)
+		o.settleUploaded(id, *note)
 		return
 	}
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_OPEN {
-		o.settleNotIncluded(id, note.Dataset, "the job closed before the upload was acknowledged: "+st.GetReason())
+		o.settleNotIncluded(id, *note, "the job closed before the upload was acknowledged: "+st.GetReason())
 		return
 	}
 	// The first attempt sends the upload just computed, if any; later ones
@@ -621,18 +684,18 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 	switch {
 	case err == nil:
 		o.m.uploadBytes.Add(float64(uploaded))
-		o.settleUploaded(id, note.Dataset)
+		o.settleUploaded(id, *note)
 	case status.Code(err) == codes.AlreadyExists:
 		// Another upload of ours is in the sum (the store was lost after
 		// an acknowledged upload): the budget was spent.
 		o.log.Error("the proxy holds another upload from this owner", "job", id[:16], "error", transport.Message(err))
-		o.settleUploaded(id, note.Dataset)
+		o.settleUploaded(id, *note)
 	case ctx.Err() != nil || retryable(err):
 		// Stopping, or the deadline came first: the next poll settles
 		// the part once the job has closed.
 		o.log.Warn("upload not acknowledged", "job", id[:16], "error", err)
 	default:
-		o.settleNotIncluded(id, note.Dataset, "upload refused: "+transport.Message(err))
+		o.settleNotIncluded(id, *note, "upload refused: "+transport.Message(err))
 	}
 }
 
@@ -661,32 +724,38 @@ func (o *Owner) send(ctx context.Context, id, dataset string, up *upload) (*fedp
 // msSince is the time since t in milliseconds, for log fields.
 func msSince(t time.Time) float64 { return float64(time.Since(t).Microseconds()) / 1000 }
 
-// settleUploaded commits the job's budget and notes the upload, in one
-// transaction.
-func (o *Owner) settleUploaded(id, dataset string) {
+// settleUploaded commits the job's budget (a power job's later round has
+// none of its own) and notes the upload, in one transaction.
+func (o *Owner) settleUploaded(id string, note jobNote) {
 	err := o.db.Update(func(tx *bolt.Tx) error {
-		if err := o.ledger.transitionTx(tx, dataset, id, Committed); err != nil {
-			return fmt.Errorf("ledger commit: %w", err)
+		if note.charged() {
+			if err := o.ledger.transitionTx(tx, note.Dataset, id, Committed); err != nil {
+				return fmt.Errorf("ledger commit: %w", err)
+			}
 		}
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: PartUploaded, Dataset: dataset, Read: o.readReport(tx, id)})
+		note.Read = o.readReport(tx, id)
+		return putNote(tx, id, note.next(PartUploaded, ""))
 	})
 	if err != nil {
 		o.log.Error("cannot record the upload", "job", id[:16], "error", err)
 	}
 }
 
-func (o *Owner) settleNotIncluded(id, dataset, reason string) {
-	if err := o.ledger.Release(dataset, id); err != nil {
-		o.log.Error("ledger release", "job", id[:16], "error", err)
+func (o *Owner) settleNotIncluded(id string, note jobNote, reason string) {
+	if note.charged() {
+		if err := o.ledger.Release(note.Dataset, id); err != nil {
+			o.log.Error("ledger release", "job", id[:16], "error", err)
+		}
 	}
 	err := o.db.Update(func(tx *bolt.Tx) error {
 		if err := deleteBlobs(tx, id); err != nil {
 			return err
 		}
-		return putNote(tx, id, jobNote{State: PartReleased, Dataset: dataset, Reason: reason, Read: o.readReport(tx, id)})
+		note.Read = o.readReport(tx, id)
+		return putNote(tx, id, note.next(PartReleased, reason))
 	})
 	if err != nil {
 		o.log.Error("cannot record the release", "job", id[:16], "error", err)

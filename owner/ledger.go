@@ -723,3 +723,12 @@ func (l *ledger) Entries(dataset string) ([]entry, error) {
 	})
 	return out, err
 }
+
+// stateTx returns the state of a job's entry, "" when it has none.
+func (l *ledger) stateTx(tx *bolt.Tx, dataset, jobID string) (string, error) {
+	_, e, err := findEntry(tx, l.key(dataset), jobID)
+	if errors.Is(err, errNoEntry) {
+		return "", nil
+	}
+	return e.State, err
+}

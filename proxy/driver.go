@@ -57,7 +57,7 @@ func (p *Proxy) drive(ctx context.Context, j *jobState) {
 	waitStart := time.Time{}
 	for ctx.Err() == nil {
 		j.mu.Lock()
-		state, wake, deadline := j.rec.State, j.wake, j.spec.Deadline
+		state, wake, deadline := j.rec.State, j.wake, j.closes
 		j.mu.Unlock()
 		var err error
 		switch state {
@@ -182,7 +182,7 @@ func (p *Proxy) maybeSeal(ctx context.Context, j *jobState) (bool, time.Time, er
 	j.mu.Lock()
 	u, d, n := j.rec.Uploaded, j.rec.Declined, j.spec.NumOwners
 	now := time.Now()
-	past := !now.Before(j.spec.Deadline)
+	past := !now.Before(j.closes)
 	hopeless := n-d < j.spec.MinOwners
 	var at time.Time
 	if (u+d == n || hopeless) && !past {
@@ -281,7 +281,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
-	noise, err := job.ServerNoise(j.spec, j.sch, dp.RoleProxy, len(owners), nil)
+	noise, err := job.RoundNoise(j.spec, j.sch, dp.RoleProxy, j.round.Round, len(owners), nil)
 	if err != nil {
 		if errors.Is(err, dp.ErrPlanInfeasible) {
 			return permanent{err}
@@ -563,7 +563,7 @@ func (p *Proxy) askMember(ctx context.Context, j *jobState, i int, rec jobRecord
 	}
 	hd := &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
 		UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n),
-		JobOwnerRefs: transport.OwnerRefs(rec.Owners)}
+		JobOwnerRefs: transport.OwnerRefs(rec.Owners), RoundSpec: rec.RoundSpec, RoundSignature: rec.RoundSignature}
 	if err := stream.Send(&fedpcav1.KeySwitchRequest{Msg: &fedpcav1.KeySwitchRequest_Header{Header: hd}}); err != nil {
 		return nil, memberError(mc.ID, recvErr(stream, err))
 	}

@@ -163,14 +163,33 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 		return nil, bad("deadline %s is in the past", spec.Deadline.Format(time.RFC3339))
 	}
 	id := spec.ID()
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if j, ok := p.jobs[id]; ok {
-		return j, nil // created meanwhile by a concurrent retry
-	}
 	rec := jobRecord{
 		jobTicket:   jobTicket{Spec: req.GetSpec(), Signature: req.GetSignature(), UserCert: cert, Schema: sch.Canonical(), Owners: owners, Created: now},
 		jobProgress: jobProgress{State: fedpcav1.JobState_JOB_STATE_OPEN, Reason: "waiting for uploads", Updated: now},
+	}
+	j, err := p.addJob(id, rec, req.GetUserPublicKey(), nil, nil)
+	if err != nil {
+		return nil, err
+	}
+	p.log.Info("job created", "job", id[:16], "user", spec.User, "dataset", spec.Dataset, "analysis", spec.Analysis,
+		"owners", spec.NumOwners, "min_owners", spec.MinOwners, "plan", spec.NoisePlan, "no_noise", spec.NoNoise, "deadline", spec.Deadline.Format(time.RFC3339))
+	return j, nil
+}
+
+// addJob stores a new job (a round with its public matrix's frames, and
+// no check when a concurrent call of the same round finds it open) and
+// starts its driver; a job created meanwhile by a concurrent retry is
+// returned as it is.
+func (p *Proxy) addJob(id string, rec jobRecord, userPK []byte, matrix [][]byte, check func() error) (*jobState, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if j, ok := p.jobs[id]; ok {
+		return j, nil
+	}
+	if check != nil {
+		if err := check(); err != nil {
+			return nil, err
+		}
 	}
 	j, err := newJobState(id, rec, nil, nil, p.params.Chunks, p.store, false)
 	if err != nil {
@@ -178,7 +197,7 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	}
 	err = p.hub.sequence(j, func(seq uint64) error {
 		rec.Seq, j.rec.Seq = seq, seq
-		if err := p.store.createJob(id, &rec, req.GetUserPublicKey()); err != nil {
+		if err := p.store.createJob(id, &rec, userPK, matrix); err != nil {
 			return fmt.Errorf("store job: %w", err)
 		}
 		j.every = p.cfg.ProgressInterval
@@ -191,8 +210,6 @@ func (p *Proxy) createJob(ctx context.Context, req *fedpcav1.CreateJobRequest) (
 	if p.ctx != nil {
 		p.startDriver(j)
 	}
-	p.log.Info("job created", "job", id[:16], "user", spec.User, "dataset", spec.Dataset, "analysis", spec.Analysis,
-		"owners", spec.NumOwners, "min_owners", spec.MinOwners, "plan", spec.NoisePlan, "no_noise", spec.NoNoise, "deadline", spec.Deadline.Format(time.RFC3339))
 	return j, nil
 }
 

@@ -15,7 +15,6 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 )
@@ -33,7 +32,8 @@ type jobState struct {
 	id     string
 	spec   *job.Spec
 	sch    *schema.Schema
-	layout stats.Layout
+	round  job.RoundSpec                 // a power job's round >= 1 (round.Round 0: any other job, or a power job's round 0)
+	closes time.Time                     // the upload deadline: the spec's, or the round's (job.Spec.RoundDeadline)
 	n      int                           // ciphertexts per vector
 	owners atomic.Pointer[job.OwnerTree] // the owner list the spec commits to; nil once archived
 	store  *store                        // where an archived job's owners and answers are read
@@ -53,6 +53,7 @@ type jobState struct {
 	sealed   *switchState             // a sealed job's key-switch inputs since its seal (nil after a restart: read from the store)
 	lost     uint32                   // the member lost during a components job's last attempt (0: none)
 	ticket   *fedpcav1.JobInfo        // shared ticket, built at the first request
+	matrix   [][]byte                 // an open round's public matrix, in frames, once asked
 	changed  chan struct{}            // closed and replaced at every change (watchers)
 	wake     chan struct{}            // wakes the driver (buffered, 1)
 	tick     *progressTick            // the counts of an open job at its last tick, once asked
@@ -74,21 +75,30 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 	if err != nil {
 		return nil, err
 	}
-	if spec.ID() != id {
-		return nil, fmt.Errorf("record of job %q holds the spec of job %s", id, spec.ID())
+	var round job.RoundSpec
+	if rec.RoundSpec != nil {
+		if round, err = job.ParseRoundSpec(rec.RoundSpec); err != nil {
+			return nil, err
+		}
+		if err := round.Check(spec); err != nil {
+			return nil, err
+		}
+	}
+	if want := job.JobID(spec, round); want != id {
+		return nil, fmt.Errorf("record of job %q holds the spec of job %s", id, want)
 	}
 	sch, err := schema.Parse(rec.Schema)
 	if err != nil {
 		return nil, err
 	}
-	l, err := spec.Layout(sch)
+	values, err := spec.RoundLen(sch, round.Round)
 	if err != nil {
 		return nil, err
 	}
 	if _, ok := fedpcav1.JobState_name[int32(rec.State)]; !ok || rec.State == fedpcav1.JobState_JOB_STATE_UNSPECIFIED {
 		return nil, fmt.Errorf("unknown state %d", rec.State)
 	}
-	j := &jobState{id: id, spec: spec, sch: sch, layout: l, n: chunks(l.Len()), store: st, rec: rec,
+	j := &jobState{id: id, spec: spec, sch: sch, round: round, closes: spec.RoundDeadline(round.Round), n: chunks(values), store: st, rec: rec,
 		changed: make(chan struct{}), wake: make(chan struct{}, 1)}
 	if archived {
 		if !ended(rec.State) {
@@ -318,6 +328,7 @@ func (p *Proxy) commit(j *jobState, change func(*jobProgress), write func(*jobPr
 		j.rec.jobProgress = prog
 		if ended(prog.State) {
 			j.unshareTicket()
+			j.matrix = nil
 		}
 		j.notify()
 		return nil
@@ -344,7 +355,7 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 		JobId: j.id, State: j.rec.State, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
 		MinOwners:      int32(j.spec.MinOwners),
 		OwnersExpected: int32(j.spec.NumOwners), OwnersUploaded: int32(j.rec.Uploaded), OwnersDeclined: int32(j.rec.Declined),
-		DeadlineUnix: j.spec.Deadline.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
+		DeadlineUnix: j.closes.Unix(), Reason: j.rec.Reason, CspMembers: j.rec.CSPs, Switched: j.rec.Switched,
 		CreatedUnix: j.rec.Created.Unix(), UpdatedUnix: j.rec.Updated.Unix(),
 		Timings: &fedpcav1.PhaseTimings{AggregateSeconds: j.rec.Timings.Aggregate, UploadWindowSeconds: j.rec.Timings.UploadWindow,
 			SealSeconds: j.rec.Timings.Seal, KeySwitchSeconds: j.rec.Timings.KeySwitch}}
@@ -365,6 +376,9 @@ func (j *jobState) status(full bool, caller transport.Identity) (*fedpcav1.JobSt
 			s.DeclinedOwners = append(s.DeclinedOwners, d.wire())
 		}
 	}
+	if j.round.Round > 0 {
+		s.ParentJobId, s.Round = j.round.Parent, int32(j.round.Round)
+	}
 	j.hideProgress(s, time.Now(), caller.Role == transport.RoleUser)
 	return s, nil
 }
@@ -377,7 +391,17 @@ func (j *jobState) info(caller transport.Identity) (*fedpcav1.JobInfo, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}, nil
+	return j.withRound(&fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}), nil
+}
+
+// withRound adds a round's spec and signature to its ticket and its parent
+// and number to the ticket's status.
+func (j *jobState) withRound(info *fedpcav1.JobInfo) *fedpcav1.JobInfo {
+	if j.round.Round > 0 {
+		info.RoundSpec, info.RoundSignature = j.rec.RoundSpec, j.rec.RoundSignature
+		info.Status.ParentJobId, info.Status.Round = j.round.Parent, int32(j.round.Round)
+	}
+	return info
 }
 
 // ticketResponse is an owner's ticket: the job's ticket, with the status
@@ -405,9 +429,9 @@ func (j *jobState) ticketResponse(owner string) (*fedpcav1.GetJobResponse, error
 	}
 	if j.ticket == nil {
 		st := &fedpcav1.JobStatus{JobId: j.id, Dataset: j.spec.Dataset, Analysis: j.spec.Analysis, User: j.spec.User,
-			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(j.spec.NumOwners), DeadlineUnix: j.spec.Deadline.Unix(),
+			MinOwners: int32(j.spec.MinOwners), OwnersExpected: int32(j.spec.NumOwners), DeadlineUnix: j.closes.Unix(),
 			CreatedUnix: j.rec.Created.Unix()}
-		j.ticket = &fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema}
+		j.ticket = j.withRound(&fedpcav1.JobInfo{Status: st, Spec: j.rec.Spec, Signature: j.rec.Signature, UserCertificate: j.rec.UserCert, Schema: j.rec.Schema})
 		if !ended(j.rec.State) {
 			transport.Share(j.ticket)
 		}

@@ -365,8 +365,8 @@ func jobStatus(j *jobState, rec *jobRecord, list []string, answered map[string]O
 	js := JobStatus{ID: j.id, State: stateLabel(rec.State), Reason: rec.Reason, Analysis: s.Analysis, K: s.K, Dataset: s.Dataset, User: s.User,
 		Epsilon: s.Epsilon, Delta: s.Delta, NoNoise: s.NoNoise, NoisePlan: s.NoisePlan, Tolerate: s.Tolerate,
 		MinOwners: s.MinOwners, OwnersExpected: s.NumOwners, OwnersUploaded: rec.Uploaded, OwnersDeclined: rec.Declined,
-		Created: rec.Created, Updated: rec.Updated, Deadline: s.Deadline.UTC(),
-		AgeSeconds: now.Sub(rec.Created).Seconds(), DeadlineInSeconds: s.Deadline.Sub(now).Seconds(), CSPs: rec.CSPs,
+		Created: rec.Created, Updated: rec.Updated, Deadline: j.closes.UTC(),
+		AgeSeconds: now.Sub(rec.Created).Seconds(), DeadlineInSeconds: j.closes.Sub(now).Seconds(), CSPs: rec.CSPs,
 		Timings: Timings{UploadWindow: rec.Timings.UploadWindow, Aggregate: rec.Timings.Aggregate, Seal: rec.Timings.Seal, KeySwitch: rec.Timings.KeySwitch}}
 	if !owners {
 		return js

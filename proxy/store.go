@@ -26,6 +26,8 @@ import (
 //	budgets/<owner>/<dataset>  budgetRecord (JSON), owners' ledgers for display
 //	tickets/<id>               jobTicket (JSON), written once at creation
 //	tickets/<id>/userpk        the user's HE public key, written once at creation
+//	tickets/<id>/q/NNNNNN      a power job's round's public matrix, in frames, written once at
+//	                           creation, deleted when the round ends
 //	jobs/<id>/progress         jobProgress (JSON), rewritten at every step; its size does not grow with the owners
 //	jobs/<id>/uploads/<owner>  uploadRecord (JSON), one key per owner's upload (a bucket)
 //	jobs/<id>/declines/<owner> declineRecord (JSON), one key per owner's decline (a bucket)
@@ -146,6 +148,12 @@ type jobTicket struct {
 	// it.
 	Owners  []job.Owner `json:"owners"`
 	Created time.Time   `json:"created"`
+	// RoundSpec and RoundSignature make the job round t >= 1 of the
+	// power-method job whose spec Spec is (job.RoundSpec, canonical, and
+	// the user's signature of its ID); the round's public matrix is kept
+	// under tickets/<id>/q/.
+	RoundSpec      []byte `json:"round_spec,omitempty"`
+	RoundSignature []byte `json:"round_signature,omitempty"`
 }
 
 // jobProgress is a job's state; its size is bounded by the committee's,
@@ -497,14 +505,36 @@ func (s *store) answers(id string) (owners []job.Owner, uploads map[string]uploa
 	return owners, uploads, declines, err
 }
 
-// createJob stores a new job.
-func (s *store) createJob(id string, rec *jobRecord, userPK []byte) error {
+// createJob stores a new job, and a round's public matrix (its frames,
+// tickets/<id>/q/NNNNNN).
+func (s *store) createJob(id string, rec *jobRecord, userPK []byte, matrix [][]byte) error {
 	return s.db.Update(func(tx *bolt.Tx) error {
 		if _, err := tx.Bucket(bucketJobs).CreateBucket([]byte(id)); err != nil {
 			return err
 		}
+		for i, f := range matrix {
+			if err := tx.Bucket(bucketTickets).Put(seqKey(id+"/q", i), f); err != nil {
+				return err
+			}
+		}
 		return putJob(tx, id, rec, userPK)
 	})
+}
+
+// matrix returns a round's public matrix's frames.
+func (s *store) matrix(id string) (out [][]byte, err error) {
+	err = s.db.View(func(tx *bolt.Tx) error {
+		c := tx.Bucket(bucketTickets).Cursor()
+		prefix := id + "/q/"
+		for k, v := c.Seek([]byte(prefix)); k != nil && hasPrefix(k, prefix); k, v = c.Next() {
+			out = append(out, slices.Clone(v))
+		}
+		return nil
+	})
+	if err == nil && len(out) == 0 {
+		err = fmt.Errorf("round %s…: no public matrix in the store", id[:12])
+	}
+	return out, err
 }
 
 // putJob writes a job's ticket, user key and progress, and creates the
@@ -611,10 +641,14 @@ func (s *store) putShares(id string, pt uint32, shares [][]byte) error {
 	})
 }
 
-// finish stores the result and frees what the key switch used.
+// finish stores the result and frees what the key switch used (and a
+// round's public matrix: no one uploads under it any more).
 func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
-	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
 		if err := putSeq(b, "result", result); err != nil {
+			return err
+		}
+		if err := deletePrefix(tx.Bucket(bucketTickets), id+"/q/"); err != nil {
 			return err
 		}
 		return deletePrefixes(b, "blinded/", "mask/", "share/")
@@ -622,9 +656,12 @@ func (s *store) finish(id string, prog *jobProgress, result [][]byte) error {
 }
 
 // fail ends a job without a release (a failure or the user's cancel) and
-// frees its ciphertexts.
+// frees its ciphertexts (and a round's public matrix).
 func (s *store) fail(id string, prog *jobProgress) error {
-	return s.update(id, prog, func(_ *bolt.Tx, b *bolt.Bucket) error {
+	return s.update(id, prog, func(tx *bolt.Tx, b *bolt.Bucket) error {
+		if err := deletePrefix(tx.Bucket(bucketTickets), id+"/q/"); err != nil {
+			return err
+		}
 		return deletePrefixes(b, "sum/", "blinded/", "mask/", "share/")
 	})
 }

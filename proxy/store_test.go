@@ -98,7 +98,7 @@ func TestStoreUploadCostFlat(t *testing.T) {
 	perUpload := func(n int) float64 {
 		s := openTestStore(t, filepath.Join(t.TempDir(), "proxy.db"))
 		id, rec, owners := testJob(t, n)
-		if err := s.createJob(id, &rec, []byte("pk")); err != nil {
+		if err := s.createJob(id, &rec, []byte("pk"), nil); err != nil {
 			t.Fatal(err)
 		}
 		prog := rec.jobProgress
@@ -134,7 +134,7 @@ func TestStoreCrashKeepsAcknowledged(t *testing.T) {
 	path := filepath.Join(dir, "proxy.db")
 	s := openTestStore(t, path)
 	id, rec, owners := testJob(t, 5)
-	if err := s.createJob(id, &rec, []byte("pk")); err != nil {
+	if err := s.createJob(id, &rec, []byte("pk"), nil); err != nil {
 		t.Fatal(err)
 	}
 	crash := func(step string) *store {
@@ -308,7 +308,7 @@ func BenchmarkStoreUpload(b *testing.B) {
 		b.Run(fmt.Sprintf("owners=%d", n), func(b *testing.B) {
 			s := openTestStore(b, filepath.Join(b.TempDir(), "proxy.db"))
 			id, rec, owners := testJob(b, n)
-			if err := s.createJob(id, &rec, []byte("pk")); err != nil {
+			if err := s.createJob(id, &rec, []byte("pk"), nil); err != nil {
 				b.Fatal(err)
 			}
 			prog := rec.jobProgress

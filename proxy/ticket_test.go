@@ -189,7 +189,7 @@ func TestTicketUnsharedWhenJobEnds(t *testing.T) {
 func storeWith(tb testing.TB, j *jobState) *store {
 	tb.Helper()
 	st := openTestStore(tb, filepath.Join(tb.TempDir(), "proxy.db"))
-	if err := st.createJob(j.id, &j.rec, []byte("user key")); err != nil {
+	if err := st.createJob(j.id, &j.rec, []byte("user key"), nil); err != nil {
 		tb.Fatal(err)
 	}
 	j.store = st

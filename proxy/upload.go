@@ -454,8 +454,8 @@ func (p *Proxy) checkIncludedLocked(j *jobState, owner string, digest []byte) (b
 	if j.rec.State != fedpcav1.JobState_JOB_STATE_OPEN {
 		return true, nil, fmt.Errorf("%w: job %s… is %s", ErrJobClosed, j.id[:12], stateName(j.rec.State))
 	}
-	if !time.Now().Before(j.spec.Deadline) {
-		return true, nil, fmt.Errorf("%w: job %s… passed its deadline %s", ErrJobClosed, j.id[:12], j.spec.Deadline.Format(time.RFC3339))
+	if !time.Now().Before(j.closes) {
+		return true, nil, fmt.Errorf("%w: job %s… passed its deadline %s", ErrJobClosed, j.id[:12], j.closes.Format(time.RFC3339))
 	}
 	if declined {
 		return true, nil, fmt.Errorf("%w: owner %s declined job %s…", ErrJobClosed, owner, j.id[:12])

@@ -39,8 +39,9 @@ import (
 // is the owners', adds its noise share and its share of the key switch to
 // the user's key (t of n, with members down); the proxy combines and
 // unblinds; the user decrypts, centres and takes the next public matrix.
-// The role daemons do not run this job yet (docs/PROTOCOL.md, section 13):
-// it calls the protocol's step functions directly, as the daemons would.
+// It calls the protocol's step functions directly, as the daemons do
+// (Simulator.RunPower runs the job through them: docs/PROTOCOL.md section
+// 13), for the genotype runs, which the daemons do not read yet.
 type PowerJob struct {
 	// Rows are each owner's rows, quantised and clipped (power.Standardiser
 	// or a schema's row map).
@@ -105,7 +106,7 @@ func (pj *PowerJob) parentSpec(p he.Params, pr power.Params, plan dp.Plan, cpk *
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: pj.CSPs, CommitteeThreshold: pj.Threshold,
 		CommitteeKey: job.Fingerprint(p.Codecs().PublicKey.Marshal(cpk)),
 		User:         "spiffe://fedpca/user/simulate", UserKey: job.Fingerprint(p.Codecs().PublicKey.Marshal(userKeys.Public)), Nonce: pj.Seed,
-		Power: &job.PowerSpec{Oversample: pj.Oversample, Rounds: pj.Rounds, Seed: pj.Seed, QBits: pr.QBits}}
+		Power: &job.PowerSpec{Oversample: pj.Oversample, Rounds: pj.Rounds, Seed: pj.Seed, QBits: pr.QBits, RoundSeconds: 3600}}
 	if s.NoNoise {
 		s.Epsilon = 0
 	}
@@ -301,7 +302,7 @@ func (pj *PowerJob) Run() (*PowerReport, error) {
 		id := power.RoundID(parent, r, q)
 		if ra != nil {
 			if r == 0 {
-				id = job.RoundZeroID(ra.parent)
+				id = ra.parent.ID() // round 0 is the parent job
 			} else if id, err = ra.admit(r, owners, q); err != nil {
 				return nil, err
 			}

@@ -2,38 +2,58 @@ package sim
 
 import (
 	"bytes"
-
 	"context"
 	"fmt"
-	"gonum.org/v1/gonum/mat"
 	"io"
+	"math"
+	"time"
+
+	"gonum.org/v1/gonum/mat"
+
+	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
+	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/power"
 )
 
-// PowerComparison is a power-method job on a simulation's rows and, when
-// asked, the statistics release (the d x d scatter, through the daemons) on
-// the same rows, each against the central PCA of those rows.
+// PowerComparison is a power-method job on a simulation's rows, through
+// the daemons, and, when asked, the statistics release (the d x d scatter)
+// on the same rows, each against the central PCA of those rows.
 type PowerComparison struct {
 	Power         *PowerReport   `json:"power"`
 	PowerAccuracy *PowerAccuracy `json:"power_accuracy"`
-	// RitzAccuracy is the Rayleigh-Ritz components' (power.FinishRitz).
-	RitzAccuracy *PowerAccuracy `json:"ritz_accuracy"`
+	// Result is the power job's result document, as the user writes it.
+	Result *job.Result `json:"-"`
 	// Release is the statistics release's report and ReleaseAccuracy its
 	// components against the same central PCA (nil when not compared).
 	Release         *Report        `json:"release,omitempty"`
 	ReleaseAccuracy *PowerAccuracy `json:"release_accuracy,omitempty"`
 }
 
-// RunPower runs a power-method job (k = o.K, p = k + oversample, T =
-// rounds, o's budget) on the simulation's owners' rows, mapped by the
-// simulation's schema exactly as the owners map them, through the
-// protocol's steps in this process (PowerJob: a 2-of-3 committee with
-// member 2 down); with release, the statistics release of the same job
-// options through the daemons too. Separation uses the rows' classes.
-func (s *Simulator) RunPower(ctx context.Context, o JobOptions, rounds, oversample int, release bool) (*PowerComparison, error) {
+// PowerOptions shape a power-method job run by the simulator.
+type PowerOptions struct {
+	// Rounds is T, Oversample the columns beyond k.
+	Rounds, Oversample int
+	// Down are the committee members (0 for csp-1) crashed before the job,
+	// as kill -9 would: the committee switches every round without them.
+	Down []int
+	// Compare runs the statistics release of the same job options too.
+	Compare bool
+}
+
+// RunPower runs a power-method job (k = o.K, p = k + Oversample, T =
+// Rounds, o's budget) through the daemons: the user creates the parent
+// job and opens each round (user.Client.RunPower), the owners compute each
+// round's statistic from their sources, the proxy seals and the committee
+// (without the members in Down) switches each round. The report holds the
+// per-round timings the proxy measured and the bytes the owners sent; the
+// components are evaluated against the central PCA of the owners' rows
+// mapped by the schema (separation by the rows' classes).
+func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions) (*PowerComparison, error) {
 	sch := s.sch
 	useClasses := len(sch.Classes) > 0
 	rows := make([][][]int64, len(s.parts))
 	pops := make([][]int, len(s.parts))
+	var n int
 	for i, part := range s.parts {
 		rd, err := sch.NewReader(bytes.NewReader(part), useClasses)
 		if err != nil {
@@ -45,36 +65,102 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, rounds, oversamp
 			}
 			rows[i] = append(rows[i], append([]int64(nil), row.Values...))
 			pops[i] = append(pops[i], max(row.Class, 0))
+			n++
 		}
 	}
 	if !useClasses {
 		pops = nil
 	}
-	pj := PowerJob{Rows: rows, D: sch.D(), Bits: sch.Bits, Bound: sch.Bound(), K: o.K, Oversample: oversample, Rounds: rounds,
-		Epsilon: o.Epsilon, Delta: o.Delta, NoNoise: o.NoNoise, Plan: o.Plan, Tolerate: o.Tolerate,
-		CSPs: 3, Threshold: 2, Down: []int{2}, Seed: fmt.Sprintf("simulate-%d", s.sim.Seed), Schema: sch}
-	if pj.Delta == 0 {
-		pj.Delta = 1e-6
+	for _, i := range po.Down {
+		if err := s.cl.CrashCSP(i); err != nil {
+			return nil, fmt.Errorf("crash csp/%s: %w", CSPID(i), err)
+		}
 	}
-	out := &PowerComparison{}
-	var err error
-	if out.Power, err = pj.Run(); err != nil {
+	req := userRequest(s, o)
+	seed := fmt.Sprintf("simulate-%d", s.sim.Seed)
+	req.Power = &job.PowerSpec{Oversample: po.Oversample, Rounds: po.Rounds, Seed: seed, RoundSeconds: 3600}
+	spec, err := s.user.Spec(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	pr, err := spec.PowerParams(sch)
+	if err != nil {
+		return nil, err
+	}
+	cal, err := spec.PowerCalibration(sch)
+	if err != nil {
+		return nil, err
+	}
+	before := s.traffic()
+	resetPeakRSS()
+	start := time.Now()
+	rep := &PowerReport{D: pr.D, N: n, Owners: len(s.owners), K: pr.K, P: pr.P, Rounds: pr.Rounds, Bits: pr.Bits, QBits: pr.QBits, Bound: pr.Bound,
+		Epsilon: spec.Epsilon, Delta: spec.Delta, NoNoise: spec.NoNoise, Plan: spec.NoisePlan,
+		Committee: fmt.Sprintf("%d of %d, down %v", spec.CommitteeThreshold, spec.CommitteeN, downNames(po.Down)),
+		Cost:      cal.Cost, Factor: cal.Factor, NoiseOff: cal.NoiseOff(), Parent: spec.ID(), Finish: "svd"}
+	if !cal.NoiseOff() {
+		c2 := math.Ldexp(float64(pr.Bound), -int(pr.Bits))
+		rep.SigmaY, rep.SigmaV = cal.SigmaY()/(c2*c2), cal.SigmaV()/c2
+		rep.CostEpsilon = cal.Cost.Epsilon(spec.Delta)
+	}
+	last := map[int]*fedpcav1.JobStatus{}
+	res, err := s.user.RunPower(ctx, spec, sch, nil, func(round int, st *fedpcav1.JobStatus) {
+		last[round] = st
+		if o.Progress != nil {
+			o.Progress(st)
+		}
+	})
+	if err != nil {
 		return nil, fmt.Errorf("power-method job: %w", err)
 	}
-	ws := []*mat.Dense{out.Power.SVD.W, out.Power.Ritz.W}
-	if release {
+	rep.Seconds = time.Since(start).Seconds()
+	rep.PeakRSS = peakRSS()
+	after := s.traffic()
+	sent := float64(after["owner"].Sent-before["owner"].Sent) / float64(len(s.owners))
+	for r := 0; r <= pr.Rounds; r++ {
+		values := pr.Len()
+		if r == 0 {
+			values = pr.Round0Len()
+		}
+		rs := PowerRound{Round: r, Ciphertexts: s.cl.Params().Chunks(values)}
+		if st := last[r]; st != nil {
+			t := st.GetTimings()
+			rs.Proxy, rs.Members = t.GetSealSeconds(), t.GetKeySwitchSeconds()
+			rs.Total = t.GetUploadWindowSeconds() + t.GetSealSeconds() + t.GetKeySwitchSeconds()
+		}
+		rep.RoundStats = append(rep.RoundStats, rs)
+	}
+	// The bytes the owners sent, shared out over the rounds by their
+	// ciphertexts.
+	var cts int
+	for _, r := range rep.RoundStats {
+		cts += r.Ciphertexts
+	}
+	for i := range rep.RoundStats {
+		rep.RoundStats[i].Bytes = int64(sent * float64(rep.RoundStats[i].Ciphertexts) / float64(cts))
+	}
+	t := res.Output
+	w := mat.NewDense(pr.D, pr.K, nil)
+	for i, row := range t.W {
+		w.SetRow(i, row)
+	}
+	rep.Result = power.Components{W: w, Values: t.Eigenvalues}
+	rep.SVD, rep.Values, rep.Shrink = rep.Result, t.Eigenvalues, res.Power.Shrink
+	out := &PowerComparison{Power: rep, Result: res}
+	ws := []*mat.Dense{w}
+	if po.Compare {
 		if out.Release, err = s.Run(ctx, o); err != nil {
 			return nil, fmt.Errorf("statistics release: %w", err)
 		}
 		ws = append(ws, out.Release.Result.Components.W)
 	}
-	accs, err := EvaluatePower(rows, pj.D, pj.Bits, ws, pj.K, pops, pj.Seed, 0)
+	accs, err := EvaluatePower(rows, pr.D, pr.Bits, ws, pr.K, pops, seed, 0)
 	if err != nil {
 		return nil, err
 	}
-	out.PowerAccuracy, out.RitzAccuracy = accs[0], accs[1]
-	if release {
-		out.ReleaseAccuracy = accs[2]
+	out.PowerAccuracy = accs[0]
+	if po.Compare {
+		out.ReleaseAccuracy = accs[1]
 	}
 	return out, nil
 }
@@ -82,16 +168,21 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, rounds, oversamp
 // WriteText prints the comparison.
 func (c *PowerComparison) WriteText(w io.Writer) {
 	j := c.Power
-	fmt.Fprintf(w, "power-method job: d = %d, n = %d, %d owners, k = %d, p = %d, T = %d; committee %s\n", j.D, j.N, j.Owners, j.K, j.P, j.Rounds, j.Committee)
+	fmt.Fprintf(w, "power-method job through the daemons: d = %d, n = %d, %d owners, k = %d, p = %d, T = %d, h = %d bits; committee %s\n",
+		j.D, j.N, j.Owners, j.K, j.P, j.Rounds, j.QBits, j.Committee)
 	if !j.NoiseOff {
-		fmt.Fprintf(w, "  the whole job is (%.4g, %.3g)-DP, charged once; sigma per entry %.4g C^2\n", j.CostEpsilon, j.Delta, j.SigmaY)
+		fmt.Fprintf(w, "  the whole job is (%.4g, %.3g)-DP, charged once by every owner's ledger; sigma per entry %.4g C^2\n", j.CostEpsilon, j.Delta, j.SigmaY)
 	}
 	var bytes int64
 	for _, r := range j.RoundStats {
 		bytes += r.Bytes
 	}
-	fmt.Fprintf(w, "  %.2f s end to end, %.2f MB per owner in all (%.2f MB per round after round 0), peak memory %.2f GB\n",
-		j.Seconds, float64(bytes)/1e6, float64(j.RoundStats[len(j.RoundStats)-1].Bytes)/1e6, float64(j.PeakRSS)/1e9)
+	fmt.Fprintf(w, "  %.2f s end to end, %.2f MB sent per owner in all (%.2f MB in a round after round 0)\n",
+		j.Seconds, float64(bytes)/1e6, float64(j.RoundStats[len(j.RoundStats)-1].Bytes)/1e6)
+	fmt.Fprintf(w, "  round  cts/owner  upload window s  seal s  key switch s\n")
+	for _, r := range j.RoundStats {
+		fmt.Fprintf(w, "  %5d  %9d  %15.2f  %6.2f  %12.2f\n", r.Round, r.Ciphertexts, r.Total-r.Proxy-r.Members, r.Proxy, r.Members)
+	}
 	acc := func(name string, a *PowerAccuracy) {
 		fmt.Fprintf(w, "  %s: captured variance %.4f of the central top %d's, largest principal angle %.3g deg", name, a.CapturedRatio, j.K, a.Angles[0])
 		if a.Separation > 0 {
@@ -99,12 +190,20 @@ func (c *PowerComparison) WriteText(w io.Writer) {
 		}
 		fmt.Fprintln(w)
 	}
-	acc("power method (svd)", c.PowerAccuracy)
-	acc("power method (ritz, from the same release)", c.RitzAccuracy)
+	acc("power method ("+j.Finish+")", c.PowerAccuracy)
 	if c.Release != nil {
 		t := c.Release.Timings
 		fmt.Fprintf(w, "statistics release (d x d, through the daemons): %.2f s submit to result, %.2f MB sent per owner\n",
 			t.Total, float64(c.Release.Bytes["owner"].Sent)/float64(j.Owners)/1e6)
 		acc("statistics release", c.ReleaseAccuracy)
 	}
+}
+
+// downNames names the members crashed.
+func downNames(down []int) []string {
+	names := []string{}
+	for _, i := range down {
+		names = append(names, "csp/"+CSPID(i))
+	}
+	return names
 }

@@ -166,8 +166,8 @@ type Simulator struct {
 	user      *user.Client
 	rows      *labelledRows
 	tmpDir    string
-	// parts are the owners' CSV files (for the power-method job, which the
-	// daemons do not run: RunPower).
+	// parts are the owners' CSV files (RunPower evaluates the power job
+	// against the central PCA of their rows as the owners map them).
 	parts [][]byte
 }
 

@@ -29,3 +29,19 @@ func VerifyTicket(creds *Credentials, spec *job.Spec, sig, userCertDER []byte) (
 	}
 	return Peer{Identity: id, Key: KeyFingerprint(cert)}, spec.VerifySignature(sig, cert.PublicKey)
 }
+
+// VerifyRound checks a round of a power-method job whose parent passed
+// VerifyTicket with the same certificate: the round spec (job.RoundSpec:
+// this parent's, one of its rounds) and the user's signature of the
+// round's ID with that certificate's key. In insecure mode (no
+// credentials) there is no key to check it with.
+func VerifyRound(creds *Credentials, parent *job.Spec, rs job.RoundSpec, sig, userCertDER []byte) error {
+	if creds == nil {
+		return rs.Check(parent)
+	}
+	cert, _, err := creds.VerifyDER(userCertDER)
+	if err != nil {
+		return fmt.Errorf("user certificate: %w", err)
+	}
+	return rs.Verify(parent, sig, cert.PublicKey)
+}

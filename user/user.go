@@ -25,6 +25,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"gonum.org/v1/gonum/mat"
 )
 
 // Key files in a user's key directory.
@@ -181,6 +182,12 @@ type Request struct {
 	ClampBox  bool
 	// Standardize asks for the PCA of the release's correlation matrix.
 	Standardize bool
+	// Power makes the job a power-method job's parent (docs/PROTOCOL.md
+	// section 13; RunPower runs it): its QBits is chosen when 0
+	// (power.ChooseQBits, for the row cap), and Start names the hash of
+	// the quantised PowerStart when one is given.
+	Power      *job.PowerSpec
+	PowerStart *mat.Dense
 	// Release is what the user learns: the statistics ("", the default) or
 	// only the top K components, their eigenvalues and n
 	// (job.ReleaseComponents, sealed to the client's ResultKey).
@@ -421,7 +428,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 		return nil, err
 	}
 	perOwner := r.MaxOwnerRows
-	if perOwner == 0 && len(owners) > 0 {
+	if perOwner == 0 && len(owners) > 0 && r.Power == nil {
 		var err error
 		if perOwner, err = s.LargestOwnerRows(r.Schema, c.params); err != nil {
 			return nil, err
@@ -430,7 +437,13 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 			return nil, fmt.Errorf("job spec: the noise leaves no room in the plaintext range for even one row per owner; lower quant_bits or raise epsilon")
 		}
 	}
-	if err := s.SetOwnerRows(perOwner); err != nil {
+	if r.Power != nil {
+		ps := *r.Power
+		s.Power = &ps
+		if err := c.powerRows(s, r.Schema, perOwner, r.PowerStart); err != nil {
+			return nil, err
+		}
+	} else if err := s.SetOwnerRows(perOwner); err != nil {
 		return nil, err
 	}
 	if err := s.Check(r.Schema, c.params); err != nil {
@@ -625,47 +638,62 @@ func (c *Client) Download(ctx context.Context, s *job.Spec, sch *schema.Schema) 
 	if c.cfg.Keys.Secret == nil {
 		return nil, ErrNoKeys
 	}
-	l, err := s.Layout(sch)
-	if err != nil {
-		return nil, err
-	}
 	if s.Components() && c.cfg.ResultKey == nil {
 		return nil, ErrNoResultKey
 	}
+	n := 0
+	if !s.Components() {
+		l, err := s.RoundLen(sch, 0)
+		if err != nil {
+			return nil, err
+		}
+		n = c.params.Chunks(l)
+	}
+	hd, cts, boxes, err := c.fetchRelease(ctx, s, s.ID(), n)
+	if err != nil {
+		return nil, err
+	}
+	return &Sealed{spec: s, sch: sch, header: hd, cts: cts, boxes: boxes}, nil
+}
+
+// fetchRelease downloads the result of job id (the spec's, or one of its
+// rounds), n ciphertexts or a components job's sealed outputs, and checks
+// its noise parties against the owner list the user signed.
+func (c *Client) fetchRelease(ctx context.Context, s *job.Spec, id string, n int) (*fedpcav1.ResultHeader, []*rlwe.Ciphertext, [][]byte, error) {
 	var hd *fedpcav1.ResultHeader
 	var cts []*rlwe.Ciphertext
 	var boxes [][]byte
 	// A result the proxy sends wrong is not retried: it would be sent
 	// wrong again.
-	fetch := transport.Call{What: "fetch the result of job " + short(s.ID()), Timeout: fetchTimeout, Attempts: callAttempts,
+	fetch := transport.Call{What: "fetch the result of job " + short(id), Timeout: fetchTimeout, Attempts: callAttempts,
 		Retryable: func(err error) bool { return !errors.As(err, new(badResult)) && transport.Transient(err) }}
-	err = c.retry(ctx, fetch, func(ctx context.Context) (err error) {
+	err := c.retry(ctx, fetch, func(ctx context.Context) (err error) {
 		if s.Components() {
 			hd, boxes, err = c.downloadSealed(ctx, s)
 		} else {
-			hd, cts, err = c.download(ctx, s.ID(), c.params.Chunks(l.Len()))
+			hd, cts, err = c.download(ctx, id, n)
 		}
 		return err
 	})
 	if err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
-	if hd.GetJobId() != s.ID() {
-		return nil, fmt.Errorf("fetch result: header for job %q, want %s", hd.GetJobId(), s.ID())
+	if hd.GetJobId() != id {
+		return nil, nil, nil, fmt.Errorf("fetch result: header for job %q, want %s", hd.GetJobId(), id)
 	}
 	// The job's owner list, which the check below holds against the root
 	// the user signed.
 	var full *fedpcav1.GetJobResponse
-	if err := c.call(ctx, "get job "+short(s.ID()), callTimeout, func(ctx context.Context) (err error) {
-		full, err = c.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: s.ID()})
+	if err := c.call(ctx, "get job "+short(id), callTimeout, func(ctx context.Context) (err error) {
+		full, err = c.proxy.GetJob(ctx, &fedpcav1.GetJobRequest{JobId: id})
 		return err
 	}); err != nil {
-		return nil, err
+		return nil, nil, nil, err
 	}
 	if err := s.CheckNoiseParties(transport.Owners(full.GetJob().GetStatus().GetExpectedOwnerRefs()), hd.GetOwners(), hd.GetCspMembers()); err != nil {
-		return nil, fmt.Errorf("fetch result: %w", err)
+		return nil, nil, nil, fmt.Errorf("fetch result: %w", err)
 	}
-	return &Sealed{spec: s, sch: sch, header: hd, cts: cts, boxes: boxes}, nil
+	return hd, cts, boxes, nil
 }
 
 // Open decrypts a downloaded result and runs the job's analysis (no
@@ -676,6 +704,9 @@ func (c *Client) Open(r *Sealed) (*job.Result, error) {
 	}
 	if r.spec.Components() {
 		return c.openComponents(r)
+	}
+	if r.spec.Power != nil {
+		return nil, fmt.Errorf("job %s is a power-method job: its result is computed from all its rounds by the run that created it (user run --power), not from round 0 alone", short(r.spec.ID()))
 	}
 	s, sch, hd := r.spec, r.sch, r.header
 	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, r.cts)

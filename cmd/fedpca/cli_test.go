@@ -150,6 +150,40 @@ func TestNoSilentSubstitution(t *testing.T) {
 	}
 }
 
+// TestUserRunPowerFlags: user run's power-method flags are checked before
+// any call, each error naming the flag.
+func TestUserRunPowerFlags(t *testing.T) {
+	dir := exported(t)
+	power := func(extra ...string) []string {
+		return userRun(append([]string{"--owners", "hospital-a", "--method", "power"}, extra...)...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{power("--analysis", "dca", "-k", "1"), "--method power: the power method computes pca only, not dca"},
+		{userRun("--owners", "hospital-a", "--method", "bogus"), `--method "bogus": want release or power`},
+		{userRun("--owners", "hospital-a", "--power-seed", "s"), "--power-seed: only with --method power"},
+		{power("--rounds", "0"), "--rounds 0: want 1 to 64"},
+		{power("--oversample", "40"), "--oversample 40: p = k + oversample = 45 must be between k and the 30 features"},
+		{power("--release", "components"), "--method power: its result is the components it computes from the rounds"},
+		{power("--round-window", "0s"), "--round-window 0s: want 1s to"},
+		{power("--start", "missing.csv"), "--start: open missing.csv"},
+	} {
+		out, err := fedpca(t, dir, tc.args...)
+		if err == nil || !strings.Contains(out, tc.want) || strings.Contains(out, "proxy call failed") {
+			t.Errorf("%v: %v, want %q\n%s", tc.args, err, tc.want, out)
+		}
+	}
+	bad := filepath.Join(dir, "start.csv")
+	if err := os.WriteFile(bad, []byte("1,2\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := fedpca(t, dir, power("--start", bad, "-k", "1", "--oversample", "1")...); err == nil || !strings.Contains(out, "1 rows, want one per feature, 30") {
+		t.Errorf("a start matrix of 1 row: %v\n%s", err, out)
+	}
+}
+
 // helpOf renders a command's help in process.
 func helpOf(t *testing.T, path []string) string {
 	t.Helper()

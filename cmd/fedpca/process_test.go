@@ -503,3 +503,60 @@ func waitFor(t *testing.T, ctx context.Context, cond func() bool) {
 		}
 	}
 }
+
+// TestPowerProcesses: user run --method power against the daemons as
+// processes (wine, 3 owners, a 2-of-3 committee): the parent job and its
+// rounds run, the result is written as a components result is, with the
+// power method's account, and each owner's ledger holds one entry, the
+// parent's, committed at the composed cost within the job's epsilon.
+func TestPowerProcesses(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts processes")
+	}
+	d := newDeploymentOf(t, "wine", 3, 3, 2)
+	d.startCSPs(t)
+	d.startProxy(t)
+	for _, o := range d.owners {
+		d.startOwner(t, o)
+	}
+	out := filepath.Join(d.dir, "out")
+	text, took, err := d.userRun(t, "--owners", strings.Join(d.owners, ","), "--method", "power", "-k", "2", "--oversample", "3", "--rounds", "2",
+		"--epsilon", "1", "--round-window", "2m", "--out", out)
+	if err != nil {
+		t.Fatalf("user run --method power: %v\n%s", err, text)
+	}
+	t.Logf("user run --method power (%.1f s):\n%s", took.Seconds(), text)
+	res, err := user.LoadResult(filepath.Join(out, user.ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Released != job.ReleasePower || res.Power == nil || len(res.Power.Each) != 3 || res.Output == nil || len(res.Output.Eigenvalues) != 2 ||
+		res.Privacy.Cost == nil || res.Privacy.Epsilon > 1 || res.Privacy.Epsilon < 0.99 {
+		t.Fatalf("result: released %q, power %+v, output %v, privacy %+v", res.Released, res.Power, res.Output, res.Privacy)
+	}
+	if !strings.Contains(text, "by the power method (p = 5, 2 rounds after round 0, svd)") || !strings.Contains(text, "all 3 rounds composed, charged once") {
+		t.Errorf("user run's summary:\n%s", text)
+	}
+	for _, f := range []string{user.ComponentsFile, user.ComponentsNPYFile, user.EigenvaluesNPYFile} {
+		if _, err := os.Stat(filepath.Join(out, f)); err != nil {
+			t.Error(err)
+		}
+	}
+	b, err := exec.Command(binary, "owner", "ledger", "--json", "--state", filepath.Join(d.dir, "state", d.owners[0])).CombinedOutput()
+	if err != nil {
+		t.Fatalf("owner ledger: %v\n%s", err, b)
+	}
+	var views []struct {
+		Jobs []struct {
+			Job   string
+			State string
+			Cost  struct{ Epsilon float64 }
+		}
+	}
+	if err := json.Unmarshal(b, &views); err != nil || len(views) != 1 || len(views[0].Jobs) != 1 {
+		t.Fatalf("owner ledger --json: %v\n%s", err, b)
+	}
+	if e := views[0].Jobs[0]; e.Job != res.JobID || e.State != "committed" || e.Cost.Epsilon > 1+1e-9 || e.Cost.Epsilon < 0.99 {
+		t.Errorf("the ledger's entry %+v, want the parent job %s committed at epsilon 1", e, res.JobID)
+	}
+}

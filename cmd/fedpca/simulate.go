@@ -95,10 +95,10 @@ func simulateFlags() []cli.Flag {
 		intFlag("rounds", 3, "with --genotypes: power rounds T after round 0"),
 		intFlag("oversample", 10, "with --genotypes: columns beyond k (p = k + oversample)"),
 		floatFlag("clip-factor", 1, "with --genotypes: rows are clipped to C = clip-factor sqrt(D) (standardised genotypes have norms near sqrt(D))"),
-		intFlag("down", 2, "with --genotypes: the committee member that is down (0: none)"),
+		intFlag("down", 2, "with --genotypes or --method power: the committee member that is down (its point, 1 for csp-1; 0: none)"),
 		intFlag("central-iterations", 200, "with --genotypes: at most this many iterations of the central PCA the job is compared with (evaluation only; the report prints its last relative change)"),
 		intFlag("panel-populations", 0, "with --panel: how many of the populations the panel samples (0: all), for a cohort with a population its reference lacks"),
-		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, run through the protocol's steps in this process; --rounds, --oversample)"),
+		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, through the daemons: the parent job and a job per round; --rounds, --oversample, --down)"),
 		boolFlag("compare-release", "with --method power: run the statistics release on the same rows too, and compare both with the central PCA"),
 		intFlag("panel", 0, "with --genotypes: individuals per population of a public reference panel (its allele frequencies standardise the variants and its top components start the power method; 0: the populations' mean frequencies and a start from the seed)"),
 	}
@@ -183,7 +183,11 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				return err
 			}
 			if cmd.String("method") == "power" {
-				cmp, err := sm.RunPower(ctx, opts, int(cmd.Int("rounds")), int(cmd.Int("oversample")), cmd.Bool("compare-release"))
+				po := sim.PowerOptions{Rounds: int(cmd.Int("rounds")), Oversample: int(cmd.Int("oversample")), Compare: cmd.Bool("compare-release")}
+				if x := int(cmd.Int("down")); x > 0 {
+					po.Down = []int{x - 1}
+				}
+				cmp, err := sm.RunPower(ctx, opts, po)
 				if err != nil {
 					return err
 				}

@@ -2,14 +2,21 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/csv"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/urfave/cli/v3"
@@ -19,6 +26,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/dp"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/power"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
@@ -149,6 +157,17 @@ their eigenvalues and n: OUT/result.json, OUT/components.csv, OUT/components.npy
 and OUT/eigenvalues.npy, no mean, no release, no figures.
 On a terminal a progress bar follows the uploads and the key switch.
 
+With --method power (pca, many features: docs/PROTOCOL.md section 13) the job is
+the noisy power method: round 0 releases the rows' sum and count, then each of
+--rounds rounds the product of the scatter with a public d x p matrix (p = k +
+--oversample), which this command computes from the releases before it, signs
+and opens on the proxy; the components come from the last round. Every owner's
+ledger charges the composed cost of all the rounds once. Round 1's matrix comes
+from --power-seed, or from a public start matrix (--start: a CSV of d rows of p
+numbers, e.g. a reference panel's top components); each round accepts uploads
+for --round-window after the one before it closed. It writes OUT/result.json,
+OUT/components.csv, OUT/components.npy and OUT/eigenvalues.npy.
+
 Ctrl-C stops waiting, not the job: it prints how to re-attach (fedpca user fetch)
 or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 			Flags: append(append(append(userConnFlags(true),
@@ -167,6 +186,12 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				releaseFlag(),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed when it is below 10 million)", Sources: env("max-owner-rows")},
+				strFlag("method", "release", "pca: release (the d x d statistics release) or power (the noisy power method for many features, in rounds: --oversample, --rounds, --power-seed or --start, --round-window)"),
+				intFlag("oversample", 5, "with --method power: columns of the public matrices beyond k (p = k + oversample)"),
+				intFlag("rounds", 3, "with --method power: power rounds T after round 0"),
+				strFlag("power-seed", "", "with --method power: the public seed of round 1's matrix (empty: a random one, in the spec)"),
+				strFlag("start", "", "with --method power: a CSV file of d rows of p numbers, a public matrix round 1 starts from (e.g. a reference panel's top p components) instead of the seed's; the components then come by Rayleigh-Ritz in the last matrix's span"),
+				&cli.DurationFlag{Name: "round-window", Value: 10 * time.Minute, Usage: "with --method power: how long each round after round 0 accepts uploads (round t closes t windows after --deadline)", Sources: env("round-window")},
 			), append(committeeFlags("creates jobs"), resultFlags()...)...), logFlags()...),
 			Action: runUser,
 		}, {
@@ -525,6 +550,9 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
 		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows")),
 		Standardize: cmd.Bool("standardize"), Release: release}
+	if req.Power, req.PowerStart, err = powerRequest(cmd, sch, k); err != nil {
+		return err
+	}
 	spec, err := c.Spec(ctx, req)
 	if err != nil {
 		return err
@@ -544,6 +572,9 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintf(os.Stderr, "budget split: %s (the default for %s)\n", splitText(spec.Split), spec.Analysis)
 	}
 	start := time.Now()
+	if spec.Power != nil {
+		return runPower(ctx, cmd, c, spec, sch, req.PowerStart, start)
+	}
 	if _, err := c.Submit(ctx, spec, sch); err != nil {
 		return err
 	}
@@ -551,6 +582,113 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 		fmt.Fprintf(os.Stderr, "job %s created: %s on %s, %d owner%s, deadline %s\n", spec.ID()[:16], spec.Analysis, spec.Dataset, spec.NumOwners, plural(spec.NumOwners), spec.Deadline.Format(time.RFC3339))
 	}
 	return waitAndWrite(ctx, cmd, c, spec, sch, start)
+}
+
+// powerRequest reads user run's power-method flags: nil for --method
+// release; the parent's power part and the public start matrix (nil: the
+// seed's) for --method power.
+func powerRequest(cmd *cli.Command, sch *schema.Schema, k int) (*job.PowerSpec, *mat.Dense, error) {
+	switch m := cmd.String("method"); {
+	case m == "release":
+		for _, f := range []string{"start", "power-seed"} {
+			if cmd.IsSet(f) {
+				return nil, nil, fmt.Errorf("--%s: only with --method power", f)
+			}
+		}
+		return nil, nil, nil
+	case m != "power":
+		return nil, nil, fmt.Errorf("--method %q: want release or power", m)
+	case cmd.String("analysis") != job.PCA:
+		return nil, nil, fmt.Errorf("--method power: the power method computes pca only, not %s", cmd.String("analysis"))
+	case cmd.IsSet("release") || cmd.Bool("standardize") || cmd.String("plots") != "":
+		return nil, nil, errors.New("--method power: its result is the components it computes from the rounds: no --release, --standardize or --plots")
+	case cmd.Int("rounds") < 1 || cmd.Int("rounds") > power.MaxRounds:
+		return nil, nil, fmt.Errorf("--rounds %d: want 1 to %d", cmd.Int("rounds"), power.MaxRounds)
+	case cmd.Int("oversample") < 0 || k+cmd.Int("oversample") > sch.D():
+		return nil, nil, fmt.Errorf("--oversample %d: p = k + oversample = %d must be between k and the %d features", cmd.Int("oversample"), k+cmd.Int("oversample"), sch.D())
+	}
+	w := cmd.Duration("round-window")
+	if w < time.Second || w > job.MaxRoundSeconds*time.Second {
+		return nil, nil, fmt.Errorf("--round-window %s: want 1s to %s", w, time.Duration(job.MaxRoundSeconds)*time.Second)
+	}
+	seed := cmd.String("power-seed")
+	if seed == "" {
+		seed = rand.Text()
+	}
+	ps := &job.PowerSpec{Oversample: cmd.Int("oversample"), Rounds: cmd.Int("rounds"), Seed: seed, RoundSeconds: int(w / time.Second)}
+	path := cmd.String("start")
+	if path == "" {
+		return ps, nil, nil
+	}
+	start, err := readMatrixCSV(path, sch.D(), k+ps.Oversample)
+	return ps, start, err
+}
+
+// readMatrixCSV reads a d x p matrix of numbers, one row a line.
+func readMatrixCSV(path string, d, p int) (*mat.Dense, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("--start: %w", err)
+	}
+	defer f.Close()
+	r := csv.NewReader(f)
+	r.FieldsPerRecord = p
+	out := mat.NewDense(d, p, nil)
+	for i := 0; ; i++ {
+		rec, err := r.Read()
+		if errors.Is(err, io.EOF) {
+			if i != d {
+				return nil, fmt.Errorf("--start %s: %d rows, want one per feature, %d", path, i, d)
+			}
+			return out, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("--start %s: want %d rows of p = %d numbers: %w", path, d, p, err)
+		}
+		if i >= d {
+			return nil, fmt.Errorf("--start %s: more than the %d rows, one per feature", path, d)
+		}
+		for j, cell := range rec {
+			x, err := strconv.ParseFloat(strings.TrimSpace(cell), 64)
+			if err != nil || math.IsNaN(x) || math.IsInf(x, 0) {
+				return nil, fmt.Errorf("--start %s: row %d, column %d: %q is not a finite number", path, i+1, j+1, cell)
+			}
+			out.Set(i, j, x)
+		}
+	}
+}
+
+// runPower runs a power-method job (user run --method power) and writes its
+// result.
+func runPower(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.Spec, sch *schema.Schema, start *mat.Dense, t0 time.Time) error {
+	quiet := cmd.Bool("quiet")
+	if !quiet {
+		fmt.Fprintf(os.Stderr, "power-method job %s: pca on %s, k = %d, p = %d, %d rounds after round 0, %d owner%s; round 0 closes %s, each round %d s after the one before\n",
+			spec.ID()[:16], spec.Dataset, spec.K, spec.K+spec.Power.Oversample, spec.Power.Rounds, spec.NumOwners, plural(spec.NumOwners),
+			spec.Deadline.Format(time.RFC3339), spec.Power.RoundSeconds)
+	}
+	lines := !quiet
+	var last string
+	res, err := c.RunPower(ctx, spec, sch, start, func(round int, s *fedpcav1.JobStatus) {
+		line := fmt.Sprintf("round %d: %s", round, progressLine(s))
+		if line != last && lines {
+			fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(t0).Seconds(), line)
+		}
+		last = line
+	})
+	if ctx.Err() != nil {
+		return interrupted(cmd, spec.ID())
+	}
+	if err != nil {
+		return err
+	}
+	if cmd.Bool("publish") {
+		doc, _ := json.Marshal(res)
+		if err := c.Publish(ctx, res, doc); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+	}
+	return writeResult(cmd, res)
 }
 
 // ownerRowsWorthSaying is the per-owner row cap below which user run says
@@ -827,16 +965,33 @@ func printComponentsSummary(res *job.Result) {
 	if !res.Privacy.NoNoise {
 		n = "noisy n"
 	}
-	fmt.Printf("job %s: %s on %s, components only (top %d), %d owner%s, %s = %.1f\n", res.JobID, res.Analysis, res.Dataset, k, res.NumOwners, plural(res.NumOwners), n, res.NoisyN)
+	if pw := res.Power; pw != nil {
+		fmt.Printf("job %s: %s on %s by the power method (p = %d, %d rounds after round 0, %s), top %d, %d owner%s, %s = %.1f\n", res.JobID, res.Analysis, res.Dataset,
+			pw.P, pw.Rounds, pw.Finish, k, res.NumOwners, plural(res.NumOwners), n, res.NoisyN)
+	} else {
+		fmt.Printf("job %s: %s on %s, components only (top %d), %d owner%s, %s = %.1f\n", res.JobID, res.Analysis, res.Dataset, k, res.NumOwners, plural(res.NumOwners), n, res.NoisyN)
+	}
 	fmt.Printf("%s:", job.EigenvaluesName(res.Analysis))
 	for _, v := range t.Eigenvalues {
 		fmt.Printf(" %.4g", v)
 	}
 	fmt.Println()
-	fmt.Println("released: these components, their eigenvalues and n only; no statistic, mean or total variance (so no explained-variance ratio)")
+	if res.Power != nil {
+		fmt.Println("released: round 0's noisy sum and count, then each round's noisy product with its public matrix; the user kept the components computed from them")
+	} else {
+		fmt.Println("released: these components, their eigenvalues and n only; no statistic, mean or total variance (so no explained-variance ratio)")
+	}
 	pr := res.Privacy
-	if pr.NoNoise {
+	switch {
+	case pr.NoNoise && res.Power != nil:
+		fmt.Println("privacy: NO NOISE (test job)")
+		return
+	case pr.NoNoise:
 		fmt.Println("privacy: EXACT components (no DP noise): nothing but them left the committee, but they are not differentially private")
+		return
+	}
+	if res.Power != nil {
+		printDP(pr, fmt.Sprintf(" (all %d rounds composed, charged once by every owner's ledger)", res.Power.Rounds+1))
 		return
 	}
 	printDP(pr, " (the noise is added before the eigensolver; the components are its post-processing)")

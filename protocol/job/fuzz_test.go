@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"io"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -554,6 +555,46 @@ func FuzzUploadPart(f *testing.F) {
 		valid := bytes.Equal(d, c0[:]) && bytes.Equal(c, c1) && bytes.Equal(pr, proofs[0])
 		if (err == nil) != valid {
 			t.Fatalf("VerifyPart: %v for a part that is valid: %v", err, valid)
+		}
+	})
+}
+
+// FuzzRoundWire: the decoders of a power job's round on the wire: a round
+// spec parses only in canonical form, into a round whose encoding is the
+// input; a public matrix's frames (cut from the input at the given sizes)
+// give a matrix of the job's shape or an error, never more entries.
+func FuzzRoundWire(f *testing.F) {
+	sch, err := schema.Infer(strings.NewReader("a,b,c,d\n1,2,3,4\n2,3,1,0\n"), "ds", "")
+	if err != nil {
+		f.Fatal(err)
+	}
+	parent := fuzzSpec()
+	parent.Analysis, parent.K, parent.SchemaHash, parent.Dataset = PCA, 1, sch.HashHex(), sch.ID
+	parent.Power = &PowerSpec{Oversample: 1, Rounds: 2, Seed: "fuzz", QBits: 8, RoundSeconds: 60}
+	rs := RoundSpec{Parent: parent.ID(), Round: 1, QHash: strings.Repeat("ab", 32)}
+	q := make([]byte, 8*8)
+	f.Add(rs.Canonical(), q, uint8(64))
+	f.Add(rs.Canonical(), q[:40], uint8(8))
+	f.Add([]byte(`{"parent":"x","round":1,"q_hash":"y"}`), append(q, 1, 2, 3), uint8(3))
+	f.Fuzz(func(t *testing.T, spec, words []byte, frame uint8) {
+		if r, err := ParseRoundSpec(spec); err == nil {
+			if !bytes.Equal(r.Canonical(), spec) || r.Round < 1 || !ValidJobID(r.ID()) {
+				t.Fatalf("round spec %q parsed as %+v", spec, r)
+			}
+		}
+		size := max(int(frame), 1)
+		next := words
+		m, err := ReadMatrix(parent, sch, func() ([]byte, error) {
+			if len(next) == 0 {
+				return nil, io.EOF
+			}
+			n := min(size, len(next))
+			b := next[:n]
+			next = next[n:]
+			return b, nil
+		})
+		if err == nil && (len(words) != 8*8 || m.D != 4 || m.P != 2 || len(m.Data) != 8) {
+			t.Fatalf("%d bytes gave a %d x %d matrix of %d entries", len(words), m.D, m.P, len(m.Data))
 		}
 	})
 }

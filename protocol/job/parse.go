@@ -56,13 +56,13 @@ func (r *Result) Validate() error {
 	}
 	switch r.Released {
 	case ReleaseStatistics:
-		if r.Output != nil {
+		if r.Output != nil || r.Power != nil {
 			return bad("output", "present in a result of the statistics")
 		}
-	case ReleaseComponents:
+	case ReleaseComponents, ReleasePower:
 		return r.validateComponents(bad)
 	default:
-		return bad("released", "%q, want none (the statistics) or %q", r.Released, ReleaseComponents)
+		return bad("released", "%q, want none (the statistics), %q or %q", r.Released, ReleaseComponents, ReleasePower)
 	}
 	if r.Release == nil {
 		return bad("release", "missing")
@@ -127,6 +127,10 @@ func (r *Result) validateComponents(bad func(field, format string, args ...any) 
 		return bad("classes", "%d names in a components result", len(r.Classes))
 	case r.Output == nil:
 		return bad("output", "missing")
+	case (r.Released == ReleasePower) != (r.Power != nil):
+		return bad("power", "a power-method result, and only one, says how its rounds ran")
+	case r.Released == ReleasePower && r.Analysis != PCA:
+		return bad("analysis", "%s in a power-method result, want %s", r.Analysis, PCA)
 	}
 	if len(r.Features) == 0 {
 		return bad("features", "none")

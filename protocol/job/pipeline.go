@@ -3,9 +3,11 @@ package job
 import (
 	"errors"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
+	"github.com/fedpca/fedpca/protocol/power"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
 )
@@ -63,7 +65,7 @@ type rowResult struct {
 
 type pipeline struct {
 	spec    *Spec
-	layout  stats.Layout
+	d       int
 	maxRows int64 // the accumulator's: rows beyond it are dropped as beyond the cap (a checked spec's cap is below it)
 
 	mu   sync.Mutex
@@ -85,6 +87,12 @@ func ReadRowsWorkers(s *Spec, sch *schema.Schema, rows schema.Rows, workers int)
 	return readRows(s, sch, rows, workers, false)
 }
 
+// batchAdder is a worker's accumulator: the statistics' (stats) or a power
+// round's (power).
+type batchAdder interface {
+	AddBatch(q []int64, classes []int) error
+}
+
 // readRows runs the pipeline; exact makes every row map use the
 // big-integer paths only (for tests).
 func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact bool) (*stats.Accumulator, ReadReport, error) {
@@ -93,10 +101,77 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	if err != nil {
 		return nil, ReadReport{}, err
 	}
-	useClasses := l.K > 1 && l.Kind == stats.Full
-	rm, err := sch.NewRowMap(rows, useClasses)
+	accs := make([]*stats.Accumulator, workers)
+	adders := make([]batchAdder, workers)
+	for i := range accs {
+		if accs[i], err = stats.NewAccumulator(l, sch.Bound(), sch.Bits); err != nil {
+			return nil, ReadReport{}, err
+		}
+		adders[i] = accs[i]
+	}
+	var bucket func() func([]int64) int
+	switch l.Kind {
+	case stats.Histogram:
+		bucket = func() func([]int64) int { return NormBuckets(s.NormEdges, sch.Bits) }
+	case stats.Marginals:
+		bucket = func() func([]int64) int {
+			// Each value becomes its bucket in place; the row's class is 0.
+			marginal := MarginalBuckets(s, l.D, sch.Bits)
+			return func(q []int64) int { marginal(q); return 0 }
+		}
+	}
+	rep, err := runPipeline(s, sch, rows, l.K > 1 && l.Kind == stats.Full, bucket, adders, accs[0].MaxRows(), exact)
+	if err != nil {
+		return nil, rep, err
+	}
+	for _, a := range accs[1:] {
+		if err := accs[0].Merge(a); err != nil {
+			return nil, rep, err
+		}
+	}
+	rep.Rows = accs[0].Rows()
+	return accs[0], rep, nil
+}
+
+// ReadPowerRows streams an owner's rows into its statistic of round r of a
+// power-method job (power.Accumulator: [v | n] for round 0, Y = sum q (q^T
+// Qq) under the round's public matrix q for r >= 1), by the same pipeline,
+// row policy and report as ReadRows, on GOMAXPROCS goroutines.
+func ReadPowerRows(s *Spec, sch *schema.Schema, rows schema.Rows, q *power.QMatrix) (*power.Accumulator, ReadReport, error) {
+	pr, err := s.PowerParams(sch)
 	if err != nil {
 		return nil, ReadReport{}, err
+	}
+	workers := runtime.GOMAXPROCS(0)
+	accs := make([]*power.Accumulator, workers)
+	adders := make([]batchAdder, workers)
+	for i := range accs {
+		if accs[i], err = power.NewAccumulator(pr, q, s.MaxOwnerRows); err != nil {
+			return nil, ReadReport{}, err
+		}
+		adders[i] = accs[i]
+	}
+	rep, err := runPipeline(s, sch, rows, false, nil, adders, s.MaxOwnerRows, false)
+	if err != nil {
+		return nil, rep, err
+	}
+	for _, a := range accs[1:] {
+		if err := accs[0].Merge(a); err != nil {
+			return nil, rep, err
+		}
+	}
+	rep.Rows = accs[0].Rows()
+	return accs[0], rep, nil
+}
+
+// runPipeline reads rows through the schema's row map (with classes when
+// useClasses; each value mapped to its bucket by the worker's own
+// bucket() when set) into one accumulator per worker, at most maxRows
+// kept in all.
+func runPipeline(s *Spec, sch *schema.Schema, rows schema.Rows, useClasses bool, bucket func() func([]int64) int, accs []batchAdder, maxRows int64, exact bool) (ReadReport, error) {
+	rm, err := sch.NewRowMap(rows, useClasses)
+	if err != nil {
+		return ReadReport{}, err
 	}
 	if exact {
 		rm.Exact()
@@ -104,13 +179,8 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	if s.ClampBox {
 		rm.ClampBox()
 	}
-	accs := make([]*stats.Accumulator, workers)
-	for i := range accs {
-		if accs[i], err = stats.NewAccumulator(l, sch.Bound(), sch.Bits); err != nil {
-			return nil, ReadReport{}, err
-		}
-	}
-	p := &pipeline{spec: s, layout: l, maxRows: accs[0].MaxRows(), free: make(chan *rowBatch, 2*workers+2)}
+	workers := len(accs)
+	p := &pipeline{spec: s, d: sch.D(), maxRows: maxRows, free: make(chan *rowBatch, 2*workers+2)}
 	p.turn = sync.NewCond(&p.mu)
 	cols := len(rows.Columns())
 	per := min(max(batchCells/max(cols, 1), 16), 1024)
@@ -122,20 +192,15 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 		if w > 0 {
 			m = rm.Clone()
 		}
-		var bucket func([]int64) int
-		switch l.Kind {
-		case stats.Histogram:
-			bucket = NormBuckets(s.NormEdges, sch.Bits)
-		case stats.Marginals:
-			// Each value becomes its bucket in place; the row's class is 0.
-			marginal := MarginalBuckets(s, l.D, sch.Bits)
-			bucket = func(q []int64) int { marginal(q); return 0 }
+		var bk func([]int64) int
+		if bucket != nil {
+			bk = bucket()
 		}
 		wg.Add(1)
-		go func(m *schema.RowMap, acc *stats.Accumulator) {
+		go func(m *schema.RowMap, acc batchAdder) {
 			defer wg.Done()
 			for b := range work {
-				p.process(b, m, bucket, acc)
+				p.process(b, m, bk, acc)
 				p.free <- b
 			}
 		}(m, accs[w])
@@ -143,17 +208,7 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 	p.produce(rows, per, work)
 	close(work)
 	wg.Wait()
-
-	if p.err != nil {
-		return nil, p.rep, p.err
-	}
-	for _, a := range accs[1:] {
-		if err := accs[0].Merge(a); err != nil {
-			return nil, p.rep, err
-		}
-	}
-	p.rep.Rows = accs[0].Rows()
-	return accs[0], p.rep, nil
+	return p.rep, p.err
 }
 
 // produce reads the source into batches in file order. After the limit of
@@ -209,8 +264,8 @@ func (p *pipeline) produce(rows schema.Rows, per int, work chan<- *rowBatch) {
 }
 
 // process maps, commits and accumulates one batch.
-func (p *pipeline) process(b *rowBatch, m *schema.RowMap, bucket func([]int64) int, acc *stats.Accumulator) {
-	d := p.layout.D
+func (p *pipeline) process(b *rowBatch, m *schema.RowMap, bucket func([]int64) int, acc batchAdder) {
+	d := p.d
 	if cap(b.q) < b.n*d {
 		b.q = make([]int64, b.n*d)
 	}

@@ -28,7 +28,7 @@ func TestPowerSpec(t *testing.T) {
 	}
 	parent := *plain
 	parent.K = 3
-	parent.Power = &PowerSpec{Oversample: 5, Rounds: 3, Seed: "wine", QBits: 12}
+	parent.Power = &PowerSpec{Oversample: 5, Rounds: 3, Seed: "wine", QBits: 12, RoundSeconds: 60}
 	if parent.ID() == plain.ID() {
 		t.Fatal("the power part does not change the job ID")
 	}
@@ -53,6 +53,7 @@ func TestPowerSpec(t *testing.T) {
 		{"rounds", func(s *Spec) { s.Power.Rounds = 0 }, "rounds = 0"},
 		{"matrix bits", func(s *Spec) { s.Power.QBits = 40 }, "matrix bits h = 40"},
 		{"start", func(s *Spec) { s.Power.Start = "xyz" }, "start: want 64"},
+		{"round window", func(s *Spec) { s.Power.RoundSeconds = 0 }, "round_seconds 0"},
 		{"overflow", func(s *Spec) { s.Power.QBits = 20; s.MaxOwnerRows = 1 << 20; s.MaxRows = 5 << 20 }, "does not fit"},
 	} {
 		s := parent
@@ -66,8 +67,9 @@ func TestPowerSpec(t *testing.T) {
 }
 
 // TestRoundSpec: a round is admitted only under its parent, signed by the
-// parent's user, as the next round, with the matrix it names, which must
-// pass the Gram test; its ID is the one the owners' proofs bind.
+// parent's user, after the last round the party took part in and within
+// T, with the matrix it names, which must pass the Gram test; its ID is the
+// one the owners' proofs bind; its encoding parses back only canonical.
 func TestRoundSpec(t *testing.T) {
 	p := heParams(t)
 	c := he.Committee{N: 3, Threshold: 2}
@@ -75,7 +77,7 @@ func TestRoundSpec(t *testing.T) {
 	ds := loadDataset(t, "wine", 16)
 	parent := newSpec(ds.schema, p, PCA, 5, c, cpk, he.GenerateKeyPair(p), false)
 	parent.K = 3
-	parent.Power = &PowerSpec{Oversample: 5, Rounds: 2, Seed: "wine", QBits: 12}
+	parent.Power = &PowerSpec{Oversample: 5, Rounds: 2, Seed: "wine", QBits: 12, RoundSeconds: 60}
 	other := *parent
 	other.Nonce = "other"
 	pr, err := parent.PowerParams(ds.schema)
@@ -100,7 +102,7 @@ func TestRoundSpec(t *testing.T) {
 	if err := r1.Admit(parent, ds.schema, sig, key.Public(), 0, q); err != nil {
 		t.Fatal(err)
 	}
-	if r1.ID() != power.RoundID(parent.ID(), 1, q) || r1.ID() == RoundZeroID(parent) {
+	if r1.ID() != power.RoundID(parent.ID(), 1, q) || r1.ID() == parent.ID() {
 		t.Error("the round's ID is not power.RoundID of its parent, number and matrix")
 	}
 	bad := &power.QMatrix{D: q.D, P: q.P, H: q.H, Data: append([]int64(nil), q.Data...)}
@@ -113,6 +115,18 @@ func TestRoundSpec(t *testing.T) {
 	sig3, _ := r3.Sign(key)
 	r2 := RoundSpec{Parent: parent.ID(), Round: 2, QHash: r1.QHash}
 	sig2, _ := r2.Sign(key)
+	if err := r2.Admit(parent, ds.schema, sig2, key.Public(), 0, q); err != nil {
+		t.Errorf("a party that missed round 1 may answer round 2: %v", err)
+	}
+	if back, err := ParseRoundSpec(r1.Canonical()); err != nil || back != r1 {
+		t.Errorf("round spec round trip: %v, %+v", err, back)
+	}
+	for _, b := range []string{`{"parent":"` + r1.Parent + `","round":1,"q_hash":"` + r1.QHash + `","x":1}`, ` ` + string(r1.Canonical()),
+		`{"parent":"` + r1.Parent + `","round":0,"q_hash":"` + r1.QHash + `"}`} {
+		if _, err := ParseRoundSpec([]byte(b)); err == nil {
+			t.Errorf("round spec %s parsed", b)
+		}
+	}
 	sigStranger, _ := r1.Sign(stranger)
 	for _, tc := range []struct {
 		name   string
@@ -125,8 +139,9 @@ func TestRoundSpec(t *testing.T) {
 	}{
 		{"another parent", r1, &other, sig, 0, q, "names parent"},
 		{"not the user's signature", r1, parent, sigStranger, 0, q, "user signature"},
-		{"a round skipped", r2, parent, sig2, 0, q, "expected round 1"},
-		{"past T", r3, parent, sig3, 2, q, "expected round 3 of 2"},
+		{"a round taken part in", r1, parent, sig, 1, q, "not after round 1"},
+		{"going back", r1, parent, sig, 2, q, "not after round 2"},
+		{"past T", r3, parent, sig3, 2, q, "rounds 1 to 2"},
 		{"another matrix", r1, parent, sig, 0, bad, "hash is not the one"},
 		{"a matrix above 2^h", rBad, parent, sigBad, 0, bad, "Gram row"},
 	} {

@@ -57,6 +57,9 @@ type Result struct {
 	// Empty for a statistics job.
 	Released string
 	Output   *TopComponents
+	// Power is a power-method job's computation (Released is
+	// ReleasePower: its Output is what the user computed from the rounds).
+	Power *PowerDoc
 }
 
 // resultJSON is Result's JSON layout (see Result).
@@ -79,13 +82,14 @@ type resultJSON struct {
 	// A components job's (Result.Released, Result.Output).
 	Released string         `json:"released,omitempty"`
 	Output   *TopComponents `json:"output,omitempty"`
+	Power    *PowerDoc      `json:"power,omitempty"`
 }
 
 // MarshalJSON encodes the result (see Result for the layout).
 func (r Result) MarshalJSON() ([]byte, error) {
 	j := resultJSON{JobID: r.JobID, Dataset: r.Dataset, SchemaHash: r.SchemaHash, Analysis: r.Analysis, Features: r.Features,
 		Classes: r.Classes, Owners: r.Owners, NumOwners: r.NumOwners, NoisyN: r.NoisyN, Standardized: r.Standardized, Privacy: r.Privacy, Quality: r.Quality, HEParams: r.HEParams, Release: r.Release,
-		Released: r.Released, Output: r.Output}
+		Released: r.Released, Output: r.Output, Power: r.Power}
 	if r.Components != nil {
 		f, err := r.Components.Fields()
 		if err != nil {
@@ -104,7 +108,7 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 	}
 	out := Result{JobID: j.JobID, Dataset: j.Dataset, SchemaHash: j.SchemaHash, Analysis: j.Analysis, Features: j.Features,
 		Classes: j.Classes, Owners: j.Owners, NumOwners: j.NumOwners, NoisyN: j.NoisyN, Standardized: j.Standardized, Privacy: j.Privacy, Quality: j.Quality, HEParams: j.HEParams, Release: j.Release,
-		Released: j.Released, Output: j.Output}
+		Released: j.Released, Output: j.Output, Power: j.Power}
 	if j.Fields != nil {
 		c, err := analysis.FromFields(j.Analysis, j.Fields)
 		if err != nil {

@@ -173,23 +173,9 @@ func OwnerCiphertexts(s *Spec, sch *schema.Schema, p he.Params, committeeKey *rl
 
 // EncryptShare is OwnerCiphertexts with an encryptor under the committee
 // key, which may hold encryptions of zero prepared ahead
-// (he.Encryptor.Prepare).
+// (he.Encryptor.Prepare): EncryptValues of the packed statistics.
 func EncryptShare(s *Spec, sch *schema.Schema, enc *he.Encryptor, acc *stats.Accumulator, rnd io.Reader) ([]*rlwe.Ciphertext, []zk.Witness, error) {
-	vec := acc.Pack()
-	if !s.NoNoise {
-		cal, err := s.Calibration(sch)
-		if err != nil {
-			return nil, nil, err
-		}
-		noise, err := cal.NoiseVector(acc.Layout(), s.Plan().OwnerWeight(), rnd, 0)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := addChecked(vec, noise); err != nil {
-			return nil, nil, fmt.Errorf("owner noise: %w", err)
-		}
-	}
-	return enc.EncryptWitnessed(vec)
+	return EncryptValues(s, sch, enc, 0, acc.Pack(), rnd)
 }
 
 func addChecked(dst, src []int64) error {
@@ -206,24 +192,10 @@ func addChecked(dst, src []int64) error {
 // ServerNoise draws the noise share of the proxy (role dp.RoleProxy) or of
 // one CSP member (dp.RoleCSP) for a seal at which `uploaded` owners are in
 // the sum: its planned share plus any top-up for missing owners. It is all
-// zeros when the party adds no noise. rnd nil means crypto/rand.
+// zeros when the party adds no noise. rnd nil means crypto/rand. A power
+// job's rounds draw theirs with RoundNoise.
 func ServerNoise(s *Spec, sch *schema.Schema, r dp.Role, uploaded int, rnd io.Reader) ([]int64, error) {
-	l, err := s.Layout(sch)
-	if err != nil {
-		return nil, err
-	}
-	cal, err := s.Calibration(sch)
-	if err != nil {
-		return nil, err
-	}
-	if cal.NoiseOff() {
-		return make([]int64, l.Len()), nil
-	}
-	w, err := s.Plan().Weight(r, uploaded)
-	if err != nil {
-		return nil, err
-	}
-	return cal.NoiseVector(l, w, rnd, 0)
+	return RoundNoise(s, sch, r, 0, uploaded, rnd)
 }
 
 // AddNoise adds the proxy's noise share to each ciphertext of the sum, in

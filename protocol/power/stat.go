@@ -83,28 +83,12 @@ func abs(x int64) int64 {
 // (Params.Validate bounds every row's contribution by B^2 2^h and their
 // number by MaxRows). On an error nothing is added.
 func (a *Accumulator) Add(rows [][]int64) error {
-	if int64(len(rows)) > a.cap-a.rows {
-		return ErrRowCap
-	}
-	for _, q := range rows {
-		if err := a.checkRow(q); err != nil {
-			return err
-		}
-	}
-	if a.q == nil {
-		one := int64(1) << a.pr.Bits
-		for _, q := range rows {
-			for j, x := range q {
-				a.out[j] += x
-			}
-			a.out[a.pr.D] += one
-		}
-		a.rows += int64(len(rows))
-		return nil
+	if err := a.check(rows); err != nil {
+		return err
 	}
 	workers := min(runtime.GOMAXPROCS(0), len(rows))
-	if workers <= 1 {
-		addRows(a.out, a.q, rows, make([]int64, a.pr.P))
+	if a.q == nil || workers <= 1 {
+		a.add(a.out, rows)
 		a.rows += int64(len(rows))
 		return nil
 	}
@@ -116,7 +100,7 @@ func (a *Accumulator) Add(rows [][]int64) error {
 			defer wg.Done()
 			lo, hi := w*len(rows)/workers, (w+1)*len(rows)/workers
 			parts[w] = make([]int64, len(a.out))
-			addRows(parts[w], a.q, rows[lo:hi], make([]int64, a.pr.P))
+			a.add(parts[w], rows[lo:hi])
 		}()
 	}
 	wg.Wait()
@@ -127,6 +111,72 @@ func (a *Accumulator) Add(rows [][]int64) error {
 	}
 	a.rows += int64(len(rows))
 	return nil
+}
+
+// AddBatch adds rows packed one after the other (d values each) on the
+// calling goroutine: the owner's row pipeline (package job) runs one
+// accumulator per worker and merges them (Merge). The classes are ignored
+// (a power job has one class); it matches the statistics accumulator's
+// AddBatch. On an error nothing is added.
+func (a *Accumulator) AddBatch(q []int64, _ []int) error {
+	d := a.pr.D
+	if len(q)%d != 0 {
+		return fmt.Errorf("power: batch of %d values is not rows of %d", len(q), d)
+	}
+	rows := make([][]int64, len(q)/d)
+	for i := range rows {
+		rows[i] = q[i*d : (i+1)*d]
+	}
+	if err := a.check(rows); err != nil {
+		return err
+	}
+	a.add(a.out, rows)
+	a.rows += int64(len(rows))
+	return nil
+}
+
+// Merge adds b's statistic (of the same round and matrix) to a's.
+func (a *Accumulator) Merge(b *Accumulator) error {
+	if len(a.out) != len(b.out) || a.q != b.q {
+		return errors.New("power: merge of accumulators of different rounds")
+	}
+	if b.rows > a.cap-a.rows {
+		return ErrRowCap
+	}
+	for i, x := range b.out {
+		a.out[i] += x
+	}
+	a.rows += b.rows
+	return nil
+}
+
+// check refuses rows beyond the cap or outside the clip bound.
+func (a *Accumulator) check(rows [][]int64) error {
+	if int64(len(rows)) > a.cap-a.rows {
+		return ErrRowCap
+	}
+	for _, q := range rows {
+		if err := a.checkRow(q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// add adds checked rows' statistic to out: [v | n] for round 0, Y for a
+// power round.
+func (a *Accumulator) add(out []int64, rows [][]int64) {
+	if a.q != nil {
+		addRows(out, a.q, rows, make([]int64, a.pr.P))
+		return
+	}
+	one := int64(1) << a.pr.Bits
+	for _, q := range rows {
+		for j, x := range q {
+			out[j] += x
+		}
+		out[a.pr.D] += one
+	}
 }
 
 // addRows adds q (q^T Qq) for each row to y; t is scratch of p values.

@@ -1444,9 +1444,15 @@ type KeySwitchHeader struct {
 	// job_owner_refs is the job's whole owner list with each owner's key,
 	// which the member checks against the spec's owners_root before checking
 	// owners against it, and each upload statement's signer against.
-	JobOwnerRefs  []*OwnerRef `protobuf:"bytes,11,rep,name=job_owner_refs,json=jobOwnerRefs,proto3" json:"job_owner_refs,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	JobOwnerRefs []*OwnerRef `protobuf:"bytes,11,rep,name=job_owner_refs,json=jobOwnerRefs,proto3" json:"job_owner_refs,omitempty"`
+	// round_spec and round_signature, for round t >= 1 of a power-method job
+	// (spec is the parent's; job_id the round's ID): the canonical round spec
+	// and the user's signature of the round's ID. A member switches at most
+	// one round of each number of a parent.
+	RoundSpec      []byte `protobuf:"bytes,12,opt,name=round_spec,json=roundSpec,proto3" json:"round_spec,omitempty"`
+	RoundSignature []byte `protobuf:"bytes,13,opt,name=round_signature,json=roundSignature,proto3" json:"round_signature,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *KeySwitchHeader) Reset() {
@@ -1545,6 +1551,20 @@ func (x *KeySwitchHeader) GetCiphertexts() uint32 {
 func (x *KeySwitchHeader) GetJobOwnerRefs() []*OwnerRef {
 	if x != nil {
 		return x.JobOwnerRefs
+	}
+	return nil
+}
+
+func (x *KeySwitchHeader) GetRoundSpec() []byte {
+	if x != nil {
+		return x.RoundSpec
+	}
+	return nil
+}
+
+func (x *KeySwitchHeader) GetRoundSignature() []byte {
+	if x != nil {
+		return x.RoundSignature
 	}
 	return nil
 }
@@ -2435,7 +2455,7 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\tc0_digest\x18\x01 \x01(\fR\bc0Digest\x12\x0e\n" +
 	"\x02c1\x18\x02 \x01(\fR\x02c1\x12\x14\n" +
 	"\x05proof\x18\x03 \x01(\fR\x05proof\x12\x0e\n" +
-	"\x02c0\x18\x04 \x01(\fR\x02c0\"\xe4\x02\n" +
+	"\x02c0\x18\x04 \x01(\fR\x02c0\"\xac\x03\n" +
 	"\x0fKeySwitchHeader\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\fR\x04spec\x12\x1c\n" +
@@ -2446,7 +2466,10 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"\x06active\x18\a \x03(\rR\x06active\x12\x16\n" +
 	"\x06owners\x18\b \x03(\tR\x06owners\x12 \n" +
 	"\vciphertexts\x18\t \x01(\rR\vciphertexts\x129\n" +
-	"\x0ejob_owner_refs\x18\v \x03(\v2\x13.fedpca.v1.OwnerRefR\fjobOwnerRefsJ\x04\b\n" +
+	"\x0ejob_owner_refs\x18\v \x03(\v2\x13.fedpca.v1.OwnerRefR\fjobOwnerRefs\x12\x1d\n" +
+	"\n" +
+	"round_spec\x18\f \x01(\fR\troundSpec\x12'\n" +
+	"\x0fround_signature\x18\r \x01(\fR\x0eroundSignatureJ\x04\b\n" +
 	"\x10\vR\n" +
 	"job_owners\")\n" +
 	"\x11KeySwitchResponse\x12\x14\n" +

@@ -624,8 +624,14 @@ type JobStatus struct {
 	OwnersDeclined int32 `protobuf:"varint,19,opt,name=owners_declined,json=ownersDeclined,proto3" json:"owners_declined,omitempty"`
 	// caller_included is true when the calling owner's upload is in the sum.
 	CallerIncluded bool `protobuf:"varint,20,opt,name=caller_included,json=callerIncluded,proto3" json:"caller_included,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// parent_job_id and round, for round round >= 1 of a power-method job
+	// (job_id is the round's ID): the parent job's ID, whose spec the
+	// round's ticket carries. Unset for any other job (a power job's round 0
+	// is its parent job).
+	ParentJobId   string `protobuf:"bytes,27,opt,name=parent_job_id,json=parentJobId,proto3" json:"parent_job_id,omitempty"`
+	Round         int32  `protobuf:"varint,28,opt,name=round,proto3" json:"round,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *JobStatus) Reset() {
@@ -796,6 +802,20 @@ func (x *JobStatus) GetCallerIncluded() bool {
 		return x.CallerIncluded
 	}
 	return false
+}
+
+func (x *JobStatus) GetParentJobId() string {
+	if x != nil {
+		return x.ParentJobId
+	}
+	return ""
+}
+
+func (x *JobStatus) GetRound() int32 {
+	if x != nil {
+		return x.Round
+	}
+	return 0
 }
 
 // PhaseTimings are the proxy's own measurements of a job's phases.
@@ -1303,8 +1323,14 @@ type JobInfo struct {
 	Signature       []byte                 `protobuf:"bytes,3,opt,name=signature,proto3" json:"signature,omitempty"`
 	UserCertificate []byte                 `protobuf:"bytes,4,opt,name=user_certificate,json=userCertificate,proto3" json:"user_certificate,omitempty"`
 	Schema          []byte                 `protobuf:"bytes,5,opt,name=schema,proto3" json:"schema,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// round_spec and round_signature, for a round of a power-method job: the
+	// canonical round spec (protocol/job.RoundSpec: the parent's ID, the
+	// round, the hash of its public matrix) and the user's signature of the
+	// round's ID. spec is then the parent's.
+	RoundSpec      []byte `protobuf:"bytes,6,opt,name=round_spec,json=roundSpec,proto3" json:"round_spec,omitempty"`
+	RoundSignature []byte `protobuf:"bytes,7,opt,name=round_signature,json=roundSignature,proto3" json:"round_signature,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *JobInfo) Reset() {
@@ -1368,6 +1394,20 @@ func (x *JobInfo) GetUserCertificate() []byte {
 func (x *JobInfo) GetSchema() []byte {
 	if x != nil {
 		return x.Schema
+	}
+	return nil
+}
+
+func (x *JobInfo) GetRoundSpec() []byte {
+	if x != nil {
+		return x.RoundSpec
+	}
+	return nil
+}
+
+func (x *JobInfo) GetRoundSignature() []byte {
+	if x != nil {
+		return x.RoundSignature
 	}
 	return nil
 }
@@ -2651,6 +2691,325 @@ func (x *CancelJobResponse) GetJob() *JobStatus {
 	return nil
 }
 
+// CreateRoundRequest: the header, then the round's public matrix in frames.
+type CreateRoundRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Types that are valid to be assigned to Msg:
+	//
+	//	*CreateRoundRequest_Header
+	//	*CreateRoundRequest_Frame
+	Msg           isCreateRoundRequest_Msg `protobuf_oneof:"msg"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRoundRequest) Reset() {
+	*x = CreateRoundRequest{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRoundRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRoundRequest) ProtoMessage() {}
+
+func (x *CreateRoundRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRoundRequest.ProtoReflect.Descriptor instead.
+func (*CreateRoundRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *CreateRoundRequest) GetMsg() isCreateRoundRequest_Msg {
+	if x != nil {
+		return x.Msg
+	}
+	return nil
+}
+
+func (x *CreateRoundRequest) GetHeader() *RoundHeader {
+	if x != nil {
+		if x, ok := x.Msg.(*CreateRoundRequest_Header); ok {
+			return x.Header
+		}
+	}
+	return nil
+}
+
+func (x *CreateRoundRequest) GetFrame() *MatrixFrame {
+	if x != nil {
+		if x, ok := x.Msg.(*CreateRoundRequest_Frame); ok {
+			return x.Frame
+		}
+	}
+	return nil
+}
+
+type isCreateRoundRequest_Msg interface {
+	isCreateRoundRequest_Msg()
+}
+
+type CreateRoundRequest_Header struct {
+	Header *RoundHeader `protobuf:"bytes,1,opt,name=header,proto3,oneof"`
+}
+
+type CreateRoundRequest_Frame struct {
+	Frame *MatrixFrame `protobuf:"bytes,2,opt,name=frame,proto3,oneof"`
+}
+
+func (*CreateRoundRequest_Header) isCreateRoundRequest_Msg() {}
+
+func (*CreateRoundRequest_Frame) isCreateRoundRequest_Msg() {}
+
+type RoundHeader struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// round_spec is the canonical JSON round spec (protocol/job.RoundSpec);
+	// its ID is the round's job ID.
+	RoundSpec []byte `protobuf:"bytes,1,opt,name=round_spec,json=roundSpec,proto3" json:"round_spec,omitempty"`
+	// signature is the user's signature of the round's ID with the key of the
+	// certificate that signed the parent.
+	Signature     []byte `protobuf:"bytes,2,opt,name=signature,proto3" json:"signature,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RoundHeader) Reset() {
+	*x = RoundHeader{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RoundHeader) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RoundHeader) ProtoMessage() {}
+
+func (x *RoundHeader) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RoundHeader.ProtoReflect.Descriptor instead.
+func (*RoundHeader) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RoundHeader) GetRoundSpec() []byte {
+	if x != nil {
+		return x.RoundSpec
+	}
+	return nil
+}
+
+func (x *RoundHeader) GetSignature() []byte {
+	if x != nil {
+		return x.Signature
+	}
+	return nil
+}
+
+// MatrixFrame is a run of a round's public matrix (d x p integers,
+// row-major), each entry 8 bytes little-endian, at most
+// protocol/job.MatrixFrameWords entries a frame (a gRPC message stays below
+// transport.MaxMessageBytes).
+type MatrixFrame struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Words         []byte                 `protobuf:"bytes,1,opt,name=words,proto3" json:"words,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *MatrixFrame) Reset() {
+	*x = MatrixFrame{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *MatrixFrame) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*MatrixFrame) ProtoMessage() {}
+
+func (x *MatrixFrame) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use MatrixFrame.ProtoReflect.Descriptor instead.
+func (*MatrixFrame) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *MatrixFrame) GetWords() []byte {
+	if x != nil {
+		return x.Words
+	}
+	return nil
+}
+
+type CreateRoundResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Job           *JobStatus             `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateRoundResponse) Reset() {
+	*x = CreateRoundResponse{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateRoundResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateRoundResponse) ProtoMessage() {}
+
+func (x *CreateRoundResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateRoundResponse.ProtoReflect.Descriptor instead.
+func (*CreateRoundResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *CreateRoundResponse) GetJob() *JobStatus {
+	if x != nil {
+		return x.Job
+	}
+	return nil
+}
+
+type FetchRoundMatrixRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	JobId         string                 `protobuf:"bytes,1,opt,name=job_id,json=jobId,proto3" json:"job_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRoundMatrixRequest) Reset() {
+	*x = FetchRoundMatrixRequest{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRoundMatrixRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRoundMatrixRequest) ProtoMessage() {}
+
+func (x *FetchRoundMatrixRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRoundMatrixRequest.ProtoReflect.Descriptor instead.
+func (*FetchRoundMatrixRequest) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *FetchRoundMatrixRequest) GetJobId() string {
+	if x != nil {
+		return x.JobId
+	}
+	return ""
+}
+
+type FetchRoundMatrixResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Frame         *MatrixFrame           `protobuf:"bytes,1,opt,name=frame,proto3" json:"frame,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *FetchRoundMatrixResponse) Reset() {
+	*x = FetchRoundMatrixResponse{}
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *FetchRoundMatrixResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*FetchRoundMatrixResponse) ProtoMessage() {}
+
+func (x *FetchRoundMatrixResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_fedpca_v1_proxy_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use FetchRoundMatrixResponse.ProtoReflect.Descriptor instead.
+func (*FetchRoundMatrixResponse) Descriptor() ([]byte, []int) {
+	return file_fedpca_v1_proxy_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *FetchRoundMatrixResponse) GetFrame() *MatrixFrame {
+	if x != nil {
+		return x.Frame
+	}
+	return nil
+}
+
 var File_fedpca_v1_proxy_proto protoreflect.FileDescriptor
 
 const file_fedpca_v1_proxy_proto_rawDesc = "" +
@@ -2683,7 +3042,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\n" +
 	"owner_refs\x18\a \x03(\v2\x13.fedpca.v1.OwnerRefR\townerRefsJ\x04\b\x05\x10\x06R\x06owners\";\n" +
 	"\x11CreateJobResponse\x12&\n" +
-	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\x95\x06\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"\xcf\x06\n" +
 	"\tJobStatus\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\x12)\n" +
 	"\x05state\x18\x02 \x01(\x0e2\x13.fedpca.v1.JobStateR\x05state\x12\x18\n" +
@@ -2707,7 +3066,9 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0fowners_expected\x18\x11 \x01(\x05R\x0eownersExpected\x12'\n" +
 	"\x0fowners_uploaded\x18\x12 \x01(\x05R\x0eownersUploaded\x12'\n" +
 	"\x0fowners_declined\x18\x13 \x01(\x05R\x0eownersDeclined\x12'\n" +
-	"\x0fcaller_included\x18\x14 \x01(\bR\x0ecallerIncludedJ\x04\b\x06\x10\aR\x0fexpected_owners\"\xc0\x01\n" +
+	"\x0fcaller_included\x18\x14 \x01(\bR\x0ecallerIncluded\x12\"\n" +
+	"\rparent_job_id\x18\x1b \x01(\tR\vparentJobId\x12\x14\n" +
+	"\x05round\x18\x1c \x01(\x05R\x05roundJ\x04\b\x06\x10\aR\x0fexpected_owners\"\xc0\x01\n" +
 	"\fPhaseTimings\x12+\n" +
 	"\x11aggregate_seconds\x18\x01 \x01(\x01R\x10aggregateSeconds\x122\n" +
 	"\x15upload_window_seconds\x18\x02 \x01(\x01R\x13uploadWindowSeconds\x12!\n" +
@@ -2741,13 +3102,16 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\rinclude_ended\x18\x01 \x01(\bR\fincludeEnded\x12\x14\n" +
 	"\x05brief\x18\x02 \x01(\bR\x05brief\":\n" +
 	"\x10ListJobsResponse\x12&\n" +
-	"\x04jobs\x18\x01 \x03(\v2\x12.fedpca.v1.JobInfoR\x04jobs\"\xac\x01\n" +
+	"\x04jobs\x18\x01 \x03(\v2\x12.fedpca.v1.JobInfoR\x04jobs\"\xf4\x01\n" +
 	"\aJobInfo\x12,\n" +
 	"\x06status\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x06status\x12\x12\n" +
 	"\x04spec\x18\x02 \x01(\fR\x04spec\x12\x1c\n" +
 	"\tsignature\x18\x03 \x01(\fR\tsignature\x12)\n" +
 	"\x10user_certificate\x18\x04 \x01(\fR\x0fuserCertificate\x12\x16\n" +
-	"\x06schema\x18\x05 \x01(\fR\x06schema\"(\n" +
+	"\x06schema\x18\x05 \x01(\fR\x06schema\x12\x1d\n" +
+	"\n" +
+	"round_spec\x18\x06 \x01(\fR\troundSpec\x12'\n" +
+	"\x0fround_signature\x18\a \x01(\fR\x0eroundSignature\"(\n" +
 	"\x0fWatchJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\":\n" +
 	"\x10WatchJobResponse\x12&\n" +
@@ -2827,7 +3191,23 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x10CancelJobRequest\x12\x15\n" +
 	"\x06job_id\x18\x01 \x01(\tR\x05jobId\";\n" +
 	"\x11CancelJobResponse\x12&\n" +
-	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job*|\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"}\n" +
+	"\x12CreateRoundRequest\x120\n" +
+	"\x06header\x18\x01 \x01(\v2\x16.fedpca.v1.RoundHeaderH\x00R\x06header\x12.\n" +
+	"\x05frame\x18\x02 \x01(\v2\x16.fedpca.v1.MatrixFrameH\x00R\x05frameB\x05\n" +
+	"\x03msg\"J\n" +
+	"\vRoundHeader\x12\x1d\n" +
+	"\n" +
+	"round_spec\x18\x01 \x01(\fR\troundSpec\x12\x1c\n" +
+	"\tsignature\x18\x02 \x01(\fR\tsignature\"#\n" +
+	"\vMatrixFrame\x12\x14\n" +
+	"\x05words\x18\x01 \x01(\fR\x05words\"=\n" +
+	"\x13CreateRoundResponse\x12&\n" +
+	"\x03job\x18\x01 \x01(\v2\x14.fedpca.v1.JobStatusR\x03job\"0\n" +
+	"\x17FetchRoundMatrixRequest\x12\x15\n" +
+	"\x06job_id\x18\x01 \x01(\tR\x05jobId\"H\n" +
+	"\x18FetchRoundMatrixResponse\x12,\n" +
+	"\x05frame\x18\x01 \x01(\v2\x16.fedpca.v1.MatrixFrameR\x05frame*|\n" +
 	"\bJobState\x12\x19\n" +
 	"\x15JOB_STATE_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
@@ -2852,7 +3232,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x1cDECLINE_REASON_COMMITTEE_KEY\x10\x06\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNAVAILABLE\x10\a\x12\x1c\n" +
 	"\x18DECLINE_REASON_NOT_NAMED\x10\b\x12 \n" +
-	"\x1cDECLINE_REASON_COMMITTEE_PIN\x10\t2\xde\a\n" +
+	"\x1cDECLINE_REASON_COMMITTEE_PIN\x10\t2\x8d\t\n" +
 	"\fProxyService\x12O\n" +
 	"\fGetCommittee\x12\x1e.fedpca.v1.GetCommitteeRequest\x1a\x1f.fedpca.v1.GetCommitteeResponse\x12F\n" +
 	"\tCreateJob\x12\x1b.fedpca.v1.CreateJobRequest\x1a\x1c.fedpca.v1.CreateJobResponse\x12=\n" +
@@ -2866,7 +3246,9 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\vFetchResult\x12\x1d.fedpca.v1.FetchResultRequest\x1a\x1e.fedpca.v1.FetchResultResponse0\x01\x12R\n" +
 	"\rPublishResult\x12\x1f.fedpca.v1.PublishResultRequest\x1a .fedpca.v1.PublishResultResponse\x12O\n" +
 	"\fGetPublished\x12\x1e.fedpca.v1.GetPublishedRequest\x1a\x1f.fedpca.v1.GetPublishedResponse\x12F\n" +
-	"\tCancelJob\x12\x1b.fedpca.v1.CancelJobRequest\x1a\x1c.fedpca.v1.CancelJobResponseB3Z1github.com/fedpca/fedpca/proto/fedpca/v1;fedpcav1b\x06proto3"
+	"\tCancelJob\x12\x1b.fedpca.v1.CancelJobRequest\x1a\x1c.fedpca.v1.CancelJobResponse\x12N\n" +
+	"\vCreateRound\x12\x1d.fedpca.v1.CreateRoundRequest\x1a\x1e.fedpca.v1.CreateRoundResponse(\x01\x12]\n" +
+	"\x10FetchRoundMatrix\x12\".fedpca.v1.FetchRoundMatrixRequest\x1a#.fedpca.v1.FetchRoundMatrixResponse0\x01B3Z1github.com/fedpca/fedpca/proto/fedpca/v1;fedpcav1b\x06proto3"
 
 var (
 	file_fedpca_v1_proxy_proto_rawDescOnce sync.Once
@@ -2881,57 +3263,63 @@ func file_fedpca_v1_proxy_proto_rawDescGZIP() []byte {
 }
 
 var file_fedpca_v1_proxy_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_fedpca_v1_proxy_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_fedpca_v1_proxy_proto_goTypes = []any{
-	(JobState)(0),                  // 0: fedpca.v1.JobState
-	(PolicyLimit)(0),               // 1: fedpca.v1.PolicyLimit
-	(DeclineReason)(0),             // 2: fedpca.v1.DeclineReason
-	(*GetCommitteeRequest)(nil),    // 3: fedpca.v1.GetCommitteeRequest
-	(*GetCommitteeResponse)(nil),   // 4: fedpca.v1.GetCommitteeResponse
-	(*CommitteeMember)(nil),        // 5: fedpca.v1.CommitteeMember
-	(*CreateJobRequest)(nil),       // 6: fedpca.v1.CreateJobRequest
-	(*CreateJobResponse)(nil),      // 7: fedpca.v1.CreateJobResponse
-	(*JobStatus)(nil),              // 8: fedpca.v1.JobStatus
-	(*PhaseTimings)(nil),           // 9: fedpca.v1.PhaseTimings
-	(*DeclinedOwner)(nil),          // 10: fedpca.v1.DeclinedOwner
-	(*DeclineDetail)(nil),          // 11: fedpca.v1.DeclineDetail
-	(*GetJobRequest)(nil),          // 12: fedpca.v1.GetJobRequest
-	(*GetJobResponse)(nil),         // 13: fedpca.v1.GetJobResponse
-	(*OwnerProof)(nil),             // 14: fedpca.v1.OwnerProof
-	(*ListJobsRequest)(nil),        // 15: fedpca.v1.ListJobsRequest
-	(*ListJobsResponse)(nil),       // 16: fedpca.v1.ListJobsResponse
-	(*JobInfo)(nil),                // 17: fedpca.v1.JobInfo
-	(*WatchJobRequest)(nil),        // 18: fedpca.v1.WatchJobRequest
-	(*WatchJobResponse)(nil),       // 19: fedpca.v1.WatchJobResponse
-	(*WatchOwnerJobsRequest)(nil),  // 20: fedpca.v1.WatchOwnerJobsRequest
-	(*WatchOwnerJobsResponse)(nil), // 21: fedpca.v1.WatchOwnerJobsResponse
-	(*UploadRequest)(nil),          // 22: fedpca.v1.UploadRequest
-	(*UploadHeader)(nil),           // 23: fedpca.v1.UploadHeader
-	(*BudgetReport)(nil),           // 24: fedpca.v1.BudgetReport
-	(*UploadResponse)(nil),         // 25: fedpca.v1.UploadResponse
-	(*ReportBudgetRequest)(nil),    // 26: fedpca.v1.ReportBudgetRequest
-	(*ReportBudgetResponse)(nil),   // 27: fedpca.v1.ReportBudgetResponse
-	(*DeclineRequest)(nil),         // 28: fedpca.v1.DeclineRequest
-	(*DeclineResponse)(nil),        // 29: fedpca.v1.DeclineResponse
-	(*FetchResultRequest)(nil),     // 30: fedpca.v1.FetchResultRequest
-	(*FetchResultResponse)(nil),    // 31: fedpca.v1.FetchResultResponse
-	(*ResultHeader)(nil),           // 32: fedpca.v1.ResultHeader
-	(*PublishResultRequest)(nil),   // 33: fedpca.v1.PublishResultRequest
-	(*PublishResultResponse)(nil),  // 34: fedpca.v1.PublishResultResponse
-	(*GetPublishedRequest)(nil),    // 35: fedpca.v1.GetPublishedRequest
-	(*GetPublishedResponse)(nil),   // 36: fedpca.v1.GetPublishedResponse
-	(*CancelJobRequest)(nil),       // 37: fedpca.v1.CancelJobRequest
-	(*CancelJobResponse)(nil),      // 38: fedpca.v1.CancelJobResponse
-	(*KeyAttestation)(nil),         // 39: fedpca.v1.KeyAttestation
-	(*OwnerRef)(nil),               // 40: fedpca.v1.OwnerRef
+	(JobState)(0),                    // 0: fedpca.v1.JobState
+	(PolicyLimit)(0),                 // 1: fedpca.v1.PolicyLimit
+	(DeclineReason)(0),               // 2: fedpca.v1.DeclineReason
+	(*GetCommitteeRequest)(nil),      // 3: fedpca.v1.GetCommitteeRequest
+	(*GetCommitteeResponse)(nil),     // 4: fedpca.v1.GetCommitteeResponse
+	(*CommitteeMember)(nil),          // 5: fedpca.v1.CommitteeMember
+	(*CreateJobRequest)(nil),         // 6: fedpca.v1.CreateJobRequest
+	(*CreateJobResponse)(nil),        // 7: fedpca.v1.CreateJobResponse
+	(*JobStatus)(nil),                // 8: fedpca.v1.JobStatus
+	(*PhaseTimings)(nil),             // 9: fedpca.v1.PhaseTimings
+	(*DeclinedOwner)(nil),            // 10: fedpca.v1.DeclinedOwner
+	(*DeclineDetail)(nil),            // 11: fedpca.v1.DeclineDetail
+	(*GetJobRequest)(nil),            // 12: fedpca.v1.GetJobRequest
+	(*GetJobResponse)(nil),           // 13: fedpca.v1.GetJobResponse
+	(*OwnerProof)(nil),               // 14: fedpca.v1.OwnerProof
+	(*ListJobsRequest)(nil),          // 15: fedpca.v1.ListJobsRequest
+	(*ListJobsResponse)(nil),         // 16: fedpca.v1.ListJobsResponse
+	(*JobInfo)(nil),                  // 17: fedpca.v1.JobInfo
+	(*WatchJobRequest)(nil),          // 18: fedpca.v1.WatchJobRequest
+	(*WatchJobResponse)(nil),         // 19: fedpca.v1.WatchJobResponse
+	(*WatchOwnerJobsRequest)(nil),    // 20: fedpca.v1.WatchOwnerJobsRequest
+	(*WatchOwnerJobsResponse)(nil),   // 21: fedpca.v1.WatchOwnerJobsResponse
+	(*UploadRequest)(nil),            // 22: fedpca.v1.UploadRequest
+	(*UploadHeader)(nil),             // 23: fedpca.v1.UploadHeader
+	(*BudgetReport)(nil),             // 24: fedpca.v1.BudgetReport
+	(*UploadResponse)(nil),           // 25: fedpca.v1.UploadResponse
+	(*ReportBudgetRequest)(nil),      // 26: fedpca.v1.ReportBudgetRequest
+	(*ReportBudgetResponse)(nil),     // 27: fedpca.v1.ReportBudgetResponse
+	(*DeclineRequest)(nil),           // 28: fedpca.v1.DeclineRequest
+	(*DeclineResponse)(nil),          // 29: fedpca.v1.DeclineResponse
+	(*FetchResultRequest)(nil),       // 30: fedpca.v1.FetchResultRequest
+	(*FetchResultResponse)(nil),      // 31: fedpca.v1.FetchResultResponse
+	(*ResultHeader)(nil),             // 32: fedpca.v1.ResultHeader
+	(*PublishResultRequest)(nil),     // 33: fedpca.v1.PublishResultRequest
+	(*PublishResultResponse)(nil),    // 34: fedpca.v1.PublishResultResponse
+	(*GetPublishedRequest)(nil),      // 35: fedpca.v1.GetPublishedRequest
+	(*GetPublishedResponse)(nil),     // 36: fedpca.v1.GetPublishedResponse
+	(*CancelJobRequest)(nil),         // 37: fedpca.v1.CancelJobRequest
+	(*CancelJobResponse)(nil),        // 38: fedpca.v1.CancelJobResponse
+	(*CreateRoundRequest)(nil),       // 39: fedpca.v1.CreateRoundRequest
+	(*RoundHeader)(nil),              // 40: fedpca.v1.RoundHeader
+	(*MatrixFrame)(nil),              // 41: fedpca.v1.MatrixFrame
+	(*CreateRoundResponse)(nil),      // 42: fedpca.v1.CreateRoundResponse
+	(*FetchRoundMatrixRequest)(nil),  // 43: fedpca.v1.FetchRoundMatrixRequest
+	(*FetchRoundMatrixResponse)(nil), // 44: fedpca.v1.FetchRoundMatrixResponse
+	(*KeyAttestation)(nil),           // 45: fedpca.v1.KeyAttestation
+	(*OwnerRef)(nil),                 // 46: fedpca.v1.OwnerRef
 }
 var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	5,  // 0: fedpca.v1.GetCommitteeResponse.member_status:type_name -> fedpca.v1.CommitteeMember
-	39, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
-	40, // 2: fedpca.v1.CreateJobRequest.owner_refs:type_name -> fedpca.v1.OwnerRef
+	45, // 1: fedpca.v1.GetCommitteeResponse.attestations:type_name -> fedpca.v1.KeyAttestation
+	46, // 2: fedpca.v1.CreateJobRequest.owner_refs:type_name -> fedpca.v1.OwnerRef
 	8,  // 3: fedpca.v1.CreateJobResponse.job:type_name -> fedpca.v1.JobStatus
 	0,  // 4: fedpca.v1.JobStatus.state:type_name -> fedpca.v1.JobState
-	40, // 5: fedpca.v1.JobStatus.expected_owner_refs:type_name -> fedpca.v1.OwnerRef
+	46, // 5: fedpca.v1.JobStatus.expected_owner_refs:type_name -> fedpca.v1.OwnerRef
 	10, // 6: fedpca.v1.JobStatus.declined_owners:type_name -> fedpca.v1.DeclinedOwner
 	9,  // 7: fedpca.v1.JobStatus.timings:type_name -> fedpca.v1.PhaseTimings
 	2,  // 8: fedpca.v1.DeclinedOwner.reason:type_name -> fedpca.v1.DeclineReason
@@ -2953,37 +3341,45 @@ var file_fedpca_v1_proxy_proto_depIdxs = []int32{
 	11, // 24: fedpca.v1.DeclineRequest.detail:type_name -> fedpca.v1.DeclineDetail
 	32, // 25: fedpca.v1.FetchResultResponse.header:type_name -> fedpca.v1.ResultHeader
 	8,  // 26: fedpca.v1.CancelJobResponse.job:type_name -> fedpca.v1.JobStatus
-	3,  // 27: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
-	6,  // 28: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
-	12, // 29: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
-	15, // 30: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
-	18, // 31: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
-	20, // 32: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
-	22, // 33: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
-	28, // 34: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
-	26, // 35: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
-	30, // 36: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
-	33, // 37: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
-	35, // 38: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
-	37, // 39: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
-	4,  // 40: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
-	7,  // 41: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
-	13, // 42: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
-	16, // 43: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
-	19, // 44: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
-	21, // 45: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
-	25, // 46: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
-	29, // 47: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
-	27, // 48: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
-	31, // 49: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
-	34, // 50: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
-	36, // 51: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
-	38, // 52: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
-	40, // [40:53] is the sub-list for method output_type
-	27, // [27:40] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	40, // 27: fedpca.v1.CreateRoundRequest.header:type_name -> fedpca.v1.RoundHeader
+	41, // 28: fedpca.v1.CreateRoundRequest.frame:type_name -> fedpca.v1.MatrixFrame
+	8,  // 29: fedpca.v1.CreateRoundResponse.job:type_name -> fedpca.v1.JobStatus
+	41, // 30: fedpca.v1.FetchRoundMatrixResponse.frame:type_name -> fedpca.v1.MatrixFrame
+	3,  // 31: fedpca.v1.ProxyService.GetCommittee:input_type -> fedpca.v1.GetCommitteeRequest
+	6,  // 32: fedpca.v1.ProxyService.CreateJob:input_type -> fedpca.v1.CreateJobRequest
+	12, // 33: fedpca.v1.ProxyService.GetJob:input_type -> fedpca.v1.GetJobRequest
+	15, // 34: fedpca.v1.ProxyService.ListJobs:input_type -> fedpca.v1.ListJobsRequest
+	18, // 35: fedpca.v1.ProxyService.WatchJob:input_type -> fedpca.v1.WatchJobRequest
+	20, // 36: fedpca.v1.ProxyService.WatchOwnerJobs:input_type -> fedpca.v1.WatchOwnerJobsRequest
+	22, // 37: fedpca.v1.ProxyService.Upload:input_type -> fedpca.v1.UploadRequest
+	28, // 38: fedpca.v1.ProxyService.Decline:input_type -> fedpca.v1.DeclineRequest
+	26, // 39: fedpca.v1.ProxyService.ReportBudget:input_type -> fedpca.v1.ReportBudgetRequest
+	30, // 40: fedpca.v1.ProxyService.FetchResult:input_type -> fedpca.v1.FetchResultRequest
+	33, // 41: fedpca.v1.ProxyService.PublishResult:input_type -> fedpca.v1.PublishResultRequest
+	35, // 42: fedpca.v1.ProxyService.GetPublished:input_type -> fedpca.v1.GetPublishedRequest
+	37, // 43: fedpca.v1.ProxyService.CancelJob:input_type -> fedpca.v1.CancelJobRequest
+	39, // 44: fedpca.v1.ProxyService.CreateRound:input_type -> fedpca.v1.CreateRoundRequest
+	43, // 45: fedpca.v1.ProxyService.FetchRoundMatrix:input_type -> fedpca.v1.FetchRoundMatrixRequest
+	4,  // 46: fedpca.v1.ProxyService.GetCommittee:output_type -> fedpca.v1.GetCommitteeResponse
+	7,  // 47: fedpca.v1.ProxyService.CreateJob:output_type -> fedpca.v1.CreateJobResponse
+	13, // 48: fedpca.v1.ProxyService.GetJob:output_type -> fedpca.v1.GetJobResponse
+	16, // 49: fedpca.v1.ProxyService.ListJobs:output_type -> fedpca.v1.ListJobsResponse
+	19, // 50: fedpca.v1.ProxyService.WatchJob:output_type -> fedpca.v1.WatchJobResponse
+	21, // 51: fedpca.v1.ProxyService.WatchOwnerJobs:output_type -> fedpca.v1.WatchOwnerJobsResponse
+	25, // 52: fedpca.v1.ProxyService.Upload:output_type -> fedpca.v1.UploadResponse
+	29, // 53: fedpca.v1.ProxyService.Decline:output_type -> fedpca.v1.DeclineResponse
+	27, // 54: fedpca.v1.ProxyService.ReportBudget:output_type -> fedpca.v1.ReportBudgetResponse
+	31, // 55: fedpca.v1.ProxyService.FetchResult:output_type -> fedpca.v1.FetchResultResponse
+	34, // 56: fedpca.v1.ProxyService.PublishResult:output_type -> fedpca.v1.PublishResultResponse
+	36, // 57: fedpca.v1.ProxyService.GetPublished:output_type -> fedpca.v1.GetPublishedResponse
+	38, // 58: fedpca.v1.ProxyService.CancelJob:output_type -> fedpca.v1.CancelJobResponse
+	42, // 59: fedpca.v1.ProxyService.CreateRound:output_type -> fedpca.v1.CreateRoundResponse
+	44, // 60: fedpca.v1.ProxyService.FetchRoundMatrix:output_type -> fedpca.v1.FetchRoundMatrixResponse
+	46, // [46:61] is the sub-list for method output_type
+	31, // [31:46] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_fedpca_v1_proxy_proto_init() }
@@ -3003,13 +3399,17 @@ func file_fedpca_v1_proxy_proto_init() {
 		(*FetchResultResponse_Ciphertext)(nil),
 		(*FetchResultResponse_SealedOutput)(nil),
 	}
+	file_fedpca_v1_proxy_proto_msgTypes[36].OneofWrappers = []any{
+		(*CreateRoundRequest_Header)(nil),
+		(*CreateRoundRequest_Frame)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_fedpca_v1_proxy_proto_rawDesc), len(file_fedpca_v1_proxy_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   36,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -19,19 +19,21 @@ import (
 const _ = grpc.SupportPackageIsVersion9
 
 const (
-	ProxyService_GetCommittee_FullMethodName   = "/fedpca.v1.ProxyService/GetCommittee"
-	ProxyService_CreateJob_FullMethodName      = "/fedpca.v1.ProxyService/CreateJob"
-	ProxyService_GetJob_FullMethodName         = "/fedpca.v1.ProxyService/GetJob"
-	ProxyService_ListJobs_FullMethodName       = "/fedpca.v1.ProxyService/ListJobs"
-	ProxyService_WatchJob_FullMethodName       = "/fedpca.v1.ProxyService/WatchJob"
-	ProxyService_WatchOwnerJobs_FullMethodName = "/fedpca.v1.ProxyService/WatchOwnerJobs"
-	ProxyService_Upload_FullMethodName         = "/fedpca.v1.ProxyService/Upload"
-	ProxyService_Decline_FullMethodName        = "/fedpca.v1.ProxyService/Decline"
-	ProxyService_ReportBudget_FullMethodName   = "/fedpca.v1.ProxyService/ReportBudget"
-	ProxyService_FetchResult_FullMethodName    = "/fedpca.v1.ProxyService/FetchResult"
-	ProxyService_PublishResult_FullMethodName  = "/fedpca.v1.ProxyService/PublishResult"
-	ProxyService_GetPublished_FullMethodName   = "/fedpca.v1.ProxyService/GetPublished"
-	ProxyService_CancelJob_FullMethodName      = "/fedpca.v1.ProxyService/CancelJob"
+	ProxyService_GetCommittee_FullMethodName     = "/fedpca.v1.ProxyService/GetCommittee"
+	ProxyService_CreateJob_FullMethodName        = "/fedpca.v1.ProxyService/CreateJob"
+	ProxyService_GetJob_FullMethodName           = "/fedpca.v1.ProxyService/GetJob"
+	ProxyService_ListJobs_FullMethodName         = "/fedpca.v1.ProxyService/ListJobs"
+	ProxyService_WatchJob_FullMethodName         = "/fedpca.v1.ProxyService/WatchJob"
+	ProxyService_WatchOwnerJobs_FullMethodName   = "/fedpca.v1.ProxyService/WatchOwnerJobs"
+	ProxyService_Upload_FullMethodName           = "/fedpca.v1.ProxyService/Upload"
+	ProxyService_Decline_FullMethodName          = "/fedpca.v1.ProxyService/Decline"
+	ProxyService_ReportBudget_FullMethodName     = "/fedpca.v1.ProxyService/ReportBudget"
+	ProxyService_FetchResult_FullMethodName      = "/fedpca.v1.ProxyService/FetchResult"
+	ProxyService_PublishResult_FullMethodName    = "/fedpca.v1.ProxyService/PublishResult"
+	ProxyService_GetPublished_FullMethodName     = "/fedpca.v1.ProxyService/GetPublished"
+	ProxyService_CancelJob_FullMethodName        = "/fedpca.v1.ProxyService/CancelJob"
+	ProxyService_CreateRound_FullMethodName      = "/fedpca.v1.ProxyService/CreateRound"
+	ProxyService_FetchRoundMatrix_FullMethodName = "/fedpca.v1.ProxyService/FetchRoundMatrix"
 )
 
 // ProxyServiceClient is the client API for ProxyService service.
@@ -89,6 +91,17 @@ type ProxyServiceClient interface {
 	// committee member was asked to key-switch it, every owner returns its
 	// reservation (or refunds its upload) when it next looks at the job.
 	CancelJob(ctx context.Context, in *CancelJobRequest, opts ...grpc.CallOption) (*CancelJobResponse, error)
+	// CreateRound opens round t >= 1 of a power-method job (docs/PROTOCOL.md
+	// section 13) at the request of its user: a RoundHeader (the signed round
+	// spec), then the round's public matrix in MatrixFrames. The round is a
+	// job of its own, known by the round's ID, with the parent's spec, owners
+	// and committee; the proxy opens it only once the parent (round 0) and
+	// every round before it are done, and a round only once. An identical
+	// request returns the existing round.
+	CreateRound(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CreateRoundRequest, CreateRoundResponse], error)
+	// FetchRoundMatrix streams a round's public matrix, in MatrixFrames, to
+	// the round's owners and user.
+	FetchRoundMatrix(ctx context.Context, in *FetchRoundMatrixRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchRoundMatrixResponse], error)
 }
 
 type proxyServiceClient struct {
@@ -259,6 +272,38 @@ func (c *proxyServiceClient) CancelJob(ctx context.Context, in *CancelJobRequest
 	return out, nil
 }
 
+func (c *proxyServiceClient) CreateRound(ctx context.Context, opts ...grpc.CallOption) (grpc.ClientStreamingClient[CreateRoundRequest, CreateRoundResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[4], ProxyService_CreateRound_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[CreateRoundRequest, CreateRoundResponse]{ClientStream: stream}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_CreateRoundClient = grpc.ClientStreamingClient[CreateRoundRequest, CreateRoundResponse]
+
+func (c *proxyServiceClient) FetchRoundMatrix(ctx context.Context, in *FetchRoundMatrixRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[FetchRoundMatrixResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &ProxyService_ServiceDesc.Streams[5], ProxyService_FetchRoundMatrix_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[FetchRoundMatrixRequest, FetchRoundMatrixResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_FetchRoundMatrixClient = grpc.ServerStreamingClient[FetchRoundMatrixResponse]
+
 // ProxyServiceServer is the server API for ProxyService service.
 // All implementations must embed UnimplementedProxyServiceServer
 // for forward compatibility.
@@ -314,6 +359,17 @@ type ProxyServiceServer interface {
 	// committee member was asked to key-switch it, every owner returns its
 	// reservation (or refunds its upload) when it next looks at the job.
 	CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error)
+	// CreateRound opens round t >= 1 of a power-method job (docs/PROTOCOL.md
+	// section 13) at the request of its user: a RoundHeader (the signed round
+	// spec), then the round's public matrix in MatrixFrames. The round is a
+	// job of its own, known by the round's ID, with the parent's spec, owners
+	// and committee; the proxy opens it only once the parent (round 0) and
+	// every round before it are done, and a round only once. An identical
+	// request returns the existing round.
+	CreateRound(grpc.ClientStreamingServer[CreateRoundRequest, CreateRoundResponse]) error
+	// FetchRoundMatrix streams a round's public matrix, in MatrixFrames, to
+	// the round's owners and user.
+	FetchRoundMatrix(*FetchRoundMatrixRequest, grpc.ServerStreamingServer[FetchRoundMatrixResponse]) error
 	mustEmbedUnimplementedProxyServiceServer()
 }
 
@@ -362,6 +418,12 @@ func (UnimplementedProxyServiceServer) GetPublished(context.Context, *GetPublish
 }
 func (UnimplementedProxyServiceServer) CancelJob(context.Context, *CancelJobRequest) (*CancelJobResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CancelJob not implemented")
+}
+func (UnimplementedProxyServiceServer) CreateRound(grpc.ClientStreamingServer[CreateRoundRequest, CreateRoundResponse]) error {
+	return status.Error(codes.Unimplemented, "method CreateRound not implemented")
+}
+func (UnimplementedProxyServiceServer) FetchRoundMatrix(*FetchRoundMatrixRequest, grpc.ServerStreamingServer[FetchRoundMatrixResponse]) error {
+	return status.Error(codes.Unimplemented, "method FetchRoundMatrix not implemented")
 }
 func (UnimplementedProxyServiceServer) mustEmbedUnimplementedProxyServiceServer() {}
 func (UnimplementedProxyServiceServer) testEmbeddedByValue()                      {}
@@ -586,6 +648,24 @@ func _ProxyService_CancelJob_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _ProxyService_CreateRound_Handler(srv interface{}, stream grpc.ServerStream) error {
+	return srv.(ProxyServiceServer).CreateRound(&grpc.GenericServerStream[CreateRoundRequest, CreateRoundResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_CreateRoundServer = grpc.ClientStreamingServer[CreateRoundRequest, CreateRoundResponse]
+
+func _ProxyService_FetchRoundMatrix_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(FetchRoundMatrixRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(ProxyServiceServer).FetchRoundMatrix(m, &grpc.GenericServerStream[FetchRoundMatrixRequest, FetchRoundMatrixResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type ProxyService_FetchRoundMatrixServer = grpc.ServerStreamingServer[FetchRoundMatrixResponse]
+
 // ProxyService_ServiceDesc is the grpc.ServiceDesc for ProxyService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -650,6 +730,16 @@ var ProxyService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "FetchResult",
 			Handler:       _ProxyService_FetchResult_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "CreateRound",
+			Handler:       _ProxyService_CreateRound_Handler,
+			ClientStreams: true,
+		},
+		{
+			StreamName:    "FetchRoundMatrix",
+			Handler:       _ProxyService_FetchRoundMatrix_Handler,
 			ServerStreams: true,
 		},
 	},
