@@ -26,13 +26,6 @@ func (c *CSP) Solve(stream fedpcav1.CspService_SolveServer) error {
 	return c.status(c.solve(stream))
 }
 
-// party returns this member's rank among the active points.
-func party(active []he.Point, me he.Point) int {
-	s := slices.Clone(active)
-	slices.Sort(s)
-	return slices.Index(s, me)
-}
-
 func (c *CSP) solve(stream fedpcav1.CspService_SolveServer) error {
 	first, err := stream.Recv()
 	if err != nil {
@@ -48,10 +41,10 @@ func (c *CSP) solve(stream fedpcav1.CspService_SolveServer) error {
 	if st == nil {
 		return ErrNoKey
 	}
-	chk, err := c.checkHeader(hd.GetJob(), st)
-	me := 0
+	chk, err := c.checkHeader(hd.GetJob(), st, hd.GetParties()...)
+	var parties []he.Point
 	if err == nil {
-		me, err = checkSolve(chk, hd, st.Secret.Point)
+		parties, err = checkSolve(chk, hd, st.Secret.Point)
 	}
 	if err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()
@@ -89,7 +82,7 @@ func (c *CSP) solve(stream fedpcav1.CspService_SolveServer) error {
 		return stream.Send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Output{Output: stored[0]}})
 	}
 	start := time.Now()
-	box, err := c.runSolve(stream, chk, st, member, hd, me, cts)
+	box, err := c.runSolve(stream, chk, st, member, hd, parties, cts)
 	if err != nil {
 		c.m.switches.WithLabelValues("refused").Inc()
 		return err
@@ -112,24 +105,50 @@ func (c *CSP) solve(stream fedpcav1.CspService_SolveServer) error {
 }
 
 // checkSolve checks what a solve header adds to a key-switch header: a
-// components job, this member's party index, its seed. It returns the
-// party index.
-func checkSolve(chk *checked, hd *fedpcav1.SolveHeader, point he.Point) (int, error) {
-	if !chk.spec.Components() {
-		return 0, invalid("job %s… releases its statistics: it is key-switched, not solved", chk.spec.ID()[:12])
+// components job, the computing parties (with a dealer the active
+// members; with the members' own randomness the three named, which hold
+// the active ones), this member's party index and its seed. It returns
+// the parties, in point order (a member's index among them is its party).
+func checkSolve(chk *checked, hd *fedpcav1.SolveHeader, point he.Point) ([]he.Point, error) {
+	s := chk.spec
+	if !s.Components() {
+		return nil, invalid("job %s… releases its statistics: it is key-switched, not solved", s.ID()[:12])
 	}
-	me := party(chk.active, point)
-	if int(hd.GetParty()) != me {
-		return 0, invalid("party %d: this member (point %d) is party %d of the active set %v", hd.GetParty(), point, me, chk.active)
+	parties := slices.Clone(chk.active)
+	slices.Sort(parties)
+	if !s.Dealt() {
+		parties = parties[:0]
+		for _, p := range hd.GetParties() {
+			parties = append(parties, he.Point(p))
+		}
+		if len(parties) != job.ReplicatedParties || !slices.IsSorted(parties) || len(slices.Compact(slices.Clone(parties))) != len(parties) {
+			return nil, invalid("parties %v: a job whose members make their own randomness is computed by %d distinct members, in point order", hd.GetParties(), job.ReplicatedParties)
+		}
+		for _, p := range parties {
+			if p < 1 || int(p) > s.CommitteeN {
+				return nil, invalid("parties %v: member %d is not in the committee of %d", hd.GetParties(), p, s.CommitteeN)
+			}
+		}
+		for _, a := range chk.active {
+			if !slices.Contains(parties, a) {
+				return nil, invalid("parties %v do not include the active member %d, which converts the sum", hd.GetParties(), a)
+			}
+		}
+	} else if len(hd.GetParties()) != 0 {
+		return nil, invalid("parties %v for a job whose randomness the proxy deals: its active members compute", hd.GetParties())
+	}
+	me := slices.Index(parties, point)
+	if me < 0 || int(hd.GetParty()) != me {
+		return nil, invalid("party %d: this member (point %d) is party %d of %v", hd.GetParty(), point, me, parties)
 	}
 	want := len(mpc.Seed{})
-	if me == 0 {
+	if me == 0 || !s.Dealt() {
 		want = 0
 	}
 	if len(hd.GetSeed()) != want {
-		return 0, invalid("seed of %d bytes for party %d: party 0 gets corrections, the others a %d-byte seed", len(hd.GetSeed()), me, len(mpc.Seed{}))
+		return nil, invalid("seed of %d bytes for party %d: with a dealer party 0 gets corrections and the others a %d-byte seed; with the members' own randomness nobody gets one", len(hd.GetSeed()), me, len(mpc.Seed{}))
 	}
-	return me, nil
+	return parties, nil
 }
 
 // solveUploads reads a solve request's uploads.
@@ -145,13 +164,13 @@ func solveUploads(stream fedpcav1.CspService_SolveServer) nextUpload {
 }
 
 // runSolve runs the computation of a verified request: the job's exchange
-// keys, the conversion to shares, the rounds; it returns the member's
-// output share sealed to the user's result key.
-func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st *secretFile, member *he.Member, hd *fedpcav1.SolveHeader, me int, cts []*rlwe.Ciphertext) ([]byte, error) {
+// keys, the conversion to shares (by the active members), the rounds
+// among the parties; it returns the member's output share sealed to the
+// user's result key.
+func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st *secretFile, member *he.Member, hd *fedpcav1.SolveHeader, parties []he.Point, cts []*rlwe.Ciphertext) ([]byte, error) {
 	id := chk.spec.ID()
-	active := slices.Clone(chk.active)
-	slices.Sort(active)
-	point := uint32(st.Secret.Point)
+	point := st.Secret.Point
+	me := slices.Index(parties, point)
 
 	// This job's key for the openings, signed, and the others' keys.
 	priv, err := seal.NewExchangeKey()
@@ -159,25 +178,95 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 		return nil, err
 	}
 	pub := priv.PublicKey().Bytes()
-	sig, err := seal.Sign(c.cfg.Creds.Signer(), job.SolveKeyContext, job.SolveKeyMessage(id, point, pub))
+	sig, err := seal.Sign(c.cfg.Creds.Signer(), job.SolveKeyContext, job.SolveKeyMessage(id, uint32(point), pub))
 	if err != nil {
 		return nil, err
 	}
-	if err := stream.Send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Key{Key: &fedpcav1.SolveKey{Point: point, Key: pub, Signature: sig, Certificate: c.cfg.Creds.Leaf.Raw}}}); err != nil {
+	if err := stream.Send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Key{Key: &fedpcav1.SolveKey{Point: uint32(point), Key: pub, Signature: sig, Certificate: c.cfg.Creds.Leaf.Raw}}}); err != nil {
 		return nil, err
 	}
 	msg, err := stream.Recv()
 	if err != nil {
 		return nil, err
 	}
-	channels, err := c.solveChannels(msg.GetKeys(), st, id, priv, active, me)
+	channels, err := c.solveChannels(msg.GetKeys(), st, id, priv, parties, me)
 	if err != nil {
 		return nil, err
 	}
 
-	// Encryption to shares of the verified sum (its blinding and the
-	// proxy's noise included; the dealer removes the masks in shares).
+	// Encryption to shares of the verified sum (with the proxy's noise) by
+	// the active members, each adding its DP noise share (the one it would
+	// fold into a key switch) to its own share; a party that is not
+	// active (the members' own randomness with a threshold below three)
+	// holds zeros.
+	x := mpc.ModT{T: c.params.T(), S: make([][]uint64, len(parties))}
+	l, err := chk.spec.Layout(chk.sch)
+	if err != nil {
+		return nil, err
+	}
+	if slices.Contains(chk.active, point) {
+		if x.S[me], err = c.convert(stream, chk, member, cts, l.Len()); err != nil {
+			return nil, err
+		}
+	} else {
+		x.S[me] = make([]uint64, l.Len())
+	}
+
+	// The rounds.
+	in := newSolveInbox(stream) // its reader ends with the stream
+	net := &solveNet{id: id, me: me, channels: channels, send: stream.Send, in: in}
+	var e *mpc.Engine
+	if chk.spec.Dealt() {
+		var seed mpc.Seed
+		copy(seed[:], hd.GetSeed())
+		src, err := mpc.NewPartySource(len(parties), me, seed, in.correction)
+		if err != nil {
+			return nil, err
+		}
+		e, err = mpc.NewPartyEngine(len(parties), me, mpc.DefaultParams, src, sumNet{net})
+		if err != nil {
+			return nil, err
+		}
+	} else {
+		keys, err := replicatedKeys(channels, me)
+		if err != nil {
+			return nil, err
+		}
+		if e, err = mpc.NewReplicatedPartyEngine(me, mpc.DefaultParams, keys, net); err != nil {
+			return nil, err
+		}
+	}
+	pj, err := chk.spec.Program(chk.sch, len(chk.owners))
+	if err != nil {
+		return nil, invalid("%v", err)
+	}
+	out, err := pj.Run(e, x)
+	if err == nil {
+		err = e.Err()
+	}
+	var words []mpc.Word
+	if err == nil {
+		words, err = e.OutputShare(out)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("components of job %s… (round %d): %w", id[:12], e.Cost.Rounds, err)
+	}
+	// Public: the program's rounds and sizes depend on d and k only.
+	c.log.Debug("solve rounds", "job", id[:16], "rounds", e.Cost.Rounds, "opened_bytes_sent", e.Cost.BytesPerParty)
+	key, err := hex.DecodeString(chk.spec.ResultKey)
+	if err != nil {
+		return nil, invalid("result_key: %v", err)
+	}
+	return seal.Seal(key, job.OutputAAD(id, uint32(point)), job.EncodeShare(words))
+}
+
+// convert runs an active member's encryption to shares of the verified sum
+// (the receiver, the lowest active point, completes its share with the
+// public shares' aggregate the proxy sends it) and adds the member's DP
+// noise share: its share mod T of the layout's n values.
+func (c *CSP) convert(stream fedpcav1.CspService_SolveServer, chk *checked, member *he.Member, cts []*rlwe.Ciphertext, n int) ([]uint64, error) {
 	slots := make([]he.SlotShare, len(cts))
+	var err error
 	c.memberMu.Lock()
 	for i, ct := range cts {
 		var conv *he.ConversionShare
@@ -191,7 +280,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 		}
 	}
 	c.memberMu.Unlock()
-	if me == 0 {
+	if member.Point() == he.ConversionReceiver(chk.active) {
 		for i, ct := range cts {
 			msg, err := stream.Recv()
 			if err != nil {
@@ -209,58 +298,34 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 			}
 		}
 	}
-	l, err := chk.spec.Layout(chk.sch)
-	if err != nil {
-		return nil, err
-	}
-	// The member's noise share, as it would fold it into a key switch.
 	noise, err := job.ServerNoise(chk.spec, chk.sch, dp.RoleCSP, len(chk.owners), nil)
 	if err != nil {
 		return nil, fmt.Errorf("noise share: %w", err)
 	}
 	t := c.params.T()
-	mine := make([]uint64, 0, l.Len())
+	mine := make([]uint64, 0, n)
 	for _, s := range slots {
 		mine = append(mine, s...)
 	}
-	mine = mine[:l.Len()]
+	mine = mine[:n]
 	for i, v := range noise {
 		mine[i] = (mine[i] + uint64((int64(t)+v%int64(t))%int64(t))) % t
 	}
-	x := mpc.ModT{T: t, S: make([][]uint64, len(active))}
-	x.S[me] = mine
+	return mine, nil
+}
 
-	// The rounds.
-	in := newSolveInbox(stream) // its reader ends with the stream
-	var seed mpc.Seed
-	copy(seed[:], hd.GetSeed())
-	src, err := mpc.NewPartySource(len(active), me, seed, in.correction)
-	if err != nil {
-		return nil, err
+// replicatedKeys derives party me's two keys of the replicated computation
+// from its channels: K_j, which parties j - 1 and j share, from their
+// channel under the label "prss j" (mpc.ReplicatedKeys).
+func replicatedKeys(channels []*seal.Channel, me int) (mpc.ReplicatedKeys, error) {
+	var keys mpc.ReplicatedKeys
+	prev, next := (me+2)%3, (me+1)%3
+	var err error
+	if keys.Prev, err = channels[prev].Key(fmt.Sprintf("prss %d", me)); err != nil {
+		return keys, err
 	}
-	net := &solveNet{id: id, me: me, channels: channels, send: stream.Send, in: in}
-	e, err := mpc.NewPartyEngine(len(active), me, mpc.DefaultParams, src, net)
-	if err != nil {
-		return nil, err
-	}
-	pj, err := chk.spec.Program(chk.sch, len(chk.owners))
-	if err != nil {
-		return nil, invalid("%v", err)
-	}
-	out, err := pj.Run(e, x)
-	if err == nil {
-		err = e.Err()
-	}
-	if err != nil {
-		return nil, fmt.Errorf("components of job %s… (round %d): %w", id[:12], e.Cost.Rounds, err)
-	}
-	// Public: the program's rounds and sizes depend on d and k only.
-	c.log.Debug("solve rounds", "job", id[:16], "rounds", e.Cost.Rounds, "opened_bytes_sent", e.Cost.BytesPerParty)
-	key, err := hex.DecodeString(chk.spec.ResultKey)
-	if err != nil {
-		return nil, invalid("result_key: %v", err)
-	}
-	return seal.Seal(key, job.OutputAAD(id, point), job.EncodeShare(out.S[me].V))
+	keys.Next, err = channels[next].Key(fmt.Sprintf("prss %d", next))
+	return keys, err
 }
 
 // solveChannels checks every other active member's signed key for the job
@@ -428,9 +493,12 @@ func (in *solveInbox) correction() (mpc.Mat, error) {
 	}
 }
 
-// solveNet is a member's Net: its share of each round's masked values
-// sealed to each other party over the proxy, in frames, theirs opened and
-// added. Each channel numbers its frames (the nonces) in each direction.
+// solveNet carries a member's messages of each round, sealed to each other
+// party on its channel and relayed by the proxy, in frames of at most
+// job.FrameWords words (an empty message is one empty frame). Each channel
+// numbers its frames (the nonces) in each direction, and every frame is
+// bound to the job, the round, its index and both parties. It is the
+// replicated computation's PeerNet; sumNet makes it the dealer's Net.
 type solveNet struct {
 	id         string
 	me         int
@@ -441,30 +509,41 @@ type solveNet struct {
 	sent, recv []uint64 // frames sealed to and opened from each party
 }
 
-func (n *solveNet) Exchange(mine []mpc.Word) ([]mpc.Word, error) {
+// Exchange sends out[p] to every other party p and returns what each sent
+// this member in the same round.
+func (n *solveNet) Exchange(out [][]mpc.Word) ([][]mpc.Word, error) {
 	n.round++
+	parties := len(n.channels)
 	if n.sent == nil {
-		n.sent, n.recv = make([]uint64, len(n.channels)), make([]uint64, len(n.channels))
+		n.sent, n.recv = make([]uint64, parties), make([]uint64, parties)
 	}
-	plain := job.EncodeShare(mine)
-	frames := job.Frames(len(mine))
-	for f, fr := range frames {
-		out := &fedpcav1.SolveRound{Round: n.round}
+	frames := make([][][2]int, parties)
+	most := 0
+	for p := range parties {
+		if p != n.me {
+			frames[p] = job.Frames(len(out[p]))
+			most = max(most, len(frames[p]))
+		}
+	}
+	for f := range most {
+		msg := &fedpcav1.SolveRound{Round: n.round}
 		for p, ch := range n.channels {
-			if p == n.me {
+			if p == n.me || f >= len(frames[p]) {
 				continue
 			}
-			out.Openings = append(out.Openings, &fedpcav1.SealedOpening{FromParty: uint32(n.me), ToParty: uint32(p), More: f < len(frames)-1,
-				Sealed: ch.Seal(n.sent[p], plain[16*fr[0]:16*fr[1]], job.OpeningAAD(n.id, n.round, f, uint32(n.me), uint32(p)))})
+			fr := frames[p][f]
+			msg.Openings = append(msg.Openings, &fedpcav1.SealedOpening{FromParty: uint32(n.me), ToParty: uint32(p), More: f < len(frames[p])-1,
+				Sealed: ch.Seal(n.sent[p], job.EncodeShare(out[p][fr[0]:fr[1]]), job.OpeningAAD(n.id, n.round, f, uint32(n.me), uint32(p)))})
 			n.sent[p]++
 		}
-		if err := n.send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Round{Round: out}}); err != nil {
+		if err := n.send(&fedpcav1.SolveResponse{Msg: &fedpcav1.SolveResponse_Round{Round: msg}}); err != nil {
 			return nil, err
 		}
 	}
-	sum := slices.Clone(mine)
-	got := make([]int, len(n.channels)) // frames opened from each party this round
-	for waiting := len(n.channels) - 1; waiting > 0; {
+	in := make([][]mpc.Word, parties)
+	got := make([]int, parties) // frames opened from each party this round
+	done := make([]bool, parties)
+	for waiting := parties - 1; waiting > 0; {
 		r, ok := n.in.rounds.pop(n.in.done)
 		if !ok {
 			return nil, n.in.err
@@ -474,29 +553,54 @@ func (n *solveNet) Exchange(mine []mpc.Word) ([]mpc.Word, error) {
 		}
 		for _, o := range r.GetOpenings() {
 			from := o.GetFromParty()
-			if o.GetToParty() != uint32(n.me) || int(from) >= len(n.channels) || int(from) == n.me || got[from] == len(frames) {
+			if o.GetToParty() != uint32(n.me) || int(from) >= parties || int(from) == n.me || done[from] {
 				return nil, invalid("round %d: an opening from party %d to party %d", n.round, from, o.GetToParty())
 			}
 			f := got[from]
 			b, err := n.channels[from].Open(n.recv[from], o.GetSealed(), job.OpeningAAD(n.id, n.round, f, from, uint32(n.me)))
 			if err != nil {
-				return nil, invalid("round %d: party %d's opening (frame %d): %v", n.round, from, f, err)
+				return nil, invalid("round %d: party %d's frame %d: %v", n.round, from, f, err)
 			}
 			n.recv[from]++
-			lo, hi := frames[f][0], frames[f][1]
-			if len(b) != 16*(hi-lo) {
-				return nil, invalid("round %d: party %d opened %d bytes in frame %d, want %d", n.round, from, len(b), f, 16*(hi-lo))
+			if len(b)%16 != 0 || len(b) > 16*job.FrameWords || (o.GetMore() && len(b) != 16*job.FrameWords) {
+				return nil, invalid("round %d: party %d sent %d bytes in frame %d (more %v)", n.round, from, len(b), f, o.GetMore())
 			}
-			for i := lo; i < hi; i++ {
-				sum[i] = sum[i].Add(mpc.WordFromBytes(b[16*(i-lo):]))
+			for i := 0; i < len(b); i += 16 {
+				in[from] = append(in[from], mpc.WordFromBytes(b[i:]))
 			}
 			got[from]++
-			if o.GetMore() != (got[from] < len(frames)) {
-				return nil, invalid("round %d: party %d's frame %d says more %v of %d frames", n.round, from, f, o.GetMore(), len(frames))
-			}
-			if got[from] == len(frames) {
+			if !o.GetMore() {
+				done[from] = true
 				waiting--
 			}
+		}
+	}
+	return in, nil
+}
+
+// sumNet is the dealer's Net over a solveNet: every party's share of the
+// round's masked values to every other, their sum returned.
+type sumNet struct{ *solveNet }
+
+func (n sumNet) Exchange(mine []mpc.Word) ([]mpc.Word, error) {
+	out := make([][]mpc.Word, len(n.channels))
+	for p := range out {
+		out[p] = mine
+	}
+	in, err := n.solveNet.Exchange(out)
+	if err != nil {
+		return nil, err
+	}
+	sum := slices.Clone(mine)
+	for p, words := range in {
+		if p == n.me {
+			continue
+		}
+		if len(words) != len(mine) {
+			return nil, invalid("round %d: party %d opened %d words, want %d", n.round, p, len(words), len(mine))
+		}
+		for i, w := range words {
+			sum[i] = sum[i].Add(w)
 		}
 	}
 	return sum, nil

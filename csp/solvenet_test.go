@@ -75,7 +75,7 @@ func exchange(nets [2]*solveNet, n int) ([2][]mpc.Word, [2]error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sums[i], errs[i] = nets[i].Exchange(mine)
+			sums[i], errs[i] = sumNet{nets[i]}.Exchange(mine)
 		}()
 	}
 	done := make(chan struct{})
@@ -122,14 +122,14 @@ func TestSolveNetFrames(t *testing.T) {
 		"frames swapped": {func(_ int, _ uint64, f []*fedpcav1.SolveRound) []*fedpcav1.SolveRound {
 			f[0], f[1] = f[1], f[0]
 			return f
-		}, "opening (frame 0)"},
+		}, "party 0's frame 0"},
 		"last frame dropped": {func(_ int, _ uint64, f []*fedpcav1.SolveRound) []*fedpcav1.SolveRound {
 			return f[:len(f)-1]
 		}, "still waiting"},
 		"more cleared early": {func(_ int, _ uint64, f []*fedpcav1.SolveRound) []*fedpcav1.SolveRound {
 			f[0].Openings[0].More = false
 			return f[:1]
-		}, "says more false"},
+		}, "party 0 opened 65536 words, want 131077"},
 		"round re-labelled": {func(_ int, round uint64, f []*fedpcav1.SolveRound) []*fedpcav1.SolveRound {
 			if round == 2 {
 				for _, r := range first {
@@ -138,12 +138,12 @@ func TestSolveNetFrames(t *testing.T) {
 				return first
 			}
 			return f
-		}, "opening (frame 0)"},
+		}, "party 0's frame 0"},
 		"a frame cut short": {func(_ int, _ uint64, f []*fedpcav1.SolveRound) []*fedpcav1.SolveRound {
 			o := f[0].Openings[0]
 			o.Sealed = o.Sealed[:len(o.Sealed)-32]
 			return f
-		}, "opening (frame 0)"},
+		}, "party 0's frame 0"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			first = nil

@@ -70,7 +70,7 @@ type checked struct {
 
 // checkHeader validates everything about a key-switch request that can be
 // checked before the ciphertexts arrive.
-func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked, error) {
+func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile, parties ...uint32) (*checked, error) {
 	spec, err := job.ParseSpec(h.GetSpec())
 	if err != nil {
 		return nil, invalid("spec: %v", err)
@@ -126,7 +126,7 @@ func (c *CSP) checkHeader(h *fedpcav1.KeySwitchHeader, st *secretFile) (*checked
 	if err := committee.CheckActive(active); err != nil {
 		return nil, invalid("active: %v", err)
 	}
-	if !slices.Contains(active, st.Secret.Point) {
+	if !slices.Contains(active, st.Secret.Point) && !slices.Contains(parties, uint32(st.Secret.Point)) {
 		return nil, invalid("active set %v does not include this member (%d)", active, st.Secret.Point)
 	}
 	owners := h.GetOwners()

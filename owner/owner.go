@@ -104,6 +104,12 @@ type Policy struct {
 	// releases.
 	ExactMaxK int
 	Exact     ExactRule
+	// AllowDealer accepts components jobs whose correlated randomness the
+	// proxy deals (job.RandomnessDealer): the proxy with one computing
+	// member could then learn the statistics, and wrong randomness would
+	// go undetected. Off by default: such an owner takes part only in
+	// components jobs whose three computing members make their own.
+	AllowDealer bool
 }
 
 // check checks that the dataset names its rows (and that a file exists).
@@ -855,6 +861,10 @@ func retryable(err error) bool {
 // policyOK checks the job's privacy parameters against the policy; a
 // refusal names the limit and its value, which no row changes.
 func policyOK(p Policy, spec *job.Spec, d int) *refusal {
+	if spec.Dealt() && !p.AllowDealer {
+		return refuse(job.DeclinePolicy, "the job's randomness is dealt by the proxy (randomness %q), so the proxy with one computing member could learn the statistics; this owner's policy takes part only in components jobs whose members make their own (owner serve --allow-dealer-components)", spec.Randomness).
+			saying(job.DeclineDetail{Limit: job.LimitComponentsDealer})
+	}
 	if spec.NoNoise {
 		switch {
 		case spec.Components() && !p.AllowExactComponents:

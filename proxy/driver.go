@@ -267,7 +267,7 @@ func plural(n int, what string) string {
 // masks to the sum, and stores the blinded sum and the masks in one
 // transaction.
 func (p *Proxy) seal(ctx context.Context, j *jobState) error {
-	active, names, err := p.pickActive(ctx, nil, 0)
+	active, parties, names, err := p.pickActive(ctx, j.spec, nil, 0)
 	if err != nil {
 		return err
 	}
@@ -313,7 +313,7 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 		return err
 	}
 	err = p.commit(j, func(prog *jobProgress) {
-		prog.State, prog.Active, prog.CSPs, prog.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, time.Now().UTC()
+		prog.State, prog.Active, prog.CSPs, prog.Parties, prog.SealedAt = fedpcav1.JobState_JOB_STATE_SWITCHING, active, names, parties, time.Now().UTC()
 		prog.Timings.Seal = time.Since(start).Seconds()
 		prog.Timings.UploadWindow = prog.SealedAt.Sub(j.rec.Created).Seconds()
 		prog.Reason = "sealed with " + plural(len(owners), "owner") + "; key switch by csp/" + strings.Join(names, ", csp/")
@@ -328,21 +328,29 @@ func (p *Proxy) seal(ctx context.Context, j *jobState) error {
 	return nil
 }
 
-// pickActive chooses t members that are up with the committee key: those
-// of prefer first, then the others in point order, avoid (a member just
-// lost) only if no other will do. It returns their points, in order, and
-// names; errNoQuorum names the members not ready.
-func (p *Proxy) pickActive(ctx context.Context, prefer []uint32, avoid uint32) ([]uint32, []string, error) {
+// pickActive chooses the members that take part in a job, among those up
+// with the committee key: those of prefer first, then the others in point
+// order, avoid (a member just lost) only if no other will do. A job's
+// active members are t of them; a components job whose members make
+// their own randomness is computed by three (parties), the lowest t of
+// which are active. It returns the active points, in order, the parties
+// (nil unless three compute) and the active members' names; errNoQuorum
+// names the members not ready.
+func (p *Proxy) pickActive(ctx context.Context, s *job.Spec, prefer []uint32, avoid uint32) (active, parties []uint32, names []string, err error) {
+	count := s.CommitteeThreshold
+	if s.Components() {
+		count = s.Parties()
+	}
 	c, err := p.committeeKey()
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	sts := p.memberStatus(ctx, false)
-	var active []uint32
+	var chosen []uint32
 	var down []string
 	add := func(pt uint32) {
-		if len(active) < c.Threshold && !slices.Contains(active, pt) {
-			active = append(active, pt)
+		if len(chosen) < count && !slices.Contains(chosen, pt) {
+			chosen = append(chosen, pt)
 		}
 	}
 	ready := func(pt uint32) bool {
@@ -367,15 +375,18 @@ func (p *Proxy) pickActive(ctx context.Context, prefer []uint32, avoid uint32) (
 	if avoid != 0 && ready(avoid) {
 		add(avoid)
 	}
-	if len(active) < c.Threshold {
-		return nil, nil, fmt.Errorf("%w: %d of the %d needed (not ready: %s)", errNoQuorum, len(active), c.Threshold, strings.Join(down, ", "))
+	if len(chosen) < count {
+		return nil, nil, nil, fmt.Errorf("%w: %d of the %d needed (not ready: %s)", errNoQuorum, len(chosen), count, strings.Join(down, ", "))
 	}
-	slices.Sort(active)
-	names := make([]string, len(active))
-	for i, pt := range active {
-		names[i] = c.Members[pt-1].ID
+	slices.Sort(chosen)
+	active = slices.Clone(chosen[:c.Threshold])
+	if count > c.Threshold || (s.Components() && !s.Dealt()) {
+		parties = chosen
 	}
-	return active, names, nil
+	for _, pt := range active {
+		names = append(names, c.Members[pt-1].ID)
+	}
+	return active, parties, names, nil
 }
 
 // switchState is what a key switch needs, decoded.

@@ -147,6 +147,9 @@ func newJobState(id string, rec jobRecord, uploads []uploadRecord, declines []de
 		if err := spec.Committee().CheckActive(active); err != nil || len(rec.CSPs) != len(rec.Active) {
 			return nil, fmt.Errorf("active members %v (%d names): %v", rec.Active, len(rec.CSPs), err)
 		}
+		if len(rec.Parties) > 0 && (len(rec.Parties) != job.ReplicatedParties || !spec.Components() || spec.Dealt() || !containsAll(rec.Parties, rec.Active)) {
+			return nil, fmt.Errorf("parties %v for active members %v of a job whose randomness is %q", rec.Parties, rec.Active, spec.Randomness)
+		}
 	}
 	return j, nil
 }
@@ -451,4 +454,14 @@ func (j *jobState) unshareTicket() {
 
 func ended(s fedpcav1.JobState) bool {
 	return s == fedpcav1.JobState_JOB_STATE_DONE || s == fedpcav1.JobState_JOB_STATE_FAILED
+}
+
+// containsAll reports whether every element of sub is in set.
+func containsAll(set, sub []uint32) bool {
+	for _, x := range sub {
+		if !slices.Contains(set, x) {
+			return false
+		}
+	}
+	return true
 }

@@ -22,6 +22,9 @@ func (p *Proxy) FetchResult(req *fedpcav1.FetchResultRequest, stream fedpcav1.Pr
 	j.mu.Lock()
 	owners, err := j.uploadedOwners()
 	state, csps, active := j.rec.State, slices.Clone(j.rec.CSPs), slices.Clone(j.rec.Active)
+	if len(j.rec.Parties) > 0 {
+		active = slices.Clone(j.rec.Parties) // every party seals an output
+	}
 	reason := j.rec.Reason
 	j.mu.Unlock()
 	if err != nil {

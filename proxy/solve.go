@@ -22,13 +22,15 @@ import (
 // beyond CallTimeout.
 const solveAllowance = 10 * time.Minute
 
-// solve runs a sealed components job among its active members: each gets
-// the key-switch request (which it verifies the same way), then the proxy
-// relays their signed job keys, sums their conversion shares for party 0,
-// deals the correlated randomness (party i >= 1 its seed, party 0 its
-// corrections, made by running the same program on zero shares), relays
-// their sealed openings round by round, and keeps their sealed output
-// shares as the result. The proxy sees no opening (sealed member to
+// solve runs a sealed components job among its computing members (the
+// active ones with a dealer; three, the active ones among them, when the
+// members make their own randomness): each gets the key-switch request
+// (which it verifies the same way), then the proxy relays their signed job
+// keys, sums the active members' conversion shares for the receiver, with
+// a dealer deals the correlated randomness (party i >= 1 its seed, party
+// 0 its corrections, made by running the same program on zero shares),
+// relays their sealed messages round by round, and keeps their sealed
+// output shares as the result. The proxy sees no opening (sealed member to
 // member) and no output (sealed to the user).
 func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 	if err := p.replaceLost(ctx, j); err != nil {
@@ -38,11 +40,15 @@ func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 	if err != nil {
 		return err
 	}
-	err = p.solveWith(ctx, j, active, owners, rec, in)
+	parties := rec.Parties
+	if len(parties) == 0 {
+		parties = active
+	}
+	err = p.solveWith(ctx, j, active, parties, owners, rec, in)
 	var lost lostMember
 	if errors.As(err, &lost) {
 		j.mu.Lock()
-		j.lost = active[lost.party]
+		j.lost = parties[lost.party]
 		j.mu.Unlock()
 	}
 	return err
@@ -50,7 +56,7 @@ func (p *Proxy) solve(ctx context.Context, j *jobState) error {
 
 // lostMember is a member lost during a computation (transport trouble, not
 // a refusal) before any member sealed its output: the next attempt may run
-// with another active set.
+// with other members.
 type lostMember struct {
 	party int
 	error
@@ -59,59 +65,69 @@ type lostMember struct {
 func (e lostMember) Unwrap() error { return e.error }
 
 // solveQuorumWait is how long a components job whose computation lost a
-// member waits for t members to be up (the lost one restarting, or another)
-// before it fails.
+// member waits for enough members to be up (the lost one restarting, or
+// another) before it fails.
 const solveQuorumWait = 15 * time.Second
 
 // replaceLost runs after a member was lost during the computation: the
-// next attempt runs with t members that are up, the lost one only if no
+// next attempt runs with members that are up, the lost one only if no
 // other will do. A run is a whole: every member starts it afresh (new
 // keys, seeds and conversion; a member stores its output only when it
 // completes, and replays that output to the same request alone), so no
 // run mixes with another and nothing is released twice.
 func (p *Proxy) replaceLost(ctx context.Context, j *jobState) error {
 	j.mu.Lock()
-	lost, cur := j.lost, slices.Clone(j.rec.Active)
+	lost, cur := j.lost, slices.Clone(j.rec.Parties)
+	if len(cur) == 0 {
+		cur = slices.Clone(j.rec.Active)
+	}
 	j.mu.Unlock()
 	if lost == 0 {
 		return nil
 	}
 	lostName := "csp/" + p.cfg.Committee[lost-1].ID
-	active, names, err := p.pickActive(ctx, cur, lost)
+	active, parties, names, err := p.pickActive(ctx, j.spec, cur, lost)
 	if err != nil {
-		return fmt.Errorf("%s was lost during the computation and no other active set is up: %w", lostName, err)
+		return fmt.Errorf("%s was lost during the computation and no other set of members is up: %w", lostName, err)
 	}
 	j.mu.Lock()
 	defer j.mu.Unlock()
 	j.lost = 0
-	if slices.Equal(active, cur) {
+	if slices.Equal(active, j.rec.Active) && slices.Equal(parties, j.rec.Parties) {
 		return nil
 	}
-	p.log.Warn("member lost during the computation: computing again with another active set", "job", j.id[:16], "lost", lostName, "active", strings.Join(names, ","))
+	p.log.Warn("member lost during the computation: computing again with other members", "job", j.id[:16], "lost", lostName, "active", strings.Join(names, ","), "parties", fmt.Sprint(parties))
 	return p.commit(j, func(prog *jobProgress) {
-		prog.Active, prog.CSPs = active, names
+		prog.Active, prog.CSPs, prog.Parties = active, names, parties
 		prog.Reason = fmt.Sprintf("%s was lost during the computation; computing again with csp/%s", lostName, strings.Join(names, ", csp/"))
 	}, func(prog *jobProgress) error { return p.store.setProgress(j.id, prog) })
 }
 
-// solveWith runs one attempt of the computation with the active set.
-func (p *Proxy) solveWith(ctx context.Context, j *jobState, active []uint32, owners []string, rec jobRecord, in *switchState) error {
+// solveWith runs one attempt of the computation: the active members
+// convert the sum, the parties compute.
+func (p *Proxy) solveWith(ctx context.Context, j *jobState, active, parties []uint32, owners []string, rec jobRecord, in *switchState) error {
 	pj, err := j.spec.Program(j.sch, len(owners))
 	if err != nil {
 		return permanent{err}
 	}
 	slices.Sort(active)
-	t := len(active)
+	n := len(parties)
 	cctx, cancel := context.WithTimeout(ctx, p.cfg.CallTimeout+time.Duration(len(owners)*j.n)*verifyAllowance+solveAllowance)
 	defer cancel()
 
-	dealer, err := mpc.NewDealer(t, rand.Reader)
-	if err != nil {
-		return err
+	var dealer *mpc.Dealer
+	if j.spec.Dealt() {
+		if dealer, err = mpc.NewDealer(n, rand.Reader); err != nil {
+			return err
+		}
 	}
-	streams := make([]fedpcav1.CspService_SolveClient, t)
-	names := make([]string, t)
-	for i, pt := range active {
+	var replicated []uint32
+	if !j.spec.Dealt() {
+		replicated = parties
+	}
+	streams := make([]fedpcav1.CspService_SolveClient, n)
+	names := make([]string, n)
+	for i, pt := range parties {
 		mc, err := p.member(int(pt) - 1)
 		if err != nil {
 			return err
@@ -122,8 +138,8 @@ func (p *Proxy) solveWith(ctx context.Context, j *jobState, active []uint32, own
 		}
 		hd := &fedpcav1.SolveHeader{Job: &fedpcav1.KeySwitchHeader{JobId: j.id, Spec: rec.Spec, Signature: rec.Signature, UserCertificate: rec.UserCert,
 			UserPublicKey: in.userPK, Schema: rec.Schema, Active: active, Owners: owners, Ciphertexts: uint32(j.n), JobOwnerRefs: transport.OwnerRefs(rec.Owners)},
-			Party: uint32(i)}
-		if i > 0 {
+			Party: uint32(i), Parties: replicated}
+		if dealer != nil && i > 0 {
 			s := dealer.Seed(i)
 			hd.Seed = s[:]
 		}
@@ -134,7 +150,12 @@ func (p *Proxy) solveWith(ctx context.Context, j *jobState, active []uint32, own
 			return lose(i, memberError(mc.ID, solveRecvErr(streams[i], err)))
 		}
 	}
-	outputs, err := p.runSolve(cctx, j, pj, dealer, streams, names, in)
+	converting := make([]bool, n)
+	for i, pt := range parties {
+		converting[i] = slices.Contains(active, pt)
+	}
+	receiver := slices.Index(parties, slices.Min(active))
+	outputs, err := p.runSolve(cctx, j, pj, dealer, streams, names, converting, receiver)
 	if err != nil {
 		return err
 	}
@@ -149,7 +170,7 @@ func (p *Proxy) solveWith(ctx context.Context, j *jobState, active []uint32, own
 	}
 	j.sealed = nil
 	p.m.phases.WithLabelValues("key_switch").Observe(j.rec.Timings.KeySwitch)
-	p.log.Info("job done", "job", j.id[:16], "owners", len(owners), "release", "components")
+	p.log.Info("job done", "job", j.id[:16], "owners", len(owners), "release", "components", "randomness", j.spec.Randomness)
 	return nil
 }
 
@@ -182,10 +203,11 @@ type correction struct {
 	round int
 }
 
-// runSolve runs the exchange after the requests: keys, conversion, rounds,
-// outputs (by party).
-func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, dealer *mpc.Dealer, streams []fedpcav1.CspService_SolveClient, names []string, in *switchState) ([][]byte, error) {
-	t := len(streams)
+// runSolve runs the exchange after the requests: keys, conversion (by the
+// converting parties, its aggregate to the receiver), the dealer's
+// corrections when there is one, the rounds, the outputs (by party).
+func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, dealer *mpc.Dealer, streams []fedpcav1.CspService_SolveClient, names []string, converting []bool, receiver int) ([][]byte, error) {
+	n := len(streams)
 	sealed := false // a member sent its output: the run is kept, for its replay
 	fail := func(i int, err error) error {
 		if sealed {
@@ -211,9 +233,13 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 			return nil, fail(i, err)
 		}
 	}
-	// Conversion: the public shares summed, for party 0.
+	// Conversion: the converting members' public shares summed, for the
+	// receiver.
 	shares := make([][]*he.ConversionShare, j.n)
 	for i, s := range streams {
+		if !converting[i] {
+			continue
+		}
 		for k := range j.n {
 			r, err := s.Recv()
 			if err != nil {
@@ -231,47 +257,29 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 		if err != nil {
 			return nil, permanent{err}
 		}
-		if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Conversion{Conversion: p.params.Codecs().ConversionShare.Marshal(agg)}}); err != nil {
-			return nil, fail(0, err)
+		if err := streams[receiver].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Conversion{Conversion: p.params.Codecs().ConversionShare.Marshal(agg)}}); err != nil {
+			return nil, fail(receiver, err)
 		}
 	}
 
-	// The dealer: the same program on party 0's zero shares, its dealt
-	// shares out in order, each tagged with the round it precedes.
-	l, err := j.spec.Layout(j.sch)
-	if err != nil {
-		return nil, permanent{err}
-	}
-	corrections := make(chan correction, 16)
-	dry, err := mpc.NewDealerEngine(t, mpc.DefaultParams, dealer)
+	deal, stop, err := p.deal(ctx, j, pj, dealer, n, func(m mpc.Mat) error {
+		frames := job.Frames(len(m.V))
+		for f, fr := range frames {
+			c := &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: job.EncodeShare(m.V[fr[0]:fr[1]]), More: f < len(frames)-1}
+			if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Correction{Correction: c}}); err != nil {
+				return fail(0, err)
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
-	dctx, dcancel := context.WithCancel(ctx)
-	dealer.SetSink(func(m mpc.Mat) {
-		select {
-		case corrections <- correction{m, dry.Cost.Rounds}:
-		case <-dctx.Done():
-		}
-	})
-	var dryErr error
-	var wg sync.WaitGroup
-	wg.Add(1)
-	go func() {
-		defer wg.Done()
-		defer close(corrections)
-		zero := mpc.ModT{T: p.params.T(), S: make([][]uint64, t)}
-		zero.S[0] = make([]uint64, l.Len())
-		_, dryErr = pj.Run(dry, zero)
-	}()
-	defer func() {
-		dcancel()
-		wg.Wait()
-	}()
+	defer stop()
 
 	// Every member's messages, received in its own goroutine.
-	inbox := make([]chan *fedpcav1.SolveResponse, t)
-	errs := make(chan error, t)
+	inbox := make([]chan *fedpcav1.SolveResponse, n)
+	errs := make(chan error, n)
 	for i, s := range streams {
 		inbox[i] = make(chan *fedpcav1.SolveResponse, 4)
 		go func() {
@@ -311,62 +319,39 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 			return nil, ctx.Err()
 		}
 	}
-	var pending *correction
-	sendCorrections := func(upTo int) error {
-		for {
-			if pending == nil {
-				c, ok := <-corrections
-				if !ok {
-					return nil
-				}
-				pending = &c
-			}
-			if pending.round > upTo {
-				return nil
-			}
-			m := pending.m
-			frames := job.Frames(len(m.V))
-			for f, fr := range frames {
-				c := &fedpcav1.Correction{Rows: uint32(m.R), Cols: uint32(m.C), Words: job.EncodeShare(m.V[fr[0]:fr[1]]), More: f < len(frames)-1}
-				if err := streams[0].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Correction{Correction: c}}); err != nil {
-					return fail(0, err)
-				}
-			}
-			pending = nil
-		}
-	}
-	// The rounds: each member's frames of a round relayed, box by box, to
-	// their recipients as they come (the members queue what they receive,
-	// so a member still sending its own frames never holds this up).
-	relay := func(i int, r *fedpcav1.SolveResponse, round uint64) (more bool, err error) {
+	// The rounds: each member's frames of a round relayed to their
+	// recipients as they come (the members queue what they receive, so a
+	// member still sending its own frames never holds this up), until its
+	// last frame to every other party (More false).
+	relay := func(i int, r *fedpcav1.SolveResponse, round uint64, done []bool) (left int, err error) {
 		if r.GetRound() == nil || r.GetRound().GetRound() != round {
-			return false, permanent{fmt.Errorf("csp/%s sent %T (round %d) where round %d was due", names[i], r.GetMsg(), r.GetRound().GetRound(), round)}
+			return 0, permanent{fmt.Errorf("csp/%s sent %T (round %d) where round %d was due", names[i], r.GetMsg(), r.GetRound().GetRound(), round)}
 		}
-		ops := r.GetRound().GetOpenings()
-		if len(ops) != t-1 {
-			return false, permanent{fmt.Errorf("csp/%s sent %d openings in round %d, want one to each of %d parties", names[i], len(ops), round, t-1)}
-		}
-		seen := map[uint32]bool{}
-		for _, o := range ops {
+		for _, o := range r.GetRound().GetOpenings() {
 			to := int(o.GetToParty())
-			if to >= t || to == i || int(o.GetFromParty()) != i || seen[uint32(to)] || o.GetMore() != ops[0].GetMore() {
-				return false, permanent{fmt.Errorf("csp/%s sent an opening from party %d to party %d", names[i], o.GetFromParty(), to)}
+			if to >= n || to == i || int(o.GetFromParty()) != i || done[to] {
+				return 0, permanent{fmt.Errorf("csp/%s sent a frame from party %d to party %d in round %d", names[i], o.GetFromParty(), to, round)}
 			}
-			seen[uint32(to)] = true
 			if err := streams[to].Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Round{Round: &fedpcav1.SolveRound{Round: round, Openings: []*fedpcav1.SealedOpening{o}}}}); err != nil {
-				return false, fail(to, err)
+				return 0, fail(to, err)
+			}
+			done[to] = !o.GetMore()
+		}
+		for to, d := range done {
+			if to != i && !d {
+				left++
 			}
 		}
-		return ops[0].GetMore(), nil
+		return left, nil
 	}
-	outputs := make([][]byte, t)
+	outputs := make([][]byte, n)
 	for round := uint64(1); ; round++ {
-		if err := sendCorrections(int(round - 1)); err != nil {
+		if err := deal(int(round - 1)); err != nil {
 			return nil, err
 		}
-		first := make([]*fedpcav1.SolveResponse, t)
+		first := make([]*fedpcav1.SolveResponse, n)
 		done := 0
-		for i := range t {
+		for i := range n {
 			r, err := recv(i)
 			if err != nil {
 				return nil, err
@@ -378,20 +363,20 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 				done++
 			}
 		}
-		if done == t {
+		if done == n {
 			break
 		}
 		if done > 0 {
 			return nil, permanent{fmt.Errorf("the members ended the computation at different rounds (round %d)", round)}
 		}
-		for i := range t {
-			r := first[i]
+		for i := range n {
+			r, sent := first[i], make([]bool, n)
 			for {
-				more, err := relay(i, r, round)
+				left, err := relay(i, r, round, sent)
 				if err != nil {
 					return nil, err
 				}
-				if !more {
+				if left == 0 {
 					break
 				}
 				if r, err = recv(i); err != nil {
@@ -405,11 +390,76 @@ func (p *Proxy) runSolve(ctx context.Context, j *jobState, pj job.Program, deale
 			return nil, fail(i, err)
 		}
 	}
-	wg.Wait() // the dealer's run deals nothing after the last round
-	if dryErr != nil {
-		return nil, permanent{fmt.Errorf("the dealer's run: %w", dryErr)}
+	if err := stop(); err != nil {
+		return nil, permanent{fmt.Errorf("the dealer's run: %w", err)}
 	}
 	return outputs, nil
+}
+
+// deal starts the dealer's run when there is a dealer: the same program on
+// party 0's zero shares, its dealt shares out in order, each tagged with
+// the round it precedes. It returns deal(upTo), which sends party 0 (with
+// send) every correction due before round upTo + 1, and stop, which ends
+// the run and reports its error (the dealer's run deals nothing after the
+// last round). Without a dealer both do nothing.
+func (p *Proxy) deal(ctx context.Context, j *jobState, pj job.Program, dealer *mpc.Dealer, n int, send func(mpc.Mat) error) (deal func(int) error, stop func() error, err error) {
+	if dealer == nil {
+		return func(int) error { return nil }, func() error { return nil }, nil
+	}
+	l, err := j.spec.Layout(j.sch)
+	if err != nil {
+		return nil, nil, permanent{err}
+	}
+	corrections := make(chan correction, 16)
+	dry, err := mpc.NewDealerEngine(n, mpc.DefaultParams, dealer)
+	if err != nil {
+		return nil, nil, err
+	}
+	dctx, dcancel := context.WithCancel(ctx)
+	dealer.SetSink(func(m mpc.Mat) {
+		select {
+		case corrections <- correction{m, dry.Cost.Rounds}:
+		case <-dctx.Done():
+		}
+	})
+	var dryErr error
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		defer close(corrections)
+		zero := mpc.ModT{T: p.params.T(), S: make([][]uint64, n)}
+		zero.S[0] = make([]uint64, l.Len())
+		_, dryErr = pj.Run(dry, zero)
+	}()
+	var pending *correction
+	deal = func(upTo int) error {
+		for {
+			if pending == nil {
+				c, ok := <-corrections
+				if !ok {
+					return nil
+				}
+				pending = &c
+			}
+			if pending.round > upTo {
+				return nil
+			}
+			if err := send(pending.m); err != nil {
+				return err
+			}
+			pending = nil
+		}
+	}
+	var once sync.Once
+	stop = func() error {
+		once.Do(func() {
+			dcancel()
+			wg.Wait()
+		})
+		return dryErr
+	}
+	return deal, stop, nil
 }
 
 // lose marks a member's transport error as a lost member (a refusal stays

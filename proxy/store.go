@@ -167,8 +167,12 @@ type jobProgress struct {
 	Declined int `json:"declined"`
 	// Set at sealing: the active members (points and IDs), and whether any
 	// member has been asked to switch (after that the budget is spent).
-	Active   []uint32  `json:"active,omitempty"`
-	CSPs     []string  `json:"csps,omitempty"`
+	Active []uint32 `json:"active,omitempty"`
+	CSPs   []string `json:"csps,omitempty"`
+	// Parties are the three members that compute a components job whose
+	// randomness is the members' own (the active ones and others): empty
+	// otherwise, the active members computing.
+	Parties  []uint32  `json:"parties,omitempty"`
 	Switched bool      `json:"switched"`
 	SealedAt time.Time `json:"sealed_at"`
 	// SwitchStarted is when the first member was asked; Timings are the

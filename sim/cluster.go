@@ -614,5 +614,5 @@ func (c *Cluster) Dialer(id string) (transport.Dialer, error) {
 // its owners budgets no deployment would), but their k is the owners'
 // default cap, half the features.
 func OwnerPolicy(allowNoNoise bool) owner.Policy {
-	return owner.Policy{AllowNoNoise: allowNoNoise, Exact: owner.ExactRule{Jobs: 1 << 30, Period: owner.DefaultExactPeriod}}
+	return owner.Policy{AllowNoNoise: allowNoNoise, Exact: owner.ExactRule{Jobs: 1 << 30, Period: owner.DefaultExactPeriod}, AllowDealer: true}
 }

@@ -204,7 +204,9 @@ func TestComponentsDPDiscriminant(t *testing.T) {
 }
 
 // TestComponentsDPWine: DP DCA and LDA components-only jobs through the
-// daemons (epsilon 1, the servers plan, one member of three down): the
+// daemons (epsilon 1, the servers plan): DCA with the three members making
+// their own randomness, then LDA with one member of three down and the
+// proxy dealing (owners allowing it). For both, the
 // members choose the regulariser on shares; the user's result holds unit
 // components (or zero ones), finite eigenvalues, n and a quality block
 // with the noise and the note on what the release cannot tell, and no
@@ -221,11 +223,15 @@ func TestComponentsDPWine(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	if err := s.Cluster().StopCSP(0); err != nil {
-		t.Fatal(err)
-	}
 	for _, a := range []string{job.DCA, job.LDA} {
-		rep, err := s.Run(ctx, JobOptions{Analysis: a, K: 2, Epsilon: 1, Release: job.ReleaseComponents})
+		randomness := job.RandomnessMembers
+		if a == job.LDA {
+			if err := s.Cluster().StopCSP(0); err != nil {
+				t.Fatal(err)
+			}
+			randomness = job.RandomnessDealer
+		}
+		rep, err := s.Run(ctx, JobOptions{Analysis: a, K: 2, Epsilon: 1, Release: job.ReleaseComponents, Randomness: randomness})
 		if err != nil {
 			t.Fatal(err)
 		}

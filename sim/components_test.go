@@ -31,20 +31,20 @@ import (
 )
 
 // TestComponentsWine: an exact components PCA job end to end through the
-// daemons (5 owners allowing exact components, 3 members of which any 2
-// compute): the user's result holds the top k components, their covariance
-// eigenvalues and n, nothing else, and they equal the plaintext PCA of the
-// same rows within the accuracy, although one of the two computing
-// members crashes in the middle of the computation (its connections cut,
-// as kill -9 does) and the proxy computes again with the spare member. A
-// second job, computed by the two members left, loses one of them the same
-// way with none spare: it fails within a minute, naming them, and releases
-// nothing.
+// daemons (5 owners allowing exact components; a committee of 4, any 3 of
+// which compute with their own randomness, no dealer): the user's result
+// holds the top k components, their covariance eigenvalues and n, nothing
+// else, and they equal the plaintext PCA of the same rows within the
+// issue's accuracy, although one of the three computing members crashes in
+// the middle of the computation (its connections cut, as kill -9 does) and
+// the proxy computes again with the spare member. A second job, computed
+// by the three members left, loses one of them the same way with none
+// spare: it fails within a minute, naming them, and releases nothing.
 func TestComponentsWine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("COMPONENTS_TIMEOUT_S", 300))*time.Second)
 	defer cancel()
 	data, _ := datasets.CSV("wine")
-	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 5, CSPs: 3, Threshold: 2, Dir: t.TempDir(), Seed: 1, Logger: componentsLogger(t),
+	s, err := NewSimulator(ctx, Simulation{Data: data, Name: "wine", Label: "label", Owners: 5, CSPs: 4, Threshold: 3, Dir: t.TempDir(), Seed: 1, Logger: componentsLogger(t),
 		AllowExactComponents: true}) // owners take part in exact components jobs only when allowed
 	if err != nil {
 		t.Fatal(err)
@@ -52,8 +52,8 @@ func TestComponentsWine(t *testing.T) {
 	defer s.Close()
 
 	const k = 3
-	crashed := crashInRound(t, s, 3, 1) // csp-2, of the active csp-1 and csp-2
-	rep, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: k, NoNoise: true, Release: job.ReleaseComponents})
+	crashed := crashInRound(t, s, 3, 1) // csp-2, of the computing csp-1, csp-2 and csp-3
+	rep, err := s.Run(ctx, JobOptions{Analysis: job.PCA, K: k, NoNoise: true, Release: job.ReleaseComponents, Randomness: job.RandomnessMembers})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +61,7 @@ func TestComponentsWine(t *testing.T) {
 		t.Fatal("the member was not crashed during the computation")
 	}
 	// csp-2 crashed in round 3, before any member could seal its output:
-	// the release came from csp-1 and csp-3.
+	// the release came from csp-1, csp-3 and csp-4.
 	res := rep.Result
 	if res.Released != job.ReleaseComponents || res.Output == nil || res.Components != nil || res.Release != nil || res.Quality != nil {
 		t.Fatalf("result: released %q, output %v, statistics' components %v, release %v, quality %v",
@@ -86,9 +86,9 @@ func TestComponentsWine(t *testing.T) {
 	t.Logf("wine exact components, a member lost in round 3: angles %.3g deg, eigenvalue errors %.3g, total %.2fs",
 		rep.Utility.PrincipalAnglesDeg, rep.Utility.EigenvalueRelErrors, rep.Timings.Total)
 
-	// None spare: csp-1 and csp-3 compute, csp-3 crashes.
+	// None spare: csp-1, csp-3 and csp-4 compute, csp-3 crashes.
 	crashed = crashInRound(t, s, 3, 2)
-	spec, _ := submitComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true})
+	spec, _ := submitComponents(ctx, t, s, JobOptions{Analysis: job.PCA, K: k, NoNoise: true, Randomness: job.RandomnessMembers})
 	st, err := s.user.Wait(ctx, spec.ID(), nil)
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions
 	took := time.Since(start)
 	seen.WriteString(prototext.Format(first))
 	hd := first.GetHeader()
-	if hd.GetCiphertexts() != 0 || len(hd.GetPoints()) != spec.CommitteeThreshold {
+	if hd.GetCiphertexts() != 0 || spec.CheckOutputPoints(hd.GetPoints()) != nil {
 		t.Fatalf("header: %d ciphertexts, points %v", hd.GetCiphertexts(), hd.GetPoints())
 	}
 	var shares [][]byte
@@ -206,7 +206,7 @@ func runComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOptions
 	if _, err := stream.Recv(); err != io.EOF {
 		t.Fatalf("after the outputs: %v", err)
 	}
-	sum, err := job.SumShares(len(sch.Features), o.K, shares...)
+	sum, err := spec.CombineShares(len(sch.Features), shares)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -229,7 +229,10 @@ func submitComponents(ctx context.Context, t *testing.T, s *Simulator, o JobOpti
 	if err != nil {
 		t.Fatal(err)
 	}
-	spec.Release, spec.ResultKey = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes())
+	spec.Release, spec.ResultKey, spec.Randomness = job.ReleaseComponents, hex.EncodeToString(key.PublicKey().Bytes()), o.Randomness
+	if spec.Randomness == "" {
+		spec.Randomness = job.DefaultRandomness(spec.CommitteeN, spec.CommitteeThreshold)
+	}
 	if _, err := s.user.Submit(ctx, spec, s.Schema()); err != nil {
 		t.Fatal(err)
 	}
@@ -392,8 +395,10 @@ func TestComponentsCost(t *testing.T) {
 	t.Logf("median %v", took[1])
 }
 
-// TestComponentsDCAWine: exact components-only DCA through the daemons,
-// one member of three down, against the statistics release's DCA.
+// TestComponentsDCAWine: exact components-only DCA and LDA through the
+// daemons against the statistics release's: DCA computed by the three
+// members with their own randomness, LDA with one member of three down
+// and the proxy dealing.
 func TestComponentsDCAWine(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
@@ -409,12 +414,16 @@ func TestComponentsDCAWine(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := s.Cluster().StopCSP(0); err != nil {
-		t.Fatal(err)
-	}
 	d := len(s.Schema().Features)
 	for _, a := range []string{job.DCA, job.LDA} {
-		out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: a, K: 2, NoNoise: true})
+		randomness := job.RandomnessMembers
+		if a == job.LDA {
+			if err := s.Cluster().StopCSP(0); err != nil {
+				t.Fatal(err)
+			}
+			randomness = job.RandomnessDealer
+		}
+		out, _, took := runComponents(ctx, t, s, JobOptions{Analysis: a, K: 2, NoNoise: true, Randomness: randomness})
 		c := refs[a].Result.Components
 		for i := range 2 {
 			want := c.Eigenvalues[i]
@@ -430,6 +439,6 @@ func TestComponentsDCAWine(t *testing.T) {
 				t.Errorf("%s component %d: eigenvalue %g against %g, angle %g rad", a, i, out.Values[i], want, angle)
 			}
 		}
-		t.Logf("%s components of wine through the daemons in %v", a, took)
+		t.Logf("%s components of wine through the daemons (randomness %s) in %v", a, randomness, took)
 	}
 }

@@ -88,6 +88,9 @@ type JobOptions struct {
 	// Release is what the user learns: the statistics ("") or the top K
 	// components only (job.ReleaseComponents).
 	Release string
+	// Randomness is a components job's (job.RandomnessMembers or
+	// job.RandomnessDealer; empty: user.Request's default).
+	Randomness string
 	// Progress is called at every change of the job's status.
 	Progress func(*fedpcav1.JobStatus)
 }
@@ -399,7 +402,7 @@ func userRequest(s *Simulator, o JobOptions) user.Request {
 	}
 	return user.Request{Schema: sch, Analysis: o.Analysis, K: o.K, Epsilon: o.Epsilon, Delta: delta, NoNoise: o.NoNoise,
 		Plan: o.Plan, Tolerate: o.Tolerate, Split: split, Owners: s.owners, MinOwners: o.MinOwners,
-		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize, Release: o.Release}
+		Deadline: time.Now().Add(time.Hour), MaxOwnerRows: s.ownerRows, Standardize: o.Standardize, Release: o.Release, Randomness: o.Randomness}
 }
 
 // fetch downloads the result, then decrypts and analyses it, timing the

@@ -10,7 +10,6 @@ import (
 	"math"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
-	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/seal"
@@ -61,14 +60,10 @@ func (c *Client) downloadSealed(ctx context.Context, s *job.Spec) (*fedpcav1.Res
 	return hd, boxes, nil
 }
 
-// checkPoints checks a components result's points: exactly the spec's
-// threshold of distinct members of its committee.
+// checkPoints checks a components result's points: the members that
+// computed it (job.Spec.CheckOutputPoints).
 func checkPoints(s *job.Spec, points []uint32) error {
-	active := make([]he.Point, len(points))
-	for i, p := range points {
-		active[i] = he.Point(p)
-	}
-	if err := (he.Committee{N: s.CommitteeN, Threshold: s.CommitteeThreshold}).CheckActive(active); err != nil {
+	if err := s.CheckOutputPoints(points); err != nil {
 		return fmt.Errorf("the members' points %v: %w", points, err)
 	}
 	return nil
@@ -119,6 +114,9 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 	}
 	d, k := sch.D(), s.K
 	want := 16 * job.OutputLen(d, k)
+	if !s.Dealt() {
+		want *= 2 // each party's two components
+	}
 	shares := make([][]byte, len(boxes))
 	for i, box := range boxes {
 		pt, err := seal.Open(key, job.OutputAAD(s.ID(), points[i]), box)
@@ -130,9 +128,9 @@ func OpenOutput(key *ecdh.PrivateKey, s *job.Spec, sch *schema.Schema, points []
 		}
 		shares[i] = pt
 	}
-	sum, err := job.SumShares(d, k, shares...)
+	sum, err := s.CombineShares(d, shares)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%w (the members' outputs do not belong together: tell the proxy's operator)", err)
 	}
 	out, err := s.Decode(sum, sch)
 	if err != nil {

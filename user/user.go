@@ -192,6 +192,10 @@ type Request struct {
 	// only the top K components, their eigenvalues and n
 	// (job.ReleaseComponents, sealed to the client's ResultKey).
 	Release string
+	// Randomness is a components job's source of randomness
+	// (job.RandomnessMembers or job.RandomnessDealer; empty: the members'
+	// own where the committee allows it, job.DefaultRandomness).
+	Randomness string
 }
 
 // Config configures a client.
@@ -420,6 +424,10 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 			return nil, ErrNoResultKey
 		}
 		s.ResultKey = hex.EncodeToString(c.cfg.ResultKey.PublicKey().Bytes())
+		s.Randomness = r.Randomness
+		if s.Randomness == "" {
+			s.Randomness = job.DefaultRandomness(s.CommitteeN, s.CommitteeThreshold)
+		}
 	}
 	if r.NoNoise {
 		s.Epsilon = 0

@@ -299,6 +299,7 @@ It accepts only a committee key that every member of the committee it pins
 				floatFlag("max-delta", owner.DefaultMaxDelta, "largest delta of one job"),
 				strsFlag("users", "users allowed to run jobs, by key: each an ID this node's trust store lists, a SPIFFE ID, or ID=FINGERPRINT (default: any user the trust store accepts)"),
 				boolFlag("allow-no-noise", "take part in jobs without DP noise (tests only)"),
+				boolFlag("allow-dealer-components", "take part in components jobs whose correlated randomness the proxy deals (user run --randomness dealer): the proxy with one computing member could then learn the statistics, and wrong randomness goes undetected; off: only jobs whose three computing members make their own"),
 				boolFlag("allow-exact-components", "take part in components jobs without DP noise (user run --release components --no-noise): the user learns the exact top-k components, their eigenvalues and the row count, computed by the committee in secret-shared arithmetic, and nothing else; off: such jobs are declined (policy)"),
 				intFlag("exact-components-max-k", 0, "the most exact components a job may release (0: half the schema's features, at least 1; never more than d - 2, whose eigenpairs would give the covariance)"),
 				intFlag("exact-components-jobs", owner.DefaultExactJobs, "how many exact components jobs each source of rows takes part in per --exact-components-period (each is recorded in its ledger with what it released)"),
@@ -359,7 +360,7 @@ It accepts only a committee key that every member of the committee it pins
 				o, err := owner.New(owner.Config{ID: d.Identity().ID, Listener: l, Dialer: d, ProxyAddr: cmd.String("proxy"), Store: cmd.String("state"), MetricsListener: ml,
 					Datasets: sets, PollInterval: cmd.Duration("poll"), IdleTimeout: cmd.Duration("idle-timeout"), UploadHold: cmd.Duration("upload-hold"), Logger: log.With("id", d.Identity().ID),
 					Policy: owner.Policy{Users: users, MaxEpsilon: cmd.Float64("max-epsilon"), MaxDelta: cmd.Float64("max-delta"),
-						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise"), AllowExactComponents: cmd.Bool("allow-exact-components"),
+						Committee: committee, AllowNoNoise: cmd.Bool("allow-no-noise"), AllowExactComponents: cmd.Bool("allow-exact-components"), AllowDealer: cmd.Bool("allow-dealer-components"),
 						ExactMaxK: cmd.Int("exact-components-max-k"), Exact: owner.ExactRule{Jobs: cmd.Int("exact-components-jobs"), Period: cmd.Duration("exact-components-period")}}})
 				if err != nil {
 					return err

@@ -79,7 +79,7 @@ func simulateFlags() []cli.Flag {
 		intFlag("owner-farms", 0, "run the owners in this many child processes (with --transport tcp), for thousands of owners"),
 		strFlag("synthetic", "", "synthetic data ROWSxDxK (e.g. 10000x50x5) instead of --data or --dataset"),
 		boolFlag("standardize", "pca: the components of the release's correlation matrix (free post-processing; implied by --auto-schema)"),
-		releaseFlag(),
+		releaseFlag(), randomnessFlag(),
 		boolFlag("auto-schema", "choose the schema privately: owners serve declared bounds (the observed range widened by a quarter on each side), a profile job picks centers, scales and C, then the main job runs under it, all within --epsilon"),
 		floatFlag("profile-share", 0, "with --auto-schema: the profile's share of the total budget (of mu^2; 0: 0.1, or 0.02 with --keep-scales)"),
 		floatFlag("quantile", 0, "with --auto-schema: C is set at this quantile of the row norms (0: 0.05, 0.5 or 0.9 by the rows per unit of noise, see docs/BENCHMARKS.md)"),
@@ -343,6 +343,9 @@ func jobOptions(cmd *cli.Command) (sim.JobOptions, error) {
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split,
 		Standardize: cmd.Bool("standardize")}
 	if o.Release, err = parseRelease(cmd, o.Analysis); err != nil {
+		return o, err
+	}
+	if o.Randomness, err = parseRandomness(cmd, o.Release); err != nil {
 		return o, err
 	}
 	if o.Release == job.ReleaseComponents && cmd.Bool("auto-schema") {

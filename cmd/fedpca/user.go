@@ -53,6 +53,25 @@ func releaseFlag() cli.Flag {
 	return strFlag("release", "statistics", "what the user learns: statistics (the noisy scatter statistics, analysed here) or components (pca, dca or lda: the committee computes the top k components, their eigenvalues and n in secret-shared arithmetic and only those reach the user, sealed to KEYS/result.key; with --no-noise only owners that allow exact components take part)")
 }
 
+// randomnessFlag chooses where a components job's randomness comes from.
+func randomnessFlag() cli.Flag {
+	return strFlag("randomness", "", "a components job's correlated randomness: members (three members compute and make it themselves: nobody else can unmask their computation) or dealer (the proxy deals it: two members suffice, but the proxy with one member could learn the statistics, and owners decline it unless they allow it); default: members where the committee has three members or more")
+}
+
+// parseRandomness reads --randomness (for a components release only).
+func parseRandomness(cmd *cli.Command, release string) (string, error) {
+	r := cmd.String("randomness")
+	switch {
+	case r == "":
+		return "", nil
+	case release != job.ReleaseComponents:
+		return "", errors.New("--randomness: for --release components only")
+	case r == job.RandomnessMembers || r == job.RandomnessDealer:
+		return r, nil
+	}
+	return "", fmt.Errorf("--randomness %q: want members or dealer", r)
+}
+
 // parseRelease reads --release for an analysis: the spec's Release.
 func parseRelease(cmd *cli.Command, analysis string) (string, error) {
 	switch r := cmd.String("release"); r {
@@ -183,7 +202,7 @@ or to cancel the job (fedpca user cancel), which returns the owners' budget.`,
 				intFlag("tolerate", 0, "noise parties the user may collude with and still get the guarantee"),
 				budgetSplitFlag(),
 				boolFlag("standardize", "pca: the components of the release's correlation matrix (the rows standardised by the release's own std; free post-processing, for a schema whose scales are rough, e.g. from user profile)"),
-				releaseFlag(),
+				releaseFlag(), randomnessFlag(),
 				&cli.DurationFlag{Name: "deadline", Value: 10 * time.Minute, Usage: "how long the job accepts uploads", Sources: env("deadline")},
 				&cli.IntFlag{Name: "max-owner-rows", Usage: "public per-owner row cap: each owner uses at most this many rows and drops the rest, counting them in its own log (0: the largest the plaintext range allows for the job, printed when it is below 10 million)", Sources: env("max-owner-rows")},
 				strFlag("method", "release", "pca: release (the d x d statistics release) or power (the noisy power method for many features, in rounds: --oversample, --rounds, --power-seed or --start, --round-window)"),
@@ -520,6 +539,10 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	if err != nil {
 		return err
 	}
+	randomness, err := parseRandomness(cmd, release)
+	if err != nil {
+		return err
+	}
 	if err := checkOutputs(cmd); err != nil {
 		return err
 	}
@@ -549,7 +572,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	req := user.Request{Schema: sch, Analysis: cmd.String("analysis"), K: k, Epsilon: cmd.Float64("epsilon"), Delta: cmd.Float64("delta"),
 		NoNoise: cmd.Bool("no-noise"), Plan: cmd.String("noise-plan"), Tolerate: cmd.Int("tolerate"), Split: split, Owners: owners,
 		MinOwners: cmd.Int("min-owners"), Deadline: time.Now().Add(cmd.Duration("deadline")), MaxOwnerRows: int64(cmd.Int("max-owner-rows")),
-		Standardize: cmd.Bool("standardize"), Release: release}
+		Standardize: cmd.Bool("standardize"), Release: release, Randomness: randomness}
 	if req.Power, req.PowerStart, err = powerRequest(cmd, sch, k); err != nil {
 		return err
 	}

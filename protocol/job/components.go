@@ -7,6 +7,7 @@ import (
 
 	"github.com/fedpca/fedpca/protocol/analysis"
 	"github.com/fedpca/fedpca/protocol/eigen"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/mpc"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
@@ -55,6 +56,57 @@ func SumShares(d, k int, shares ...[]byte) ([]mpc.Word, error) {
 		}
 	}
 	return sum, nil
+}
+
+// CombineShares is the user's step of a components release: the
+// computing members' output shares (EncodeShare's bytes, in party order:
+// their points ascending) added, with a dealer; with the members' own
+// randomness, each of the three parties' two components of the output
+// checked against the other copy and added (mpc.CombineReplicated: a party
+// that changed its components is caught).
+func (s *Spec) CombineShares(d int, shares [][]byte) ([]mpc.Word, error) {
+	if s.Dealt() {
+		return SumShares(d, s.K, shares...)
+	}
+	if len(shares) != ReplicatedParties {
+		return nil, fmt.Errorf("components output: %d shares, want one from each of the %d computing members", len(shares), ReplicatedParties)
+	}
+	n := OutputLen(d, s.K)
+	var parts [ReplicatedParties][]mpc.Word
+	for i, b := range shares {
+		if len(b) != 32*n {
+			return nil, fmt.Errorf("components output: share %d has %d bytes, want %d (two components of %d words)", i, len(b), 32*n, n)
+		}
+		parts[i] = make([]mpc.Word, 2*n)
+		for j := range parts[i] {
+			parts[i][j] = mpc.WordFromBytes(b[16*j:])
+		}
+	}
+	return mpc.CombineReplicated(parts)
+}
+
+// CheckOutputPoints checks the points of the members whose output shares
+// make a components release: with a dealer the job's threshold of its
+// committee's members, with the members' own randomness three, in point
+// order.
+func (s *Spec) CheckOutputPoints(points []uint32) error {
+	c := s.Committee()
+	if s.Dealt() {
+		active := make([]he.Point, len(points))
+		for i, p := range points {
+			active[i] = he.Point(p)
+		}
+		return c.CheckActive(active)
+	}
+	if len(points) != ReplicatedParties {
+		return fmt.Errorf("%d members' outputs, want the %d that computed", len(points), ReplicatedParties)
+	}
+	for i, p := range points {
+		if p < 1 || int(p) > c.N || (i > 0 && p <= points[i-1]) {
+			return fmt.Errorf("points %v: want %d distinct members of the committee of %d, in order", points, ReplicatedParties, c.N)
+		}
+	}
+	return nil
 }
 
 // Output is a decoded components release.

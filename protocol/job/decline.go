@@ -137,18 +137,23 @@ const (
 	// the detail's value, per --exact-components-period). It depends on the
 	// jobs the owner took part in, never on its rows.
 	LimitExactJobs PolicyLimit = 6
+	// LimitComponentsDealer: the components job's randomness is dealt by
+	// the proxy, and the owner takes part only in jobs whose members make
+	// their own (--allow-dealer-components).
+	LimitComponentsDealer PolicyLimit = 7
 )
 
 var limits = map[PolicyLimit]struct {
 	name   string
 	valued bool
 }{
-	LimitMaxEpsilon:      {"max_epsilon", true},
-	LimitMaxDelta:        {"max_delta", true},
-	LimitNoNoise:         {"no_noise", false},
-	LimitExactComponents: {"exact_components", false},
-	LimitExactMaxK:       {"exact_components_max_k", true},
-	LimitExactJobs:       {"exact_components_jobs", true},
+	LimitMaxEpsilon:       {"max_epsilon", true},
+	LimitMaxDelta:         {"max_delta", true},
+	LimitNoNoise:          {"no_noise", false},
+	LimitExactComponents:  {"exact_components", false},
+	LimitExactMaxK:        {"exact_components_max_k", true},
+	LimitExactJobs:        {"exact_components_jobs", true},
+	LimitComponentsDealer: {"components_dealer", false},
 }
 
 // String returns the limit's name, e.g. "max_epsilon".
@@ -244,6 +249,8 @@ func (d Decline) Explain(detail DeclineDetail, features []string) string {
 		return fmt.Sprintf("%s: it releases at most %g exact components (owner serve --exact-components-max-k)", text, detail.LimitValue)
 	case detail.Limit == LimitExactJobs:
 		return fmt.Sprintf("%s: its source of rows has taken part in its limit of %g exact components jobs for the period (owner serve --exact-components-jobs)", text, detail.LimitValue)
+	case detail.Limit == LimitComponentsDealer:
+		return text + ": its randomness is dealt by the proxy, and the owner takes part only in components jobs whose members make their own (owner serve --allow-dealer-components; user run --randomness members)"
 	case detail.Field == "id":
 		return text + ": the owner serves no dataset of this name"
 	case detail.Field != "" && detail.Feature >= 0:

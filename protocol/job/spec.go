@@ -145,6 +145,13 @@ type Spec struct {
 	// the output to.
 	Release   string `json:"release,omitempty"`
 	ResultKey string `json:"result_key,omitempty"`
+	// Randomness is, for a components release, where the computation's
+	// correlated randomness comes from: "members" (three committee
+	// members compute in replicated secret sharing and make it
+	// themselves: no party outside them deals anything) or "dealer" (t
+	// members compute with Beaver triples the proxy deals, so the proxy
+	// with one member learns the statistics). docs/PROTOCOL.md 7.2.
+	Randomness string `json:"randomness,omitempty"`
 	// Power makes the job a power-method job's parent spec
 	// (docs/PROTOCOL.md section 13): T + 1 rounds, each admitted by a
 	// RoundSpec the user signs, all charged once at this spec's cost.
@@ -156,6 +163,38 @@ const (
 	ReleaseStatistics = ""
 	ReleaseComponents = "components"
 )
+
+// A components release's sources of randomness (Spec.Randomness).
+const (
+	RandomnessMembers = "members"
+	RandomnessDealer  = "dealer"
+)
+
+// ReplicatedParties is how many members compute a components job whose
+// randomness is the members' own (replicated secret sharing).
+const ReplicatedParties = 3
+
+// Dealt reports a components job whose randomness the proxy deals.
+func (s *Spec) Dealt() bool { return s.Components() && s.Randomness == RandomnessDealer }
+
+// Parties is how many members compute a components job: three with the
+// members' own randomness, the threshold with a dealer.
+func (s *Spec) Parties() int {
+	if s.Dealt() {
+		return s.CommitteeThreshold
+	}
+	return ReplicatedParties
+}
+
+// DefaultRandomness is a components job's randomness when its user names
+// none: the members' own where the committee allows it (three members or
+// more, a threshold of three or fewer), else the dealer.
+func DefaultRandomness(n, t int) string {
+	if n >= ReplicatedParties && t <= ReplicatedParties {
+		return RandomnessMembers
+	}
+	return RandomnessDealer
+}
 
 // MaxExactK is the most components a job without DP noise may release of
 // d features: d - 2 (none below 3 features). The top d - 1 eigenpairs of a
@@ -403,7 +442,19 @@ func (s *Spec) Validate() error {
 		if s.ResultKey != "" {
 			return bad("result_key", "only for a components release")
 		}
+		if s.Randomness != "" {
+			return bad("randomness", "only for a components release")
+		}
 	case ReleaseComponents:
+		switch s.Randomness {
+		case RandomnessMembers:
+			if s.CommitteeN < ReplicatedParties || s.CommitteeThreshold > ReplicatedParties {
+				return bad("randomness", "the members' own randomness needs three members computing, so a committee of at least 3 with a threshold of at most 3 (this one is %d-of-%d): use %q", s.CommitteeThreshold, s.CommitteeN, RandomnessDealer)
+			}
+		case RandomnessDealer:
+		default:
+			return bad("randomness", "%q, want %q (three members compute and make their randomness themselves) or %q (the proxy deals it: the proxy with one member learns the statistics)", s.Randomness, RandomnessMembers, RandomnessDealer)
+		}
 		if s.Analysis != PCA && s.Analysis != DCA && s.Analysis != LDA {
 			return bad("release", "components of %s: pca, dca and lda only", s.Analysis)
 		}

@@ -21,6 +21,9 @@ type Channel struct {
 	aead cipher.AEAD
 	mine []byte
 	peer []byte
+	// shared, salt and context derive the channel's other keys (Key).
+	shared, salt []byte
+	context      string
 }
 
 // NewChannel derives the channel between priv's owner and the owner of
@@ -42,7 +45,8 @@ func NewChannel(priv *ecdh.PrivateKey, peer []byte, context string) (*Channel, e
 	if bytes.Equal(lo, hi) {
 		return nil, fmt.Errorf("channel: the peer's key is this party's own")
 	}
-	k, err := hkdf.Key(sha256.New, shared, append(append([]byte{}, lo...), hi...), "fedpca channel v1\x00"+context, keyLen)
+	salt := append(append([]byte{}, lo...), hi...)
+	k, err := hkdf.Key(sha256.New, shared, salt, "fedpca channel v1\x00"+context, keyLen)
 	if err != nil {
 		return nil, err
 	}
@@ -50,7 +54,22 @@ func NewChannel(priv *ecdh.PrivateKey, peer []byte, context string) (*Channel, e
 	if err != nil {
 		return nil, err
 	}
-	return &Channel{aead: gcm, mine: mine, peer: peer}, nil
+	return &Channel{aead: gcm, mine: mine, peer: peer, shared: shared, salt: salt, context: context}, nil
+}
+
+// Key derives a 32-byte key that only the channel's two parties know, for
+// label (HKDF-SHA-256 of the same shared secret as the channel's, with
+// another info: independent of the channel's key and of every other
+// label's): keys two parties draw the same randomness from, such as a
+// replicated computation's pseudorandom secret sharing.
+func (c *Channel) Key(label string) ([32]byte, error) {
+	var out [32]byte
+	k, err := hkdf.Key(sha256.New, c.shared, c.salt, "fedpca channel key v1\x00"+c.context+"\x00"+label, len(out))
+	if err != nil {
+		return out, err
+	}
+	copy(out[:], k)
+	return out, nil
 }
 
 // nonce is the message number and the direction: 0 from the lower public

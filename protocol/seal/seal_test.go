@@ -125,4 +125,16 @@ func TestChannel(t *testing.T) {
 	if _, err := NewChannel(a, a.PublicKey().Bytes(), "x"); err == nil {
 		t.Error("a channel to oneself")
 	}
+	// Derived keys: the same at both ends, another for another label,
+	// context or peer.
+	k1, _ := ab.Key("prss 1")
+	k2, _ := ba.Key("prss 1")
+	k3, _ := ab.Key("prss 2")
+	k4, _ := other.Key("prss 1")
+	c, _ := NewExchangeKey()
+	ac, _ := NewChannel(a, c.PublicKey().Bytes(), "job 1")
+	k5, _ := ac.Key("prss 1")
+	if k1 != k2 || k1 == k3 || k1 == k4 || k1 == k5 || k1 == ([32]byte{}) {
+		t.Errorf("derived keys: both ends %v, other label %v, other context %v, other peer %v", k1 == k2, k1 != k3, k1 != k4, k1 != k5)
+	}
 }

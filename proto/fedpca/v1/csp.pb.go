@@ -1800,12 +1800,18 @@ type SolveHeader struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Job   *KeySwitchHeader       `protobuf:"bytes,1,opt,name=job,proto3" json:"job,omitempty"`
 	// party is this member's index in the computation: its rank among the
-	// active points (party 0 is the lowest point, the conversion's
-	// receiver).
+	// computing points (parties; with a dealer, the active points; party 0
+	// is the lowest point).
 	Party uint32 `protobuf:"varint,2,opt,name=party,proto3" json:"party,omitempty"`
 	// seed keys this member's stream of the dealer's randomness (32 bytes;
-	// empty for party 0, which receives corrections).
-	Seed          []byte `protobuf:"bytes,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	// empty for party 0, which receives corrections, and for every party of
+	// a job whose randomness is the members' own).
+	Seed []byte `protobuf:"bytes,3,opt,name=seed,proto3" json:"seed,omitempty"`
+	// parties are the points of the three members that compute a job whose
+	// randomness is the members' own (job.Spec.Randomness "members"): the
+	// job's active points, which convert the sum to shares, and as many
+	// others as make three; empty with a dealer.
+	Parties       []uint32 `protobuf:"varint,4,rep,packed,name=parties,proto3" json:"parties,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1857,6 +1863,13 @@ func (x *SolveHeader) GetParty() uint32 {
 func (x *SolveHeader) GetSeed() []byte {
 	if x != nil {
 		return x.Seed
+	}
+	return nil
+}
+
+func (x *SolveHeader) GetParties() []uint32 {
+	if x != nil {
+		return x.Parties
 	}
 	return nil
 }
@@ -2489,11 +2502,12 @@ const file_fedpca_v1_csp_proto_rawDesc = "" +
 	"correction\x18\a \x01(\v2\x15.fedpca.v1.CorrectionH\x00R\n" +
 	"correction\x12-\n" +
 	"\x05round\x18\b \x01(\v2\x15.fedpca.v1.SolveRoundH\x00R\x05roundB\x05\n" +
-	"\x03msg\"e\n" +
+	"\x03msg\"\x7f\n" +
 	"\vSolveHeader\x12,\n" +
 	"\x03job\x18\x01 \x01(\v2\x1a.fedpca.v1.KeySwitchHeaderR\x03job\x12\x14\n" +
 	"\x05party\x18\x02 \x01(\rR\x05party\x12\x12\n" +
-	"\x04seed\x18\x03 \x01(\fR\x04seed\"r\n" +
+	"\x04seed\x18\x03 \x01(\fR\x04seed\x12\x18\n" +
+	"\aparties\x18\x04 \x03(\rR\aparties\"r\n" +
 	"\bSolveKey\x12\x14\n" +
 	"\x05point\x18\x01 \x01(\rR\x05point\x12\x10\n" +
 	"\x03key\x18\x02 \x01(\fR\x03key\x12\x1c\n" +

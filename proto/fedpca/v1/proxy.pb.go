@@ -98,6 +98,9 @@ const (
 	// The owner's source of rows took part in as many exact components jobs
 	// as it takes per period.
 	PolicyLimit_POLICY_LIMIT_EXACT_COMPONENTS_JOBS PolicyLimit = 6
+	// The components job's randomness is dealt by the proxy, and the owner
+	// takes part only in jobs whose members make their own.
+	PolicyLimit_POLICY_LIMIT_COMPONENTS_DEALER PolicyLimit = 7
 )
 
 // Enum value maps for PolicyLimit.
@@ -110,6 +113,7 @@ var (
 		4: "POLICY_LIMIT_EXACT_COMPONENTS",
 		5: "POLICY_LIMIT_EXACT_COMPONENTS_MAX_K",
 		6: "POLICY_LIMIT_EXACT_COMPONENTS_JOBS",
+		7: "POLICY_LIMIT_COMPONENTS_DEALER",
 	}
 	PolicyLimit_value = map[string]int32{
 		"POLICY_LIMIT_UNSPECIFIED":            0,
@@ -119,6 +123,7 @@ var (
 		"POLICY_LIMIT_EXACT_COMPONENTS":       4,
 		"POLICY_LIMIT_EXACT_COMPONENTS_MAX_K": 5,
 		"POLICY_LIMIT_EXACT_COMPONENTS_JOBS":  6,
+		"POLICY_LIMIT_COMPONENTS_DEALER":      7,
 	}
 )
 
@@ -3213,7 +3218,7 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x0eJOB_STATE_OPEN\x10\x01\x12\x17\n" +
 	"\x13JOB_STATE_SWITCHING\x10\x02\x12\x12\n" +
 	"\x0eJOB_STATE_DONE\x10\x03\x12\x14\n" +
-	"\x10JOB_STATE_FAILED\x10\x04*\xf4\x01\n" +
+	"\x10JOB_STATE_FAILED\x10\x04*\x98\x02\n" +
 	"\vPolicyLimit\x12\x1c\n" +
 	"\x18POLICY_LIMIT_UNSPECIFIED\x10\x00\x12\x1c\n" +
 	"\x18POLICY_LIMIT_MAX_EPSILON\x10\x01\x12\x1a\n" +
@@ -3221,7 +3226,8 @@ const file_fedpca_v1_proxy_proto_rawDesc = "" +
 	"\x15POLICY_LIMIT_NO_NOISE\x10\x03\x12!\n" +
 	"\x1dPOLICY_LIMIT_EXACT_COMPONENTS\x10\x04\x12'\n" +
 	"#POLICY_LIMIT_EXACT_COMPONENTS_MAX_K\x10\x05\x12&\n" +
-	"\"POLICY_LIMIT_EXACT_COMPONENTS_JOBS\x10\x06*\xd0\x02\n" +
+	"\"POLICY_LIMIT_EXACT_COMPONENTS_JOBS\x10\x06\x12\"\n" +
+	"\x1ePOLICY_LIMIT_COMPONENTS_DEALER\x10\a*\xd0\x02\n" +
 	"\rDeclineReason\x12\x1e\n" +
 	"\x1aDECLINE_REASON_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15DECLINE_REASON_POLICY\x10\x01\x12\x19\n" +
