@@ -22,7 +22,8 @@ import (
 // without noise. A components job with noise needs neither. Of d = 6
 // features it releases at most d/2 = 3 exact components unless its policy
 // says more, and never more than d - 2 (the spec's own limit), declining
-// with the limit and its value.
+// with the limit and its value. A components job whose randomness the
+// proxy deals is declined unless the policy allows it.
 func TestExactComponentsPolicy(t *testing.T) {
 	p, err := he.NewDefaultParams()
 	if err != nil {
@@ -47,7 +48,9 @@ func TestExactComponentsPolicy(t *testing.T) {
 			HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 1, CommitteeThreshold: 1,
 			CommitteeKey: strings.Repeat("c", 64), User: alice.Identity.String(), UserKey: strings.Repeat("d", 64), Nonce: "policy"}
 		if components {
-			s.Release, s.ResultKey = job.ReleaseComponents, hex.EncodeToString(rk.PublicKey().Bytes())
+			// A committee of one: only the dealer's randomness (the
+			// members' own needs three members).
+			s.Release, s.ResultKey, s.Randomness = job.ReleaseComponents, hex.EncodeToString(rk.PublicKey().Bytes()), job.RandomnessDealer
 		}
 		if noNoise {
 			s.NoNoise, s.Epsilon, s.Delta, s.Split = true, 0, 0, dp.Split{}
@@ -79,9 +82,13 @@ func TestExactComponentsPolicy(t *testing.T) {
 		{"components with noise, default policy", true, false, 6, Policy{}, "", 0, 0},
 		{"statistics without noise, exact components allowed", false, true, 1, Policy{AllowExactComponents: true}, "has no DP noise", job.LimitNoNoise, 0},
 		{"statistics without noise, allowed", false, true, 1, Policy{AllowNoNoise: true}, "", 0, 0},
+		{"components with noise, the dealer's randomness refused", true, false, 2, Policy{AllowExactComponents: true}, "owner serve --allow-dealer-components", job.LimitComponentsDealer, 0},
 	} {
 		tc := mk(c.components, c.noNoise, c.k)
 		c.policy.Committee = o.cfg.Policy.Committee
+		if !strings.Contains(c.what, "dealer") {
+			c.policy.AllowDealer = true
+		}
 		o.cfg.Policy = c.policy
 		s, _, _, r := o.checkTicket(tc.id, tc.ticket())
 		switch {

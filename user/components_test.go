@@ -136,7 +136,7 @@ func newComponentsCase(t testing.TB) *componentsCase {
 		Deadline: time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC), MaxRows: 1 << 20, MaxOwnerRows: 1 << 19,
 		HEParams: p.ID(), HEParamsHash: p.Fingerprint(), CommitteeN: 3, CommitteeThreshold: 2,
 		CommitteeKey: strings.Repeat("c", 64), User: "spiffe://fedpca/user/alice", UserKey: strings.Repeat("d", 64), Nonce: "components",
-		Release: job.ReleaseComponents, ResultKey: hex.EncodeToString(key.PublicKey().Bytes())}
+		Release: job.ReleaseComponents, ResultKey: hex.EncodeToString(key.PublicKey().Bytes()), Randomness: job.RandomnessDealer}
 	if err := spec.SetOwners([]job.Owner{{ID: "hospital-a"}, {ID: "hospital-b"}}); err != nil {
 		t.Fatal(err)
 	}

@@ -136,7 +136,7 @@ func TestExactComponentsK(t *testing.T) {
 		ok      bool
 	}{{d - 2, true, true}, {d - 1, true, false}, {d, true, false}, {d, false, true}} {
 		s := newSpec(sch, p, PCA, 2, c1, cpk, user, c.noNoise)
-		s.Release, s.K, s.ResultKey = ReleaseComponents, c.k, strings.Repeat("ab", 32)
+		s.Release, s.K, s.ResultKey, s.Randomness = ReleaseComponents, c.k, strings.Repeat("ab", 32), RandomnessDealer
 		err := s.Check(sch, p)
 		if c.ok != (err == nil) || (!c.ok && !strings.Contains(err.Error(), fmt.Sprintf("releases at most d - 2 = %d", d-2))) {
 			t.Errorf("k = %d of %d, no noise %v: %v", c.k, d, c.noNoise, err)
