@@ -213,7 +213,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	}
 
 	// The rounds.
-	in := newSolveInbox(stream) // its reader ends with the stream
+	in := newSolveInbox(stream, chk.spec.Dealt()) // its reader ends with the stream
 	net := &solveNet{id: id, me: me, channels: channels, send: stream.Send, in: in}
 	var e *mpc.Engine
 	if chk.spec.Dealt() {
@@ -383,7 +383,7 @@ type solveInbox struct {
 	err         error // set before done closes
 }
 
-func newSolveInbox(stream fedpcav1.CspService_SolveServer) *solveInbox {
+func newSolveInbox(stream fedpcav1.CspService_SolveServer, dealt bool) *solveInbox {
 	in := &solveInbox{corrections: newQueue[*fedpcav1.Correction](), rounds: newQueue[*fedpcav1.SolveRound](), done: make(chan struct{})}
 	go func() {
 		defer close(in.done)
@@ -397,8 +397,11 @@ func newSolveInbox(stream fedpcav1.CspService_SolveServer) *solveInbox {
 				return
 			}
 			switch {
-			case msg.GetCorrection() != nil:
+			case msg.GetCorrection() != nil && dealt:
 				in.corrections.push(msg.GetCorrection())
+			case msg.GetCorrection() != nil:
+				in.err = invalid("a correction for a job whose randomness is the members' own: nobody deals it")
+				return
 			case msg.GetRound() != nil:
 				in.rounds.push(msg.GetRound())
 			default:
