@@ -24,7 +24,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/stats"
 )
 
-// dpAccuracyTolerance is issue 45's bar: a DP DCA or LDA components
+// dpAccuracyTolerance is issue 41's bar: a DP DCA or LDA components
 // release classifies within 0.02 of the statistics release of the same
 // noisy sum.
 const dpAccuracyTolerance = 0.02
@@ -163,7 +163,7 @@ func floatsNorm(v []float64) float64 {
 	return math.Sqrt(s)
 }
 
-// TestComponentsDPDiscriminant: DP DCA and LDA components (issue 45) on
+// TestComponentsDPDiscriminant: DP DCA and LDA components (issue 41) on
 // every labelled bundled dataset, from the same noisy sum as the
 // statistics release (the central plan, seeded noise; epsilon 1, and 0.3
 // where LDA's regulariser needs doublings on most datasets): the members'
