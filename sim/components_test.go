@@ -337,7 +337,8 @@ func TestComponentsLeakNothing(t *testing.T) {
 }
 
 // TestComponentsCost measures a components job through the daemons for
-// docs/BENCHMARKS.md: COMPONENTS_BENCH=d50 runs PCA with k = 15 on sonar's
+// docs/BENCHMARKS.md (COMPONENTS_RANDOMNESS=dealer: with the proxy dealing
+// the randomness, else the three members make their own): COMPONENTS_BENCH=d50 runs PCA with k = 15 on sonar's
 // first 50 features split among 10 owners (a 2-of-3 committee, exact),
 // and prints submit-to-result, eigenvalue error and principal angle
 // against the statistics release of the same job; dca50 DCA on digits'
@@ -373,8 +374,9 @@ func TestComponentsCost(t *testing.T) {
 		t.Fatal(err)
 	}
 	var took []time.Duration
+	randomness := os.Getenv("COMPONENTS_RANDOMNESS") // members (the default) or dealer
 	for range 3 {
-		out, _, d := runComponents(ctx, t, s, JobOptions{Analysis: analysis, K: k, NoNoise: noNoise, Epsilon: 1})
+		out, _, d := runComponents(ctx, t, s, JobOptions{Analysis: analysis, K: k, NoNoise: noNoise, Epsilon: 1, Randomness: randomness})
 		took = append(took, d)
 		if !noNoise {
 			t.Logf("DP %s d = 50, k = %d, 10 owners: %v submit to result (statistics release: %.2f s), eigenvalues %v (the statistics release's of another draw: %v)", analysis, k, d, ref.Timings.Total, out.Values, ref.Result.Components.Eigenvalues)
