@@ -48,7 +48,9 @@ func TestPowerSpec(t *testing.T) {
 		want string
 	}{
 		{"dca", func(s *Spec) { s.Analysis = DCA }, "PCA only"},
-		{"components", func(s *Spec) { s.Release, s.ResultKey, s.Randomness = ReleaseComponents, strings.Repeat("ab", 32), RandomnessMembers }, "releases its rounds only"},
+		{"components", func(s *Spec) {
+			s.Release, s.ResultKey, s.Randomness = ReleaseComponents, strings.Repeat("ab", 32), RandomnessMembers
+		}, "releases its rounds only"},
 		{"k above p", func(s *Spec) { s.K = 20 }, "p = 25 columns exceed d = 13"},
 		{"rounds", func(s *Spec) { s.Power.Rounds = 0 }, "rounds = 0"},
 		{"matrix bits", func(s *Spec) { s.Power.QBits = 40 }, "matrix bits h = 40"},
