@@ -112,20 +112,8 @@ func ReadPLINK(bed, bim, fam io.Reader) (*Genotypes, error) {
 	}); err != nil {
 		return nil, err
 	}
-	if err := eachLine(bim, ".bim", func(line int, f []string) error {
-		if len(f) != 6 {
-			return fmt.Errorf("%d fields, want 6 (chromosome, ID, cM, position, allele 1, allele 2)", len(f))
-		}
-		pos, err := strconv.ParseInt(f[3], 10, 64)
-		if err != nil {
-			return fmt.Errorf("position %q is not an integer", f[3])
-		}
-		if _, err := strconv.ParseFloat(f[2], 64); err != nil {
-			return fmt.Errorf("genetic distance %q is not a number", f[2])
-		}
-		g.Variants = append(g.Variants, Variant{Chrom: f[0], ID: f[1], Position: pos, Allele1: f[4], Allele2: f[5]})
-		return nil
-	}); err != nil {
+	var err error
+	if g.Variants, err = ReadBIM(bim); err != nil {
 		return nil, err
 	}
 	if g.N() == 0 || g.M() == 0 {
@@ -157,6 +145,27 @@ func ReadPLINK(bed, bim, fam io.Reader) (*Genotypes, error) {
 		return nil, fmt.Errorf("plink: .bed is longer than %d individuals x %d variants (%d bytes after the magic): does the .fam or .bim miss lines?", g.N(), g.M(), want)
 	}
 	return g, nil
+}
+
+// ReadBIM reads a .bim file's variants (chromosome, ID, cM, position,
+// allele 1, allele 2 a line).
+func ReadBIM(bim io.Reader) ([]Variant, error) {
+	var vs []Variant
+	err := eachLine(bim, ".bim", func(line int, f []string) error {
+		if len(f) != 6 {
+			return fmt.Errorf("%d fields, want 6 (chromosome, ID, cM, position, allele 1, allele 2)", len(f))
+		}
+		pos, err := strconv.ParseInt(f[3], 10, 64)
+		if err != nil {
+			return fmt.Errorf("position %q is not an integer", f[3])
+		}
+		if _, err := strconv.ParseFloat(f[2], 64); err != nil {
+			return fmt.Errorf("genetic distance %q is not a number", f[2])
+		}
+		vs = append(vs, Variant{Chrom: f[0], ID: f[1], Position: pos, Allele1: f[4], Allele2: f[5]})
+		return nil
+	})
+	return vs, err
 }
 
 // eachLine calls fn with the white-space separated fields of each

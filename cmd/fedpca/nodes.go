@@ -552,7 +552,7 @@ owners' pooled rows would leak (use the profile job, "fedpca user profile").
   fedpca schema infer --data public-sample.csv --id wdbc > wdbc.schema.json`,
 			Flags:  inferFlags(),
 			Action: inferAction,
-		}},
+		}, genotypesSchemaCommand()},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"os"
 	"strings"
 
@@ -12,12 +13,13 @@ import (
 	"github.com/urfave/cli/v3"
 
 	"github.com/fedpca/fedpca/owner"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/source"
 )
 
 // datasetUsage describes a --dataset value.
-const datasetUsage = `SCHEMA.json=SOURCE: SOURCE is a CSV file (plain or gzip; delimiter , ; or tab detected, or FILE#delimiter=;; decimal commas FILE#decimal_comma=true) or postgres://USER@HOST:PORT/DB?table=NAME (or query=SQL URL-encoded, query_file=PATH; password in the URL, password_file=PATH or PGPASSWORD/.pgpass)`
+const datasetUsage = `SCHEMA.json=SOURCE: SOURCE is a CSV file (plain or gzip; delimiter , ; or tab detected, or FILE#delimiter=;; decimal commas FILE#decimal_comma=true) or postgres://USER@HOST:PORT/DB?table=NAME (or query=SQL URL-encoded, query_file=PATH; password in the URL, password_file=PATH or PGPASSWORD/.pgpass) or plink://PREFIX (a PLINK 1 fileset, PREFIX.bed/.bim/.fam: a row an individual, a column a variant; its schema from fedpca schema genotypes)`
 
 // parseDataset reads SCHEMA.json=SOURCE.
 func parseDataset(s string) (*schema.Schema, string, error) {
@@ -125,6 +127,67 @@ func inferFlags() []cli.Flag {
 		boolFlag("decimal-comma", "the file writes decimal commas: read 1,5 as 1.5 (as --data FILE#decimal_comma=true; the file's format, not written into the schema)"),
 		intFlag("bits", schema.DefaultBits, "fractional bits g"),
 		strFlag("clip", schema.DefaultClipNorm, "row clip norm C"),
+	}
+}
+
+func genotypesSchemaCommand() *cli.Command {
+	return &cli.Command{
+		Name:  "genotypes",
+		Usage: "write the schema of a PLINK fileset's genotypes standardised by a public reference panel's allele frequencies (for the power-method job)",
+		Description: `Each variant of the study's .bim becomes a feature: its dosage x (the count of
+allele 1) maps to (x - 2p) / sqrt(2p(1 - p)) with p the reference frequency of
+allele 1, a missing call reads as 2p (maps to 0); a variant monomorphic in the
+reference is left out (said on standard error). Rows are clipped to C = clip-factor x sqrt(d). The
+frequencies come from public data only: a reference panel's fileset (--panel)
+or PLINK 1.9's --freq output for it (--frq), matched to the study by variant ID
+(alleles swapped give 1 - p). Owners then serve SCHEMA.json=plink://PREFIX, and
+the user runs the power-method job (user run --method power); a schema of more
+than 4,096 variants takes only that job.
+
+  fedpca schema genotypes --id cohort --bim study.bim --panel ref/panel > cohort.schema.json`,
+		Flags: []cli.Flag{
+			reqStr("id", "dataset ID"),
+			reqStr("bim", "the study's variants: a .bim file every owner's fileset shares"),
+			strFlag("panel", "", "a public reference panel's PLINK fileset (PREFIX of .bed/.bim/.fam)"),
+			strFlag("frq", "", "instead of --panel: the reference's allele frequencies as PLINK 1.9 --freq writes them (.frq)"),
+			intFlag("bits", 8, "fractional bits g"),
+			floatFlag("clip-factor", 1, "rows are clipped to C = clip-factor x sqrt(variants) (standardised genotypes have norms near sqrt(variants))"),
+		},
+		Action: func(ctx context.Context, cmd *cli.Command) error {
+			f, err := os.Open(cmd.String("bim"))
+			if err != nil {
+				return err
+			}
+			study, err := source.ReadBIM(f)
+			f.Close()
+			if err != nil {
+				return fmt.Errorf("%s: %w", cmd.String("bim"), err)
+			}
+			freqs, err := source.PanelFrequencies(study, cmd.String("panel"), cmd.String("frq"))
+			if err != nil {
+				return err
+			}
+			names := make([]string, len(study))
+			for i, v := range study {
+				names[i] = v.ID
+			}
+			if cmd.Float64("clip-factor") <= 0 {
+				return fmt.Errorf("--clip-factor %v: want a positive factor", cmd.Float64("clip-factor"))
+			}
+			clip, err := fixedpoint.FromFloat(cmd.Float64("clip-factor") * math.Sqrt(float64(len(study))))
+			if err != nil {
+				return err
+			}
+			s, mono, err := schema.Genotypes(cmd.String("id"), names, freqs, uint(cmd.Int("bits")), clip)
+			if err != nil {
+				return err
+			}
+			if len(mono) > 0 {
+				fmt.Fprintf(os.Stderr, "%d variants monomorphic in the reference left out (the first: %s); the schema has %d features\n", len(mono), mono[0], s.D())
+			}
+			fmt.Println(string(s.Canonical()))
+			return nil
+		},
 	}
 }
 

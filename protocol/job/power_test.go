@@ -5,11 +5,15 @@ import (
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
+	"fmt"
+	"math/big"
 	"strings"
 	"testing"
 
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/power"
+	"github.com/fedpca/fedpca/protocol/schema"
 )
 
 // TestPowerSpec: a parent spec checks (the composed cost within its budget,
@@ -65,6 +69,27 @@ func TestPowerSpec(t *testing.T) {
 		if err := s.Check(ds.schema, p); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v, want an error with %q", tc.name, err, tc.want)
 		}
+	}
+
+	// A genotype schema wider than a d x d job takes: the power job
+	// checks under it, the statistics release is refused, saying why.
+	names := make([]string, MaxScatterFeatures+1)
+	freqs := make([]*big.Rat, len(names))
+	for j := range names {
+		names[j], freqs[j] = fmt.Sprintf("rs%d", j), big.NewRat(int64(j%9+1), 10)
+	}
+	wide, _, err := schema.Genotypes("cohort", names, freqs, 8, fixedpoint.MustDecimal("64"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []*Spec{&parent, plain} {
+		s.Dataset, s.SchemaHash, s.Standardize = wide.ID, wide.HashHex(), false
+	}
+	if err := parent.Check(wide, p); err != nil {
+		t.Errorf("a power job on %d variants: %v", wide.D(), err)
+	}
+	if err := plain.Check(wide, p); err == nil || !strings.Contains(err.Error(), "the d x d statistics take at most 4096") {
+		t.Errorf("a statistics release on %d features: %v", wide.D(), err)
 	}
 }
 

@@ -65,6 +65,11 @@ const DefaultDelta = 1e-6
 // MaxOwners bounds the owners of one job.
 const MaxOwners = 100_000
 
+// MaxScatterFeatures bounds d in a job that releases (or computes on) the
+// d x d statistics: the statistics release, the profile and the components
+// release. A power-method job takes up to schema.MaxFeatures.
+const MaxScatterFeatures = 4096
+
 // Spec is the canonical description of a job. Its SHA-256 (of Canonical) is
 // the job ID; the user signs the ID.
 type Spec struct {
@@ -502,6 +507,9 @@ func (s *Spec) Layout(sch *schema.Schema) (stats.Layout, error) {
 			return stats.Layout{}, fmt.Errorf("%d windows for %d features", len(s.Windows), sch.D())
 		}
 		return stats.NewLayoutOf(stats.Marginals, sch.D(), s.Buckets)
+	}
+	if sch.D() > MaxScatterFeatures {
+		return stats.Layout{}, fmt.Errorf("schema %s has %d features; the d x d statistics take at most %d (d(d+1)/2 values each owner encrypts and proves): the power-method job (--method power) takes up to %d", sch.ID, sch.D(), MaxScatterFeatures, schema.MaxFeatures)
 	}
 	k := 1
 	if s.UsesClasses() && len(sch.Classes) > 0 {

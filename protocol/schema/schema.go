@@ -18,9 +18,10 @@ import (
 const (
 	DefaultBits     = 16
 	DefaultClipNorm = "1"
-	// MaxFeatures bounds d; the packed statistics have d(d+1)/2 + K(d+1)
-	// entries.
-	MaxFeatures = 4096
+	// MaxFeatures bounds d: a genotype schema has a feature a variant. A job
+	// that releases the d x d statistics has its own, lower bound
+	// (job.MaxScatterFeatures).
+	MaxFeatures = 1 << 20
 	// MaxClasses bounds K.
 	MaxClasses = 1024
 )
