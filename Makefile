@@ -15,7 +15,7 @@ help: ## list the targets
 # programs, the golden eigensolvers, 10,000 ciphertexts, a 200-job memory
 # run): the race detector finds nothing in them and makes them 5 to 8 times
 # slower, so they run once, without it, after the race run.
-HEAVY      := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestPowerJobDP|TestLongRunFlat|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine
+HEAVY      := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestPowerJobDP|TestLongRunFlat|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine|TestPowerGenotypesDaemons
 HEAVY_PKGS := ./protocol/he ./protocol/eigen ./protocol/job ./sim ./cmd/fedpca
 
 .PHONY: test

@@ -2,6 +2,7 @@ package sim
 
 import (
 	"bytes"
+	"context"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -11,17 +12,20 @@ import (
 	"math"
 	"math/big"
 	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
+	"github.com/hashicorp/go-hclog"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"github.com/tuneinsight/lattigo/v5/mhe"
 	"gonum.org/v1/gonum/mat"
 
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/power"
@@ -702,6 +706,67 @@ func (gr GenotypeRun) Run() (*GenotypeReport, error) {
 		out.Job.HPBound = power.Bound(out.Job.SigmaY*c2, pj.D, pj.K+pj.Oversample, pj.Rounds, 0.05, v[pj.K-1]-v[pj.K])
 	}
 	return out, nil
+}
+
+// RunDaemons runs the cohort's power-method job through the daemons, as a
+// deployment would: each owner's part written as a PLINK fileset that its
+// owner daemon reads (plink://), the schema of the public reference
+// frequencies (schema.Genotypes, clip ClipFactor sqrt(D), Job.Bits or 8;
+// variants monomorphic in the reference left out), a committee of
+// Job.CSPs with Job.Down (points) crashed, and the user's run
+// (Simulator.RunPower), against the central PCA of the rows as the owners
+// map them. The job starts from its seed (a panel's start is the
+// in-process run's).
+func (gr GenotypeRun) RunDaemons(ctx context.Context, logger hclog.Logger) (*PowerComparison, error) {
+	if gr.Dir == "" {
+		return nil, fmt.Errorf("genotypes: the daemons read the owners' filesets from a directory (Dir)")
+	}
+	if gr.Cohort.Panel > 0 {
+		return nil, fmt.Errorf("genotypes: a reference panel's start runs in process only; through the daemons the job starts from its seed")
+	}
+	c, err := BaldingNichols(gr.Cohort)
+	if err != nil {
+		return nil, err
+	}
+	var sources []string
+	for o, g := range c.Owners {
+		prefix := filepath.Join(gr.Dir, ownerName(o))
+		if err := g.WritePLINK(prefix); err != nil {
+			return nil, err
+		}
+		sources = append(sources, "plink://"+prefix)
+	}
+	names := make([]string, gr.Cohort.D)
+	for j, v := range c.Owners[0].Variants {
+		names[j] = v.ID
+	}
+	bits := gr.Job.Bits
+	if bits == 0 {
+		bits = 8
+	}
+	if gr.ClipFactor == 0 {
+		gr.ClipFactor = 1
+	}
+	clip, err := fixedpoint.FromFloat(gr.ClipFactor * math.Sqrt(float64(gr.Cohort.D)))
+	if err != nil {
+		return nil, err
+	}
+	sch, _, err := schema.Genotypes("genotypes", names, c.Reference, bits, clip)
+	if err != nil {
+		return nil, err
+	}
+	pj := gr.Job
+	sm, err := NewSimulator(ctx, Simulation{Sources: sources, Populations: c.Pops, Schema: sch, CSPs: pj.CSPs, Threshold: pj.Threshold,
+		Dir: filepath.Join(gr.Dir, "deployment"), Logger: logger, Seed: gr.Cohort.Seed})
+	if err != nil {
+		return nil, err
+	}
+	defer sm.Close()
+	po := PowerOptions{Rounds: pj.Rounds, Oversample: pj.Oversample, CentralIters: gr.CentralIters}
+	for _, p := range pj.Down {
+		po.Down = append(po.Down, p-1)
+	}
+	return sm.RunPower(ctx, JobOptions{Analysis: "pca", K: pj.K, Epsilon: pj.Epsilon, Delta: pj.Delta, NoNoise: pj.NoNoise, Plan: pj.Plan, Tolerate: pj.Tolerate}, po)
 }
 
 // WriteText prints the report: the setup, the privacy account, each round's

@@ -345,3 +345,37 @@ func TestPowerOwnerDrops(t *testing.T) {
 	}
 	t.Logf("an owner lost after round 0: rounds sealed at their deadlines with 2 owners, %.1f s", took.Seconds())
 }
+
+// TestPowerGenotypesDaemons: genotypes wider than a d x d job takes go
+// through the daemons: each owner daemon reads its PLINK fileset
+// (plink://) through the reference frequencies' genotype schema, the
+// committee switches every round 2 of 3 with csp-2 down, and without noise
+// the job separates the populations as the central PCA of the same rows
+// does, capturing its top k's variance.
+func TestPowerGenotypesDaemons(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	gr := GenotypeRun{
+		Cohort: GenotypeParams{N: 240, D: job.MaxScatterFeatures + 404, Populations: 3, Owners: 3, FST: 0.1, Missing: 0.01, Seed: 5},
+		Job:    PowerJob{K: 2, Oversample: 6, Rounds: 4, NoNoise: true, CSPs: 3, Threshold: 2, Down: []int{2}, Seed: "genotypes"},
+		Dir:    t.TempDir(),
+	}
+	cmp, err := gr.RunDaemons(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	j, a := cmp.Power, cmp.PowerAccuracy
+	if j.D <= job.MaxScatterFeatures || j.N != gr.Cohort.N || j.Owners != 3 {
+		t.Fatalf("d = %d, n = %d, %d owners", j.D, j.N, j.Owners)
+	}
+	for _, r := range cmp.Result.Power.Each {
+		if len(r.CSPs) != 2 || slices.Contains(r.CSPs, CSPID(1)) || len(r.Owners) != 3 {
+			t.Errorf("round %d switched by %v with owners %v; want csp-1 and csp-3, every owner", r.Round, r.CSPs, r.Owners)
+		}
+	}
+	if a.CapturedRatio < 0.99 || a.Separation < a.CentralSeparation-0.05 {
+		t.Errorf("captured %.4f of the central top %d's; separation %.3f, central %.3f", a.CapturedRatio, j.K, a.Separation, a.CentralSeparation)
+	}
+	t.Logf("d = %d, n = %d, %d owners, T = %d through the daemons: %.1f s, %.2f MB per owner per round; captured %.4f, separation %.3f (central %.3f)",
+		j.D, j.N, j.Owners, j.Rounds, j.Seconds, float64(j.RoundStats[1].Bytes)/1e6, a.CapturedRatio, a.Separation, a.CentralSeparation)
+}

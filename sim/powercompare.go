@@ -29,6 +29,40 @@ type PowerComparison struct {
 	ReleaseAccuracy *PowerAccuracy `json:"release_accuracy,omitempty"`
 }
 
+// powerRows returns the owners' rows as they map them, each row's
+// population (its class, or Simulation.Populations; nil without either) and
+// their number.
+func (s *Simulator) powerRows() (rows [][][]int64, pops [][]int, n int, err error) {
+	if s.sourceRows != nil {
+		for _, r := range s.sourceRows {
+			n += len(r)
+		}
+		return s.sourceRows, s.sim.Populations, n, nil
+	}
+	sch := s.sch
+	useClasses := len(sch.Classes) > 0
+	rows = make([][][]int64, len(s.parts))
+	pops = make([][]int, len(s.parts))
+	for i, part := range s.parts {
+		rd, err := sch.NewReader(bytes.NewReader(part), useClasses)
+		if err != nil {
+			return nil, nil, 0, err
+		}
+		for row, err := range rd.All() {
+			if err != nil {
+				return nil, nil, 0, fmt.Errorf("owner %d: %w", i, err)
+			}
+			rows[i] = append(rows[i], append([]int64(nil), row.Values...))
+			pops[i] = append(pops[i], max(row.Class, 0))
+			n++
+		}
+	}
+	if !useClasses {
+		pops = nil
+	}
+	return rows, pops, n, nil
+}
+
 // PowerOptions shape a power-method job run by the simulator.
 type PowerOptions struct {
 	// Rounds is T, Oversample the columns beyond k.
@@ -38,6 +72,8 @@ type PowerOptions struct {
 	Down []int
 	// Compare runs the statistics release of the same job options too.
 	Compare bool
+	// CentralIters caps the central baseline's iterations (0: 200).
+	CentralIters int
 }
 
 // RunPower runs a power-method job (k = o.K, p = k + Oversample, T =
@@ -50,26 +86,9 @@ type PowerOptions struct {
 // mapped by the schema (separation by the rows' classes).
 func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions) (*PowerComparison, error) {
 	sch := s.sch
-	useClasses := len(sch.Classes) > 0
-	rows := make([][][]int64, len(s.parts))
-	pops := make([][]int, len(s.parts))
-	var n int
-	for i, part := range s.parts {
-		rd, err := sch.NewReader(bytes.NewReader(part), useClasses)
-		if err != nil {
-			return nil, err
-		}
-		for row, err := range rd.All() {
-			if err != nil {
-				return nil, fmt.Errorf("owner %d: %w", i, err)
-			}
-			rows[i] = append(rows[i], append([]int64(nil), row.Values...))
-			pops[i] = append(pops[i], max(row.Class, 0))
-			n++
-		}
-	}
-	if !useClasses {
-		pops = nil
+	rows, pops, n, err := s.powerRows()
+	if err != nil {
+		return nil, err
 	}
 	for _, i := range po.Down {
 		if err := s.cl.CrashCSP(i); err != nil {
@@ -154,7 +173,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 		}
 		ws = append(ws, out.Release.Result.Components.W)
 	}
-	accs, err := EvaluatePower(rows, pr.D, pr.Bits, ws, pr.K, pops, seed, 0)
+	accs, err := EvaluatePower(rows, pr.D, pr.Bits, ws, pr.K, pops, seed, po.CentralIters)
 	if err != nil {
 		return nil, err
 	}

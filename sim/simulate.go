@@ -18,6 +18,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/source"
 	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
@@ -66,6 +67,13 @@ type Simulation struct {
 	Processes    Launcher
 	ProxyProcess bool
 	OwnerFarms   int
+	// Sources, instead of Data, name each owner's rows (package source: a
+	// PLINK fileset, plink://PREFIX, say), read through Schema, which is
+	// then required, and Owners is their number. Populations, when set,
+	// are each owner's rows' populations (the separation RunPower
+	// measures). Such a simulation runs power-method jobs only (RunPower).
+	Sources     []string
+	Populations [][]int
 }
 
 // JobOptions describe one simulated job.
@@ -170,13 +178,21 @@ type Simulator struct {
 	rows      *labelledRows
 	tmpDir    string
 	// parts are the owners' CSV files (RunPower evaluates the power job
-	// against the central PCA of their rows as the owners map them).
-	parts [][]byte
+	// against the central PCA of their rows as the owners map them), or
+	// sourceRows their rows as mapped from Simulation.Sources.
+	parts      [][]byte
+	sourceRows [][][]int64
 }
 
 // NewSimulator starts the deployment: certificates, committee (key
 // ceremony), proxy and owners holding their parts of the data.
 func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
+	if len(s.Sources) > 0 {
+		if s.Schema == nil || s.Data != nil {
+			return nil, fmt.Errorf("simulate: owners' sources need a schema, and no data beside them")
+		}
+		s.Owners = len(s.Sources)
+	}
 	if s.Owners < 1 {
 		return nil, fmt.Errorf("simulate: %d owners", s.Owners)
 	}
@@ -223,19 +239,33 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		}
 		s.Dir = tmp
 	}
-	parts, err := Split(s.Data, s.Label, s.Owners, s.How, s.Seed)
-	if err != nil {
-		return nil, err
+	sm := &Simulator{sim: s, sch: sch, tmpDir: tmp}
+	if len(s.Sources) == 0 {
+		var err error
+		if sm.parts, err = Split(s.Data, s.Label, s.Owners, s.How, s.Seed); err != nil {
+			return nil, err
+		}
 	}
-	sm := &Simulator{sim: s, sch: sch, tmpDir: tmp, parts: parts}
 	var owners []OwnerConfig
-	for i, p := range parts {
+	for i := range s.Owners {
 		id := fmt.Sprintf("owner-%05d", i+1)
 		sm.owners = append(sm.owners, id)
-		sm.ownerRows = max(sm.ownerRows, int64(bytes.Count(p, []byte("\n"))), 1) // at least its rows
 		policy := OwnerPolicy(true)
 		policy.AllowExactComponents = s.AllowExactComponents
-		owners = append(owners, OwnerConfig{ID: id, Schema: sch, CSV: p, Epsilon: 1e6, Delta: 1e-6, Policy: policy})
+		oc := OwnerConfig{ID: id, Schema: sch, Epsilon: 1e6, Delta: 1e-6, Policy: policy}
+		if len(s.Sources) > 0 {
+			rows, err := readSource(ctx, sch, s.Sources[i])
+			if err != nil {
+				return nil, fmt.Errorf("simulate: owner %d: %w", i+1, err)
+			}
+			sm.sourceRows = append(sm.sourceRows, rows)
+			sm.ownerRows = max(sm.ownerRows, int64(len(rows)))
+			oc.Source = s.Sources[i]
+		} else {
+			oc.CSV = sm.parts[i]
+			sm.ownerRows = max(sm.ownerRows, int64(bytes.Count(oc.CSV, []byte("\n"))), 1) // at least its rows
+		}
+		owners = append(owners, oc)
 	}
 	// Owners learn of jobs through the proxy's watch; those it refuses a
 	// watch poll. An owner's connection costs the proxy about 40 KiB, 56
@@ -276,11 +306,34 @@ func NewSimulator(ctx context.Context, s Simulation) (*Simulator, error) {
 		cl.Stop()
 		return nil, err
 	}
-	if sm.rows, err = mapRows(sch, s.Data); err != nil {
-		sm.Close()
-		return nil, err
+	if len(s.Sources) == 0 {
+		if sm.rows, err = mapRows(sch, s.Data); err != nil {
+			sm.Close()
+			return nil, err
+		}
 	}
 	return sm, nil
+}
+
+// readSource reads an owner's rows from a source through the schema.
+func readSource(ctx context.Context, sch *schema.Schema, spec string) ([][]int64, error) {
+	src, err := source.Open(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	defer src.Close()
+	rd, err := sch.NewRowReader(src, false)
+	if err != nil {
+		return nil, err
+	}
+	var rows [][]int64
+	for row, err := range rd.All() {
+		if err != nil {
+			return nil, err
+		}
+		rows = append(rows, slices.Clone(row.Values))
+	}
+	return rows, nil
 }
 
 // Close stops the deployment (and removes its temporary directory).
@@ -310,6 +363,9 @@ func (s *Simulator) traffic() map[string]Traffic {
 
 // Run runs one job through the deployment and measures it.
 func (s *Simulator) Run(ctx context.Context, o JobOptions) (*Report, error) {
+	if s.rows == nil {
+		return nil, fmt.Errorf("simulate: a simulation of the owners' sources runs power-method jobs only")
+	}
 	sch := s.sch
 	if o.Schema != nil {
 		sch = o.Schema

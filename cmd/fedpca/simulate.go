@@ -88,7 +88,7 @@ func simulateFlags() []cli.Flag {
 		strFlag("profile-method", profile.Quantiles, "with --auto-schema: quantiles or moments (see user profile --method)"),
 		boolFlag("cohort", "a synthetic clinical cohort (9 vital signs and lab values, --rows rows; see sim.ClinicalCohort) instead of --data or --dataset; with --auto-schema its hospitals' clinical ranges are the declared schema unless --schema says otherwise"),
 		intFlag("rows", 6600, "with --cohort: its rows"),
-		strFlag("genotypes", "", "a PCA of simulated genotypes, NxD (individuals x variants, e.g. 10000x10000), by the noisy power method (power-method job; see docs/PROTOCOL.md section 13): a Balding-Nichols cohort of --populations with --fst, dealt to --owners as PLINK filesets"),
+		strFlag("genotypes", "", "a PCA of simulated genotypes, NxD (individuals x variants, e.g. 10000x10000), by the noisy power method (power-method job; see docs/PROTOCOL.md section 13): a Balding-Nichols cohort of --populations with --fst, dealt to --owners as PLINK filesets; in one process through the protocol's steps, or with --method power through the daemons (the owners read their filesets through the reference frequencies' genotype schema)"),
 		intFlag("populations", 3, "with --genotypes: populations of equal size"),
 		floatFlag("fst", 0.1, "with --genotypes: the Balding-Nichols F_ST"),
 		floatFlag("missing", 0.01, "with --genotypes: the probability of a missing call"),
@@ -98,7 +98,7 @@ func simulateFlags() []cli.Flag {
 		intFlag("down", 2, "with --genotypes or --method power: the committee member that is down (its point, 1 for csp-1; 0: none)"),
 		intFlag("central-iterations", 200, "with --genotypes: at most this many iterations of the central PCA the job is compared with (evaluation only; the report prints its last relative change)"),
 		intFlag("panel-populations", 0, "with --panel: how many of the populations the panel samples (0: all), for a cohort with a population its reference lacks"),
-		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, through the daemons: the parent job and a job per round; --rounds, --oversample, --down)"),
+		strFlag("method", "release", "pca: release (the d x d statistics release, through the daemons) or power (the noisy power method, docs/PROTOCOL.md section 13, through the daemons: the parent job and a job per round; --rounds, --oversample, --down; with --genotypes, up to 2^20 variants)"),
 		boolFlag("compare-release", "with --method power: run the statistics release on the same rows too, and compare both with the central PCA"),
 		intFlag("panel", 0, "with --genotypes: individuals per population of a public reference panel (its allele frequencies standardise the variants and its top components start the power method; 0: the populations' mean frequencies and a start from the seed)"),
 	}
@@ -151,7 +151,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				}
 			}
 			if cmd.IsSet("genotypes") {
-				return simulateGenotypes(cmd)
+				return simulateGenotypes(ctx, cmd)
 			}
 			opts, err := jobOptions(cmd)
 			if err != nil {
@@ -252,10 +252,7 @@ func newSimulator(ctx context.Context, cmd *cli.Command) (*sim.Simulator, string
 	if cmd.Bool("cohort") && !cmd.IsSet("label") {
 		label = ""
 	}
-	log := hclog.NewNullLogger()
-	if lvl := cmd.String("log-level"); lvl != "off" {
-		log = hclog.New(&hclog.LoggerOptions{Name: "sim", Level: hclog.LevelFromString(lvl), Output: os.Stderr})
-	}
+	log := simLogger(cmd)
 	switch path := cmd.String("schema"); {
 	case path != "" && cmd.Bool("keep-scales"):
 		return nil, "", errors.New("--schema declares bounds for the profile to choose centers and scales; --keep-scales takes the pooled ones: give one")
@@ -477,9 +474,20 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// simLogger is the simulated nodes' logger (--log-level; off: none).
+func simLogger(cmd *cli.Command) hclog.Logger {
+	if lvl := cmd.String("log-level"); lvl != "off" {
+		return hclog.New(&hclog.LoggerOptions{Name: "sim", Level: hclog.LevelFromString(lvl), Output: os.Stderr})
+	}
+	return hclog.NewNullLogger()
+}
+
 // simulateGenotypes runs `simulate --genotypes NxD`: a power-method job on
-// a simulated genotype cohort (sim.GenotypeRun).
-func simulateGenotypes(cmd *cli.Command) error {
+// a simulated genotype cohort (sim.GenotypeRun), in one process through
+// the protocol's steps, or with --method power through the daemons, the
+// owners reading their PLINK filesets through the reference panel's
+// genotype schema.
+func simulateGenotypes(ctx context.Context, cmd *cli.Command) error {
 	var n, d int
 	if _, err := fmt.Sscanf(strings.ReplaceAll(cmd.String("genotypes"), " ", ""), "%dx%d", &n, &d); err != nil || n < 1 || d < 1 {
 		return fmt.Errorf("--genotypes %q: want NxD, individuals x variants (e.g. 10000x10000)", cmd.String("genotypes"))
@@ -510,6 +518,17 @@ func simulateGenotypes(cmd *cli.Command) error {
 	}
 	if gr.Job.Threshold == 0 {
 		gr.Job.Threshold = gr.Job.CSPs/2 + 1
+	}
+	if cmd.String("method") == "power" {
+		cmp, err := gr.RunDaemons(ctx, simLogger(cmd))
+		if err != nil {
+			return err
+		}
+		cmp.WriteText(os.Stdout)
+		if path := cmd.String("json"); path != "" {
+			return writeJSON(path, cmp)
+		}
+		return nil
 	}
 	rep, err := gr.Run()
 	if err != nil {
