@@ -715,14 +715,12 @@ func (gr GenotypeRun) Run() (*GenotypeReport, error) {
 // variants monomorphic in the reference left out), a committee of
 // Job.CSPs with Job.Down (points) crashed, and the user's run
 // (Simulator.RunPower), against the central PCA of the rows as the owners
-// map them. The job starts from its seed (a panel's start is the
-// in-process run's).
+// map them. With a public panel the job starts from the panel's top p
+// components (mapped by the same schema) and the comparison measures the
+// panel's own top k too; without one it starts from its seed.
 func (gr GenotypeRun) RunDaemons(ctx context.Context, logger hclog.Logger) (*PowerComparison, error) {
 	if gr.Dir == "" {
 		return nil, fmt.Errorf("genotypes: the daemons read the owners' filesets from a directory (Dir)")
-	}
-	if gr.Cohort.Panel > 0 {
-		return nil, fmt.Errorf("genotypes: a reference panel's start runs in process only; through the daemons the job starts from its seed")
 	}
 	c, err := BaldingNichols(gr.Cohort)
 	if err != nil {
@@ -756,16 +754,31 @@ func (gr GenotypeRun) RunDaemons(ctx context.Context, logger hclog.Logger) (*Pow
 		return nil, err
 	}
 	pj := gr.Job
+	po := PowerOptions{Rounds: pj.Rounds, Oversample: pj.Oversample, CentralIters: gr.CentralIters}
+	for _, p := range pj.Down {
+		po.Down = append(po.Down, p-1)
+	}
+	if c.PanelRows != nil {
+		g, err := source.NewGenotypes(make([]string, len(c.PanelRows)), c.Owners[0].Variants, c.PanelRows)
+		if err != nil {
+			return nil, err
+		}
+		panel, err := readRows(sch, g.Rows())
+		if err != nil {
+			return nil, err
+		}
+		cp, err := centralPCA(newDataMatrix([][][]int64{panel}, sch.D(), bits), pj.K+pj.Oversample, "panel", 0)
+		if err != nil {
+			return nil, err
+		}
+		po.Start = cp.U
+	}
 	sm, err := NewSimulator(ctx, Simulation{Sources: sources, Populations: c.Pops, Schema: sch, CSPs: pj.CSPs, Threshold: pj.Threshold,
 		Dir: filepath.Join(gr.Dir, "deployment"), Logger: logger, Seed: gr.Cohort.Seed})
 	if err != nil {
 		return nil, err
 	}
 	defer sm.Close()
-	po := PowerOptions{Rounds: pj.Rounds, Oversample: pj.Oversample, CentralIters: gr.CentralIters}
-	for _, p := range pj.Down {
-		po.Down = append(po.Down, p-1)
-	}
 	return sm.RunPower(ctx, JobOptions{Analysis: "pca", K: pj.K, Epsilon: pj.Epsilon, Delta: pj.Delta, NoNoise: pj.NoNoise, Plan: pj.Plan, Tolerate: pj.Tolerate}, po)
 }
 

@@ -27,6 +27,9 @@ type PowerComparison struct {
 	// components against the same central PCA (nil when not compared).
 	Release         *Report        `json:"release,omitempty"`
 	ReleaseAccuracy *PowerAccuracy `json:"release_accuracy,omitempty"`
+	// StartAccuracy is that of the public start's own top k components,
+	// which use no private data (nil without PowerOptions.Start).
+	StartAccuracy *PowerAccuracy `json:"start_accuracy,omitempty"`
 }
 
 // powerRows returns the owners' rows as they map them, each row's
@@ -74,6 +77,11 @@ type PowerOptions struct {
 	Compare bool
 	// CentralIters caps the central baseline's iterations (0: 200).
 	CentralIters int
+	// Start, a public d x p matrix (a reference panel's top components),
+	// starts the job instead of its seed (user.Request.PowerStart; the
+	// components are then the Ritz vectors in the last matrix's span), and
+	// the comparison measures the start's own top k too.
+	Start *mat.Dense
 }
 
 // RunPower runs a power-method job (k = o.K, p = k + Oversample, T =
@@ -98,6 +106,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 	req := userRequest(s, o)
 	seed := fmt.Sprintf("simulate-%d", s.sim.Seed)
 	req.Power = &job.PowerSpec{Oversample: po.Oversample, Rounds: po.Rounds, Seed: seed, RoundSeconds: 3600}
+	req.PowerStart = po.Start
 	spec, err := s.user.Spec(ctx, req)
 	if err != nil {
 		return nil, err
@@ -123,7 +132,7 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 		rep.CostEpsilon = cal.Cost.Epsilon(spec.Delta)
 	}
 	last := map[int]*fedpcav1.JobStatus{}
-	res, err := s.user.RunPower(ctx, spec, sch, nil, func(round int, st *fedpcav1.JobStatus) {
+	res, err := s.user.RunPower(ctx, spec, sch, po.Start, func(round int, st *fedpcav1.JobStatus) {
 		last[round] = st
 		if o.Progress != nil {
 			o.Progress(st)
@@ -164,9 +173,17 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 		w.SetRow(i, row)
 	}
 	rep.Result = power.Components{W: w, Values: t.Eigenvalues}
-	rep.SVD, rep.Values, rep.Shrink = rep.Result, t.Eigenvalues, res.Power.Shrink
+	rep.Values, rep.Shrink, rep.Finish = t.Eigenvalues, res.Power.Shrink, res.Power.Finish
+	if rep.Finish == "ritz" {
+		rep.Ritz = rep.Result
+	} else {
+		rep.SVD = rep.Result
+	}
 	out := &PowerComparison{Power: rep, Result: res}
 	ws := []*mat.Dense{w}
+	if po.Start != nil {
+		ws = append(ws, mat.DenseCopyOf(po.Start.Slice(0, pr.D, 0, pr.K)))
+	}
 	if po.Compare {
 		if out.Release, err = s.Run(ctx, o); err != nil {
 			return nil, fmt.Errorf("statistics release: %w", err)
@@ -177,9 +194,12 @@ func (s *Simulator) RunPower(ctx context.Context, o JobOptions, po PowerOptions)
 	if err != nil {
 		return nil, err
 	}
-	out.PowerAccuracy = accs[0]
+	out.PowerAccuracy, accs = accs[0], accs[1:]
+	if po.Start != nil {
+		out.StartAccuracy, accs = accs[0], accs[1:]
+	}
 	if po.Compare {
-		out.ReleaseAccuracy = accs[1]
+		out.ReleaseAccuracy = accs[0]
 	}
 	return out, nil
 }
@@ -210,6 +230,9 @@ func (c *PowerComparison) WriteText(w io.Writer) {
 		fmt.Fprintln(w)
 	}
 	acc("power method ("+j.Finish+")", c.PowerAccuracy)
+	if c.StartAccuracy != nil {
+		acc("the public start's own top k (no private data)", c.StartAccuracy)
+	}
 	if c.Release != nil {
 		t := c.Release.Timings
 		fmt.Fprintf(w, "statistics release (d x d, through the daemons): %.2f s submit to result, %.2f MB sent per owner\n",

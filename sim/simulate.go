@@ -322,6 +322,11 @@ func readSource(ctx context.Context, sch *schema.Schema, spec string) ([][]int64
 		return nil, err
 	}
 	defer src.Close()
+	return readRows(sch, src)
+}
+
+// readRows maps rows through the schema.
+func readRows(sch *schema.Schema, src schema.Rows) ([][]int64, error) {
 	rd, err := sch.NewRowReader(src, false)
 	if err != nil {
 		return nil, err
