@@ -15,8 +15,8 @@ help: ## list the targets
 # programs, the golden eigensolvers, 10,000 ciphertexts, a 200-job memory
 # run): the race detector finds nothing in them and makes them 5 to 8 times
 # slower, so they run once, without it, after the race run.
-HEAVY      := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestPowerJobDP|TestLongRunFlat|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine|TestPowerGenotypesDaemons
-HEAVY_PKGS := ./protocol/he ./protocol/eigen ./protocol/job ./sim ./cmd/fedpca
+HEAVY      := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestPowerJobDP|TestLongRunFlat|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine|TestPowerGenotypesDaemons|TestPipelineMatchesExactOnDatasets|TestSymEig|TestFromModTChunks|TestReplicatedView
+HEAVY_PKGS := ./protocol/he ./protocol/eigen ./protocol/job ./protocol/mpc ./sim ./cmd/fedpca
 
 .PHONY: test
 test: ## run every test with the race detector, then the heavy computations without it (what CI runs)

@@ -5,6 +5,10 @@ import (
 	"io"
 	"math/big"
 	"os"
+
+	"gonum.org/v1/gonum/mat"
+
+	"github.com/fedpca/fedpca/protocol/schema"
 )
 
 // Reference allele frequencies for a genotype schema (schema.Genotypes):
@@ -126,4 +130,49 @@ func PanelFrequencies(study []Variant, panel, frq string) ([]*big.Rat, error) {
 		}
 	}
 	return AlignFrequencies(study, ref, freqs)
+}
+
+// PanelStart returns a public start for the power-method job: the top p
+// principal axes (d x p, orthonormal columns) of a reference panel's
+// genotypes as the schema maps them (quantised, clipped), centred on the
+// panel's mean. Public data in, a public matrix out.
+func PanelStart(panel *Genotypes, sch *schema.Schema, p int) (*mat.Dense, error) {
+	d := sch.D()
+	if p < 1 || p > d || p > panel.N() {
+		return nil, fmt.Errorf("panel start: p = %d columns from %d individuals and %d features", p, panel.N(), d)
+	}
+	rd, err := sch.NewRowReader(panel.Rows(), false)
+	if err != nil {
+		return nil, err
+	}
+	x := mat.NewDense(panel.N(), d, nil)
+	i := 0
+	for row, err := range rd.All() {
+		if err != nil {
+			return nil, err
+		}
+		for j, v := range row.Values {
+			x.Set(i, j, float64(v))
+		}
+		i++
+	}
+	x = mat.DenseCopyOf(x.Slice(0, i, 0, d))
+	for j := range d {
+		col := mat.Col(nil, j, x)
+		mean := 0.0
+		for _, v := range col {
+			mean += v
+		}
+		mean /= float64(i)
+		for r := range i {
+			x.Set(r, j, col[r]-mean)
+		}
+	}
+	var svd mat.SVD
+	if !svd.Factorize(x, mat.SVDThin) {
+		return nil, fmt.Errorf("panel start: the SVD of the panel did not converge")
+	}
+	var v mat.Dense
+	svd.VTo(&v)
+	return mat.DenseCopyOf(v.Slice(0, d, 0, p)), nil
 }

@@ -2,11 +2,14 @@ package source
 
 import (
 	"fmt"
+	"math"
 	"math/big"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"gonum.org/v1/gonum/mat"
 
 	"github.com/fedpca/fedpca/protocol/fixedpoint"
 	"github.com/fedpca/fedpca/protocol/power"
@@ -165,4 +168,85 @@ func TestGenotypeSchema(t *testing.T) {
 	if _, _, err := schema.Genotypes("bad", names[:1], []*big.Rat{big.NewRat(3, 2)}, bits, clip); err == nil {
 		t.Error("a frequency of 1.5 accepted")
 	}
+}
+
+// TestPanelStart: the panel's start has orthonormal columns spanning the
+// top p eigenvectors of the panel's centred scatter under the schema.
+func TestPanelStart(t *testing.T) {
+	g, err := OpenPLINK(filepath.Join("testdata", "plink", "fixture"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	freqs, err := g.Frequencies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, g.M())
+	for j, v := range g.Variants {
+		names[j] = v.ID
+	}
+	sch, _, err := schema.Genotypes("fixture", names, freqs, 8, fixedpoint.MustDecimal("100"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	const p = 4
+	w, err := PanelStart(g, sch, p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wtw mat.Dense
+	wtw.Mul(w.T(), w)
+	if !mat.EqualApprox(&wtw, eye(p), 1e-10) {
+		t.Fatalf("W^T W = %v", mat.Formatted(&wtw))
+	}
+	// The centred scatter's top p eigenvalues are what W captures.
+	rows, err := sch.NewRowReader(g.Rows(), false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := sch.D()
+	x := mat.NewDense(g.N(), d, nil)
+	i := 0
+	for row, err := range rows.All() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j, v := range row.Values {
+			x.Set(i, j, float64(v))
+		}
+		i++
+	}
+	for j := range d {
+		m := mat.Sum(x.ColView(j)) / float64(i)
+		for r := range i {
+			x.Set(r, j, x.At(r, j)-m)
+		}
+	}
+	var s mat.SymDense
+	s.SymOuterK(1, x.T())
+	var eig mat.EigenSym
+	if !eig.Factorize(&s, false) {
+		t.Fatal("eigen")
+	}
+	vals := eig.Values(nil)
+	top := 0.0
+	for _, v := range vals[len(vals)-p:] {
+		top += v
+	}
+	var xw mat.Dense
+	xw.Mul(x, w)
+	if got := mat.Norm(&xw, 2) * mat.Norm(&xw, 2); math.Abs(got-top) > 1e-8*top {
+		t.Errorf("W captures %v of the centred scatter, its top %d eigenvalues sum to %v", got, p, top)
+	}
+	if _, err := PanelStart(g, sch, g.N()+1); err == nil {
+		t.Error("more columns than individuals accepted")
+	}
+}
+
+func eye(n int) *mat.Dense {
+	m := mat.NewDense(n, n, nil)
+	for i := range n {
+		m.Set(i, i, 1)
+	}
+	return m
 }

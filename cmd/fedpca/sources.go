@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
@@ -144,7 +145,9 @@ or PLINK 1.9's --freq output for it (--frq), matched to the study by variant ID
 the user runs the power-method job (user run --method power); a schema of more
 than 4,096 variants takes only that job.
 
-  fedpca schema genotypes --id cohort --bim study.bim --panel ref/panel > cohort.schema.json`,
+  fedpca schema genotypes --id cohort --bim study.bim --panel ref/panel \
+      --start start.csv --columns 20 > cohort.schema.json
+  fedpca user run --schema cohort.schema.json --method power -k 10 --oversample 10 --start start.csv ...`,
 		Flags: []cli.Flag{
 			reqStr("id", "dataset ID"),
 			reqStr("bim", "the study's variants: a .bim file every owner's fileset shares"),
@@ -152,6 +155,8 @@ than 4,096 variants takes only that job.
 			strFlag("frq", "", "instead of --panel: the reference's allele frequencies as PLINK 1.9 --freq writes them (.frq)"),
 			intFlag("bits", 8, "fractional bits g"),
 			floatFlag("clip-factor", 1, "rows are clipped to C = clip-factor x sqrt(variants) (standardised genotypes have norms near sqrt(variants))"),
+			strFlag("start", "", "with --panel: also write the panel's top --columns principal axes under this schema to this CSV file (d rows of p numbers), the public start of user run --method power --start"),
+			intFlag("columns", 20, "with --start: p, the columns of the start (k + the job's --oversample)"),
 		},
 		Action: func(ctx context.Context, cmd *cli.Command) error {
 			f, err := os.Open(cmd.String("bim"))
@@ -185,10 +190,42 @@ than 4,096 variants takes only that job.
 			if len(mono) > 0 {
 				fmt.Fprintf(os.Stderr, "%d variants monomorphic in the reference left out (the first: %s); the schema has %d features\n", len(mono), mono[0], s.D())
 			}
+			if path := cmd.String("start"); path != "" {
+				if err := writePanelStart(path, cmd.String("panel"), s, int(cmd.Int("columns"))); err != nil {
+					return err
+				}
+			}
 			fmt.Println(string(s.Canonical()))
 			return nil
 		},
 	}
+}
+
+// writePanelStart writes the reference panel's top p axes under the
+// schema as a CSV file of d rows of p numbers (source.PanelStart).
+func writePanelStart(path, panel string, s *schema.Schema, p int) error {
+	if panel == "" {
+		return fmt.Errorf("--start needs the panel's fileset (--panel), not its frequencies alone")
+	}
+	g, err := source.OpenPLINK(panel)
+	if err != nil {
+		return err
+	}
+	start, err := source.PanelStart(g, s, p)
+	if err != nil {
+		return err
+	}
+	var b strings.Builder
+	for i := range s.D() {
+		for j := range p {
+			if j > 0 {
+				b.WriteByte(',')
+			}
+			b.WriteString(strconv.FormatFloat(start.At(i, j), 'g', -1, 64))
+		}
+		b.WriteByte('\n')
+	}
+	return os.WriteFile(path, []byte(b.String()), 0o644)
 }
 
 // inferWarning is printed on every schema infer.

@@ -154,6 +154,57 @@ func TestSchemaInferOptions(t *testing.T) {
 	}
 }
 
+// TestSchemaGenotypes: `schema genotypes` writes the schema of a PLINK
+// fileset standardised by a panel's frequencies (from the panel's fileset
+// or its .frq: the same features) and the panel's start matrix, under which
+// `owner check` reads the fileset; a missing reference is named.
+func TestSchemaGenotypes(t *testing.T) {
+	plink := filepath.Join("..", "..", "source", "testdata", "plink")
+	dir := t.TempDir()
+	start := filepath.Join(dir, "start.csv")
+	run := func(args ...string) (string, string, error) {
+		cmd := exec.Command(binary, append([]string{"schema", "genotypes", "--id", "fixture", "--bim", filepath.Join(plink, "fixture.bim")}, args...)...)
+		var stdout, stderr strings.Builder
+		cmd.Stdout, cmd.Stderr = &stdout, &stderr
+		err := cmd.Run()
+		return stdout.String(), stderr.String(), err
+	}
+	out, errOut, err := run("--panel", filepath.Join(plink, "fixture"), "--start", start, "--columns", "4")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	sch, err := schema.Parse([]byte(out))
+	if err != nil {
+		t.Fatal(err)
+	}
+	fromFrq, errOut, err := run("--frq", filepath.Join(plink, "fixture.frq"))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, errOut)
+	}
+	if frq, err := schema.Parse([]byte(fromFrq)); err != nil || strings.Join(frq.FeatureNames(), ",") != strings.Join(sch.FeatureNames(), ",") {
+		t.Errorf("from the .frq: %v, features %v; from the panel %v", err, frq.FeatureNames(), sch.FeatureNames())
+	}
+	b, err := os.ReadFile(start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(b)), "\n")
+	if len(lines) != sch.D() || len(strings.Split(lines[0], ",")) != 4 {
+		t.Errorf("start: %d lines of %d numbers, want %d of 4", len(lines), len(strings.Split(lines[0], ",")), sch.D())
+	}
+	p := filepath.Join(dir, "s.json")
+	if err := os.WriteFile(p, []byte(out), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check, err := exec.Command(binary, "owner", "check", "--dataset", p+"=plink://"+filepath.Join(plink, "fixture")).CombinedOutput()
+	if err != nil || !strings.Contains(string(check), "rows used          30") {
+		t.Errorf("owner check of the fileset: %v\n%s", err, check)
+	}
+	if _, errOut, err := run(); err == nil || !strings.Contains(errOut, "give a reference panel's fileset or its .frq") {
+		t.Errorf("no reference: %v\n%s", err, errOut)
+	}
+}
+
 // pgWine starts a PostgreSQL server for the test (skipping it when none
 // starts) with the corpus's clean wine rows in table wine.
 func pgWine(t *testing.T) *pgtest.Server {
