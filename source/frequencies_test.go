@@ -91,19 +91,8 @@ func TestFrequencies(t *testing.T) {
 // 2^-g where the schema's 12-digit scale rounds the other way), missing
 // calls to 0, and takes more features than a d x d job may.
 func TestGenotypeSchema(t *testing.T) {
-	g, err := OpenPLINK(filepath.Join("testdata", "plink", "fixture"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	freqs, err := g.Frequencies()
-	if err != nil {
-		t.Fatal(err)
-	}
+	g, freqs, names := fixtureFrequencies(t)
 	freqs[0] = big.NewRat(0, 1) // a variant monomorphic in the panel
-	names := make([]string, g.M())
-	for j, v := range g.Variants {
-		names[j] = v.ID
-	}
 	const bits = 8
 	clip := fixedpoint.MustDecimal("100")
 	sch, mono, err := schema.Genotypes("fixture", names, freqs, bits, clip)
@@ -173,18 +162,7 @@ func TestGenotypeSchema(t *testing.T) {
 // TestPanelStart: the panel's start has orthonormal columns spanning the
 // top p eigenvectors of the panel's centred scatter under the schema.
 func TestPanelStart(t *testing.T) {
-	g, err := OpenPLINK(filepath.Join("testdata", "plink", "fixture"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	freqs, err := g.Frequencies()
-	if err != nil {
-		t.Fatal(err)
-	}
-	names := make([]string, g.M())
-	for j, v := range g.Variants {
-		names[j] = v.ID
-	}
+	g, freqs, names := fixtureFrequencies(t)
 	sch, _, err := schema.Genotypes("fixture", names, freqs, 8, fixedpoint.MustDecimal("100"))
 	if err != nil {
 		t.Fatal(err)
@@ -249,4 +227,23 @@ func eye(n int) *mat.Dense {
 		m.Set(i, i, 1)
 	}
 	return m
+}
+
+// fixtureFrequencies opens the PLINK fixture with its own frequencies and
+// variant names.
+func fixtureFrequencies(t *testing.T) (*Genotypes, []*big.Rat, []string) {
+	t.Helper()
+	g, err := OpenPLINK(filepath.Join("testdata", "plink", "fixture"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	freqs, err := g.Frequencies()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := make([]string, g.M())
+	for j, v := range g.Variants {
+		names[j] = v.ID
+	}
+	return g, freqs, names
 }

@@ -187,15 +187,7 @@ standardise with the pooled mean and population std, clip rows to norm 1.
 				if x := int(cmd.Int("down")); x > 0 {
 					po.Down = []int{x - 1}
 				}
-				cmp, err := sm.RunPower(ctx, opts, po)
-				if err != nil {
-					return err
-				}
-				cmp.WriteText(os.Stdout)
-				if path := cmd.String("json"); path != "" {
-					return writeJSON(path, cmp)
-				}
-				return nil
+				return printPower(cmd)(sm.RunPower(ctx, opts, po))
 			}
 			p := newProgress(cmd.Int("owners"), "uploads")
 			opts.Progress = p.job
@@ -474,6 +466,21 @@ func writeJSON(path string, v any) error {
 	return os.WriteFile(path, append(b, '\n'), 0o644)
 }
 
+// printPower prints a power-method job's comparison and writes it to
+// --json when given.
+func printPower(cmd *cli.Command) func(*sim.PowerComparison, error) error {
+	return func(cmp *sim.PowerComparison, err error) error {
+		if err != nil {
+			return err
+		}
+		cmp.WriteText(os.Stdout)
+		if path := cmd.String("json"); path != "" {
+			return writeJSON(path, cmp)
+		}
+		return nil
+	}
+}
+
 // simLogger is the simulated nodes' logger (--log-level; off: none).
 func simLogger(cmd *cli.Command) hclog.Logger {
 	if lvl := cmd.String("log-level"); lvl != "off" {
@@ -520,15 +527,7 @@ func simulateGenotypes(ctx context.Context, cmd *cli.Command) error {
 		gr.Job.Threshold = gr.Job.CSPs/2 + 1
 	}
 	if cmd.String("method") == "power" {
-		cmp, err := gr.RunDaemons(ctx, simLogger(cmd))
-		if err != nil {
-			return err
-		}
-		cmp.WriteText(os.Stdout)
-		if path := cmd.String("json"); path != "" {
-			return writeJSON(path, cmp)
-		}
-		return nil
+		return printPower(cmd)(gr.RunDaemons(ctx, simLogger(cmd)))
 	}
 	rep, err := gr.Run()
 	if err != nil {

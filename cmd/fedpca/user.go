@@ -699,19 +699,7 @@ func runPower(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.S
 		}
 		last = line
 	})
-	if ctx.Err() != nil {
-		return interrupted(cmd, spec.ID())
-	}
-	if err != nil {
-		return err
-	}
-	if cmd.Bool("publish") {
-		doc, _ := json.Marshal(res)
-		if err := c.Publish(ctx, res, doc); err != nil {
-			return fmt.Errorf("publish: %w", err)
-		}
-	}
-	return writeResult(cmd, res)
+	return finishRun(ctx, cmd, c, spec, res, err)
 }
 
 // ownerRowsWorthSaying is the per-owner row cap below which user run says
@@ -755,19 +743,7 @@ func waitAndWrite(ctx context.Context, cmd *cli.Command, c *user.Client, spec *j
 		fmt.Fprintf(os.Stderr, "the job went on without the owners that declined:%s\n", declinedText(st, sch.FeatureNames()))
 	}
 	res, err := c.Fetch(ctx, spec, sch)
-	if ctx.Err() != nil {
-		return interrupted(cmd, spec.ID())
-	}
-	if err != nil {
-		return err
-	}
-	if cmd.Bool("publish") {
-		doc, _ := json.Marshal(res)
-		if err := c.Publish(ctx, res, doc); err != nil {
-			return fmt.Errorf("publish: %w", err)
-		}
-	}
-	return writeResult(cmd, res)
+	return finishRun(ctx, cmd, c, spec, res, err)
 }
 
 // interrupted says, after Ctrl-C, that the job goes on and how to come back
@@ -1059,4 +1035,22 @@ func printQuality(res *job.Result) {
 	for _, n := range q.Notes {
 		fmt.Printf("note: %s\n", n)
 	}
+}
+
+// finishRun ends user run and user fetch: an interrupted wait says how to
+// resume, a result is published when asked and written.
+func finishRun(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.Spec, res *job.Result, err error) error {
+	if ctx.Err() != nil {
+		return interrupted(cmd, spec.ID())
+	}
+	if err != nil {
+		return err
+	}
+	if cmd.Bool("publish") {
+		doc, _ := json.Marshal(res)
+		if err := c.Publish(ctx, res, doc); err != nil {
+			return fmt.Errorf("publish: %w", err)
+		}
+	}
+	return writeResult(cmd, res)
 }

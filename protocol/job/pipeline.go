@@ -121,12 +121,22 @@ func readRows(s *Spec, sch *schema.Schema, rows schema.Rows, workers int, exact 
 		}
 	}
 	rep, err := runPipeline(s, sch, rows, l.K > 1 && l.Kind == stats.Full, bucket, adders, accs[0].MaxRows(), exact)
+	return mergeWorkers(accs, rep, err)
+}
+
+// mergeWorkers merges the pipeline's workers' statistics into the first
+// and counts its rows in the report.
+func mergeWorkers[A interface {
+	Merge(A) error
+	Rows() int64
+}](accs []A, rep ReadReport, err error) (A, ReadReport, error) {
+	var none A
 	if err != nil {
-		return nil, rep, err
+		return none, rep, err
 	}
 	for _, a := range accs[1:] {
 		if err := accs[0].Merge(a); err != nil {
-			return nil, rep, err
+			return none, rep, err
 		}
 	}
 	rep.Rows = accs[0].Rows()
@@ -152,16 +162,7 @@ func ReadPowerRows(s *Spec, sch *schema.Schema, rows schema.Rows, q *power.QMatr
 		adders[i] = accs[i]
 	}
 	rep, err := runPipeline(s, sch, rows, false, nil, adders, s.MaxOwnerRows, false)
-	if err != nil {
-		return nil, rep, err
-	}
-	for _, a := range accs[1:] {
-		if err := accs[0].Merge(a); err != nil {
-			return nil, rep, err
-		}
-	}
-	rep.Rows = accs[0].Rows()
-	return accs[0], rep, nil
+	return mergeWorkers(accs, rep, err)
 }
 
 // runPipeline reads rows through the schema's row map (with classes when
