@@ -123,6 +123,24 @@ func (c *Client) RunPower(ctx context.Context, s *job.Spec, sch *schema.Schema, 
 	if c.cfg.Keys.Secret == nil {
 		return nil, ErrNoKeys
 	}
+	if _, err := c.Submit(ctx, s, sch); err != nil {
+		return nil, err
+	}
+	return c.ResumePower(ctx, s, sch, start, progress)
+}
+
+// ResumePower follows a power-method job the proxy holds (its parent
+// created, by this client or an earlier run: user fetch) from round 0 to
+// the result as RunPower does: the rounds already released are fetched and
+// decoded again, each next matrix is the same (the decoding is
+// deterministic), so each round already opened is opened again as the same
+// round (CreateRound is idempotent) and the rest are opened in turn, each
+// before its deadline. start must be the public matrix the job names (nil
+// for a job that starts from its seed).
+func (c *Client) ResumePower(ctx context.Context, s *job.Spec, sch *schema.Schema, start *mat.Dense, progress PowerProgress) (*job.Result, error) {
+	if c.cfg.Keys.Secret == nil {
+		return nil, ErrNoKeys
+	}
 	pr, err := s.PowerParams(sch)
 	if err != nil {
 		return nil, err
@@ -131,8 +149,17 @@ func (c *Client) RunPower(ctx context.Context, s *job.Spec, sch *schema.Schema, 
 	if err != nil {
 		return nil, err
 	}
-	if _, err := c.Submit(ctx, s, sch); err != nil {
-		return nil, err
+	if (start != nil) != (s.Power.Start != "") {
+		return nil, fmt.Errorf("job %s: a start matrix given: %v; the job names one: %v", short(s.ID()), start != nil, s.Power.Start != "")
+	}
+	if start != nil {
+		q, err := quantisedStart(pr, start)
+		if err != nil {
+			return nil, err
+		}
+		if h := q.Hash(); hex.EncodeToString(h[:]) != s.Power.Start {
+			return nil, fmt.Errorf("job %s starts from the public matrix %s…; the one given is %s…", short(s.ID()), s.Power.Start[:12], hex.EncodeToString(h[:6]))
+		}
 	}
 	doc := job.PowerDoc{P: pr.P, Rounds: pr.Rounds, Seed: s.Power.Seed, Start: s.Power.Start, QBits: pr.QBits, Finish: "svd"}
 	if start != nil {

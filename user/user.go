@@ -714,7 +714,7 @@ func (c *Client) Open(r *Sealed) (*job.Result, error) {
 		return c.openComponents(r)
 	}
 	if r.spec.Power != nil {
-		return nil, fmt.Errorf("job %s is a power-method job: its result is computed from all its rounds by the run that created it (user run --power), not from round 0 alone", short(r.spec.ID()))
+		return nil, fmt.Errorf("job %s is a power-method job: its result is computed from all its rounds (Client.ResumePower, user fetch), not from round 0 alone", short(r.spec.ID()))
 	}
 	s, sch, hd := r.spec, r.sch, r.header
 	rel, err := job.DecryptRelease(s, sch, c.params, c.cfg.Keys.Secret, r.cts)

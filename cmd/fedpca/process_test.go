@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -542,7 +543,22 @@ func TestPowerProcesses(t *testing.T) {
 			t.Error(err)
 		}
 	}
-	b, err := exec.Command(binary, "owner", "ledger", "--json", "--state", filepath.Join(d.dir, "state", d.owners[0])).CombinedOutput()
+	// user fetch follows the job again from its parent: the same rounds,
+	// released once, give the same result.
+	again := filepath.Join(d.dir, "again")
+	b, err := exec.Command(binary, "user", "fetch", "--certs", d.certs("user", "alice"), "--keys", filepath.Join(d.dir, "keys"), "--proxy", d.proxy,
+		"--out", again, res.JobID[:12]).CombinedOutput()
+	if err != nil {
+		t.Fatalf("user fetch of the power job: %v\n%s", err, b)
+	}
+	res2, err := user.LoadResult(filepath.Join(again, user.ResultFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(res2.Output.Eigenvalues, res.Output.Eigenvalues) || len(res2.Power.Each) != 3 {
+		t.Errorf("user fetch: eigenvalues %v in %d rounds, the run's %v", res2.Output.Eigenvalues, len(res2.Power.Each), res.Output.Eigenvalues)
+	}
+	b, err = exec.Command(binary, "owner", "ledger", "--json", "--state", filepath.Join(d.dir, "state", d.owners[0])).CombinedOutput()
 	if err != nil {
 		t.Fatalf("owner ledger: %v\n%s", err, b)
 	}

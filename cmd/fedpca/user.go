@@ -263,8 +263,13 @@ which every JOB argument accepts (any unique prefix of 4 digits or more is enoug
 again. JOB is the job's ID or a unique prefix of it; --keys must be the HE keys the
 job was created with.
 
-  fedpca user fetch --certs certs/user-alice --keys keys --proxy localhost:7000 --out out/ 3f2a9c1e`,
-			Flags: append(append(userConnFlags(true), resultFlags()...), logFlags()...),
+  fedpca user fetch --certs certs/user-alice --keys keys --proxy localhost:7000 --out out/ 3f2a9c1e
+
+A power-method job is followed from its parent: the rounds already released are
+fetched and decoded again, the rest opened in turn, each before its deadline (a
+job that starts from a public matrix needs it again, --start).`,
+			Flags: append(append(append(userConnFlags(true), resultFlags()...), logFlags()...),
+				strFlag("start", "", "for a power-method job that starts from a public matrix: the same CSV file user run was given")),
 			Action: onJob(func(ctx context.Context, cmd *cli.Command, c *user.Client, id string) error {
 				spec, sch, err := c.Ticket(ctx, id)
 				if err != nil {
@@ -281,6 +286,9 @@ job was created with.
 				}
 				if err := checkOutputs(cmd); err != nil {
 					return err
+				}
+				if spec.Power != nil {
+					return fetchPower(ctx, cmd, c, spec, sch)
 				}
 				fmt.Fprintf(os.Stderr, "job %s: %s on %s, %d owner%s, deadline %s\n", id[:16], spec.Analysis, spec.Dataset, spec.NumOwners, plural(spec.NumOwners), spec.Deadline.Format(time.RFC3339))
 				return waitAndWrite(ctx, cmd, c, spec, sch, time.Now())
@@ -596,7 +604,7 @@ func runUser(ctx context.Context, cmd *cli.Command) error {
 	}
 	start := time.Now()
 	if spec.Power != nil {
-		return runPower(ctx, cmd, c, spec, sch, req.PowerStart, start)
+		return runPower(ctx, cmd, c, spec, sch, req.PowerStart, start, c.RunPower)
 	}
 	if _, err := c.Submit(ctx, spec, sch); err != nil {
 		return err
@@ -681,9 +689,29 @@ func readMatrixCSV(path string, d, p int) (*mat.Dense, error) {
 	}
 }
 
-// runPower runs a power-method job (user run --method power) and writes its
-// result.
-func runPower(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.Spec, sch *schema.Schema, start *mat.Dense, t0 time.Time) error {
+// fetchPower re-attaches to a power-method job (user fetch): its rounds
+// already released are fetched again and the rest opened, each before its
+// deadline; a job that starts from a public matrix needs it again (--start).
+func fetchPower(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.Spec, sch *schema.Schema) error {
+	var start *mat.Dense
+	switch path := cmd.String("start"); {
+	case spec.Power.Start != "" && path == "":
+		return fmt.Errorf("job %s starts from a public matrix (%s…): give it again with --start", spec.ID()[:16], spec.Power.Start[:12])
+	case spec.Power.Start == "" && path != "":
+		return fmt.Errorf("--start: job %s starts from its seed, not from a matrix", spec.ID()[:16])
+	case path != "":
+		var err error
+		if start, err = readMatrixCSV(path, sch.D(), spec.K+spec.Power.Oversample); err != nil {
+			return err
+		}
+	}
+	return runPower(ctx, cmd, c, spec, sch, start, time.Now(), c.ResumePower)
+}
+
+// runPower runs a power-method job (user run --method power: c.RunPower;
+// user fetch: c.ResumePower) and writes its result.
+func runPower(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.Spec, sch *schema.Schema, start *mat.Dense, t0 time.Time,
+	run func(context.Context, *job.Spec, *schema.Schema, *mat.Dense, user.PowerProgress) (*job.Result, error)) error {
 	quiet := cmd.Bool("quiet")
 	if !quiet {
 		fmt.Fprintf(os.Stderr, "power-method job %s: pca on %s, k = %d, p = %d, %d rounds after round 0, %d owner%s; round 0 closes %s, each round %d s after the one before\n",
@@ -692,7 +720,7 @@ func runPower(ctx context.Context, cmd *cli.Command, c *user.Client, spec *job.S
 	}
 	lines := !quiet
 	var last string
-	res, err := c.RunPower(ctx, spec, sch, start, func(round int, s *fedpcav1.JobStatus) {
+	res, err := run(ctx, spec, sch, start, func(round int, s *fedpcav1.JobStatus) {
 		line := fmt.Sprintf("round %d: %s", round, progressLine(s))
 		if line != last && lines {
 			fmt.Fprintf(os.Stderr, "[%6.1fs] %s\n", time.Since(t0).Seconds(), line)
