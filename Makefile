@@ -11,12 +11,19 @@ BENCHTIME ?= 5x
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-14s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-# The tests whose cost is computation in one goroutine (the members' MPC
-# programs, the golden eigensolvers, 10,000 ciphertexts, a 200-job memory
-# run): the race detector finds nothing in them and makes them 5 to 8 times
-# slower, so they run once, without it, after the race run.
-HEAVY      := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestPowerJobDP|TestLongRunFlat|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine|TestPowerGenotypesDaemons|TestPipelineMatchesExactOnDatasets|TestSymEig|TestFromModTChunks|TestReplicatedView
-HEAVY_PKGS := ./protocol/he ./protocol/eigen ./protocol/job ./protocol/mpc ./sim ./cmd/fedpca
+# The tests whose cost is computation in one goroutine or a statistic over
+# many runs (the members' MPC programs, the golden eigensolvers, 10,000
+# ciphertexts, a 200-job memory run, the deviations' episodes, the relaxed
+# proof's soundness, the genotype job): the race detector finds nothing in
+# them that the race run's daemon tests do not exercise, and makes them 5
+# to 8 times slower, so they run once, without it, after the race run.
+HEAVY := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestRunWineParties
+HEAVY := $(HEAVY)|TestPowerJobDP|TestPowerJobNoiseless|TestPowerGenotypesDaemons|TestLongRunFlat
+HEAVY := $(HEAVY)|TestComponentsWine|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset
+HEAVY := $(HEAVY)|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine
+HEAVY := $(HEAVY)|TestPipelineMatchesExactOnDatasets|TestSymEig|TestFromModTChunks|TestReplicatedView
+HEAVY := $(HEAVY)|TestDeviatingProxy|TestProfileWideBoundsManyRows|TestCohortProfile|TestRelaxedRelation|TestPlanSummedVariance
+HEAVY_PKGS := ./protocol/he ./protocol/dp ./protocol/zk ./protocol/eigen ./protocol/job ./protocol/mpc ./sim ./sim/chaos ./cmd/fedpca
 
 .PHONY: test
 test: ## run every test with the race detector, then the heavy computations without it (what CI runs)

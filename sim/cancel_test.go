@@ -128,7 +128,7 @@ func TestMissingOwnersNamed(t *testing.T) {
 	// hospital-z is named by a key the user was given (never deployed).
 	z := "hospital-z=" + job.Fingerprint([]byte("hospital-z's key"))
 	_, st := submitWait(ctx, t, u, sch, user.Request{Analysis: job.PCA, K: 2, NoNoise: true, Owners: []string{owners[0].ID, z},
-		Deadline: time.Now().Add(3 * time.Second)})
+		Deadline: time.Now().Add(6 * time.Second)}) // room for the one owner's upload under -race on a loaded machine
 	if st.GetState() != fedpcav1.JobState_JOB_STATE_FAILED || !strings.Contains(st.GetReason(), "never uploaded: hospital-z") ||
 		strings.Contains(st.GetReason(), owners[0].ID) {
 		t.Fatalf("job %s: %s", st.GetState(), st.GetReason())
