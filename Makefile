@@ -23,6 +23,7 @@ HEAVY := $(HEAVY)|TestComponentsWine|TestComponentsDCAWine|TestComponentsLeakNot
 HEAVY := $(HEAVY)|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine
 HEAVY := $(HEAVY)|TestPipelineMatchesExactOnDatasets|TestSymEig|TestFromModTChunks|TestReplicatedView
 HEAVY := $(HEAVY)|TestDeviatingProxy|TestProfileWideBoundsManyRows|TestCohortProfile|TestRelaxedRelation|TestPlanSummedVariance
+HEAVY := $(HEAVY)|TestSteps|TestRunWine|TestEndToEndNoNoise|TestScalarFunctions|TestMSBShiftAndRecip|TestReplicatedCheatingOpening
 HEAVY_PKGS := ./protocol/he ./protocol/dp ./protocol/zk ./protocol/eigen ./protocol/job ./protocol/mpc ./sim ./sim/chaos ./cmd/fedpca
 
 .PHONY: test
