@@ -19,7 +19,7 @@ help: ## list the targets
 # to 8 times slower, so they run once, without it, after the race run.
 HEAVY := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestRunWineParties
 HEAVY := $(HEAVY)|TestPowerJobDP|TestPowerJobNoiseless|TestPowerGenotypesDaemons|TestLongRunFlat
-HEAVY := $(HEAVY)|TestComponentsWine|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsEveryDataset
+HEAVY := $(HEAVY)|TestComponentsWine|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsAsProcesses
 HEAVY := $(HEAVY)|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine
 HEAVY := $(HEAVY)|TestPipelineMatchesExactOnDatasets|TestSymEig|TestFromModTChunks|TestReplicatedView
 HEAVY := $(HEAVY)|TestDeviatingProxy|TestProfileWideBoundsManyRows|TestCohortProfile|TestRelaxedRelation|TestPlanSummedVariance
