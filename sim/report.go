@@ -20,6 +20,9 @@ func (r *Report) WriteText(w io.Writer, components bool) {
 	res := r.Result
 	if t := res.Output; t != nil {
 		fmt.Fprintf(w, "\n  components only: the user learns the top %d components, their eigenvalues and n (%.1f), nothing else\n", len(t.Eigenvalues), res.NoisyN)
+		if c := res.Privacy.Computed; c != "" {
+			fmt.Fprintf(w, "  computed %s\n", c)
+		}
 		fmt.Fprintf(w, "  %-26s %s\n", job.EigenvaluesName(res.Analysis)+":", floats(t.Eigenvalues, "%.4g"))
 		if res.Analysis == job.PCA {
 			fmt.Fprintln(w, "  (no explained-variance ratio: the total variance is not released)")

@@ -446,6 +446,9 @@ func TestCompareComponents(t *testing.T) {
 			t.Errorf("the warning %q is not printed:\n%s", w, printed)
 		}
 	}
+	if !strings.Contains(res.Privacy.Computed, "3 members with their own randomness") || !strings.Contains(printed, "computed by 3 members") {
+		t.Errorf("the result says it was computed %q; printed:\n%s", res.Privacy.Computed, printed)
+	}
 	if !strings.Contains(printed, "on the covariance spectral norm") || !strings.Contains(printed, "note: component 3") {
 		t.Errorf("simulate does not print the components' noise:\n%s", printed)
 	}

@@ -1009,6 +1009,9 @@ func printComponentsSummary(res *job.Result) {
 		fmt.Println("released: these components, their eigenvalues and n only; no statistic, mean or total variance (so no explained-variance ratio)")
 	}
 	pr := res.Privacy
+	if pr.Computed != "" {
+		fmt.Println("computed " + pr.Computed)
+	}
 	switch {
 	case pr.NoNoise && res.Power != nil:
 		fmt.Println("privacy: NO NOISE (test job)")

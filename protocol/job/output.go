@@ -107,6 +107,7 @@ func ComponentsResult(s *Spec, sch *schema.Schema, out *Output, owners []string,
 		return nil, fmt.Errorf("components result: %w", err)
 	}
 	h := HeaderOf(s, sch, heParams)
+	pr.Computed = ComponentsTrust(s)
 	res := &Result{JobID: h.JobID, Dataset: h.Dataset, SchemaHash: h.SchemaHash, Analysis: s.Analysis, Features: h.Features,
 		Owners: owners, NumOwners: len(owners), NoisyN: out.N, Privacy: pr, HEParams: heParams,
 		Released: ReleaseComponents, Output: top}
@@ -116,6 +117,16 @@ func ComponentsResult(s *Spec, sch *schema.Schema, out *Output, owners []string,
 	}
 	res.Quality = componentsQuality(res, d, l.K)
 	return res, nil
+}
+
+// ComponentsTrust says whose randomness a components job's computation runs
+// under and who could learn the statistics by colluding (docs/PROTOCOL.md
+// 7.2).
+func ComponentsTrust(s *Spec) string {
+	if s.Dealt() {
+		return fmt.Sprintf("by %d members with randomness the proxy dealt: the proxy with any one of them could learn the statistics, and wrong randomness is not detected", s.CommitteeThreshold)
+	}
+	return fmt.Sprintf("by %d members with their own randomness (replicated sharing): the proxy with any one of them learns nothing of the statistics; openings are checked, products are not", ReplicatedParties)
 }
 
 // Top returns a result's components (d x k, one per column) and their

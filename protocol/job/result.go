@@ -122,6 +122,10 @@ func (r *Result) UnmarshalJSON(b []byte) error {
 
 // Privacy is the privacy accounting of a release.
 type Privacy struct {
+	// Computed, for a components release, says whose randomness the
+	// committee's computation ran under and what that trusts
+	// (ComponentsTrust).
+	Computed string   `json:"computed,omitempty"`
 	NoNoise  bool     `json:"no_noise"`
 	Plan     string   `json:"noise_plan"`
 	Tolerate int      `json:"tolerate"`
