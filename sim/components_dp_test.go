@@ -218,6 +218,9 @@ func TestComponentsDPDiscriminant(t *testing.T) {
 // with the noise and the note on what the release cannot tell, and no
 // statistic.
 func TestComponentsDPWine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two DP components jobs through the daemons: skipped with -short")
+	}
 	if raceEnabled {
 		t.Skip("two DP components jobs through the daemons: slow under the race detector")
 	}

@@ -41,6 +41,9 @@ import (
 // by the three members left, loses one of them the same way with none
 // spare: it fails within a minute, naming them, and releases nothing.
 func TestComponentsWine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a components job through the daemons with a member lost: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Duration(envInt("COMPONENTS_TIMEOUT_S", 300))*time.Second)
 	defer cancel()
 	data, _ := datasets.CSV("wine")
@@ -402,6 +405,9 @@ func TestComponentsCost(t *testing.T) {
 // members with their own randomness, LDA with one member of three down
 // and the proxy dealing.
 func TestComponentsDCAWine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("two components jobs through the daemons: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	data, _ := datasets.CSV("wine")

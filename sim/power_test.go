@@ -291,6 +291,9 @@ func TestPowerRoundsRefused(t *testing.T) {
 // the servers' top-up standing in for its noise share; its ledger keeps
 // the parent's one entry, charged at round 0.
 func TestPowerOwnerDrops(t *testing.T) {
+	if testing.Short() {
+		t.Skip("rounds that wait for their deadlines: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	data, _ := datasets.CSV("wine")
@@ -353,6 +356,9 @@ func TestPowerOwnerDrops(t *testing.T) {
 // the job separates the populations as the central PCA of the same rows
 // does, capturing its top k's variance.
 func TestPowerGenotypesDaemons(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a genotype power job through the daemons: skipped with -short")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	gr := GenotypeRun{
