@@ -32,7 +32,7 @@ test: ## run every test with the race detector, then the heavy computations with
 	$(GO) test -count 1 -timeout 30m -run '^($(HEAVY))$$' $(HEAVY_PKGS)
 
 .PHONY: test-short
-test-short: ## the fast tier: every package's unit tests with -short (no race detector; under 2 minutes on 2 cores)
+test-short: ## the fast tier: every package's unit tests with -short (no race detector; about 2.5 minutes on 2 cores)
 	$(GO) test -short -timeout 10m $(PKGS)
 
 .PHONY: check
