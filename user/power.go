@@ -152,14 +152,14 @@ func (c *Client) ResumePower(ctx context.Context, s *job.Spec, sch *schema.Schem
 	if (start != nil) != (s.Power.Start != "") {
 		return nil, fmt.Errorf("job %s: a start matrix given: %v; the job names one: %v", short(s.ID()), start != nil, s.Power.Start != "")
 	}
-	if start != nil {
-		q, err := quantisedStart(pr, start)
-		if err != nil {
-			return nil, err
-		}
-		if h := q.Hash(); hex.EncodeToString(h[:]) != s.Power.Start {
-			return nil, fmt.Errorf("job %s starts from the public matrix %s…; the one given is %s…", short(s.ID()), s.Power.Start[:12], hex.EncodeToString(h[:6]))
-		}
+	// Round 1's public matrix: the start's, which must be the one the job
+	// names, or the seed's.
+	q, err := quantisedStart(pr, start)
+	if err != nil {
+		return nil, err
+	}
+	if h := q.Hash(); start != nil && hex.EncodeToString(h[:]) != s.Power.Start {
+		return nil, fmt.Errorf("job %s starts from the public matrix %s…; the one given is %s…", short(s.ID()), s.Power.Start[:12], hex.EncodeToString(h[:6]))
 	}
 	doc := job.PowerDoc{P: pr.P, Rounds: pr.Rounds, Seed: s.Power.Seed, Start: s.Power.Start, QBits: pr.QBits, Finish: "svd"}
 	if start != nil {
@@ -176,10 +176,6 @@ func (c *Client) ResumePower(ctx context.Context, s *job.Spec, sch *schema.Schem
 		return nil, err
 	}
 	doc.Shrink = mean.Shrink
-	q, err := quantisedStart(pr, start)
-	if err != nil {
-		return nil, err
-	}
 	var yc *mat.Dense
 	for r := 1; r <= pr.Rounds; r++ {
 		rs := job.NewRoundSpec(s, r, q)

@@ -9,8 +9,7 @@ import (
 // each Exchange waits for the n parties' shares of the round and returns
 // their sum. For tests and the simulator.
 func LocalNets(n int) []Net {
-	h := &hub{n: n}
-	h.cond = sync.NewCond(&h.mu)
+	h := &hub{barrier: newBarrier(n)}
 	nets := make([]Net, n)
 	for i := range nets {
 		nets[i] = hubNet{h}
@@ -19,14 +18,9 @@ func LocalNets(n int) []Net {
 }
 
 type hub struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	n       int
-	round   int
-	arrived int
-	sum     []Word
-	done    []Word // the last round's sum
-	closed  bool
+	*barrier
+	sum  []Word
+	done []Word // the last round's sum
 }
 
 type hubNet struct{ h *hub }
@@ -36,46 +30,82 @@ var ErrClosed = errors.New("local net closed")
 
 // Close wakes every waiting party with ErrClosed.
 func CloseLocalNets(nets []Net) {
-	if len(nets) == 0 {
-		return
+	if len(nets) > 0 {
+		nets[0].(hubNet).h.close()
 	}
-	h := nets[0].(hubNet).h
-	h.mu.Lock()
-	h.closed = true
-	h.cond.Broadcast()
-	h.mu.Unlock()
 }
 
 func (n hubNet) Exchange(mine []Word) ([]Word, error) {
 	h := n.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, ErrClosed
+	var out []Word
+	err := h.exchange(func(first bool) error {
+		if first {
+			h.sum = make([]Word, len(mine))
+		}
+		if len(mine) != len(h.sum) {
+			return errors.New("parties opened rounds of different sizes")
+		}
+		for i, w := range mine {
+			h.sum[i] = h.sum[i].Add(w)
+		}
+		return nil
+	}, func() { h.done, h.sum = h.sum, nil }, func() { out = append([]Word(nil), h.done...) })
+	return out, err
+}
+
+// barrier is the round barrier of n in-process parties (LocalNets,
+// LocalPeerNets).
+type barrier struct {
+	mu                sync.Mutex
+	cond              *sync.Cond
+	n, round, arrived int
+	closed            bool
+}
+
+func newBarrier(n int) *barrier {
+	b := &barrier{n: n}
+	b.cond = sync.NewCond(&b.mu)
+	return b
+}
+
+// close wakes every waiting party with ErrClosed, and makes every later
+// exchange fail with it.
+func (b *barrier) close() {
+	b.mu.Lock()
+	b.closed = true
+	b.cond.Broadcast()
+	b.mu.Unlock()
+}
+
+// exchange runs one party's round under the barrier's lock: put adds its
+// message (first: it is the round's first; an error closes the barrier),
+// end completes the round when the n-th has arrived, and get reads the
+// party's result once the round is complete.
+func (b *barrier) exchange(put func(first bool) error, end, get func()) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.closed {
+		return ErrClosed
 	}
-	round := h.round
-	if h.arrived == 0 {
-		h.sum = make([]Word, len(mine))
+	round := b.round
+	if err := put(b.arrived == 0); err != nil {
+		b.closed = true
+		b.cond.Broadcast()
+		return err
 	}
-	if len(mine) != len(h.sum) {
-		h.closed = true
-		h.cond.Broadcast()
-		return nil, errors.New("parties opened rounds of different sizes")
+	b.arrived++
+	if b.arrived == b.n {
+		end()
+		b.arrived = 0
+		b.round++
+		b.cond.Broadcast()
 	}
-	for i, w := range mine {
-		h.sum[i] = h.sum[i].Add(w)
+	for b.round == round && !b.closed {
+		b.cond.Wait()
 	}
-	h.arrived++
-	if h.arrived == h.n {
-		h.done, h.sum, h.arrived = h.sum, nil, 0
-		h.round++
-		h.cond.Broadcast()
+	if b.round == round {
+		return ErrClosed
 	}
-	for h.round == round && !h.closed {
-		h.cond.Wait()
-	}
-	if h.round == round {
-		return nil, ErrClosed
-	}
-	return append([]Word(nil), h.done...), nil
+	get()
+	return nil
 }

@@ -2,7 +2,6 @@ package mpc
 
 import (
 	"fmt"
-	"sync"
 )
 
 // PeerNet carries a replicated party's messages, which differ by receiver
@@ -23,9 +22,7 @@ type PeerNet interface {
 // i-th): each Exchange waits for the n parties' messages of the round.
 // For tests and the simulator.
 func LocalPeerNets(n int) []PeerNet {
-	h := &peerHub{n: n}
-	h.cond = sync.NewCond(&h.mu)
-	h.box = newBox(n)
+	h := &peerHub{barrier: newBarrier(n), box: newBox(n)}
 	nets := make([]PeerNet, n)
 	for i := range nets {
 		nets[i] = peerNet{h: h, me: i}
@@ -37,25 +34,15 @@ func LocalPeerNets(n int) []PeerNet {
 // every later Exchange fail with it: what a relay does when a party
 // aborts.
 func CloseLocalPeerNets(nets []PeerNet) {
-	if len(nets) == 0 {
-		return
+	if len(nets) > 0 {
+		nets[0].(peerNet).h.close()
 	}
-	h := nets[0].(peerNet).h
-	h.mu.Lock()
-	h.closed = true
-	h.cond.Broadcast()
-	h.mu.Unlock()
 }
 
 type peerHub struct {
-	mu      sync.Mutex
-	cond    *sync.Cond
-	n       int
-	round   int
-	arrived int
-	box     [][][]Word // box[to][from]
-	done    [][][]Word // the last round's
-	closed  bool
+	*barrier
+	box  [][][]Word // box[to][from]
+	done [][][]Word // the last round's
 }
 
 func newBox(n int) [][][]Word {
@@ -76,28 +63,14 @@ func (p peerNet) Exchange(out [][]Word) ([][]Word, error) {
 	if len(out) != h.n {
 		return nil, fmt.Errorf("%d messages for %d parties", len(out), h.n)
 	}
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	if h.closed {
-		return nil, ErrClosed
-	}
-	round := h.round
-	for j, m := range out {
-		if j != p.me {
-			h.box[j][p.me] = append([]Word{}, m...)
+	var in [][]Word
+	err := h.exchange(func(bool) error {
+		for j, m := range out {
+			if j != p.me {
+				h.box[j][p.me] = append([]Word{}, m...)
+			}
 		}
-	}
-	h.arrived++
-	if h.arrived == h.n {
-		h.done, h.box, h.arrived = h.box, newBox(h.n), 0
-		h.round++
-		h.cond.Broadcast()
-	}
-	for h.round == round && !h.closed {
-		h.cond.Wait()
-	}
-	if h.round == round {
-		return nil, ErrClosed
-	}
-	return h.done[p.me], nil
+		return nil
+	}, func() { h.done, h.box = h.box, newBox(h.n) }, func() { in = h.done[p.me] })
+	return in, err
 }
