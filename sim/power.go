@@ -617,37 +617,48 @@ type GenotypeReport struct {
 	PLINKBytes int64 `json:"plink_bytes_per_owner"`
 }
 
+// cohort simulates the cohort and writes each owner's part as a PLINK
+// fileset in Dir (none without Dir), returning their prefixes; it sets the
+// defaults (clip factor 1, g = 8).
+func (gr *GenotypeRun) cohort() (*GenotypeCohort, []string, error) {
+	if gr.ClipFactor == 0 {
+		gr.ClipFactor = 1
+	}
+	if gr.Job.Bits == 0 {
+		gr.Job.Bits = 8
+	}
+	c, err := BaldingNichols(gr.Cohort)
+	if err != nil || gr.Dir == "" {
+		return c, nil, err
+	}
+	var prefixes []string
+	for o, g := range c.Owners {
+		prefix := filepath.Join(gr.Dir, ownerName(o))
+		if err := g.WritePLINK(prefix); err != nil {
+			return nil, nil, err
+		}
+		prefixes = append(prefixes, prefix)
+	}
+	return c, prefixes, nil
+}
+
 // Run runs it.
 func (gr GenotypeRun) Run() (*GenotypeReport, error) {
-	c, err := BaldingNichols(gr.Cohort)
+	c, prefixes, err := gr.cohort()
 	if err != nil {
 		return nil, err
 	}
 	out := &GenotypeReport{Cohort: gr.Cohort}
-	if gr.Dir != "" {
-		for o, g := range c.Owners {
-			prefix := fmt.Sprintf("%s/%s", gr.Dir, ownerName(o))
-			if err := g.WritePLINK(prefix); err != nil {
-				return nil, err
-			}
-			back, err := source.OpenPLINK(prefix)
-			if err != nil {
-				return nil, err
-			}
-			c.Owners[o] = back
-			if st, err := os.Stat(prefix + ".bed"); err == nil && o == 0 {
-				out.PLINKBytes = st.Size()
-			}
+	for o, prefix := range prefixes {
+		if c.Owners[o], err = source.OpenPLINK(prefix); err != nil {
+			return nil, err
 		}
-	}
-	if gr.ClipFactor == 0 {
-		gr.ClipFactor = 1
+		if st, err := os.Stat(prefix + ".bed"); err == nil && o == 0 {
+			out.PLINKBytes = st.Size()
+		}
 	}
 	pj := gr.Job
 	pj.D = gr.Cohort.D
-	if pj.Bits == 0 {
-		pj.Bits = 8
-	}
 	pj.Bound = ClipBound(pj.Bits, pj.D, gr.ClipFactor)
 	out.Clip = gr.ClipFactor * math.Sqrt(float64(pj.D))
 	if pj.Rows, err = StandardiseCohort(c, pj.Bits, pj.Bound); err != nil {
@@ -722,16 +733,12 @@ func (gr GenotypeRun) RunDaemons(ctx context.Context, logger hclog.Logger) (*Pow
 	if gr.Dir == "" {
 		return nil, fmt.Errorf("genotypes: the daemons read the owners' filesets from a directory (Dir)")
 	}
-	c, err := BaldingNichols(gr.Cohort)
+	c, prefixes, err := gr.cohort()
 	if err != nil {
 		return nil, err
 	}
 	var sources []string
-	for o, g := range c.Owners {
-		prefix := filepath.Join(gr.Dir, ownerName(o))
-		if err := g.WritePLINK(prefix); err != nil {
-			return nil, err
-		}
+	for _, prefix := range prefixes {
 		sources = append(sources, "plink://"+prefix)
 	}
 	names := make([]string, gr.Cohort.D)
@@ -739,12 +746,6 @@ func (gr GenotypeRun) RunDaemons(ctx context.Context, logger hclog.Logger) (*Pow
 		names[j] = v.ID
 	}
 	bits := gr.Job.Bits
-	if bits == 0 {
-		bits = 8
-	}
-	if gr.ClipFactor == 0 {
-		gr.ClipFactor = 1
-	}
 	clip, err := fixedpoint.FromFloat(gr.ClipFactor * math.Sqrt(float64(gr.Cohort.D)))
 	if err != nil {
 		return nil, err
