@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	bolt "go.etcd.io/bbolt"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -79,6 +80,7 @@ type CSP struct {
 	// (proofKey), made at the first switch.
 	keyMu sync.Mutex
 	zkKey *zk.Key
+	zkPK  *rlwe.PublicKey // the committee key zkKey was made from
 	zkFP  string
 	// preparing is the background preparation of the next key-switch
 	// shares (prepareSwitch); Run waits for it before it closes the store.

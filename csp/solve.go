@@ -205,7 +205,7 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 		return nil, err
 	}
 	if slices.Contains(chk.active, point) {
-		if x.S[me], err = c.convert(stream, chk, member, cts, l.Len()); err != nil {
+		if x.S[me], err = c.convert(stream, chk, st, member, cts, l.Len()); err != nil {
 			return nil, err
 		}
 	} else {
@@ -260,13 +260,20 @@ func (c *CSP) runSolve(stream fedpcav1.CspService_SolveServer, chk *checked, st 
 	return seal.Seal(key, job.OutputAAD(id, uint32(point)), job.EncodeShare(words))
 }
 
-// convert runs an active member's encryption to shares of the verified sum
-// (the receiver, the lowest active point, completes its share with the
-// public shares' aggregate the proxy sends it) and adds the member's DP
-// noise share: its share mod T of the layout's n values.
-func (c *CSP) convert(stream fedpcav1.CspService_SolveServer, chk *checked, member *he.Member, cts []*rlwe.Ciphertext, n int) ([]uint64, error) {
+// convert runs an active member's encryption to shares of the verified sum,
+// re-randomised under the committee key as a key switch's is
+// (job.Rerandomise; the receiver, the lowest active point, completes its
+// share with the public shares' aggregate the proxy sends it), and adds the
+// member's DP noise share: its share mod T of the layout's n values.
+func (c *CSP) convert(stream fedpcav1.CspService_SolveServer, chk *checked, st *secretFile, member *he.Member, cts []*rlwe.Ciphertext, n int) ([]uint64, error) {
 	slots := make([]he.SlotShare, len(cts))
-	var err error
+	_, cpk, err := c.committeeKeys(st)
+	if err != nil {
+		return nil, err
+	}
+	if cts, err = job.Rerandomise(c.params, cpk, chk.id, cts); err != nil {
+		return nil, err
+	}
 	c.memberMu.Lock()
 	for i, ct := range cts {
 		var conv *he.ConversionShare

@@ -297,7 +297,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 		c.log.Info("key switch replayed", "job", chk.id[:16], "user", chk.spec.User)
 	} else {
 		start := time.Now()
-		if shares, err = c.computeShares(chk, member, cts); err != nil {
+		if shares, err = c.computeShares(chk, st, member, cts); err != nil {
 			c.m.switches.WithLabelValues("refused").Inc()
 			return err
 		}
@@ -338,7 +338,7 @@ func (c *CSP) keySwitch(stream fedpcav1.CspService_KeySwitchServer) error {
 // and no share is made: a subset, a double count, a dropped, foreign or
 // crafted ciphertext, whoever sent it.
 func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts []*rlwe.Ciphertext) error {
-	key, err := c.proofKey(st)
+	key, _, err := c.committeeKeys(st)
 	if err != nil {
 		return err
 	}
@@ -472,21 +472,22 @@ func describe(m *fedpcav1.KeySwitchRequest) string {
 	return "an empty message"
 }
 
-// proofKey returns the upload proofs' key under the member's committee key.
-func (c *CSP) proofKey(st *secretFile) (*zk.Key, error) {
+// committeeKeys returns the key upload proofs are verified with and the
+// committee public key it is made from (sums are re-randomised under it).
+func (c *CSP) committeeKeys(st *secretFile) (*zk.Key, *rlwe.PublicKey, error) {
 	c.keyMu.Lock()
 	defer c.keyMu.Unlock()
 	if c.zkKey == nil || c.zkFP != st.Fingerprint {
 		pk, err := c.params.Codecs().PublicKey.Unmarshal(st.CommitteeKey)
 		if err != nil {
-			return nil, fmt.Errorf("committee key: %w", err)
+			return nil, nil, fmt.Errorf("committee key: %w", err)
 		}
 		if c.zkKey, err = c.params.ProofKey(pk); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		c.zkFP = st.Fingerprint
+		c.zkPK, c.zkFP = pk, st.Fingerprint
 	}
-	return c.zkKey, nil
+	return c.zkKey, c.zkPK, nil
 }
 
 // verifier checks upload parts on a pool of workers and adds up their c1,
@@ -627,15 +628,20 @@ func (c *CSP) prepareSwitch(member *he.Member, n int) {
 }
 
 // computeShares draws the member's noise share (sized from the plan and the
-// number of owners in the sum) and computes its key-switch shares.
-func (c *CSP) computeShares(chk *checked, member *he.Member, cts []*rlwe.Ciphertext) ([][]byte, error) {
+// number of owners in the sum) and computes its key-switch shares of the
+// re-randomised sum (job.SwitchShares).
+func (c *CSP) computeShares(chk *checked, st *secretFile, member *he.Member, cts []*rlwe.Ciphertext) ([][]byte, error) {
+	_, cpk, err := c.committeeKeys(st)
+	if err != nil {
+		return nil, err
+	}
 	noise, err := job.RoundNoise(chk.spec, chk.sch, dp.RoleCSP, chk.round.Round, len(chk.owners), nil)
 	if err != nil {
 		return nil, fmt.Errorf("noise share: %w", err)
 	}
 	// The member's key material is used by one switch at a time.
 	c.memberMu.Lock()
-	ks, err := job.SwitchShares(c.params, member, cts, chk.userPK, chk.active, noise)
+	ks, err := job.SwitchShares(c.params, member, cpk, chk.id, cts, chk.userPK, chk.active, noise)
 	c.memberMu.Unlock()
 	if err != nil {
 		return nil, fmt.Errorf("key switch: %w", err)

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 	"google.golang.org/grpc"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
@@ -336,7 +337,7 @@ func (p *Proxy) saveCommittee(c *committeeRecord) error {
 		return err
 	}
 	p.mu.Lock()
-	p.cmt, p.zkKey = c, nil
+	p.cmt, p.zkKey, p.zkPK = c, nil, nil
 	p.mu.Unlock()
 	p.log.Info("committee key ready", "ceremony", c.CeremonyID, "key", short(c.Fingerprint), "members", len(c.Members), "threshold", c.Threshold)
 	return nil
@@ -352,27 +353,30 @@ func (p *Proxy) committeeKey() (*committeeRecord, error) {
 	return p.cmt, nil
 }
 
-// proofKey returns the key that upload proofs are verified with, for a job
-// under the committee key with fingerprint fp (the committee's).
-func (p *Proxy) proofKey(fp string) (*zk.Key, error) {
+// committeeKeys returns, for a job under the committee key with
+// fingerprint fp (the committee's), the key that upload proofs are verified
+// with and the committee public key (key switches are combined on the sum
+// re-randomised under it).
+func (p *Proxy) committeeKeys(fp string) (*zk.Key, *rlwe.PublicKey, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.cmt == nil {
-		return nil, ErrCommitteeNotReady
+		return nil, nil, ErrCommitteeNotReady
 	}
 	if p.cmt.Fingerprint != fp {
-		return nil, fmt.Errorf("%w: the job is for committee key %s…, the committee's is %s…", ErrBadRequest, short(fp), short(p.cmt.Fingerprint))
+		return nil, nil, fmt.Errorf("%w: the job is for committee key %s…, the committee's is %s…", ErrBadRequest, short(fp), short(p.cmt.Fingerprint))
 	}
 	if p.zkKey == nil {
 		pk, err := p.params.Codecs().PublicKey.Unmarshal(p.cmt.PublicKey)
 		if err != nil {
-			return nil, fmt.Errorf("committee key: %w", err)
+			return nil, nil, fmt.Errorf("committee key: %w", err)
 		}
 		if p.zkKey, err = p.params.ProofKey(pk); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
+		p.zkPK = pk
 	}
-	return p.zkKey, nil
+	return p.zkKey, p.zkPK, nil
 }
 
 // GetCommittee implements fedpcav1.ProxyServiceServer.

@@ -530,7 +530,11 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 	for _, pt := range active {
 		ordered = append(ordered, in.shares[pt])
 	}
-	result, err := job.CombineShares(p.params, in.blinded, ordered)
+	_, cpk, err := p.committeeKeys(j.spec.CommitteeKey)
+	if err != nil {
+		return err
+	}
+	result, err := job.CombineShares(p.params, cpk, j.id, in.blinded, ordered)
 	if err != nil {
 		return permanent{err}
 	}

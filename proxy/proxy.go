@@ -132,7 +132,8 @@ type Proxy struct {
 
 	mu        sync.Mutex
 	cmt       *committeeRecord // nil until the ceremony is done
-	zkKey     *zk.Key          // the upload proofs' key under cmt (proofKey), made once
+	zkKey     *zk.Key          // the upload proofs' key under cmt (committeeKeys), made once
+	zkPK      *rlwe.PublicKey  // cmt's public key, decoded with zkKey
 	jobs      map[string]*jobState
 	members   map[string]*memberConn
 	health    map[string]memberHealth        // by member ID

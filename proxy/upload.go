@@ -87,7 +87,7 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 	cts := make([]*rlwe.Ciphertext, j.n)
 	defer p.recycle(cts)        // after j.mu is released below: the upload is folded or refused
 	seen := make([][]byte, j.n) // each ciphertext's SHA-256
-	key, err := p.proofKey(j.spec.CommitteeKey)
+	key, _, err := p.committeeKeys(j.spec.CommitteeKey)
 	if err != nil {
 		return nil, err
 	}

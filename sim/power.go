@@ -488,7 +488,7 @@ func powerRound(p he.Params, pr power.Params, cal power.Calibration, plan dp.Pla
 		if err != nil {
 			return nil, rs, err
 		}
-		sh, err := job.SwitchShares(p, members[pt-1], sum, userKeys.Public, active, noise)
+		sh, err := job.SwitchShares(p, members[pt-1], cpk, id, sum, userKeys.Public, active, noise)
 		if err != nil {
 			return nil, rs, fmt.Errorf("member %d: %w", pt, err)
 		}
@@ -498,7 +498,7 @@ func powerRound(p he.Params, pr power.Params, cal power.Calibration, plan dp.Pla
 
 	// Proxy: combine and unblind; user: decrypt.
 	t0 = time.Now()
-	switched, err := job.CombineShares(p, sum, shares)
+	switched, err := job.CombineShares(p, cpk, id, sum, shares)
 	if err != nil {
 		return nil, rs, err
 	}

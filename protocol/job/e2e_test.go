@@ -235,7 +235,7 @@ func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Res
 		if err != nil {
 			t.Fatal(err)
 		}
-		sh, err := SwitchShares(p, rc.members[pt-1], sum, user.Public, rc.active, noise)
+		sh, err := SwitchShares(p, rc.members[pt-1], rc.cpk, s.ID(), sum, user.Public, rc.active, noise)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -243,7 +243,7 @@ func runProtocol(t testing.TB, p he.Params, rc runConfig, user he.KeyPair) (*Res
 		cspNames = append(cspNames, fmt.Sprintf("csp-%d", pt))
 	}
 	// Proxy: combine, unblind.
-	switched, err := CombineShares(p, sum, shares)
+	switched, err := CombineShares(p, rc.cpk, s.ID(), sum, shares)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,6 +1,8 @@
 package job
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
 	"fmt"
 	"io"
 	"math"
@@ -251,12 +253,17 @@ func Unblind(p he.Params, switched []*rlwe.Ciphertext, masks [][]uint64) error {
 	return nil
 }
 
-// SwitchShares computes a CSP member's key-switch shares of the blinded sum
-// to the user's key, with its noise share folded in (noise has the packed
-// length; nil or all zeros for no noise).
-func SwitchShares(p he.Params, m *he.Member, blinded []*rlwe.Ciphertext, userKey *rlwe.PublicKey, active []he.Point, noise []int64) ([]*mhe.PublicKeySwitchShare, error) {
+// SwitchShares computes a CSP member's key-switch shares of job jobID's
+// blinded sum, re-randomised under the committee key (Rerandomise), to the
+// user's key, with its noise share folded in (noise has the packed length;
+// nil or all zeros for no noise).
+func SwitchShares(p he.Params, m *he.Member, committeeKey *rlwe.PublicKey, jobID string, blinded []*rlwe.Ciphertext, userKey *rlwe.PublicKey, active []he.Point, noise []int64) ([]*mhe.PublicKeySwitchShare, error) {
 	if want := p.Chunks(len(noise)); noise != nil && len(blinded) != want {
 		return nil, fmt.Errorf("key switch: %d ciphertexts for %d noise values, want %d", len(blinded), len(noise), want)
+	}
+	blinded, err := Rerandomise(p, committeeKey, jobID, blinded)
+	if err != nil {
+		return nil, fmt.Errorf("key switch: %w", err)
 	}
 	out := make([]*mhe.PublicKeySwitchShare, len(blinded))
 	for i, ct := range blinded {
@@ -274,9 +281,14 @@ func SwitchShares(p he.Params, m *he.Member, blinded []*rlwe.Ciphertext, userKey
 	return out, nil
 }
 
-// CombineShares combines, for each ciphertext of the blinded sum, the shares
-// of the active members (shares[member][ciphertext]).
-func CombineShares(p he.Params, blinded []*rlwe.Ciphertext, shares [][]*mhe.PublicKeySwitchShare) ([]*rlwe.Ciphertext, error) {
+// CombineShares combines, for each ciphertext of job jobID's blinded sum
+// re-randomised as the members did (Rerandomise), the shares of the active
+// members (shares[member][ciphertext]).
+func CombineShares(p he.Params, committeeKey *rlwe.PublicKey, jobID string, blinded []*rlwe.Ciphertext, shares [][]*mhe.PublicKeySwitchShare) ([]*rlwe.Ciphertext, error) {
+	blinded, err := Rerandomise(p, committeeKey, jobID, blinded)
+	if err != nil {
+		return nil, fmt.Errorf("combine: %w", err)
+	}
 	out := make([]*rlwe.Ciphertext, len(blinded))
 	for i, ct := range blinded {
 		var s []*mhe.PublicKeySwitchShare
@@ -286,7 +298,6 @@ func CombineShares(p he.Params, blinded []*rlwe.Ciphertext, shares [][]*mhe.Publ
 			}
 			s = append(s, member[i])
 		}
-		var err error
 		if out[i], err = he.CombineKeySwitch(p, ct, s); err != nil {
 			return nil, err
 		}
@@ -307,4 +318,40 @@ func DecryptRelease(s *Spec, sch *schema.Schema, p he.Params, sk *rlwe.SecretKey
 		return nil, err
 	}
 	return stats.Unpack(l, sch.Bits, vec)
+}
+
+// Rerandomise returns each ciphertext of a verified sum plus the encryption
+// of zero under the committee key that he.Rerandomise derives from it: the
+// seed is the SHA-256 of the job ID, the ciphertext's index and count and
+// its coefficients, so that every member and the proxy compute the same
+// ciphertexts from the sum they hold, and no one picks the randomness
+// (docs/PROTOCOL.md section 5.2). Members switch and convert, and the proxy
+// combines, only re-randomised sums.
+func Rerandomise(p he.Params, committeeKey *rlwe.PublicKey, jobID string, cts []*rlwe.Ciphertext) ([]*rlwe.Ciphertext, error) {
+	out := make([]*rlwe.Ciphertext, len(cts))
+	for i, ct := range cts {
+		if ct == nil || ct.Degree() != 1 {
+			return nil, fmt.Errorf("re-randomise ciphertext %d: not a ciphertext of degree 1", i)
+		}
+		h := sha256.New()
+		for _, f := range [][]byte{[]byte("fedpca re-randomisation seed v1"), []byte(jobID), []byte(fmt.Sprintf("%d/%d", i, len(cts)))} {
+			h.Write(binary.BigEndian.AppendUint64(nil, uint64(len(f))))
+			h.Write(f)
+		}
+		var buf []byte
+		for _, poly := range ct.Value {
+			for _, limb := range poly.Coeffs {
+				buf = buf[:0]
+				for _, c := range limb {
+					buf = binary.LittleEndian.AppendUint64(buf, c)
+				}
+				h.Write(buf)
+			}
+		}
+		var err error
+		if out[i], err = he.Rerandomise(p, committeeKey, h.Sum(nil), ct); err != nil {
+			return nil, fmt.Errorf("re-randomise ciphertext %d: %w", i, err)
+		}
+	}
+	return out, nil
 }
