@@ -53,18 +53,22 @@ func (c *CSP) solve(stream fedpcav1.CspService_SolveServer) error {
 	id := chk.spec.ID()
 	defer c.switching.lock(id)()
 
+	// A computing member that is not active converts nothing: its key
+	// multiplies nothing, so it is sent neither the sum nor the uploads.
 	h := headerDigest(hd.GetJob())
-	cts, err := c.readSum(chk.n, h, func() ([]byte, error) {
-		msg, err := stream.Recv()
-		return msg.GetCiphertext(), err
-	})
-	if err != nil {
-		return err
-	}
-	if err := c.verifyUploads(solveUploads(stream), chk, st, cts); err != nil {
-		c.m.switches.WithLabelValues("refused").Inc()
-		c.log.Warn("solve refused: the sum is not the named owners' proven uploads", "job", id[:16], "error", err)
-		return err
+	var cts []*rlwe.Ciphertext
+	if slices.Contains(chk.active, st.Secret.Point) {
+		if cts, err = c.readSum(chk.n, h, func() ([]byte, error) {
+			msg, err := stream.Recv()
+			return msg.GetCiphertext(), err
+		}); err != nil {
+			return err
+		}
+		if err := c.verifyUploads(solveUploads(stream), chk, st, cts); err != nil {
+			c.m.switches.WithLabelValues("refused").Inc()
+			c.log.Warn("solve refused: the sum is not the named owners' proven uploads", "job", id[:16], "error", err)
+			return err
+		}
 	}
 	digest := hex.EncodeToString(h.Sum(nil))
 	stored, rec, err := c.storedShares(id)

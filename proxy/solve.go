@@ -127,6 +127,10 @@ func (p *Proxy) solveWith(ctx context.Context, j *jobState, active, parties []ui
 	}
 	streams := make([]fedpcav1.CspService_SolveClient, n)
 	names := make([]string, n)
+	converting := make([]bool, n)
+	for i, pt := range parties {
+		converting[i] = slices.Contains(active, pt)
+	}
 	for i, pt := range parties {
 		mc, err := p.member(int(pt) - 1)
 		if err != nil {
@@ -143,16 +147,12 @@ func (p *Proxy) solveWith(ctx context.Context, j *jobState, active, parties []ui
 			s := dealer.Seed(i)
 			hd.Seed = s[:]
 		}
-		if err := p.sendSolveRequest(streams[i], j, owners, in, hd); err != nil {
+		if err := p.sendSolveRequest(streams[i], j, owners, in, hd, converting[i]); err != nil {
 			if _, ok := err.(permanent); ok {
 				return err
 			}
 			return lose(i, memberError(mc.ID, solveRecvErr(streams[i], err)))
 		}
-	}
-	converting := make([]bool, n)
-	for i, pt := range parties {
-		converting[i] = slices.Contains(active, pt)
 	}
 	receiver := slices.Index(parties, slices.Min(active))
 	outputs, err := p.runSolve(cctx, j, pj, dealer, streams, names, converting, receiver)
@@ -174,10 +174,10 @@ func (p *Proxy) solveWith(ctx context.Context, j *jobState, active, parties []ui
 	return nil
 }
 
-// sendSolveRequest sends a member the header, the blinded sum and the
-// included owners' uploads.
-func (p *Proxy) sendSolveRequest(stream fedpcav1.CspService_SolveClient, j *jobState, owners []string, in *switchState, hd *fedpcav1.SolveHeader) error {
-	if err := stream.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Header{Header: hd}}); err != nil {
+// sendSolveRequest sends a member the header and, if it converts the sum
+// (an active member), the sum and the included owners' uploads.
+func (p *Proxy) sendSolveRequest(stream fedpcav1.CspService_SolveClient, j *jobState, owners []string, in *switchState, hd *fedpcav1.SolveHeader, converting bool) error {
+	if err := stream.Send(&fedpcav1.SolveRequest{Msg: &fedpcav1.SolveRequest_Header{Header: hd}}); err != nil || !converting {
 		return err
 	}
 	buf := make([]byte, 0, p.params.Codecs().Ciphertext.Size())

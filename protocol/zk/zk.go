@@ -194,13 +194,11 @@ func (k *Key) commit(wk *work) [32]byte {
 // modulo each prime.
 func (k *Key) setSigned(p ring.Poly, v []int32) {
 	for j, s := range k.rq.SubRings[:k.rq.Level()+1] {
-		q, row := s.Modulus, p.Coeffs[j]
+		q, row := s.Modulus, p.Coeffs[j][:len(v)]
 		for i, x := range v {
-			if x >= 0 {
-				row[i] = uint64(x)
-			} else {
-				row[i] = q - uint64(-x)
-			}
+			// x + q when x < 0, branch-free (the signs are the masks'
+			// coin flips).
+			row[i] = uint64(int64(x)) + q&uint64(int64(x)>>63)
 		}
 	}
 }
@@ -400,22 +398,36 @@ func monomialTerm(i, c, n int) (j int, neg bool) {
 }
 
 // subMonomial sets v -= X^c p (negacyclic, coefficient domain, reduced).
+// Coefficient i takes p's coefficient i - c (mod n) with one sign for
+// i >= c mod n and the other below, so each part is one branch-free loop.
 func (k *Key) subMonomial(v, p ring.Poly, c int) {
 	n := k.rq.N()
+	neg := false
+	if c >= n {
+		c, neg = c-n, true
+	}
 	for j, s := range k.rq.SubRings[:k.rq.Level()+1] {
 		q, vr, pr := s.Modulus, v.Coeffs[j], p.Coeffs[j]
-		for i := range n {
-			src, ng := monomialTerm(i, c, n)
-			x := pr[src]
-			if ng && x != 0 { // subtracting -x is adding x
-				x = q - x
-			}
-			if vr[i] >= x {
-				vr[i] -= x
-			} else {
-				vr[i] = vr[i] + q - x
-			}
+		// i in [0, c): from p[i - c + n], sign flipped; i in [c, n): from p[i - c].
+		subShifted(vr[:c], pr[n-c:], q, !neg)
+		subShifted(vr[c:], pr[:n-c], q, neg)
+	}
+}
+
+// subShifted sets v[i] -= x[i] (or += x[i] when neg) modulo q, for reduced
+// residues below 2^62.
+func subShifted(v, x []uint64, q uint64, neg bool) {
+	x = x[:len(v)]
+	if neg {
+		for i, xi := range x {
+			t := v[i] + xi - q // in (-q, q): add q back when negative
+			v[i] = t + q&uint64(int64(t)>>63)
 		}
+		return
+	}
+	for i, xi := range x {
+		t := v[i] - xi
+		v[i] = t + q&uint64(int64(t)>>63)
 	}
 }
 
