@@ -531,7 +531,9 @@ func (p *Proxy) keySwitch(ctx context.Context, j *jobState) error {
 		ordered = append(ordered, in.shares[pt])
 	}
 	_, cpk, err := p.committeeKeys(j.spec.CommitteeKey)
-	if err != nil {
+	if errors.Is(err, ErrBadRequest) {
+		return permanent{err} // the job's committee key is no longer the committee's
+	} else if err != nil {
 		return err
 	}
 	result, err := job.CombineShares(p.params, cpk, j.id, in.blinded, ordered)
