@@ -18,7 +18,7 @@ help: ## list the targets
 # them that the race run's daemon tests do not exercise, and makes them 5
 # to 8 times slower, so they run once, without it, after the race run.
 HEAVY := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestRunWineParties
-HEAVY := $(HEAVY)|TestPowerJobDP|TestPowerJobNoiseless|TestPowerGenotypesDaemons|TestLongRunFlat
+HEAVY := $(HEAVY)|TestPowerJobDP|TestPowerJobNoiseless|TestPowerGenotypesDaemons|TestPowerDaemons|TestLongRunFlat
 HEAVY := $(HEAVY)|TestComponentsWine|TestComponentsDCAWine|TestComponentsLeakNothing|TestComponentsAsProcesses
 HEAVY := $(HEAVY)|TestComponentsDPMatchesStatistics|TestDPDCASelection|TestComponentsDPDiscriminant|TestComponentsDPWine
 HEAVY := $(HEAVY)|TestPipelineMatchesExactOnDatasets|TestSymEig|TestFromModTChunks|TestReplicatedView

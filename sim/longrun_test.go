@@ -23,20 +23,20 @@ import (
 // TestLongRunFlat: daemons that finish job after job keep no state per job
 // in memory beyond the proxy's record of it. One process runs the proxy, a
 // CSP and two owners (the harness's public API only) through
-// LONGRUN_JOBS jobs (default 200); after job 20 and after the last, with a
+// LONGRUN_JOBS jobs (default 100); after job 20 and after the last, with a
 // GC before each reading, it compares the goroutines, the shared response
 // encodings (transport.SharedLen: a job's ticket used to stay there forever)
 // and the live heap. The tolerances: a few goroutines (gRPC's transient
 // ones), no shared encoding, and longrunHeapPerJob bytes of heap per job
 // (the proxy keeps each job's record in memory for its status and listings:
 // spec, signature, certificate, schema, owner tree: about 10 KiB measured).
-// Reverting the release of finished jobs' tickets fails it (21 -> 201 shared
+// Reverting the release of finished jobs' tickets fails it (21 -> 101 shared
 // encodings).
 func TestLongRunFlat(t *testing.T) {
 	if testing.Short() {
-		t.Skip("long-running: 200 jobs")
+		t.Skip("long-running: 100 jobs")
 	}
-	jobs := 200
+	jobs := 100
 	if s := os.Getenv("LONGRUN_JOBS"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n <= 20 {
