@@ -13,8 +13,8 @@ help: ## list the targets
 
 # The tests whose cost is computation in one goroutine or a statistic over
 # many runs (the members' MPC programs, the golden eigensolvers, 10,000
-# ciphertexts, a 200-job memory run, the deviations' episodes, the relaxed
-# proof's soundness, the genotype job): the race detector finds nothing in
+# ciphertexts, a 100-job memory run, the deviations' episodes, the relaxed
+# proof's soundness, the power jobs' rounds): the race detector finds nothing in
 # them that the race run's daemon tests do not exercise, and makes them 5
 # to 8 times slower, so they run once, without it, after the race run.
 HEAVY := TestNoiseMargin10k|TestGoldenDatasets|TestDCAGolden|TestRunWineParties

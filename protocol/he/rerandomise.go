@@ -59,7 +59,9 @@ func Rerandomise(p Params, pk *rlwe.PublicKey, seed []byte, ct *rlwe.Ciphertext)
 // ternary sets u (coefficient domain) to the polynomial whose coefficients
 // are uniform over {-1, 0, 1}, read from SHAKE-256(seed): one byte per
 // coefficient, bytes of 243 and above rejected (243 = 3^5, so the byte
-// mod 3 is exactly uniform).
+// mod 3 is exactly uniform). Not lattigo's TernarySampler: it builds its
+// probability table in floating point (the same seed must give every party
+// the same u) and its density 2/3 is approximated.
 func ternary(seed []byte, rq *ring.Ring, u ring.Poly) {
 	x := sha3.NewSHAKE256()
 	x.Write([]byte("fedpca/rerandomise/v1"))
@@ -79,16 +81,9 @@ func ternary(seed []byte, rq *ring.Ring, u ring.Poly) {
 				break
 			}
 		}
-		v := int(b%3) - 1
+		v := int64(b%3) - 1
 		for i, s := range rq.SubRings[:rq.Level()+1] {
-			switch v {
-			case -1:
-				u.Coeffs[i][j] = s.Modulus - 1
-			case 0:
-				u.Coeffs[i][j] = 0
-			default:
-				u.Coeffs[i][j] = 1
-			}
+			u.Coeffs[i][j] = uint64(v) + s.Modulus&uint64(v>>63) // v mod q
 		}
 	}
 }
