@@ -475,6 +475,9 @@ func (ep *episode) runJob(ctx context.Context, jr *jobRun) {
 	jr.spec = spec
 	if jr.deviant {
 		ep.dev.setJob(spec.ID())
+		if l, err := spec.Layout(ep.sch); err == nil && ep.plan.Deviation == DevShiftC0 {
+			ep.dev.setShift(l, ep.sch.Bits)
+		}
 	}
 	ep.mu.Lock()
 	ep.runs[spec.ID()] = jr

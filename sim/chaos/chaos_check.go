@@ -38,10 +38,11 @@ const (
 	InvDevReplay = "deviating proxy: a replayed switch gets the same shares, an altered or second one is refused"
 	InvDevStatus = "deviating proxy: a status lie yields no wrong release; the real result is fetched after"
 	InvDevNoise  = "deviating proxy: under the owners and all plans the honest owners' noise stays in the release"
+	InvDevShift  = "deviating proxy: a statistics result shifted by a matrix M of its choosing is the included owners' sum plus M, with the stated noise"
 )
 
 var invariantOrder = []string{InvEnds, InvUser, InvAcked, InvOnce, InvExact, InvEigen, InvNoise, InvSwitch, InvBudget, InvCharged, InvSettled, InvRestart,
-	InvDevKey, InvDevSum, InvDevReplay, InvDevStatus, InvDevNoise}
+	InvDevKey, InvDevSum, InvDevReplay, InvDevStatus, InvDevNoise, InvDevShift}
 
 // Invariant is one invariant's tally.
 type Invariant struct {

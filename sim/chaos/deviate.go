@@ -17,6 +17,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/seal"
+	"github.com/fedpca/fedpca/protocol/stats"
 	"github.com/fedpca/fedpca/sim"
 	"github.com/fedpca/fedpca/transport"
 )
@@ -36,10 +37,22 @@ const (
 	DevReplay        = "replay_switch"  // key-switch requests replayed: the same, altered, an old job's
 	DevLieDone       = "lie_done"       // the user's watch told the job is done, every owner counted
 	DevLieFail       = "lie_failed"     // the user's watch told the job failed
+	// DevShiftC0: the result of a statistics job shifted by a matrix of
+	// the proxy's choosing. The members do not check a statistics job's
+	// c0 (it carries the proxy's noise and mask), so a proxy may add any
+	// plaintext M to the blinded sum's c0, or remove another mask than the
+	// one it added: to the members either is an honest job with another
+	// uniform mask, and the user decrypts f(S + N + M). The double adds 2M
+	// to the switched result the user fetches (it encrypts twice the
+	// sum), which is the same release; the check is that it keeps the
+	// honest parties' noise (PROTOCOL.md 5.2: post-processing of S + N by
+	// an M chosen without the data). An exact components job binds c0 and
+	// refuses such a sum (sim.TestHostileSolve).
+	DevShiftC0 = "shift_c0"
 )
 
 // AllDeviations lists the deviations, in the order of the test schedule.
-var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevForgedOwner, DevResubmit, DevReplay, DevLieDone, DevLieFail}
+var AllDeviations = []string{DevSwapKey, DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevForgedOwner, DevResubmit, DevReplay, DevLieDone, DevLieFail, DevShiftC0}
 
 // refused reports whether the members must refuse the deviation's key
 // switch (the sum is not the named owners' proven uploads), and the phrase
@@ -83,6 +96,7 @@ type deviant struct {
 	replays  []string              // replay: what went wrong
 	rchecks  int                   // replay: comparisons made
 	replayed map[string]bool       // replay: members replayed to
+	shift    []int64               // shift_c0: M, in the release's packed order
 	seq      int
 }
 
@@ -193,6 +207,8 @@ func (d *deviant) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerI
 		return err
 	case info.FullMethod == fedpcav1.ProxyService_WatchJob_FullMethodName && (d.kind == DevLieDone || d.kind == DevLieFail):
 		return handler(srv, &lyingStream{ServerStream: ss, d: d})
+	case info.FullMethod == fedpcav1.ProxyService_FetchResult_FullMethodName && d.kind == DevShiftC0:
+		return handler(srv, &shiftingStream{ServerStream: ss, d: d})
 	}
 	return handler(srv, ss)
 }
@@ -239,6 +255,78 @@ func (s *lyingStream) SendMsg(m any) error {
 		return s.ServerStream.SendMsg(m)
 	}
 	return s.ServerStream.SendMsg(&fedpcav1.WatchJobResponse{Job: s.d.lie(r.GetJob())})
+}
+
+// shiftingStream is the user's fetch of the deviating job's result, each
+// ciphertext shifted (shift_c0).
+type shiftingStream struct {
+	grpc.ServerStream
+	d     *deviant
+	job   string
+	index int // of the next ciphertext
+}
+
+func (s *shiftingStream) RecvMsg(m any) error {
+	err := s.ServerStream.RecvMsg(m)
+	if r, ok := m.(*fedpcav1.FetchResultRequest); ok && err == nil {
+		s.job = r.GetJobId()
+	}
+	return err
+}
+
+func (s *shiftingStream) SendMsg(m any) error {
+	r, ok := m.(*fedpcav1.FetchResultResponse)
+	if !ok || r.GetCiphertext() == nil || !s.d.deviating(s.job) {
+		return s.ServerStream.SendMsg(m)
+	}
+	ct := s.d.shiftResult(s.index, r.GetCiphertext())
+	s.index++
+	return s.ServerStream.SendMsg(&fedpcav1.FetchResultResponse{Msg: &fedpcav1.FetchResultResponse_Ciphertext{Ciphertext: ct}})
+}
+
+// setShift sets shift_c0's M: the proxy adds 2^(2 bits + 10), at most
+// 2^52, to every diagonal entry of the scatter (at 22 bits, 256 squared
+// units of the data: far above the noise and within the plaintext's
+// range, and the scatter stays positive definite, so the user's analysis
+// runs as on any release).
+func (d *deviant) setShift(l stats.Layout, bits uint) {
+	m := make([]int64, l.Len())
+	if l.Kind == stats.Full {
+		for i := range l.D {
+			m[l.R(i, i)] = 1 << min(2*bits+10, 52)
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.shift = m
+}
+
+// shiftResult adds 2M to the i-th ciphertext of the switched result (as
+// the user fetches it: it encrypts twice the sum, which the user halves).
+func (d *deviant) shiftResult(i int, b []byte) []byte {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	slots := 0
+	if d.params != nil {
+		slots = d.params.Slots()
+	}
+	lo := i * slots
+	if slots == 0 || lo >= len(d.shift) {
+		return b
+	}
+	ct, err := d.params.Codecs().Ciphertext.Unmarshal(b)
+	if err != nil {
+		return b
+	}
+	m := make([]int64, min(slots, len(d.shift)-lo))
+	for k := range m {
+		m[k] = 2 * d.shift[lo+k]
+	}
+	if err := he.NewPlain(*d.params).AddInt64(ct, m); err != nil {
+		return b
+	}
+	d.applied++
+	return d.params.Codecs().Ciphertext.Marshal(ct)
 }
 
 // observerKey marks the harness's own status calls (gRPC metadata): the
@@ -612,10 +700,11 @@ type outcome struct {
 	shares       int
 	replays      []string
 	replayChecks int
+	shift        []int64
 }
 
 func (d *deviant) outcome() outcome {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	return outcome{kind: d.kind, served: d.served, target: d.target, from: d.from, applied: d.applied, shares: d.shares, replays: d.replays, replayChecks: d.rchecks}
+	return outcome{kind: d.kind, served: d.served, target: d.target, from: d.from, applied: d.applied, shares: d.shares, replays: d.replays, replayChecks: d.rchecks, shift: d.shift}
 }

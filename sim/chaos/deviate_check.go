@@ -8,6 +8,7 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/sim"
 )
 
@@ -66,6 +67,30 @@ func (ep *episode) checkDeviant(jr *jobRun, included []string) {
 				ep.checkFloor(jr, exact, included)
 			}
 		}
+	case DevShiftC0:
+		// The members cannot tell M from a mask (they do not check a
+		// statistics job's c0): the job completes, and its release is
+		// the sum plus M with the honest parties' noise.
+		r.verify(InvUser, jr.userErr == nil, ep, id, "%v", jr.userErr)
+		if jr.result == nil {
+			return
+		}
+		exact, err := ep.exactSum(jr.spec, included)
+		if err != nil || len(o.shift) != len(exact) {
+			r.verify(InvDevShift, false, ep, id, "exact sum of %d values (%v), a shift of %d", len(exact), err, len(o.shift))
+			return
+		}
+		shifted := slices.Clone(exact)
+		for k, m := range o.shift {
+			shifted[k] += m
+		}
+		var noise *job.Result
+		if !jr.spec.NoNoise {
+			noise = jr.result
+		}
+		ok, why := ep.matches(jr.result.Release, shifted, jr.spec, noise)
+		r.verify(InvDevShift, o.applied > 0 && ok, ep, id, "%d ciphertexts of the result shifted; against the sum plus M: %s", o.applied, why)
+		ep.checkFloor(jr, shifted, included)
 	case DevDouble, DevDrop, DevSubset, DevCraftedSum, DevCraftedUpload, DevForgedOwner, DevResubmit:
 		if o.applied == 0 {
 			// Nothing to alter (no upload to double or drop, no earlier sum
