@@ -24,7 +24,8 @@
 // pairs, comparisons (Catrina and de Hoogh 2010) use masks made of shared
 // random bits, each the exclusive or of three bits drawn by the pairs, and
 // the conversion from shares mod T moves one party's share to another,
-// masked, reshares the two sums and subtracts T after one comparison.
+// masked, reshares the two sums and subtracts T after a 5-bit comparison
+// of their truncated difference with T (values within (T-3)/4).
 //
 // What the replicated backend gives, honest majority (one party of three
 // deviating or curious, the others following it): one party that follows

@@ -386,14 +386,22 @@ func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared,
 // 0; party 1 does not hold it, so m is uniform to it), and party 0 takes
 // s_0 - rho: then party 0's a = s_0 - rho + H mod T (H = floor(T/2)) and
 // party 1's b = s_1 + m mod T are additive terms of s = x + H + q T in
-// [0, 2T), q in {0, 1}. One resharing makes s replicated, and one LTZ of
-// s - T gives q = 1 - [s < T]: x = s - H - T + T [s < T]. Two rounds
-// (the move, the resharing) and one comparison of T's bit length; no
-// opening reveals anything but masked values.
+// [0, 2T), q in {0, 1}. One resharing makes s replicated, and the sign of
+// s - T gives q. Since |x| <= (T-3)/4 (FromModT's range), s - T is x + H
+// when q = 1 and x + H - T when q = 0, at least (T+1)/4 from zero either
+// way, so its truncation by 2^sigma (sigma = len(T) - 4, 2^sigma <= T/8),
+// which is off by -1 to +2 units, keeps its sign and lies in (-32, 32):
+// q = 1 - [w < 0] for w = Trunc(s - T), a comparison of 5 bits instead
+// of len(T) (6 random bits per value, not len(T) + 1). x = s - H - T + T
+// [w < 0]. Three rounds (the move, the resharing, the truncation's
+// opening) and a 5-bit comparison; no opening reveals anything but masked
+// values. A value outside the range may convert to x +- T: what an
+// owner's out-of-range statistics already do to the result (integrity
+// only, PROTOCOL.md 10.1).
 func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 	t := x.T
-	if t < 2 {
-		return Shared{}, fmt.Errorf("shares mod %d: want T >= 2", t)
+	if t < 1<<convertBits {
+		return Shared{}, fmt.Errorf("shares mod %d: the conversion wants T >= %d", t, 1<<convertBits)
 	}
 	count := e.modTCount(x)
 	for i := range 3 {
@@ -459,12 +467,18 @@ func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 	}
 	s := rp.reshare(e, []Shared{z})[0]
 	tw := Word{0, t}
-	lt, err := e.LTZ(e.AddPublic(s, ConstCol(count, tw.Neg())), uint(bits.Len64(t)))
+	w := e.Trunc(uint(bits.Len64(t))-4, e.AddPublic(s, ConstCol(count, tw.Neg())))[0]
+	lt, err := e.LTZ(w, convertBits)
 	if err != nil {
 		return Shared{}, err
 	}
 	return e.AddPublic(e.Add(s, e.Scale(lt, int64(t))), ConstCol(count, Word{0, h}.Add(tw).Neg())), nil
 }
+
+// convertBits is the bit length of the replicated conversion's
+// comparison: its truncated value lies in (-2^convertBits,
+// 2^convertBits).
+const convertBits = 5
 
 // share splits a test input: components 1 and 2 uniform.
 func (rp *replicated) share(e *Engine, m Mat) Shared {

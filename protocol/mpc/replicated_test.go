@@ -192,9 +192,9 @@ func (m *tamper) Exchange(out [][]Word) ([][]Word, error) {
 func TestReplicatedCheatingOpening(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), DefaultParams.F)
-	xt := ModT{T: 7, S: [][]uint64{{1}, {2}, {6}}}
+	xt := ModT{T: testT, S: [][]uint64{{1}, {2}, {6}}}
 	ref := newReplicated(t, 50)
-	want := program(ref, ref.Share(x), ModT{T: 7, S: [][]uint64{{3}, {1}, {5}}})
+	want := program(ref, ref.Share(x), ModT{T: testT, S: [][]uint64{{3}, {1}, {5}}})
 	xs := newReplicated(t, 51).Share(x)
 	right := func(got []Mat) bool {
 		for k := range want {

@@ -113,7 +113,7 @@ func viewProgram(e *Engine, x Shared, xt ModT) []Shared {
 // parties' shared key, the input's splitting and the shares mod T are
 // fresh in every run. viewProgram runs on two inputs, zero and one at
 // the edges of the ranges (entries of magnitude 1/2 to 1, values mod T
-// near T/2 and -T/2), 100 times each; per word position and bit, the
+// near (T-3)/4 and -(T-3)/4), 100 times each; per word position and bit, the
 // frequency of ones among the party's received words (the resharings'
 // components, masked by the honest parties' stream; the openings'
 // components and hashes; the conversion's moved shares, masked mod T)
@@ -147,7 +147,8 @@ func checkView(t *testing.T, c int) {
 	for i := range 3 {
 		inputs[1].Set(i, 0, Encode(-0.5-0.5*rng.Float64(), f)) // negative: LTZ 1
 	}
-	plains := [2][]uint64{make([]uint64, 5), {T / 2, T/2 + 1, T - 1, 1, T/2 - 1}}
+	const r = convertRange // FromModT's range: values at its ends
+	plains := [2][]uint64{make([]uint64, 5), {r, T - r, T - 1, 1, r - 1}}
 	var recv, reshared, opened, outputs [2]bitCounts
 	for in := range 2 {
 		for range runs {
