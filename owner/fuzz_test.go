@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"io"
 	"math"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -266,47 +265,6 @@ func FuzzStoreRecords(f *testing.F) {
 		}
 		if nt.Blobs < 0 || nt.Blobs > 1<<14 {
 			t.Fatalf("accepted note %+v", nt)
-		}
-	})
-}
-
-// FuzzUploadFile: a stored upload's file as the owner reads it back to
-// re-send it. Any bytes decode to nothing or to an upload of the noted
-// count, and an accepted file is exactly what writeUpload makes of what it
-// decoded to.
-func FuzzUploadFile(f *testing.F) {
-	o := testOwner(f)
-	id := strings.Repeat("ab", 32)
-	for _, up := range []*upload{
-		{cts: [][]byte{[]byte("ct0"), []byte("ct1")}, proofs: [][]byte{[]byte("p0"), {}}, signature: []byte("sig")},
-		{cts: [][]byte{{}}, proofs: [][]byte{[]byte("proof")}},
-	} {
-		if err := o.writeUpload(id, up); err != nil {
-			f.Fatal(err)
-		}
-		b, err := os.ReadFile(o.uploadFile(id))
-		if err != nil {
-			f.Fatal(err)
-		}
-		f.Add(b, uint8(len(up.cts)))
-	}
-	f.Fuzz(func(t *testing.T, b []byte, n uint8) {
-		if err := os.WriteFile(o.uploadFile(id), b, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		up := o.readUpload(id, int(n))
-		if up == nil {
-			return
-		}
-		if len(up.cts) != int(n) || len(up.proofs) != int(n) {
-			t.Fatalf("%d ciphertexts and %d proofs decoded, %d noted", len(up.cts), len(up.proofs), n)
-		}
-		if err := o.writeUpload(id, up); err != nil {
-			t.Fatal(err)
-		}
-		again, err := os.ReadFile(o.uploadFile(id))
-		if err != nil || !bytes.Equal(again, b) {
-			t.Fatalf("re-encoded to %d bytes (%v), read %d", len(again), err, len(b))
 		}
 	})
 }
