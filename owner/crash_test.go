@@ -1,18 +1,12 @@
 package owner
 
 import (
-	"bytes"
 	"context"
-	"errors"
 	"fmt"
-	"io/fs"
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
@@ -125,65 +119,5 @@ func BenchmarkPending(b *testing.B) {
 		if len(o.pending()) != 0 {
 			b.Fatal("a settled job is pending")
 		}
-	}
-}
-
-// TestUploadFiles: an upload is kept in a file of its own until its job is
-// settled: it reads back as written; a damaged or truncated file reads as
-// missing (the retry then fails with DataLoss, as for a missing upload); an
-// upload stored in the bucket by an owner before this layout still reads;
-// at start, files no note in PartUploading refers to are removed, the
-// others kept.
-func TestUploadFiles(t *testing.T) {
-	o := testOwner(t)
-	kept, orphan, old := strings.Repeat("ab", 32), strings.Repeat("cd", 32), strings.Repeat("ef", 32)
-	up := &upload{cts: [][]byte{[]byte("ct0"), {}, []byte("ct2")}, proofs: [][]byte{[]byte("p0"), []byte("p1"), {}}, signature: []byte("sig")}
-	for _, id := range []string{kept, orphan} {
-		if err := o.writeUpload(id, up); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got := o.readUpload(kept, 3)
-	if got == nil || !slices.EqualFunc(got.cts, up.cts, bytes.Equal) || !slices.EqualFunc(got.proofs, up.proofs, bytes.Equal) || !bytes.Equal(got.signature, up.signature) {
-		t.Fatalf("read back %+v, wrote %+v", got, up)
-	}
-	if o.readUpload(kept, 2) != nil {
-		t.Error("an upload of 3 ciphertexts read as one of 2")
-	}
-	b, err := os.ReadFile(o.uploadFile(kept))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, bad := range [][]byte{b[:len(b)-1], append(bytes.Clone(b[:4]), b[5:]...), append([]byte{b[0] ^ 1}, b[1:]...)} {
-		if err := os.WriteFile(o.uploadFile(orphan), bad, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if o.readUpload(orphan, 3) != nil {
-			t.Errorf("a damaged file (%d bytes of %d) read as an upload", len(bad), len(b))
-		}
-	}
-	// An upload stored in the bucket before uploads moved to files.
-	if err := o.db.Update(func(tx *bolt.Tx) error {
-		bk := tx.Bucket(bucketUploads)
-		for i := range up.cts {
-			if err := errors.Join(bk.Put(blobKey(old, i), up.cts[i]), bk.Put(proofKey(old, i), up.proofs[i])); err != nil {
-				return err
-			}
-		}
-		return errors.Join(bk.Put(signatureKey(old), up.signature), putNote(tx, kept, jobNote{State: PartUploading, Dataset: "ds", Blobs: 3}))
-	}); err != nil {
-		t.Fatal(err)
-	}
-	if got := o.readUpload(old, 3); got == nil || !bytes.Equal(got.cts[2], up.cts[2]) {
-		t.Errorf("the bucket's upload read as %+v", got)
-	}
-	if err := o.sweepUploads(); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(o.uploadFile(kept)); err != nil {
-		t.Errorf("the noted upload's file: %v", err)
-	}
-	if _, err := os.Stat(o.uploadFile(orphan)); !errors.Is(err, fs.ErrNotExist) {
-		t.Errorf("the file no note refers to was kept: %v", err)
 	}
 }

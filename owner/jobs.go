@@ -3,14 +3,9 @@ package owner
 import (
 	"bytes"
 	"context"
-	"crypto/sha256"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io/fs"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -65,11 +60,9 @@ func (n jobNote) next(state Part, reason string) jobNote {
 	return jobNote{State: state, Dataset: n.Dataset, Reason: reason, Read: n.Read, Parent: n.Parent, Round: n.Round}
 }
 
-// bucketUploads held each stored upload until it was settled (job/NNNNNN
+// bucketUploads holds each stored upload until it is settled: job/NNNNNN
 // the ciphertexts' bytes, job/proof/NNNNNN their proofs, job/signature the
-// owner's signature), before uploads moved to files (uploadFile): an
-// owner upgraded with an upload in flight still reads it from there, and
-// settling a job deletes both.
+// owner's signature of the upload statement.
 var bucketUploads = []byte("uploads")
 
 // JobRecord is what this owner did about a job.
@@ -433,10 +426,6 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 	if round.Round > 0 {
 		note.Parent, note.Round = round.Parent, round.Round
 	}
-	if err := o.writeUpload(id, up); err != nil {
-		o.log.Error("cannot store the upload", "job", id[:16], "error", err)
-		return
-	}
 	var state string
 	var refused *refusal
 	err = o.db.Update(func(tx *bolt.Tx) error {
@@ -454,11 +443,11 @@ func (o *Owner) takePart(ctx context.Context, st *fedpcav1.JobStatus, t *fedpcav
 				return errSettled
 			}
 		}
+		if err := up.put(tx.Bucket(bucketUploads), id); err != nil {
+			return err
+		}
 		return putNote(tx, id, note)
 	})
-	if err != nil {
-		o.removeUpload(id) // nothing refers to it
-	}
 	switch {
 	case refused != nil:
 		o.decline(ctx, id, dataset, refused)
@@ -524,134 +513,22 @@ func proofKey(id string, i int) []byte { return []byte(fmt.Sprintf("%s/proof/%06
 
 func signatureKey(id string) []byte { return []byte(id + "/signature") }
 
-// uploadFile is where an upload waits until its job is settled: a file in
-// the store's uploads directory, written durably before the transaction
-// that reserves the budget and notes the upload commits (so a note in
-// PartUploading always has its file), and removed after the one that
-// settles it. A file with no such note is left by a stop between the two
-// and removed at start (sweepUploads). Keeping the ciphertexts and proofs
-// (37 MB an upload at d = 784) out of bbolt spares its commit copying
-// them (44 s of CPU for 100 owners at d = 784, docs/BENCHMARKS.md).
-func (o *Owner) uploadFile(id string) string {
-	return filepath.Join(o.cfg.Store, uploadsDir, id)
-}
-
-const uploadsDir = "uploads"
-
-// writeUpload stores up durably (transport.WriteFileAtomic): the
-// signature, the count, each ciphertext and its proof, each
-// length-prefixed, then the SHA-256 of all of it.
-func (o *Owner) writeUpload(id string, up *upload) error {
-	size := len(up.signature) + 64
+// put stores the upload in the uploads bucket.
+func (up *upload) put(b *bolt.Bucket, id string) error {
 	for i := range up.cts {
-		size += len(up.cts[i]) + len(up.proofs[i]) + 20
-	}
-	b := make([]byte, 0, size)
-	b = binary.AppendUvarint(b, uint64(len(up.signature)))
-	b = append(b, up.signature...)
-	b = binary.AppendUvarint(b, uint64(len(up.cts)))
-	for i := range up.cts {
-		for _, part := range [][]byte{up.cts[i], up.proofs[i]} {
-			b = binary.AppendUvarint(b, uint64(len(part)))
-			b = append(b, part...)
+		if err := b.Put(blobKey(id, i), up.cts[i]); err != nil {
+			return err
+		}
+		if err := b.Put(proofKey(id, i), up.proofs[i]); err != nil {
+			return err
 		}
 	}
-	sum := sha256.Sum256(b)
-	b = append(b, sum[:]...)
-	if err := os.MkdirAll(filepath.Join(o.cfg.Store, uploadsDir), 0o700); err != nil {
-		return err
-	}
-	return transport.WriteFileAtomic(o.uploadFile(id), b)
+	return b.Put(signatureKey(id), up.signature)
 }
 
-// readUpload reads a stored upload of n ciphertexts: its file, or, for an
-// upload stored before uploads moved to files, the uploads bucket. nil if
-// it is missing, damaged or not of n ciphertexts.
-func (o *Owner) readUpload(id string, n int) *upload {
-	b, err := os.ReadFile(o.uploadFile(id))
-	if errors.Is(err, fs.ErrNotExist) {
-		var up *upload
-		_ = o.db.View(func(tx *bolt.Tx) error {
-			up = readBucketUpload(tx.Bucket(bucketUploads), id, n)
-			return nil
-		})
-		return up
-	}
-	if err != nil || len(b) < sha256.Size {
-		return nil
-	}
-	body := b[:len(b)-sha256.Size]
-	if sum := sha256.Sum256(body); !bytes.Equal(sum[:], b[len(body):]) {
-		return nil
-	}
-	next := func() ([]byte, bool) {
-		l, k := binary.Uvarint(body)
-		if k <= 0 || l > uint64(len(body)-k) {
-			return nil, false
-		}
-		part := body[k : k+int(l)]
-		body = body[k+int(l):]
-		return part, true
-	}
-	sig, ok := next()
-	count, k := binary.Uvarint(body)
-	if !ok || k <= 0 || count != uint64(n) {
-		return nil
-	}
-	body = body[k:]
-	up := &upload{signature: sig}
-	for range n {
-		ct, ok1 := next()
-		pr, ok2 := next()
-		if !ok1 || !ok2 {
-			return nil
-		}
-		up.cts, up.proofs = append(up.cts, ct), append(up.proofs, pr)
-	}
-	if len(body) != 0 {
-		return nil
-	}
-	return up
-}
-
-// removeUpload removes a settled job's upload file (a failure is logged:
-// the file is removed at the next start).
-func (o *Owner) removeUpload(id string) {
-	if err := os.Remove(o.uploadFile(id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		o.log.Warn("cannot remove a settled upload's file", "job", id[:16], "error", err)
-	}
-}
-
-// sweepUploads removes upload files that no note in PartUploading refers
-// to (a stop between writing one and noting it, or after settling a job
-// before removing its file).
-func (o *Owner) sweepUploads() error {
-	entries, err := os.ReadDir(filepath.Join(o.cfg.Store, uploadsDir))
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return o.db.View(func(tx *bolt.Tx) error {
-		for _, e := range entries {
-			id := e.Name()
-			if v := tx.Bucket(bucketJobs).Get([]byte(id)); v != nil && job.ValidJobID(id) {
-				if n, err := o.decodeNote(v); err == nil && n.State == PartUploading {
-					continue
-				}
-			}
-			if err := os.Remove(filepath.Join(o.cfg.Store, uploadsDir, id)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-		}
-		return nil
-	})
-}
-
-// readBucketUpload reads an upload of n ciphertexts stored in the uploads
-// bucket before uploads moved to files (nil if any part is missing).
-func readBucketUpload(b *bolt.Bucket, id string, n int) *upload {
+// readUpload reads a stored upload of n ciphertexts (nil if any part is
+// missing).
+func readUpload(b *bolt.Bucket, id string, n int) *upload {
 	up := &upload{signature: bytes.Clone(b.Get(signatureKey(id)))}
 	for i := range n {
 		ct, pr := b.Get(blobKey(id, i)), b.Get(proofKey(id, i))
@@ -762,7 +639,11 @@ func (o *Owner) resume(ctx context.Context, st *fedpcav1.JobStatus, note *jobNot
 			up, inMemory = inMemory, nil
 			return up
 		}
-		return o.readUpload(id, note.Blobs)
+		_ = o.db.View(func(tx *bolt.Tx) error {
+			up = readUpload(tx.Bucket(bucketUploads), id, note.Blobs)
+			return nil
+		})
+		return up
 	}
 	var uploaded int64
 	// Retry transient failures with exponential backoff and full jitter
@@ -860,9 +741,7 @@ func (o *Owner) settleUploaded(id string, note jobNote) {
 	})
 	if err != nil {
 		o.log.Error("cannot record the upload", "job", id[:16], "error", err)
-		return
 	}
-	o.removeUpload(id)
 }
 
 func (o *Owner) settleNotIncluded(id string, note jobNote, reason string) {
@@ -880,8 +759,6 @@ func (o *Owner) settleNotIncluded(id string, note jobNote, reason string) {
 	})
 	if err != nil {
 		o.log.Error("cannot record the release", "job", id[:16], "error", err)
-	} else {
-		o.removeUpload(id)
 	}
 	o.log.Warn("upload not included; reservation released", "job", id[:16], "reason", reason)
 }

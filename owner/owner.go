@@ -470,10 +470,6 @@ func New(cfg Config) (*Owner, error) {
 				"point the dataset back at that source, or its budget is spent again", "dataset", ds, "ledgers", strings.Join(keys, ", "), "now", o.ledger.key(ds))
 		}
 	}
-	if err := o.sweepUploads(); err != nil {
-		db.Close()
-		return nil, fmt.Errorf("owner: stored uploads: %w", err)
-	}
 	o.registerMetrics(cfg.Metrics.Registry)
 	return o, nil
 }
