@@ -646,9 +646,9 @@ func (s *Spec) overflowRoom(sch *schema.Schema, cal dp.Calibration, p he.Params)
 	if !cal.NoiseOff() {
 		maxWeight = s.Plan().MaxTotalWeight(s.MinOwners)
 	}
+	bound, _ := s.sumBound(p)
 	for _, blk := range stats.Blocks {
 		// Strictly below the bound: room = bound - 1 - tail.
-		bound, _ := s.sumBound(p)
 		r := new(big.Int).SetInt64(bound - 1)
 		if !cal.NoiseOff() {
 			v := new(big.Rat).Mul(maxWeight, new(big.Rat).SetInt(cal.Variance[blk]))
