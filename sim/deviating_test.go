@@ -32,7 +32,8 @@ import (
 type keySwapper struct {
 	key    []byte
 	users  atomic.Bool
-	forge  func(resp *fedpcav1.GetCommitteeResponse)
+	forge  func(resp *fedpcav1.GetCommitteeResponse, proxy *transport.Credentials)
+	proxy  atomic.Pointer[transport.Credentials] // its cluster's proxy's, once started
 	served atomic.Int64
 }
 
@@ -48,7 +49,7 @@ func (k *keySwapper) intercept(ctx context.Context, req any, info *grpc.UnarySer
 	swapped := proto.Clone(resp.(*fedpcav1.GetCommitteeResponse)).(*fedpcav1.GetCommitteeResponse)
 	swapped.PublicKey, swapped.PublicKeyFingerprint = k.key, job.Fingerprint(k.key)
 	if k.forge != nil {
-		k.forge(swapped)
+		k.forge(swapped, k.proxy.Load())
 	}
 	k.served.Add(1)
 	return swapped, nil
@@ -67,19 +68,26 @@ func TestDeviatingProxySwapsCommitteeKey(t *testing.T) {
 	defer cancel()
 	sch, owners := wdbcOwners(t, false)
 	owners = owners[:3]
-	var proxyCreds *transport.Credentials
-	forgeries := map[string]func(*fedpcav1.GetCommitteeResponse){
+	// Each subtest's own proxy signs (a cluster of an earlier subtest may
+	// still be answering its owners while the next one starts).
+	forgeries := map[string]func(*fedpcav1.GetCommitteeResponse, *transport.Credentials){
 		"the members' attestations of the honest key": nil,
-		"no attestations": func(r *fedpcav1.GetCommitteeResponse) { r.Attestations = nil },
-		"the statement of its own key signed by the proxy": func(r *fedpcav1.GetCommitteeResponse) {
+		"no attestations": func(r *fedpcav1.GetCommitteeResponse, _ *transport.Credentials) { r.Attestations = nil },
+		"the statement of its own key signed by the proxy": func(r *fedpcav1.GetCommitteeResponse, proxy *transport.Credentials) {
+			if proxy == nil {
+				// An owner's first look, while the cluster starts: the
+				// key unattested (refused alike).
+				r.Attestations = nil
+				return
+			}
 			st, err := transport.CommitteeStatement(r)
 			if err != nil {
 				t.Error(err)
 				return
 			}
 			for _, a := range r.Attestations {
-				a.Signature, _ = seal.Sign(proxyCreds.Signer(), job.AttestationContext, st.Bytes())
-				a.Certificate = proxyCreds.Leaf.Raw
+				a.Signature, _ = seal.Sign(proxy.Signer(), job.AttestationContext, st.Bytes())
+				a.Certificate = proxy.Leaf.Raw
 			}
 		},
 	}
@@ -93,7 +101,7 @@ func TestDeviatingProxySwapsCommitteeKey(t *testing.T) {
 			sw := &keySwapper{key: p.Codecs().PublicKey.Marshal(evil.Public), forge: forge}
 			cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 3, Threshold: 2, Owners: owners, Logger: testLogger(t),
 				ProxyServerOptions: []grpc.ServerOption{grpc.ChainUnaryInterceptor(sw.intercept)}}, "alice")
-			proxyCreds = cl.Creds("proxy/proxy")
+			sw.proxy.Store(cl.Creds("proxy/proxy"))
 			// The user, shown the honest key, creates a job; the owners are
 			// shown the proxy's key. One owner would do (MinOwners 1), so
 			// the job fails only once every owner has declined (a job fails
