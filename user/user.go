@@ -442,7 +442,7 @@ func (c *Client) Spec(ctx context.Context, r Request) (*job.Spec, error) {
 			return nil, err
 		}
 		if perOwner < 1 {
-			return nil, fmt.Errorf("job spec: the noise leaves no room in the plaintext range for even one row per owner; lower quant_bits or raise epsilon")
+			return nil, fmt.Errorf("job spec: the noise leaves no room for even one row per owner in the range the sums must fit (the plaintext range; half of it for a components job); lower quant_bits or raise epsilon")
 		}
 	}
 	if r.Power != nil {

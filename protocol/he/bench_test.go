@@ -27,7 +27,7 @@ func BenchmarkOwnerShare(b *testing.B) {
 			buf := make([]byte, 0, p.Codecs().Ciphertext.Size())
 			for b.Loop() {
 				for i, ct := range cts {
-					if err := enc.Encrypt(p.chunk(vals, i), ct); err != nil {
+					if err := enc.Encrypt(p.Chunk(vals, i), ct); err != nil {
 						b.Fatal(err)
 					}
 					buf = p.Codecs().Ciphertext.Append(buf[:0], ct)

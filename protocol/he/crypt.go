@@ -22,8 +22,9 @@ var ErrOutOfRange = errors.New("value outside the plaintext range")
 // Chunks returns how many ciphertexts a packed vector of n values needs.
 func (p Params) Chunks(n int) int { return (n + p.Slots() - 1) / p.Slots() }
 
-// chunk returns the i-th slice of Slots values of vals (the last one short).
-func (p Params) chunk(vals []int64, i int) []int64 {
+// Chunk returns the i-th slice of Slots values of vals (the last one
+// short): what the i-th ciphertext of a packed vector holds.
+func (p Params) Chunk(vals []int64, i int) []int64 {
 	lo := i * p.Slots()
 	return vals[lo:min(lo+p.Slots(), len(vals))]
 }
@@ -181,7 +182,7 @@ func (e *Encryptor) EncryptWitnessed(vals []int64) ([]*rlwe.Ciphertext, []zk.Wit
 	wits := make([]zk.Witness, n)
 	for i := range out {
 		z := e.takeZero()
-		if err := e.addPlain(e.p.chunk(vals, i), z.ct); err != nil {
+		if err := e.addPlain(e.p.Chunk(vals, i), z.ct); err != nil {
 			return nil, nil, fmt.Errorf("chunk %d: %w", i, err)
 		}
 		out[i], wits[i] = z.ct, z.wit

@@ -138,7 +138,7 @@ func TestProtocolRoundTrip(t *testing.T) {
 			proxyNoise := randVec(rng, n, 1<<40)
 			masks := make([][]uint64, len(sum))
 			for i := range sum {
-				if err := plain.AddInt64(sum[i], p.chunk(proxyNoise, i)); err != nil {
+				if err := plain.AddInt64(sum[i], p.Chunk(proxyNoise, i)); err != nil {
 					t.Fatal(err)
 				}
 				var err error
@@ -156,7 +156,7 @@ func TestProtocolRoundTrip(t *testing.T) {
 			for i := range sum {
 				var shares []*mhe.PublicKeySwitchShare
 				for _, pt := range tc.active {
-					noise := randVec(rng, len(p.chunk(want, i)), 1<<40)
+					noise := randVec(rng, len(p.Chunk(want, i)), 1<<40)
 					for j, x := range noise {
 						want[i*p.Slots()+j] += x
 					}

@@ -209,8 +209,7 @@ func AddNoise(p he.Params, sum []*rlwe.Ciphertext, noise []int64) error {
 	}
 	plain := he.NewPlain(p)
 	for i, ct := range sum {
-		lo := i * p.Slots()
-		if err := plain.AddInt64(ct, noise[lo:min(lo+p.Slots(), len(noise))]); err != nil {
+		if err := plain.AddInt64(ct, p.Chunk(noise, i)); err != nil {
 			return fmt.Errorf("noise of ciphertext %d: %w", i, err)
 		}
 	}
@@ -269,8 +268,7 @@ func SwitchShares(p he.Params, m *he.Member, committeeKey *rlwe.PublicKey, jobID
 	for i, ct := range blinded {
 		var chunk []int64
 		if noise != nil {
-			lo := i * p.Slots()
-			chunk = noise[lo:min(lo+p.Slots(), len(noise))]
+			chunk = p.Chunk(noise, i)
 		}
 		s, err := m.KeySwitchShare(ct, userKey, active, chunk)
 		if err != nil {

@@ -25,7 +25,7 @@ func program(e *Engine, x Shared, xt ModT) []Mat {
 // zero shares), and checks that it gives what the engine of all parties
 // gives.
 func TestPartiesOverNet(t *testing.T) {
-	const n, T = 3, 1<<60 - 16383
+	const n, T = 3, testT
 	rng := rand.New(rand.NewPCG(11, 12))
 	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), DefaultParams.F)
 	plain := []uint64{5, T - 7, 1 << 40}

@@ -79,11 +79,11 @@ func runPeers(keys [3]ReplicatedKeys, xs Shared, xts ModT, prog func(*Engine, Sh
 // and its rounds and bytes sent (counted on the net; the busiest party's)
 // to that engine's count.
 func TestReplicatedParties(t *testing.T) {
-	const T = 1<<60 - 16383
+	const T = testT
 	rng := rand.New(rand.NewPCG(11, 12))
 	f := DefaultParams.F
 	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), f)
-	plain := []uint64{5, T - 7, 1 << 40, 0, T - 1, T / 2}
+	plain := []uint64{5, T - 7, 1 << 40, 0, T - 1, convertRange} // within FromModT's range
 	a, _ := spectrumMatrix(rng, []float64{0.9, 0.5, -0.3, 1e-3}, f)
 	symeig := func(e *Engine, x Shared, _ ModT) []Mat {
 		vals, vecs, err := SymEig(e, x, 2, 2)

@@ -138,7 +138,7 @@ func TestReplicatedView(t *testing.T) {
 }
 
 func checkView(t *testing.T, c int) {
-	const runs, T = 100, 1<<60 - 16383
+	const runs, T = 100, testT
 	var own [2]Seed // party c's keys: K_c and K_(c+1)
 	own[0][0], own[1][0] = 1, 2
 	f := DefaultParams.F

@@ -475,7 +475,7 @@ func (ep *episode) runJob(ctx context.Context, jr *jobRun) {
 	jr.spec = spec
 	if jr.deviant {
 		ep.dev.setJob(spec.ID())
-		if l, err := spec.Layout(ep.sch); err == nil && ep.plan.Deviation == DevShiftC0 {
+		if l, err := spec.Layout(ep.sch); ep.plan.Deviation == DevShiftC0 && err == nil {
 			ep.dev.setShift(l, ep.sch.Bits)
 		}
 	}

@@ -306,21 +306,16 @@ func (d *deviant) setShift(l stats.Layout, bits uint) {
 func (d *deviant) shiftResult(i int, b []byte) []byte {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	slots := 0
-	if d.params != nil {
-		slots = d.params.Slots()
-	}
-	lo := i * slots
-	if slots == 0 || lo >= len(d.shift) {
+	if d.params == nil || i >= d.params.Chunks(len(d.shift)) {
 		return b
 	}
 	ct, err := d.params.Codecs().Ciphertext.Unmarshal(b)
 	if err != nil {
 		return b
 	}
-	m := make([]int64, min(slots, len(d.shift)-lo))
+	m := slices.Clone(d.params.Chunk(d.shift, i))
 	for k := range m {
-		m[k] = 2 * d.shift[lo+k]
+		m[k] *= 2
 	}
 	if err := he.NewPlain(*d.params).AddInt64(ct, m); err != nil {
 		return b
