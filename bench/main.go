@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime/metrics"
 	"runtime/pprof"
 	"slices"
 	"sort"
@@ -206,6 +207,8 @@ func runScale(ctx context.Context, bin string, owners, rows, d, reps int, raw io
 		check(err)
 		check(pprof.StartCPUProfile(f))
 		defer func() { pprof.StopCPUProfile(); f.Close() }()
+		stop := heapPeaks(filepath.Join(cpuProfileDir, "bench-heap.pprof"))
+		defer stop()
 	}
 	for i := range reps {
 		if i > 0 {
@@ -538,4 +541,33 @@ func conns(ctx context.Context, counts []int, raw io.Writer) {
 		}
 	}
 	fmt.Fprintln(os.Stderr, strings.Join(tops, "\n"))
+}
+
+// heapPeaks writes this process's heap profile to path each time its live
+// heap passes a new peak by a tenth (sampled every second), so that the
+// profile left shows what the peak held; stop ends the sampling.
+func heapPeaks(path string) (stop func()) {
+	done := make(chan struct{})
+	go func() {
+		sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+		var peak uint64
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-done:
+				return
+			case <-t.C:
+			}
+			metrics.Read(sample)
+			if v := sample[0].Value.Uint64(); v > peak+peak/10 {
+				peak = v
+				if f, err := os.Create(path); err == nil {
+					_ = pprof.WriteHeapProfile(f)
+					f.Close()
+				}
+			}
+		}
+	}()
+	return func() { close(done) }
 }

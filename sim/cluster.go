@@ -279,8 +279,9 @@ func (c *Cluster) makeCerts() error {
 			c.orgs[id.Short()], dirs[id.Short()] = org, filepath.Join(dir, id.Role+"-"+id.ID)
 		}
 	}
+	var load transport.Loader // the nodes share each parsed trust store
 	for _, id := range ids {
-		cr, err := transport.LoadCredentials(dirs[id.Short()])
+		cr, err := load.Credentials(dirs[id.Short()])
 		if err != nil {
 			return err
 		}

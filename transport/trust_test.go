@@ -1,6 +1,7 @@
 package transport
 
 import (
+	"bytes"
 	"crypto/ecdsa"
 	"crypto/elliptic"
 	"crypto/rand"
@@ -303,6 +304,43 @@ func TestDeploymentRoster(t *testing.T) {
 		t.Fatal(err)
 	} else if _, err := NewCredentialsTrust(owner.Trust, pair); err != nil {
 		t.Fatalf("csp-1's own certificate under the roster: %v", err)
+	}
+}
+
+// TestLoaderSharesTrust: a Loader parses a trust store that node
+// directories hold byte for byte once (what keeps n simulated nodes with
+// rosters of n from holding n^2 entries), and a directory whose store
+// differs gets its own.
+func TestLoaderSharesTrust(t *testing.T) {
+	dir := t.TempDir()
+	ca, err := NewCA("test CA", time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ids := []Identity{{Role: RoleOwner, ID: "a"}, {Role: RoleOwner, ID: "b"}, {Role: RoleOwner, ID: "c"}}
+	if _, err := ca.WriteDeployment(dir, ids, NodeOptions{Validity: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	var l Loader
+	a, err := l.Credentials(filepath.Join(dir, "owner-a"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := l.Credentials(filepath.Join(dir, "owner-b"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a.Trust != b.Trust || a.Identity == b.Identity {
+		t.Fatalf("one deployment's nodes: shared trust %v, identities %v and %v", a.Trust == b.Trust, a.Identity, b.Identity)
+	}
+	own, err := LoadCredentials(filepath.Join(dir, "owner-a"))
+	if err != nil || own.Trust == a.Trust || !bytes.Equal(own.Trust.Marshal(), a.Trust.Marshal()) {
+		t.Fatalf("LoadCredentials parses its own copy: %v", err)
+	}
+	os.Remove(filepath.Join(dir, "owner-c", TrustFile))
+	c, err := l.Credentials(filepath.Join(dir, "owner-c"))
+	if err != nil || c.Trust == a.Trust || len(c.Trust.Domains[0].Nodes) != 0 {
+		t.Fatalf("a directory with only ca.pem: its own store without a roster: %v", err)
 	}
 }
 

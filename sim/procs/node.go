@@ -92,6 +92,7 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 	prepare := owner.NewPrepareBudget(max(160, (1<<30)/params.NewCiphertext().BinarySize()))
 	schemas := map[string]*schema.Schema{}
 	var owners []*owner.Owner
+	var creds transport.Loader // the farm's owners share one parsed trust store
 	for _, fo := range f.Owners {
 		sch := schemas[fo.Schema]
 		if sch == nil {
@@ -107,7 +108,7 @@ func runFarm(ctx context.Context, f sim.Farm, ml net.Listener, log io.Writer) er
 		id := transport.Identity{Role: transport.RoleOwner, ID: fo.ID}
 		d := transport.Dialer{Insecure: f.Insecure, Self: id}
 		if !f.Insecure {
-			if d.Creds, err = transport.LoadCredentials(filepath.Join(f.Certs, "owner-"+fo.ID)); err != nil {
+			if d.Creds, err = creds.Credentials(filepath.Join(f.Certs, "owner-"+fo.ID)); err != nil {
 				return err
 			}
 		}
