@@ -407,10 +407,38 @@ func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
 	if err != nil {
 		return nil, err
 	}
-	for _, nd := range append(dirs, dir) {
-		if err := writeFile(filepath.Join(nd, TrustFile), trust.Marshal()); err != nil {
+	b, shared := trust.Marshal(), filepath.Join(dir, TrustFile)
+	if err := writeFile(shared, b); err != nil {
+		return nil, err
+	}
+	for _, nd := range dirs {
+		if err := linkFile(shared, filepath.Join(nd, TrustFile), b); err != nil {
 			return nil, err
 		}
 	}
 	return d.Nodes, nil
+}
+
+// linkFile puts at path a hard link to src, whose content is b, or a copy
+// of b where a link cannot be made (another file system): n nodes' copies
+// of a roster of n nodes were n^2 bytes written and synced (10,000
+// simulated owners: 15 GB). Nodes replace their trust.json by renaming a
+// new file over it (writeFile), never write into it, so a link is never
+// changed under another node.
+func linkFile(src, path string, b []byte) error {
+	tmp := filepath.Join(filepath.Dir(path), ".tmp-link-"+filepath.Base(path))
+	os.Remove(tmp)
+	if err := os.Link(src, tmp); err != nil {
+		return writeFile(path, b)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return err
+	}
+	dir, err := os.Open(filepath.Dir(path))
+	if err != nil {
+		return err
+	}
+	defer dir.Close()
+	return dir.Sync()
 }

@@ -321,6 +321,11 @@ func TestLoaderSharesTrust(t *testing.T) {
 	if _, err := ca.WriteDeployment(dir, ids, NodeOptions{Validity: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
+	fa, _ := os.Stat(filepath.Join(dir, "owner-a", TrustFile))
+	fb, _ := os.Stat(filepath.Join(dir, "owner-b", TrustFile))
+	if fa == nil || fb == nil || !os.SameFile(fa, fb) {
+		t.Fatal("the nodes' trust.json are not one file linked (n nodes' rosters of n nodes written n times)")
+	}
 	var l Loader
 	a, err := l.Credentials(filepath.Join(dir, "owner-a"))
 	if err != nil {
@@ -336,6 +341,13 @@ func TestLoaderSharesTrust(t *testing.T) {
 	own, err := LoadCredentials(filepath.Join(dir, "owner-a"))
 	if err != nil || own.Trust == a.Trust || !bytes.Equal(own.Trust.Marshal(), a.Trust.Marshal()) {
 		t.Fatalf("LoadCredentials parses its own copy: %v", err)
+	}
+	before, _ := os.ReadFile(filepath.Join(dir, "owner-a", TrustFile))
+	if err := WriteFileAtomic(filepath.Join(dir, "owner-c", TrustFile), []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(filepath.Join(dir, "owner-a", TrustFile)); len(b) == 0 || !bytes.Equal(b, before) {
+		t.Fatal("a node's new trust.json changed another node's")
 	}
 	os.Remove(filepath.Join(dir, "owner-c", TrustFile))
 	c, err := l.Credentials(filepath.Join(dir, "owner-c"))
