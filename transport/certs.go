@@ -339,7 +339,13 @@ func writeFile(path string, b []byte) error {
 	if err := tmp.Close(); err != nil {
 		return err
 	}
-	if err := os.Rename(tmp.Name(), path); err != nil {
+	return renameSynced(tmp.Name(), path)
+}
+
+// renameSynced renames from to path and fsyncs path's directory, so that
+// the rename survives a crash.
+func renameSynced(from, path string) error {
+	if err := os.Rename(from, path); err != nil {
 		return err
 	}
 	dir, err := os.Open(filepath.Dir(path))
@@ -431,14 +437,6 @@ func linkFile(src, path string, b []byte) error {
 	if err := os.Link(src, tmp); err != nil {
 		return writeFile(path, b)
 	}
-	if err := os.Rename(tmp, path); err != nil {
-		os.Remove(tmp)
-		return err
-	}
-	dir, err := os.Open(filepath.Dir(path))
-	if err != nil {
-		return err
-	}
-	defer dir.Close()
-	return dir.Sync()
+	defer os.Remove(tmp) // a no-op once renamed
+	return renameSynced(tmp, path)
 }
