@@ -347,3 +347,137 @@ func BenchmarkVerify(b *testing.B) {
 
 // ringBig is big.Int, for the tests that build crafted polynomials.
 type ringBig = big.Int
+
+// TestCancellingUploadRefused: the attack a proof of the sum alone would let
+// through (docs/design-sum-proof.md). Owner k, colluding with the proxy,
+// uploads c1_k = c1' - c1_i, honest owner i's c1 negated plus an encryption
+// of its own, and answers with i's transcript negated plus its own. Under
+// one common challenge (a global proof's) that transcript satisfies the
+// verification equation, checked here on the ring, so a proof of the sum
+// would accept a sum from which i is gone while it is named. Per-owner
+// proofs, each with its own challenge from its own statement, refuse it:
+// k's own witness, i's transcript negated under either seed, and the same
+// with the responses' bounds not checked (the challenge alone refuses it).
+func TestCancellingUploadRefused(t *testing.T) {
+	s := newSetup(t)
+	c1i, wi := s.encrypt(t)
+	c1p, wp := s.encrypt(t)
+	c1k := s.rq.NewPoly()
+	s.rq.Sub(c1p, c1i, c1k)
+
+	// A global proof's round: both answer one challenge c.
+	c := 12345 % (2 * s.rq.N())
+	commitI, zuI, zeI := s.answer(t, wi, c)
+	commitP, zuP, zeP := s.answer(t, wp, c)
+	commitK := s.rq.NewPoly()
+	s.rq.Sub(commitP, commitI, commitK)
+	if got := s.recommit(c1k, sub(zuP, zuI), sub(zeP, zeI), c); !s.rq.Equal(got, commitK) {
+		t.Fatal("the negated transcript does not satisfy the verification equation under a common challenge: the attack's algebra is wrong")
+	}
+
+	bindI, bindK := []byte("job 1 owner i ct 0"), []byte("job 1 owner k ct 0")
+	pi, err := s.key.Prove(c1i, bindI, wi, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pp, err := s.key.Prove(c1p, bindK, wp, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	own, err := s.key.Prove(c1k, bindK, wp, nil)
+	if err != nil {
+		t.Fatal(err) // the prover does not check the relation
+	}
+	if s.seedOf(c1p, bindK, pp) != pp.Seed {
+		t.Fatal("seedOf does not recompute an honest proof's seed")
+	}
+	negated := func(seed [32]byte) *Proof {
+		f := &Proof{Seed: seed}
+		for r := range Reps {
+			f.Zu[r], f.Ze[r] = sub(pp.Zu[r], pi.Zu[r]), sub(pp.Ze[r], pi.Ze[r])
+		}
+		return f
+	}
+	for name, p := range map[string]*Proof{"k's own witness": own, "negated, k's seed": negated(pp.Seed), "negated, i's seed": negated(pi.Seed)} {
+		if err := s.key.Verify(c1k, bindK, p); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: the cancelling upload's proof accepted (%v)", name, err)
+		}
+		if s.seedOf(c1k, bindK, p) == p.Seed {
+			t.Errorf("%s: the challenges match with the bounds unchecked", name)
+		}
+	}
+}
+
+// answer makes one repetition of a proof under the challenge X^c with fresh
+// masks: the commitment w = a y_u + y_e (NTT domain) and accepted responses.
+func (s *testSetup) answer(t *testing.T, w Witness, c int) (ring.Poly, []int32, []int32) {
+	t.Helper()
+	n := s.rq.N()
+	yu, ye, zu, ze := make([]int32, n), make([]int32, n), make([]int32, n), make([]int32, n)
+	b := make([]byte, n*maskBytes)
+	for range maxAttempts {
+		for _, m := range []struct {
+			y    []int32
+			logB uint
+		}{{yu, LogBu}, {ye, LogBe}} {
+			if _, err := rand.Read(b); err != nil {
+				t.Fatal(err)
+			}
+			uniform(b, m.y, m.logB)
+		}
+		if respond(zu, yu, w.U, c, ZuMax) && respond(ze, ye, w.E, c, ZeMax) {
+			vu, ve := s.rq.NewPoly(), s.rq.NewPoly()
+			s.key.setSigned(vu, yu)
+			s.key.setSigned(ve, ye)
+			return s.linear(vu, ve), zu, ze
+		}
+	}
+	t.Fatal("no accepted answer")
+	return ring.Poly{}, nil, nil
+}
+
+// recommit is the verifier's commitment a z_u + z_e - X^c c1 (NTT domain).
+func (s *testSetup) recommit(c1 ring.Poly, zu, ze []int32, c int) ring.Poly {
+	vu, ve, c1c := s.rq.NewPoly(), s.rq.NewPoly(), s.rq.NewPoly()
+	s.key.setSigned(vu, zu)
+	s.key.setSigned(ve, ze)
+	s.rq.INTT(c1, c1c)
+	s.key.subMonomial(ve, c1c, c)
+	return s.linear(vu, ve)
+}
+
+// linear returns a vu + ve in the NTT domain for vu, ve in the coefficient
+// domain (overwritten).
+func (s *testSetup) linear(vu, ve ring.Poly) ring.Poly {
+	s.rq.NTT(vu, vu)
+	s.rq.NTT(ve, ve)
+	w := *ve.CopyNew()
+	s.rq.MulCoeffsMontgomeryThenAdd(vu, s.key.a, w)
+	return w
+}
+
+// seedOf is Verify without the responses' bounds: the seed the proof's
+// recomputed commitments hash to.
+func (s *testSetup) seedOf(c1 ring.Poly, binding []byte, p *Proof) [32]byte {
+	prefix, err := s.key.prefix(c1, binding)
+	if err != nil {
+		panic(err)
+	}
+	cs := s.key.challenges(p.Seed)
+	var digests [Reps][32]byte
+	for r := range Reps {
+		w := s.recommit(c1, p.Zu[r], p.Ze[r], cs[r])
+		h := sha256.New()
+		s.key.writePoly(h, w, make([]byte, 8*s.rq.N()))
+		copy(digests[r][:], h.Sum(nil))
+	}
+	return seed(prefix, &digests)
+}
+
+func sub(a, b []int32) []int32 {
+	out := make([]int32, len(a))
+	for i := range a {
+		out[i] = a[i] - b[i]
+	}
+	return out
+}
