@@ -253,3 +253,30 @@ func TestCostAccount(t *testing.T) {
 		}
 	}
 }
+
+// TestRoomMemo: Room's remembered answers are what it computes, for costs
+// within, at and over a budget and for each budget, and the memo stays
+// within its bound.
+func TestRoomMemo(t *testing.T) {
+	costs := []Cost{{}, {Rho: 0.01}, {Rho: 0.05, Eta: 1e-6, Tail: 1e-12}, {Rho: 3}, {Rho: Float(math.Inf(1))}}
+	for _, c := range costs {
+		for _, b := range [][2]float64{{1, 1e-6}, {0.3, 1e-8}, {8, 1e-5}} {
+			want := c.room(b[0], b[1])
+			for i := range 2 { // computed, then remembered
+				if got := c.Room(b[0], b[1]); got != want && !(math.IsNaN(got) && math.IsNaN(want)) {
+					t.Errorf("cost %+v, budget %v, call %d: Room %v, computed %v", c, b, i+1, got, want)
+				}
+			}
+		}
+	}
+	m := memo[int, int]{limit: 3}
+	for i := range 10 {
+		m.put(i, i)
+		if len(m.m) > 3 {
+			t.Fatalf("memo of limit 3 holds %d entries", len(m.m))
+		}
+	}
+	if v, ok := m.get(9); !ok || v != 9 {
+		t.Fatalf("the last entry put: %v %v", v, ok)
+	}
+}
