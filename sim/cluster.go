@@ -271,7 +271,7 @@ func (c *Cluster) makeCerts() error {
 		if err := ca.Save(filepath.Join(dir, "ca")); err != nil {
 			return err
 		}
-		if _, err := ca.WriteDeployment(dir, ids, transport.NodeOptions{Validity: 24 * time.Hour}); err != nil {
+		if _, err := ca.WriteDeployment(dir, ids, transport.NodeOptions{Validity: 24 * time.Hour, LinkTrust: true}); err != nil {
 			return err
 		}
 		org := &transport.Org{Dir: dir, Domain: ca.Domain}

@@ -234,6 +234,13 @@ type NodeOptions struct {
 	// directory holds one. Without it a renewed certificate keeps the
 	// node's key, and with it the node's identity: every pin of it holds.
 	NewKey bool
+	// LinkTrust (WriteDeployment) hard-links one trust.json into every
+	// node directory instead of writing a copy into each: for the
+	// simulator, whose thousands of throwaway nodes share one disk (n
+	// copies of a roster of n nodes were 15 GB and minutes of fsyncs at
+	// 10,000 owners). A deployment's nodes keep files of their own, so
+	// that a store edited in one node's directory changes no other's.
+	LinkTrust bool
 }
 
 // WriteNode issues a certificate for the identity and writes a node's
@@ -374,15 +381,15 @@ func (ca *CA) WriteDeployment(dir string, ids []Identity, opt NodeOptions) ([]No
 			return nil, err
 		}
 	}
-	return ca.WriteRoster(dir, opt.CABundle)
+	return ca.writeRoster(dir, opt)
 }
 
-// WriteRoster writes the trust.json of dir and of every node directory
-// under it (a single-CA deployment of ca): every role accepted from the
-// CA's domain
-// (bundle: the CAs to trust, default the CA's certificate), the roster of
-// every node there.
-func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
+// writeRoster writes the trust.json of dir and of every node directory
+// under it (a single-CA deployment of ca; linked with opt.LinkTrust):
+// every role accepted from the CA's domain (opt.CABundle: the CAs to
+// trust, default the CA's certificate), the roster of every node there.
+func (ca *CA) writeRoster(dir string, opt NodeOptions) ([]Node, error) {
+	bundle := opt.CABundle
 	nodeDirs, err := filepath.Glob(filepath.Join(dir, "*", CertFile))
 	if err != nil {
 		return nil, err
@@ -418,7 +425,13 @@ func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
 		return nil, err
 	}
 	for _, nd := range dirs {
-		if err := linkFile(shared, filepath.Join(nd, TrustFile), b); err != nil {
+		path := filepath.Join(nd, TrustFile)
+		if opt.LinkTrust {
+			err = linkFile(shared, path, b)
+		} else {
+			err = writeFile(path, b)
+		}
+		if err != nil {
 			return nil, err
 		}
 	}
@@ -426,11 +439,10 @@ func (ca *CA) WriteRoster(dir string, bundle []byte) ([]Node, error) {
 }
 
 // linkFile puts at path a hard link to src, whose content is b, or a copy
-// of b where a link cannot be made (another file system): n nodes' copies
-// of a roster of n nodes were n^2 bytes written and synced (10,000
-// simulated owners: 15 GB). Nodes replace their trust.json by renaming a
-// new file over it (writeFile), never write into it, so a link is never
-// changed under another node.
+// of b where a link cannot be made (another file system) (NodeOptions.
+// LinkTrust). The nodes' own tools replace trust.json by renaming a new
+// file over it (writeFile), never write into it, so that a link is not
+// changed under another node by them.
 func linkFile(src, path string, b []byte) error {
 	tmp := filepath.Join(filepath.Dir(path), ".tmp-link-"+filepath.Base(path))
 	os.Remove(tmp)

@@ -288,6 +288,11 @@ func TestDeploymentRoster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	fo, _ := os.Stat(filepath.Join(dir, "owner-hospital-a", TrustFile))
+	fc, _ := os.Stat(filepath.Join(dir, "csp-csp-1", TrustFile))
+	if fo == nil || fc == nil || os.SameFile(fo, fc) {
+		t.Fatal("a deployment's nodes share one trust.json: editing one node's store would change another's")
+	}
 	if _, ok := owner.Trust.Known(Identity{Role: RoleUser, ID: "alice"}); !ok {
 		t.Fatal("a node issued earlier does not know a node issued later")
 	}
@@ -307,8 +312,9 @@ func TestDeploymentRoster(t *testing.T) {
 	}
 }
 
-// TestLoaderSharesTrust: a Loader parses a trust store that node
-// directories hold byte for byte once (what keeps n simulated nodes with
+// TestLoaderSharesTrust: the simulator's layout links one trust.json into
+// its nodes' directories (NodeOptions.LinkTrust), and a Loader parses a
+// trust store that node directories hold byte for byte once (what keeps n simulated nodes with
 // rosters of n from holding n^2 entries), and a directory whose store
 // differs gets its own.
 func TestLoaderSharesTrust(t *testing.T) {
@@ -318,7 +324,7 @@ func TestLoaderSharesTrust(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids := []Identity{{Role: RoleOwner, ID: "a"}, {Role: RoleOwner, ID: "b"}, {Role: RoleOwner, ID: "c"}}
-	if _, err := ca.WriteDeployment(dir, ids, NodeOptions{Validity: time.Hour}); err != nil {
+	if _, err := ca.WriteDeployment(dir, ids, NodeOptions{Validity: time.Hour, LinkTrust: true}); err != nil {
 		t.Fatal(err)
 	}
 	fa, _ := os.Stat(filepath.Join(dir, "owner-a", TrustFile))

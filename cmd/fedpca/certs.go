@@ -30,9 +30,7 @@ people, and a certificate with a known name and another key is refused, naming b
 One CA for a deployment that one operator runs (the quick start): it creates (or reuses)
 the CA in OUT/ca and, for each ROLE/ID (roles: proxy, csp, owner, user, operator), a
 directory OUT/ROLE-ID with cert.pem, key.pem, ca.pem and trust.json, whose roster lists
-every node issued in OUT by its key (so --committee csp-1,csp-2,csp-3 pins those keys);
-the nodes' trust.json is one file, OUT/trust.json, hard-linked into each directory (copy the
-directories as usual: a copy is a file of its own).
+every node issued in OUT by its key (so --committee csp-1,csp-2,csp-3 pins those keys).
 
   fedpca certs --out certs proxy/proxy csp/csp-1 csp/csp-2 csp/csp-3 owner/hospital-a user/alice operator/ops
 

@@ -110,30 +110,30 @@ func (c Cost) Room(epsilon, delta float64) float64 {
 // several times a job (its budget, its balance, each metrics scrape) and a
 // farm of simulated owners thousands of times (a fifth of a 1,000-owner
 // farm's CPU).
-var roomMemo = memo[roomKey, float64]{limit: 4096}
+var roomMemo = roomCache{limit: 4096}
 
 type roomKey struct{ rho, eta, tail, epsilon, delta uint64 }
 
-// memo is a map of at most limit entries, emptied when full; safe for
+// roomCache is a map of at most limit answers, emptied when full; safe for
 // concurrent use.
-type memo[K comparable, V any] struct {
+type roomCache struct {
 	mu    sync.Mutex
-	m     map[K]V
+	m     map[roomKey]float64
 	limit int
 }
 
-func (m *memo[K, V]) get(k K) (V, bool) {
+func (m *roomCache) get(k roomKey) (float64, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	v, ok := m.m[k]
 	return v, ok
 }
 
-func (m *memo[K, V]) put(k K, v V) {
+func (m *roomCache) put(k roomKey, v float64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.m == nil || len(m.m) >= m.limit {
-		m.m = make(map[K]V)
+		m.m = make(map[roomKey]float64)
 	}
 	m.m[k] = v
 }

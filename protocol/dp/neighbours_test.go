@@ -269,14 +269,14 @@ func TestRoomMemo(t *testing.T) {
 			}
 		}
 	}
-	m := memo[int, int]{limit: 3}
+	m := roomCache{limit: 3}
 	for i := range 10 {
-		m.put(i, i)
+		m.put(roomKey{rho: uint64(i)}, float64(i))
 		if len(m.m) > 3 {
 			t.Fatalf("memo of limit 3 holds %d entries", len(m.m))
 		}
 	}
-	if v, ok := m.get(9); !ok || v != 9 {
+	if v, ok := m.get(roomKey{rho: 9}); !ok || v != 9 {
 		t.Fatalf("the last entry put: %v %v", v, ok)
 	}
 }

@@ -364,25 +364,36 @@ func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
 			return fmt.Errorf("%w: response %d out of bounds", ErrInvalid, r)
 		}
 	}
-	prefix, err := k.prefix(c1, binding)
+	s, err := k.recomputedSeed(c1, binding, p)
 	if err != nil {
 		return err
+	}
+	if s != p.Seed {
+		return ErrInvalid
+	}
+	return nil
+}
+
+// recomputedSeed is the Fiat-Shamir hash of the statement and the
+// commitments w = a z_u + z_e - X^c c1 that the proof's responses give
+// under the challenges of its seed: the proof verifies when it is the seed
+// and the responses are within bounds.
+func (k *Key) recomputedSeed(c1 ring.Poly, binding []byte, p *Proof) ([32]byte, error) {
+	prefix, err := k.prefix(c1, binding)
+	if err != nil {
+		return [32]byte{}, err
 	}
 	c1c := k.rq.NewPoly() // c1 in the coefficient domain, read by every repetition
 	k.rq.INTT(c1, c1c)
 	cs := k.challenges(p.Seed)
 	var digests [Reps][32]byte
 	k.parallel(func(r int, wk *work) {
-		// w = a z_u + z_e - X^c c1.
 		k.setSigned(wk.vu, p.Zu[r])
 		k.setSigned(wk.ve, p.Ze[r])
 		k.subMonomial(wk.ve, c1c, cs[r])
 		digests[r] = k.commit(wk)
 	})
-	if seed(prefix, &digests) != p.Seed {
-		return ErrInvalid
-	}
-	return nil
+	return seed(prefix, &digests), nil
 }
 
 // monomialTerm says where coefficient i of X^c w comes from in Z[X]/(X^n +
