@@ -356,6 +356,7 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 			return invalid("expected owner %s's upload (the header's order), got %s", owner, what)
 		}
 		digests := make([]job.PartDigests, chk.n)
+		var group []job.Part // the parts of the proof group under way
 		for i := range chk.n {
 			_, pm, what, err := next()
 			if err != nil {
@@ -373,9 +374,15 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 				return err
 			}
 			digests[i] = part.Digests()
-			if err := v.add(owner, i, part); err != nil {
+			group = append(group, part)
+			if !job.ProofAt(i, chk.n) {
+				continue
+			}
+			first, _ := job.ProofGroup(i, chk.n)
+			if err := v.add(owner, first, group); err != nil {
 				return err
 			}
+			group = nil
 		}
 		if err := transport.VerifyOwnerSignature(c.cfg.Creds, job.Owner{ID: owner, Key: chk.keys[owner]}, up.GetCertificate(), job.UploadContext,
 			job.UploadStatement(chk.id, owner, digests), up.GetSignature()); err != nil {
@@ -506,10 +513,11 @@ type verifier struct {
 	done    chan struct{}
 }
 
+// verifyItem is one proof group of an owner's upload.
 type verifyItem struct {
 	owner string
-	index int
-	part  job.Part
+	first int
+	parts []job.Part
 }
 
 func newVerifier(p he.Params, key *zk.Key, jobID string, n, workers int) *verifier {
@@ -519,12 +527,15 @@ func newVerifier(p he.Params, key *zk.Key, jobID string, n, workers int) *verifi
 		v.wg.Add(1)
 		go func() {
 			defer v.wg.Done()
-			c0, c1 := rq.NewPoly(), rq.NewPoly()
+			c0, c1s := rq.NewPoly(), make([]ring.Poly, zk.MaxGroup)
+			for j := range c1s {
+				c1s[j] = rq.NewPoly()
+			}
 			for it := range v.work {
 				if v.failed() {
 					continue
 				}
-				if err := job.VerifyPart(p, key, jobID, it.owner, it.index, n, it.part, c1); err != nil {
+				if err := job.VerifyParts(p, key, jobID, it.owner, it.first, n, it.parts, c1s[:len(it.parts)]); err != nil {
 					v.fail(invalid("owner %s's upload: %v (a crafted or foreign ciphertext): no share made", it.owner, err))
 					continue
 				}
@@ -534,14 +545,16 @@ func newVerifier(p he.Params, key *zk.Key, jobID string, n, workers int) *verifi
 						v.partial[w][i] = [2]ring.Poly{rq.NewPoly(), rq.NewPoly()}
 					}
 				}
-				sum := &v.partial[w][it.index]
-				rq.Add(sum[1], c1, sum[1])
-				if it.part.C0 != nil {
-					if err := p.DecodePoly(it.part.C0, c0); err != nil {
-						v.fail(invalid("owner %s's upload: ciphertext %d: c0: %v", it.owner, it.index, err))
-						continue
+				for j, part := range it.parts {
+					sum := &v.partial[w][it.first+j]
+					rq.Add(sum[1], c1s[j], sum[1])
+					if part.C0 != nil {
+						if err := p.DecodePoly(part.C0, c0); err != nil {
+							v.fail(invalid("owner %s's upload: ciphertext %d: c0: %v", it.owner, it.first+j, err))
+							break
+						}
+						rq.Add(sum[0], c0, sum[0])
 					}
-					rq.Add(sum[0], c0, sum[0])
 				}
 			}
 		}()
@@ -563,15 +576,16 @@ func (v *verifier) fail(err error) {
 	}
 }
 
-// add queues a part for verification; it returns the first failure seen.
-func (v *verifier) add(owner string, index int, part job.Part) error {
+// add queues a proof group's parts for verification; it returns the first
+// failure seen.
+func (v *verifier) add(owner string, first int, parts []job.Part) error {
 	v.mu.Lock()
 	err := v.err
 	v.mu.Unlock()
 	if err != nil {
 		return err
 	}
-	v.work <- verifyItem{owner: owner, index: index, part: part}
+	v.work <- verifyItem{owner: owner, first: first, parts: parts}
 	return nil
 }
 

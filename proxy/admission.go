@@ -34,10 +34,11 @@ type admission struct {
 }
 
 // uploadBytes is what one ciphertext of an upload holds while it is
-// received: its message and decoded copy, its proof, and the c1 kept for
+// received: its message and decoded copy, its proof (a proof of one
+// ciphertext, the largest per ciphertext of any group), and the c1 kept for
 // the members.
 func uploadBytes(p he.Params) int {
-	return 2*p.Codecs().Ciphertext.Size() + zk.Size(p.N()) + p.PolySize()
+	return 2*p.Codecs().Ciphertext.Size() + zk.Size(p.N(), 1) + p.PolySize()
 }
 
 func newAdmission(capacity int64, maxWaiting int, ctBytes int) *admission {

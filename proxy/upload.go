@@ -15,15 +15,17 @@ import (
 
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/fedpca/fedpca/transport"
 )
 
 // Upload implements fedpcav1.ProxyServiceServer. After the header, the owner
 // waits until there is room to receive it (Config.UploadMemory) and the
 // proxy says admitted;
-// then its ciphertexts are read and validated into fresh buffers, each
-// ciphertext's proof verified (protocol/zk: a well-formed encryption under
-// the committee key, bound to this job and owner) and the owner's signature
+// then its ciphertexts are read and validated into fresh buffers, each proof
+// group's proof verified when its last ciphertext arrives (protocol/zk:
+// well-formed encryptions under the committee key, bound to this job, owner
+// and group; job.ProofGroup) and the owner's signature
 // of its upload statement checked against its certificate, and, under
 // the job's lock, the buffers become the new running sum (sum += upload) and
 // one transaction writes it with the owner's inclusion record. Only then is
@@ -123,20 +125,29 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		if msg, err = stream.Recv(); err != nil && !errors.Is(err, io.EOF) {
 			return nil, err
 		}
-		pr := msg.GetProof()
-		if err != nil || pr == nil {
-			return nil, bad("message %d: expected the proof of ciphertext %d", 2*i+2, i)
+		pm, isProof := msg.GetMsg().(*fedpcav1.UploadRequest_Proof)
+		if err != nil || !isProof {
+			return nil, bad("message %d: expected the proof of ciphertext %d (empty unless it ends a proof group)", 2*i+2, i)
 		}
+		if !job.ProofAt(i, j.n) {
+			if len(pm.Proof) != 0 {
+				return nil, bad("ciphertext %d: a proof, but a proof group's proof comes with its last ciphertext (groups of %d)", i, zk.MaxGroup)
+			}
+			continue
+		}
+		first, _ := job.ProofGroup(i, j.n)
 		t0 = time.Now()
-		part, err := job.VerifyCiphertext(p.params, key, j.id, owner, i, j.n, ct, pr, j.spec.BindsC0())
+		parts, err := job.VerifyCiphertexts(p.params, key, j.id, owner, first, j.n, cts[first:i+1], pm.Proof, j.spec.BindsC0())
 		verifying += time.Since(t0)
 		if err != nil {
 			p.m.proofs.WithLabelValues("refused").Inc()
-			return nil, bad("%v (the proof must be made for this job, this owner and this ciphertext, under the committee key %s…)", err, j.spec.CommitteeKey[:12])
+			return nil, bad("%v (the proof must be made for this job, this owner and these ciphertexts, under the committee key %s…)", err, j.spec.CommitteeKey[:12])
 		}
 		p.m.proofs.WithLabelValues("verified").Inc()
-		proofs.parts[i], proofs.digests[i] = part, part.Digests()
-		size += len(pr)
+		for k, part := range parts {
+			proofs.parts[first+k], proofs.digests[first+k] = part, part.Digests()
+		}
+		size += len(pm.Proof)
 	}
 	if _, err := stream.Recv(); !errors.Is(err, io.EOF) {
 		if err == nil {

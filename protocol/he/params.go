@@ -46,7 +46,7 @@ const (
 	// at most 2^-40 for a job whose sum holds 10,000 uploaded ciphertexts
 	// under the largest committee, while a full committee's flooding,
 	// 64 * 2^S = 2^127, stays 13 bits inside the 2^140 noise budget.
-	SmudgingLog2 = 121
+	SmudgingLog2 = 124
 )
 
 // maxCommittee is the largest committee Committee.Validate accepts.

@@ -7,7 +7,9 @@ import (
 
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
+	"github.com/tuneinsight/lattigo/v5/ring"
 )
 
 // BenchmarkUserDecryptAnalyze: the user's work after the key switch for d
@@ -61,9 +63,9 @@ func benchUser(b *testing.B, p he.Params, sk *rlwe.SecretKey, l stats.Layout, ct
 }
 
 // BenchmarkUploadProofs: an owner proves its whole upload (ProveUpload, one
-// proof per ciphertext), and a member (or the proxy) verifies every part of
-// it, for d features and K = 10 classes: d = 50 is one ciphertext, d = 784
-// thirty-eight.
+// proof per group of zk.MaxGroup ciphertexts), and a member (or the proxy)
+// verifies every group of it, for d features and K = 10 classes: d = 50 is
+// one ciphertext, d = 784 thirty-eight.
 func BenchmarkUploadProofs(b *testing.B) {
 	p := heParams(b)
 	kp := he.GenerateKeyPair(p)
@@ -91,12 +93,17 @@ func BenchmarkUploadProofs(b *testing.B) {
 			}
 			b.ReportMetric(float64(size), "proof-bytes")
 		})
-		c1 := p.RingQ().AtLevel(p.Level()).NewPoly()
+		parts := make([]Part, len(cts))
+		c1s := make([]ring.Poly, len(cts))
+		for i, ct := range cts {
+			parts[i] = Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1]), Proof: proofs[i]}
+			c1s[i] = p.RingQ().AtLevel(p.Level()).NewPoly()
+		}
 		b.Run(fmt.Sprintf("verify/d=%d/cts=%d", d, len(cts)), func(b *testing.B) {
 			for b.Loop() {
-				for i, ct := range cts {
-					part := Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1]), Proof: proofs[i]}
-					if err := VerifyPart(p, key, "job", "owner", i, len(cts), part, c1); err != nil {
+				for first := 0; first < len(cts); first += zk.MaxGroup {
+					_, size := ProofGroup(first, len(cts))
+					if err := VerifyParts(p, key, "job", "owner", first, len(cts), parts[first:first+size], c1s[first:first+size]); err != nil {
 						b.Fatal(err)
 					}
 				}

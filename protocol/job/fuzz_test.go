@@ -16,6 +16,7 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/schema"
 	"github.com/fedpca/fedpca/protocol/stats"
+	"github.com/tuneinsight/lattigo/v5/ring"
 )
 
 // fuzzOwners are fuzzSpec's owners.
@@ -515,9 +516,11 @@ func FuzzProfileRounds(f *testing.F) {
 }
 
 // FuzzUploadPart: what a member receives of each upload ciphertext (the
-// digest of c0, c1, the proof), and what the proxy receives of its proof.
-// VerifyPart accepts only the owner's own part for its job, owner and
-// index: any other digest, c1 or proof is refused, whatever its bytes.
+// digest of c0, c1, the proof), and what the proxy receives of its proof,
+// for an upload of one ciphertext and for the last of a proof group of two
+// (whose first part is the owner's). VerifyParts accepts only the owner's
+// own parts for its job, owner and group: any other digest, c1 or proof is
+// refused, whatever its bytes.
 func FuzzUploadPart(f *testing.F) {
 	p, err := he.NewDefaultParams()
 	if err != nil {
@@ -529,32 +532,50 @@ func FuzzUploadPart(f *testing.F) {
 		f.Fatal(err)
 	}
 	enc, _ := he.NewEncryptor(p, kp.Public)
-	cts, wits, err := enc.EncryptWitnessed([]int64{1, 2, 3})
-	if err != nil {
-		f.Fatal(err)
-	}
 	const jobID, owner = "job", "hospital-a"
-	proofs, _, err := ProveUpload(p, key, jobID, owner, cts, wits, nil)
-	if err != nil {
-		f.Fatal(err)
+	type upload struct {
+		parts []Part // the owner's
+		c0    [32]byte
+		c1    []byte
+		proof []byte
 	}
-	c0 := C0Digest(p, cts[0])
-	c1 := p.AppendPoly(nil, cts[0].Value[1])
-	f.Add(c0[:], c1, proofs[0])
-	f.Add(c0[:], c1, proofs[0][:1000])
-	f.Add(make([]byte, 32), c1, proofs[0])
-	f.Add(c0[:], c1[:8], proofs[0])
-	out := p.RingQ().AtLevel(p.Level()).NewPoly()
-	f.Fuzz(func(t *testing.T, d, c, pr []byte) {
+	var ups [2]upload // by group: one ciphertext, two
+	for g := range ups {
+		cts, wits, err := enc.EncryptWitnessed(make([]int64, (g+1)*p.N()))
+		if err != nil || len(cts) != g+1 {
+			f.Fatal(err, len(cts))
+		}
+		proofs, _, err := ProveUpload(p, key, jobID, owner, cts, wits, nil)
+		if err != nil {
+			f.Fatal(err)
+		}
+		for i, ct := range cts {
+			ups[g].parts = append(ups[g].parts, Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1]), Proof: proofs[i]})
+		}
+		last := ups[g].parts[g]
+		ups[g].c0, ups[g].c1, ups[g].proof = last.C0Digest, last.C1, last.Proof
+		f.Add(last.C0Digest[:], last.C1, last.Proof, g == 1)
+		f.Add(last.C0Digest[:], last.C1, last.Proof[:1000], g == 1)
+		f.Add(make([]byte, 32), last.C1, last.Proof, g == 1)
+		f.Add(last.C0Digest[:], last.C1[:8], last.Proof, g == 1)
+	}
+	rq := p.RingQ().AtLevel(p.Level())
+	out := []ring.Poly{rq.NewPoly(), rq.NewPoly()}
+	f.Fuzz(func(t *testing.T, d, c, pr []byte, pair bool) {
 		if len(d) != 32 {
-			return // the member refuses other lengths before VerifyPart
+			return // the member refuses other lengths before VerifyParts
+		}
+		up := ups[0]
+		if pair {
+			up = ups[1]
 		}
 		part := Part{C1: c, Proof: pr}
 		copy(part.C0Digest[:], d)
-		err := VerifyPart(p, key, jobID, owner, 0, 1, part, out)
-		valid := bytes.Equal(d, c0[:]) && bytes.Equal(c, c1) && bytes.Equal(pr, proofs[0])
+		parts := append(append([]Part(nil), up.parts[:len(up.parts)-1]...), part)
+		err := VerifyParts(p, key, jobID, owner, 0, len(parts), parts, out[:len(parts)])
+		valid := bytes.Equal(d, up.c0[:]) && bytes.Equal(c, up.c1) && bytes.Equal(pr, up.proof)
 		if (err == nil) != valid {
-			t.Fatalf("VerifyPart: %v for a part that is valid: %v", err, valid)
+			t.Fatalf("VerifyParts: %v for a part that is valid: %v", err, valid)
 		}
 	})
 }

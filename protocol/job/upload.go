@@ -20,9 +20,10 @@ const UploadContext = "fedpca-upload-v1"
 const proofDomain = "fedpca/upload-proof/v1"
 
 // Part is what a committee member needs of one ciphertext of an owner's
-// upload: the digest of its c0, its c1 (he.Params.AppendPoly) and the
-// proof of c1 (protocol/zk); and c0 itself for a job that binds it
-// (Spec.BindsC0).
+// upload: the digest of its c0, its c1 (he.Params.AppendPoly) and, for the
+// last ciphertext of each proof group (ProofGroup), the group's proof
+// (protocol/zk; empty for the others); and c0 itself for a job that binds
+// it (Spec.BindsC0).
 type Part struct {
 	C0Digest [32]byte
 	C1       []byte
@@ -40,19 +41,39 @@ func (pt Part) Digests() PartDigests {
 	return PartDigests{C0: pt.C0Digest, C1: sha256.Sum256(pt.C1), Proof: sha256.Sum256(pt.Proof)}
 }
 
+// ProofGroup returns the proof group of ciphertext index of an upload of
+// count: its first ciphertext and its size. An upload's ciphertexts are
+// proven zk.MaxGroup at a time, in order (the last group smaller), and a
+// group's proof travels with its last ciphertext.
+func ProofGroup(index, count int) (first, size int) {
+	first = index - index%zk.MaxGroup
+	return first, min(zk.MaxGroup, count-first)
+}
+
+// ProofAt reports whether ciphertext index of an upload of count carries
+// its group's proof (it is the group's last).
+func ProofAt(index, count int) bool {
+	first, size := ProofGroup(index, count)
+	return index == first+size-1
+}
+
 // ProofBinding is the statement an upload proof is bound to (hashed into its
-// Fiat-Shamir challenge with the committee key and c1): the job, the owner,
-// the ciphertext's index among count, and its c0's digest. A proof made for
-// one owner, job or ciphertext does not verify for another.
-func ProofBinding(jobID, owner string, index, count int, c0Digest [32]byte) []byte {
-	b := make([]byte, 0, 128)
+// Fiat-Shamir challenge with the committee key and the c1s): the job, the
+// owner, the index of the group's first ciphertext among count, and the
+// digest of each of its ciphertexts' c0. A proof made for one owner, job
+// or group does not verify for another.
+func ProofBinding(jobID, owner string, first, count int, c0Digests ...[32]byte) []byte {
+	b := make([]byte, 0, 96+32*len(c0Digests))
 	for _, f := range [][]byte{[]byte(proofDomain), []byte(jobID), []byte(owner)} {
 		b = binary.BigEndian.AppendUint64(b, uint64(len(f)))
 		b = append(b, f...)
 	}
-	b = binary.BigEndian.AppendUint64(b, uint64(index))
+	b = binary.BigEndian.AppendUint64(b, uint64(first))
 	b = binary.BigEndian.AppendUint64(b, uint64(count))
-	return append(b, c0Digest[:]...)
+	for _, d := range c0Digests {
+		b = append(b, d[:]...)
+	}
+	return b
 }
 
 // UploadStatement is what an owner signs for its upload, with its
@@ -81,63 +102,105 @@ func C0Digest(p he.Params, ct *rlwe.Ciphertext) [32]byte {
 	return sha256.Sum256(p.AppendPoly(nil, ct.Value[0]))
 }
 
-// ProveUpload proves each of an owner's ciphertexts with its witness
-// (he.Encryptor.EncryptWitnessed) under the committee's proof key, bound to
-// the job and the owner, and returns the proofs with the digests the
-// owner's upload statement lists. The masks come from rnd (crypto/rand
-// when nil).
+// ProveUpload proves an owner's ciphertexts, a proof per group
+// (ProofGroup), with their witnesses (he.Encryptor.EncryptWitnessed) under
+// the committee's proof key, bound to the job and the owner, and returns
+// each ciphertext's proof (a group's with its last ciphertext, nil for the
+// others) with the digests the owner's upload statement lists. The masks
+// come from rnd (crypto/rand when nil).
 func ProveUpload(p he.Params, key *zk.Key, jobID, owner string, cts []*rlwe.Ciphertext, wits []zk.Witness, rnd io.Reader) ([][]byte, []PartDigests, error) {
 	if len(cts) != len(wits) {
 		return nil, nil, fmt.Errorf("prove upload: %d ciphertexts, %d witnesses", len(cts), len(wits))
 	}
-	proofs := make([][]byte, len(cts))
-	digests := make([]PartDigests, len(cts))
+	n := len(cts)
+	proofs := make([][]byte, n)
+	digests := make([]PartDigests, n)
+	c0s := make([][32]byte, n)
 	for i, ct := range cts {
-		c0 := C0Digest(p, ct)
-		pr, err := key.Prove(ct.Value[1], ProofBinding(jobID, owner, i, len(cts), c0), wits[i], rnd)
-		if err != nil {
-			return nil, nil, fmt.Errorf("prove ciphertext %d: %w", i, err)
+		c0s[i] = C0Digest(p, ct)
+	}
+	for first := 0; first < n; first += zk.MaxGroup {
+		_, size := ProofGroup(first, n)
+		c1s := make([]ring.Poly, size)
+		for j := range c1s {
+			c1s[j] = cts[first+j].Value[1]
 		}
-		proofs[i] = pr.Marshal()
-		digests[i] = PartDigests{C0: c0, C1: sha256.Sum256(p.AppendPoly(nil, ct.Value[1])), Proof: sha256.Sum256(proofs[i])}
+		pr, err := key.ProveGroup(c1s, ProofBinding(jobID, owner, first, n, c0s[first:first+size]...), wits[first:first+size], rnd)
+		if err != nil {
+			return nil, nil, fmt.Errorf("prove %s: %w", groupName(first, size), err)
+		}
+		proofs[first+size-1] = pr.Marshal()
+	}
+	for i, ct := range cts {
+		digests[i] = PartDigests{C0: c0s[i], C1: sha256.Sum256(p.AppendPoly(nil, ct.Value[1])), Proof: sha256.Sum256(proofs[i])}
 	}
 	return proofs, digests, nil
+}
+
+// groupName names a proof group in errors: "ciphertext 3" or "ciphertexts
+// 8-15".
+func groupName(first, size int) string {
+	if size == 1 {
+		return fmt.Sprintf("ciphertext %d", first)
+	}
+	return fmt.Sprintf("ciphertexts %d-%d", first, first+size-1)
 }
 
 // ErrUnproven reports an upload ciphertext whose proof does not verify.
 var ErrUnproven = errors.New("not proven well formed")
 
-// VerifyPart checks the proof of ciphertext index (of count) of an owner's
-// upload to a job, and decodes its c1 into c1 (a polynomial at the protocol
-// level) for the caller's sum.
-func VerifyPart(p he.Params, key *zk.Key, jobID, owner string, index, count int, part Part, c1 ring.Poly) error {
-	if err := p.DecodePoly(part.C1, c1); err != nil {
-		return fmt.Errorf("ciphertext %d: c1: %w", index, err)
+// VerifyParts checks the proof of the group of an owner's upload to a job
+// that starts at ciphertext first (of count): parts are the group's, its
+// proof in the last and no other. It decodes each part's c1 into c1s (at
+// the protocol level) for the caller's sum.
+func VerifyParts(p he.Params, key *zk.Key, jobID, owner string, first, count int, parts []Part, c1s []ring.Poly) error {
+	name := groupName(first, len(parts))
+	if f, size := ProofGroup(first, count); f != first || size != len(parts) || len(c1s) != size {
+		return fmt.Errorf("%s of %d: not a proof group (ciphertexts %d to %d are)", name, count, f, f+size-1)
 	}
-	pr, err := zk.Unmarshal(part.Proof, p.N())
+	c0s := make([][32]byte, len(parts))
+	for j, part := range parts {
+		if j < len(parts)-1 && len(part.Proof) != 0 {
+			return fmt.Errorf("ciphertext %d: %w: it carries a proof, but a group's proof comes with its last ciphertext", first+j, ErrUnproven)
+		}
+		if err := p.DecodePoly(part.C1, c1s[j]); err != nil {
+			return fmt.Errorf("ciphertext %d: c1: %w", first+j, err)
+		}
+		c0s[j] = part.C0Digest
+	}
+	return verifyGroup(p, key, ProofBinding(jobID, owner, first, count, c0s...), name, c1s, parts[len(parts)-1].Proof)
+}
+
+// verifyGroup decodes and verifies a group's proof.
+func verifyGroup(p he.Params, key *zk.Key, binding []byte, name string, c1s []ring.Poly, proof []byte) error {
+	pr, err := zk.Unmarshal(proof, p.N(), len(c1s))
 	if err != nil {
-		return fmt.Errorf("ciphertext %d: %w: %v", index, ErrUnproven, err)
+		return fmt.Errorf("%s: %w: %v", name, ErrUnproven, err)
 	}
-	if err := key.Verify(c1, ProofBinding(jobID, owner, index, count, part.C0Digest), pr); err != nil {
-		return fmt.Errorf("ciphertext %d: %w: %v", index, ErrUnproven, err)
+	if err := key.VerifyGroup(c1s, binding, pr); err != nil {
+		return fmt.Errorf("%s: %w: %v", name, ErrUnproven, err)
 	}
 	return nil
 }
 
-// VerifyCiphertext checks the proof of a whole ciphertext (the proxy, on
-// receipt of an upload) and returns its part for the members, with c0 when
-// withC0.
-func VerifyCiphertext(p he.Params, key *zk.Key, jobID, owner string, index, count int, ct *rlwe.Ciphertext, proof []byte, withC0 bool) (Part, error) {
-	part := Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1]), Proof: proof}
-	if withC0 {
-		part.C0 = p.AppendPoly(nil, ct.Value[0])
+// VerifyCiphertexts checks the proof of a whole proof group (the proxy, on
+// receipt of an upload's group), cts starting at ciphertext first of count,
+// and returns their parts for the members, with c0 when withC0.
+func VerifyCiphertexts(p he.Params, key *zk.Key, jobID, owner string, first, count int, cts []*rlwe.Ciphertext, proof []byte, withC0 bool) ([]Part, error) {
+	parts := make([]Part, len(cts))
+	c0s := make([][32]byte, len(cts))
+	c1s := make([]ring.Poly, len(cts))
+	for j, ct := range cts {
+		parts[j] = Part{C0Digest: C0Digest(p, ct), C1: p.AppendPoly(nil, ct.Value[1])}
+		if withC0 {
+			parts[j].C0 = p.AppendPoly(nil, ct.Value[0])
+		}
+		c0s[j], c1s[j] = parts[j].C0Digest, ct.Value[1]
 	}
-	pr, err := zk.Unmarshal(proof, p.N())
-	if err != nil {
-		return part, fmt.Errorf("ciphertext %d: %w: %v", index, ErrUnproven, err)
+	parts[len(parts)-1].Proof = proof
+	name := groupName(first, len(cts))
+	if f, size := ProofGroup(first, count); f != first || size != len(cts) {
+		return parts, fmt.Errorf("%s of %d: not a proof group (ciphertexts %d to %d are)", name, count, f, f+size-1)
 	}
-	if err := key.Verify(ct.Value[1], ProofBinding(jobID, owner, index, count, part.C0Digest), pr); err != nil {
-		return part, fmt.Errorf("ciphertext %d: %w: %v", index, ErrUnproven, err)
-	}
-	return part, nil
+	return parts, verifyGroup(p, key, ProofBinding(jobID, owner, first, count, c0s...), name, c1s, proof)
 }

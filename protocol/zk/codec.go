@@ -5,32 +5,49 @@ import (
 	"fmt"
 )
 
-// version is the first byte of an encoded proof.
-const version = 1
-
-// The encoding of a proof: the version, the number of repetitions, the seed,
-// then for each repetition the responses offset to be non-negative
-// (z + Max in [0, 2 Max - 1]) and packed little-endian in LogBu + 1 and
-// LogBe + 1 bits per coefficient.
+// The encoding of a proof: a header, the seed, then for each repetition
+// the responses offset to be non-negative (z + Max in [0, 2 Max - 1]) and
+// packed little-endian in LogBu + 1 and LogBe + 1 bits per coefficient (the
+// group's). The header of a proof of one ciphertext is its version, 1, and
+// its repetitions; a group's is version 2, its repetitions and its size.
 const (
-	headerSize = 2 + 32
-	uBits      = LogBu + 1
-	eBits      = LogBe + 1
+	version      = 1
+	groupVersion = 2
 )
 
-// Size returns the length of an encoded proof at ring degree n (n a
-// multiple of 8).
-func Size(n int) int { return headerSize + Reps*n*(uBits+eBits)/8 }
+// headerSize returns the length of the header and seed of a proof of g
+// ciphertexts.
+func headerSize(g int) int {
+	if g > 1 {
+		return 3 + 32
+	}
+	return 2 + 32
+}
+
+// Size returns the length of an encoded proof of g ciphertexts (1 <= g <=
+// MaxGroup) at ring degree n (n a multiple of 8).
+func Size(n, g int) int {
+	sh, err := ShapeOf(g)
+	if err != nil {
+		return 0
+	}
+	return headerSize(g) + sh.Reps*n*int(sh.LogBu+1+sh.LogBe+1)/8
+}
 
 // Marshal encodes a proof.
 func (p *Proof) Marshal() []byte {
 	n := len(p.Zu[0])
-	out := make([]byte, headerSize, Size(n))
-	out[0], out[1] = version, Reps
-	copy(out[2:], p.Seed[:])
-	for r := range Reps {
-		out = pack(out, p.Zu[r], ZuMax, uBits)
-		out = pack(out, p.Ze[r], ZeMax, eBits)
+	sh, _ := ShapeOf(p.G)
+	out := make([]byte, 0, Size(n, p.G))
+	if p.G > 1 {
+		out = append(out, groupVersion, byte(sh.Reps), byte(p.G))
+	} else {
+		out = append(out, version, byte(sh.Reps))
+	}
+	out = append(out, p.Seed[:]...)
+	for r := range sh.Reps {
+		out = pack(out, p.Zu[r], sh.ZuMax, sh.LogBu+1)
+		out = pack(out, p.Ze[r], sh.ZeMax, sh.LogBe+1)
 	}
 	return out
 }
@@ -54,27 +71,34 @@ func pack(out []byte, z []int32, max int32, bits uint) []byte {
 	return out
 }
 
-// Unmarshal decodes a proof for ring degree n, checking its exact length,
-// its header and that every response is in its interval.
-func Unmarshal(b []byte, n int) (*Proof, error) {
+// Unmarshal decodes a proof of g ciphertexts for ring degree n, checking its
+// exact length, its header and that every response is in its interval.
+func Unmarshal(b []byte, n, g int) (*Proof, error) {
 	if n < 8 || n%8 != 0 {
 		return nil, fmt.Errorf("zk: ring degree %d", n)
 	}
-	if len(b) != Size(n) {
-		return nil, fmt.Errorf("zk: proof of %d bytes, want %d", len(b), Size(n))
+	sh, err := ShapeOf(g)
+	if err != nil {
+		return nil, err
 	}
-	if b[0] != version || b[1] != Reps {
-		return nil, fmt.Errorf("zk: proof version %d with %d repetitions, want version %d with %d", b[0], b[1], version, Reps)
+	if len(b) != Size(n, g) {
+		return nil, fmt.Errorf("zk: proof of %d bytes, want %d for %d ciphertexts", len(b), Size(n, g), g)
 	}
-	p := &Proof{}
-	copy(p.Seed[:], b[2:headerSize])
-	off := headerSize
-	var err error
-	for r := range Reps {
-		if p.Zu[r], off, err = unpack(b, off, n, ZuMax, uBits); err != nil {
+	want := []byte{version, byte(sh.Reps)}
+	if g > 1 {
+		want = []byte{groupVersion, byte(sh.Reps), byte(g)}
+	}
+	if h := b[:len(want)]; string(h) != string(want) {
+		return nil, fmt.Errorf("zk: proof header %v, want %v (version, repetitions and, for a group, its size)", h, want)
+	}
+	p := &Proof{G: g, Zu: make([][]int32, sh.Reps), Ze: make([][]int32, sh.Reps)}
+	off := headerSize(g)
+	copy(p.Seed[:], b[off-32:off])
+	for r := range sh.Reps {
+		if p.Zu[r], off, err = unpack(b, off, n, sh.ZuMax, sh.LogBu+1); err != nil {
 			return nil, fmt.Errorf("zk: repetition %d, u: %w", r, err)
 		}
-		if p.Ze[r], off, err = unpack(b, off, n, ZeMax, eBits); err != nil {
+		if p.Ze[r], off, err = unpack(b, off, n, sh.ZeMax, sh.LogBe+1); err != nil {
 			return nil, fmt.Errorf("zk: repetition %d, e: %w", r, err)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"hash"
 	"io"
 	"math"
+	"math/bits"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -18,21 +19,27 @@ import (
 
 // The parameters of the proof (see the package documentation).
 const (
-	// Reps is the number of parallel repetitions: 2N = 2^14 challenges
-	// each, 2^-140 soundness error per random-oracle query.
+	// Reps is the number of parallel repetitions of a proof of one
+	// ciphertext: 2N = 2^14 challenges each, 2^-140 soundness error per
+	// random-oracle query. A proof of a group of g ciphertexts has
+	// RepsFor(g).
 	Reps = 10
-	// LogBu and LogBe are log2 of the mask bounds B_u and B_e: mask
-	// coefficients are uniform over [-B, B).
+	// MaxGroup is the most ciphertexts one proof covers.
+	MaxGroup = 8
+	// LogBu and LogBe are log2 of the mask bounds B_u and B_e of a proof of
+	// one ciphertext: mask coefficients are uniform over [-B, B). A group
+	// of g adds ceil(log2 g) to both.
 	LogBu = 18
 	LogBe = 22
 	// BetaU and BetaE bound the honest witness: u ternary, |e1| <= 19
 	// (lattigo's Gaussian sampler at sigma 3.2 truncated at 19.2).
 	BetaU = 1
 	BetaE = 19
-	// Bu and Be are the mask bounds.
+	// Bu and Be are the mask bounds of a proof of one ciphertext.
 	Bu = 1 << LogBu
 	Be = 1 << LogBe
-	// ZuMax and ZeMax bound an accepted response: z in [-Max, Max - 1].
+	// ZuMax and ZeMax bound an accepted response of a proof of one
+	// ciphertext: z in [-Max, Max - 1].
 	ZuMax = Bu - BetaU
 	ZeMax = Be - BetaE
 	// maxAttempts bounds the prover's restarts (the chance of needing more
@@ -40,7 +47,44 @@ const (
 	maxAttempts = 1000
 	// domain separates this proof's hashes from every other use of SHA-256.
 	domain = "fedpca/zk/rlwe-pk-c1/v1"
+	// groupDomain is the domain of a proof of two or more ciphertexts.
+	groupDomain = "fedpca/zk/rlwe-pk-c1-group/v1"
 )
+
+// groupReps is RepsFor: the fewest repetitions R with (2N/g)^R >= 2^128 at
+// N = 2^13, that is R (14 - log2 g) >= 128 (TestGroupParams checks it).
+var groupReps = [MaxGroup + 1]int{0, 10, 10, 11, 11, 11, 12, 12, 12}
+
+// Shape is the parameters of a proof of G ciphertexts: its repetitions, its
+// masks' bounds (2^LogBu, 2^LogBe) and its responses' (z in [-Max, Max -
+// 1]).
+type Shape struct {
+	G, Reps      int
+	LogBu, LogBe uint
+	ZuMax, ZeMax int32
+}
+
+// ShapeOf returns the parameters of a proof of g ciphertexts, 1 <= g <=
+// MaxGroup. The response of a group is y + sum_j X^(c_j) w_j, whose
+// witness part is at most g beta, so the masks grow by ceil(log2 g) bits
+// (the acceptance stays about what one ciphertext's is), and each
+// repetition's challenge is g monomials, of which an extractor needs two
+// values of one coordinate with the others fixed: coordinate-wise special
+// soundness, knowledge error g/2N per repetition (Fenzi, Moghaddas and
+// Nguyen, J. Cryptology 2024), hence RepsFor(g) repetitions.
+func ShapeOf(g int) (Shape, error) {
+	if g < 1 || g > MaxGroup {
+		return Shape{}, fmt.Errorf("zk: a proof of %d ciphertexts: want 1 to %d", g, MaxGroup)
+	}
+	lg := uint(bits.Len(uint(g - 1)))
+	sh := Shape{G: g, Reps: groupReps[g], LogBu: LogBu + lg, LogBe: LogBe + lg}
+	sh.ZuMax = int32(1)<<sh.LogBu - int32(g*BetaU)
+	sh.ZeMax = int32(1)<<sh.LogBe - int32(g*BetaE)
+	return sh, nil
+}
+
+// RepsFor returns the repetitions of a proof of g ciphertexts.
+func RepsFor(g int) int { return groupReps[g] }
 
 // ErrInvalid reports a proof that does not verify.
 var ErrInvalid = errors.New("invalid proof")
@@ -52,14 +96,20 @@ type Bounds struct {
 	UInf, EInf, U2, E2 float64
 }
 
-// ProvenBounds returns the bounds of the relaxed relation that the proof
-// guarantees at ring degree n (see the package documentation):
-// |u*|_inf <= n 2 (B_u - 1), |u*|_2 <= (2n/pi) sqrt(n) 2 (B_u - 1), and the
-// same with B_e - 19 for e*.
+// ProvenBounds returns the bounds of the relaxed relation that a proof, of
+// one ciphertext or of a group, guarantees for each of its ciphertexts at
+// ring degree n (see the package documentation): |u*|_inf <= n 2 Zu,
+// |u*|_2 <= (2n/pi) sqrt(n) 2 Zu, and the same with Ze for e*, Zu and Ze the
+// largest response bounds of any group size.
 func ProvenBounds(n int) Bounds {
+	var zu, ze int32
+	for g := 1; g <= MaxGroup; g++ {
+		sh, _ := ShapeOf(g)
+		zu, ze = max(zu, sh.ZuMax), max(ze, sh.ZeMax)
+	}
 	fn := float64(n)
 	op := 2 * fn / math.Pi // operator norm of multiplication by 2/(X^m - 1)
-	du, de := 2*float64(ZuMax), 2*float64(ZeMax)
+	du, de := 2*float64(zu), 2*float64(ze)
 	return Bounds{UInf: fn * du, EInf: fn * de, U2: op * math.Sqrt(fn) * du, E2: op * math.Sqrt(fn) * de}
 }
 
@@ -70,12 +120,14 @@ type Witness struct {
 	U, E []int8
 }
 
-// Proof is a proof of a well-formed c1.
+// Proof is a proof of well-formed c1s: one, or a group of G.
 type Proof struct {
 	// Seed is the Fiat-Shamir hash from which the challenges come.
 	Seed [32]byte
-	// Zu and Ze are the responses, N coefficients each.
-	Zu, Ze [Reps][]int32
+	// G is the number of ciphertexts proven.
+	G int
+	// Zu and Ze are the responses, one per repetition, N coefficients each.
+	Zu, Ze [][]int32
 }
 
 // Key holds what every statement under one committee key shares: the ring
@@ -147,31 +199,51 @@ func (k *Key) checkC1(c1 ring.Poly) error {
 }
 
 // transcript starts the Fiat-Shamir hash of a statement: the domain, the
-// key, the binding and c1 (NTT form).
-func (k *Key) transcript(c1 ring.Poly, binding []byte, buf []byte) hash.Hash {
+// key, the binding and each c1 (NTT form); a group's domain is its own and
+// its size is hashed too.
+func (k *Key) transcript(c1s []ring.Poly, binding []byte, buf []byte) hash.Hash {
 	h := sha256.New()
+	d := domain
+	if len(c1s) > 1 {
+		d = groupDomain
+	}
 	var n [8]byte
-	binary.BigEndian.PutUint64(n[:], uint64(len(domain)))
+	binary.BigEndian.PutUint64(n[:], uint64(len(d)))
 	h.Write(n[:])
-	h.Write([]byte(domain))
+	h.Write([]byte(d))
 	binary.BigEndian.PutUint64(n[:], uint64(k.rq.N()))
 	h.Write(n[:])
 	h.Write(k.digest[:])
+	if len(c1s) > 1 {
+		binary.BigEndian.PutUint64(n[:], uint64(len(c1s)))
+		h.Write(n[:])
+	}
 	binary.BigEndian.PutUint64(n[:], uint64(len(binding)))
 	h.Write(n[:])
 	h.Write(binding)
-	k.writePoly(h, c1, buf)
+	for _, c1 := range c1s {
+		k.writePoly(h, c1, buf)
+	}
 	return h
 }
 
-// challenges expands the seed into one exponent k in [0, 2N) per
-// repetition (the challenge X^k; X^N = -1).
-func (k *Key) challenges(seed [32]byte) [Reps]int {
-	x := sha256.Sum256(append(seed[:], "challenges"...))
-	var out [Reps]int
+// challenges expands the seed into count exponents k in [0, 2N) (the
+// challenge X^k; X^N = -1), 16 to a SHA-256 block: block 0 of seed ||
+// "challenges", block b > 0 of seed || "challenges" || b. Repetition r's
+// challenge for ciphertext j of a group of g is number r g + j.
+func (k *Key) challenges(seed [32]byte, count int) []int {
+	out := make([]int, count)
 	mask := 2*k.rq.N() - 1
-	for r := range out {
-		out[r] = int(binary.LittleEndian.Uint16(x[2*r:])) & mask
+	var x [32]byte
+	for i := range out {
+		if i%16 == 0 {
+			in := append(seed[:], "challenges"...)
+			if b := i / 16; b > 0 {
+				in = append(in, byte(b))
+			}
+			x = sha256.Sum256(in)
+		}
+		out[i] = int(binary.LittleEndian.Uint16(x[2*(i%16):])) & mask
 	}
 	return out
 }
@@ -204,51 +276,70 @@ func (k *Key) setSigned(p ring.Poly, v []int32) {
 }
 
 // Prove proves that c1 (NTT domain) = a u + e1 for the witness, bound to
-// binding (the caller's statement: job, owner, index, the hash of c0). The
-// masks come from rnd (crypto/rand when nil). The repetitions' commitments
-// are computed on up to GOMAXPROCS goroutines.
+// binding (the caller's statement: job, owner, index, the hash of c0): a
+// proof of a group of one.
 func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Proof, error) {
+	return k.ProveGroup([]ring.Poly{c1}, binding, []Witness{w}, rnd)
+}
+
+// ProveGroup proves, in one proof, that each c1s[j] (NTT domain) = a u_j +
+// e_j for the witness ws[j], bound to binding. The masks come from rnd
+// (crypto/rand when nil). The repetitions' commitments are computed on up
+// to GOMAXPROCS goroutines.
+func (k *Key) ProveGroup(c1s []ring.Poly, binding []byte, ws []Witness, rnd io.Reader) (*Proof, error) {
 	n := k.rq.N()
-	if err := k.checkC1(c1); err != nil {
+	sh, err := ShapeOf(len(c1s))
+	if err != nil {
 		return nil, err
 	}
-	if err := checkWitness(w, n); err != nil {
-		return nil, err
+	if len(ws) != len(c1s) {
+		return nil, fmt.Errorf("zk: %d ciphertexts, %d witnesses", len(c1s), len(ws))
+	}
+	us, es := make([][]int8, sh.G), make([][]int8, sh.G)
+	for j := range c1s {
+		if err := k.checkC1(c1s[j]); err != nil {
+			return nil, err
+		}
+		if err := checkWitness(ws[j], n); err != nil {
+			return nil, err
+		}
+		us[j], es[j] = ws[j].U, ws[j].E
 	}
 	if rnd == nil {
 		rnd = rand.Reader
 	}
-	p := &Proof{}
-	var yu, ye [Reps][]int32
-	for r := range Reps {
+	p := &Proof{G: sh.G, Zu: make([][]int32, sh.Reps), Ze: make([][]int32, sh.Reps)}
+	yu, ye := make([][]int32, sh.Reps), make([][]int32, sh.Reps)
+	for r := range sh.Reps {
 		yu[r], ye[r] = make([]int32, n), make([]int32, n)
 		p.Zu[r], p.Ze[r] = make([]int32, n), make([]int32, n)
 	}
 	// The transcript's prefix is the same for every attempt.
-	prefix, err := k.prefix(c1, binding)
+	prefix, err := k.prefix(c1s, binding)
 	if err != nil {
 		return nil, err
 	}
 	// Each attempt's masks: maskBytes per coefficient of each polynomial.
-	random := make([]byte, Reps*n*2*maskBytes)
-	var digests [Reps][32]byte
+	random := make([]byte, sh.Reps*n*2*maskBytes)
+	digests := make([][32]byte, sh.Reps)
 	for range maxAttempts {
 		if _, err := io.ReadFull(rnd, random); err != nil {
 			return nil, fmt.Errorf("zk: masks: %w", err)
 		}
-		k.parallel(func(r int, wk *work) {
+		k.parallel(sh.Reps, func(r int, wk *work) {
 			off := r * n * 2 * maskBytes
-			uniform(random[off:off+n*maskBytes], yu[r], LogBu)
-			uniform(random[off+n*maskBytes:off+2*n*maskBytes], ye[r], LogBe)
+			uniform(random[off:off+n*maskBytes], yu[r], sh.LogBu)
+			uniform(random[off+n*maskBytes:off+2*n*maskBytes], ye[r], sh.LogBe)
 			k.setSigned(wk.vu, yu[r])
 			k.setSigned(wk.ve, ye[r])
 			digests[r] = k.commit(wk)
 		})
-		p.Seed = seed(prefix, &digests)
-		cs := k.challenges(p.Seed)
+		p.Seed = seed(prefix, digests)
+		cs := k.challenges(p.Seed, sh.Reps*sh.G)
 		ok := true
-		for r := 0; r < Reps && ok; r++ {
-			ok = respond(p.Zu[r], yu[r], w.U, cs[r], ZuMax) && respond(p.Ze[r], ye[r], w.E, cs[r], ZeMax)
+		for r := 0; r < sh.Reps && ok; r++ {
+			c := cs[r*sh.G : (r+1)*sh.G]
+			ok = respond(p.Zu[r], yu[r], us, c, sh.ZuMax) && respond(p.Ze[r], ye[r], es, c, sh.ZeMax)
 		}
 		if ok {
 			return p, nil
@@ -257,15 +348,15 @@ func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Pr
 	return nil, errors.New("zk: no accepted attempt (the witness is not short, or the randomness is broken)")
 }
 
-// maskBytes is the randomness of one mask coefficient (LogBe + 1 <= 24
-// bits).
-const maskBytes = 3
+// maskBytes is the randomness of one mask coefficient (LogBe + 1 +
+// ceil(log2 MaxGroup) <= 32 bits).
+const maskBytes = 4
 
 // prefix returns the transcript's state after the statement.
-func (k *Key) prefix(c1 ring.Poly, binding []byte) ([]byte, error) {
+func (k *Key) prefix(c1s []ring.Poly, binding []byte) ([]byte, error) {
 	wk := k.scratch.Get().(*work)
 	defer k.scratch.Put(wk)
-	h := k.transcript(c1, binding, wk.buf)
+	h := k.transcript(c1s, binding, wk.buf)
 	state, err := h.(interface{ MarshalBinary() ([]byte, error) }).MarshalBinary()
 	if err != nil {
 		return nil, fmt.Errorf("zk: %w", err)
@@ -275,7 +366,7 @@ func (k *Key) prefix(c1 ring.Poly, binding []byte) ([]byte, error) {
 
 // seed is the Fiat-Shamir hash: the statement's transcript, then the
 // digest of each repetition's commitment in order.
-func seed(prefix []byte, digests *[Reps][32]byte) [32]byte {
+func seed(prefix []byte, digests [][32]byte) [32]byte {
 	h := sha256.New()
 	if err := h.(interface{ UnmarshalBinary([]byte) error }).UnmarshalBinary(prefix); err != nil {
 		panic(err) // a state sha256 itself encoded
@@ -288,18 +379,18 @@ func seed(prefix []byte, digests *[Reps][32]byte) [32]byte {
 	return out
 }
 
-// parallel runs f for every repetition on up to GOMAXPROCS goroutines, each
-// with its own scratch space.
-func (k *Key) parallel(f func(r int, wk *work)) {
+// parallel runs f for each of reps repetitions on up to GOMAXPROCS
+// goroutines, each with its own scratch space.
+func (k *Key) parallel(reps int, f func(r int, wk *work)) {
 	var next atomic.Int32
 	var wg sync.WaitGroup
-	for range min(runtime.GOMAXPROCS(0), Reps) {
+	for range min(runtime.GOMAXPROCS(0), reps) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			wk := k.scratch.Get().(*work)
 			defer k.scratch.Put(wk)
-			for r := int(next.Add(1)) - 1; r < Reps; r = int(next.Add(1)) - 1 {
+			for r := int(next.Add(1)) - 1; r < reps; r = int(next.Add(1)) - 1 {
 				f(r, wk)
 			}
 		}()
@@ -326,45 +417,68 @@ func uniform(b []byte, out []int32, logB uint) {
 	off := int32(1) << logB
 	mask := uint32(1)<<(logB+1) - 1
 	for i := range out {
-		j := maskBytes * i
-		v := uint32(b[j]) | uint32(b[j+1])<<8 | uint32(b[j+2])<<16
+		v := binary.LittleEndian.Uint32(b[maskBytes*i:])
 		out[i] = int32(v&mask) - off
 	}
 }
 
-// respond sets z = y + X^c w (negacyclic) and reports whether every
-// coefficient is in [-max, max - 1], the interval on which accepted
-// responses are uniform whatever the witness.
-func respond(z, y []int32, w []int8, c int, max int32) bool {
-	n := len(z)
-	for i := range n {
-		j, neg := monomialTerm(i, c, n)
-		v := int64(y[i]) + int64(w[j])
-		if neg {
-			v = int64(y[i]) - int64(w[j])
-		}
-		if v < -int64(max) || v > int64(max)-1 {
-			return false
-		}
-		z[i] = int32(v)
+// respond sets z = y + sum_j X^(cs[j]) ws[j] (negacyclic) and reports
+// whether every coefficient is in [-max, max - 1], the interval on which
+// accepted responses are uniform whatever the witness.
+func respond(z, y []int32, ws [][]int8, cs []int, max int32) bool {
+	copy(z, y)
+	for j, w := range ws {
+		addMonomial(z, w, cs[j])
 	}
-	return true
+	return inRange(z, max)
+}
+
+// addMonomial sets z += X^c w (negacyclic, c in [0, 2n)): coefficient i
+// takes w's coefficient i - c (mod n), with one sign for i >= c mod n and
+// the other below.
+func addMonomial(z []int32, w []int8, c int) {
+	n := len(z)
+	s := int32(1)
+	if c >= n {
+		c, s = c-n, -1
+	}
+	for i, x := range w[:n-c] {
+		z[i+c] += s * int32(x)
+	}
+	for i, x := range w[n-c:] {
+		z[i] -= s * int32(x)
+	}
 }
 
 // Verify checks a proof that c1 (NTT domain) = a u + e1 with short u, e1,
-// bound to binding. The responses' bounds are checked by Unmarshal and again
-// here.
+// bound to binding: a proof of a group of one.
 func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
+	return k.VerifyGroup([]ring.Poly{c1}, binding, p)
+}
+
+// VerifyGroup checks a proof that each c1s[j] (NTT domain) = a u_j + e_j
+// with short u_j, e_j, bound to binding. The responses' bounds are checked
+// by Unmarshal and again here.
+func (k *Key) VerifyGroup(c1s []ring.Poly, binding []byte, p *Proof) error {
 	n := k.rq.N()
-	if err := k.checkC1(c1); err != nil {
+	sh, err := ShapeOf(len(c1s))
+	if err != nil {
 		return err
 	}
-	for r := range Reps {
-		if len(p.Zu[r]) != n || len(p.Ze[r]) != n || !inRange(p.Zu[r], ZuMax) || !inRange(p.Ze[r], ZeMax) {
+	if p.G != sh.G || len(p.Zu) != sh.Reps || len(p.Ze) != sh.Reps {
+		return fmt.Errorf("%w: a proof of %d ciphertexts in %d repetitions, want %d in %d", ErrInvalid, p.G, len(p.Zu), sh.G, sh.Reps)
+	}
+	for _, c1 := range c1s {
+		if err := k.checkC1(c1); err != nil {
+			return err
+		}
+	}
+	for r := range sh.Reps {
+		if len(p.Zu[r]) != n || len(p.Ze[r]) != n || !inRange(p.Zu[r], sh.ZuMax) || !inRange(p.Ze[r], sh.ZeMax) {
 			return fmt.Errorf("%w: response %d out of bounds", ErrInvalid, r)
 		}
 	}
-	s, err := k.recomputedSeed(c1, binding, p)
+	s, err := k.recomputedSeed(c1s, binding, p)
 	if err != nil {
 		return err
 	}
@@ -375,25 +489,31 @@ func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
 }
 
 // recomputedSeed is the Fiat-Shamir hash of the statement and the
-// commitments w = a z_u + z_e - X^c c1 that the proof's responses give
-// under the challenges of its seed: the proof verifies when it is the seed
-// and the responses are within bounds.
-func (k *Key) recomputedSeed(c1 ring.Poly, binding []byte, p *Proof) ([32]byte, error) {
-	prefix, err := k.prefix(c1, binding)
+// commitments w = a z_u + z_e - sum_j X^(c_j) c1_j that the proof's
+// responses give under the challenges of its seed: the proof verifies when
+// it is the seed and the responses are within bounds.
+func (k *Key) recomputedSeed(c1s []ring.Poly, binding []byte, p *Proof) ([32]byte, error) {
+	prefix, err := k.prefix(c1s, binding)
 	if err != nil {
 		return [32]byte{}, err
 	}
-	c1c := k.rq.NewPoly() // c1 in the coefficient domain, read by every repetition
-	k.rq.INTT(c1, c1c)
-	cs := k.challenges(p.Seed)
-	var digests [Reps][32]byte
-	k.parallel(func(r int, wk *work) {
+	g, reps := len(c1s), len(p.Zu)
+	c1c := make([]ring.Poly, g) // each c1 in the coefficient domain, read by every repetition
+	for j, c1 := range c1s {
+		c1c[j] = k.rq.NewPoly()
+		k.rq.INTT(c1, c1c[j])
+	}
+	cs := k.challenges(p.Seed, reps*g)
+	digests := make([][32]byte, reps)
+	k.parallel(reps, func(r int, wk *work) {
 		k.setSigned(wk.vu, p.Zu[r])
 		k.setSigned(wk.ve, p.Ze[r])
-		k.subMonomial(wk.ve, c1c, cs[r])
+		for j := range g {
+			k.subMonomial(wk.ve, c1c[j], cs[r*g+j])
+		}
 		digests[r] = k.commit(wk)
 	})
-	return seed(prefix, &digests), nil
+	return seed(prefix, digests), nil
 }
 
 // monomialTerm says where coefficient i of X^c w comes from in Z[X]/(X^n +

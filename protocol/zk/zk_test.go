@@ -98,10 +98,10 @@ func TestHonestProof(t *testing.T) {
 		t.Fatalf("honest proof refused: %v", err)
 	}
 	b := p.Marshal()
-	if len(b) != Size(s.rq.N()) {
-		t.Fatalf("encoded proof of %d bytes, Size says %d", len(b), Size(s.rq.N()))
+	if len(b) != Size(s.rq.N(), 1) {
+		t.Fatalf("encoded proof of %d bytes, Size says %d", len(b), Size(s.rq.N(), 1))
 	}
-	q, err := Unmarshal(b, s.rq.N())
+	q, err := Unmarshal(b, s.rq.N(), 1)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,7 +233,7 @@ func TestRelaxedRelation(t *testing.T) {
 // commits to w = -c1 (masks zero) and responds z = (1 + ... + X^(k-1)) (u, e).
 func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, wit Witness) *Proof {
 	n := s.rq.N()
-	prefix, err := s.key.prefix(c1, bind)
+	prefix, err := s.key.prefix([]ring.Poly{c1}, bind)
 	if err != nil {
 		panic(err)
 	}
@@ -241,12 +241,12 @@ func relaxedProof(s *testSetup, c1 ring.Poly, bind []byte, wit Witness) *Proof {
 	s.rq.Neg(c1, w)
 	h := sha256.New()
 	s.key.writePoly(h, w, nil)
-	var digests [Reps][32]byte
+	digests := make([][32]byte, Reps)
 	for r := range digests {
 		copy(digests[r][:], h.Sum(nil))
 	}
-	p := &Proof{Seed: seed(prefix, &digests)}
-	cs := s.key.challenges(p.Seed)
+	p := &Proof{Seed: seed(prefix, digests), G: 1, Zu: make([][]int32, Reps), Ze: make([][]int32, Reps)}
+	cs := s.key.challenges(p.Seed, Reps)
 	geo := func(v []int8, k int) []int32 { // (1 + X + ... + X^(k-1)) v, negacyclic
 		out := make([]int64, n)
 		for l := range k {
@@ -283,14 +283,124 @@ func TestWitnessOutOfBounds(t *testing.T) {
 func TestProvenBounds(t *testing.T) {
 	b := ProvenBounds(1 << 13)
 	for name, c := range map[string]struct{ got, log2 float64 }{
-		"u inf": {b.UInf, 32}, "e inf": {b.EInf, 36}, "u 2": {b.U2, 37.86}, "e 2": {b.E2, 41.86},
+		"u inf": {b.UInf, 35}, "e inf": {b.EInf, 39}, "u 2": {b.U2, 40.86}, "e 2": {b.E2, 44.86},
 	} {
 		if l := math.Log2(c.got); l > c.log2 || l < c.log2-0.1 {
 			t.Errorf("%s: log2 %.3f, documented %.2f", name, l, c.log2)
 		}
 	}
-	if got := Size(1 << 13); got != 430114 {
-		t.Errorf("proof size %d, documented 430,114", got)
+	for g, want := range map[int]int{1: 430114, 8: 589859} {
+		if got := Size(1<<13, g); got != want {
+			t.Errorf("proof of %d ciphertexts: %d bytes, documented %d", g, got, want)
+		}
+	}
+}
+
+// TestGroupParams: each group size's repetitions give 2^-128 or less at
+// N = 2^13 (knowledge error g/2N per repetition) and are the fewest that
+// do; its masks leave room for g times the witness: an honest response's
+// acceptance stays at least one ciphertext's.
+func TestGroupParams(t *testing.T) {
+	one, _ := ShapeOf(1)
+	accept := func(sh Shape) float64 { // log of the acceptance of an attempt
+		n := float64(1 << 13 * sh.Reps)
+		return n * (math.Log1p(-float64(sh.G*BetaU)/float64(int(1)<<sh.LogBu)) + math.Log1p(-float64(sh.G*BetaE)/float64(int(1)<<sh.LogBe)))
+	}
+	for g := 1; g <= MaxGroup; g++ {
+		sh, err := ShapeOf(g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bitsPer := 14 - math.Log2(float64(g))
+		if float64(sh.Reps)*bitsPer < 128 || float64(sh.Reps-1)*bitsPer >= 128 {
+			t.Errorf("group of %d: %d repetitions of %.2f bits, want the fewest reaching 128", g, sh.Reps, bitsPer)
+		}
+		if sh.ZuMax < 1<<(sh.LogBu-1) || int(sh.ZuMax) != 1<<sh.LogBu-g*BetaU || int(sh.ZeMax) != 1<<sh.LogBe-g*BetaE {
+			t.Errorf("group of %d: response bounds %d, %d", g, sh.ZuMax, sh.ZeMax)
+		}
+		if a := math.Exp(accept(sh)); a < 0.75*math.Exp(accept(one)) {
+			t.Errorf("group of %d: acceptance %.3f per attempt, one ciphertext's %.3f", g, a, math.Exp(accept(one)))
+		}
+		if sh.LogBe+1 > 8*maskBytes {
+			t.Errorf("group of %d: masks of %d bits from %d bytes", g, sh.LogBe+1, maskBytes)
+		}
+	}
+	for _, g := range []int{0, MaxGroup + 1} {
+		if _, err := ShapeOf(g); err == nil {
+			t.Errorf("a group of %d accepted", g)
+		}
+	}
+}
+
+// TestGroupProof: one proof of g ciphertexts verifies for those c1s, in that
+// order, and for nothing else: not another c1 in any one place, not the
+// c1s reordered or a subset, not another binding, not a changed response;
+// a witness that does not fit one of the c1s is refused as one
+// ciphertext's is; its encoding round-trips at its group's size only.
+func TestGroupProof(t *testing.T) {
+	s := newSetup(t)
+	const g = 5
+	c1s, ws := s.group(t, g)
+	bind := []byte("job 1 owner a cts 0-4")
+	p, err := s.key.ProveGroup(c1s, bind, ws, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.key.VerifyGroup(c1s, bind, p); err != nil {
+		t.Fatalf("honest group proof refused: %v", err)
+	}
+	b := p.Marshal()
+	if len(b) != Size(s.rq.N(), g) {
+		t.Fatalf("encoded group proof of %d bytes, Size says %d", len(b), Size(s.rq.N(), g))
+	}
+	q, err := Unmarshal(b, s.rq.N(), g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.key.VerifyGroup(c1s, bind, q); err != nil || string(q.Marshal()) != string(b) {
+		t.Fatalf("decoded group proof: %v, round trip %v", err, string(q.Marshal()) == string(b))
+	}
+	for _, other := range []int{1, g - 1, g + 1} {
+		if _, err := Unmarshal(b, s.rq.N(), other); err == nil {
+			t.Errorf("a proof of %d ciphertexts decoded as one of %d", g, other)
+		}
+	}
+	t.Logf("proof of %d ciphertexts: %d bytes (%d per ciphertext)", g, len(b), len(b)/g)
+	other, wo := s.encrypt(t)
+	swapped := func(j int) []ring.Poly {
+		out := append([]ring.Poly(nil), c1s...)
+		out[j] = other
+		return out
+	}
+	reordered := append([]ring.Poly(nil), c1s...)
+	reordered[0], reordered[1] = reordered[1], reordered[0]
+	cases := map[string]func() error{
+		"another c1 first": func() error { return s.key.VerifyGroup(swapped(0), bind, p) },
+		"another c1 last":  func() error { return s.key.VerifyGroup(swapped(g-1), bind, p) },
+		"reordered":        func() error { return s.key.VerifyGroup(reordered, bind, p) },
+		"a subset":         func() error { return s.key.VerifyGroup(c1s[:g-1], bind, p) },
+		"another binding":  func() error { return s.key.VerifyGroup(c1s, []byte("job 1 owner b cts 0-4"), p) },
+		"a response changed": func() error {
+			q := *p
+			q.Ze = append([][]int32(nil), p.Ze...)
+			q.Ze[2] = append([]int32(nil), p.Ze[2]...)
+			q.Ze[2][9] ^= 1
+			return s.key.VerifyGroup(c1s, bind, &q)
+		},
+		"one ciphertext's witness wrong": func() error {
+			bad := append([]Witness(nil), ws...)
+			bad[3] = wo
+			q, err := s.key.ProveGroup(c1s, bind, bad, nil)
+			if err != nil {
+				return err
+			}
+			return s.key.VerifyGroup(c1s, bind, q)
+		},
+	}
+	for name, verify := range cases {
+		if err := verify(); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: got %v, want ErrInvalid", name, err)
+		}
 	}
 }
 
@@ -303,18 +413,19 @@ func TestUnmarshalRefuses(t *testing.T) {
 	}
 	b := p.Marshal()
 	n := s.rq.N()
-	if _, err := Unmarshal(b[:len(b)-1], n); err == nil {
+	if _, err := Unmarshal(b[:len(b)-1], n, 1); err == nil {
 		t.Error("a short proof was decoded")
 	}
 	bad := append([]byte(nil), b...)
 	bad[0] = 2
-	if _, err := Unmarshal(bad, n); err == nil {
+	if _, err := Unmarshal(bad, n, 1); err == nil {
 		t.Error("a proof of another version was decoded")
 	}
 	// The largest packed value of a u response is 2^19 - 1 > 2 ZuMax - 1.
 	bad = append([]byte(nil), b...)
-	bad[headerSize], bad[headerSize+1], bad[headerSize+2] = 0xff, 0xff, bad[headerSize+2]|0x07
-	if _, err := Unmarshal(bad, n); !errors.Is(err, errOutOfRange) {
+	h := headerSize(1)
+	bad[h], bad[h+1], bad[h+2] = 0xff, 0xff, bad[h+2]|0x07
+	if _, err := Unmarshal(bad, n, 1); !errors.Is(err, errOutOfRange) {
 		t.Errorf("an out-of-range response was decoded: %v", err)
 	}
 }
@@ -328,6 +439,43 @@ func BenchmarkProve(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// BenchmarkProveGroup and BenchmarkVerifyGroup: one proof of MaxGroup
+// ciphertexts (divide by MaxGroup for a ciphertext's share).
+func BenchmarkProveGroup(b *testing.B) {
+	s := newSetup(b)
+	c1s, ws := s.group(b, MaxGroup)
+	b.ResetTimer()
+	for range b.N {
+		if _, err := s.key.ProveGroup(c1s, []byte("bench"), ws, nil); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkVerifyGroup(b *testing.B) {
+	s := newSetup(b)
+	c1s, ws := s.group(b, MaxGroup)
+	p, err := s.key.ProveGroup(c1s, []byte("bench"), ws, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ResetTimer()
+	for range b.N {
+		if err := s.key.VerifyGroup(c1s, []byte("bench"), p); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// group encrypts g ciphertexts.
+func (s *testSetup) group(t testing.TB, g int) ([]ring.Poly, []Witness) {
+	c1s, ws := make([]ring.Poly, g), make([]Witness, g)
+	for j := range c1s {
+		c1s[j], ws[j] = s.encrypt(t)
+	}
+	return c1s, ws
 }
 
 func BenchmarkVerify(b *testing.B) {
@@ -388,11 +536,11 @@ func TestCancellingUploadRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err) // the prover does not check the relation
 	}
-	if got, err := s.key.recomputedSeed(c1p, bindK, pp); err != nil || got != pp.Seed {
+	if got, err := s.key.recomputedSeed([]ring.Poly{c1p}, bindK, pp); err != nil || got != pp.Seed {
 		t.Fatalf("recomputedSeed does not give an honest proof's seed (%v)", err)
 	}
 	negated := func(seed [32]byte) *Proof {
-		f := &Proof{Seed: seed}
+		f := &Proof{Seed: seed, G: 1, Zu: make([][]int32, Reps), Ze: make([][]int32, Reps)}
 		for r := range Reps {
 			f.Zu[r], f.Ze[r] = sub(pp.Zu[r], pi.Zu[r]), sub(pp.Ze[r], pi.Ze[r])
 		}
@@ -402,7 +550,7 @@ func TestCancellingUploadRefused(t *testing.T) {
 		if err := s.key.Verify(c1k, bindK, p); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%s: the cancelling upload's proof accepted (%v)", name, err)
 		}
-		if got, err := s.key.recomputedSeed(c1k, bindK, p); err != nil || got == p.Seed {
+		if got, err := s.key.recomputedSeed([]ring.Poly{c1k}, bindK, p); err != nil || got == p.Seed {
 			t.Errorf("%s: the challenges match with the bounds unchecked (%v)", name, err)
 		}
 	}
@@ -425,7 +573,7 @@ func (s *testSetup) answer(t *testing.T, w Witness, c int) (ring.Poly, []int32, 
 			}
 			uniform(b, m.y, m.logB)
 		}
-		if respond(zu, yu, w.U, c, ZuMax) && respond(ze, ye, w.E, c, ZeMax) {
+		if respond(zu, yu, [][]int8{w.U}, []int{c}, ZuMax) && respond(ze, ye, [][]int8{w.E}, []int{c}, ZeMax) {
 			vu, ve := s.rq.NewPoly(), s.rq.NewPoly()
 			s.key.setSigned(vu, yu)
 			s.key.setSigned(ve, ye)
