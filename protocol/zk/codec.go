@@ -82,7 +82,7 @@ func Unmarshal(b []byte, n, g int) (*Proof, error) {
 		return nil, err
 	}
 	if len(b) != Size(n, g) {
-		return nil, fmt.Errorf("zk: proof of %d bytes, want %d for %d ciphertexts", len(b), Size(n, g), g)
+		return nil, fmt.Errorf("zk: proof of %d bytes, want %d for a group of %d", len(b), Size(n, g), g)
 	}
 	want := []byte{version, byte(sh.Reps)}
 	if g > 1 {
