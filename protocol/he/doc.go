@@ -42,25 +42,26 @@
 // before the switch depends on the committee secret. Each member taking part
 // therefore floods its key-switch share: it adds a polynomial whose
 // coefficients are independent and exactly uniform over the integers
-// [-2^S, 2^S), S = SmudgingLog2 = 121, S + 1 bits from crypto/rand minus
+// [-2^S, 2^S), S = SmudgingLog2 = 124, S + 1 bits from crypto/rand minus
 // 2^S (128-bit integers, no rejection, no floating point), reduced into each
 // prime and added where lattigo adds its own flooding (in the NTT domain).
 // By the smudging lemma (Asharov et al., Eurocrypt 2012), e + U is within
 // statistical distance |e| / 2^(S+1) of U per coefficient.
 //
 // S is sized from what the upload proofs prove, not from honest noise: a
-// proof guarantees only 2 c1 = a u* + e* with |u*|_2 < 2^37.9 and
-// |e*|_2 < 2^41.9 (zk.ProvenBounds), so members switch 2 c1 (SwitchFactor)
+// proof (of one ciphertext or of a group of up to 8) guarantees only
+// 2 c1 = a u* + e* with |u*|_2 < 2^40.9 and |e*|_2 < 2^44.9 for each of its
+// c1 (zk.ProvenBounds), so members switch 2 c1 (SwitchFactor)
 // and what is secret-dependent in each coefficient of the switched result
 // is at most the sum over uploads of |e_pk|_2 |u*|_2 + |e*|_2 |s|_2
 // (FloodingDistanceLog2). One honest member's flooding keeps the
 // statistical distance of a whole job below 2^-40 when the job's sums hold
 // 10,000 uploaded ciphertexts under the largest committee (64 members;
 // 2^-44.6 with 3), and grows linearly with the number of uploads beyond.
-// The flooding of t members is at most t 2^121: the noise after the switch
-// measured 2^122.0 with 2 members, a margin of 18 bits under the 2^140
+// The flooding of t members is at most t 2^124: the noise after the switch
+// measured 2^125.0 with 2 members, a margin of 15 bits under the 2^140
 // budget (TestNoiseMargin10k proves at least 8), and a full committee of 64
-// (2^127) would leave 13 (NewDefaultParams checks that at least 8 would).
+// (2^130) would leave 10 (NewDefaultParams checks that at least 8 would).
 //
 // Lattigo's own flooding (the noise distribution of
 // mhe.PublicKeySwitchProtocol) is not used: its sampler is float64-based (a

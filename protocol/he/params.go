@@ -45,7 +45,9 @@ const (
 	// the upload proofs prove (FloodingDistance), not from honest noise:
 	// at most 2^-40 for a job whose sum holds 10,000 uploaded ciphertexts
 	// under the largest committee, while a full committee's flooding,
-	// 64 * 2^S = 2^127, stays 13 bits inside the 2^140 noise budget.
+	// 64 * 2^S = 2^130, stays 10 bits inside the 2^140 noise budget. (It
+	// was 121 while a proof covered one ciphertext; a proof of a group of
+	// up to 8 proves bounds 8 times larger, zk.ProvenBounds.)
 	SmudgingLog2 = 124
 )
 

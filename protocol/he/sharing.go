@@ -68,7 +68,7 @@ import (
 // key and learns its noise exactly: the noise of 2 ct, which depends on
 // the committee secret, plus the members' noise. Each h_i therefore carries
 // the same flooding as a key-switch share (Member.addFlooding: uniform over
-// [-2^121, 2^121), crypto/rand, no floating point), instead of lattigo's
+// [-2^S, 2^S) with S = SmudgingLog2, crypto/rand, no floating point), instead of lattigo's
 // float Gaussian (which is kept at a fresh encryption's sigma). It is sized
 // for a ct whose second component is the sum of proven uploads, so the
 // caller must have verified ct[1] exactly as for a key switch (see csp): a

@@ -21,49 +21,63 @@
 // Asiacrypt 2009 and Eurocrypt 2012), with monomial challenges c = X^k,
 // k in [0, 2N) (Benhamouda, Krenn, Lyubashevsky, Pietrzak, ESORICS 2014,
 // "Efficient zero-knowledge proofs for commitments from learning with
-// errors over rings"), repeated Reps = 10 times in parallel, over lattigo's
-// ring R_Q = Z_Q[X]/(X^N + 1), N = 8192. In each repetition the prover draws
-// masks y_u, y_e with coefficients uniform over [-B, B) (B_u = 2^18 for u,
-// B_e = 2^22 for e1), commits to w = a y_u + y_e; the challenge of every
-// repetition comes from one SHA-256 over the statement (the binding: job,
-// owner, ciphertext index, the hash of c0, and a and c1) and all the
-// commitments; the responses are z = y + c w_witness, released only if
-// every coefficient lies in [-(B - beta), B - 1 - beta] (beta = 1 for u, 19
-// for e1), else the prover starts again with fresh masks (about 2
-// attempts on average). The proof is the challenge seed and the responses:
-// the verifier recomputes w = a z_u + z_e - c c1 from them, and the seed.
+// errors over rings"), repeated R times in parallel, over lattigo's ring
+// R_Q = Z_Q[X]/(X^N + 1), N = 8192. One proof covers a group of g = 1 to
+// MaxGroup = 8 ciphertexts of one owner (an upload's ciphertexts are proven
+// eight at a time, protocol/job.ProofGroup). In each repetition the prover
+// draws masks y_u, y_e with coefficients uniform over [-B, B) (B_u = 2^18
+// for u, B_e = 2^22 for e1, times 2^ceil(log2 g) for a group), commits to
+// w = a y_u + y_e; the challenges, one monomial c_j per ciphertext and
+// repetition, come from one SHA-256 over the statement (the binding: job,
+// owner, the group's first index, the hashes of its c0s, and a and every c1)
+// and all the commitments; the response is z = y + sum_j c_j w_j, released
+// only if every coefficient lies in [-(B - beta), B - 1 - beta] (beta = g
+// for u, 19 g for e1), else the prover starts again with fresh masks (about
+// 2 attempts on average). The proof is the challenge seed and the
+// responses: the verifier recomputes w = a z_u + z_e - sum_j c_j c1_j from
+// them, and the seed. R = Reps = 10 for one ciphertext, RepsFor(g) = 10 to
+// 12 for a group (ShapeOf).
 //
 // # Security
 //
 //   - Completeness: an honest prover's responses are accepted with
 //     probability prod over reps and coefficients of (B - beta)/B, about
-//     exp(-Reps N (1/B_u + 19/B_e)) = 0.505 per attempt.
+//     exp(-R N (g/B_u + 19 g/B_e)) = 0.505 per attempt for one ciphertext,
+//     0.44 for a group of 8.
 //
-//   - Zero knowledge: since |c w|_inf = |w|_inf <= beta for a monomial c,
-//     every accepted response is exactly uniform over its interval whatever
-//     the witness, and the acceptance probability does not depend on the
-//     witness: a simulator picks z and the challenges, sets
-//     w = a z_u + z_e - c c1 and programs the random oracle. Perfect (statistical distance
-//     0) honest-verifier zero knowledge per repetition, hence zero knowledge
-//     of the Fiat-Shamir proof in the random-oracle model; the rejected
-//     attempts are never shown.
+//   - Zero knowledge: since |c w|_inf = |w|_inf for a monomial c, the
+//     witness part of a response is at most beta = g max|w| per
+//     coefficient: every accepted response is exactly uniform over its
+//     interval whatever the witnesses, and the acceptance probability does
+//     not depend on them: a simulator picks z and the challenges, sets
+//     w = a z_u + z_e - sum_j c_j c1_j and programs the random oracle.
+//     Perfect (statistical distance 0) honest-verifier zero knowledge per
+//     repetition, hence zero knowledge of the Fiat-Shamir proof in the
+//     random-oracle model; the rejected attempts are never shown.
 //
 //   - Soundness: from two accepted transcripts with the same commitments
-//     and challenges c != c' in one repetition, (c - c') c1 = a u' + e' with
-//     |u'|_inf < 2 B_u, |e'|_inf < 2 B_e; for monomials, kappa =
-//     2/(c - c') has coefficients in {-1, 0, 1} (BKLP14, Lemma 3.2), so
-//     the prover knows
+//     whose challenges differ in one repetition only in ciphertext j's,
+//     c_j != c_j', (c_j - c_j') c1_j = a u' + e' with |u'|_inf < 2 B_u,
+//     |e'|_inf < 2 B_e; for monomials, kappa = 2/(c_j - c_j') has
+//     coefficients in {-1, 0, 1} (BKLP14, Lemma 3.2), so the prover knows,
+//     for each c1 of the group,
 //
-//     2 c1 = a u* + e*,  |u*|_inf <= N 2 (B_u - 1) < 2^32,
-//     |e*|_inf <= N 2 (B_e - 19) < 2^36,
+//     2 c1 = a u* + e*,  |u*|_inf <= N 2 (B_u - 1) < 2^35,
+//     |e*|_inf <= N 2 (B_e - 19) < 2^39,
 //
 //     and, since multiplication by kappa has operator norm at most 2N/pi in
-//     the coefficient embedding, |u*|_2 < 2^37.86 and |e*|_2 < 2^41.86
-//     (ProvenBounds). The slack against an honest witness is 2^32 for u
-//     and 2^31.8 for e1 in the infinity norm. A cheating prover that knows
-//     no such preimage succeeds only by guessing all Reps challenges: with
-//     2N = 2^14 challenges per repetition the soundness error is 2^-140 per
-//     random-oracle query.
+//     the coefficient embedding, |u*|_2 < 2^40.86 and |e*|_2 < 2^44.86
+//     (ProvenBounds, taken at the largest group's masks for every proof:
+//     for one ciphertext alone they are 2^3 smaller). A repetition's
+//     challenge is a vector of g monomials from which an extractor needs, for
+//     every j, two values differing in coordinate j only: coordinate-wise
+//     special soundness (Fenzi, Moghaddas and Nguyen, "Lattice-based
+//     polynomial commitments: towards asymptotic and concrete efficiency",
+//     J. Cryptology 2024), knowledge error g/2N per repetition. A cheating
+//     prover that knows no preimage of some c1 of the group succeeds with
+//     probability at most (g/2^14)^R per random-oracle query: 2^-140 for
+//     one ciphertext (R = 10), 2^-132 for a group of 8 (R = 12), at most
+//     2^-128 for every g.
 //
 // The relation is relaxed by the factor 2: a c1 with 2 c1 = a u* + e* is
 // accepted although c1 itself need not have a short preimage (for example
@@ -80,11 +94,16 @@
 // result is then garbage, which the user sees). The proof binds c0 through
 // its hash, so a proof cannot be moved to another ciphertext.
 //
-// Proving costs about 2 attempts of 2 Reps NTTs and a SHA-256 of 2.6 MB
-// (21-33 ms on one core of the development machine); verifying, 2 Reps
-// NTTs and the same hashing (12.5-12.8 ms on one core). The repetitions
-// run on up to GOMAXPROCS goroutines (BenchmarkProve, BenchmarkVerify;
-// docs/BENCHMARKS.md). A proof is 430,114 bytes at N = 8192.
+// Proving costs about 2 attempts of 2 R NTTs and a SHA-256 of R 262 KB;
+// verifying, 2 R NTTs (and one inverse NTT per c1) and the same hashing,
+// whatever the group's size: one ciphertext about 11-14 ms to prove and 6 ms
+// to verify on the two cores of the development machine, a group of 8
+// about 16-21 and 12.6 ms (2-2.7 and 1.6 ms per ciphertext). The
+// repetitions run on up to GOMAXPROCS goroutines (BenchmarkProve,
+// BenchmarkVerify, BenchmarkProveGroup, BenchmarkVerifyGroup;
+// docs/BENCHMARKS.md). A proof is 430,114 bytes at N = 8192 for one
+// ciphertext, 589,859 for a group of 8 (73.7 KB per ciphertext, 0.14 of
+// the ciphertext).
 //
 // The package does no I/O. Proving draws its masks from the reader it is
 // given (crypto/rand for owners). Key is safe for concurrent use.
