@@ -35,8 +35,8 @@
 // for u, 19 g for e1), else the prover starts again with fresh masks (about
 // 2 attempts on average). The proof is the challenge seed and the
 // responses: the verifier recomputes w = a z_u + z_e - sum_j c_j c1_j from
-// them, and the seed. R = Reps = 10 for one ciphertext, RepsFor(g) = 10 to
-// 12 for a group (ShapeOf).
+// them, and the seed. R = Reps = 10 for one ciphertext, 10 to 12 for a
+// group (ShapeOf).
 //
 // # Security
 //

@@ -22,7 +22,7 @@ const (
 	// Reps is the number of parallel repetitions of a proof of one
 	// ciphertext: 2N = 2^14 challenges each, 2^-140 soundness error per
 	// random-oracle query. A proof of a group of g ciphertexts has
-	// RepsFor(g).
+	// ShapeOf(g).Reps.
 	Reps = 10
 	// MaxGroup is the most ciphertexts one proof covers.
 	MaxGroup = 8
@@ -51,7 +51,7 @@ const (
 	groupDomain = "fedpca/zk/rlwe-pk-c1-group/v1"
 )
 
-// groupReps is RepsFor: the fewest repetitions R with (2N/g)^R >= 2^128 at
+// groupReps are ShapeOf's repetitions: the fewest repetitions R with (2N/g)^R >= 2^128 at
 // N = 2^13, that is R (14 - log2 g) >= 128 (TestGroupParams checks it).
 var groupReps = [MaxGroup + 1]int{0, 10, 10, 11, 11, 11, 12, 12, 12}
 
@@ -71,7 +71,7 @@ type Shape struct {
 // repetition's challenge is g monomials, of which an extractor needs two
 // values of one coordinate with the others fixed: coordinate-wise special
 // soundness, knowledge error g/2N per repetition (Fenzi, Moghaddas and
-// Nguyen, J. Cryptology 2024), hence RepsFor(g) repetitions.
+// Nguyen, J. Cryptology 2024), hence groupReps[g] repetitions.
 func ShapeOf(g int) (Shape, error) {
 	if g < 1 || g > MaxGroup {
 		return Shape{}, fmt.Errorf("zk: a proof of %d ciphertexts: want 1 to %d", g, MaxGroup)
@@ -82,9 +82,6 @@ func ShapeOf(g int) (Shape, error) {
 	sh.ZeMax = int32(1)<<sh.LogBe - int32(g*BetaE)
 	return sh, nil
 }
-
-// RepsFor returns the repetitions of a proof of g ciphertexts.
-func RepsFor(g int) int { return groupReps[g] }
 
 // ErrInvalid reports a proof that does not verify.
 var ErrInvalid = errors.New("invalid proof")
@@ -514,18 +511,6 @@ func (k *Key) recomputedSeed(c1s []ring.Poly, binding []byte, p *Proof) ([32]byt
 		digests[r] = k.commit(wk)
 	})
 	return seed(prefix, digests), nil
-}
-
-// monomialTerm says where coefficient i of X^c w comes from in Z[X]/(X^n +
-// 1), c in [0, 2n): (X^c w)_i = w_j, negated when neg (X^n = -1).
-func monomialTerm(i, c, n int) (j int, neg bool) {
-	if c >= n {
-		c, neg = c-n, true
-	}
-	if j = i - c; j < 0 {
-		return j + n, !neg
-	}
-	return j, neg
 }
 
 // subMonomial sets v -= X^c p (negacyclic, coefficient domain, reduced).

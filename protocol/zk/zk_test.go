@@ -604,6 +604,18 @@ func (s *testSetup) linear(vu, ve ring.Poly) ring.Poly {
 	return w
 }
 
+// monomialTerm says where coefficient i of X^c w comes from in Z[X]/(X^n +
+// 1), c in [0, 2n): (X^c w)_i = w_j, negated when neg (X^n = -1).
+func monomialTerm(i, c, n int) (j int, neg bool) {
+	if c >= n {
+		c, neg = c-n, true
+	}
+	if j = i - c; j < 0 {
+		return j + n, !neg
+	}
+	return j, neg
+}
+
 func sub(a, b []int32) []int32 {
 	out := make([]int32, len(a))
 	for i := range a {
