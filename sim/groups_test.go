@@ -105,29 +105,5 @@ func TestUploadProofGroups(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var want []int64
-	for _, csv := range data {
-		acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := acc.Pack()
-		if want == nil {
-			want = v
-			continue
-		}
-		for j := range v {
-			want[j] += v[j]
-		}
-	}
-	rel, _ := res.Release.Release()
-	got := rel.Pack()
-	if len(got) != len(want) {
-		t.Fatalf("release of %d values, want %d", len(got), len(want))
-	}
-	for j := range got {
-		if got[j] != want[j] {
-			t.Fatalf("release entry %d is %d, the three uploads sum to %d", j, got[j], want[j])
-		}
-	}
+	wantSum(t, res, spec, sch, data...)
 }
