@@ -9,12 +9,15 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/tuneinsight/lattigo/v5/core/rlwe"
 
 	"github.com/fedpca/fedpca/datasets"
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/dp"
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
+	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -44,6 +47,37 @@ func startUser(ctx context.Context, t *testing.T, cfg Config, name string) (*Clu
 	}
 	t.Cleanup(func() { u.Close() })
 	return cl, u
+}
+
+// proxyAs dials the cluster's proxy as node id (for example
+// "owner/hospital-z", an identity the cluster made) and returns its client
+// and the node's dialer; the connection closes when the test ends.
+func proxyAs(t *testing.T, cl *Cluster, id string) (fedpcav1.ProxyServiceClient, transport.Dialer) {
+	t.Helper()
+	d, err := cl.Dialer(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	return fedpcav1.NewProxyServiceClient(conn), d
+}
+
+// committeeKey fetches the committee's public key from the proxy.
+func committeeKey(ctx context.Context, t *testing.T, c fedpcav1.ProxyServiceClient, p he.Params) *rlwe.PublicKey {
+	t.Helper()
+	cmt, err := c.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cpk, err := p.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cpk
 }
 
 // submitWait creates a job (the request's schema is sch) and waits until it

@@ -12,7 +12,6 @@ import (
 	fedpcav1 "github.com/fedpca/fedpca/proto/fedpca/v1"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/schema"
-	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -55,24 +54,8 @@ func TestUploadProofGroups(t *testing.T) {
 
 	// hospital-c's upload, by hand (proven before the job is submitted, so
 	// that the daemons' uploads do not complete it first).
-	dc, err := cl.Dialer("owner/hospital-c")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := dc.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	c := fedpcav1.NewProxyServiceClient(conn)
-	cmt, err := c.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	cpk, err := cl.Params().Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, dc := proxyAs(t, cl, "owner/hospital-c")
+	cpk := committeeKey(ctx, t, c, cl.Params())
 	up, err := OwnerUpload(spec, sch, cl.Params(), cpk, data[2], "hospital-c", dc.Creds)
 	if err != nil {
 		t.Fatal(err)
@@ -97,13 +80,5 @@ func TestUploadProofGroups(t *testing.T) {
 		t.Fatalf("hospital-c's honest upload: %v", err)
 	}
 
-	st, err := u.Wait(ctx, spec.ID(), nil)
-	if err != nil || st.GetState() != fedpcav1.JobState_JOB_STATE_DONE {
-		t.Fatalf("job: %v %v", st.GetState(), err)
-	}
-	res, err := u.Fetch(ctx, spec, sch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantSum(t, res, spec, sch, data...)
+	finishExact(ctx, t, u, spec, sch, data...)
 }

@@ -146,37 +146,6 @@ func header(id string, blobs [][]byte, sig ...[]byte) *fedpcav1.UploadHeader {
 	return hd
 }
 
-// wantSum checks that an exact release is the sum of the statistics of the
-// owners' rows (csvs), entry by entry.
-func wantSum(t *testing.T, res *job.Result, spec *job.Spec, sch *schema.Schema, csvs ...[]byte) {
-	t.Helper()
-	var want []int64
-	for _, csv := range csvs {
-		acc, _, err := job.ReadStatistics(spec, sch, bytes.NewReader(csv))
-		if err != nil {
-			t.Fatal(err)
-		}
-		v := acc.Pack()
-		if want == nil {
-			want = v
-			continue
-		}
-		for j := range v {
-			want[j] += v[j]
-		}
-	}
-	rel, _ := res.Release.Release()
-	got := rel.Pack()
-	if len(got) != len(want) {
-		t.Fatalf("release of %d values, want %d", len(got), len(want))
-	}
-	for j := range got {
-		if got[j] != want[j] {
-			t.Fatalf("release entry %d is %d, the %d valid uploads sum to %d", j, got[j], len(csvs), want[j])
-		}
-	}
-}
-
 func wantCode(t *testing.T, what string, err error, code codes.Code, msg string) {
 	t.Helper()
 	if status.Code(err) != code || !strings.Contains(status.Convert(err).Message(), msg) {
@@ -295,11 +264,7 @@ func TestHostileUploads(t *testing.T) {
 	wantCode(t, "decline after upload", err, codes.FailedPrecondition, "already uploaded")
 
 	// The release is exactly the sum of the two valid uploads.
-	res, err := e.u.Fetch(ctx, spec, e.sch)
-	if err != nil {
-		t.Fatal(err)
-	}
-	wantSum(t, res, spec, e.sch, e.parts[:2]...)
+	finishExact(ctx, t, e.u, spec, e.sch, e.parts[:2]...)
 
 	// A new job sealed at its deadline: a late upload is refused as closed.
 	// (The uploads are proven before the job is created: proving takes

@@ -110,16 +110,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	owners = owners[:3]
 	cl, u := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners, AllowNoNoise: true, PollInterval: time.Hour,
 		Identities: []string{"owner/hospital-z"}}, "alice")
-	d, err := cl.Dialer("owner/hospital-z")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	z := fedpcav1.NewProxyServiceClient(conn)
+	z, _ := proxyAs(t, cl, "owner/hospital-z")
 	// first opens a watch and returns its first message.
 	first := func(cursor string) (*fedpcav1.WatchOwnerJobsResponse, fedpcav1.ProxyService_WatchOwnerJobsClient, context.CancelFunc) {
 		t.Helper()
@@ -188,7 +179,7 @@ func TestWatchResumesAfterProxyRestart(t *testing.T) {
 	if _, err := u.Cancel(ctx, spec.ID()); err != nil {
 		t.Fatal(err)
 	}
-	r, err = s.Recv()
+	r, err := s.Recv()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -278,16 +269,7 @@ func TestWatchStreamsEndWithoutLeaks(t *testing.T) {
 	_, owners := wdbcOwners(t, true)
 	cl, _ := startUser(ctx, t, Config{Dir: t.TempDir(), CSPs: 1, Owners: owners[:1], AllowNoNoise: true, PollInterval: time.Hour,
 		Identities: []string{"owner/hospital-z"}}, "alice")
-	d, err := cl.Dialer("owner/hospital-z")
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	z := fedpcav1.NewProxyServiceClient(conn)
+	z, _ := proxyAs(t, cl, "owner/hospital-z")
 	waitFor(ctx, t, "the owner's watch", func() bool { return proxyMetric(t, cl, "fedpca_proxy_owner_watch_streams", "") == 1 })
 	// A first round warms the connection up (its goroutines stay).
 	round := func() {

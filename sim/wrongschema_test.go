@@ -14,7 +14,6 @@ import (
 	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/stats"
-	"github.com/fedpca/fedpca/transport"
 	"github.com/fedpca/fedpca/user"
 )
 
@@ -64,22 +63,9 @@ func TestOwnerSharesForAnotherSchema(t *testing.T) {
 	}
 
 	// hospital-d uploads statistics packed for a schema of 130 features.
-	dd, _ := cl.Dialer("owner/hospital-d")
-	conn, err := dd.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	d := fedpcav1.NewProxyServiceClient(conn)
-	cmt, err := d.GetCommittee(ctx, &fedpcav1.GetCommitteeRequest{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	d, _ := proxyAs(t, cl, "owner/hospital-d")
 	p := cl.Params()
-	cpk, err := p.Codecs().PublicKey.Unmarshal(cmt.GetPublicKey())
-	if err != nil {
-		t.Fatal(err)
-	}
+	cpk := committeeKey(ctx, t, d, p)
 	wide, _ := stats.NewLayout(130, 1)
 	enc, _ := he.NewEncryptor(p, cpk)
 	cts, err := enc.EncryptVector(make([]int64, wide.Len()))
