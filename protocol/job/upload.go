@@ -107,7 +107,8 @@ func C0Digest(p he.Params, ct *rlwe.Ciphertext) [32]byte {
 // the committee's proof key, bound to the job and the owner, and returns
 // each ciphertext's proof (a group's with its last ciphertext, nil for the
 // others) with the digests the owner's upload statement lists. The masks
-// come from rnd (crypto/rand when nil).
+// come from rnd (when nil, a keystream keyed from crypto/rand per proof:
+// zk.Key.ProveGroup).
 func ProveUpload(p he.Params, key *zk.Key, jobID, owner string, cts []*rlwe.Ciphertext, wits []zk.Witness, rnd io.Reader) ([][]byte, []PartDigests, error) {
 	if len(cts) != len(wits) {
 		return nil, nil, fmt.Errorf("prove upload: %d ciphertexts, %d witnesses", len(cts), len(wits))

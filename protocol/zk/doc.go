@@ -106,5 +106,6 @@
 // the ciphertext).
 //
 // The package does no I/O. Proving draws its masks from the reader it is
-// given (crypto/rand for owners). Key is safe for concurrent use.
+// given, or when it is given none (owners) from an AES-256-CTR keystream
+// keyed from crypto/rand, one key per proof. Key is safe for concurrent use.
 package zk
