@@ -29,7 +29,7 @@ type ownerProofs struct {
 
 // An upload's proofs wait for the key switch in a file of their own,
 // <store>/proofs/<job>/<owner>-<digest>.pb, not in the store's database:
-// they are 692 KB per ciphertext, read once per member at the switch, and
+// they are up to 712 KB per ciphertext, read once per member at the switch, and
 // in the database's memory map they would count in the proxy's resident
 // memory (1 GiB at 1,000 owners). The file holds the messages a member
 // receives, each prefixed by its length (uvarint): the OwnerUpload, then

@@ -198,7 +198,7 @@ func readBufferSize(insecure bool) int {
 }
 
 // MaxMessageBytes bounds one gRPC message: a ciphertext is about 524 KB, a
-// proof at most 590 KB (of a group of 8 ciphertexts; of one, 430 KB), an
+// proof at most 590 KB (of a group of 8 ciphertexts; of one, 451 KB), an
 // upload part to a member at most 1.1 MB (c1, a group's proof and, in an
 // exact components job, c0), and a key-switch header
 // carries a user key (524 KB) and the spec.

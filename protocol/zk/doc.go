@@ -42,7 +42,7 @@
 //
 //   - Completeness: an honest prover's responses are accepted with
 //     probability prod over reps and coefficients of (B - beta)/B, about
-//     exp(-R N (g/B_u + 19 g/B_e)) = 0.505 per attempt for one ciphertext,
+//     exp(-R N (g/B_u + 19 g/B_e)) = 0.71 per attempt for one ciphertext,
 //     0.44 for a group of 8.
 //
 //   - Zero knowledge: since |c w|_inf = |w|_inf for a monomial c, the
@@ -68,7 +68,7 @@
 //     and, since multiplication by kappa has operator norm at most 2N/pi in
 //     the coefficient embedding, |u*|_2 < 2^40.86 and |e*|_2 < 2^44.86
 //     (ProvenBounds, taken at the largest group's masks for every proof:
-//     for one ciphertext alone they are 2^3 smaller). A repetition's
+//     for one ciphertext alone they are 2^2 smaller). A repetition's
 //     challenge is a vector of g monomials from which an extractor needs, for
 //     every j, two values differing in coordinate j only: coordinate-wise
 //     special soundness (Fenzi, Moghaddas and Nguyen, "Lattice-based
@@ -96,7 +96,7 @@
 //
 // Proving costs about 2 attempts of 2 R NTTs and a SHA-256 of R 262 KB;
 // verifying, 2 R NTTs (and one inverse NTT per c1) and the same hashing,
-// whatever the group's size: one ciphertext about 11-14 ms to prove and 6 ms
+// whatever the group's size: one ciphertext about 8-9 ms to prove and 6 ms
 // to verify on the two cores of the development machine, a group of 8
 // about 16-21 and 12.6 ms (2-2.7 and 1.6 ms per ciphertext). The
 // repetitions run on up to GOMAXPROCS goroutines (BenchmarkProve,
