@@ -53,7 +53,7 @@ type Config struct {
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
 	// UploadMemory bounds the bytes of the uploads received at once
-	// (default 64 MiB): an upload weighs 1.7 MB per ciphertext (its message
+	// (default 64 MiB): an upload weighs 1.8 MB per ciphertext (its message
 	// and decoded copy, its proof, the c1 kept for the members), so 38
 	// one-ciphertext uploads (d <= 126) are received together, or one of
 	// 38 ciphertexts (d = 784). MaxWaiting bounds the owners waiting for room (default
