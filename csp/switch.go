@@ -375,10 +375,10 @@ func (c *CSP) verifyUploads(next nextUpload, chk *checked, st *secretFile, cts [
 			}
 			digests[i] = part.Digests()
 			group = append(group, part)
-			if !job.ProofAt(i, chk.n) {
+			first, ends := job.ProofEnds(i, chk.n)
+			if !ends {
 				continue
 			}
-			first, _ := job.ProofGroup(i, chk.n)
 			if err := v.add(owner, first, group); err != nil {
 				return err
 			}

@@ -711,10 +711,10 @@ const uploadTimeout = 10 * time.Minute
 var uploadPause = transport.Backoff{Initial: 250 * time.Millisecond, Max: time.Second}
 
 // send runs an upload: the header with the owner's signature; when the
-// proxy admits it, each ciphertext and its proof message (its group's proof
-// after a group's last ciphertext, empty after the others), one per message; then the
-// acknowledgement. It waits for the connection to the proxy to be ready
-// rather than failing at once while the connection backs off (the proxy
+// proxy admits it, each ciphertext and its proof message (its group's
+// proof after a group's last ciphertext, empty after the others), one per
+// message; then the acknowledgement. It waits for the connection to the
+// proxy to be ready rather than failing at once while it backs off (the proxy
 // restarting): the retries in resume then do not stack on the connection's
 // own backoff.
 func (o *Owner) send(ctx context.Context, id, dataset string, up *upload) (*fedpcav1.UploadResponse, error) {

@@ -129,13 +129,13 @@ func (p *Proxy) upload(stream fedpcav1.ProxyService_UploadServer) (*fedpcav1.Upl
 		if err != nil || !isProof {
 			return nil, bad("message %d: expected the proof of ciphertext %d (empty unless it ends a proof group)", 2*i+2, i)
 		}
-		if !job.ProofAt(i, j.n) {
+		first, ends := job.ProofEnds(i, j.n)
+		if !ends {
 			if len(pm.Proof) != 0 {
 				return nil, bad("ciphertext %d: a proof, but a proof group's proof comes with its last ciphertext (groups of %d)", i, zk.MaxGroup)
 			}
 			continue
 		}
-		first, _ := job.ProofGroup(i, j.n)
 		t0 = time.Now()
 		parts, err := job.VerifyCiphertexts(p.params, key, j.id, owner, first, j.n, cts[first:i+1], pm.Proof, j.spec.BindsC0())
 		verifying += time.Since(t0)

@@ -533,10 +533,10 @@ func verifyAll(p he.Params, key *zk.Key, id string, ups []powerUpload, sum []*rl
 			if c1 != nil {
 				p.AddInto(c1[j], back)
 			}
-			if !job.ProofAt(j, len(u.cts)) {
+			first, ends := job.ProofEnds(j, len(u.cts))
+			if !ends {
 				continue
 			}
-			first, _ := job.ProofGroup(j, len(u.cts))
 			if _, err := job.VerifyCiphertexts(p, key, id, ownerName(o), first, len(u.cts), backs[first:j+1], u.proofs[j], false); err != nil {
 				return fmt.Errorf("owner %s: %w", ownerName(o), err)
 			}

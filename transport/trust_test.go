@@ -314,9 +314,9 @@ func TestDeploymentRoster(t *testing.T) {
 
 // TestLoaderSharesTrust: the simulator's layout links one trust.json into
 // its nodes' directories (NodeOptions.LinkTrust), and a Loader parses a
-// trust store that node directories hold byte for byte once (what keeps n simulated nodes with
-// rosters of n from holding n^2 entries), and a directory whose store
-// differs gets its own.
+// trust store that node directories hold byte for byte once (what keeps n
+// simulated nodes with rosters of n from holding n^2 entries), and a
+// directory whose store differs gets its own.
 func TestLoaderSharesTrust(t *testing.T) {
 	dir := t.TempDir()
 	ca, err := NewCA("test CA", time.Hour)

@@ -17,9 +17,9 @@ import (
 // Upload runs the client side of ProxyService.Upload: it sends the header,
 // waits to be admitted, sends each ciphertext followed by its proof message
 // (a proof group's proof after its last ciphertext, empty after the others:
-// job.ProofGroup), one per message, and returns the proxy's acknowledgement (or its refusal). A
-// re-sent upload is answered right after the header, without sending the
-// ciphertexts again.
+// job.ProofGroup), one per message, and returns the proxy's
+// acknowledgement (or its refusal). A re-sent upload is answered right
+// after the header, without sending the ciphertexts again.
 func Upload(ctx context.Context, c fedpcav1.ProxyServiceClient, hd *fedpcav1.UploadHeader, blobs, proofs [][]byte, opts ...grpc.CallOption) (*fedpcav1.UploadResponse, error) {
 	if len(proofs) != len(blobs) {
 		return nil, fmt.Errorf("upload: %d ciphertexts and %d proofs", len(blobs), len(proofs))

@@ -80,11 +80,12 @@ func TestEncryptorWitness(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		proof, err := key.Prove(cts[0].Value[1], []byte("bind"), wits[0], nil)
+		c1 := []ring.Poly{cts[0].Value[1]}
+		proof, err := key.ProveGroup(c1, []byte("bind"), wits[:1], nil)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := key.Verify(cts[0].Value[1], []byte("bind"), proof); err != nil {
+		if err := key.VerifyGroup(c1, []byte("bind"), proof); err != nil {
 			t.Fatalf("the proof of an encryption refused: %v", err)
 		}
 	}

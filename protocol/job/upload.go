@@ -50,11 +50,12 @@ func ProofGroup(index, count int) (first, size int) {
 	return first, min(zk.MaxGroup, count-first)
 }
 
-// ProofAt reports whether ciphertext index of an upload of count carries
-// its group's proof (it is the group's last).
-func ProofAt(index, count int) bool {
+// ProofEnds reports whether ciphertext index of an upload of count ends its
+// proof group, and so carries the group's proof, and where that group
+// starts.
+func ProofEnds(index, count int) (first int, ends bool) {
 	first, size := ProofGroup(index, count)
-	return index == first+size-1
+	return first, index == first+size-1
 }
 
 // ProofBinding is the statement an upload proof is bound to (hashed into its
@@ -155,9 +156,11 @@ var ErrUnproven = errors.New("not proven well formed")
 // proof in the last and no other. It decodes each part's c1 into c1s (at
 // the protocol level) for the caller's sum.
 func VerifyParts(p he.Params, key *zk.Key, jobID, owner string, first, count int, parts []Part, c1s []ring.Poly) error {
-	name := groupName(first, len(parts))
-	if f, size := ProofGroup(first, count); f != first || size != len(parts) || len(c1s) != size {
-		return fmt.Errorf("%s of %d: not a proof group (ciphertexts %d to %d are)", name, count, f, f+size-1)
+	if err := checkGroup(first, count, len(parts)); err != nil {
+		return err
+	}
+	if len(c1s) != len(parts) {
+		return fmt.Errorf("%s: %d parts, %d polynomials to decode them into", groupName(first, len(parts)), len(parts), len(c1s))
 	}
 	c0s := make([][32]byte, len(parts))
 	for j, part := range parts {
@@ -169,19 +172,7 @@ func VerifyParts(p he.Params, key *zk.Key, jobID, owner string, first, count int
 		}
 		c0s[j] = part.C0Digest
 	}
-	return verifyGroup(p, key, ProofBinding(jobID, owner, first, count, c0s...), name, c1s, parts[len(parts)-1].Proof)
-}
-
-// verifyGroup decodes and verifies a group's proof.
-func verifyGroup(p he.Params, key *zk.Key, binding []byte, name string, c1s []ring.Poly, proof []byte) error {
-	pr, err := zk.Unmarshal(proof, p.N(), len(c1s))
-	if err != nil {
-		return fmt.Errorf("%s: %w: %v", name, ErrUnproven, err)
-	}
-	if err := key.VerifyGroup(c1s, binding, pr); err != nil {
-		return fmt.Errorf("%s: %w: %v", name, ErrUnproven, err)
-	}
-	return nil
+	return verifyGroup(p, key, jobID, owner, first, count, c0s, c1s, parts[len(parts)-1].Proof)
 }
 
 // VerifyCiphertexts checks the proof of a whole proof group (the proxy, on
@@ -199,9 +190,31 @@ func VerifyCiphertexts(p he.Params, key *zk.Key, jobID, owner string, first, cou
 		c0s[j], c1s[j] = parts[j].C0Digest, ct.Value[1]
 	}
 	parts[len(parts)-1].Proof = proof
-	name := groupName(first, len(cts))
-	if f, size := ProofGroup(first, count); f != first || size != len(cts) {
-		return parts, fmt.Errorf("%s of %d: not a proof group (ciphertexts %d to %d are)", name, count, f, f+size-1)
+	if err := checkGroup(first, count, len(cts)); err != nil {
+		return parts, err
 	}
-	return parts, verifyGroup(p, key, ProofBinding(jobID, owner, first, count, c0s...), name, c1s, proof)
+	return parts, verifyGroup(p, key, jobID, owner, first, count, c0s, c1s, proof)
+}
+
+// checkGroup checks that ciphertexts first to first + size - 1 of count are
+// a proof group (ProofGroup).
+func checkGroup(first, count, size int) error {
+	if f, n := ProofGroup(first, count); f != first || n != size {
+		return fmt.Errorf("%s of %d: not a proof group (ciphertexts %d to %d are)", groupName(first, size), count, f, f+n-1)
+	}
+	return nil
+}
+
+// verifyGroup verifies the proof of a proof group (checkGroup), bound to
+// the job, the owner and the group's c0 digests.
+func verifyGroup(p he.Params, key *zk.Key, jobID, owner string, first, count int, c0s [][32]byte, c1s []ring.Poly, proof []byte) error {
+	name := groupName(first, len(c1s))
+	pr, err := zk.Unmarshal(proof, p.N(), len(c1s))
+	if err != nil {
+		return fmt.Errorf("%s: %w: %v", name, ErrUnproven, err)
+	}
+	if err := key.VerifyGroup(c1s, ProofBinding(jobID, owner, first, count, c0s...), pr); err != nil {
+		return fmt.Errorf("%s: %w: %v", name, ErrUnproven, err)
+	}
+	return nil
 }

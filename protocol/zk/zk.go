@@ -97,18 +97,14 @@ type Bounds struct {
 
 // ProvenBounds returns the bounds of the relaxed relation that a proof, of
 // one ciphertext or of a group, guarantees for each of its ciphertexts at
-// ring degree n (see the package documentation): |u*|_inf <= n 2 Zu,
-// |u*|_2 <= (2n/pi) sqrt(n) 2 Zu, and the same with Ze for e*, Zu and Ze the
-// largest response bounds of any group size.
+// ring degree n (see the package documentation): |u*|_inf <= n 2 B_u,
+// |u*|_2 <= (2n/pi) sqrt(n) 2 B_u, and the same with B_e for e*, B_u and
+// B_e the largest group's mask bounds (no response of any group reaches
+// them).
 func ProvenBounds(n int) Bounds {
-	var zu, ze int32
-	for g := 1; g <= MaxGroup; g++ {
-		sh, _ := ShapeOf(g)
-		zu, ze = max(zu, sh.ZuMax), max(ze, sh.ZeMax)
-	}
 	fn := float64(n)
 	op := 2 * fn / math.Pi // operator norm of multiplication by 2/(X^m - 1)
-	du, de := 2*float64(zu), 2*float64(ze)
+	du, de := 2*float64(int64(1)<<(LogBu+maxShift)), 2*float64(int64(1)<<(LogBe+maxShift))
 	return Bounds{UInf: fn * du, EInf: fn * de, U2: op * math.Sqrt(fn) * du, E2: op * math.Sqrt(fn) * de}
 }
 
@@ -272,13 +268,6 @@ func (k *Key) setSigned(p ring.Poly, v []int32) {
 			row[i] = uint64(int64(x)) + q&uint64(int64(x)>>63)
 		}
 	}
-}
-
-// Prove proves that c1 (NTT domain) = a u + e1 for the witness, bound to
-// binding (the caller's statement: job, owner, index, the hash of c0): a
-// proof of a group of one.
-func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Proof, error) {
-	return k.ProveGroup([]ring.Poly{c1}, binding, []Witness{w}, rnd)
 }
 
 // ProveGroup proves, in one proof, that each c1s[j] (NTT domain) = a u_j +
@@ -475,12 +464,6 @@ func addMonomial(z []int32, w []int8, c int) {
 	for i, x := range w[n-c:] {
 		z[i] -= s * int32(x)
 	}
-}
-
-// Verify checks a proof that c1 (NTT domain) = a u + e1 with short u, e1,
-// bound to binding: a proof of a group of one.
-func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
-	return k.VerifyGroup([]ring.Poly{c1}, binding, p)
 }
 
 // VerifyGroup checks a proof that each c1s[j] (NTT domain) = a u_j + e_j

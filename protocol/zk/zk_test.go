@@ -4,6 +4,7 @@ import (
 	"crypto/rand"
 	"crypto/sha256"
 	"errors"
+	"io"
 	"math"
 	"math/big"
 	"testing"
@@ -84,6 +85,15 @@ func (s *testSetup) signed(p ring.Poly) []int8 {
 		}
 	}
 	return out
+}
+
+// Prove and Verify are a proof of one ciphertext, for the tests.
+func (k *Key) Prove(c1 ring.Poly, binding []byte, w Witness, rnd io.Reader) (*Proof, error) {
+	return k.ProveGroup([]ring.Poly{c1}, binding, []Witness{w}, rnd)
+}
+
+func (k *Key) Verify(c1 ring.Poly, binding []byte, p *Proof) error {
+	return k.VerifyGroup([]ring.Poly{c1}, binding, p)
 }
 
 func TestHonestProof(t *testing.T) {
