@@ -187,9 +187,9 @@ func (b *beaver) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shared, W
 	return r, hi, Word{}
 }
 
-func (b *beaver) bitMask(e *Engine, count int, m uint) (r, top, low Shared, err error) {
-	r, top, low = b.dealer.bitMask(count, m, e.P.Lambda)
-	return r, top, low, nil
+func (b *beaver) bitMask(e *Engine, count int, m uint) (r, top Shared, less func([]Word) (Shared, error), err error) {
+	r, top, low := b.dealer.bitMask(count, m, e.P.Lambda)
+	return r, top, func(c []Word) (Shared, error) { return e.lessThanBits(c, low) }, nil
 }
 
 func (b *beaver) share(e *Engine, m Mat) Shared {

@@ -164,7 +164,7 @@ func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	if m+e.P.Lambda+3 > 128 || m < 2 {
 		return Shared{}, fmt.Errorf("LTZ bound 2^%d: want 2 <= m and m + Lambda + 3 <= 128", m)
 	}
-	r, top, low, err := e.be.bitMask(e, x.R, m)
+	r, top, less, err := e.be.bitMask(e, x.R, m)
 	if err != nil {
 		return Shared{}, err
 	}
@@ -176,7 +176,7 @@ func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	for i := range cl {
 		cl[i] = c.V[i].And(lowMask)
 	}
-	lt, err := e.lessThanBits(cl, low)
+	lt, err := less(cl)
 	if err != nil {
 		return Shared{}, err
 	}

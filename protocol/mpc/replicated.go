@@ -35,6 +35,7 @@ type replicated struct {
 	input *Stream // the engine of all parties: test inputs
 	net   PeerNet // a party's engine
 	pool  Shared  // shared random bits not yet used, a column
+	xpool Shared  // the same bits over Z_2 (words 0 and 1)
 	batch int     // the fewest bits made at once (0: bitBatch)
 }
 
@@ -137,21 +138,16 @@ func (rp *replicated) reshare(e *Engine, zs []Shared) []Shared {
 			}
 		}
 	}
-	n := words(zs)
-	e.round(n)
 	if e.Me < 0 {
+		e.round(words(zs))
 		return out
 	}
-	me, prev, next := e.Me, (e.Me+2)%3, (e.Me+1)%3
-	send := make([]Word, 0, n)
+	me, next := e.Me, (e.Me+1)%3
+	send := make([]Word, 0, words(zs))
 	for _, z := range out {
 		send = append(send, z.S[me].V...)
 	}
-	msg := make([][]Word, 3)
-	msg[prev] = send
-	want := make([]int, 3)
-	want[next] = n
-	got := rp.exchange(e, msg, want)[next]
+	got := rp.toPrev(e, send)
 	for k := range out {
 		c := out[k].R * out[k].C
 		out[k].S[next] = Mat{R: out[k].R, C: out[k].C, V: got[:c:c]}
@@ -160,29 +156,58 @@ func (rp *replicated) reshare(e *Engine, zs []Shared) []Shared {
 	return out
 }
 
+// toPrev runs a party's resharing round: it sends send to party me - 1
+// and returns what party me + 1 sent it, as many words.
+func (rp *replicated) toPrev(e *Engine, send []Word) []Word {
+	n := len(send)
+	e.round(n)
+	prev, next := (e.Me+2)%3, (e.Me+1)%3
+	msg := make([][]Word, 3)
+	msg[prev] = send
+	want := make([]int, 3)
+	want[next] = n
+	return rp.exchange(e, msg, want)[next]
+}
+
 // open: party i lacks component i + 2; party i + 1 sends it, and party
 // i + 2 sends a hash of it, which party i checks (a mismatch is a sticky
 // error). So each party sends one component to party i - 1 and a 32-byte
 // hash to party i + 1, in one round; a single deviating party cannot make
 // an honest one open a wrong value without being caught.
 func (rp *replicated) open(e *Engine, xs []Shared) []Mat {
-	n := words(xs)
-	round := e.Cost.Rounds
-	e.round(n + 2)
 	out := make([]Mat, len(xs))
 	if e.Me < 0 {
+		e.round(words(xs) + 2)
 		for k, x := range xs {
 			out[k] = add(add(x.S[0], x.S[1]), x.S[2])
 		}
 		return out
 	}
-	me, prev, next := e.Me, (e.Me+2)%3, (e.Me+1)%3
-	own := make([]Word, 0, n)  // component me
-	send := make([]Word, 0, n) // component me + 1
+	me, next := e.Me, (e.Me+1)%3
+	own := make([]Word, 0, words(xs))  // component me
+	send := make([]Word, 0, words(xs)) // component me + 1
 	for _, x := range xs {
 		own = append(own, x.S[me].V...)
 		send = append(send, x.S[next].V...)
 	}
+	got := rp.openRound(e, own, send)
+	for k, x := range xs {
+		c := x.R * x.C
+		out[k] = add(add(x.S[me], x.S[next]), Mat{R: x.R, C: x.C, V: got[:c:c]})
+		got = got[c:]
+	}
+	return out
+}
+
+// openRound runs a party's opening round: it sends send (component me +
+// 1) to party me - 1 and a hash of own (component me) to party me + 1,
+// and returns component me + 2 as party me + 1 sent it, checked against
+// party me - 1's hash of it (zeros after a failure).
+func (rp *replicated) openRound(e *Engine, own, send []Word) []Word {
+	n := len(send)
+	round := e.Cost.Rounds
+	e.round(n + 2)
+	prev, next := (e.Me+2)%3, (e.Me+1)%3
 	msg := make([][]Word, 3)
 	msg[prev] = send
 	msg[next] = openingHash(round, own)
@@ -192,16 +217,10 @@ func (rp *replicated) open(e *Engine, xs []Shared) []Mat {
 	if h := openingHash(round, in[next]); e.err == nil && (h[0] != in[prev][0] || h[1] != in[prev][1]) {
 		e.fail(fmt.Errorf("round %d: the opening's component from party %d does not match party %d's hash of it", round+1, next, prev))
 	}
-	got := in[next]
 	if e.err != nil {
-		got = make([]Word, n)
+		return make([]Word, n)
 	}
-	for k, x := range xs {
-		c := x.R * x.C
-		out[k] = add(add(x.S[me], x.S[next]), Mat{R: x.R, C: x.C, V: got[:c:c]})
-		got = got[c:]
-	}
-	return out
+	return in[next]
 }
 
 // openingHash is SHA-256 of an opening's component, bound to its round,
@@ -276,34 +295,43 @@ func (rp *replicated) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shar
 	return r, hi, one
 }
 
-// randomBits returns n shared uniform bits, a column, from the pool,
-// which makeBits refills (two rounds) with at least bitBatch. The pool is
-// read in place: no operation writes into its operands.
-func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
+// randomBits returns n shared uniform bits, a column, both over Z_2^128
+// and over Z_2 (the same bits, daBits: Rotaru and Wood, INDOCRYPT 2019),
+// from the pool, which makeBits refills (two rounds) with at least
+// bitBatch. The pool is read in place: no operation writes into its
+// operands.
+func (rp *replicated) randomBits(e *Engine, n int) (arith, xor Shared, err error) {
 	if rp.pool.R < n {
 		batch := rp.batch
 		if batch == 0 {
 			batch = bitBatch
 		}
-		fresh, err := rp.makeBits(e, max(n-rp.pool.R, batch))
+		fresh, fx, err := rp.makeBits(e, max(n-rp.pool.R, batch))
 		if err != nil {
-			return Shared{}, err
+			return Shared{}, Shared{}, err
 		}
 		if rp.pool.R > 0 {
-			fresh = e.Stack(rp.pool, fresh)
+			fresh, fx = e.Stack(rp.pool, fresh), e.Stack(rp.xpool, fx)
 		}
-		rp.pool = fresh
+		rp.pool, rp.xpool = fresh, fx
 	}
-	out := Shared{R: n, C: 1, S: make([]Mat, 3)}
-	rest := Shared{R: rp.pool.R - n, C: 1, S: make([]Mat, 3)}
-	for i, s := range rp.pool.S {
+	arith, rp.pool = e.split(rp.pool, n)
+	xor, rp.xpool = e.split(rp.xpool, n)
+	return arith, xor, nil
+}
+
+// split returns the first n rows of the column x and the rest, sharing
+// x's words.
+func (e *Engine) split(x Shared, n int) (Shared, Shared) {
+	out := Shared{R: n, C: 1, S: make([]Mat, len(x.S))}
+	rest := Shared{R: x.R - n, C: 1, S: make([]Mat, len(x.S))}
+	for i, s := range x.S {
 		if e.holds(i) {
 			out.S[i] = Mat{R: n, C: 1, V: s.V[:n:n]}
 			rest.S[i] = Mat{R: rest.R, C: 1, V: s.V[n:]}
 		}
 	}
-	rp.pool = rest
-	return out, nil
+	return out, rest
 }
 
 // makeBits makes n shared random bits b = b_0 xor b_1 xor b_2, b_j drawn
@@ -312,23 +340,24 @@ func (rp *replicated) randomBits(e *Engine, n int) (Shared, error) {
 // as its additive term (the others' terms are zero); then u xor b_2 =
 // u + b_2 - 2 u b_2, one round of entrywise products with b_2 as the
 // replicated sharing whose component 2 is b_2. Each party lacks one b_j,
-// so b is uniform to it.
-func (rp *replicated) makeBits(e *Engine, n int) (Shared, error) {
+// so b is uniform to it. It returns b over Z_2^128 and, as words 0 and 1,
+// its sharing over Z_2: component j is b_j.
+func (rp *replicated) makeBits(e *Engine, n int) (Shared, Shared, error) {
 	u := Shared{R: n, C: 1, S: make([]Mat, 3)}
 	for i := range 3 {
 		if e.runs(i) {
 			u.S[i] = NewMat(n, 1)
 		}
 	}
-	var b [2]Mat // every holder of the streams draws, to keep them in step
-	for j := range b {
+	xor := Shared{R: n, C: 1, S: make([]Mat, 3)}
+	for j := range 2 { // every holder of the streams draws, to keep them in step
 		if rp.prss[j] != nil {
-			b[j] = rp.prss.bits(j, n)
+			xor.S[j] = rp.prss.bits(j, n)
 		}
 	}
 	if e.runs(0) {
 		for k := range u.S[0].V {
-			u.S[0].V[k] = Word{0, b[0].V[k].Lo ^ b[1].V[k].Lo}
+			u.S[0].V[k] = Word{0, xor.S[0].V[k].Lo ^ xor.S[1].V[k].Lo}
 		}
 	}
 	u = rp.reshare(e, []Shared{u})[0]
@@ -338,28 +367,32 @@ func (rp *replicated) makeBits(e *Engine, n int) (Shared, error) {
 		case !e.holds(i):
 		case i == 2:
 			b2.S[i] = rp.prss.bits(2, n)
+			xor.S[2] = b2.S[i]
 		default:
 			b2.S[i] = NewMat(n, 1)
 		}
 	}
 	p, err := e.Hadamard(Product{u, b2})
 	if err != nil {
-		return Shared{}, err
+		return Shared{}, Shared{}, err
 	}
-	return e.Sub(e.Add(u, b2), e.Scale(p[0], 2)), nil
+	return e.Sub(e.Add(u, b2), e.Scale(p[0], 2)), xor, nil
 }
 
 // bitMask: the m + 1 low bits of r are shared random bits (randomBits),
 // and r's high part is 2^(m+1) (h_0 + h_1 + h_2), h_j below 2^Lambda from
 // component j's stream (as a truncation's mask): r < 2^(m + Lambda + 3),
 // and a + r does not wrap for a < 2^(m+1) when m + Lambda + 3 <= 128.
-// The h_j a party lacks hides a to 2^(1 - Lambda).
-func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared, err error) {
-	bs, err := rp.randomBits(e, count*int(m+1))
+// The h_j a party lacks hides a to 2^(1 - Lambda). The comparison with
+// r's m low bits runs over Z_2 (lessThan), and one more random bit per
+// value brings its result back to Z_2^128 (toArith).
+func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top Shared, less func([]Word) (Shared, error), err error) {
+	bs, xs, err := rp.randomBits(e, count*int(m+2))
 	if err != nil {
-		return r, top, low, err
+		return r, top, nil, err
 	}
-	b := e.Reshape(bs, count, int(m+1))
+	b := e.Reshape(bs, count, int(m+2))
+	x := e.Reshape(xs, count, int(m+2))
 	h := Shared{R: count, C: 1, S: make([]Mat, 3)}
 	for j := range 3 {
 		if e.holds(j) {
@@ -378,7 +411,11 @@ func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top, low Shared,
 		return out
 	})
 	top = e.Add(e.Scale(h, 2), e.cols(b, int(m), int(m+1)))
-	return r, top, e.cols(b, 0, int(m)), nil
+	less = func(c []Word) (Shared, error) {
+		lt := rp.lessThan(e, c, e.pack(e.cols(x, 0, int(m))))
+		return rp.toArith(e, lt, e.pack(e.cols(x, int(m+1), int(m+2))), e.cols(b, int(m+1), int(m+2))), nil
+	}
+	return r, top, less, nil
 }
 
 // fromModT: party 2 moves its share s_2 to party 1 masked, m = s_2 + rho
