@@ -336,47 +336,42 @@ func (e *Engine) split(x Shared, n int) (Shared, Shared) {
 
 // makeBits makes n shared random bits b = b_0 xor b_1 xor b_2, b_j drawn
 // from component j's stream (known to the two holders of component j), in
-// two rounds: party 0, which holds b_0 and b_1, reshares u = b_0 xor b_1
-// as its additive term (the others' terms are zero); then u xor b_2 =
-// u + b_2 - 2 u b_2, one round of entrywise products with b_2 as the
-// replicated sharing whose component 2 is b_2. Each party lacks one b_j,
-// so b is uniform to it. It returns b over Z_2^128 and, as words 0 and 1,
+// two rounds of entrywise products, with B_j the replicated sharing whose
+// component j is b_j and whose others are zero: u = b_0 xor b_1 = B_0 +
+// B_1 - 2 B_0 B_1, then b = u xor b_2 = u + B_2 - 2 u B_2. Each party
+// lacks one b_j, so b is uniform to it. Every value made is a product of
+// sharings (none is one party's input), so that a check of the products
+// covers the bits too. It returns b over Z_2^128 and, as words 0 and 1,
 // its sharing over Z_2: component j is b_j.
 func (rp *replicated) makeBits(e *Engine, n int) (Shared, Shared, error) {
-	u := Shared{R: n, C: 1, S: make([]Mat, 3)}
-	for i := range 3 {
-		if e.runs(i) {
-			u.S[i] = NewMat(n, 1)
-		}
-	}
+	var bj [3]Shared // B_j, drawn by every holder of the streams to keep them in step
 	xor := Shared{R: n, C: 1, S: make([]Mat, 3)}
-	for j := range 2 { // every holder of the streams draws, to keep them in step
-		if rp.prss[j] != nil {
-			xor.S[j] = rp.prss.bits(j, n)
+	for j := range bj {
+		bj[j] = Shared{R: n, C: 1, S: make([]Mat, 3)}
+		for i := range 3 {
+			switch {
+			case !e.holds(i):
+			case i == j:
+				xor.S[j] = rp.prss.bits(j, n)
+				bj[j].S[i] = xor.S[j]
+			default:
+				bj[j].S[i] = NewMat(n, 1)
+			}
 		}
 	}
-	if e.runs(0) {
-		for k := range u.S[0].V {
-			u.S[0].V[k] = Word{0, xor.S[0].V[k].Lo ^ xor.S[1].V[k].Lo}
+	xorOf := func(x, y Shared) (Shared, error) {
+		p, err := e.Hadamard(Product{x, y})
+		if err != nil {
+			return Shared{}, err
 		}
+		return e.Sub(e.Add(x, y), e.Scale(p[0], 2)), nil
 	}
-	u = rp.reshare(e, []Shared{u})[0]
-	b2 := Shared{R: n, C: 1, S: make([]Mat, 3)}
-	for i := range 3 {
-		switch {
-		case !e.holds(i):
-		case i == 2:
-			b2.S[i] = rp.prss.bits(2, n)
-			xor.S[2] = b2.S[i]
-		default:
-			b2.S[i] = NewMat(n, 1)
-		}
-	}
-	p, err := e.Hadamard(Product{u, b2})
+	u, err := xorOf(bj[0], bj[1])
 	if err != nil {
 		return Shared{}, Shared{}, err
 	}
-	return e.Sub(e.Add(u, b2), e.Scale(p[0], 2)), xor, nil
+	b, err := xorOf(u, bj[2])
+	return b, xor, err
 }
 
 // bitMask: the m + 1 low bits of r are shared random bits (randomBits),
