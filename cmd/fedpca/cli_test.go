@@ -449,6 +449,18 @@ func TestCompareComponents(t *testing.T) {
 	if !strings.Contains(res.Privacy.Computed, "3 members with their own randomness") || !strings.Contains(printed, "computed by 3 members") {
 		t.Errorf("the result says it was computed %q; printed:\n%s", res.Privacy.Computed, printed)
 	}
+	// Only an exact job warns of a member colluding with the user.
+	const shift = "a member colluding with the user could shift the exact statistics"
+	if b, err = os.ReadFile(filepath.Join(dir, "components", "result.json")); err != nil {
+		t.Fatal(err)
+	}
+	exact, err := job.ParseResult(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(exact.Privacy.Computed, shift) || strings.Contains(res.Privacy.Computed, shift) {
+		t.Errorf("exact job computed %q, DP job %q: only the exact one may be shifted by a member", exact.Privacy.Computed, res.Privacy.Computed)
+	}
 	if !strings.Contains(printed, "on the covariance spectral norm") || !strings.Contains(printed, "note: component 3") {
 		t.Errorf("simulate does not print the components' noise:\n%s", printed)
 	}

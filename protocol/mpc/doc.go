@@ -22,7 +22,12 @@
 // point follows ABY3 (Mohassel and Rindal, CCS 2018) with an opened
 // truncation whose mask is the sum of three parts drawn by the three
 // pairs, comparisons (Catrina and de Hoogh 2010) use masks made of shared
-// random bits, each the exclusive or of three bits drawn by the pairs, and
+// random bits, each the exclusive or of three bits drawn by the pairs
+// (made over Z_2^128 by two rounds of products, and free over Z_2, where
+// the three bits are a replicated sharing as drawn), and run their bit
+// circuit over Z_2 (boolean.go: 64 bits to a machine word, each AND one
+// bit reshared), the result brought back to Z_2^128 by opening it masked
+// with one more such bit (daBits, Rotaru and Wood 2019), and
 // the conversion from shares mod T moves one party's share to another,
 // masked, reshares the two sums and subtracts T after a 5-bit comparison
 // of their truncated difference with T (values within (T-3)/4).
@@ -38,8 +43,8 @@
 // hash of it from the other, and a mismatch is a sticky error (security
 // with abort for openings: a deviating party cannot make an honest one
 // open a wrong value; the user's CombineReplicated checks the output's
-// components the same way). Products are NOT checked: a deviating party
-// can add an error of its choice to a product it reshares (keeping its
+// components the same way). Products (and ANDs) are NOT checked: a
+// deviating party can add an error of its choice to a product it reshares (keeping its
 // own copy of the component alike, so that no opening sees a mismatch).
 // That spoils the output's integrity, and a large error carried into
 // further products can push a value past the range its truncation's mask
@@ -51,10 +56,12 @@
 // Messages of the replicated backend, per round, with prev = i - 1 and
 // next = i + 1 (mod 3) for party i, one PeerNet Exchange per round:
 //
-//	resharing (products, the conversion's input, random bits):
+//	resharing (products, the conversion's input, random bits; a
+//	round's ANDs over Z_2 as bits packed 128 to a word):
 //	  i -> prev: the new component i of every value of the round
 //	  i -> next: empty
-//	opening (truncations, comparisons, reveals):
+//	opening (truncations, comparisons, a comparison's masked result
+//	over Z_2 packed as above, reveals):
 //	  i -> prev: component i + 1 of every opened value (prev lacks it)
 //	  i -> next: 2 words, SHA-256 of component i (next lacks it too),
 //	             bound to the round

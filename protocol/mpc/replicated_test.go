@@ -207,7 +207,7 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 		return true
 	}
 	for _, opening := range []bool{true, false} {
-		caught, wrong := 0, 0
+		caught, wrong, changed := 0, 0, 0
 		for nth := 1; ; nth++ {
 			var cheat *tamper
 			got, errs := overPeerNet(t, 50, xs, xt, program, func(i int, n PeerNet) PeerNet {
@@ -220,6 +220,7 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 			if !cheat.tampered {
 				break
 			}
+			changed++
 			detected := false
 			for _, i := range []int{0, 2} {
 				switch {
@@ -244,7 +245,7 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 		if !opening {
 			kind = "resharings"
 		}
-		t.Logf("%s changed by party 1: %d caught, %d honest parties' outputs wrong", kind, caught, wrong)
+		t.Logf("%d %s changed by party 1 in turn: %d caught, %d honest parties' outputs wrong", changed, kind, caught, wrong)
 		if opening && caught == 0 {
 			t.Error("no opening was changed")
 		}
