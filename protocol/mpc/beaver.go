@@ -187,9 +187,10 @@ func (b *beaver) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shared, W
 	return r, hi, Word{}
 }
 
-func (b *beaver) bitMask(e *Engine, count int, m uint) (r, top Shared, less func([]Word) (Shared, error), err error) {
-	r, top, low := b.dealer.bitMask(count, m, e.P.Lambda)
-	return r, top, func(c []Word) (Shared, error) { return e.lessThanBits(c, low) }, nil
+// ltz compares with a dealt mask (maskedLTZ).
+func (b *beaver) ltz(e *Engine, x Shared, m uint) (Shared, error) {
+	r, top, low := b.dealer.bitMask(x.R, m, e.P.Lambda)
+	return e.maskedLTZ(x, m, r, top, low)
 }
 
 func (b *beaver) share(e *Engine, m Mat) Shared {

@@ -1,257 +1,219 @@
 package mpc
 
-// bshared is a replicated sharing over Z_2 of a rows x cols matrix of
-// bits, x = S[0] xor S[1] xor S[2], party i holding S[i] and S[i+1] as
-// with words. Bits are packed by column: column j is the words
-// [j nw, (j+1) nw) of a component, nw = ceil(rows / 64), row r its bit
-// r mod 64 of word r / 64. The bits past the last row are padding: every
-// operation is bitwise, so they never reach a row's bit.
-type bshared struct {
-	rows, cols int
-	S          [3][]uint64
+import "math/bits"
+
+// Sharings over Z_2 (the replicated backend's comparisons): a Shared whose
+// components are combined by exclusive or, x = x_0 xor x_1 xor x_2, bit by
+// bit, each word holding the 128 bits of one value, party i holding x_i
+// and x_(i+1) as with words. Exclusive or, and with a public word and
+// shifts are local; an AND is a resharing as a product is, one bit a bit.
+
+// xor returns x xor y (local).
+func (e *Engine) xor(x, y Shared) Shared {
+	return e.each(x, func(i int, s Mat) Mat { return xorMat(s, y.S[i]) })
 }
 
-// packedWords is the number of 64-bit words of a packed column of rows bits.
-func packedWords(rows int) int { return (rows + 63) / 64 }
-
-// pack returns the packed form of x, whose entries are bits (words 0 or 1:
-// the exclusive-or components of random bits, makeBits).
-func (e *Engine) pack(x Shared) bshared {
-	nw := packedWords(x.R)
-	out := bshared{rows: x.R, cols: x.C}
-	for i, s := range x.S {
-		if !e.holds(i) {
-			continue
-		}
-		p := make([]uint64, x.C*nw)
-		for r := range x.R {
-			for c := range x.C {
-				p[c*nw+r/64] |= (s.V[r*x.C+c].Lo & 1) << (r % 64)
+// bitwise returns f applied to every word of every component, with the
+// public word c(k) xored into component 0's (f linear over Z_2: a shift,
+// an and with a public word).
+func (e *Engine) bitwise(x Shared, f func(k int, w Word) Word, c func(k int) Word) Shared {
+	return e.each(x, func(i int, s Mat) Mat {
+		out := NewMat(s.R, s.C)
+		for k, w := range s.V {
+			out.V[k] = f(k, w)
+			if i == 0 && c != nil {
+				out.V[k] = out.V[k].Xor(c(k))
 			}
 		}
-		out.S[i] = p
-	}
-	return out
+		return out
+	})
 }
 
-// packPublic packs column j of public words' bits (bit j of c[r] in row r)
-// for j < m, complemented if not is set.
-func packPublic(c []Word, m int, not bool) []uint64 {
-	nw := packedWords(len(c))
-	p := make([]uint64, m*nw)
-	for r, w := range c {
-		for j := range m {
-			p[j*nw+r/64] |= w.Bit(uint(j)) << (r % 64)
-		}
-	}
-	if not {
-		for k := range p {
-			p[k] = ^p[k]
-		}
-	}
-	return p
+// shl returns x << d (local).
+func (e *Engine) shl(x Shared, d uint) Shared {
+	return e.bitwise(x, func(_ int, w Word) Word { return w.Shl(d) }, nil)
 }
 
-// bcols returns columns [from, to) of x (sharing x's words).
-func (x bshared) bcols(from, to int) bshared {
-	nw := packedWords(x.rows)
-	out := bshared{rows: x.rows, cols: to - from}
-	for i, s := range x.S {
-		if s != nil {
-			out.S[i] = s[from*nw : to*nw : to*nw]
-		}
-	}
-	return out
-}
-
-// toWords packs 64-bit words two to a ring word, for the wire.
-func toWords(v []uint64) []Word {
-	out := make([]Word, (len(v)+1)/2)
-	for k, x := range v {
-		if k%2 == 0 {
-			out[k/2].Lo = x
-		} else {
-			out[k/2].Hi = x
-		}
-	}
-	return out
-}
-
-// fromWords undoes toWords for n 64-bit words.
-func fromWords(w []Word, n int) []uint64 {
-	out := make([]uint64, n)
-	for k := range out {
-		if k%2 == 0 {
-			out[k] = w[k/2].Lo
-		} else {
-			out[k] = w[k/2].Hi
-		}
-	}
-	return out
-}
-
-// xorZero returns party i's term of a fresh sharing of zero over Z_2 (n
-// words of bits), for every party i run here: F_(i+1) xor F_i, as
-// prss.zero does over Z_2^128.
-func (p prss) xorZero(e *Engine, n int) [3][]uint64 {
-	var f [3][]uint64
+// xorZero returns party i's term of a fresh sharing of zero over Z_2,
+// F_(i+1) xor F_i, as prss.zero does over Z_2^128.
+func (p prss) xorZero(e *Engine, r, c int) []Mat {
+	var f [3]Mat
 	for j := range f {
 		if p[j] != nil {
-			f[j] = make([]uint64, n)
-			for k := range f[j] {
-				f[j][k] = p[j].Uint64()
-			}
+			f[j] = p.random(j, r, c)
 		}
 	}
-	var out [3][]uint64
+	out := make([]Mat, 3)
 	for i := range out {
 		if e.runs(i) {
-			out[i] = make([]uint64, n)
-			next := f[(i+1)%3]
-			for k := range out[i] {
-				out[i][k] = next[k] ^ f[i][k]
+			out[i] = NewMat(r, c)
+			for k := range out[i].V {
+				out[i].V[k] = f[(i+1)%3].V[k].Xor(f[i].V[k])
 			}
 		}
 	}
 	return out
 }
 
-// and returns x AND y entrywise, in one resharing round: party i's term
-// x_i y_i xor x_i y_(i+1) xor x_(i+1) y_i xor its zero term, sent to party
-// i - 1 as the new component i (products over Z_2, as over Z_2^128, one
-// bit a bit).
-func (rp *replicated) and(e *Engine, x, y bshared) bshared {
-	n := x.cols * packedWords(x.rows)
-	// The terms fill whole ring words, the last 64 bits (if n is odd)
-	// the zero sharing's alone: every bit sent is masked.
-	alpha := rp.prss.xorZero(e, n+n%2)
-	z := bshared{rows: x.rows, cols: x.cols}
-	for i := range 3 {
-		if !e.runs(i) {
-			continue
+// ands returns every X AND Y (bitwise, entrywise), in one resharing round:
+// party i's term x_i (y_i xor y_(i+1)) xor x_(i+1) y_i.
+func (rp *replicated) ands(e *Engine, ps ...Product) []Shared {
+	zs := make([]Shared, len(ps))
+	for n, p := range ps {
+		z := Shared{R: p.X.R, C: p.X.C, S: make([]Mat, 3)}
+		for i := range 3 {
+			if !e.runs(i) {
+				continue
+			}
+			j := (i + 1) % 3
+			xi, xj, yi, yj := p.X.S[i].V, p.X.S[j].V, p.Y.S[i].V, p.Y.S[j].V
+			t := NewMat(p.X.R, p.X.C)
+			for k := range t.V {
+				t.V[k] = xi[k].And(yi[k].Xor(yj[k])).Xor(xj[k].And(yi[k]))
+			}
+			z.S[i] = t
 		}
-		j := (i + 1) % 3
-		xi, xj, yi, yj := x.S[i], x.S[j], y.S[i], y.S[j]
-		t := alpha[i]
-		for k := range n {
-			t[k] ^= xi[k]&(yi[k]^yj[k]) ^ xj[k]&yi[k]
-		}
-		z.S[i] = t
+		zs[n] = z
 	}
-	if e.Me < 0 {
-		e.round(len(alpha[0]) / 2)
-	} else {
-		me, next := e.Me, (e.Me+1)%3
-		z.S[next] = fromWords(rp.toPrev(e, toWords(z.S[me])), n+n%2)
-	}
-	for i, s := range z.S {
-		if s != nil {
-			z.S[i] = s[:n:n]
-		}
-	}
-	return z
+	return rp.reshare(e, zs, true)
 }
 
-// bopen opens x (checked as open checks words) and returns its packed bits.
-func (rp *replicated) bopen(e *Engine, x bshared) []uint64 {
-	n := len(x.S[max(e.Me, 0)])
-	out := make([]uint64, n)
+// openXor opens x over Z_2 (checked as open checks words).
+func (rp *replicated) openXor(e *Engine, x Shared) Mat {
+	out := NewMat(x.R, x.C)
 	if e.Me < 0 {
-		e.round((n+1)/2 + 2)
-		for k := range out {
-			out[k] = x.S[0][k] ^ x.S[1][k] ^ x.S[2][k]
+		e.round(x.R*x.C + 2)
+		for k := range out.V {
+			out.V[k] = x.S[0].V[k].Xor(x.S[1].V[k]).Xor(x.S[2].V[k])
 		}
 		return out
 	}
 	me, next := e.Me, (e.Me+1)%3
-	got := fromWords(rp.openRound(e, toWords(x.S[me]), toWords(x.S[next])), n)
-	for k := range out {
-		out[k] = x.S[me][k] ^ x.S[next][k] ^ got[k]
+	got := rp.openRound(e, x.S[me].V, x.S[next].V)
+	for k := range out.V {
+		out.V[k] = x.S[me].V[k].Xor(x.S[next].V[k]).Xor(got[k])
 	}
 	return out
 }
 
-// lessThan returns the shared bit [c_r < r_r] over Z_2 per row r, for
-// public m-bit c_r and r_r given by its bits low (column j: bit j), with
-// lessThanBits' circuit (Catrina and de Hoogh 2010) over Z_2: the same
-// ceil(log2 m) + 1 rounds of products, each a bit instead of a word, and
-// the sum of the last products an exclusive or (at most one is set).
-func (rp *replicated) lessThan(e *Engine, c []Word, low bshared) bshared {
-	m, nw := low.cols, packedWords(low.rows)
-	notc := packPublic(c, m, true)
-	// eq column k: [bit m-1-k of r equals that of c] = r xor not c (the
-	// constant on component 0); gt column j: r_j and not c_j.
-	eq := bshared{rows: low.rows, cols: m}
-	gt := bshared{rows: low.rows, cols: m}
-	for i, s := range low.S {
-		if s == nil {
-			continue
-		}
-		eq.S[i], gt.S[i] = make([]uint64, m*nw), make([]uint64, m*nw)
-		for k := range m {
-			j := m - 1 - k
-			for w := range nw {
-				v := s[j*nw+w]
-				if i == 0 {
-					v ^= notc[j*nw+w]
-				}
-				eq.S[i][k*nw+w] = v
-				gt.S[i][j*nw+w] = s[j*nw+w] & notc[j*nw+w]
+// makeEdaBits makes n words r uniform over Z_2^128, each shared over
+// Z_2^128 and bit by bit over Z_2 (edaBits: Escudero, Ghosh, Keller,
+// Rachuri and Scholl, CRYPTO 2020), in 9 rounds of ANDs: r = r_0 + r_1 +
+// r_2 with r_j drawn from component j's stream, so that the sharing over
+// Z_2^128 whose component j is r_j costs nothing and each party lacks one
+// r_j; over Z_2, B_j (component j r_j, the others zero) are added by a
+// carry-save layer, s = B_0 xor B_1 xor B_2 and the carries maj(B_0, B_1,
+// B_2) (one AND), then a Kogge-Stone adder of s and the carries shifted
+// (Kogge and Stone 1973: the generate bits, one AND, and 7 levels of the
+// prefix, two ANDs a level but the last).
+func (rp *replicated) makeEdaBits(e *Engine, n int) (arith, bin Shared) {
+	arith = Shared{R: n, C: 1, S: make([]Mat, 3)}
+	var part [3]Shared
+	for j := range part {
+		part[j] = Shared{R: n, C: 1, S: make([]Mat, 3)}
+		for i := range 3 {
+			switch {
+			case !e.holds(i):
+			case i == j:
+				arith.S[j] = rp.prss.random(j, n, 1)
+				part[j].S[i] = arith.S[j]
+			default:
+				part[j].S[i] = NewMat(n, 1)
 			}
 		}
 	}
-	// Prefix products: eq column k becomes the AND of columns 0..k.
-	for off := 1; off < m; off *= 2 {
-		p := rp.and(e, eq.bcols(off, m), eq.bcols(0, m-off))
-		for i, s := range p.S {
-			if s != nil {
-				copy(eq.S[i][off*nw:], s)
-			}
+	a, b, c := part[0], part[1], part[2]
+	s := e.xor(e.xor(a, b), c)
+	// maj(a, b, c) = (a xor c)(b xor c) xor c; the carries move up a bit.
+	t := e.shl(e.xor(rp.ands(e, Product{e.xor(a, c), e.xor(b, c)})[0], c), 1)
+	g, p := rp.ands(e, Product{s, t})[0], e.xor(s, t)
+	prop := p
+	for d := uint(1); d < 128; d *= 2 {
+		ps := []Product{{prop, e.shl(g, d)}}
+		if 2*d < 128 {
+			ps = append(ps, Product{prop, e.shl(prop, d)})
+		}
+		out := rp.ands(e, ps...)
+		g = e.xor(g, out[0])
+		if len(out) > 1 {
+			prop = out[1]
 		}
 	}
-	// suffix column j = the AND over the bits above j = eq column m-2-j.
-	suffix := bshared{rows: low.rows, cols: m - 1}
-	for i, s := range eq.S {
-		if s == nil {
-			continue
-		}
-		suffix.S[i] = make([]uint64, (m-1)*nw)
-		for j := range m - 1 {
-			copy(suffix.S[i][j*nw:(j+1)*nw], s[(m-2-j)*nw:(m-1-j)*nw])
-		}
-	}
-	p := rp.and(e, gt.bcols(0, m-1), suffix)
-	lt := bshared{rows: low.rows, cols: 1}
-	for i, g := range gt.S {
-		if g == nil {
-			continue
-		}
-		v := append([]uint64(nil), g[(m-1)*nw:m*nw]...)
-		for j := range m - 1 {
-			for w := range nw {
-				v[w] ^= p.S[i][j*nw+w]
-			}
-		}
-		lt.S[i] = v
-	}
-	return lt
+	// Bit i of the sum is p_i xor the carry into i.
+	return arith, e.xor(p, e.shl(g, 1))
 }
 
-// toArith turns bits b over Z_2 into shares over Z_2^128 with random bits
-// d held both ways (dBool over Z_2, d over Z_2^128, the same bits): it
-// opens o = b xor d, uniform, and b = o + d - 2 o d, locally. One round.
-func (rp *replicated) toArith(e *Engine, b, dBool bshared, d Shared) Shared {
-	masked := bshared{rows: b.rows, cols: 1}
-	for i, s := range b.S {
-		if s != nil {
-			masked.S[i] = make([]uint64, len(s))
-			for k := range s {
-				masked.S[i][k] = s[k] ^ dBool.S[i][k]
-			}
+// edaBits returns n edaBits from the pool, which makeEdaBits refills with
+// at least bitBatch; as randomBits, the pool is read in place.
+func (rp *replicated) edaBits(e *Engine, n int) (arith, bin Shared) {
+	if rp.eda.R < n {
+		fresh, fb := rp.makeEdaBits(e, max(n-rp.eda.R, rp.batchSize()))
+		if rp.eda.R > 0 {
+			fresh, fb = e.Stack(rp.eda, fresh), e.Stack(rp.edaBin, fb)
 		}
+		rp.eda, rp.edaBin = fresh, fb
 	}
-	o := rp.bopen(e, masked)
-	bit := func(r int) uint64 { return o[r/64] >> (r % 64) & 1 }
+	arith, rp.eda = e.split(rp.eda, n)
+	bin, rp.edaBin = e.split(rp.edaBin, n)
+	return arith, bin
+}
+
+// ltz: the parties open c = x + r for an edaBit r, uniform over Z_2^128
+// (perfectly hiding, whatever x is), and x < 0 exactly when bit 127 of
+// x = c - r is set: c_127 xor r_127 xor [c mod 2^127 < r mod 2^127], the
+// borrow. The comparison of the public c' = c mod 2^127 with r' = r mod
+// 2^127, bits over Z_2 (Catrina and de Hoogh 2010): r' > c' where, at the
+// highest bit where they differ, r' has the one, so [c' < r'] is the xor
+// over bits j of (r_j and not c_j) and the and of the equalities above j,
+// which a prefix of 7 rounds of ANDs gives (each word holding a value's
+// 127 bits), then one round for the products (at most one is set, so
+// their xor is their sum). The result comes back to Z_2^128 with a daBit
+// (toArith). 1 + 7 + 1 + 1 rounds, and the pools' when they run dry.
+func (rp *replicated) ltz(e *Engine, x Shared, _ uint) (Shared, error) {
+	n := x.R
+	r, rb := rp.edaBits(e, n)
+	d, dx, err := rp.randomBits(e, n)
+	if err != nil {
+		return Shared{}, err
+	}
+	c := e.open(e.Add(x, r))[0].V
+	low := Pow2(127).Sub(one)
+	top := Pow2(127)
+	// eq: bit j is [r_j = c_j] for j < 127, bit 127 set (nothing above
+	// the comparison); gt: bit j is r_j and not c_j.
+	eq := e.bitwise(rb, func(_ int, w Word) Word { return w.And(low) }, func(k int) Word { return c[k].Not().And(low).Xor(top) })
+	gt := e.bitwise(rb, func(k int, w Word) Word { return w.And(c[k].Not()).And(low) }, nil)
+	// After the prefix, bit j of eq is the and of bits j to 127 (ones
+	// shifted in from above).
+	for s := uint(1); s < 128; s *= 2 {
+		fill := Word{}.Not().Shl(128 - s)
+		sh := e.bitwise(eq, func(_ int, w Word) Word { return w.Shr(s) }, func(int) Word { return fill })
+		eq = rp.ands(e, Product{eq, sh})[0]
+	}
+	above := e.bitwise(eq, func(_ int, w Word) Word { return w.Shr(1) }, func(int) Word { return top })
+	p := rp.ands(e, Product{gt, above})[0]
+	// neg = parity(p) xor r_127 xor c_127, in bit 0: the parity is linear.
+	neg := e.each(p, func(i int, s Mat) Mat {
+		out := NewMat(n, 1)
+		for k, w := range s.V {
+			v := uint64(bits.OnesCount64(w.Hi)+bits.OnesCount64(w.Lo))&1 ^ rb.S[i].V[k].Hi>>63
+			if i == 0 {
+				v ^= c[k].Hi >> 63
+			}
+			out.V[k] = Word{0, v}
+		}
+		return out
+	})
+	return rp.toArith(e, neg, dx, d), nil
+}
+
+// toArith turns bits b over Z_2 (in bit 0 of each word) into shares over
+// Z_2^128 with daBits (Rotaru and Wood, INDOCRYPT 2019), random bits held
+// both ways: d over Z_2^128 and dx over Z_2, the same bits. It opens o = b
+// xor d, uniform, and b = o + d - 2 o d, locally. One round.
+func (rp *replicated) toArith(e *Engine, b, dx, d Shared) Shared {
+	o := rp.openXor(e, e.xor(b, dx))
+	bit := func(r int) uint64 { return o.V[r].Lo & 1 }
 	return e.affine(d, func(r, _ int) Word {
 		if bit(r) == 1 {
 			return one.Neg()

@@ -150,13 +150,11 @@ func (e *Engine) lessThanBits(c []Word, rb Shared) (Shared, error) {
 }
 
 // LTZ returns the shared bit [x < 0] for each entry of the column x, whose
-// entries must satisfy |x| < 2^m (m + Lambda + 3 <= 128): component 0
-// offsets a = x + 2^m into [0, 2^(m+1)), the parties open c = a + r for a
-// mask r with shared low bits (the backend's bitMask: dealt, or made from
-// random bits), and [x >= 0] = floor(a / 2^m) = floor(c / 2^m) -
-// floor(r / 2^m) - [c mod 2^m < r mod 2^m] (Catrina and de Hoogh 2010).
-// ceil(log2 m) + 2 rounds, and the replicated backend's rounds for its
-// random bits when its pool runs dry.
+// entries must satisfy |x| < 2^m (m + Lambda + 3 <= 128). How is the
+// backend's: with the dealer a mask of m + 1 dealt bits under a
+// statistical top (maskedLTZ); with the replicated backend a mask
+// uniform over Z_2^128 and a comparison of its bits over Z_2 (ltz in
+// boolean.go), which hides x perfectly whatever its size.
 func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	if x.C != 1 {
 		return Shared{}, fmt.Errorf("LTZ of a %dx%d matrix: want a column", x.R, x.C)
@@ -164,10 +162,15 @@ func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	if m+e.P.Lambda+3 > 128 || m < 2 {
 		return Shared{}, fmt.Errorf("LTZ bound 2^%d: want 2 <= m and m + Lambda + 3 <= 128", m)
 	}
-	r, top, less, err := e.be.bitMask(e, x.R, m)
-	if err != nil {
-		return Shared{}, err
-	}
+	return e.be.ltz(e, x, m)
+}
+
+// maskedLTZ is LTZ with a mask r whose m + 1 low bits are shared (r below
+// 2^(m + Lambda + 3), top = floor(r / 2^m), low its m low bits): component
+// 0 offsets a = x + 2^m into [0, 2^(m+1)), the parties open c = a + r,
+// and [x >= 0] = floor(a / 2^m) = floor(c / 2^m) - floor(r / 2^m) - [c mod
+// 2^m < r mod 2^m] (Catrina and de Hoogh 2010). ceil(log2 m) + 2 rounds.
+func (e *Engine) maskedLTZ(x Shared, m uint, r, top, low Shared) (Shared, error) {
 	off := Pow2(m)
 	masked := e.Add(e.AddPublic(x, ConstCol(x.R, off)), r)
 	c := e.open(masked)[0]
@@ -176,7 +179,7 @@ func (e *Engine) LTZ(x Shared, m uint) (Shared, error) {
 	for i := range cl {
 		cl[i] = c.V[i].And(lowMask)
 	}
-	lt, err := less(cl)
+	lt, err := e.lessThanBits(cl, low)
 	if err != nil {
 		return Shared{}, err
 	}

@@ -34,12 +34,14 @@ func checkLTZ(t *testing.T, e *Engine) {
 			t.Fatalf("LTZ(%d) = %v, want %d", v, got.V[i], want)
 		}
 	}
-	// The open, 6 prefix rounds, the sum's products and the reveal; the
-	// replicated backend also makes its random bits (two rounds) and
-	// brings the result over Z_2 back to Z_2^128 (one).
+	// With the dealer: the open, 6 prefix rounds, the sum's products and
+	// the reveal. The replicated backend makes its pools first (random
+	// bits in two rounds, edaBits in nine), then the open, 7 prefix rounds
+	// over all 127 low bits, the products, the result's conversion from
+	// Z_2 and the reveal.
 	want := 1 + 6 + 1 + 1
 	if replicatedBackend(e) {
-		want += 2 + 1
+		want = 2 + 9 + 1 + 7 + 1 + 1 + 1
 	}
 	if e.Cost.Rounds != want {
 		t.Errorf("LTZ and a reveal took %d rounds, want %d", e.Cost.Rounds, want)

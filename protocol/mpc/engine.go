@@ -102,11 +102,8 @@ type backend interface {
 	// 2^s, and the bias: the opened c = x + 2^L + r gives x >> s =
 	// c >> s - hi - 2^(L - s) - bias, off by less than two units.
 	truncMask(e *Engine, r, c int, s uint) (mask, hi Shared, bias Word)
-	// bitMask returns, for count values, a mask r below 2^(m + Lambda +
-	// 3) whose low m + 1 bits are uniform, shares of floor(r / 2^m), and
-	// less, which returns the shared bits [c_i < r_i mod 2^m] for public
-	// m-bit c_i.
-	bitMask(e *Engine, count int, m uint) (r, top Shared, less func(c []Word) (Shared, error), err error)
+	// ltz returns the shared bits [x_i < 0] of the column x, |x_i| < 2^m.
+	ltz(e *Engine, x Shared, m uint) (Shared, error)
 	// fromModT converts one chunk of shares mod T (see FromModT).
 	fromModT(e *Engine, x ModT) (Shared, error)
 	// share splits an input of the test harness (the engine of all parties).

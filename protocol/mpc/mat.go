@@ -58,6 +58,14 @@ func add(a, b Mat) Mat {
 	return out
 }
 
+func xorMat(a, b Mat) Mat {
+	out := NewMat(a.R, a.C)
+	for i := range a.V {
+		out.V[i] = a.V[i].Xor(b.V[i])
+	}
+	return out
+}
+
 func sub(a, b Mat) Mat {
 	out := NewMat(a.R, a.C)
 	for i := range a.V {

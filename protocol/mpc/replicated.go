@@ -31,12 +31,14 @@ import (
 // (bitMask). Openings are checked: the component a party lacks comes from
 // one holder and a hash of it from the other (open).
 type replicated struct {
-	prss  prss
-	input *Stream // the engine of all parties: test inputs
-	net   PeerNet // a party's engine
-	pool  Shared  // shared random bits not yet used, a column
-	xpool Shared  // the same bits over Z_2 (words 0 and 1)
-	batch int     // the fewest bits made at once (0: bitBatch)
+	prss   prss
+	input  *Stream // the engine of all parties: test inputs
+	net    PeerNet // a party's engine
+	pool   Shared  // shared random bits not yet used, a column
+	xpool  Shared  // the same bits over Z_2 (words 0 and 1)
+	eda    Shared  // edaBits not yet used, a column, over Z_2^128
+	edaBin Shared  // the same words over Z_2
+	batch  int     // the fewest bits or edaBits made at once (0: bitBatch)
 }
 
 // bitBatch is the fewest random bits made at once: their two rounds are
@@ -126,15 +128,20 @@ func (e *Engine) round(n int) {
 // reshare turns additive terms into replicated shares, one round:
 // zs[k].S[i] is party i's term of value k (for the parties run here); party
 // i adds its zero term alpha_i and sends the sum, the new component i, to
-// party i - 1.
-func (rp *replicated) reshare(e *Engine, zs []Shared) []Shared {
+// party i - 1. Over Z_2 (xor set) the terms and the zero sharing are
+// combined by exclusive or.
+func (rp *replicated) reshare(e *Engine, zs []Shared, xor bool) []Shared {
 	out := make([]Shared, len(zs))
 	for k, z := range zs {
-		alpha := rp.prss.zero(e, z.R, z.C)
+		zero, combine := rp.prss.zero, add
+		if xor {
+			zero, combine = rp.prss.xorZero, xorMat
+		}
+		alpha := zero(e, z.R, z.C)
 		out[k] = Shared{R: z.R, C: z.C, S: make([]Mat, 3)}
 		for i := range 3 {
 			if e.runs(i) {
-				out[k].S[i] = add(z.S[i], alpha[i])
+				out[k].S[i] = combine(z.S[i], alpha[i])
 			}
 		}
 	}
@@ -245,7 +252,7 @@ func (rp *replicated) products(e *Engine, k kind, ps []Product) []Shared {
 	for n, p := range ps {
 		zs[n] = rp.terms(e, k, p.X, p.Y)
 	}
-	return rp.reshare(e, zs)
+	return rp.reshare(e, zs, false)
 }
 
 // terms returns the parties' additive terms of X Y under k.
@@ -302,11 +309,7 @@ func (rp *replicated) truncMask(e *Engine, rows, cols int, s uint) (Shared, Shar
 // operands.
 func (rp *replicated) randomBits(e *Engine, n int) (arith, xor Shared, err error) {
 	if rp.pool.R < n {
-		batch := rp.batch
-		if batch == 0 {
-			batch = bitBatch
-		}
-		fresh, fx, err := rp.makeBits(e, max(n-rp.pool.R, batch))
+		fresh, fx, err := rp.makeBits(e, max(n-rp.pool.R, rp.batchSize()))
 		if err != nil {
 			return Shared{}, Shared{}, err
 		}
@@ -318,6 +321,14 @@ func (rp *replicated) randomBits(e *Engine, n int) (arith, xor Shared, err error
 	arith, rp.pool = e.split(rp.pool, n)
 	xor, rp.xpool = e.split(rp.xpool, n)
 	return arith, xor, nil
+}
+
+// batchSize is the fewest random bits or edaBits made at once.
+func (rp *replicated) batchSize() int {
+	if rp.batch == 0 {
+		return bitBatch
+	}
+	return rp.batch
 }
 
 // split returns the first n rows of the column x and the rest, sharing
@@ -372,45 +383,6 @@ func (rp *replicated) makeBits(e *Engine, n int) (Shared, Shared, error) {
 	}
 	b, err := xorOf(u, bj[2])
 	return b, xor, err
-}
-
-// bitMask: the m + 1 low bits of r are shared random bits (randomBits),
-// and r's high part is 2^(m+1) (h_0 + h_1 + h_2), h_j below 2^Lambda from
-// component j's stream (as a truncation's mask): r < 2^(m + Lambda + 3),
-// and a + r does not wrap for a < 2^(m+1) when m + Lambda + 3 <= 128.
-// The h_j a party lacks hides a to 2^(1 - Lambda). The comparison with
-// r's m low bits runs over Z_2 (lessThan), and one more random bit per
-// value brings its result back to Z_2^128 (toArith).
-func (rp *replicated) bitMask(e *Engine, count int, m uint) (r, top Shared, less func([]Word) (Shared, error), err error) {
-	bs, xs, err := rp.randomBits(e, count*int(m+2))
-	if err != nil {
-		return r, top, nil, err
-	}
-	b := e.Reshape(bs, count, int(m+2))
-	x := e.Reshape(xs, count, int(m+2))
-	h := Shared{R: count, C: 1, S: make([]Mat, 3)}
-	for j := range 3 {
-		if e.holds(j) {
-			h.S[j] = rp.prss.bounded(j, count, 1, e.P.Lambda)
-		}
-	}
-	r = e.each(b, func(i int, s Mat) Mat {
-		out := NewMat(count, 1)
-		for k := range count {
-			v := h.S[i].V[k].Shl(m + 1)
-			for j := range int(m + 1) {
-				v = v.Add(s.At(k, j).Shl(uint(j)))
-			}
-			out.V[k] = v
-		}
-		return out
-	})
-	top = e.Add(e.Scale(h, 2), e.cols(b, int(m), int(m+1)))
-	less = func(c []Word) (Shared, error) {
-		lt := rp.lessThan(e, c, e.pack(e.cols(x, 0, int(m))))
-		return rp.toArith(e, lt, e.pack(e.cols(x, int(m+1), int(m+2))), e.cols(b, int(m+1), int(m+2))), nil
-	}
-	return r, top, less, nil
 }
 
 // fromModT: party 2 moves its share s_2 to party 1 masked, m = s_2 + rho
@@ -497,7 +469,7 @@ func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 			}
 		}
 	}
-	s := rp.reshare(e, []Shared{z})[0]
+	s := rp.reshare(e, []Shared{z}, false)[0]
 	tw := Word{0, t}
 	w := e.Trunc(uint(bits.Len64(t))-4, e.AddPublic(s, ConstCol(count, tw.Neg())))[0]
 	lt, err := e.LTZ(w, convertBits)

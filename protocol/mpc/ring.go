@@ -62,6 +62,12 @@ func (a Word) Shl(s uint) Word {
 // And is the bitwise and.
 func (a Word) And(b Word) Word { return Word{a.Hi & b.Hi, a.Lo & b.Lo} }
 
+// Xor is the bitwise exclusive or.
+func (a Word) Xor(b Word) Word { return Word{a.Hi ^ b.Hi, a.Lo ^ b.Lo} }
+
+// Not is the bitwise complement.
+func (a Word) Not() Word { return Word{^a.Hi, ^a.Lo} }
+
 // Bit returns bit j of a (0 or 1).
 func (a Word) Bit(j uint) uint64 { return a.Shr(j).Lo & 1 }
 
