@@ -163,33 +163,29 @@ func TestSpecChecks(t *testing.T) {
 			t.Errorf("%q: %v", tc.want, err)
 		}
 	}
-	// A components job's sums must stay within (T-3)/4, the members'
-	// conversion's range: its largest row cap is about half a statistics
-	// job's, and one row more, or a statistics job's largest cap, is
-	// refused for it, naming that range.
+	// A components job's sums may fill the plaintext range, as a
+	// statistics job's (the members' conversion is exact over all of
+	// it): the same largest row cap, and one row more refused for either,
+	// naming that range.
 	stats, comps := good(), good()
 	comps.Release, comps.ResultKey, comps.Randomness, comps.K = ReleaseComponents, strings.Repeat("ab", 32), RandomnessDealer, 2
 	most, err := stats.LargestOwnerRows(ds.schema, p)
 	if err != nil {
 		t.Fatal(err)
 	}
-	half, err := comps.LargestOwnerRows(ds.schema, p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if half > most/2+1 || half < most/2-most/100 { // the noise's tail comes off both
-		t.Errorf("largest max_owner_rows %d for a components job, %d for the statistics", half, most)
+	if same, err := comps.LargestOwnerRows(ds.schema, p); err != nil || same != most {
+		t.Errorf("largest max_owner_rows %d for a components job (%v), %d for the statistics", same, err, most)
 	}
 	for _, c := range []struct {
 		s    *Spec
 		rows int64
 		ok   bool
-	}{{stats, most, true}, {comps, half, true}, {comps, half + 1, false}, {comps, most, false}} {
+	}{{stats, most, true}, {comps, most, true}, {stats, most + 1, false}, {comps, most + 1, false}} {
 		if err := c.s.SetOwnerRows(c.rows); err != nil {
 			t.Fatal(err)
 		}
 		err := c.s.Check(ds.schema, p)
-		if c.ok != (err == nil) || (err != nil && !contains(err.Error(), "the members' conversion range (T-3)/4")) {
+		if c.ok != (err == nil) || (err != nil && !contains(err.Error(), "the plaintext range (T-3)/2")) {
 			t.Errorf("release %q with max_owner_rows %d: %v", c.s.Release, c.rows, err)
 		}
 	}

@@ -608,32 +608,22 @@ func TotalRows(owners int, perOwner int64) (int64, bool) {
 
 // checkOverflow verifies max_rows * (per-row bound) + 12 sigma_total <
 // (T-3)/2 for each block, where sigma_total is the largest total noise any
-// seal can produce (over every number of uploaded owners from min_owners up),
-// and < (T-3)/4 in a components job (sumBound). max_rows bounds the total
-// because every owner uses at most max_owner_rows rows and at most
-// len(owners) owners are in the sum.
+// seal can produce (over every number of uploaded owners from min_owners
+// up). max_rows bounds the total because every owner uses at most
+// max_owner_rows rows and at most len(owners) owners are in the sum. A
+// components job has the same range: the members' conversion from shares
+// mod T is exact over all of it (mpc.FromModT).
 func (s *Spec) checkOverflow(sch *schema.Schema, cal dp.Calibration, p he.Params) error {
 	room, perRow := s.overflowRoom(sch, cal, p)
-	bound, what := s.sumBound(p)
+	bound := p.MaxAbs()
 	for _, blk := range stats.Blocks {
 		total := new(big.Int).Mul(big.NewInt(s.MaxRows), perRow[blk])
 		if total.Cmp(room[blk]) > 0 {
-			return fmt.Errorf("job spec: max_rows %d (%d owners x max_owner_rows %d) may overflow %s in block %s: max_rows x %s + 12 sigma exceeds %d; lower max_owner_rows (at most %d here), quant_bits or the noise",
-				s.MaxRows, s.NumOwners, s.MaxOwnerRows, what, blk, perRow[blk], bound, s.largestOwnerRows(room, perRow))
+			return fmt.Errorf("job spec: max_rows %d (%d owners x max_owner_rows %d) may overflow the plaintext range (T-3)/2 in block %s: max_rows x %s + 12 sigma exceeds %d; lower max_owner_rows (at most %d here), quant_bits or the noise",
+				s.MaxRows, s.NumOwners, s.MaxOwnerRows, blk, perRow[blk], bound, s.largestOwnerRows(room, perRow))
 		}
 	}
 	return nil
-}
-
-// sumBound is the largest magnitude an entry of the sum may reach, and
-// what sets it: the plaintext range, (T-3)/2; in a components job half of
-// it, (T-3)/4, the range of the members' conversion from shares mod T
-// (mpc FromModT: its comparison is then of 5 bits, not of T's 60).
-func (s *Spec) sumBound(p he.Params) (int64, string) {
-	if s.Components() {
-		return p.MaxAbs() / 2, "the members' conversion range (T-3)/4"
-	}
-	return p.MaxAbs(), "the plaintext range (T-3)/2"
 }
 
 // overflowRoom returns, for each block, how much of the plaintext range is
@@ -646,7 +636,7 @@ func (s *Spec) overflowRoom(sch *schema.Schema, cal dp.Calibration, p he.Params)
 	if !cal.NoiseOff() {
 		maxWeight = s.Plan().MaxTotalWeight(s.MinOwners)
 	}
-	bound, _ := s.sumBound(p)
+	bound := p.MaxAbs()
 	for _, blk := range stats.Blocks {
 		// Strictly below the bound: room = bound - 1 - tail.
 		r := new(big.Int).SetInt64(bound - 1)

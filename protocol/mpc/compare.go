@@ -205,20 +205,16 @@ func colOf(c Mat, f func(Word) Word) Mat {
 	return m
 }
 
-// FromModT converts shares mod T of signed integers (x mod T) with |x| <=
-// (T-3)/4 (the centred representative; a components job's overflow check
-// keeps its sums there, job.Spec.Check) into shares over Z_2^128 of the
-// same integers. x.S[i] is party i's additive share mod T (the
-// encryption to shares gives them; with the replicated backend a party
-// not in the conversion passes zeros). The dealer's backend opens
+// FromModT converts shares mod T of signed integers (x mod T) with x in
+// [-floor(T/2), T - floor(T/2)) (the centred representative) into shares
+// over Z_2^128 of the same integers. x.S[i] is party i's additive share
+// mod T (the encryption to shares gives them; with the replicated backend
+// a party not in the conversion passes zeros). The dealer's backend opens
 // x + floor(T/2) + r mod T for a dealt r uniform mod T and compares with
-// r's shared bits (any x in [-T/2, T/2)); the replicated backend moves
-// one party's share to another, masked, reshares the two sums and
-// subtracts T after a 5-bit comparison of their truncated difference
-// with T (the range makes it exact; outside it a value may convert to
-// x +- T). It works in chunks of ConvertChunk values: the comparisons
-// share every bit as a word, so chunks bound the memory (a d = 784 sum
-// holds 307,720 values).
+// r's shared bits; the replicated backend moves one party's share to
+// another, masked, reshares the two sums and subtracts T after a
+// comparison of their sum with T. It works in chunks of ConvertChunk
+// values, which bound the memory (a d = 784 sum holds 307,720 values).
 func (e *Engine) FromModT(x ModT) (Shared, error) {
 	if len(x.S) != e.N {
 		return Shared{}, fmt.Errorf("shares of %d parties, engine of %d", len(x.S), e.N)

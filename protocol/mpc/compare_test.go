@@ -49,24 +49,24 @@ func checkLTZ(t *testing.T, e *Engine) {
 }
 
 // TestFromModT converts values near 0 and at the ends of the range
-// [-(T-3)/4, (T-3)/4], and random ones, from random shares; with the
+// [-(T-1)/2, (T-1)/2] (T odd), and random ones, from random shares; with the
 // replicated backend also from shares at the ends of [0, T)
 // (TestFromModTBoundaries has its comparison's turning points).
 func TestFromModT(t *testing.T) {
 	forEngines(t, 3, checkFromModT)
 }
 
-// convertRange is FromModT's bound on |x| for the plaintext modulus T.
-const convertRange = (testT - 3) / 4
+// convertRange is FromModT's bound on |x| for the (odd) plaintext modulus T.
+const convertRange = (testT - 1) / 2
 
 const testT = 1<<60 - 16383 // the BGV plaintext modulus of protocol/he
 
 func checkFromModT(t *testing.T, e *Engine) {
-	const T, r = testT, convertRange
-	vals := []int64{0, 1, -1, 2, -2, r, r - 1, -r, -r + 1, 1<<57 - 1, -(1<<57 - 1), 42, -42}
+	const T, h = testT, testT / 2
+	vals := []int64{0, 1, -1, 2, -2, h, h - 1, -h, -h + 1, 1<<57 - 1, -(1<<57 - 1), 42, -42}
 	rng := rand.New(rand.NewPCG(9, 10))
 	for range 300 {
-		vals = append(vals, rng.Int64N(2*r+1)-r)
+		vals = append(vals, rng.Int64N(2*h+1)-h)
 	}
 	// Shares mod T as lattigo's encryption-to-shares gives them.
 	plain := make([]uint64, len(vals))
@@ -122,7 +122,9 @@ func TestFromModTBoundaries(t *testing.T) {
 	var vals []int64
 	var sums []uint64
 	k := 0
-	for _, v := range []int64{r, -r, r - 1, -r + 1, 0, 1, -1} {
+	// The ends of FromModT's range, and of [-H, T - H), which the
+	// replicated conversion's comparison also gets right.
+	for _, v := range []int64{r, -r, r - 1, -r + 1, 0, 1, -1, T - 1 - h, -h, T - 2 - h, -h + 1} {
 		for q := range uint64(2) {
 			sum := uint64(v+h) + q*T // x + H + q T, in [0, 2T)
 			for _, a := range []uint64{min(sum, T-1), sum - min(sum, T-1), sum / 2} {

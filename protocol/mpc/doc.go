@@ -21,22 +21,24 @@
 // ReplicatedKeys), products are computed locally and reshared, fixed
 // point follows ABY3 (Mohassel and Rindal, CCS 2018) with an opened
 // truncation whose mask is the sum of three parts drawn by the three
-// pairs, comparisons (Catrina and de Hoogh 2010) use masks made of shared
-// random bits, each the exclusive or of three bits drawn by the pairs
-// (made over Z_2^128 by two rounds of products, and free over Z_2, where
-// the three bits are a replicated sharing as drawn), and run their bit
-// circuit over Z_2 (boolean.go: 64 bits to a machine word, each AND one
-// bit reshared), the result brought back to Z_2^128 by opening it masked
-// with one more such bit (daBits, Rotaru and Wood 2019), and
-// the conversion from shares mod T moves one party's share to another,
-// masked, reshares the two sums and subtracts T after a 5-bit comparison
-// of their truncated difference with T (values within (T-3)/4).
+// pairs, comparisons open x + r for r uniform over Z_2^128, the sum of
+// three words drawn by the pairs, whose bits over Z_2 a boolean adder
+// makes (edaBits; boolean.go: a value's 128 bits in one word, each AND
+// one bit reshared as a product is), compare c - r's borrow bit by bit
+// over Z_2 (Catrina and de Hoogh 2010) and bring the result back to
+// Z_2^128 by opening it masked with a random bit held both ways (a
+// daBit, Rotaru and Wood 2019: the exclusive or of three bits drawn by
+// the pairs, made over Z_2^128 by two rounds of products), and the
+// conversion from shares mod T moves one party's share to another,
+// masked, reshares the two sums and subtracts T after a comparison of
+// their sum with T.
 //
 // What the replicated backend gives, honest majority (one party of three
 // deviating or curious, the others following it): one party that follows
 // the protocol learns nothing but values it can simulate (resharing
 // messages are masked by a stream it does not hold; opened values are
-// uniform or hide the value to 2^(1 - Lambda), as with the dealer), under
+// uniform (a comparison's, whatever the value holds) or hide the value
+// to 2^(1 - Lambda) (a truncation's, if it is below 2^L), under
 // AES's pseudorandomness; no coalition with the proxy changes that, since
 // the proxy only relays sealed messages. Openings are checked: the
 // component a party lacks comes from one of its holders and a SHA-256

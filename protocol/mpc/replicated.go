@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/bits"
 )
 
 // replicated is the dealer-free backend of three parties (the package
@@ -390,22 +389,16 @@ func (rp *replicated) makeBits(e *Engine, n int) (Shared, Shared, error) {
 // 0; party 1 does not hold it, so m is uniform to it), and party 0 takes
 // s_0 - rho: then party 0's a = s_0 - rho + H mod T (H = floor(T/2)) and
 // party 1's b = s_1 + m mod T are additive terms of s = x + H + q T in
-// [0, 2T), q in {0, 1}. One resharing makes s replicated, and the sign of
-// s - T gives q. Since |x| <= (T-3)/4 (FromModT's range), s - T is x + H
-// when q = 1 and x + H - T when q = 0, at least (T+1)/4 from zero either
-// way, so its truncation by 2^sigma (sigma = len(T) - 4, 2^sigma <= T/8),
-// which is off by -1 to +2 units, keeps its sign and lies in (-32, 32):
-// q = 1 - [w < 0] for w = Trunc(s - T), a comparison of 5 bits instead
-// of len(T) (6 random bits per value, not len(T) + 1). x = s - H - T + T
-// [w < 0]. Three rounds (the move, the resharing, the truncation's
-// opening) and a 5-bit comparison; no opening reveals anything but masked
-// values. A value outside the range may convert to x +- T: what an
-// owner's out-of-range statistics already do to the result (integrity
-// only, PROTOCOL.md 10.1).
+// [0, 2T), q in {0, 1}. One resharing makes s replicated, and q = 1 -
+// [s - T < 0], one comparison, exact for every x in [-H, T - H) (its
+// mask is uniform over Z_2^128, so it hides s - T whatever the terms
+// hold: a deviating party's out-of-range term spoils the result, as any
+// input it changes, and shows nothing). x = s - H - T + T [s - T < 0].
+// Two rounds (the move, the resharing) and a comparison.
 func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 	t := x.T
-	if t < 1<<convertBits {
-		return Shared{}, fmt.Errorf("shares mod %d: the conversion wants T >= %d", t, 1<<convertBits)
+	if t < 2 || t > 1<<62 {
+		return Shared{}, fmt.Errorf("shares mod %d: the conversion wants 2 <= T <= 2^62", t)
 	}
 	count := e.modTCount(x)
 	for i := range 3 {
@@ -471,18 +464,12 @@ func (rp *replicated) fromModT(e *Engine, x ModT) (Shared, error) {
 	}
 	s := rp.reshare(e, []Shared{z}, false)[0]
 	tw := Word{0, t}
-	w := e.Trunc(uint(bits.Len64(t))-4, e.AddPublic(s, ConstCol(count, tw.Neg())))[0]
-	lt, err := e.LTZ(w, convertBits)
+	lt, err := e.LTZ(e.AddPublic(s, ConstCol(count, tw.Neg())), 64)
 	if err != nil {
 		return Shared{}, err
 	}
 	return e.AddPublic(e.Add(s, e.Scale(lt, int64(t))), ConstCol(count, Word{0, h}.Add(tw).Neg())), nil
 }
-
-// convertBits is the bit length of the replicated conversion's
-// comparison: its truncated value lies in (-2^convertBits,
-// 2^convertBits).
-const convertBits = 5
 
 // share splits a test input: components 1 and 2 uniform.
 func (rp *replicated) share(e *Engine, m Mat) Shared {

@@ -113,7 +113,7 @@ func viewProgram(e *Engine, x Shared, xt ModT) []Shared {
 // parties' shared key, the input's splitting and the shares mod T are
 // fresh in every run. viewProgram runs on two inputs, zero and one at
 // the edges of the ranges (entries of magnitude 1/2 to 1, values mod T
-// near (T-3)/4 and -(T-3)/4), 100 times each; per word position and bit, the
+// near (T-1)/2 and -(T-1)/2), 100 times each; per word position and bit, the
 // frequency of ones among the party's received words (the resharings'
 // components, masked by the honest parties' stream; the openings'
 // components and hashes; the conversion's moved shares, masked mod T)
