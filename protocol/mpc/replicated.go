@@ -40,9 +40,11 @@ type replicated struct {
 	batch  int     // the fewest bits or edaBits made at once (0: bitBatch)
 }
 
-// bitBatch is the fewest random bits made at once: their two rounds are
-// shared by the comparisons that use them.
-const bitBatch = 1 << 16
+// bitBatch is the fewest random bits or edaBits made at once: their
+// rounds are shared by the comparisons that use them, and a batch is one
+// conversion chunk's (ConvertChunk), so that a small job does not make
+// far more than it uses (an edaBit costs about 15 words of ANDs).
+const bitBatch = ConvertChunk
 
 // NewReplicatedEngine returns an engine running all three parties of the
 // replicated backend in one process, the three keys and the test inputs'
