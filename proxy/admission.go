@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sync/semaphore"
 
 	"github.com/fedpca/fedpca/protocol/he"
+	"github.com/fedpca/fedpca/protocol/job"
 	"github.com/fedpca/fedpca/protocol/zk"
 )
 
@@ -24,8 +25,8 @@ const maxLargeResponses = 16
 // for concurrent use.
 type admission struct {
 	mem        *semaphore.Weighted
-	capacity   int64 // bytes
-	ctBytes    int64 // what one ciphertext of an upload holds (uploadBytes)
+	capacity   int64             // bytes
+	weigh      func(n int) int64 // what an upload of n ciphertexts holds (uploadWeight)
 	maxWaiting int64
 	queued     atomic.Int64 // uploads being received or waiting for room
 
@@ -33,23 +34,31 @@ type admission struct {
 	service time.Duration // moving average of an admitted upload's time
 }
 
-// uploadBytes is what one ciphertext of an upload holds while it is
-// received: its message and decoded copy, its proof (a proof of one
-// ciphertext, the largest per ciphertext of any group), and the c1 kept for
-// the members.
-func uploadBytes(p he.Params) int {
-	return 2*p.Codecs().Ciphertext.Size() + zk.Size(p.N(), 1) + p.PolySize()
+// uploadWeight returns what an upload of n ciphertexts holds while it is
+// received (a function of n alone): per ciphertext its message and decoded
+// copy and the c1 kept for the members, and the proofs of its groups as
+// job.ProofGroup cuts them, all held until the upload is stored.
+func uploadWeight(p he.Params) func(n int) int64 {
+	perCt := int64(2*p.Codecs().Ciphertext.Size() + p.PolySize())
+	return func(n int) int64 {
+		w := int64(n) * perCt
+		for first := 0; first < n; first += zk.MaxGroup {
+			_, size := job.ProofGroup(first, n)
+			w += int64(zk.Size(p.N(), size))
+		}
+		return w
+	}
 }
 
-func newAdmission(capacity int64, maxWaiting int, ctBytes int) *admission {
-	return &admission{mem: semaphore.NewWeighted(capacity), capacity: capacity, ctBytes: int64(ctBytes),
+func newAdmission(capacity int64, maxWaiting int, weigh func(n int) int64) *admission {
+	return &admission{mem: semaphore.NewWeighted(capacity), capacity: capacity, weigh: weigh,
 		maxWaiting: int64(maxWaiting), service: 50 * time.Millisecond}
 }
 
 // weight is what an upload of n ciphertexts holds while it is received (at
 // most the whole capacity, so that even the largest upload is received,
 // alone).
-func (a *admission) weight(n int) int64 { return min(int64(n)*a.ctBytes, a.capacity) }
+func (a *admission) weight(n int) int64 { return min(a.weigh(n), a.capacity) }
 
 // parallel is how many uploads of this weight are received together.
 func (a *admission) parallel(w int64) int64 { return max(1, a.capacity/w) }

@@ -11,12 +11,13 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/fedpca/fedpca/protocol/he"
 	"github.com/fedpca/fedpca/transport"
 )
 
 func TestAdmission(t *testing.T) {
 	// Room for two one-ciphertext uploads (2 x 200 bytes), one waiting.
-	a := newAdmission(400, 1, 200)
+	a := newAdmission(400, 1, func(n int) int64 { return 200 * int64(n) })
 	ctx := context.Background()
 	r1, err := a.enter(ctx, 1)
 	if err != nil {
@@ -82,4 +83,30 @@ func TestWatchersFitMemoryLimit(t *testing.T) {
 			t.Errorf("limit %d MiB: %d watches need %d MiB", c.limit>>20, n, need>>20)
 		}
 	}
+}
+
+// TestUploadWeight: an upload weighs its ciphertexts and the proofs of its
+// groups of eight, one proof a group: a grouped upload weighs less per
+// ciphertext than one proven alone, and the groups add up as the uploads
+// are cut (8 + 1, 8 + 8, 4 x 8 + 7 for d = 784).
+func TestUploadWeight(t *testing.T) {
+	p, err := he.NewDefaultParams()
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := uploadWeight(p)
+	if w(8) >= 8*w(1) {
+		t.Errorf("eight ciphertexts weigh %d, eight proven alone %d: a group's proof is counted per ciphertext", w(8), 8*w(1))
+	}
+	for n := 2; n <= 8; n++ {
+		if w(n)*int64(n-1) >= w(n-1)*int64(n) {
+			t.Errorf("%d ciphertexts weigh %d, %d weigh %d: not less per ciphertext", n, w(n), n-1, w(n-1))
+		}
+	}
+	for _, c := range []struct{ n, groups, last int }{{9, 1, 1}, {16, 1, 8}, {39, 4, 7}} {
+		if got, want := w(c.n), int64(c.groups)*w(8)+w(c.last); got != want {
+			t.Errorf("%d ciphertexts weigh %d, want %d groups of eight and one of %d: %d", c.n, got, c.groups, c.last, want)
+		}
+	}
+	t.Logf("an upload of 1 ciphertext weighs %d bytes, of 39 (d = 784) %d (%d a ciphertext)", w(1), w(39), w(39)/39)
 }

@@ -53,10 +53,11 @@ type Config struct {
 	// AllowNoNoise accepts jobs without DP noise (tests and simulations).
 	AllowNoNoise bool
 	// UploadMemory bounds the bytes of the uploads received at once
-	// (default 64 MiB): an upload weighs 1.8 MB per ciphertext (its message
-	// and decoded copy, its proof, the c1 kept for the members), so 38
+	// (default 64 MiB): an upload weighs 1.76 MB for one ciphertext (its
+	// message and decoded copy, its proof, the c1 kept for the members)
+	// and 1.39 MB per ciphertext in groups of eight (uploadWeight), so 38
 	// one-ciphertext uploads (d <= 126) are received together, or one of
-	// 38 ciphertexts (d = 784). MaxWaiting bounds the owners waiting for room (default
+	// 39 ciphertexts (d = 784, 54 MB). MaxWaiting bounds the owners waiting for room (default
 	// 1,024; a waiting owner has sent only its header): beyond it an upload
 	// is refused at once with ResourceExhausted and a retry hint sized from
 	// the queue, so that the proxy's memory does not grow with the number
@@ -302,7 +303,7 @@ func New(cfg Config) (*Proxy, error) {
 	if p.params, err = he.ParamsOr(cfg.Params); err != nil {
 		return nil, err
 	}
-	p.admit = newAdmission(cfg.UploadMemory, cfg.MaxWaiting, uploadBytes(p.params))
+	p.admit = newAdmission(cfg.UploadMemory, cfg.MaxWaiting, uploadWeight(p.params))
 	p.registerMetrics(cfg.Metrics.Registry)
 	db, err := transport.OpenStore(cfg.Store, "proxy.db")
 	if err != nil {

@@ -199,7 +199,7 @@ func proxyCommand() *cli.Command {
 				strsFlag("csp", "a committee member as ID=HOST:PORT (repeat, in point order)"),
 				intFlag("threshold", 0, "members needed for a key switch (0: all)"),
 				boolFlag("allow-no-noise", "accept jobs without DP noise (tests only)"),
-				intFlag("upload-memory", 64, "MiB of uploads received at once (bounds memory; about 38 uploads of one ciphertext and its proof, 1.8 MB each while received)"),
+				intFlag("upload-memory", 64, "MiB of uploads received at once (bounds memory; about 38 uploads of one ciphertext and its proof, 1.76 MB each while received; 1.39 MB a ciphertext in an upload of several)"),
 				intFlag("max-waiting", 1024, "uploads waiting for room; more are told when to retry (bounds memory)"),
 				intFlag("max-connections", 0, "client connections served at once, about 40 KiB each (0: no limit); with many owners, use it with the owners' --idle-timeout"),
 				intFlag("max-watchers", 0, "owners' job watches served at once (0: 4,096, or as many as GOMEMLIMIT leaves room for at about 56 KiB each; at most half of --max-connections); owners beyond it poll"),
