@@ -3,6 +3,7 @@ package he
 import (
 	"encoding/binary"
 	"fmt"
+	"slices"
 
 	"github.com/fedpca/fedpca/protocol/zk"
 	"github.com/tuneinsight/lattigo/v5/core/rlwe"
@@ -104,6 +105,7 @@ func (p Params) PolySize() int { return 8 * p.N() * (p.Level() + 1) }
 // one per prime, each N little-endian uint64 residues. It is what upload
 // statements hash and what members receive of each upload's c1.
 func (p Params) AppendPoly(dst []byte, poly ring.Poly) []byte {
+	dst = slices.Grow(dst, p.PolySize()) // once, not by doubling
 	for _, row := range poly.Coeffs[:p.Level()+1] {
 		for _, c := range row {
 			dst = binary.LittleEndian.AppendUint64(dst, c)
