@@ -34,27 +34,6 @@ func (e *Engine) shl(x Shared, d uint) Shared {
 	return e.bitwise(x, func(_ int, w Word) Word { return w.Shl(d) }, nil)
 }
 
-// xorZero returns party i's term of a fresh sharing of zero over Z_2,
-// F_(i+1) xor F_i, as prss.zero does over Z_2^128.
-func (p prss) xorZero(e *Engine, r, c int) []Mat {
-	var f [3]Mat
-	for j := range f {
-		if p[j] != nil {
-			f[j] = p.random(j, r, c)
-		}
-	}
-	out := make([]Mat, 3)
-	for i := range out {
-		if e.runs(i) {
-			out[i] = NewMat(r, c)
-			for k := range out[i].V {
-				out[i].V[k] = f[(i+1)%3].V[k].Xor(f[i].V[k])
-			}
-		}
-	}
-	return out
-}
-
 // ands returns every X AND Y (bitwise, entrywise), in one resharing round:
 // party i's term x_i (y_i xor y_(i+1)) xor x_(i+1) y_i.
 func (rp *replicated) ands(e *Engine, ps ...Product) []Shared {
@@ -107,21 +86,7 @@ func (rp *replicated) openXor(e *Engine, x Shared) Mat {
 // (Kogge and Stone 1973: the generate bits, one AND, and 7 levels of the
 // prefix, two ANDs a level but the last).
 func (rp *replicated) makeEdaBits(e *Engine, n int) (arith, bin Shared) {
-	arith = Shared{R: n, C: 1, S: make([]Mat, 3)}
-	var part [3]Shared
-	for j := range part {
-		part[j] = Shared{R: n, C: 1, S: make([]Mat, 3)}
-		for i := range 3 {
-			switch {
-			case !e.holds(i):
-			case i == j:
-				arith.S[j] = rp.prss.random(j, n, 1)
-				part[j].S[i] = arith.S[j]
-			default:
-				part[j].S[i] = NewMat(n, 1)
-			}
-		}
-	}
+	part, arith := e.single(func(j int) Mat { return rp.prss.random(j, n, 1) })
 	a, b, c := part[0], part[1], part[2]
 	s := e.xor(e.xor(a, b), c)
 	// maj(a, b, c) = (a xor c)(b xor c) xor c; the carries move up a bit.

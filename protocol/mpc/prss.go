@@ -70,21 +70,53 @@ func (p prss) bits(j, n int) Mat {
 // i run here: alpha_i = F_(i+1) - F_i, where F_j is the next r x c draw
 // from component j's stream (party i holds both keys; the three terms
 // sum to zero, and the term party i sends is masked by F_(i+1), which
-// its receiver, party i - 1, does not hold).
-func (p prss) zero(e *Engine, r, c int) []Mat {
+// its receiver, party i - 1, does not hold); over Z_2 (xor set) F_(i+1)
+// xor F_i.
+func (p prss) zero(e *Engine, r, c int, xor bool) []Mat {
 	var f [3]Mat
 	for j := range f {
 		if p[j] != nil {
 			f[j] = p.random(j, r, c)
 		}
 	}
+	combine := sub
+	if xor {
+		combine = xorMat
+	}
 	out := make([]Mat, 3)
 	for i := range out {
 		if e.runs(i) {
-			out[i] = sub(f[(i+1)%3], f[i])
+			out[i] = combine(f[(i+1)%3], f[i])
 		}
 	}
 	return out
+}
+
+// single returns, for the draws of every component held here, the
+// sharings B_j whose component j is draw(j) and whose others are zero,
+// and the sharing whose component j is draw(j): both holders of
+// component j call draw(j) once, in step.
+func (e *Engine) single(draw func(j int) Mat) (parts [3]Shared, all Shared) {
+	all = Shared{S: make([]Mat, 3)}
+	for j := range 3 {
+		if e.holds(j) {
+			all.S[j] = draw(j)
+			all.R, all.C = all.S[j].R, all.S[j].C
+		}
+	}
+	for j := range parts {
+		parts[j] = Shared{R: all.R, C: all.C, S: make([]Mat, 3)}
+		for i := range 3 {
+			switch {
+			case !e.holds(i):
+			case i == j:
+				parts[j].S[i] = all.S[j]
+			default:
+				parts[j].S[i] = NewMat(all.R, all.C)
+			}
+		}
+	}
+	return parts, all
 }
 
 func boundedMat(r *Stream, rows, cols int, nbits uint) Mat {

@@ -134,11 +134,11 @@ func (e *Engine) round(n int) {
 func (rp *replicated) reshare(e *Engine, zs []Shared, xor bool) []Shared {
 	out := make([]Shared, len(zs))
 	for k, z := range zs {
-		zero, combine := rp.prss.zero, add
+		combine := add
 		if xor {
-			zero, combine = rp.prss.xorZero, xorMat
+			combine = xorMat
 		}
-		alpha := zero(e, z.R, z.C)
+		alpha := rp.prss.zero(e, z.R, z.C, xor)
 		out[k] = Shared{R: z.R, C: z.C, S: make([]Mat, 3)}
 		for i := range 3 {
 			if e.runs(i) {
@@ -356,21 +356,7 @@ func (e *Engine) split(x Shared, n int) (Shared, Shared) {
 // covers the bits too. It returns b over Z_2^128 and, as words 0 and 1,
 // its sharing over Z_2: component j is b_j.
 func (rp *replicated) makeBits(e *Engine, n int) (Shared, Shared, error) {
-	var bj [3]Shared // B_j, drawn by every holder of the streams to keep them in step
-	xor := Shared{R: n, C: 1, S: make([]Mat, 3)}
-	for j := range bj {
-		bj[j] = Shared{R: n, C: 1, S: make([]Mat, 3)}
-		for i := range 3 {
-			switch {
-			case !e.holds(i):
-			case i == j:
-				xor.S[j] = rp.prss.bits(j, n)
-				bj[j].S[i] = xor.S[j]
-			default:
-				bj[j].S[i] = NewMat(n, 1)
-			}
-		}
-	}
+	bj, xor := e.single(func(j int) Mat { return rp.prss.bits(j, n) })
 	xorOf := func(x, y Shared) (Shared, error) {
 		p, err := e.Hadamard(Product{x, y})
 		if err != nil {
