@@ -608,6 +608,18 @@ func (c *Cluster) Dialer(id string) (transport.Dialer, error) {
 	return c.dialer(in), nil
 }
 
+// DialProxy connects to the proxy as node id (for example
+// "owner/hospital-z", an identity the cluster made) and returns the
+// connection, which the caller closes, and the node's dialer.
+func (c *Cluster) DialProxy(id string) (*grpc.ClientConn, transport.Dialer, error) {
+	d, err := c.Dialer(id)
+	if err != nil {
+		return nil, d, err
+	}
+	conn, err := d.Dial(c.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	return conn, d, err
+}
+
 // OwnerPolicy is the policy of simulated owners: any user, no per-job limit,
 // and jobs without noise only when asked; the cluster sets its committee
 // policy (Cluster.Policy). Exact components jobs, when a simulation allows

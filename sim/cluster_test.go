@@ -54,11 +54,7 @@ func startUser(ctx context.Context, t *testing.T, cfg Config, name string) (*Clu
 // and the node's dialer; the connection closes when the test ends.
 func proxyAs(t *testing.T, cl *Cluster, id string) (fedpcav1.ProxyServiceClient, transport.Dialer) {
 	t.Helper()
-	d, err := cl.Dialer(id)
-	if err != nil {
-		t.Fatal(err)
-	}
-	conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+	conn, d, err := cl.DialProxy(id)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -56,8 +56,7 @@ func newHostileEnv(t *testing.T, ctx context.Context) *hostileEnv {
 		e.parts = append(e.parts, o.CSV)
 	}
 	for _, id := range ids {
-		d, _ := cl.Dialer(id)
-		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+		conn, _, err := cl.DialProxy(id)
 		if err != nil {
 			t.Fatal(err)
 		}

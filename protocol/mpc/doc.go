@@ -46,24 +46,26 @@
 // with abort for openings: a deviating party cannot make an honest one
 // open a wrong value; the user's CombineReplicated checks the output's
 // components the same way). Products (and ANDs) are NOT checked: a
-// deviating party can add an error of its choice to a product it reshares (keeping its
-// own copy of the component alike, so that no opening sees a mismatch).
-// That spoils the output's integrity, and a large error carried into
-// further products can push a value past the range its truncation's mask
-// hides (2^L), which is a leak; the dealer backend has the same exposure
-// to a deviating party. A check of the products (triple sacrifice,
-// Furukawa, Lindell, Nof and Weinstein, EUROCRYPT 2017, or a distributed
-// inner-product proof over a Galois ring extension) is not built.
+// deviating party can add an error of its choice to a product it
+// reshares (keeping its own copy of the component alike, so that no
+// opening sees a mismatch). That spoils the output's integrity, and a
+// large error carried into further products can push a value past the
+// range its truncation's mask hides (2^L), which is a leak (a
+// comparison's mask is uniform over Z_2^128 and hides any value); the
+// dealer backend has the same exposure to a deviating party. Beaver
+// products on triples verified before use (Furukawa, Lindell, Nof and
+// Weinstein, EUROCRYPT 2017) would close it: docs/design-components.md
+// costs them; they are not built.
 //
 // Messages of the replicated backend, per round, with prev = i - 1 and
 // next = i + 1 (mod 3) for party i, one PeerNet Exchange per round:
 //
-//	resharing (products, the conversion's input, random bits; a
-//	round's ANDs over Z_2 as bits packed 128 to a word):
+//	resharing (products, ANDs over Z_2 with a value's 128 bits in a
+//	word, the conversion's input, random bits and edaBits):
 //	  i -> prev: the new component i of every value of the round
 //	  i -> next: empty
 //	opening (truncations, comparisons, a comparison's masked result
-//	over Z_2 packed as above, reveals):
+//	over Z_2, reveals):
 //	  i -> prev: component i + 1 of every opened value (prev lacks it)
 //	  i -> next: 2 words, SHA-256 of component i (next lacks it too),
 //	             bound to the round

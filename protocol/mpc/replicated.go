@@ -25,10 +25,11 @@ import (
 // by F_(i+1), which the receiver does not hold. Fixed point follows ABY3
 // (Mohassel and Rindal, CCS 2018) with an opened truncation: every part
 // r_j of the mask comes from component j's stream, so its holders also
-// know r_j >> s (truncMask). Comparisons use masks made of shared random
-// bits, each the exclusive or of three bits drawn by the three pairs
-// (bitMask). Openings are checked: the component a party lacks comes from
-// one holder and a hash of it from the other (open).
+// know r_j >> s (truncMask). Comparisons open x + r for an edaBit r and
+// compare bits over Z_2 (ltz, boolean.go), with a pool of edaBits and one
+// of random bits held both ways (daBits). Openings are checked: the
+// component a party lacks comes from one holder and a hash of it from the
+// other (open).
 type replicated struct {
 	prss   prss
 	input  *Stream // the engine of all parties: test inputs

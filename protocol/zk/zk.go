@@ -50,8 +50,9 @@ const (
 	groupDomain = "fedpca/zk/rlwe-pk-c1-group/v1"
 )
 
-// groupReps are ShapeOf's repetitions: the fewest repetitions R with (2N/g)^R >= 2^128 at
-// N = 2^13, that is R (14 - log2 g) >= 128 (TestGroupParams checks it).
+// groupReps are ShapeOf's repetitions: the fewest R with (2N/g)^R >=
+// 2^128 at N = 2^13, that is R (14 - log2 g) >= 128 (TestGroupParams
+// checks it).
 var groupReps = [MaxGroup + 1]int{0, 10, 10, 11, 11, 11, 12, 12, 12}
 
 // Shape is the parameters of a proof of G ciphertexts: its repetitions, its
@@ -272,8 +273,8 @@ func (k *Key) setSigned(p ring.Poly, v []int32) {
 
 // ProveGroup proves, in one proof, that each c1s[j] (NTT domain) = a u_j +
 // e_j for the witness ws[j], bound to binding. The masks come from rnd
-// (when nil, maskStream: a keystream keyed from crypto/rand). The repetitions' commitments are computed on up
-// to GOMAXPROCS goroutines.
+// (when nil, maskStream: a keystream keyed from crypto/rand). The
+// repetitions' commitments are computed on up to GOMAXPROCS goroutines.
 func (k *Key) ProveGroup(c1s []ring.Poly, binding []byte, ws []Witness, rnd io.Reader) (*Proof, error) {
 	n := k.rq.N()
 	sh, err := ShapeOf(len(c1s))

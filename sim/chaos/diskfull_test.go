@@ -69,11 +69,7 @@ func TestProxyDiskFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyClient := func(o string) fedpcav1.ProxyServiceClient {
-		d, err := cl.Dialer("owner/" + o)
-		if err != nil {
-			t.Fatal(err)
-		}
-		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
+		conn, _, err := cl.DialProxy("owner/" + o)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -136,15 +136,11 @@ func RunLoad(ctx context.Context, cfg LoadConfig) (*LoadReport, error) {
 	var cpkOnce sync.Once
 	p := cl.Params()
 	err = parallel(ctx, cfg.Owners, func(ctx context.Context, i int) error {
-		d, err := cl.Dialer(idents[i])
+		conn, d, err := cl.DialProxy(idents[i])
 		if err != nil {
 			return err
 		}
 		creds[i] = d.Creds
-		conn, err := d.Dial(cl.ProxyAddr(), transport.Identity{Role: transport.RoleProxy})
-		if err != nil {
-			return err
-		}
 		conns[i], clients[i] = conn, fedpcav1.NewProxyServiceClient(conn)
 		cctx, cancel := context.WithTimeout(ctx, time.Minute)
 		defer cancel()
