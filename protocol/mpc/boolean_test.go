@@ -28,8 +28,8 @@ func TestEdaBits(t *testing.T) {
 		rp := e.be.(*replicated)
 		arith, bin := rp.makeEdaBits(e, n)
 		check(t, e.Reveal(arith), rp.openXor(e, bin))
-		if e.Cost.Rounds != 9+2 {
-			t.Errorf("%d rounds, want 9 and the two openings", e.Cost.Rounds)
+		if want := 5 + 127 + 2; rp.batches != 1 || e.Cost.Rounds != want {
+			t.Errorf("%d rounds and %d batches of triples, want one batch (5 rounds), 127 of ANDs and the two openings", e.Cost.Rounds, rp.batches)
 		}
 	})
 	t.Run("parties", func(t *testing.T) {
@@ -50,6 +50,46 @@ func TestEdaBits(t *testing.T) {
 			check(t, got[i][0], got[i][1])
 		}
 	})
+}
+
+// TestTranspose128 holds the bit transpose to its definition, and
+// sliced and unsliced to inverses of each other for a column that does
+// not fill its last group.
+func TestTranspose128(t *testing.T) {
+	rng := rand.New(rand.NewPCG(3, 4))
+	var m, tr [128]Word
+	for i := range m {
+		m[i] = Word{rng.Uint64(), rng.Uint64()}
+	}
+	tr = m
+	transpose128(&tr)
+	for i := range 128 {
+		for j := range 128 {
+			if m[i].Bit(uint(j)) != tr[j].Bit(uint(i)) {
+				t.Fatalf("bit %d of row %d is %d, transposed %d", j, i, m[i].Bit(uint(j)), tr[j].Bit(uint(i)))
+			}
+		}
+	}
+	e := newReplicated(t, 9)
+	x := Shared{R: 300, C: 1, S: make([]Mat, 3)}
+	for i := range x.S {
+		x.S[i] = NewMat(300, 1)
+		for k := range x.S[i].V {
+			x.S[i].V[k] = Word{rng.Uint64(), rng.Uint64()}
+		}
+	}
+	s := e.sliced(x)
+	if s.R != 128 || s.C != 3 || s.S[0].V[127*3+2].Bit(43) != x.S[0].V[2*128+43].Bit(127) {
+		t.Fatalf("sliced 300 values: %dx%d, want 128x3 with bit 127 of value 299 in row 127, column 2, bit 43", s.R, s.C)
+	}
+	back := e.unsliced(s, 300)
+	for i := range 3 {
+		for k, w := range back.S[i].V {
+			if w != x.S[i].V[k] {
+				t.Fatalf("component %d, value %d: %x sliced and back, want %x", i, k, w, x.S[i].V[k])
+			}
+		}
+	}
 }
 
 // TestLTZWide: the replicated backend's comparison is exact for any word

@@ -20,32 +20,41 @@ func checkLTZ(t *testing.T, e *Engine) {
 	for i, v := range vals {
 		x.V[i] = FromInt64(v)
 	}
-	lt, err := e.LTZ(e.Share(x), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	got := e.Reveal(lt)
-	for i, v := range vals {
-		want := uint64(0)
-		if v < 0 {
-			want = 1
+	// Every value at once (the replicated backend compares them bit-
+	// sliced), then a few (a value's bits in a word).
+	compare := func(n int) {
+		t.Helper()
+		lt, err := e.LTZ(e.Share(Mat{R: n, C: 1, V: x.V[:n]}), m)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if got.V[i] != (Word{0, want}) {
-			t.Fatalf("LTZ(%d) = %v, want %d", v, got.V[i], want)
+		got := e.Reveal(lt)
+		for i, v := range vals[:n] {
+			want := uint64(0)
+			if v < 0 {
+				want = 1
+			}
+			if got.V[i] != (Word{0, want}) {
+				t.Fatalf("LTZ(%d) of %d values = %v, want %d", v, n, got.V[i], want)
+			}
 		}
 	}
+	compare(len(vals))
 	// With the dealer: the open, 6 prefix rounds, the sum's products and
 	// the reveal. The replicated backend makes its pools first (random
-	// bits in two rounds, edaBits in nine), then the open, 7 prefix rounds
-	// over all 127 low bits, the products, the result's conversion from
-	// Z_2 and the reveal.
+	// bits in two rounds, edaBits in 127, and three batches of verified
+	// triples in five each: for the bits' products, the edaBits' ANDs and
+	// the comparison's), then the open, the 7 levels of the sliced
+	// comparison's tree over the 127 low bits, the result's conversion
+	// from Z_2 and the reveal.
 	want := 1 + 6 + 1 + 1
 	if replicatedBackend(e) {
-		want = 2 + 9 + 1 + 7 + 1 + 1 + 1
+		want = 2 + 127 + 3*5 + 1 + 7 + 1 + 1
 	}
 	if e.Cost.Rounds != want {
 		t.Errorf("LTZ and a reveal took %d rounds, want %d", e.Cost.Rounds, want)
 	}
+	compare(slicedFrom - 1)
 }
 
 // TestFromModT converts values near 0 and at the ends of the range

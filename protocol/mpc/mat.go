@@ -120,3 +120,12 @@ func hadamard(a, b Mat) Mat {
 	}
 	return out
 }
+
+// andMat returns a and b bit by bit.
+func andMat(a, b Mat) Mat {
+	out := NewMat(a.R, a.C)
+	for i := range a.V {
+		out.V[i] = a.V[i].And(b.V[i])
+	}
+	return out
+}

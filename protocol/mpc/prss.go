@@ -97,13 +97,7 @@ func (p prss) zero(e *Engine, r, c int, xor bool) []Mat {
 // and the sharing whose component j is draw(j): both holders of
 // component j call draw(j) once, in step.
 func (e *Engine) single(draw func(j int) Mat) (parts [3]Shared, all Shared) {
-	all = Shared{S: make([]Mat, 3)}
-	for j := range 3 {
-		if e.holds(j) {
-			all.S[j] = draw(j)
-			all.R, all.C = all.S[j].R, all.S[j].C
-		}
-	}
+	all = e.drawn(draw)
 	for j := range parts {
 		parts[j] = Shared{R: all.R, C: all.C, S: make([]Mat, 3)}
 		for i := range 3 {
@@ -117,6 +111,20 @@ func (e *Engine) single(draw func(j int) Mat) (parts [3]Shared, all Shared) {
 		}
 	}
 	return parts, all
+}
+
+// drawn returns the sharing whose component j is draw(j), for the
+// components held here (both holders of component j call draw(j) once,
+// in step): a random sharing when the draws are uniform.
+func (e *Engine) drawn(draw func(j int) Mat) Shared {
+	all := Shared{S: make([]Mat, 3)}
+	for j := range 3 {
+		if e.holds(j) {
+			all.S[j] = draw(j)
+			all.R, all.C = all.S[j].R, all.S[j].C
+		}
+	}
+	return all
 }
 
 func boundedMat(r *Stream, rows, cols int, nbits uint) Mat {

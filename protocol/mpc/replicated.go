@@ -31,14 +31,17 @@ import (
 // component a party lacks comes from one holder and a hash of it from the
 // other (open).
 type replicated struct {
-	prss   prss
-	input  *Stream // the engine of all parties: test inputs
-	net    PeerNet // a party's engine
-	pool   Shared  // shared random bits not yet used, a column
-	xpool  Shared  // the same bits over Z_2 (words 0 and 1)
-	eda    Shared  // edaBits not yet used, a column, over Z_2^128
-	edaBin Shared  // the same words over Z_2
-	batch  int     // the fewest bits or edaBits made at once (0: bitBatch)
+	prss    prss
+	input   *Stream    // the engine of all parties: test inputs
+	net     PeerNet    // a party's engine
+	pool    Shared     // shared random bits not yet used, a column
+	xpool   Shared     // the same bits over Z_2 (words 0 and 1)
+	eda     Shared     // edaBits not yet used, a column, over Z_2^128
+	edaBin  Shared     // the same words over Z_2
+	tri     [2]triples // verified triples not yet used: over Z_2^128, over Z_2
+	tbatch  int        // the fewest triples made at once (0: tripleBatch; tests make fewer)
+	batches int        // batches of triples made (5 rounds each)
+	batch   int        // the fewest bits or edaBits made at once (0: bitBatch)
 }
 
 // bitBatch is the fewest random bits or edaBits made at once: their
@@ -183,12 +186,16 @@ func (rp *replicated) toPrev(e *Engine, send []Word) []Word {
 // error). So each party sends one component to party i - 1 and a 32-byte
 // hash to party i + 1, in one round; a single deviating party cannot make
 // an honest one open a wrong value without being caught.
-func (rp *replicated) open(e *Engine, xs []Shared) []Mat {
+func (rp *replicated) open(e *Engine, xs []Shared) []Mat { return rp.openAs(e, false, xs) }
+
+// openAs opens xs over Z_2^128, or over Z_2 (xor set).
+func (rp *replicated) openAs(e *Engine, xor bool, xs []Shared) []Mat {
+	plus := ringOf(xor).add
 	out := make([]Mat, len(xs))
 	if e.Me < 0 {
 		e.round(words(xs) + 2)
 		for k, x := range xs {
-			out[k] = add(add(x.S[0], x.S[1]), x.S[2])
+			out[k] = plus(plus(x.S[0], x.S[1]), x.S[2])
 		}
 		return out
 	}
@@ -202,7 +209,7 @@ func (rp *replicated) open(e *Engine, xs []Shared) []Mat {
 	got := rp.openRound(e, own, send)
 	for k, x := range xs {
 		c := x.R * x.C
-		out[k] = add(add(x.S[me], x.S[next]), Mat{R: x.R, C: x.C, V: got[:c:c]})
+		out[k] = plus(plus(x.S[me], x.S[next]), Mat{R: x.R, C: x.C, V: got[:c:c]})
 		got = got[c:]
 	}
 	return out
@@ -250,20 +257,25 @@ func openingHash(round int, ws []Word) []Word {
 // products computes every party's term of X Y (or X * Y), x_i (y_i +
 // y_(i+1)) + x_(i+1) y_i, and reshares them: one round.
 func (rp *replicated) products(e *Engine, k kind, ps []Product) []Shared {
+	if k == entrywise {
+		return rp.beaver(e, false, ps)
+	}
 	zs := make([]Shared, len(ps))
 	for n, p := range ps {
-		zs[n] = rp.terms(e, k, p.X, p.Y)
+		zs[n] = rp.terms(e, mul, add, p.X, p.Y)
 	}
 	return rp.reshare(e, zs, false)
 }
 
-// terms returns the parties' additive terms of X Y under k.
-func (rp *replicated) terms(e *Engine, k kind, x, y Shared) Shared {
+// terms returns the parties' additive terms of X Y for the product mul
+// and the sum plus (a matrix product, entrywise, and over Z_2):
+// x_i (y_i + y_(i+1)) + x_(i+1) y_i.
+func (rp *replicated) terms(e *Engine, mul, plus func(a, b Mat) Mat, x, y Shared) Shared {
 	z := Shared{S: make([]Mat, 3)}
 	for i := range 3 {
 		if e.runs(i) {
 			j := (i + 1) % 3
-			z.S[i] = add(k.apply(x.S[i], add(y.S[i], y.S[j])), k.apply(x.S[j], y.S[i]))
+			z.S[i] = plus(mul(x.S[i], plus(y.S[i], y.S[j])), mul(x.S[j], y.S[i]))
 			z.R, z.C = z.S[i].R, z.S[i].C
 		}
 	}
@@ -357,6 +369,7 @@ func (e *Engine) split(x Shared, n int) (Shared, Shared) {
 // covers the bits too. It returns b over Z_2^128 and, as words 0 and 1,
 // its sharing over Z_2: component j is b_j.
 func (rp *replicated) makeBits(e *Engine, n int) (Shared, Shared, error) {
+	rp.reserve(e, false, 2*n)
 	bj, xor := e.single(func(j int) Mat { return rp.prss.bits(j, n) })
 	xorOf := func(x, y Shared) (Shared, error) {
 		p, err := e.Hadamard(Product{x, y})

@@ -187,6 +187,7 @@ func checkView(t *testing.T, c int) {
 				return n
 			}, func(i int, e *Engine) {
 				e.be.(*replicated).batch = 1 // bits as needed: fewer words to count
+				smallBatches(i, e)
 				if i == c {
 					tr = &tracing{backend: e.be}
 					e.be = tr
