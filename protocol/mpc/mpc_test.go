@@ -253,12 +253,18 @@ func TestCostCounts(t *testing.T) {
 		if _, err := e.MatMul(0, Product{x, y}, Product{x, y}); err != nil {
 			t.Fatal(err)
 		}
-		words := int64(2*(24+12)+2*8) * 2
+		rounds, words := 2, int64(2*(24+12)+2*8)*2
 		if replicatedBackend(e) {
-			words = 2*8 + 2*8 + 2
+			// The resharing of the products and of their check's triples
+			// (C 4 x 48 each); the coin (2 words) with X - A, then Y V - B (6 x
+			// 48 each), each opening with its hash; the zero check's hash;
+			// the truncation.
+			const m = checkColumns
+			rounds = 5
+			words = 2*8 + 2*4*m + (2 + 2*24 + 2) + (2*6*m + 2) + 2 + (2*8 + 2)
 		}
-		if e.Cost.Rounds != 2 || e.Cost.BytesPerParty != words*16 {
-			t.Errorf("cost %+v, want 2 rounds and %d bytes", e.Cost, words*16)
+		if e.Cost.Rounds != rounds || e.Cost.BytesPerParty != words*16 {
+			t.Errorf("cost %+v, want %d rounds and %d bytes", e.Cost, rounds, words*16)
 		}
 	})
 }
@@ -329,7 +335,15 @@ func checkInvSqrt(t *testing.T, e *Engine) {
 	if d := maxDiff(zgz, id); d > 1e-6 {
 		t.Fatalf("Z G Z off the identity by %g", d)
 	}
-	if rounds != 2+4*23 {
-		t.Errorf("%d rounds, want %d", rounds, 2+4*23)
+	// Two rounds of products and truncations a product, two products a
+	// step and one first; the replicated backend checks each round of
+	// matrix products in three more (the coin with X - A, Y V - B, the
+	// zero check).
+	want := 2 + 4*23
+	if replicatedBackend(e) {
+		want += 3 * (1 + 2*23)
+	}
+	if rounds != want {
+		t.Errorf("%d rounds, want %d", rounds, want)
 	}
 }

@@ -41,7 +41,11 @@ type replicated struct {
 	tri     [2]triples // verified triples not yet used: over Z_2^128, over Z_2
 	tbatch  int        // the fewest triples made at once (0: tripleBatch; tests make fewer)
 	batches int        // batches of triples made (5 rounds each)
-	batch   int        // the fewest bits or edaBits made at once (0: bitBatch)
+	// spoil, if set, changes this party's new components before a
+	// resharing sends them (its own copies too): tests of a party that
+	// deviates without being caught by a mismatch of copies.
+	spoil func(round int, out []Shared)
+	batch int // the fewest bits or edaBits made at once (0: bitBatch)
 }
 
 // bitBatch is the fewest random bits or edaBits made at once: their
@@ -155,6 +159,9 @@ func (rp *replicated) reshare(e *Engine, zs []Shared, xor bool) []Shared {
 		return out
 	}
 	me, next := e.Me, (e.Me+1)%3
+	if rp.spoil != nil {
+		rp.spoil(e.Cost.Rounds, out)
+	}
 	send := make([]Word, 0, words(zs))
 	for _, z := range out {
 		send = append(send, z.S[me].V...)
@@ -260,11 +267,7 @@ func (rp *replicated) products(e *Engine, k kind, ps []Product) []Shared {
 	if k == entrywise {
 		return rp.beaver(e, false, ps)
 	}
-	zs := make([]Shared, len(ps))
-	for n, p := range ps {
-		zs[n] = rp.terms(e, mul, add, p.X, p.Y)
-	}
-	return rp.reshare(e, zs, false)
+	return rp.matrixProducts(e, ps)
 }
 
 // terms returns the parties' additive terms of X Y for the product mul

@@ -194,9 +194,8 @@ func (m *tamper) Exchange(out [][]Word) ([][]Word, error) {
 // products on triples) by the triples' check before any is used, a
 // matrix product's or the conversion's by the next opening that reads
 // the component party 0 and party 1 now hold differently (a matrix
-// product is always truncated next). A party that adds an error to a
-// matrix product and keeps its own copy alike is not caught: those
-// products are not checked yet (design-components.md).
+// product is always truncated next, and checked first). A party that
+// keeps its own copy alike is TestReplicatedDeviation's.
 func TestReplicatedCheatingOpening(t *testing.T) {
 	rng := rand.New(rand.NewPCG(13, 14))
 	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), DefaultParams.F)
@@ -255,6 +254,89 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 		t.Logf("%d %s changed by party 1 in turn: %d caught, %d honest parties' outputs wrong", changed, kind, caught, wrong)
 		if caught == 0 {
 			t.Errorf("no %s were changed", kind)
+		}
+	}
+}
+
+// TestReplicatedDeviation: party 1 adds an error to a component it
+// reshares and keeps its own copy alike (so no opening sees copies
+// differ), in turn in every resharing of a program of matrix products,
+// a Gram matrix, comparisons and an inverse square root (2^127 in odd
+// turns, which a projection's column misses half the time, 1 in even
+// ones): every change is caught before any output, by the triples'
+// check (entrywise products and ANDs) or the matrix products' projection
+// check. The conversion from shares mod T is the exception, stated in
+// PROTOCOL: its resharing carries a member's own terms (an input), and
+// the same change there moves the result unseen.
+func TestReplicatedDeviation(t *testing.T) {
+	rng := rand.New(rand.NewPCG(15, 16))
+	x := EncodeMat(randomFloats(rng, 4, 3, 0.5), DefaultParams.F)
+	xs := newReplicated(t, 52).Share(x)
+	xt := ModT{T: testT, S: [][]uint64{{1}, {2}, {6}}} // 9
+	prog := func(e *Engine, x Shared, _ ModT) []Mat {
+		sq, _ := e.MatMul(0, Product{x, e.Transpose(x)})
+		lt, _ := e.LTZ(e.cols(x, 0, 1), 40)
+		z, _ := e.InvSqrt(e.Gram(x), 0x1p-26, 3)
+		return []Mat{e.Reveal(sq[0]), e.Reveal(lt), e.Reveal(z)}
+	}
+	spoilt := func(nth int, prog func(*Engine, Shared, ModT) []Mat) ([][]Mat, []error, bool) {
+		keys, err := NewReplicatedKeys(rand.NewChaCha8([32]byte{53}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		seen, done := 0, false
+		got, errs, _ := runPeers(keys, xs, xt, prog, nil, func(i int, e *Engine) {
+			smallBatches(i, e)
+			if i == 1 {
+				e.be.(*replicated).spoil = func(_ int, out []Shared) {
+					if seen++; seen == nth {
+						d := one
+						if nth%2 == 1 {
+							d = Pow2(127)
+						}
+						out[0].S[1].V[0] = out[0].S[1].V[0].Add(d)
+						done = true
+					}
+				}
+			}
+		})
+		return got, errs, done
+	}
+	changed := 0
+	for nth := 1; ; nth++ {
+		_, errs, done := spoilt(nth, prog)
+		if !done {
+			break
+		}
+		changed++
+		caught := false
+		for _, i := range []int{0, 2} {
+			switch {
+			case errs[i] != nil && (strings.Contains(errs[i].Error(), "spoilt") || strings.Contains(errs[i].Error(), "does not match")):
+				caught = true
+			case errs[i] != nil && !errors.Is(errs[i], ErrClosed):
+				t.Errorf("resharing %d: party %d: %v", nth, i, errs[i])
+			}
+		}
+		if !caught {
+			t.Errorf("resharing %d changed and kept alike: not caught", nth)
+		}
+	}
+	t.Logf("%d resharings changed by party 1 and kept alike, in turn", changed)
+	if changed < 10 {
+		t.Errorf("%d resharings changed, want the program's (at least 10)", changed)
+	}
+	conv := func(e *Engine, _ Shared, xt ModT) []Mat {
+		c, _ := e.FromModT(xt)
+		return []Mat{e.Reveal(c)}
+	}
+	got, errs, _ := spoilt(1, conv) // the conversion's resharing is its first: by 2^127
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("the conversion, its terms changed: party %d: %v", i, err)
+		}
+		if got[i][0].V[0] == FromInt64(9) {
+			t.Errorf("party %d converted 9 whose terms party 1 changed: the change should move it (the stated gap)", i)
 		}
 	}
 }

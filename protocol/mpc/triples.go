@@ -193,17 +193,22 @@ func (e *Engine) gather(x Shared, idx []int) Shared {
 	return out
 }
 
-// coinPermutation opens a random seed, a sharing drawn from the pairs'
-// streams (one round: no party knows it before, and a party cannot change
-// an opening), and returns the permutation of m rows that a stream keyed
-// by it draws (Fisher and Yates).
-func (rp *replicated) coinPermutation(e *Engine, m int) []int {
+// coin opens a random seed, a sharing drawn from the pairs' streams, with
+// xs in one round (no party knows the seed before it, and a party cannot
+// change an opening), and returns a stream keyed by it and xs opened.
+func (rp *replicated) coin(e *Engine, xs ...Shared) (*Stream, []Mat) {
 	r := e.drawn(func(j int) Mat { return rp.prss.random(j, 2, 1) })
-	coin := rp.open(e, []Shared{r})[0]
+	out := rp.open(e, append([]Shared{r}, xs...))
 	var seed Seed
-	copy(seed[:16], coin.V[0].AppendBytes(nil))
-	copy(seed[16:], coin.V[1].AppendBytes(nil))
-	s := NewStream(seed)
+	copy(seed[:16], out[0].V[0].AppendBytes(nil))
+	copy(seed[16:], out[0].V[1].AppendBytes(nil))
+	return NewStream(seed), out[1:]
+}
+
+// coinPermutation returns the permutation of m rows that a coin's stream
+// draws (Fisher and Yates), one round.
+func (rp *replicated) coinPermutation(e *Engine, m int) []int {
+	s, _ := rp.coin(e)
 	perm := make([]int, m)
 	for i := range perm {
 		perm[i] = i
@@ -276,4 +281,64 @@ func (rp *replicated) beaver(e *Engine, xor bool, ps []Product) []Shared {
 		from += n
 	}
 	return out
+}
+
+// Matrix products: a projection check. A product Z = X Y (p x q by q x r)
+// is reshared, and with it a triple (A, B, C = A B) of a random p x q A
+// and q x m B; once both are reshared the parties draw a public r x m V
+// (coin) and check Z V = X (Y V), computing X (Y V) as a Beaver product
+// on the triple: x - a and y V - b opened, X (Y V) = C + (X - A) B + A (Y V
+// - B) + (X - A)(Y V - B), and Z V - X (Y V) = E_Z V - E_C for the errors
+// of the two resharings, which are fixed before V is drawn. A nonzero
+// row of E_Z escapes one column of V with probability at most 1/2 (an
+// entry 2^127 against an even coefficient; 2^-(128 - t) for an error of
+// 2-adic valuation t), so checkColumns columns make it 2^-checkColumns a
+// product, whatever E_C (no triple need be right, so none is
+// sacrificed). Three rounds after the resharing: the coin with X - A,
+// Y V - B, and the zero check. The check runs before the product is
+// returned, so before any opening of a value computed from it: an error
+// in Z is caught before a later product could multiply it by a secret
+// and a truncation's opening could show the result (design-components.md,
+// "When a check must run").
+const checkColumns = 48
+
+// matrixProducts returns every X Y, reshared and checked.
+func (rp *replicated) matrixProducts(e *Engine, ps []Product) []Shared {
+	const m = checkColumns
+	k := len(ps)
+	terms := make([]Shared, 2*k)
+	as, bs := make([]Shared, k), make([]Shared, k)
+	for n, p := range ps {
+		terms[n] = rp.terms(e, mul, add, p.X, p.Y)
+		as[n] = e.drawn(func(j int) Mat { return rp.prss.random(j, p.X.R, p.X.C) })
+		bs[n] = e.drawn(func(j int) Mat { return rp.prss.random(j, p.Y.R, m) })
+		terms[k+n] = rp.terms(e, mul, add, as[n], bs[n])
+	}
+	out := rp.reshare(e, terms, false)
+	zs, cs := out[:k], out[k:]
+	masked := make([]Shared, k)
+	for n, p := range ps {
+		masked[n] = e.Sub(p.X, as[n])
+	}
+	stream, ds := rp.coin(e, masked...)
+	vs := make([]Mat, k)
+	fs := make([]Shared, k)
+	for n, p := range ps {
+		vs[n] = randomMat(stream, p.Y.C, m)
+		fs[n] = e.each(p.Y, func(i int, y Mat) Mat { return sub(mul(y, vs[n]), bs[n].S[i]) })
+	}
+	fo := rp.open(e, fs)
+	checks := make([]Shared, k)
+	for n := range ps {
+		d, f := ds[n], fo[n]
+		checks[n] = e.each(zs[n], func(i int, z Mat) Mat {
+			v := sub(sub(sub(mul(z, vs[n]), cs[n].S[i]), mul(d, bs[n].S[i])), mul(as[n].S[i], f))
+			if i == 0 {
+				v = sub(v, mul(d, f))
+			}
+			return v
+		}).Column()
+	}
+	rp.zeroCheck(e, ringOf(false), e.Stack(checks...))
+	return zs
 }
