@@ -126,9 +126,9 @@ func ComponentsTrust(s *Spec) string {
 	if s.Dealt() {
 		return fmt.Sprintf("by %d members with randomness the proxy dealt: the proxy with any one of them could learn the statistics, and wrong randomness is not detected", s.CommitteeThreshold)
 	}
-	trust := fmt.Sprintf("by %d members with their own randomness (replicated sharing): the proxy with any one of them that follows the protocol learns nothing of the statistics; openings are checked, products are not (a member that changes one can spoil the result, or push a value out of the range its mask hides)", ReplicatedParties)
+	trust := fmt.Sprintf("by %d members with their own randomness (replicated sharing): the proxy with any one of them that follows the protocol learns nothing of the statistics; openings and products are checked, so a member that deviates in the computation is stopped before any output; a member's conversion share is its own input, which no check sees (it can shift the statistics it converts)", ReplicatedParties)
 	if s.NoNoise {
-		trust += "; a member's conversion share is its own input, so a member colluding with the user could shift the exact statistics and show more than the top k"
+		trust += ", so a member colluding with the user could shift the exact statistics and show more than the top k"
 	}
 	return trust
 }

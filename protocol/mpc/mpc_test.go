@@ -255,13 +255,14 @@ func TestCostCounts(t *testing.T) {
 		}
 		rounds, words := 2, int64(2*(24+12)+2*8)*2
 		if replicatedBackend(e) {
-			// The resharing of the products and of their check's triples
-			// (C 4 x 48 each); the coin (2 words) with X - A, then Y V - B (6 x
-			// 48 each), each opening with its hash; the zero check's hash;
-			// the truncation.
+			// Checked on the transpose Y^T X^T (Y^T, 2 x 6, is the smaller
+			// factor): the resharing of the products and of their check's
+			// triples (C 2 x 48 each); the coin (2 words) with Y^T - A, then
+			// X^T V - B (6 x 48 each), each opening with its hash; the zero
+			// check's hash; the truncation.
 			const m = checkColumns
 			rounds = 5
-			words = 2*8 + 2*4*m + (2 + 2*24 + 2) + (2*6*m + 2) + 2 + (2*8 + 2)
+			words = 2*8 + 2*2*m + (2 + 2*12 + 2) + (2*6*m + 2) + 2 + (2*8 + 2)
 		}
 		if e.Cost.Rounds != rounds || e.Cost.BytesPerParty != words*16 {
 			t.Errorf("cost %+v, want %d rounds and %d bytes", e.Cost, rounds, words*16)

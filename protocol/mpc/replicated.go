@@ -17,19 +17,22 @@ import (
 // comes from the stream of the key K_j that its two holders share
 // (pseudorandom secret sharing; ReplicatedKeys).
 //
-// Products (resharing): party i computes its term of x y from the
-// components it holds, z_i = x_i y_i + x_i y_(i+1) + x_(i+1) y_i, adds its
-// term of a fresh sharing of zero, alpha_i = F_(i+1) - F_i, and sends the
-// result to party i - 1 as the new component i: one message to one
-// neighbour, one round for a batch of products, and the message is masked
-// by F_(i+1), which the receiver does not hold. Fixed point follows ABY3
-// (Mohassel and Rindal, CCS 2018) with an opened truncation: every part
-// r_j of the mask comes from component j's stream, so its holders also
-// know r_j >> s (truncMask). Comparisons open x + r for an edaBit r and
-// compare bits over Z_2 (ltz, boolean.go), with a pool of edaBits and one
-// of random bits held both ways (daBits). Openings are checked: the
-// component a party lacks comes from one holder and a hash of it from the
-// other (open).
+// Resharing: party i computes its term of x y from the components it
+// holds, z_i = x_i y_i + x_i y_(i+1) + x_(i+1) y_i, adds its term of a
+// fresh sharing of zero, alpha_i = F_(i+1) - F_i, and sends the result to
+// party i - 1 as the new component i: one message to one neighbour, one
+// round for a batch of products, and the message is masked by F_(i+1),
+// which the receiver does not hold. A party can add an error to what it
+// reshares, so matrix products are checked before they are returned
+// (matrixProducts) and entrywise products and ANDs are Beaver products on
+// triples made by resharing and checked before use (triples.go). Fixed
+// point follows ABY3 (Mohassel and Rindal, CCS 2018) with an opened
+// truncation: every part r_j of the mask comes from component j's stream,
+// so its holders also know r_j >> s (truncMask). Comparisons open x + r
+// for an edaBit r and compare bits over Z_2 (ltz, boolean.go), with a
+// pool of edaBits and one of random bits held both ways (daBits).
+// Openings are checked: the component a party lacks comes from one holder
+// and a hash of it from the other (open).
 type replicated struct {
 	prss    prss
 	input   *Stream    // the engine of all parties: test inputs

@@ -294,7 +294,9 @@ func (rp *replicated) beaver(e *Engine, xor bool, ps []Product) []Shared {
 // entry 2^127 against an even coefficient; 2^-(128 - t) for an error of
 // 2-adic valuation t), so checkColumns columns make it 2^-checkColumns a
 // product, whatever E_C (no triple need be right, so none is
-// sacrificed). Three rounds after the resharing: the coin with X - A,
+// sacrificed). The same check on Z^T = Y^T X^T projects Z from the
+// left (matrixProducts takes the side that opens less). Three rounds
+// after the resharing: the coin with X - A,
 // Y V - B, and the zero check. The check runs before the product is
 // returned, so before any opening of a value computed from it: an error
 // in Z is caught before a later product could multiply it by a secret
@@ -302,36 +304,49 @@ func (rp *replicated) beaver(e *Engine, xor bool, ps []Product) []Shared {
 // "When a check must run").
 const checkColumns = 48
 
-// matrixProducts returns every X Y, reshared and checked.
+// matrixProducts returns every X Y, reshared and checked. The check runs
+// on Z = X Y, opening X - A (p q words), or on Z^T = Y^T X^T, opening
+// Y^T - A (q r words): whichever factor is smaller (the covariance times
+// a block of columns opens the block).
 func (rp *replicated) matrixProducts(e *Engine, ps []Product) []Shared {
 	const m = checkColumns
 	k := len(ps)
+	checked := make([]Product, k)
+	flip := make([]bool, k)
 	terms := make([]Shared, 2*k)
 	as, bs := make([]Shared, k), make([]Shared, k)
 	for n, p := range ps {
+		checked[n] = p
+		if flip[n] = p.Y.C < p.X.R; flip[n] {
+			checked[n] = Product{e.Transpose(p.Y), e.Transpose(p.X)}
+		}
+		x, y := checked[n].X, checked[n].Y
 		terms[n] = rp.terms(e, mul, add, p.X, p.Y)
-		as[n] = e.drawn(func(j int) Mat { return rp.prss.random(j, p.X.R, p.X.C) })
-		bs[n] = e.drawn(func(j int) Mat { return rp.prss.random(j, p.Y.R, m) })
+		as[n] = e.drawn(func(j int) Mat { return rp.prss.random(j, x.R, x.C) })
+		bs[n] = e.drawn(func(j int) Mat { return rp.prss.random(j, y.R, m) })
 		terms[k+n] = rp.terms(e, mul, add, as[n], bs[n])
 	}
 	out := rp.reshare(e, terms, false)
 	zs, cs := out[:k], out[k:]
 	masked := make([]Shared, k)
-	for n, p := range ps {
+	for n, p := range checked {
 		masked[n] = e.Sub(p.X, as[n])
 	}
 	stream, ds := rp.coin(e, masked...)
 	vs := make([]Mat, k)
 	fs := make([]Shared, k)
-	for n, p := range ps {
+	for n, p := range checked {
 		vs[n] = randomMat(stream, p.Y.C, m)
 		fs[n] = e.each(p.Y, func(i int, y Mat) Mat { return sub(mul(y, vs[n]), bs[n].S[i]) })
 	}
 	fo := rp.open(e, fs)
 	checks := make([]Shared, k)
-	for n := range ps {
-		d, f := ds[n], fo[n]
-		checks[n] = e.each(zs[n], func(i int, z Mat) Mat {
+	for n := range checked {
+		d, f, z := ds[n], fo[n], zs[n]
+		if flip[n] {
+			z = e.Transpose(z)
+		}
+		checks[n] = e.each(z, func(i int, z Mat) Mat {
 			v := sub(sub(sub(mul(z, vs[n]), cs[n].S[i]), mul(d, bs[n].S[i])), mul(as[n].S[i], f))
 			if i == 0 {
 				v = sub(v, mul(d, f))
