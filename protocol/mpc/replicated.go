@@ -257,9 +257,14 @@ func openingHash(round int, ws []Word) []Word {
 	binary.BigEndian.PutUint64(b[:8], uint64(round))
 	h.Write([]byte("fedpca mpc opening"))
 	h.Write(b[:8])
+	buf := make([]byte, 0, 4096)
 	for _, w := range ws {
-		h.Write(w.AppendBytes(b[:0]))
+		if buf = w.AppendBytes(buf); len(buf) == cap(buf) {
+			h.Write(buf)
+			buf = buf[:0]
+		}
 	}
+	h.Write(buf)
 	sum := h.Sum(nil)
 	return []Word{WordFromBytes(sum), WordFromBytes(sum[16:])}
 }

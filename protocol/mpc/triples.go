@@ -2,6 +2,7 @@ package mpc
 
 import (
 	"fmt"
+	"math/bits"
 )
 
 // Verified triples and Beaver products (the replicated backend's checks
@@ -287,14 +288,17 @@ func (rp *replicated) beaver(e *Engine, xor bool, ps []Product) []Shared {
 // is reshared, and with it a triple (A, B, C = A B) of a random p x q A
 // and q x m B; once both are reshared the parties draw a public r x m V
 // (coin) and check Z V = X (Y V), computing X (Y V) as a Beaver product
-// on the triple: x - a and y V - b opened, X (Y V) = C + (X - A) B + A (Y V
-// - B) + (X - A)(Y V - B), and Z V - X (Y V) = E_Z V - E_C for the errors
+// on the triple: X - A and Y V - B opened, X (Y V) = C + (X - A) B + X (Y
+// V - B), and Z V - X (Y V) = E_Z V - E_C for the errors
 // of the two resharings, which are fixed before V is drawn. A nonzero
 // row of E_Z escapes one column of V with probability at most 1/2 (an
 // entry 2^127 against an even coefficient; 2^-(128 - t) for an error of
 // 2-adic valuation t), so checkColumns columns make it 2^-checkColumns a
 // product, whatever E_C (no triple need be right, so none is
-// sacrificed). The same check on Z^T = Y^T X^T projects Z from the
+// sacrificed). V's entries need only be bits: for a nonzero row e and
+// any target, at most one of the two values of one coefficient whose
+// entry of e is nonzero meets it, so a column of bits also passes with
+// probability at most 1/2, and Z V and Y V are then sums, not products. The same check on Z^T = Y^T X^T projects Z from the
 // left (matrixProducts takes the side that opens less). Three rounds
 // after the resharing: the coin with X - A,
 // Y V - B, and the zero check. The check runs before the product is
@@ -333,27 +337,53 @@ func (rp *replicated) matrixProducts(e *Engine, ps []Product) []Shared {
 		masked[n] = e.Sub(p.X, as[n])
 	}
 	stream, ds := rp.coin(e, masked...)
-	vs := make([]Mat, k)
+	vs := make([]bitRows, k)
 	fs := make([]Shared, k)
 	for n, p := range checked {
-		vs[n] = randomMat(stream, p.Y.C, m)
-		fs[n] = e.each(p.Y, func(i int, y Mat) Mat { return sub(mul(y, vs[n]), bs[n].S[i]) })
+		vs[n] = randomBitRows(stream, p.Y.C)
+		fs[n] = e.each(p.Y, func(i int, y Mat) Mat { return sub(vs[n].mulBy(y), bs[n].S[i]) })
 	}
 	fo := rp.open(e, fs)
 	checks := make([]Shared, k)
-	for n := range checked {
+	// X (Y V) = C + (X - A) B + X (Y V - B), with X (Y V - B) local (the
+	// second factor public): the Beaver product's terms, A f + d f, in one.
+	for n, p := range checked {
 		d, f, z := ds[n], fo[n], zs[n]
 		if flip[n] {
 			z = e.Transpose(z)
 		}
 		checks[n] = e.each(z, func(i int, z Mat) Mat {
-			v := sub(sub(sub(mul(z, vs[n]), cs[n].S[i]), mul(d, bs[n].S[i])), mul(as[n].S[i], f))
-			if i == 0 {
-				v = sub(v, mul(d, f))
-			}
-			return v
+			return sub(sub(sub(vs[n].mulBy(z), cs[n].S[i]), mul(d, bs[n].S[i])), mul(p.X.S[i], f))
 		}).Column()
 	}
 	rp.zeroCheck(e, ringOf(false), e.Stack(checks...))
 	return zs
+}
+
+// bitRows is a public r x checkColumns matrix of bits, a row's in one
+// uint64.
+type bitRows []uint64
+
+// randomBitRows draws r rows of checkColumns uniform bits from s.
+func randomBitRows(s *Stream, r int) bitRows {
+	v := make(bitRows, r)
+	for i := range v {
+		v[i] = s.Uint64() & (1<<checkColumns - 1)
+	}
+	return v
+}
+
+// mulBy returns z v (z with len(v) columns): sums of z's entries.
+func (v bitRows) mulBy(z Mat) Mat {
+	out := NewMat(z.R, checkColumns)
+	for i := range z.R {
+		row := out.V[i*checkColumns : (i+1)*checkColumns]
+		for k, w := range z.V[i*z.C : (i+1)*z.C] {
+			for b := v[k]; b != 0; b &= b - 1 {
+				c := bits.TrailingZeros64(b)
+				row[c] = row[c].Add(w)
+			}
+		}
+	}
+	return out
 }
