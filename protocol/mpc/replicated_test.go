@@ -2,6 +2,7 @@ package mpc
 
 import (
 	"errors"
+	"fmt"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -215,7 +216,7 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 		return true
 	}
 	for _, opening := range []bool{true, false} {
-		caught, wrong, changed := 0, 0, 0
+		stopped, wrong, changed := 0, 0, 0
 		for nth := 1; ; nth++ {
 			var cheat *tamper
 			got, errs := overPeerNet(t, 50, xs, xt, program, func(i int, n PeerNet) PeerNet {
@@ -229,20 +230,15 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 				break
 			}
 			changed++
-			detected := false
+			detected := caught(t, fmt.Sprintf("opening %v %d", opening, nth), errs)
 			for _, i := range []int{0, 2} {
-				switch {
-				case errs[i] != nil && (strings.Contains(errs[i].Error(), "does not match") || strings.Contains(errs[i].Error(), "spoilt")):
-					detected = true
-				case errs[i] != nil && !errors.Is(errs[i], ErrClosed):
-					t.Errorf("opening %v %d: party %d: %v", opening, nth, i, errs[i])
-				case errs[i] == nil && !right(got[i]):
+				if errs[i] == nil && !right(got[i]) {
 					wrong++
 					t.Errorf("opening %v %d changed: party %d returned a wrong output", opening, nth, i)
 				}
 			}
 			if detected {
-				caught++
+				stopped++
 			} else {
 				t.Errorf("opening %v %d changed: not detected", opening, nth)
 			}
@@ -251,8 +247,8 @@ func TestReplicatedCheatingOpening(t *testing.T) {
 		if !opening {
 			kind = "resharings"
 		}
-		t.Logf("%d %s changed by party 1 in turn: %d caught, %d honest parties' outputs wrong", changed, kind, caught, wrong)
-		if caught == 0 {
+		t.Logf("%d %s changed by party 1 in turn: %d caught, %d honest parties' outputs wrong", changed, kind, stopped, wrong)
+		if stopped == 0 {
 			t.Errorf("no %s were changed", kind)
 		}
 	}
@@ -309,16 +305,7 @@ func TestReplicatedDeviation(t *testing.T) {
 			break
 		}
 		changed++
-		caught := false
-		for _, i := range []int{0, 2} {
-			switch {
-			case errs[i] != nil && (strings.Contains(errs[i].Error(), "spoilt") || strings.Contains(errs[i].Error(), "does not match")):
-				caught = true
-			case errs[i] != nil && !errors.Is(errs[i], ErrClosed):
-				t.Errorf("resharing %d: party %d: %v", nth, i, errs[i])
-			}
-		}
-		if !caught {
+		if !caught(t, fmt.Sprintf("resharing %d", nth), errs) {
 			t.Errorf("resharing %d changed and kept alike: not caught", nth)
 		}
 	}
@@ -339,6 +326,23 @@ func TestReplicatedDeviation(t *testing.T) {
 			t.Errorf("party %d converted 9 whose terms party 1 changed: the change should move it (the stated gap)", i)
 		}
 	}
+}
+
+// caught reports whether an honest party (0 or 2) stopped on a check: an
+// opening's copies that differ, or spoilt triples or products. Any other
+// error but a closed net is reported.
+func caught(t *testing.T, what string, errs []error) bool {
+	t.Helper()
+	found := false
+	for _, i := range []int{0, 2} {
+		switch err := errs[i]; {
+		case err != nil && (strings.Contains(err.Error(), "does not match") || strings.Contains(err.Error(), "spoilt")):
+			found = true
+		case err != nil && !errors.Is(err, ErrClosed):
+			t.Errorf("%s: party %d: %v", what, i, err)
+		}
+	}
+	return found
 }
 
 // TestReplicatedErrors: a party outside 0 to 2, equal keys, no net are
