@@ -29,11 +29,6 @@ func (e *Engine) bitwise(x Shared, f func(k int, w Word) Word, c func(k int) Wor
 	})
 }
 
-// shl returns x << d (local).
-func (e *Engine) shl(x Shared, d uint) Shared {
-	return e.bitwise(x, func(_ int, w Word) Word { return w.Shl(d) }, nil)
-}
-
 // ands returns every X AND Y (bitwise, entrywise), in one round: Beaver
 // products on verified triples over Z_2.
 func (rp *replicated) ands(e *Engine, ps ...Product) []Shared { return rp.beaver(e, true, ps) }
