@@ -257,8 +257,8 @@ func TestCostCounts(t *testing.T) {
 		if replicatedBackend(e) {
 			// Checked on the transpose Y^T X^T (Y^T, 2 x 6, is the smaller
 			// factor): the resharing of the products and of their check's
-			// triples (C 2 x 48 each); the coin (2 words) with Y^T - A, then
-			// X^T V - B (6 x 48 each), each opening with its hash; the zero
+			// triples (C 2 x m each); the coin (2 words) with Y^T - A, then
+			// X^T V - B (6 x m each), each opening with its hash; the zero
 			// check's hash; the truncation.
 			const m = checkColumns
 			rounds = 5
@@ -333,7 +333,9 @@ func checkInvSqrt(t *testing.T, e *Engine) {
 		id[i] = make([]float64, n)
 		id[i][i] = 1
 	}
-	if d := maxDiff(zgz, id); d > 1e-6 {
+	// The truncations' random rounding moves it with the engine's draws:
+	// 30 replicated engines' gave 2.8e-7 to 1.04e-6 (2026-11-29).
+	if d := maxDiff(zgz, id); d > 2e-6 {
 		t.Fatalf("Z G Z off the identity by %g", d)
 	}
 	// Two rounds of products and truncations a product, two products a

@@ -289,24 +289,22 @@ func (rp *replicated) beaver(e *Engine, xor bool, ps []Product) []Shared {
 // and q x m B; once both are reshared the parties draw a public r x m V
 // (coin) and check Z V = X (Y V), computing X (Y V) as a Beaver product
 // on the triple: X - A and Y V - B opened, X (Y V) = C + (X - A) B + X (Y
-// V - B), and Z V - X (Y V) = E_Z V - E_C for the errors
-// of the two resharings, which are fixed before V is drawn. A nonzero
-// row of E_Z escapes one column of V with probability at most 1/2 (an
-// entry 2^127 against an even coefficient; 2^-(128 - t) for an error of
-// 2-adic valuation t), so checkColumns columns make it 2^-checkColumns a
-// product, whatever E_C (no triple need be right, so none is
-// sacrificed). V's entries need only be bits: for a nonzero row e and
-// any target, at most one of the two values of one coefficient whose
-// entry of e is nonzero meets it, so a column of bits also passes with
-// probability at most 1/2, and Z V and Y V are then sums, not products. The same check on Z^T = Y^T X^T projects Z from the
-// left (matrixProducts takes the side that opens less). Three rounds
-// after the resharing: the coin with X - A,
-// Y V - B, and the zero check. The check runs before the product is
-// returned, so before any opening of a value computed from it: an error
-// in Z is caught before a later product could multiply it by a secret
-// and a truncation's opening could show the result (design-components.md,
-// "When a check must run").
-const checkColumns = 48
+// V - B), and Z V - X (Y V) = E_Z V - E_C for the errors of the two
+// resharings, which are fixed before V is drawn. V's entries are bits:
+// for a nonzero row of E_Z and any target, at most one of the two values
+// of a bit whose coefficient is nonzero meets it, so each column passes
+// with probability at most 1/2 and checkColumns columns with
+// 2^-checkColumns, whatever E_C (no triple need be right, so none is
+// sacrificed), and Z V, Y V are sums. 52 columns: a d = 50 job checks
+// 1,604 products and 16 batches of triples, 2^-41 in all. The same check
+// on Z^T = Y^T X^T projects Z from the left (matrixProducts takes the
+// side that opens less). Three rounds after the resharing: the coin with
+// X - A, Y V - B, and the zero check. The check runs before the product
+// is returned, so before any opening of a value computed from it: an
+// error in Z is caught before a later product could multiply it by a
+// secret and a truncation's opening could show the result
+// (design-components.md, "When a check must run").
+const checkColumns = 52
 
 // matrixProducts returns every X Y, reshared and checked. The check runs
 // on Z = X Y, opening X - A (p q words), or on Z^T = Y^T X^T, opening
@@ -361,7 +359,7 @@ func (rp *replicated) matrixProducts(e *Engine, ps []Product) []Shared {
 }
 
 // bitRows is a public r x checkColumns matrix of bits, a row's in one
-// uint64.
+// uint64 (checkColumns <= 64).
 type bitRows []uint64
 
 // randomBitRows draws r rows of checkColumns uniform bits from s.
