@@ -33,19 +33,25 @@ func (e *Engine) FirstTrue(b Shared) (Shared, error) {
 }
 
 // Gate returns every xs[j] times the shared bit bits[j] (a column of
-// len(xs) bits), entrywise, in one round: a zero bit zeroes its operand
-// exactly (Hadamard products are not truncated).
+// len(xs) bits), in one round of products: a zero bit zeroes its operand
+// exactly (the products are not truncated). Each is the matrix product of
+// the 1 x 1 bit and the operand as one row, so that the replicated
+// backend checks it by projection (a few dozen words besides the
+// product's own) rather than as one Beaver product an entry (twelve words
+// an entry).
 func (e *Engine) Gate(bits Shared, xs ...Shared) ([]Shared, error) {
 	if bits.C != 1 || bits.R != len(xs) {
 		return nil, fmt.Errorf("gate: %dx%d bits for %d operands, want a column of %d", bits.R, bits.C, len(xs), len(xs))
 	}
 	ps := make([]Product, len(xs))
 	for j, x := range xs {
-		b := e.Rows(bits, j, 1)
-		rep := e.Reshape(e.Replicate(b, x.R*x.C), x.R, x.C)
-		ps[j] = Product{rep, x}
+		ps[j] = Product{e.Rows(bits, j, 1), e.Reshape(x, 1, x.R*x.C)}
 	}
-	return e.Hadamard(ps...)
+	out := e.be.products(e, matrix, ps)
+	for j, x := range xs {
+		out[j] = e.Reshape(out[j], x.R, x.C)
+	}
+	return out, nil
 }
 
 // Choose returns sum_j onehot[j] xs[j] for the one-hot column onehot
