@@ -127,12 +127,12 @@ func normalise(e *mpc.Engine, x mpc.Shared, l stats.Layout, bits uint, clip, mar
 	mint, pm := marginUnits(margin, bits)
 	m := e.Scale(shift, mint)
 	all := e.Stack(r, vs, ns, n)
-	prod, err := e.Hadamard(mpc.Product{X: all, Y: e.Replicate(shift, all.R).Column()})
+	prod, err := e.ScaleBy(shift, all)
 	if err != nil {
 		return nil, err
 	}
 	tr := e.TruncEach([]uint{statsBits + bits - f - uint(pre), statsBits - f, statsBits + bits - f - pm},
-		e.Rows(prod[0], 0, rlen), e.Rows(prod[0], rlen, d*k+k+1), m)
+		e.Rows(prod, 0, rlen), e.Rows(prod, rlen, d*k+k+1), m)
 	rest := tr[1]
 	w, err := e.RecipHalf(e.Rows(rest, d*k+k, 1))
 	if err != nil {

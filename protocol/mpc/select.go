@@ -34,24 +34,42 @@ func (e *Engine) FirstTrue(b Shared) (Shared, error) {
 
 // Gate returns every xs[j] times the shared bit bits[j] (a column of
 // len(xs) bits), in one round of products: a zero bit zeroes its operand
-// exactly (the products are not truncated). Each is the matrix product of
-// the 1 x 1 bit and the operand as one row, so that the replicated
-// backend checks it by projection (a few dozen words besides the
-// product's own) rather than as one Beaver product an entry (twelve words
-// an entry).
+// exactly (the products are not truncated).
 func (e *Engine) Gate(bits Shared, xs ...Shared) ([]Shared, error) {
 	if bits.C != 1 || bits.R != len(xs) {
 		return nil, fmt.Errorf("gate: %dx%d bits for %d operands, want a column of %d", bits.R, bits.C, len(xs), len(xs))
 	}
+	scalars := make([]Shared, len(xs))
+	for j := range xs {
+		scalars[j] = e.Rows(bits, j, 1)
+	}
+	return e.scaleEach(scalars, xs), nil
+}
+
+// ScaleBy returns s x for a shared 1 x 1 s, as integers (no truncation),
+// in one round.
+func (e *Engine) ScaleBy(s, x Shared) (Shared, error) {
+	if s.R != 1 || s.C != 1 {
+		return Shared{}, fmt.Errorf("scale by a %dx%d matrix, want 1x1", s.R, s.C)
+	}
+	return e.scaleEach([]Shared{s}, []Shared{x})[0], nil
+}
+
+// scaleEach returns every scalars[j] xs[j] in one round of products: each
+// the matrix product of the 1 x 1 scalar and the operand as one row, so
+// that the replicated backend checks it by projection (a few dozen words
+// besides the product's own) rather than as one Beaver product an entry
+// (twelve words an entry).
+func (e *Engine) scaleEach(scalars, xs []Shared) []Shared {
 	ps := make([]Product, len(xs))
 	for j, x := range xs {
-		ps[j] = Product{e.Rows(bits, j, 1), e.Reshape(x, 1, x.R*x.C)}
+		ps[j] = Product{scalars[j], e.Reshape(x, 1, x.R*x.C)}
 	}
 	out := e.be.products(e, matrix, ps)
 	for j, x := range xs {
 		out[j] = e.Reshape(out[j], x.R, x.C)
 	}
-	return out, nil
+	return out
 }
 
 // Choose returns sum_j onehot[j] xs[j] for the one-hot column onehot

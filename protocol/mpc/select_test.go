@@ -61,3 +61,38 @@ func TestFirstTrue(t *testing.T) {
 		}
 	}
 }
+
+// TestScaleBy: a shared scalar times a shared matrix is the exact product
+// in the ring (entries up to 2^100, a scalar up to 2^20 and negative), and
+// Gate's zero bit zeroes its operand, its one bit keeps it, on both
+// backends (the replicated one checks them as matrix products).
+func TestScaleBy(t *testing.T) {
+	forEngines(t, 3, func(t *testing.T, e *Engine) {
+		x := NewMat(3, 4)
+		for i := range x.V {
+			x.V[i] = Word{uint64(i) << 30, uint64(7*i + 1)}.Neg()
+		}
+		s := NewMat(1, 1)
+		s.V[0] = FromInt64(-(1<<20 - 3))
+		got, err := e.ScaleBy(e.Share(s), e.Share(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		gated, err := e.Gate(e.Share(Mat{R: 2, C: 1, V: []Word{{}, one}}), e.Share(x), e.Share(x))
+		if err != nil {
+			t.Fatal(err)
+		}
+		prod, zero, kept := e.Reveal(got), e.Reveal(gated[0]), e.Reveal(gated[1])
+		if prod.R != 3 || prod.C != 4 {
+			t.Fatalf("s x is %dx%d, want 3x4", prod.R, prod.C)
+		}
+		for i, w := range x.V {
+			if prod.V[i] != w.Mul(s.V[0]) || zero.V[i] != (Word{}) || kept.V[i] != w {
+				t.Fatalf("entry %d: s x %v (want %v), gated by 0 %v, by 1 %v (want %v)", i, prod.V[i], w.Mul(s.V[0]), zero.V[i], kept.V[i], w)
+			}
+		}
+		if _, err := e.ScaleBy(e.Share(x), e.Share(x)); err == nil {
+			t.Error("a 3x4 scalar accepted")
+		}
+	})
+}
