@@ -33,7 +33,8 @@ import (
 // and every bucket that holds one holds B with equal errors: for t = B
 // the chance is N / binom(N B, B) < B! / (B^B N^(B-1)), and larger t
 // only lowers it. With B = 4 and N >= tripleBatch = 32,768 that is
-// below 2^-48 a batch (a job makes at most a few hundred batches). Over
+// below 2^-48 a batch (a d = 50 job makes 16: matrixProducts adds its
+// own checks to the job's bound). Over
 // Z_2 the 128 bits of a word are 128 triples permuted alike: the
 // adversary must win in every bit it spoils, and the bound holds for
 // each.
@@ -45,16 +46,16 @@ const (
 // ring is the arithmetic of a sharing: over Z_2^128, or over Z_2 with a
 // word holding 128 bits (xor and and).
 type ring struct {
-	add, sub, mul    func(a, b Mat) Mat
-	addW, subW, mulW func(a, b Word) Word
-	name             string
+	add, sub, mul func(a, b Mat) Mat
+	subW, mulW    func(a, b Word) Word
+	name          string
 }
 
 func ringOf(xor bool) ring {
 	if xor {
-		return ring{xorMat, xorMat, andMat, Word.Xor, Word.Xor, Word.And, "Z_2"}
+		return ring{xorMat, xorMat, andMat, Word.Xor, Word.And, "Z_2"}
 	}
-	return ring{add, sub, hadamard, Word.Add, Word.Sub, Word.Mul, "Z_2^128"}
+	return ring{add, sub, hadamard, Word.Sub, Word.Mul, "Z_2^128"}
 }
 
 // combine returns op applied to the components of x and y.
