@@ -152,28 +152,28 @@ func (g guard) check(e *mpc.Engine, zs, y []mpc.Shared, final bool) (zy []mpc.Sh
 		return nil, okZY, okD, err
 	}
 	zy = make([]mpc.Shared, n)
-	sq := make([]mpc.Product, 0, 3*n)
+	sq := make([]mpc.Shared, 0, 3*n)
 	for j, p := range prods {
 		zy[j] = e.Scale(p, 1<<g.e)
 		dev := e.AddPublic(e.Scale(p, 1<<(g.e-g.c)), mpc.Identity(d, mpc.Pow2(f-g.c).Neg()))
-		sq = append(sq, mpc.Product{X: zs[j], Y: zs[j]}, mpc.Product{X: y[j], Y: y[j]}, mpc.Product{X: dev, Y: dev})
+		sq = append(sq, zs[j], y[j], dev)
 	}
-	sqs, err := e.Hadamard(sq...)
+	norms, err := e.SquaredNorms(sq...)
 	if err != nil {
 		return nil, okZY, okD, err
 	}
 	// The sums of squares carry 2F fractional bits; compared as they are:
 	// below 2^21 (newGuard), so below 2^(2F + 21) = 2^(L - 1) as words,
 	// LTZ's largest bound (m + Lambda + 3 <= 128).
-	sum := func(x mpc.Shared) mpc.Shared { return e.ColumnSums(x.Column()) }
+	norm := func(i int) mpc.Shared { return e.Rows(norms, i, 1) }
 	bd := mpc.Pow2(2*f + g.bd)
 	if final {
 		bd = mpc.Pow2(2*f - residueBits - 2*g.c)
 	}
 	qs := make([]mpc.Shared, 2*n)
 	for j := range n {
-		qs[j] = e.AddPublic(e.Add(sum(sqs[3*j]), sum(sqs[3*j+1])), mpc.ConstCol(1, mpc.Pow2(2*f+g.by).Neg()))
-		qs[n+j] = e.AddPublic(sum(sqs[3*j+2]), mpc.ConstCol(1, bd.Neg()))
+		qs[j] = e.AddPublic(e.Add(norm(3*j), norm(3*j+1)), mpc.ConstCol(1, mpc.Pow2(2*f+g.by).Neg()))
+		qs[n+j] = e.AddPublic(norm(3*j+2), mpc.ConstCol(1, bd.Neg()))
 	}
 	lt, err := e.LTZ(e.Stack(qs...), e.P.L-1)
 	if err != nil {

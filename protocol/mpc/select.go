@@ -55,6 +55,23 @@ func (e *Engine) ScaleBy(s, x Shared) (Shared, error) {
 	return e.scaleEach([]Shared{s}, []Shared{x})[0], nil
 }
 
+// SquaredNorms returns the column of every ||xs[j]||_F^2, the sum of its
+// entries' squares as integers (no truncation), in one round: the
+// diagonal of W W^T for the operands read as the rows of W (all of one
+// size), one matrix product, which the replicated backend checks by
+// projection (about a fifth of the words of one Beaver product an entry).
+func (e *Engine) SquaredNorms(xs ...Shared) (Shared, error) {
+	rows := make([]Shared, len(xs))
+	for j, x := range xs {
+		if x.R*x.C != xs[0].R*xs[0].C {
+			return Shared{}, fmt.Errorf("squared norms: operand %d is %dx%d, operand 0 %dx%d", j, x.R, x.C, xs[0].R, xs[0].C)
+		}
+		rows[j] = x.Column()
+	}
+	w := e.Reshape(e.Stack(rows...), len(xs), xs[0].R*xs[0].C)
+	return e.Diagonal(e.be.products(e, matrix, []Product{{w, e.Transpose(w)}})[0]), nil
+}
+
 // scaleEach returns every scalars[j] xs[j] in one round of products: each
 // the matrix product of the 1 x 1 scalar and the operand as one row, so
 // that the replicated backend checks it by projection (a few dozen words

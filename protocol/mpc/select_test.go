@@ -63,9 +63,10 @@ func TestFirstTrue(t *testing.T) {
 }
 
 // TestScaleBy: a shared scalar times a shared matrix is the exact product
-// in the ring (entries up to 2^100, a scalar up to 2^20 and negative), and
-// Gate's zero bit zeroes its operand, its one bit keeps it, on both
-// backends (the replicated one checks them as matrix products).
+// in the ring (entries up to 2^100, a scalar up to 2^20 and negative),
+// Gate's zero bit zeroes its operand, its one bit keeps it, and
+// SquaredNorms sums the squares exactly, on both backends (the replicated
+// one checks them as matrix products).
 func TestScaleBy(t *testing.T) {
 	forEngines(t, 3, func(t *testing.T, e *Engine) {
 		x := NewMat(3, 4)
@@ -93,6 +94,22 @@ func TestScaleBy(t *testing.T) {
 		}
 		if _, err := e.ScaleBy(e.Share(x), e.Share(x)); err == nil {
 			t.Error("a 3x4 scalar accepted")
+		}
+		// SquaredNorms: of x, of 2x and of x^T (another shape, the same size).
+		norms, err := e.SquaredNorms(e.Share(x), e.Scale(e.Share(x), 2), e.Transpose(e.Share(x)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var want Word
+		for _, w := range x.V {
+			want = want.Add(w.Mul(w))
+		}
+		sums := e.Reveal(norms)
+		if sums.R != 3 || sums.V[0] != want || sums.V[1] != want.Mul(FromInt64(4)) || sums.V[2] != want {
+			t.Errorf("squared norms %v, want %v, 4 times it, %v", sums.V, want, want)
+		}
+		if _, err := e.SquaredNorms(e.Share(x), e.Share(s)); err == nil {
+			t.Error("squared norms of operands of different sizes accepted")
 		}
 	})
 }
