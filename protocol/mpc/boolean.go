@@ -78,20 +78,23 @@ func (rp *replicated) makeEdaBits(e *Engine, n int) (arith, bin Shared) {
 // of values 128 g to 128 g + 127 (value 128 g + l in bit l), the last
 // column padded with zeros. Linear over Z_2, so local.
 func (e *Engine) sliced(x Shared) Shared {
-	groups := (x.R + 127) / 128
-	return e.each(x, func(_ int, s Mat) Mat {
-		out := NewMat(128, groups)
-		var block [128]Word
-		for g := range groups {
-			clear(block[:])
-			copy(block[:], s.V[128*g:min(128*g+128, len(s.V))])
-			transpose128(&block)
-			for j := range 128 {
-				out.V[j*groups+g] = block[j]
-			}
+	return e.each(x, func(_ int, s Mat) Mat { return sliceWords(s.V) })
+}
+
+// sliceWords is sliced for one component's (or a public column's) words.
+func sliceWords(v []Word) Mat {
+	groups := (len(v) + 127) / 128
+	out := NewMat(128, groups)
+	var block [128]Word
+	for g := range groups {
+		clear(block[:])
+		copy(block[:], v[128*g:min(128*g+128, len(v))])
+		transpose128(&block)
+		for j := range 128 {
+			out.V[j*groups+g] = block[j]
 		}
-		return out
-	})
+	}
+	return out
 }
 
 // unsliced is sliced's inverse for n values: a column again (local).
@@ -236,18 +239,8 @@ func (rp *replicated) borrowWords(e *Engine, c []Word, rb Shared) Shared {
 // needs): 251 words of ANDs a group of 128 values.
 func (rp *replicated) borrowSliced(e *Engine, c []Word, rb Shared) Shared {
 	n := len(c)
-	rs := e.sliced(rb)
+	rs, cs := e.sliced(rb), sliceWords(c) // cs public
 	groups := rs.C
-	cs := NewMat(128, groups) // c sliced, public
-	var block [128]Word
-	for g := range groups {
-		clear(block[:])
-		copy(block[:], c[128*g:min(128*g+128, n)])
-		transpose128(&block)
-		for j := range 128 {
-			cs.V[j*groups+g] = block[j]
-		}
-	}
 	row := func(j int) []Word { return cs.V[j*groups : (j+1)*groups] }
 	type node struct{ g, e Shared }
 	nodes := make([]node, 127)

@@ -79,10 +79,7 @@ func (p prss) zero(e *Engine, r, c int, xor bool) []Mat {
 			f[j] = p.random(j, r, c)
 		}
 	}
-	combine := sub
-	if xor {
-		combine = xorMat
-	}
+	combine := ringOf(xor).sub
 	out := make([]Mat, 3)
 	for i := range out {
 		if e.runs(i) {

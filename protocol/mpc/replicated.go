@@ -144,11 +144,8 @@ func (e *Engine) round(n int) {
 // combined by exclusive or.
 func (rp *replicated) reshare(e *Engine, zs []Shared, xor bool) []Shared {
 	out := make([]Shared, len(zs))
+	combine := ringOf(xor).add
 	for k, z := range zs {
-		combine := add
-		if xor {
-			combine = xorMat
-		}
 		alpha := rp.prss.zero(e, z.R, z.C, xor)
 		out[k] = Shared{R: z.R, C: z.C, S: make([]Mat, 3)}
 		for i := range 3 {
@@ -269,8 +266,8 @@ func openingHash(round int, ws []Word) []Word {
 	return []Word{WordFromBytes(sum), WordFromBytes(sum[16:])}
 }
 
-// products computes every party's term of X Y (or X * Y), x_i (y_i +
-// y_(i+1)) + x_(i+1) y_i, and reshares them: one round.
+// products returns every X Y checked (matrixProducts) or X * Y as Beaver
+// products on verified triples (beaver).
 func (rp *replicated) products(e *Engine, k kind, ps []Product) []Shared {
 	if k == entrywise {
 		return rp.beaver(e, false, ps)

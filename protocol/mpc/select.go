@@ -61,6 +61,9 @@ func (e *Engine) ScaleBy(s, x Shared) (Shared, error) {
 // size), one matrix product, which the replicated backend checks by
 // projection (about a fifth of the words of one Beaver product an entry).
 func (e *Engine) SquaredNorms(xs ...Shared) (Shared, error) {
+	if len(xs) == 0 {
+		return Shared{}, fmt.Errorf("squared norms of no operand")
+	}
 	rows := make([]Shared, len(xs))
 	for j, x := range xs {
 		if x.R*x.C != xs[0].R*xs[0].C {

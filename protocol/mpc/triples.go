@@ -137,35 +137,38 @@ func (rp *replicated) makeTriples(e *Engine, xor bool, n int) triples {
 			}
 		}
 	}
-	each := func(f func(i int, out, a, b, c, x, y, z []Word)) Shared {
+	// each fills, per component held, one word a checked pair from the
+	// component's x, y and z.
+	each := func(f func(i int, out, x, y, z []Word)) Shared {
 		out := Shared{R: n * (b - 1), C: 1, S: make([]Mat, 3)}
 		for i := range 3 {
 			if e.holds(i) {
 				out.S[i] = NewMat(n*(b-1), 1)
-				f(i, out.S[i].V, x.S[i].V, y.S[i].V, z.S[i].V, x.S[i].V, y.S[i].V, z.S[i].V)
+				f(i, out.S[i].V, x.S[i].V, y.S[i].V, z.S[i].V)
 			}
 		}
 		return out
 	}
-	rho := each(func(_ int, out, a, _, _, x, _, _ []Word) {
-		pairs(func(k, p, r int) { out[p] = g.subW(a[first(k)], x[r]) })
+	rho := each(func(_ int, out, x, _, _ []Word) {
+		pairs(func(k, p, r int) { out[p] = g.subW(x[first(k)], x[r]) })
 	})
-	sigma := each(func(_ int, out, _, b, _, _, y, _ []Word) {
-		pairs(func(k, p, r int) { out[p] = g.subW(b[first(k)], y[r]) })
+	sigma := each(func(_ int, out, _, y, _ []Word) {
+		pairs(func(k, p, r int) { out[p] = g.subW(y[first(k)], y[r]) })
 	})
 	op := rp.openAs(e, xor, []Shared{rho, sigma})
 	rv, sv := op[0].V, op[1].V
-	// v = c - z_r - sigma x_r - rho y_r - rho sigma: e_c - e_z.
-	v := each(func(i int, out, _, _, c, x, y, z []Word) {
+	// v = c - z_r - sigma x_r - rho y_r - rho sigma: e_c - e_z, with
+	// (a, b, c) the bucket's first triple.
+	v := each(func(i int, out, x, y, z []Word) {
 		pairs(func(k, p, r int) {
-			w := g.subW(g.subW(g.subW(c[first(k)], z[r]), g.mulW(sv[p], x[r])), g.mulW(rv[p], y[r]))
+			w := g.subW(g.subW(g.subW(z[first(k)], z[r]), g.mulW(sv[p], x[r])), g.mulW(rv[p], y[r]))
 			if i == 0 {
 				w = g.subW(w, g.mulW(rv[p], sv[p]))
 			}
 			out[p] = w
 		})
 	})
-	rp.zeroCheck(e, g, v)
+	rp.zeroCheck(e, g, v, "the triples over "+g.name)
 	kept := make([]int, n)
 	for k := range kept {
 		kept[k] = first(k)
@@ -222,7 +225,8 @@ func (rp *replicated) coinPermutation(e *Engine, m int) []int {
 	return perm
 }
 
-// zeroCheck checks that every entry of v is zero without opening it, one
+// zeroCheck checks that every entry of v is zero without opening it (what
+// names the values checked, for the error), one
 // round: party i sends a hash of v_i + v_(i+1), its components' sum, to
 // party i + 1, which compares it with a hash of -v_(i+2), its own
 // component: they agree when v is zero. Each honest party checks the sum
@@ -230,10 +234,10 @@ func (rp *replicated) coinPermutation(e *Engine, m int) []int {
 // nonzero v (a mismatch is a sticky error). v's entries here are
 // differences of errors a deviating party chose, so nothing else is
 // learnt.
-func (rp *replicated) zeroCheck(e *Engine, g ring, v Shared) {
+func (rp *replicated) zeroCheck(e *Engine, g ring, v Shared, what string) {
 	round := e.Cost.Rounds
 	e.round(2)
-	bad := fmt.Errorf("round %d: the triples over %s failed their check: a party spoilt them", round+1, g.name)
+	bad := fmt.Errorf("round %d: %s failed their check: a party spoilt them", round+1, what)
 	if e.Me < 0 {
 		sum := g.add(g.add(v.S[0], v.S[1]), v.S[2])
 		for _, w := range sum.V {
@@ -355,7 +359,7 @@ func (rp *replicated) matrixProducts(e *Engine, ps []Product) []Shared {
 			return sub(sub(sub(vs[n].mulBy(z), cs[n].S[i]), mul(d, bs[n].S[i])), mul(p.X.S[i], f))
 		}).Column()
 	}
-	rp.zeroCheck(e, ringOf(false), e.Stack(checks...))
+	rp.zeroCheck(e, ringOf(false), e.Stack(checks...), "the matrix products")
 	return zs
 }
 
